@@ -1,0 +1,262 @@
+/* graph/graph.h: internal interface of the graph stage.
+ *
+ * The graph stage builds and checks the deferred graph: contexts, buffers,
+ * nodes with dtypes and shapes, views, scalar functions (builder, parser,
+ * printer, typing), scalar semantics, and the reference evaluator. Later
+ * stages (fusion, codegen, backends) see only this header and lazyfuse.h.
+ *
+ * Invariants every stage may rely on:
+ *  - a node's inputs were created before it in the same graph, so node ids
+ *    (creation order) are a topological order;
+ *  - a node that exists is valid: shapes broadcast, axes are in range, and its
+ *    numel and byte size fit in int64_t / size_t (checked at construction);
+ *  - an fn's expressions are in topological order (operands have lower ids)
+ *    and identical expressions are stored once (hash-consing);
+ *  - all memory comes from graph_malloc & co., so the failure hook and the
+ *    live-byte counter see every allocation.
+ */
+#ifndef LF_GRAPH_H
+#define LF_GRAPH_H
+
+#include "lazyfuse.h"
+
+#include <stdarg.h>
+
+#define LF_ERRMSG_CAP 512
+
+/* ==== util.c: allocation (with the failure hook), messages, shapes ======== */
+
+void *graph_malloc(size_t bytes);              /* NULL on failure or injected failure */
+void *graph_calloc(size_t count, size_t size); /* NULL on overflow or failure */
+void *graph_realloc(void *p, size_t bytes);    /* p untouched on failure */
+void graph_free(void *p);
+char *graph_strdup(const char *s);
+
+/* Records an error message for ctx (or the calling thread when ctx is NULL)
+ * and returns st, so that `return graph_error(ctx, LF_ERR_..., ...)` reads. */
+lf_status graph_error(lf_ctx *ctx, lf_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+lf_status graph_verror(lf_ctx *ctx, lf_status st, const char *fmt, va_list ap);
+
+/* Formats a shape as "[3,4]" into buf (cap >= 2). */
+const char *graph_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape);
+/* numel of a shape, with overflow checks: false when the product, or the
+ * product times elem_size, overflows. */
+bool graph_shape_numel(int ndim, const int64_t *shape, size_t elem_size, int64_t *numel);
+/* Row-major strides (in elements) of a dense array of this shape. */
+void graph_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
+/* NumPy broadcast of two shapes; false when they do not broadcast. */
+bool graph_broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, int *nout,
+                            int64_t *out);
+/* Strides (in elements) that read a dense array of shape `in` as if it had
+ * been broadcast to `out` (0 on broadcast axes). `in` must broadcast to `out`. */
+void graph_broadcast_strides(int nin, const int64_t *in, int nout, const int64_t *out,
+                             int64_t *strides);
+
+/* ==== ctx.c: contexts and buffers ========================================= */
+
+struct lf_ctx {
+    lf_ctx_options opt;          /* options as given, resolved (cache_dir owned) */
+    lf_backend backend;          /* resolved backend, never AUTO */
+    char errmsg[LF_ERRMSG_CAP];  /* last error message */
+    struct lf_buffer *buffers;   /* live buffers (doubly linked) */
+    struct lf_graph *graphs;     /* live graphs (doubly linked) */
+};
+
+struct lf_buffer {
+    lf_ctx *ctx;                   /* owning context */
+    lf_dtype dtype;                /* element type */
+    int ndim;                      /* 0..LF_MAX_DIMS */
+    int64_t shape[LF_MAX_DIMS];    /* extents, >= 0 */
+    int64_t numel;                 /* product of extents */
+    size_t bytes;                  /* numel * dtype size */
+    void *data;                    /* host storage (NULL when bytes is 0) */
+    int refs;                      /* 1 for the user + 1 per graph reading it */
+    bool user_freed;               /* lf_buffer_free was called */
+    struct lf_buffer *prev, *next; /* ctx->buffers list */
+};
+
+/* Drops one reference; frees the buffer when none is left. */
+void graph_buffer_release(lf_buffer *b);
+
+/* ==== scalar.c: scalar values and operator semantics ======================= */
+
+/* One element value. Floating dtypes use f (an f32 value is a double holding
+ * a float exactly); bool, i32 and i64 use i (bool is 0 or 1). */
+typedef union lf_scalar {
+    double f;
+    int64_t i;
+} lf_scalar;
+
+typedef enum op_syntax { OPSYN_INFIX, OPSYN_PREFIX, OPSYN_CALL } op_syntax;
+typedef enum op_typing {
+    OPTY_ARITH, OPTY_DIV, OPTY_FLOAT, OPTY_SAME, OPTY_CMP, OPTY_LOGIC, OPTY_PRED, OPTY_SELECT
+} op_typing;
+
+typedef struct op_info {
+    const char *text;   /* spelling in expression strings */
+    int arity;          /* 1..3 */
+    op_syntax syntax;   /* how the parser and printer write it */
+    op_typing typing;   /* result dtype rule */
+    const char *cname;  /* C math base name for codegen, "" if open-coded */
+} op_info;
+
+extern const op_info graph_ops[LF_NOPS];
+
+typedef struct red_info {
+    const char *text;   /* "sum", ... */
+    double identity;    /* starting value for floating accumulation */
+} red_info;
+
+extern const red_info graph_reds[LF_NREDS];
+
+static inline bool graph_dtype_is_float(lf_dtype t) { return t == LF_F32 || t == LF_F64; }
+static inline bool graph_dtype_is_int(lf_dtype t) { return t == LF_I32 || t == LF_I64; }
+
+/* Converts v from dtype `from` to dtype `to` with the cast rules of
+ * lazyfuse.h (float->int truncates and saturates, NaN -> 0; int->int wraps;
+ * f64->f32 rounds; anything->bool is != 0). */
+lf_scalar graph_scalar_convert(lf_scalar v, lf_dtype from, lf_dtype to);
+/* Applies op. Operands are already converted to the compute dtype ct (for
+ * LOGIC ops ct is LF_BOOL; for WHERE the first operand is a bool and the
+ * others are in ct). Returns the value in the op's result dtype. */
+lf_scalar graph_scalar_apply(lf_op op, lf_dtype ct, lf_scalar a, lf_scalar b, lf_scalar c);
+/* Loads element i of a dense array of dtype t, and stores into one. */
+lf_scalar graph_scalar_load(const void *base, lf_dtype t, int64_t i);
+void graph_scalar_store(void *base, lf_dtype t, int64_t i, lf_scalar v);
+
+/* ==== fn.c: scalar functions: builder, hash-consing, typing, evaluation ==== */
+
+typedef enum expr_kind { EXPR_PARAM, EXPR_CONST, EXPR_OP, EXPR_CAST } expr_kind;
+
+typedef struct fn_expr {
+    expr_kind kind;    /* what this expression is */
+    lf_op op;          /* EXPR_OP: the operator */
+    int arg[3];        /* EXPR_OP / EXPR_CAST operands (ids < own id), else -1 */
+    int param;         /* EXPR_PARAM: parameter index */
+    lf_dtype cast_to;  /* EXPR_CAST: target dtype */
+    bool is_int;       /* EXPR_CONST: integer literal (value.i), else float (value.f) */
+    lf_scalar value;   /* EXPR_CONST: the literal */
+} fn_expr;
+
+struct lf_fn {
+    lf_graph *graph;                 /* owner (memory and errors) */
+    int nparams;                     /* 1..LF_MAX_ARGS */
+    char *param_names[LF_MAX_ARGS];  /* names for printing (graph_malloc'd) */
+    fn_expr *exprs;                  /* expressions in topological order */
+    int nexprs, cap;                 /* used and allocated entries */
+    int result;                      /* result expression id, -1 until set */
+    struct lf_fn *next;              /* graph->fns list */
+};
+
+/* Creates an fn with nparams parameters named by names (NULL: p0, p1, ...).
+ * Records the error on the graph and returns NULL on failure. */
+lf_fn *graph_fn_create(lf_graph *g, int nparams, const char *const *names);
+/* Adds an expression (hash-consed: an identical one returns its id). Returns
+ * its id, or -1 after recording an error on the graph. */
+int graph_fn_add(lf_fn *f, const fn_expr *e);
+
+/* Expression typing for given parameter dtypes. etype[i] is the dtype of
+ * expression i's value; ctype[i] the dtype its operands are converted to
+ * before the operator applies (equal to etype except for comparisons,
+ * logic, predicates and casts). Weak literals follow lazyfuse.h. Returns the
+ * result dtype. Arrays have f->nexprs entries. */
+lf_dtype graph_fn_types(const lf_fn *f, const lf_dtype *params, lf_dtype *etype, lf_dtype *ctype);
+/* Evaluates f on one set of arguments (args[i] in dtype params[i]); vals is
+ * scratch of f->nexprs entries; returns the value in etype[f->result]. */
+lf_scalar graph_fn_eval(const lf_fn *f, const lf_dtype *params, const lf_dtype *etype,
+                        const lf_dtype *ctype, const lf_scalar *args, lf_scalar *vals);
+/* An fn that applies one builtin op to its arity parameters. */
+lf_fn *graph_fn_for_op(lf_graph *g, lf_op op);
+/* An fn that casts its one parameter to t. */
+lf_fn *graph_fn_for_cast(lf_graph *g, lf_dtype t);
+
+/* ==== parse.c: expression strings <-> fns ================================= */
+
+/* Parses src into a new fn of g (lf_fn_parse is this). On error records
+ * "parse error at LINE:COL: MESSAGE" (LF_ERR_PARSE) and returns NULL. */
+lf_fn *graph_fn_parse(lf_graph *g, const char *src);
+/* Prints f as "(a, b) -> expr" (lf_fn_print is this). */
+int graph_fn_print(const lf_fn *f, char *buf, size_t cap);
+
+/* ==== graph.c: graphs and nodes =========================================== */
+
+typedef enum node_kind {
+    NODE_INPUT,   /* reads a buffer */
+    NODE_CONST,   /* every element is one value (0-d constant or fill) */
+    NODE_IOTA,    /* start + i*step, 1-d */
+    NODE_VIEW,    /* strided read of its input's dense layout */
+    NODE_MAP,     /* fn applied elementwise to broadcast inputs */
+    NODE_REDUCE   /* reduction over a set of axes */
+} node_kind;
+
+typedef enum view_kind {
+    VIEW_RESHAPE, VIEW_PERMUTE, VIEW_BROADCAST, VIEW_EXPAND, VIEW_SLICE
+} view_kind;
+
+struct lf_node {
+    lf_graph *graph;                /* owner */
+    int id;                         /* creation order: a topological order */
+    node_kind kind;                 /* what the node computes */
+    lf_dtype dtype;                 /* element type */
+    int ndim;                       /* 0..LF_MAX_DIMS */
+    int64_t shape[LF_MAX_DIMS];     /* extents */
+    int64_t numel;                  /* product of extents (fits, checked) */
+    int ninputs;                    /* 0..LF_MAX_ARGS */
+    lf_node *inputs[LF_MAX_ARGS];   /* operand nodes (lower ids) */
+    union {
+        lf_buffer *buffer;          /* NODE_INPUT */
+        lf_scalar value;            /* NODE_CONST, in dtype */
+        struct {
+            double start, step;     /* NODE_IOTA: element i is start + i*step */
+        } iota;
+        struct {
+            view_kind op;               /* which builder made it (labels) */
+            int64_t offset;             /* element offset into the input */
+            int64_t strides[LF_MAX_DIMS]; /* per output axis, into the input's
+                                             dense row-major layout; may be 0
+                                             or negative */
+        } view;
+        struct {
+            lf_fn *fn;                  /* arity == ninputs */
+            lf_dtype *etype, *ctype;    /* graph_fn_types for these inputs */
+        } map;
+        struct {
+            lf_reduce_op op;            /* which reduction */
+            uint32_t axes;              /* bit d set: input axis d is reduced */
+            bool keepdims;              /* reduced axes kept as extent 1 */
+        } reduce;
+    } u;
+};
+
+struct lf_graph {
+    lf_ctx *ctx;                  /* owner */
+    lf_status status;             /* first error, sticky */
+    char errmsg[LF_ERRMSG_CAP];   /* its message */
+    lf_node **nodes;              /* all nodes by id */
+    int nnodes, capnodes;         /* used and allocated */
+    lf_buffer **bound;            /* buffers this graph holds a reference to */
+    int nbound, capbound;         /* used and allocated */
+    lf_fn *fns;                   /* fns of this graph (list) */
+    struct lf_graph *prev, *next; /* ctx->graphs list */
+};
+
+/* Records the graph's first error (later ones are dropped) and the context's
+ * last message. Returns st. */
+lf_status graph_fail(lf_graph *g, lf_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Checks that a builder may proceed: g non-NULL and not failed, every node
+ * non-NULL and of graph g. Records an error naming `what` otherwise. */
+bool graph_check_args(lf_graph *g, const char *what, int n, lf_node *const *nodes);
+/* Frees every graph resource (used by lf_graph_free and lf_ctx_destroy). */
+void graph_destroy(lf_graph *g);
+
+/* ==== eval_ref.c: the reference evaluator ================================= */
+
+/* Evaluates outs[0..n) node by node, unfused, into dense host arrays.
+ * On success results[i] is a graph_malloc'd array of outs[i]->numel elements
+ * (NULL for zero bytes) that the caller frees. On failure nothing is
+ * allocated and the graph's context holds the message. */
+lf_status graph_eval_reference(lf_graph *g, int n, lf_node *const *outs, void **results);
+
+#endif /* LF_GRAPH_H */

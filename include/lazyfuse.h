@@ -1,0 +1,355 @@
+/* lazyfuse.h: the whole public API of lazyfuse.
+ *
+ * lazyfuse builds a deferred dataflow graph of map / zipwith / reduce nodes and
+ * evaluates it when a result is asked for. Nothing computes while a graph is
+ * built; lf_eval plans, runs, and writes results into buffers.
+ *
+ * Worked example: the Gaussian density of the Numba lecture notes, and a sum of
+ * squares, over n float32 values (error handling shortened to one check).
+ *
+ *     lf_ctx *ctx = lf_ctx_new(NULL);                       // default options
+ *     int64_t n = 1000;
+ *     lf_buffer *xb = lf_buffer_new(ctx, LF_F32, 1, &n);
+ *     lf_buffer_write(xb, host_x, n * sizeof(float));       // copy host data in
+ *     lf_buffer *pdf = lf_buffer_new(ctx, LF_F32, 1, &n);
+ *     lf_buffer *ss  = lf_buffer_new(ctx, LF_F32, 0, NULL); // 0-d result
+ *
+ *     lf_graph *g = lf_graph_new(ctx);
+ *     lf_fn *gauss = lf_fn_parse(g,
+ *         "(x, m, s) -> exp(-0.5*((x-m)/s)**2) / (s*2.5066282746)");
+ *     lf_node *x = lf_input(g, xb);
+ *     lf_node *y = lf_zipwith(g, gauss, 3, (lf_node *[]){
+ *                      x, lf_const(g, LF_F32, 0.0), lf_const(g, LF_F32, 1.0)});
+ *     lf_node *s = lf_reduce(g, LF_RED_SUM, lf_mul(g, x, x), 0, NULL, false);
+ *     if (lf_eval(g, 2, (lf_node *[]){y, s}, (lf_buffer *[]){pdf, ss}) != LF_OK)
+ *         fprintf(stderr, "lazyfuse: %s\n", lf_errmsg(ctx));
+ *     lf_buffer_read(pdf, host_pdf, n * sizeof(float));      // copy results out
+ *     lf_graph_free(g);
+ *     lf_ctx_destroy(ctx);                                   // frees the buffers too
+ *
+ * Ownership, in one sentence: you free what you create with lf_ctx_new,
+ * lf_buffer_new and lf_graph_new (a graph owns its nodes and fns, and keeps
+ * the buffers it reads alive until it is freed), and lf_ctx_destroy frees
+ * everything of that context still alive.
+ *
+ * Errors: no call aborts because of its arguments. Fallible calls return a
+ * status (LF_OK is 0) or NULL / a negative id. lf_errmsg(ctx) says what and
+ * where. Builder errors are sticky on their graph: once a graph has failed,
+ * later builder calls return NULL and lf_eval reports the first error, so a
+ * chain of builder calls may be checked once, at the end. A failed call leaves
+ * the caller's buffers untouched.
+ *
+ * Threads: one context and everything made from it belongs to one thread at a
+ * time. Different contexts may be used concurrently.
+ *
+ * Dtype rules (NumPy's, for these five dtypes), in order bool < i32 < i64 <
+ * f32 < f64:
+ *   promote(a, b): the same dtype if equal; bool with X gives X; i32 with i64
+ *     gives i64; f32 with f64 gives f64; an integer with f32 gives f64 (no
+ *     integer is rounded silently); an integer with f64 gives f64.
+ *   Literals in expression strings and lf_fn_const are weak (as NumPy 2 and
+ *     JAX scalars): an integer literal takes the other operand's dtype (bool
+ *     becomes i64); a float literal takes the other operand's dtype when that
+ *     is floating, else f64. A result that is still weak at the end becomes
+ *     i64 (integer) or f64 (float). So x*0.5 with x f32 is f32.
+ *   Arithmetic (+ - * % ** unary -) gives the promoted dtype; bool operands
+ *     are taken as i32. Integer arithmetic wraps (two's complement); integer
+ *     x % 0 is 0; integer x ** negative is 0 unless x is 1 or -1. % follows
+ *     the sign of the divisor (Python, NumPy).
+ *   / is true division: integers give f64.
+ *   Float functions (sqrt, exp, sin, ...): f32 stays f32, f64 stays f64,
+ *     bool and integers give f64.
+ *   min, max, abs, sign, floor, ceil, round, trunc keep the promoted dtype.
+ *     min and max propagate NaN. round is half to even.
+ *   Comparisons, and/or/not, isnan, isinf give bool.
+ *   where(c, a, b) gives promote(a, b); c is a truth value (nonzero is true).
+ *   Casts to an integer dtype truncate toward zero and saturate at the
+ *     dtype's range; NaN casts to 0. Casts to bool give value != 0.
+ *   Reductions: sum and prod of bool, i32 and i64 give i64; of f32 and f64
+ *     keep the dtype. mean of integers gives f64. min and max keep the dtype.
+ *     argmin and argmax give i64. Float reductions accumulate in double,
+ *     integer ones in int64 (wrapping), and round once at the end.
+ */
+#ifndef LAZYFUSE_H
+#define LAZYFUSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(LF_BUILDING_LIBRARY) && defined(__GNUC__)
+#define LF_API __attribute__((visibility("default")))
+#else
+#define LF_API
+#endif
+
+#define LF_MAX_DIMS 8   /* most dimensions an array may have */
+#define LF_MAX_ARGS 8   /* most inputs of a zipwith, most parameters of an fn */
+#define LF_NONE INT64_MIN /* slice start/stop: "from the natural end" (Python's None) */
+
+/* ---- status and errors ------------------------------------------------- */
+
+typedef enum lf_status {
+    LF_OK = 0,
+    LF_ERR_NULL,        /* a required handle or pointer was NULL */
+    LF_ERR_INVALID,     /* a bad argument: size mismatch, unknown enum, ... */
+    LF_ERR_SHAPE,       /* shapes do not broadcast, reshape sizes differ, too many dims */
+    LF_ERR_AXIS,        /* axis out of range or repeated */
+    LF_ERR_RANGE,       /* slice bounds or step out of range */
+    LF_ERR_DTYPE,       /* dtype not allowed here, or buffer and node dtypes differ */
+    LF_ERR_OVERFLOW,    /* a shape product or byte count overflows */
+    LF_ERR_ARITY,       /* fn parameter count does not match the inputs */
+    LF_ERR_PARSE,       /* expression string does not parse */
+    LF_ERR_NOMEM,       /* allocation failed */
+    LF_ERR_BACKEND,     /* backend not available or failed */
+    LF_ERR_STATE        /* handle used with the wrong context or graph */
+} lf_status;
+
+typedef struct lf_ctx lf_ctx;       /* context: backend, options, last error */
+typedef struct lf_buffer lf_buffer; /* materialized array owned by a context */
+typedef struct lf_graph lf_graph;   /* deferred graph: an arena of nodes and fns */
+typedef struct lf_node lf_node;     /* one graph node; owned by its graph */
+typedef struct lf_fn lf_fn;         /* scalar function; owned by its graph */
+
+/* The last error message of ctx, or of the calling thread when ctx is NULL
+ * (errors of calls that had no context to record into). Never NULL; "" when
+ * there was none. Valid until the next failing call on that context. */
+LF_API const char *lf_errmsg(const lf_ctx *ctx);
+/* Short name of a status code ("LF_ERR_SHAPE"). */
+LF_API const char *lf_status_name(lf_status s);
+
+/* ---- dtypes ------------------------------------------------------------ */
+
+typedef enum lf_dtype {
+    LF_BOOL = 0, /* stored as one byte, 0 or 1 */
+    LF_I32,
+    LF_I64,
+    LF_F32,
+    LF_F64,
+    LF_NDTYPES
+} lf_dtype;
+
+LF_API size_t lf_dtype_size(lf_dtype t);       /* bytes per element; 0 if unknown */
+LF_API const char *lf_dtype_name(lf_dtype t);  /* "f32", ...; "?" if unknown */
+LF_API lf_dtype lf_dtype_promote(lf_dtype a, lf_dtype b); /* rules above */
+
+/* ---- context ------------------------------------------------------------ */
+
+typedef enum lf_backend {
+    LF_BACKEND_AUTO = 0,  /* the best available: CUDA if usable, else CPU */
+    LF_BACKEND_CPU,       /* host CPU */
+    LF_BACKEND_CUDA,      /* NVIDIA GPU */
+    LF_BACKEND_REFERENCE  /* the naive reference evaluator (the test oracle) */
+} lf_backend;
+
+typedef struct lf_ctx_options {
+    lf_backend backend;    /* default LF_BACKEND_AUTO */
+    int threads;           /* worker threads; 0 means one per online CPU */
+    int fusion;            /* 1 on, 0 off, -1 default (on unless LF_FUSION=0) */
+    const char *cache_dir; /* kernel cache folder; NULL means the default */
+} lf_ctx_options;
+
+/* Fills *opt with the defaults. */
+LF_API void lf_ctx_options_init(lf_ctx_options *opt);
+/* Creates a context; opt may be NULL for defaults. NULL on failure, with the
+ * reason in lf_errmsg(NULL). This version evaluates every graph with the
+ * reference evaluator: LF_BACKEND_CUDA fails with LF_ERR_BACKEND, and AUTO and
+ * CPU run on the host. */
+LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
+/* Destroys the context and every buffer and graph still alive in it. NULL is
+ * a no-op. */
+LF_API void lf_ctx_destroy(lf_ctx *ctx);
+/* The backend this context runs on (never AUTO). */
+LF_API lf_backend lf_ctx_backend(const lf_ctx *ctx);
+LF_API const char *lf_backend_name(lf_backend b);
+/* The options the context was made with (cache_dir points into the context). */
+LF_API lf_ctx_options lf_ctx_get_options(const lf_ctx *ctx);
+
+/* ---- buffers ------------------------------------------------------------ */
+
+/* A new zero-filled buffer of the given dtype and shape (ndim 0..8, extents
+ * >= 0; zero-size is valid; shape may be NULL when ndim is 0). */
+LF_API lf_buffer *lf_buffer_new(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape);
+/* Frees a buffer. A graph that reads it keeps it alive until the graph is
+ * freed. NULL is a no-op. */
+LF_API void lf_buffer_free(lf_buffer *b);
+/* Copies bytes of host data in; bytes must equal the buffer's byte size.
+ * Bool data is normalized to 0 and 1. */
+LF_API lf_status lf_buffer_write(lf_buffer *b, const void *src, size_t bytes);
+/* Copies the buffer out; bytes must equal the buffer's byte size. */
+LF_API lf_status lf_buffer_read(const lf_buffer *b, void *dst, size_t bytes);
+LF_API lf_dtype lf_buffer_dtype(const lf_buffer *b);
+LF_API int lf_buffer_ndim(const lf_buffer *b);
+/* Extent of dimension axis (negative counts from the end); -1 if out of range. */
+LF_API int64_t lf_buffer_dim(const lf_buffer *b, int axis);
+LF_API int64_t lf_buffer_numel(const lf_buffer *b);
+LF_API size_t lf_buffer_bytes(const lf_buffer *b);
+
+/* ---- graphs ------------------------------------------------------------- */
+
+LF_API lf_graph *lf_graph_new(lf_ctx *ctx);
+/* Frees the graph, its nodes and fns, and releases the buffers it read. */
+LF_API void lf_graph_free(lf_graph *g);
+/* LF_OK, or the graph's first (sticky) error. */
+LF_API lf_status lf_graph_status(const lf_graph *g);
+/* The graph's first error message, "" if none. */
+LF_API const char *lf_graph_errmsg(const lf_graph *g);
+
+/* Node queries. */
+LF_API lf_dtype lf_node_dtype(const lf_node *n);
+LF_API int lf_node_ndim(const lf_node *n);
+LF_API int64_t lf_node_dim(const lf_node *n, int axis); /* -1 if out of range */
+LF_API int64_t lf_node_numel(const lf_node *n);
+
+/* ---- sources ------------------------------------------------------------- */
+
+/* Reads buffer b (dtype and shape from it). */
+LF_API lf_node *lf_input(lf_graph *g, lf_buffer *b);
+/* A 0-d constant of dtype t (value converted as a cast would). */
+LF_API lf_node *lf_const(lf_graph *g, lf_dtype t, double value);
+/* An array of the given shape filled with value. */
+LF_API lf_node *lf_fill(lf_graph *g, lf_dtype t, double value, int ndim, const int64_t *shape);
+/* 1-d [0, 1, ..., n-1] of an integer or float dtype. */
+LF_API lf_node *lf_iota(lf_graph *g, lf_dtype t, int64_t n);
+/* 1-d start, start+step, ... while < stop (> stop for negative step), as
+ * NumPy's arange: ceil((stop-start)/step) elements. step must not be 0. */
+LF_API lf_node *lf_arange(lf_graph *g, lf_dtype t, double start, double stop, double step);
+
+/* ---- views (no data is copied; they become index arithmetic) ------------ */
+
+/* New shape of the same element count; one extent may be -1 (inferred). */
+LF_API lf_node *lf_reshape(lf_graph *g, lf_node *x, int ndim, const int64_t *shape);
+/* Output axis i is input axis perm[i]; perm is a permutation of 0..ndim-1. */
+LF_API lf_node *lf_permute(lf_graph *g, lf_node *x, const int *perm);
+/* Reverses the axes (a matrix transpose for 2-d). */
+LF_API lf_node *lf_transpose(lf_graph *g, lf_node *x);
+/* Broadcasts x to shape by NumPy's rules. */
+LF_API lf_node *lf_broadcast_to(lf_graph *g, lf_node *x, int ndim, const int64_t *shape);
+/* Inserts an axis of extent 1 at position axis (-ndim-1 .. ndim). */
+LF_API lf_node *lf_expand_dims(lf_graph *g, lf_node *x, int axis);
+/* Python's x[start:stop:step] along one axis. start and stop may be negative
+ * (counting from the end) or LF_NONE (from the natural end for step's sign);
+ * after adding the extent to a negative value, start and stop must lie in
+ * 0..extent, else LF_ERR_RANGE (bounds are checked, not clamped). step != 0;
+ * negative steps walk backwards. */
+LF_API lf_node *lf_slice(lf_graph *g, lf_node *x, int axis, int64_t start, int64_t stop, int64_t step);
+
+/* ---- scalar functions --------------------------------------------------- */
+
+typedef enum lf_op {
+#define LF_OP(ID, text, arity, syntax, typing, cname) LF_OP_##ID,
+#include "lazyfuse_ops.def"
+    LF_NOPS
+} lf_op;
+
+/* Parses "(a, b, ...) -> expr". Operators, by rising precedence:
+ *   or (also ||);  and (also &&);  not (also !);  < <= > >= == != (no chains);
+ *   + -;  * / %;  unary - +;  ** (right-associative: -x**2 is -(x**2)).
+ * Calls: every CALL operator in lazyfuse_ops.def (min, max, abs, ..., where),
+ * pow(a, b) (same as a**b), and casts bool(x), i32(x), i64(x), f32(x), f64(x).
+ * Names: the parameters, and the constants pi, e, inf, nan. Numbers: 2 is an
+ * integer literal, 2.0 / 2e0 / .5 are float literals (both weak, see above).
+ * On error returns NULL and the message says "parse error at LINE:COL: ...". */
+LF_API lf_fn *lf_fn_parse(lf_graph *g, const char *src);
+/* Builder: a new fn of nparams parameters (1..8) named p0, p1, ... Expressions
+ * are ids (>= 0) inside the fn; a builder call given a negative id, or that
+ * fails, returns -1 and records the error on the graph. */
+LF_API lf_fn *lf_fn_new(lf_graph *g, int nparams);
+LF_API int lf_fn_param(lf_fn *f, int index);
+LF_API int lf_fn_const(lf_fn *f, double value);      /* weak float literal */
+LF_API int lf_fn_const_int(lf_fn *f, int64_t value); /* weak integer literal */
+LF_API int lf_fn_op(lf_fn *f, lf_op op, int a, int b, int c); /* unused operands: -1 */
+LF_API int lf_fn_cast(lf_fn *f, lf_dtype t, int a);
+/* Sets the result expression; the fn is usable once it has one. */
+LF_API lf_status lf_fn_set_result(lf_fn *f, int e);
+LF_API int lf_fn_arity(const lf_fn *f);
+/* Prints f in the parser's syntax; parsing the text gives an equal fn.
+ * snprintf-like: writes at most cap bytes (NUL included) and returns the full
+ * length, or -1 for a NULL or unfinished fn. */
+LF_API int lf_fn_print(const lf_fn *f, char *buf, size_t cap);
+/* Structural equality of the result expressions (parameter names ignored). */
+LF_API bool lf_fn_equal(const lf_fn *a, const lf_fn *b);
+
+/* ---- elementwise nodes ---------------------------------------------------- */
+
+/* map(f, x): f must take one parameter. */
+LF_API lf_node *lf_map(lf_graph *g, lf_fn *f, lf_node *x);
+/* zipwith(f, xs...): 1..8 inputs, broadcast together (NumPy rules); f takes n
+ * parameters. Input i becomes parameter i. */
+LF_API lf_node *lf_zipwith(lf_graph *g, lf_fn *f, int n, lf_node *const *xs);
+/* where(c, a, b), broadcasting all three. */
+LF_API lf_node *lf_select(lf_graph *g, lf_node *c, lf_node *a, lf_node *b);
+LF_API lf_node *lf_cast(lf_graph *g, lf_node *x, lf_dtype t);
+/* One builtin operator applied elementwise (arity 1, 2 or 3 inputs; unused
+ * inputs NULL). The convenience calls below are this with a fixed op. */
+LF_API lf_node *lf_apply(lf_graph *g, lf_op op, lf_node *a, lf_node *b, lf_node *c);
+
+#define LF_UNARY_(name, OP) \
+    static inline lf_node *lf_##name(lf_graph *g, lf_node *a) { return lf_apply(g, LF_OP_##OP, a, NULL, NULL); }
+#define LF_BINARY_(name, OP) \
+    static inline lf_node *lf_##name(lf_graph *g, lf_node *a, lf_node *b) { return lf_apply(g, LF_OP_##OP, a, b, NULL); }
+LF_BINARY_(add, ADD) LF_BINARY_(sub, SUB) LF_BINARY_(mul, MUL) LF_BINARY_(div, DIV)
+LF_BINARY_(mod, MOD) LF_BINARY_(pow, POW) LF_BINARY_(lt, LT) LF_BINARY_(le, LE)
+LF_BINARY_(gt, GT) LF_BINARY_(ge, GE) LF_BINARY_(eq, EQ) LF_BINARY_(ne, NE)
+LF_BINARY_(logical_and, AND) LF_BINARY_(logical_or, OR)
+LF_BINARY_(minimum, MIN) LF_BINARY_(maximum, MAX) LF_BINARY_(atan2, ATAN2)
+LF_BINARY_(hypot, HYPOT)
+LF_UNARY_(neg, NEG) LF_UNARY_(logical_not, NOT) LF_UNARY_(abs, ABS) LF_UNARY_(sign, SIGN)
+LF_UNARY_(floor, FLOOR) LF_UNARY_(ceil, CEIL) LF_UNARY_(round, ROUND) LF_UNARY_(trunc, TRUNC)
+LF_UNARY_(sqrt, SQRT) LF_UNARY_(rsqrt, RSQRT) LF_UNARY_(cbrt, CBRT) LF_UNARY_(exp, EXP)
+LF_UNARY_(exp2, EXP2) LF_UNARY_(expm1, EXPM1) LF_UNARY_(log, LOG) LF_UNARY_(log2, LOG2)
+LF_UNARY_(log10, LOG10) LF_UNARY_(log1p, LOG1P) LF_UNARY_(sin, SIN) LF_UNARY_(cos, COS)
+LF_UNARY_(tan, TAN) LF_UNARY_(asin, ASIN) LF_UNARY_(acos, ACOS) LF_UNARY_(atan, ATAN)
+LF_UNARY_(sinh, SINH) LF_UNARY_(cosh, COSH) LF_UNARY_(tanh, TANH)
+LF_UNARY_(sigmoid, SIGMOID) LF_UNARY_(erf, ERF) LF_UNARY_(isnan, ISNAN) LF_UNARY_(isinf, ISINF)
+#undef LF_UNARY_
+#undef LF_BINARY_
+static inline lf_node *lf_fma(lf_graph *g, lf_node *a, lf_node *b, lf_node *c) {
+    return lf_apply(g, LF_OP_FMA, a, b, c);
+}
+
+/* ---- reductions ------------------------------------------------------------ */
+
+typedef enum lf_reduce_op {
+#define LF_RED(ID, text, identity) LF_RED_##ID,
+#include "lazyfuse_ops.def"
+    LF_NREDS
+} lf_reduce_op;
+
+/* Reduces x over naxes axes (negative counts from the end; no repeats), or
+ * over all axes when axes is NULL. keepdims keeps reduced axes as extent 1.
+ * Empty reductions: sum 0, prod 1, mean NaN; min, max, argmin and argmax of
+ * an empty set fail with LF_ERR_SHAPE. min/max propagate NaN; argmin/argmax
+ * give the first extreme (the first NaN if any), as an index into the reduced
+ * axes flattened in row-major order. */
+LF_API lf_node *lf_reduce(lf_graph *g, lf_reduce_op op, lf_node *x, int naxes, const int *axes,
+                          bool keepdims);
+LF_API const char *lf_reduce_op_name(lf_reduce_op op);
+LF_API const char *lf_op_name(lf_op op); /* the op's text in expression strings */
+
+/* ---- evaluation -------------------------------------------------------------- */
+
+/* Evaluates n output nodes of g into n buffers of matching dtype and shape.
+ * On failure no output buffer is changed. An output buffer may also be an
+ * input of the graph. */
+LF_API lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts);
+/* A new buffer shaped like node n, for its result. */
+LF_API lf_buffer *lf_buffer_new_like(lf_ctx *ctx, const lf_node *n);
+
+/* ---- test hooks -------------------------------------------------------------- */
+
+/* Makes the nth allocation from now (1-based) made by lazyfuse fail, and every
+ * one after it while sticky is true; 0 turns failures off. Process-wide. */
+LF_API void lf_debug_fail_alloc(int64_t nth, bool sticky);
+/* Bytes lazyfuse currently holds from the allocator (process-wide). */
+LF_API size_t lf_debug_live_bytes(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LAZYFUSE_H */

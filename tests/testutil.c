@@ -1,0 +1,125 @@
+/* tests/testutil.c: see testutil.h. */
+#include "testutil.h"
+
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t rng_state;
+static bool rng_started;
+
+uint64_t tu_seed(void) {
+    static uint64_t seed;
+    static bool have;
+    if (!have) {
+        const char *s = getenv("LF_TEST_SEED");
+        seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+        fprintf(stderr, "lazyfuse tests: LF_TEST_SEED=%" PRIu64 "\n", seed);
+        have = true;
+    }
+    return seed;
+}
+
+uint64_t tu_rand(void) {
+    if (!rng_started) {
+        rng_state = tu_seed();
+        rng_started = true;
+    }
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+double tu_uniform(double lo, double hi) {
+    return lo + (hi - lo) * ((double)(tu_rand() >> 11) * 0x1.0p-53);
+}
+
+int64_t tu_randint(int64_t lo, int64_t hi) {
+    uint64_t span = (uint64_t)(hi - lo) + 1;
+    return lo + (int64_t)(span ? tu_rand() % span : tu_rand());
+}
+
+lf_ctx *tu_ctx(void) {
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    o.backend = LF_BACKEND_REFERENCE;
+    lf_ctx *ctx = lf_ctx_new(&o);
+    cr_assert(ctx != NULL, "lf_ctx_new: %s", lf_errmsg(NULL));
+    return ctx;
+}
+
+lf_buffer *tu_buf(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape, const double *vals) {
+    lf_buffer *b = lf_buffer_new(ctx, t, ndim, shape);
+    cr_assert(b != NULL, "lf_buffer_new: %s", lf_errmsg(ctx));
+    if (!vals) return b;
+    int64_t n = lf_buffer_numel(b);
+    size_t bytes = lf_buffer_bytes(b);
+    unsigned char *host = malloc(bytes ? bytes : 1);
+    cr_assert(host != NULL);
+    for (int64_t i = 0; i < n; i++) {
+        double v = vals[i];
+        switch (t) {
+        case LF_BOOL: host[i] = v != 0; break;
+        case LF_I32: ((int32_t *)host)[i] = (int32_t)v; break;
+        case LF_I64: ((int64_t *)host)[i] = (int64_t)v; break;
+        case LF_F32: ((float *)host)[i] = (float)v; break;
+        case LF_F64: ((double *)host)[i] = v; break;
+        default: cr_assert_fail("bad dtype");
+        }
+    }
+    cr_assert_eq(lf_buffer_write(b, host, bytes), LF_OK, "write: %s", lf_errmsg(ctx));
+    free(host);
+    return b;
+}
+
+void tu_read(const lf_buffer *b, double *out) {
+    int64_t n = lf_buffer_numel(b);
+    size_t bytes = lf_buffer_bytes(b);
+    unsigned char *host = malloc(bytes ? bytes : 1);
+    cr_assert(host != NULL);
+    cr_assert_eq(lf_buffer_read(b, host, bytes), LF_OK);
+    for (int64_t i = 0; i < n; i++) {
+        switch (lf_buffer_dtype(b)) {
+        case LF_BOOL: out[i] = host[i]; break;
+        case LF_I32: out[i] = ((int32_t *)host)[i]; break;
+        case LF_I64: out[i] = (double)((int64_t *)host)[i]; break;
+        case LF_F32: out[i] = ((float *)host)[i]; break;
+        case LF_F64: out[i] = ((double *)host)[i]; break;
+        default: cr_assert_fail("bad dtype");
+        }
+    }
+    free(host);
+}
+
+lf_buffer *tu_eval1(lf_ctx *ctx, lf_graph *g, lf_node *n) {
+    cr_assert(n != NULL, "node is NULL: %s", lf_graph_errmsg(g));
+    lf_buffer *b = lf_buffer_new_like(ctx, n);
+    cr_assert(b != NULL, "lf_buffer_new_like: %s", lf_errmsg(ctx));
+    lf_status st = lf_eval(g, 1, &n, &b);
+    cr_assert_eq(st, LF_OK, "lf_eval: %s", lf_errmsg(ctx));
+    return b;
+}
+
+bool tu_close(double a, double b, double rtol, double atol) {
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+    if (isinf(a) || isinf(b)) return a == b;
+    return fabs(a - b) <= atol + rtol * fabs(b);
+}
+
+void tu_expect(const char *what, const lf_buffer *b, const double *want, int64_t n,
+               double rtol, double atol) {
+    cr_assert_eq(lf_buffer_numel(b), n, "%s: numel %lld, want %lld", what,
+                 (long long)lf_buffer_numel(b), (long long)n);
+    double *got = malloc((size_t)(n ? n : 1) * sizeof *got);
+    cr_assert(got != NULL);
+    tu_read(b, got);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(tu_close(got[i], want[i], rtol, atol), "%s: element %lld is %.17g, want %.17g",
+                  what, (long long)i, got[i], want[i]);
+    free(got);
+}

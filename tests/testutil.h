@@ -1,0 +1,40 @@
+/* tests/testutil.h: helpers shared by the Criterion tests.
+ *
+ * A seeded random source (LF_TEST_SEED replays a run; the seed is printed on
+ * stderr once per process), buffers from host arrays of any dtype, reading any
+ * buffer back as doubles, and a NaN-aware closeness check. Helpers assert
+ * through Criterion, so a failed helper fails the calling test.
+ */
+#ifndef LF_TESTUTIL_H
+#define LF_TESTUTIL_H
+
+#include "lazyfuse.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The test seed: $LF_TEST_SEED if set, else time-based; printed once. */
+uint64_t tu_seed(void);
+/* Next pseudo-random 64-bit value (splitmix64) from a per-process state
+ * started at tu_seed(). */
+uint64_t tu_rand(void);
+double tu_uniform(double lo, double hi);       /* uniform in [lo, hi) */
+int64_t tu_randint(int64_t lo, int64_t hi);    /* uniform in [lo, hi] */
+
+/* A reference-backend context; asserts on failure. */
+lf_ctx *tu_ctx(void);
+/* A buffer of dtype t and shape, filled from doubles (converted as a C cast
+ * would; bool is v != 0). vals may be NULL (zero-filled). Asserts on failure. */
+lf_buffer *tu_buf(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape, const double *vals);
+/* Reads any buffer into doubles (out has numel entries). */
+void tu_read(const lf_buffer *b, double *out);
+/* Evaluates one node into a new buffer of its shape; asserts LF_OK with the
+ * error message in the failure text. */
+lf_buffer *tu_eval1(lf_ctx *ctx, lf_graph *g, lf_node *n);
+/* Equal within atol + rtol*|b|; NaN equals NaN; infinities must match exactly. */
+bool tu_close(double a, double b, double rtol, double atol);
+/* Asserts that buffer b holds want[0..n) within tolerances, naming `what`. */
+void tu_expect(const char *what, const lf_buffer *b, const double *want, int64_t n,
+               double rtol, double atol);
+
+#endif
