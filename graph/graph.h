@@ -160,12 +160,15 @@ int graph_fn_add(lf_fn *f, const fn_expr *e);
  * expression i's value; ctype[i] the dtype its operands are converted to
  * before the operator applies (equal to etype except for comparisons,
  * logic, predicates and casts). Weak literals follow lazyfuse.h. Returns the
- * result dtype. Arrays have f->nexprs entries. */
+ * result dtype, or LF_NDTYPES when out of memory. Arrays have f->nexprs
+ * entries; f must have a result. */
 lf_dtype graph_fn_types(const lf_fn *f, const lf_dtype *params, lf_dtype *etype, lf_dtype *ctype);
 /* Evaluates f on one set of arguments (args[i] in dtype params[i]); vals is
  * scratch of f->nexprs entries; returns the value in etype[f->result]. */
 lf_scalar graph_fn_eval(const lf_fn *f, const lf_dtype *params, const lf_dtype *etype,
                         const lf_dtype *ctype, const lf_scalar *args, lf_scalar *vals);
+/* Frees an fn (graph_destroy does this for every fn of a graph). */
+void graph_fn_destroy(lf_fn *f);
 /* An fn that applies one builtin op to its arity parameters. */
 lf_fn *graph_fn_for_op(lf_graph *g, lf_op op);
 /* An fn that casts its one parameter to t. */
@@ -238,6 +241,8 @@ struct lf_graph {
     lf_buffer **bound;            /* buffers this graph holds a reference to */
     int nbound, capbound;         /* used and allocated */
     lf_fn *fns;                   /* fns of this graph (list) */
+    lf_fn *op_fns[LF_NOPS];       /* cached one-op fns for lf_apply (lazy) */
+    lf_fn *cast_fns[LF_NDTYPES];  /* cached cast fns for lf_cast (lazy) */
     struct lf_graph *prev, *next; /* ctx->graphs list */
 };
 

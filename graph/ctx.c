@@ -1,0 +1,245 @@
+/* graph/ctx.c: contexts and buffers.
+ *
+ * A context owns its buffers and graphs through two intrusive lists, so
+ * lf_ctx_destroy can free whatever the user left alive. A buffer is
+ * reference-counted: one reference for the user (dropped by lf_buffer_free)
+ * and one per graph that reads it (dropped when the graph is freed), so a
+ * graph never reads freed memory.
+ *
+ * In this version every backend choice except CUDA evaluates with the
+ * reference evaluator on the host; CUDA is refused with LF_ERR_BACKEND.
+ */
+#include "graph/graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void lf_ctx_options_init(lf_ctx_options *opt) {
+    if (!opt) return;
+    opt->backend = LF_BACKEND_AUTO;
+    opt->threads = 0;
+    opt->fusion = -1;
+    opt->cache_dir = NULL;
+}
+
+const char *lf_backend_name(lf_backend b) {
+    switch (b) {
+    case LF_BACKEND_AUTO: return "auto";
+    case LF_BACKEND_CPU: return "cpu";
+    case LF_BACKEND_CUDA: return "cuda";
+    case LF_BACKEND_REFERENCE: return "reference";
+    }
+    return "?";
+}
+
+lf_ctx *lf_ctx_new(const lf_ctx_options *opt) {
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    if (opt) o = *opt;
+    if ((unsigned)o.backend > LF_BACKEND_REFERENCE) {
+        graph_error(NULL, LF_ERR_INVALID, "ctx_new: unknown backend %d", (int)o.backend);
+        return NULL;
+    }
+    if (o.backend == LF_BACKEND_CUDA) {
+        graph_error(NULL, LF_ERR_BACKEND,
+                    "ctx_new: the cuda backend is not part of this build of lazyfuse");
+        return NULL;
+    }
+    if (o.threads < 0) {
+        graph_error(NULL, LF_ERR_INVALID, "ctx_new: threads must be >= 0, got %d", o.threads);
+        return NULL;
+    }
+    if (o.fusion < -1 || o.fusion > 1) {
+        graph_error(NULL, LF_ERR_INVALID, "ctx_new: fusion must be -1, 0 or 1, got %d", o.fusion);
+        return NULL;
+    }
+    if (o.fusion == -1) {
+        const char *env = getenv("LF_FUSION");
+        o.fusion = (env && strcmp(env, "0") == 0) ? 0 : 1;
+    }
+    lf_ctx *ctx = graph_calloc(1, sizeof *ctx);
+    if (!ctx) {
+        graph_error(NULL, LF_ERR_NOMEM, "ctx_new: out of memory");
+        return NULL;
+    }
+    if (o.cache_dir) {
+        char *dir = graph_strdup(o.cache_dir);
+        if (!dir) {
+            graph_free(ctx);
+            graph_error(NULL, LF_ERR_NOMEM, "ctx_new: out of memory");
+            return NULL;
+        }
+        o.cache_dir = dir;
+    }
+    ctx->opt = o;
+    ctx->backend = o.backend == LF_BACKEND_AUTO ? LF_BACKEND_CPU : o.backend;
+    return ctx;
+}
+
+void lf_ctx_destroy(lf_ctx *ctx) {
+    if (!ctx) return;
+    while (ctx->graphs) graph_destroy(ctx->graphs);
+    while (ctx->buffers) {
+        lf_buffer *b = ctx->buffers;
+        b->refs = 1;
+        graph_buffer_release(b);
+    }
+    graph_free((char *)ctx->opt.cache_dir);
+    graph_free(ctx);
+}
+
+lf_backend lf_ctx_backend(const lf_ctx *ctx) { return ctx ? ctx->backend : LF_BACKEND_AUTO; }
+
+lf_ctx_options lf_ctx_get_options(const lf_ctx *ctx) {
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    return ctx ? ctx->opt : o;
+}
+
+/* ---- dtypes ---------------------------------------------------------------- */
+
+size_t lf_dtype_size(lf_dtype t) {
+    switch (t) {
+    case LF_BOOL: return 1;
+    case LF_I32: return 4;
+    case LF_I64: return 8;
+    case LF_F32: return 4;
+    case LF_F64: return 8;
+    default: return 0;
+    }
+}
+
+const char *lf_dtype_name(lf_dtype t) {
+    static const char *const names[LF_NDTYPES] = {"bool", "i32", "i64", "f32", "f64"};
+    return (unsigned)t < LF_NDTYPES ? names[t] : "?";
+}
+
+lf_dtype lf_dtype_promote(lf_dtype a, lf_dtype b) {
+    if ((unsigned)a >= LF_NDTYPES || (unsigned)b >= LF_NDTYPES) return LF_F64;
+    if (a == b) return a;
+    if (a > b) { lf_dtype t = a; a = b; b = t; } /* now a < b in the order */
+    if (a == LF_BOOL) return b;
+    if (graph_dtype_is_int(a) && b == LF_F32) return LF_F64;
+    return b;
+}
+
+/* ---- buffers --------------------------------------------------------------- */
+
+lf_buffer *lf_buffer_new(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape) {
+    if (!ctx) {
+        graph_error(NULL, LF_ERR_NULL, "buffer_new: ctx is NULL");
+        return NULL;
+    }
+    if ((unsigned)t >= LF_NDTYPES) {
+        graph_error(ctx, LF_ERR_DTYPE, "buffer_new: unknown dtype %d", (int)t);
+        return NULL;
+    }
+    if (ndim < 0 || ndim > LF_MAX_DIMS) {
+        graph_error(ctx, LF_ERR_SHAPE, "buffer_new: %d dimensions (at most %d)", ndim, LF_MAX_DIMS);
+        return NULL;
+    }
+    if (ndim > 0 && !shape) {
+        graph_error(ctx, LF_ERR_NULL, "buffer_new: shape is NULL for %d dimensions", ndim);
+        return NULL;
+    }
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0) {
+            graph_error(ctx, LF_ERR_SHAPE, "buffer_new: extent %lld of axis %d is negative",
+                        (long long)shape[i], i);
+            return NULL;
+        }
+    int64_t numel;
+    char sbuf[160];
+    if (!graph_shape_numel(ndim, shape, lf_dtype_size(t), &numel)) {
+        graph_error(ctx, LF_ERR_OVERFLOW, "buffer_new: shape %s of %s overflows",
+                    graph_shape_str(sbuf, sizeof sbuf, ndim, shape), lf_dtype_name(t));
+        return NULL;
+    }
+    lf_buffer *b = graph_calloc(1, sizeof *b);
+    size_t bytes = (size_t)numel * lf_dtype_size(t);
+    void *data = bytes ? graph_calloc(1, bytes) : NULL;
+    if (!b || (bytes && !data)) {
+        graph_free(b);
+        graph_free(data);
+        graph_error(ctx, LF_ERR_NOMEM, "buffer_new: out of memory for %zu bytes", bytes);
+        return NULL;
+    }
+    b->ctx = ctx;
+    b->dtype = t;
+    b->ndim = ndim;
+    if (ndim) memcpy(b->shape, shape, (size_t)ndim * sizeof *shape);
+    b->numel = numel;
+    b->bytes = bytes;
+    b->data = data;
+    b->refs = 1;
+    b->next = ctx->buffers;
+    if (ctx->buffers) ctx->buffers->prev = b;
+    ctx->buffers = b;
+    return b;
+}
+
+void graph_buffer_release(lf_buffer *b) {
+    if (--b->refs > 0) return;
+    lf_ctx *ctx = b->ctx;
+    if (b->prev) b->prev->next = b->next;
+    else ctx->buffers = b->next;
+    if (b->next) b->next->prev = b->prev;
+    graph_free(b->data);
+    graph_free(b);
+}
+
+void lf_buffer_free(lf_buffer *b) {
+    if (!b || b->user_freed) return;
+    b->user_freed = true;
+    graph_buffer_release(b);
+}
+
+lf_buffer *lf_buffer_new_like(lf_ctx *ctx, const lf_node *n) {
+    if (!ctx || !n) {
+        graph_error(ctx, LF_ERR_NULL, "buffer_new_like: %s is NULL", ctx ? "node" : "ctx");
+        return NULL;
+    }
+    return lf_buffer_new(ctx, n->dtype, n->ndim, n->shape);
+}
+
+/* Checks a host copy's arguments; names the calling function in messages. */
+static lf_status check_copy(const lf_buffer *b, const void *host, size_t bytes, const char *what) {
+    if (!b) return graph_error(NULL, LF_ERR_NULL, "%s: buffer is NULL", what);
+    if (bytes != b->bytes)
+        return graph_error(b->ctx, LF_ERR_INVALID, "%s: %zu bytes given, buffer holds %zu", what,
+                           bytes, b->bytes);
+    if (!host && bytes) return graph_error(b->ctx, LF_ERR_NULL, "%s: host pointer is NULL", what);
+    return LF_OK;
+}
+
+lf_status lf_buffer_write(lf_buffer *b, const void *src, size_t bytes) {
+    lf_status st = check_copy(b, src, bytes, "buffer_write");
+    if (st != LF_OK) return st;
+    if (!bytes) return LF_OK;
+    if (b->dtype == LF_BOOL) {
+        const unsigned char *s = src;
+        unsigned char *d = b->data;
+        for (size_t i = 0; i < bytes; i++) d[i] = s[i] != 0;
+    } else {
+        memcpy(b->data, src, bytes);
+    }
+    return LF_OK;
+}
+
+lf_status lf_buffer_read(const lf_buffer *b, void *dst, size_t bytes) {
+    lf_status st = check_copy(b, dst, bytes, "buffer_read");
+    if (st != LF_OK) return st;
+    if (bytes) memcpy(dst, b->data, bytes);
+    return LF_OK;
+}
+
+lf_dtype lf_buffer_dtype(const lf_buffer *b) { return b ? b->dtype : LF_NDTYPES; }
+int lf_buffer_ndim(const lf_buffer *b) { return b ? b->ndim : -1; }
+int64_t lf_buffer_numel(const lf_buffer *b) { return b ? b->numel : -1; }
+size_t lf_buffer_bytes(const lf_buffer *b) { return b ? b->bytes : 0; }
+
+int64_t lf_buffer_dim(const lf_buffer *b, int axis) {
+    if (!b) return -1;
+    if (axis < 0) axis += b->ndim;
+    return (axis >= 0 && axis < b->ndim) ? b->shape[axis] : -1;
+}

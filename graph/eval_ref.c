@@ -1,0 +1,286 @@
+/* graph/eval_ref.c: the reference evaluator, the oracle of every test.
+ *
+ * Naive on purpose: node by node in id order (a topological order), each
+ * node materialized as a dense row-major host array, every element computed
+ * through graph/scalar.c. Only nodes the outputs depend on are evaluated,
+ * and an intermediate array is freed as soon as its last consumer has run.
+ *
+ * Reductions walk their input in row-major order and accumulate in double
+ * (floating input, and mean of integers) or wrapping int64 (sum and prod of
+ * integers), rounding once at the end, so results do not depend on anything
+ * but the input. Nothing here may change a buffer of the caller: inputs are
+ * read in place, outputs go to fresh arrays that lf_eval copies on success.
+ */
+#include "graph/graph.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- strided walk ------------------------------------------------------------ */
+
+#define MAX_OPERANDS (LF_MAX_ARGS + 1)
+
+/* Row-major walk over a shape, keeping one running element offset per
+ * operand (each operand has its own strides over the walked axes). */
+typedef struct walker {
+    int ndim;                           /* axes walked */
+    const int64_t *shape;               /* their extents */
+    int64_t idx[LF_MAX_DIMS];           /* current multi-index */
+    int nops;                           /* operands */
+    int64_t off[MAX_OPERANDS];          /* current offset of each operand */
+    int64_t strides[MAX_OPERANDS][LF_MAX_DIMS]; /* per operand, per axis */
+} walker;
+
+static void walk_start(walker *w, int ndim, const int64_t *shape, int nops) {
+    memset(w, 0, sizeof *w);
+    w->ndim = ndim;
+    w->shape = shape;
+    w->nops = nops;
+}
+
+/* Advances to the next element in row-major order. */
+static void walk_next(walker *w) {
+    for (int d = w->ndim - 1; d >= 0; d--) {
+        for (int k = 0; k < w->nops; k++) w->off[k] += w->strides[k][d];
+        if (++w->idx[d] < w->shape[d]) return;
+        for (int k = 0; k < w->nops; k++) w->off[k] -= w->strides[k][d] * w->shape[d];
+        w->idx[d] = 0;
+    }
+}
+
+/* ---- one node ----------------------------------------------------------------- */
+
+static void eval_const(const lf_node *n, void *out) {
+    for (int64_t i = 0; i < n->numel; i++) graph_scalar_store(out, n->dtype, i, n->u.value);
+}
+
+static void eval_iota(const lf_node *n, void *out) {
+    double start = n->u.iota.start, step = n->u.iota.step;
+    /* integers with integral start and step are exact in int64 arithmetic */
+    bool exact = !graph_dtype_is_float(n->dtype) && start == trunc(start) && step == trunc(step) &&
+                 fabs(start) < 9e18 && fabs(step) < 9e18;
+    for (int64_t i = 0; i < n->numel; i++) {
+        lf_scalar v;
+        if (exact) {
+            v.i = (int64_t)((uint64_t)(int64_t)start + (uint64_t)i * (uint64_t)(int64_t)step);
+            v = graph_scalar_convert(v, LF_I64, n->dtype);
+        } else {
+            v.f = start + (double)i * step;
+            v = graph_scalar_convert(v, LF_F64, n->dtype);
+        }
+        graph_scalar_store(out, n->dtype, i, v);
+    }
+}
+
+static void eval_view(const lf_node *n, const void *in, void *out) {
+    walker w;
+    walk_start(&w, n->ndim, n->shape, 1);
+    w.off[0] = n->u.view.offset;
+    memcpy(w.strides[0], n->u.view.strides, sizeof w.strides[0]);
+    size_t es = lf_dtype_size(n->dtype);
+    for (int64_t i = 0; i < n->numel; i++, walk_next(&w))
+        memcpy((char *)out + (size_t)i * es, (const char *)in + (size_t)w.off[0] * es, es);
+}
+
+static void eval_map(const lf_node *n, const void *const *ins, lf_scalar *scratch, void *out) {
+    const lf_fn *f = n->u.map.fn;
+    lf_dtype params[LF_MAX_ARGS];
+    walker w;
+    walk_start(&w, n->ndim, n->shape, n->ninputs);
+    for (int k = 0; k < n->ninputs; k++) {
+        const lf_node *x = n->inputs[k];
+        params[k] = x->dtype;
+        graph_broadcast_strides(x->ndim, x->shape, n->ndim, n->shape, w.strides[k]);
+    }
+    lf_scalar args[LF_MAX_ARGS];
+    for (int64_t i = 0; i < n->numel; i++, walk_next(&w)) {
+        for (int k = 0; k < n->ninputs; k++) args[k] = graph_scalar_load(ins[k], params[k], w.off[k]);
+        lf_scalar v = graph_fn_eval(f, params, n->u.map.etype, n->u.map.ctype, args, scratch);
+        graph_scalar_store(out, n->dtype, i, v);
+    }
+}
+
+/* Accumulator state of one output element of a reduction. */
+typedef struct red_acc {
+    lf_scalar v;    /* running sum / product / extreme (double or int64) */
+    int64_t arg;    /* argmin/argmax: position of the extreme in the reduced set */
+    bool started;   /* min/max/arg: an element has been seen */
+} red_acc;
+
+/* Folds element x (at position pos of its reduced set) into a. */
+static void fold(red_acc *a, lf_reduce_op op, bool fl, lf_scalar x, int64_t pos) {
+    switch (op) {
+    case LF_RED_SUM:
+    case LF_RED_MEAN:
+        if (fl) a->v.f += x.f;
+        else a->v.i = (int64_t)((uint64_t)a->v.i + (uint64_t)x.i);
+        return;
+    case LF_RED_PROD:
+        if (fl) a->v.f *= x.f;
+        else a->v.i = (int64_t)((uint64_t)a->v.i * (uint64_t)x.i);
+        return;
+    default: break;
+    }
+    bool want_min = op == LF_RED_MIN || op == LF_RED_ARGMIN;
+    bool better;
+    if (!a->started) better = true;
+    else if (fl) better = !isnan(a->v.f) && (isnan(x.f) || (want_min ? x.f < a->v.f : x.f > a->v.f));
+    else better = want_min ? x.i < a->v.i : x.i > a->v.i;
+    if (better) {
+        a->v = x;
+        a->arg = pos;
+        a->started = true;
+    }
+}
+
+static lf_status eval_reduce(const lf_node *n, const void *in, void *out) {
+    const lf_node *x = n->inputs[0];
+    lf_reduce_op op = n->u.reduce.op;
+    /* accumulate floats (and means of integers) in double, integers in int64 */
+    bool fl = graph_dtype_is_float(x->dtype) || op == LF_RED_MEAN;
+    lf_dtype acc_t = fl ? LF_F64 : LF_I64;
+    int64_t nout = n->numel;
+    red_acc *acc = graph_calloc((size_t)(nout ? nout : 1), sizeof *acc);
+    if (!acc) return LF_ERR_NOMEM;
+    for (int64_t o = 0; o < nout; o++) {
+        if (op == LF_RED_PROD) {
+            if (fl) acc[o].v.f = 1.0;
+            else acc[o].v.i = 1;
+        }
+    }
+    /* strides over the input's axes: output offset (0 on reduced axes) and
+       position inside the reduced set (row-major over the reduced axes) */
+    walker w;
+    walk_start(&w, x->ndim, x->shape, 2);
+    int64_t ostride = 1, pstride = 1, count = 1;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        if (n->u.reduce.axes & (1u << d)) {
+            w.strides[1][d] = pstride;
+            pstride *= x->shape[d];
+            count *= x->shape[d];
+        } else {
+            w.strides[0][d] = ostride;
+            ostride *= x->shape[d];
+        }
+    }
+    for (int64_t i = 0; i < x->numel; i++, walk_next(&w)) {
+        lf_scalar v = graph_scalar_convert(graph_scalar_load(in, x->dtype, i), x->dtype, acc_t);
+        fold(&acc[w.off[0]], op, fl, v, w.off[1]);
+    }
+    for (int64_t o = 0; o < nout; o++) {
+        lf_scalar r = acc[o].v;
+        if (op == LF_RED_ARGMIN || op == LF_RED_ARGMAX) {
+            r.i = acc[o].arg;
+            graph_scalar_store(out, LF_I64, o, r);
+            continue;
+        }
+        if (op == LF_RED_MEAN) r.f = r.f / (double)count; /* 0/0 is NaN for empty sets */
+        graph_scalar_store(out, n->dtype, o, graph_scalar_convert(r, acc_t, n->dtype));
+    }
+    graph_free(acc);
+    return LF_OK;
+}
+
+/* ---- the driver ------------------------------------------------------------------- */
+
+lf_status graph_eval_reference(lf_graph *g, int n, lf_node *const *outs, void **results) {
+    lf_ctx *ctx = g->ctx;
+    int nn = g->nnodes;
+    lf_status st = LF_OK;
+    int *uses = graph_calloc((size_t)nn, sizeof *uses);   /* consumers still to run; -1 unneeded */
+    void **vals = graph_calloc((size_t)nn, sizeof *vals); /* dense value of each node */
+    bool *owned = graph_calloc((size_t)nn, sizeof *owned);
+    int maxexprs = 1;
+    for (int i = 0; i < nn; i++)
+        if (g->nodes[i]->kind == NODE_MAP && g->nodes[i]->u.map.fn->nexprs > maxexprs)
+            maxexprs = g->nodes[i]->u.map.fn->nexprs;
+    lf_scalar *scratch = graph_malloc((size_t)maxexprs * sizeof *scratch);
+    if (!uses || !vals || !owned || !scratch) {
+        st = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
+        goto done;
+    }
+    /* needed nodes, and how many needed consumers each has; outputs get one
+       extra use so they survive to the end */
+    bool *needed = owned; /* reuse as scratch before evaluation starts */
+    for (int i = 0; i < n; i++) {
+        needed[outs[i]->id] = true;
+        uses[outs[i]->id]++;
+    }
+    for (int id = nn - 1; id >= 0; id--) {
+        if (!needed[id]) continue;
+        const lf_node *node = g->nodes[id];
+        for (int k = 0; k < node->ninputs; k++) {
+            needed[node->inputs[k]->id] = true;
+            uses[node->inputs[k]->id]++;
+        }
+    }
+    for (int id = 0; id < nn; id++) {
+        if (!needed[id]) uses[id] = -1;
+        needed[id] = false; /* back to meaning "owned" */
+    }
+    for (int id = 0; id < nn && st == LF_OK; id++) {
+        if (uses[id] < 0) continue;
+        const lf_node *node = g->nodes[id];
+        if (node->kind == NODE_INPUT) {
+            vals[id] = node->u.buffer->data;
+            continue;
+        }
+        size_t bytes = (size_t)node->numel * lf_dtype_size(node->dtype);
+        void *out = graph_malloc(bytes ? bytes : 1);
+        if (!out) {
+            st = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory (%zu bytes for node %d)",
+                             bytes, id);
+            break;
+        }
+        vals[id] = out;
+        owned[id] = true;
+        const void *ins[LF_MAX_ARGS];
+        for (int k = 0; k < node->ninputs; k++) ins[k] = vals[node->inputs[k]->id];
+        switch (node->kind) {
+        case NODE_CONST: eval_const(node, out); break;
+        case NODE_IOTA: eval_iota(node, out); break;
+        case NODE_VIEW: eval_view(node, ins[0], out); break;
+        case NODE_MAP: eval_map(node, ins, scratch, out); break;
+        case NODE_REDUCE:
+            if (eval_reduce(node, ins[0], out) != LF_OK)
+                st = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory in reduction %d", id);
+            break;
+        case NODE_INPUT: break;
+        }
+        /* free inputs whose last consumer this was */
+        for (int k = 0; k < node->ninputs; k++) {
+            int in = node->inputs[k]->id;
+            if (--uses[in] == 0 && owned[in]) {
+                graph_free(vals[in]);
+                vals[in] = NULL;
+                owned[in] = false;
+            }
+        }
+    }
+    for (int i = 0; i < n && st == LF_OK; i++) {
+        const lf_node *o = outs[i];
+        size_t bytes = (size_t)o->numel * lf_dtype_size(o->dtype);
+        if (!bytes) continue;
+        results[i] = graph_malloc(bytes);
+        if (!results[i]) {
+            st = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory (%zu bytes for output %d)",
+                             bytes, i);
+            break;
+        }
+        memcpy(results[i], vals[o->id], bytes);
+    }
+    if (st != LF_OK)
+        for (int i = 0; i < n; i++) {
+            graph_free(results[i]);
+            results[i] = NULL;
+        }
+done:
+    if (vals && owned)
+        for (int id = 0; id < nn; id++)
+            if (owned[id]) graph_free(vals[id]);
+    graph_free(uses);
+    graph_free(vals);
+    graph_free(owned);
+    graph_free(scratch);
+    return st;
+}

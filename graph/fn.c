@@ -1,0 +1,401 @@
+/* graph/fn.c: scalar functions (the f of map(f, x)).
+ *
+ * An fn is an expression DAG over its parameters, stored as an array of
+ * expressions in topological order (operands have lower ids). Expressions are
+ * hash-consed: adding one identical to an existing expression returns the
+ * existing id, so common subexpressions are stored once, and structural
+ * equality of two fns is a bottom-up lookup of one's expressions in the
+ * other's table (no recursion, linear time).
+ *
+ * Typing is per use: the same fn applied to f32 or to i32 inputs gets
+ * different expression dtypes (graph_fn_types). Literals are weak (see
+ * lazyfuse.h): they take the dtype of the strong operands they meet.
+ */
+#include "graph/graph.h"
+
+#include <string.h>
+
+/* ---- hash-consing ------------------------------------------------------------ */
+
+/* Each fn keeps an open-addressing table of expression ids. It sits after
+ * the fn's name array in the same struct (see struct fn_table below), so the
+ * public struct in graph.h stays free of hashing details. */
+typedef struct fn_table {
+    int *slots;   /* expression ids, -1 empty */
+    int cap;      /* power of two */
+} fn_table;
+
+typedef struct fn_full {
+    struct lf_fn fn;  /* must be first: lf_fn pointers are fn_full pointers */
+    fn_table table;   /* hash-consing index over fn.exprs */
+} fn_full;
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdULL;
+}
+
+static uint64_t expr_hash(const fn_expr *e) {
+    uint64_t h = mix(0, (uint64_t)e->kind);
+    switch (e->kind) {
+    case EXPR_PARAM: return mix(h, (uint64_t)e->param);
+    case EXPR_CONST: return mix(mix(h, e->is_int), (uint64_t)e->value.i);
+    case EXPR_CAST: return mix(mix(h, (uint64_t)e->cast_to), (uint64_t)e->arg[0]);
+    case EXPR_OP:
+        h = mix(h, (uint64_t)e->op);
+        for (int k = 0; k < 3; k++) h = mix(h, (uint64_t)(int64_t)e->arg[k]);
+        return h;
+    }
+    return h;
+}
+
+static bool expr_same(const fn_expr *a, const fn_expr *b) {
+    if (a->kind != b->kind) return false;
+    switch (a->kind) {
+    case EXPR_PARAM: return a->param == b->param;
+    case EXPR_CONST: /* bitwise: NaN equals NaN, -0 differs from +0 */
+        return a->is_int == b->is_int && a->value.i == b->value.i;
+    case EXPR_CAST: return a->cast_to == b->cast_to && a->arg[0] == b->arg[0];
+    case EXPR_OP:
+        return a->op == b->op && a->arg[0] == b->arg[0] && a->arg[1] == b->arg[1] &&
+               a->arg[2] == b->arg[2];
+    }
+    return false;
+}
+
+/* Slot of e in f's table: its id if present, else an empty slot (-1 value). */
+static int *table_find(const fn_full *ff, const fn_expr *e) {
+    const fn_table *t = &ff->table;
+    unsigned mask = (unsigned)t->cap - 1, i = (unsigned)expr_hash(e) & mask;
+    for (;;) {
+        int *s = &t->slots[i];
+        if (*s < 0 || expr_same(&ff->fn.exprs[*s], e)) return s;
+        i = (i + 1) & mask;
+    }
+}
+
+static bool table_grow(fn_full *ff) {
+    int cap = ff->table.cap ? ff->table.cap * 2 : 16;
+    int *slots = graph_malloc((size_t)cap * sizeof *slots);
+    if (!slots) return false;
+    for (int i = 0; i < cap; i++) slots[i] = -1;
+    graph_free(ff->table.slots);
+    ff->table.slots = slots;
+    ff->table.cap = cap;
+    for (int id = 0; id < ff->fn.nexprs; id++) *table_find(ff, &ff->fn.exprs[id]) = id;
+    return true;
+}
+
+/* ---- creation ----------------------------------------------------------------- */
+
+lf_fn *graph_fn_create(lf_graph *g, int nparams, const char *const *names) {
+    if (!graph_check_args(g, "fn_new", 0, NULL)) return NULL;
+    if (nparams < 1 || nparams > LF_MAX_ARGS) {
+        graph_fail(g, LF_ERR_ARITY, "fn_new: %d parameters (1 to %d allowed)", nparams,
+                   LF_MAX_ARGS);
+        return NULL;
+    }
+    fn_full *ff = graph_calloc(1, sizeof *ff);
+    if (!ff) goto nomem;
+    lf_fn *f = &ff->fn;
+    f->graph = g;
+    f->nparams = nparams;
+    f->result = -1;
+    f->next = g->fns; /* linked first so graph_destroy frees a half-made fn */
+    g->fns = f;
+    for (int i = 0; i < nparams; i++) {
+        char tmp[16];
+        if (!names) snprintf(tmp, sizeof tmp, "p%d", i);
+        f->param_names[i] = graph_strdup(names ? names[i] : tmp);
+        if (!f->param_names[i]) goto nomem;
+    }
+    if (!table_grow(ff)) goto nomem;
+    return f;
+nomem:
+    graph_fail(g, LF_ERR_NOMEM, "fn_new: out of memory");
+    return NULL;
+}
+
+void graph_fn_destroy(lf_fn *f) {
+    fn_full *ff = (fn_full *)f;
+    for (int i = 0; i < f->nparams; i++) graph_free(f->param_names[i]);
+    graph_free(f->exprs);
+    graph_free(ff->table.slots);
+    graph_free(ff);
+}
+
+int graph_fn_add(lf_fn *f, const fn_expr *e) {
+    fn_full *ff = (fn_full *)f;
+    lf_graph *g = f->graph;
+    if (g->status != LF_OK) return -1;
+    int *slot = table_find(ff, e);
+    if (*slot >= 0) return *slot;
+    if (f->nexprs == f->cap) {
+        int cap = f->cap ? f->cap * 2 : 16;
+        fn_expr *ex = graph_realloc(f->exprs, (size_t)cap * sizeof *ex);
+        if (!ex) goto nomem;
+        f->exprs = ex;
+        f->cap = cap;
+    }
+    if (2 * (f->nexprs + 1) > ff->table.cap) {
+        if (!table_grow(ff)) goto nomem;
+        slot = table_find(ff, e);
+    }
+    int id = f->nexprs++;
+    f->exprs[id] = *e;
+    *slot = id;
+    return id;
+nomem:
+    graph_fail(g, LF_ERR_NOMEM, "fn: out of memory");
+    return -1;
+}
+
+/* ---- builder API ------------------------------------------------------------------ */
+
+lf_fn *lf_fn_new(lf_graph *g, int nparams) { return graph_fn_create(g, nparams, NULL); }
+
+/* Common checks of the builder calls: a usable fn on a graph without error. */
+static bool fn_usable(lf_fn *f, const char *what) {
+    if (!f) {
+        graph_error(NULL, LF_ERR_NULL, "%s: fn is NULL", what);
+        return false;
+    }
+    return f->graph->status == LF_OK;
+}
+
+static fn_expr blank_expr(expr_kind k) {
+    fn_expr e;
+    memset(&e, 0, sizeof e);
+    e.kind = k;
+    e.arg[0] = e.arg[1] = e.arg[2] = -1;
+    return e;
+}
+
+int lf_fn_param(lf_fn *f, int index) {
+    if (!fn_usable(f, "fn_param")) return -1;
+    if (index < 0 || index >= f->nparams) {
+        graph_fail(f->graph, LF_ERR_INVALID, "fn_param: parameter %d out of range (fn has %d)",
+                   index, f->nparams);
+        return -1;
+    }
+    fn_expr e = blank_expr(EXPR_PARAM);
+    e.param = index;
+    return graph_fn_add(f, &e);
+}
+
+int lf_fn_const(lf_fn *f, double value) {
+    if (!fn_usable(f, "fn_const")) return -1;
+    fn_expr e = blank_expr(EXPR_CONST);
+    e.value.f = value;
+    return graph_fn_add(f, &e);
+}
+
+int lf_fn_const_int(lf_fn *f, int64_t value) {
+    if (!fn_usable(f, "fn_const_int")) return -1;
+    fn_expr e = blank_expr(EXPR_CONST);
+    e.is_int = true;
+    e.value.i = value;
+    return graph_fn_add(f, &e);
+}
+
+/* Checks that operand id is a valid expression of f. */
+static bool operand_ok(lf_fn *f, const char *what, int k, int id) {
+    if (id >= 0 && id < f->nexprs) return true;
+    graph_fail(f->graph, LF_ERR_INVALID, "%s: operand %d is %s (fn has %d expressions)", what,
+               k + 1, id < 0 ? "missing" : "not an expression of this fn", f->nexprs);
+    return false;
+}
+
+int lf_fn_op(lf_fn *f, lf_op op, int a, int b, int c) {
+    if (!fn_usable(f, "fn_op")) return -1;
+    if ((unsigned)op >= LF_NOPS) {
+        graph_fail(f->graph, LF_ERR_INVALID, "fn_op: unknown operator %d", (int)op);
+        return -1;
+    }
+    char what[32];
+    snprintf(what, sizeof what, "fn_op '%s'", graph_ops[op].text);
+    fn_expr e = blank_expr(EXPR_OP);
+    e.op = op;
+    int args[3] = {a, b, c};
+    for (int k = 0; k < graph_ops[op].arity; k++) {
+        if (!operand_ok(f, what, k, args[k])) return -1;
+        e.arg[k] = args[k];
+    }
+    return graph_fn_add(f, &e);
+}
+
+int lf_fn_cast(lf_fn *f, lf_dtype t, int a) {
+    if (!fn_usable(f, "fn_cast")) return -1;
+    if ((unsigned)t >= LF_NDTYPES) {
+        graph_fail(f->graph, LF_ERR_DTYPE, "fn_cast: unknown dtype %d", (int)t);
+        return -1;
+    }
+    if (!operand_ok(f, "fn_cast", 0, a)) return -1;
+    fn_expr e = blank_expr(EXPR_CAST);
+    e.cast_to = t;
+    e.arg[0] = a;
+    return graph_fn_add(f, &e);
+}
+
+lf_status lf_fn_set_result(lf_fn *f, int e) {
+    if (!f) return graph_error(NULL, LF_ERR_NULL, "fn_set_result: fn is NULL");
+    lf_graph *g = f->graph;
+    if (g->status != LF_OK) return g->status;
+    if (f->result >= 0)
+        return graph_fail(g, LF_ERR_STATE, "fn_set_result: the fn already has a result");
+    if (!operand_ok(f, "fn_set_result", 0, e)) return g->status;
+    f->result = e;
+    return LF_OK;
+}
+
+int lf_fn_arity(const lf_fn *f) { return f ? f->nparams : -1; }
+
+bool lf_fn_equal(const lf_fn *a, const lf_fn *b) {
+    if (!a || !b || a->result < 0 || b->result < 0 || a->nparams != b->nparams) return false;
+    if (a == b) return true;
+    const fn_full *fb = (const fn_full *)b;
+    /* match[i]: the id in b of the expression equal to a's expression i, or -1 */
+    int *match = graph_malloc((size_t)a->nexprs * sizeof *match);
+    if (!match) return false;
+    for (int i = 0; i < a->nexprs; i++) {
+        fn_expr e = a->exprs[i];
+        bool mapped = true;
+        for (int k = 0; k < 3; k++)
+            if (e.arg[k] >= 0) {
+                e.arg[k] = match[e.arg[k]];
+                if (e.arg[k] < 0) mapped = false;
+            }
+        int *slot = mapped ? table_find(fb, &e) : NULL;
+        match[i] = slot ? *slot : -1;
+    }
+    bool eq = match[a->result] == b->result;
+    graph_free(match);
+    return eq;
+}
+
+/* ---- typing -------------------------------------------------------------------------- */
+
+/* Joins operand dtypes by the promotion rules, weak literals included.
+ * *weak says whether the result is still weak (all operands weak). */
+static lf_dtype join(int n, const lf_dtype *t, const bool *w, bool *weak) {
+    bool any_strong = false, weak_float = false;
+    lf_dtype p = LF_BOOL;
+    for (int k = 0; k < n; k++) {
+        if (w[k]) {
+            if (graph_dtype_is_float(t[k])) weak_float = true;
+        } else {
+            p = any_strong ? lf_dtype_promote(p, t[k]) : t[k];
+            any_strong = true;
+        }
+    }
+    *weak = !any_strong;
+    if (!any_strong) return weak_float ? LF_F64 : LF_I64;
+    if (n > 1 && p == LF_BOOL) {
+        for (int k = 0; k < n; k++)
+            if (w[k]) p = LF_I64; /* bool meets an integer literal */
+    }
+    if (weak_float && !graph_dtype_is_float(p)) p = LF_F64;
+    return p;
+}
+
+lf_dtype graph_fn_types(const lf_fn *f, const lf_dtype *params, lf_dtype *etype, lf_dtype *ctype) {
+    bool weakbuf[64];
+    bool *weak = f->nexprs <= 64 ? weakbuf : graph_malloc((size_t)f->nexprs);
+    if (!weak) return LF_NDTYPES;
+    for (int i = 0; i < f->nexprs; i++) {
+        const fn_expr *e = &f->exprs[i];
+        bool *wi = &weak[i];
+        switch (e->kind) {
+        case EXPR_PARAM:
+            etype[i] = ctype[i] = params[e->param];
+            *wi = false;
+            break;
+        case EXPR_CONST:
+            etype[i] = ctype[i] = e->is_int ? LF_I64 : LF_F64;
+            *wi = true;
+            break;
+        case EXPR_CAST:
+            etype[i] = e->cast_to;
+            ctype[i] = etype[e->arg[0]];
+            *wi = false;
+            break;
+        case EXPR_OP: {
+            const op_info *oi = &graph_ops[e->op];
+            lf_dtype t[3];
+            bool w[3], rweak;
+            int first = oi->typing == OPTY_SELECT ? 1 : 0;
+            for (int k = 0; k < oi->arity; k++) {
+                t[k] = etype[e->arg[k]];
+                w[k] = weak[e->arg[k]];
+            }
+            lf_dtype j = join(oi->arity - first, t + first, w + first, &rweak);
+            lf_dtype ct = j, et = j;
+            switch (oi->typing) {
+            case OPTY_ARITH: ct = et = (j == LF_BOOL ? LF_I32 : j); break;
+            case OPTY_DIV:
+            case OPTY_FLOAT: ct = et = graph_dtype_is_float(j) ? j : LF_F64; break;
+            case OPTY_SAME:
+            case OPTY_SELECT: break;
+            case OPTY_CMP: et = LF_BOOL; rweak = false; break;
+            case OPTY_LOGIC: ct = et = LF_BOOL; rweak = false; break;
+            case OPTY_PRED: ct = t[0]; et = LF_BOOL; rweak = false; break;
+            }
+            etype[i] = et;
+            ctype[i] = ct;
+            *wi = rweak;
+            break;
+        }
+        }
+    }
+    if (weak != weakbuf) graph_free(weak);
+    return etype[f->result];
+}
+
+/* ---- evaluation ------------------------------------------------------------------------ */
+
+lf_scalar graph_fn_eval(const lf_fn *f, const lf_dtype *params, const lf_dtype *etype,
+                        const lf_dtype *ctype, const lf_scalar *args, lf_scalar *vals) {
+    (void)params;
+    for (int i = 0; i < f->nexprs; i++) {
+        const fn_expr *e = &f->exprs[i];
+        switch (e->kind) {
+        case EXPR_PARAM: vals[i] = args[e->param]; break;
+        case EXPR_CONST: vals[i] = e->value; break;
+        case EXPR_CAST:
+            vals[i] = graph_scalar_convert(vals[e->arg[0]], ctype[i], e->cast_to);
+            break;
+        case EXPR_OP: {
+            const op_info *oi = &graph_ops[e->op];
+            lf_scalar x[3] = {{0}, {0}, {0}};
+            for (int k = 0; k < oi->arity; k++) {
+                int a = e->arg[k];
+                lf_dtype to = ctype[i];
+                if (oi->typing == OPTY_SELECT && k == 0) to = LF_BOOL;
+                x[k] = graph_scalar_convert(vals[a], etype[a], to);
+            }
+            vals[i] = graph_scalar_apply(e->op, ctype[i], x[0], x[1], x[2]);
+            break;
+        }
+        }
+    }
+    return vals[f->result];
+}
+
+/* ---- fns of one builtin op ---------------------------------------------------------------- */
+
+lf_fn *graph_fn_for_op(lf_graph *g, lf_op op) {
+    static const char *const names[3] = {"a", "b", "c"};
+    int n = graph_ops[op].arity;
+    lf_fn *f = graph_fn_create(g, n, names);
+    if (!f) return NULL;
+    int p[3] = {-1, -1, -1};
+    for (int k = 0; k < n; k++) p[k] = lf_fn_param(f, k);
+    return lf_fn_set_result(f, lf_fn_op(f, op, p[0], p[1], p[2])) == LF_OK ? f : NULL;
+}
+
+lf_fn *graph_fn_for_cast(lf_graph *g, lf_dtype t) {
+    static const char *const names[1] = {"x"};
+    lf_fn *f = graph_fn_create(g, 1, names);
+    if (!f) return NULL;
+    return lf_fn_set_result(f, lf_fn_cast(f, t, lf_fn_param(f, 0))) == LF_OK ? f : NULL;
+}

@@ -1,0 +1,689 @@
+/* graph/graph.c: graphs, node constructors and lf_eval.
+ *
+ * Every constructor checks its arguments completely before it allocates, so
+ * a node that exists is valid (graph.h lists the invariants). Errors are
+ * sticky: the first failure of a graph is kept in the graph, and every later
+ * builder call on it returns NULL without touching the message, so a chain
+ * of calls can be checked once at the end.
+ *
+ * Views (reshape, permute, broadcast_to, expand_dims, slice) are one node
+ * kind: an offset and per-axis strides into the dense row-major layout of
+ * their input. Elementwise nodes (map, zipwith, select, cast, apply) are one
+ * node kind: an fn applied to broadcast inputs, typed for those inputs.
+ */
+#include "graph/graph.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <string.h>
+
+/* ---- graphs and errors --------------------------------------------------- */
+
+lf_status graph_fail(lf_graph *g, lf_status st, const char *fmt, ...) {
+    if (g->status != LF_OK) return st;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g->errmsg, sizeof g->errmsg, fmt, ap);
+    va_end(ap);
+    g->status = st;
+    memcpy(g->ctx->errmsg, g->errmsg, sizeof g->errmsg);
+    return st;
+}
+
+bool graph_check_args(lf_graph *g, const char *what, int n, lf_node *const *nodes) {
+    if (!g) {
+        graph_error(NULL, LF_ERR_NULL, "%s: graph is NULL", what);
+        return false;
+    }
+    if (g->status != LF_OK) return false;
+    for (int i = 0; i < n; i++) {
+        if (!nodes[i]) {
+            graph_fail(g, LF_ERR_NULL, "%s: input %d is NULL", what, i);
+            return false;
+        }
+        if (nodes[i]->graph != g) {
+            graph_fail(g, LF_ERR_STATE, "%s: input %d belongs to another graph", what, i);
+            return false;
+        }
+    }
+    return true;
+}
+
+lf_graph *lf_graph_new(lf_ctx *ctx) {
+    if (!ctx) {
+        graph_error(NULL, LF_ERR_NULL, "graph_new: ctx is NULL");
+        return NULL;
+    }
+    lf_graph *g = graph_calloc(1, sizeof *g);
+    if (!g) {
+        graph_error(ctx, LF_ERR_NOMEM, "graph_new: out of memory");
+        return NULL;
+    }
+    g->ctx = ctx;
+    g->next = ctx->graphs;
+    if (ctx->graphs) ctx->graphs->prev = g;
+    ctx->graphs = g;
+    return g;
+}
+
+void graph_destroy(lf_graph *g) {
+    for (int i = 0; i < g->nnodes; i++) {
+        lf_node *n = g->nodes[i];
+        if (n->kind == NODE_MAP) {
+            graph_free(n->u.map.etype);
+            graph_free(n->u.map.ctype);
+        }
+        graph_free(n);
+    }
+    graph_free(g->nodes);
+    while (g->fns) {
+        lf_fn *f = g->fns;
+        g->fns = f->next;
+        graph_fn_destroy(f);
+    }
+    for (int i = 0; i < g->nbound; i++) graph_buffer_release(g->bound[i]);
+    graph_free(g->bound);
+    lf_ctx *ctx = g->ctx;
+    if (g->prev) g->prev->next = g->next;
+    else ctx->graphs = g->next;
+    if (g->next) g->next->prev = g->prev;
+    graph_free(g);
+}
+
+void lf_graph_free(lf_graph *g) {
+    if (g) graph_destroy(g);
+}
+
+lf_status lf_graph_status(const lf_graph *g) { return g ? g->status : LF_ERR_NULL; }
+const char *lf_graph_errmsg(const lf_graph *g) { return g ? g->errmsg : "graph is NULL"; }
+
+lf_dtype lf_node_dtype(const lf_node *n) { return n ? n->dtype : LF_NDTYPES; }
+int lf_node_ndim(const lf_node *n) { return n ? n->ndim : -1; }
+int64_t lf_node_numel(const lf_node *n) { return n ? n->numel : -1; }
+int64_t lf_node_dim(const lf_node *n, int axis) {
+    if (!n) return -1;
+    if (axis < 0) axis += n->ndim;
+    return (axis >= 0 && axis < n->ndim) ? n->shape[axis] : -1;
+}
+
+/* ---- node creation -------------------------------------------------------------- */
+
+/* Checks a caller's shape: ndim in range, extents >= 0, product fits. */
+static bool check_shape(lf_graph *g, const char *what, int ndim, const int64_t *shape) {
+    if (ndim < 0 || ndim > LF_MAX_DIMS) {
+        graph_fail(g, LF_ERR_SHAPE, "%s: %d dimensions (at most %d)", what, ndim, LF_MAX_DIMS);
+        return false;
+    }
+    if (ndim > 0 && !shape) {
+        graph_fail(g, LF_ERR_NULL, "%s: shape is NULL for %d dimensions", what, ndim);
+        return false;
+    }
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0) {
+            graph_fail(g, LF_ERR_SHAPE, "%s: extent %lld of axis %d is negative", what,
+                       (long long)shape[i], i);
+            return false;
+        }
+    return true;
+}
+
+/* Allocates a node of g and appends it. The shape must already be checked
+ * for sign and rank; this checks the element count and byte size. */
+static lf_node *new_node(lf_graph *g, const char *what, node_kind kind, lf_dtype t, int ndim,
+                         const int64_t *shape, int nin, lf_node *const *in) {
+    int64_t numel;
+    char sbuf[160];
+    if (!graph_shape_numel(ndim, shape, lf_dtype_size(t), &numel)) {
+        graph_fail(g, LF_ERR_OVERFLOW, "%s: shape %s of %s overflows", what,
+                   graph_shape_str(sbuf, sizeof sbuf, ndim, shape), lf_dtype_name(t));
+        return NULL;
+    }
+    if (g->nnodes == g->capnodes) {
+        int cap = g->capnodes ? 2 * g->capnodes : 16;
+        lf_node **nodes = graph_realloc(g->nodes, (size_t)cap * sizeof *nodes);
+        if (!nodes) goto nomem;
+        g->nodes = nodes;
+        g->capnodes = cap;
+    }
+    lf_node *n = graph_calloc(1, sizeof *n);
+    if (!n) goto nomem;
+    n->graph = g;
+    n->id = g->nnodes;
+    n->kind = kind;
+    n->dtype = t;
+    n->ndim = ndim;
+    if (ndim) memcpy(n->shape, shape, (size_t)ndim * sizeof *shape);
+    n->numel = numel;
+    n->ninputs = nin;
+    for (int i = 0; i < nin; i++) n->inputs[i] = in[i];
+    g->nodes[g->nnodes++] = n;
+    return n;
+nomem:
+    graph_fail(g, LF_ERR_NOMEM, "%s: out of memory", what);
+    return NULL;
+}
+
+static bool check_dtype(lf_graph *g, const char *what, lf_dtype t) {
+    if ((unsigned)t < LF_NDTYPES) return true;
+    graph_fail(g, LF_ERR_DTYPE, "%s: unknown dtype %d", what, (int)t);
+    return false;
+}
+
+/* ---- sources ------------------------------------------------------------------------ */
+
+lf_node *lf_input(lf_graph *g, lf_buffer *b) {
+    if (!graph_check_args(g, "input", 0, NULL)) return NULL;
+    if (!b) {
+        graph_fail(g, LF_ERR_NULL, "input: buffer is NULL");
+        return NULL;
+    }
+    if (b->ctx != g->ctx) {
+        graph_fail(g, LF_ERR_STATE, "input: buffer belongs to another context");
+        return NULL;
+    }
+    bool bound = false;
+    for (int i = 0; i < g->nbound && !bound; i++) bound = g->bound[i] == b;
+    if (!bound && g->nbound == g->capbound) {
+        int cap = g->capbound ? 2 * g->capbound : 8;
+        lf_buffer **nb = graph_realloc(g->bound, (size_t)cap * sizeof *nb);
+        if (!nb) {
+            graph_fail(g, LF_ERR_NOMEM, "input: out of memory");
+            return NULL;
+        }
+        g->bound = nb;
+        g->capbound = cap;
+    }
+    lf_node *n = new_node(g, "input", NODE_INPUT, b->dtype, b->ndim, b->shape, 0, NULL);
+    if (!n) return NULL;
+    n->u.buffer = b;
+    if (!bound) {
+        g->bound[g->nbound++] = b;
+        b->refs++;
+    }
+    return n;
+}
+
+lf_node *lf_fill(lf_graph *g, lf_dtype t, double value, int ndim, const int64_t *shape) {
+    if (!graph_check_args(g, "fill", 0, NULL) || !check_dtype(g, "fill", t) ||
+        !check_shape(g, "fill", ndim, shape))
+        return NULL;
+    lf_node *n = new_node(g, "fill", NODE_CONST, t, ndim, shape, 0, NULL);
+    if (n) n->u.value = graph_scalar_convert((lf_scalar){.f = value}, LF_F64, t);
+    return n;
+}
+
+lf_node *lf_const(lf_graph *g, lf_dtype t, double value) {
+    if (!graph_check_args(g, "const", 0, NULL) || !check_dtype(g, "const", t)) return NULL;
+    lf_node *n = new_node(g, "const", NODE_CONST, t, 0, NULL, 0, NULL);
+    if (n) n->u.value = graph_scalar_convert((lf_scalar){.f = value}, LF_F64, t);
+    return n;
+}
+
+lf_node *lf_arange(lf_graph *g, lf_dtype t, double start, double stop, double step) {
+    if (!graph_check_args(g, "arange", 0, NULL) || !check_dtype(g, "arange", t)) return NULL;
+    if (t == LF_BOOL) {
+        graph_fail(g, LF_ERR_DTYPE, "arange: dtype bool is not allowed");
+        return NULL;
+    }
+    if (!isfinite(start) || !isfinite(stop) || !isfinite(step)) {
+        graph_fail(g, LF_ERR_RANGE, "arange: start, stop and step must be finite");
+        return NULL;
+    }
+    if (step == 0) {
+        graph_fail(g, LF_ERR_RANGE, "arange: step is 0");
+        return NULL;
+    }
+    double count = ceil((stop - start) / step);
+    if (!(count < 9.2e18)) {
+        graph_fail(g, LF_ERR_OVERFLOW, "arange: %g elements overflow", count);
+        return NULL;
+    }
+    int64_t len = count > 0 ? (int64_t)count : 0;
+    lf_node *n = new_node(g, "arange", NODE_IOTA, t, 1, &len, 0, NULL);
+    if (n) {
+        n->u.iota.start = start;
+        n->u.iota.step = step;
+    }
+    return n;
+}
+
+lf_node *lf_iota(lf_graph *g, lf_dtype t, int64_t len) {
+    if (!graph_check_args(g, "iota", 0, NULL) || !check_dtype(g, "iota", t)) return NULL;
+    if (t == LF_BOOL) {
+        graph_fail(g, LF_ERR_DTYPE, "iota: dtype bool is not allowed");
+        return NULL;
+    }
+    if (len < 0) {
+        graph_fail(g, LF_ERR_SHAPE, "iota: length %lld is negative", (long long)len);
+        return NULL;
+    }
+    lf_node *n = new_node(g, "iota", NODE_IOTA, t, 1, &len, 0, NULL);
+    if (n) {
+        n->u.iota.start = 0;
+        n->u.iota.step = 1;
+    }
+    return n;
+}
+
+/* ---- views ---------------------------------------------------------------------------- */
+
+static lf_node *new_view(lf_graph *g, const char *what, view_kind op, lf_node *x, int ndim,
+                         const int64_t *shape, int64_t offset, const int64_t *strides) {
+    lf_node *n = new_node(g, what, NODE_VIEW, x->dtype, ndim, shape, 1, &x);
+    if (!n) return NULL;
+    n->u.view.op = op;
+    n->u.view.offset = offset;
+    if (ndim) memcpy(n->u.view.strides, strides, (size_t)ndim * sizeof *strides);
+    return n;
+}
+
+lf_node *lf_reshape(lf_graph *g, lf_node *x, int ndim, const int64_t *shape) {
+    if (!graph_check_args(g, "reshape", 1, &x)) return NULL;
+    if (ndim < 0 || ndim > LF_MAX_DIMS) {
+        graph_fail(g, LF_ERR_SHAPE, "reshape: %d dimensions (at most %d)", ndim, LF_MAX_DIMS);
+        return NULL;
+    }
+    if (ndim > 0 && !shape) {
+        graph_fail(g, LF_ERR_NULL, "reshape: shape is NULL for %d dimensions", ndim);
+        return NULL;
+    }
+    int64_t out[LF_MAX_DIMS], known = 1;
+    int infer = -1;
+    char sa[160], sb[160];
+    for (int i = 0; i < ndim; i++) {
+        out[i] = shape[i];
+        if (shape[i] == -1) {
+            if (infer >= 0) {
+                graph_fail(g, LF_ERR_SHAPE, "reshape: more than one extent is -1");
+                return NULL;
+            }
+            infer = i;
+        } else if (shape[i] < 0) {
+            graph_fail(g, LF_ERR_SHAPE, "reshape: extent %lld of axis %d is negative",
+                       (long long)shape[i], i);
+            return NULL;
+        } else if (__builtin_mul_overflow(known, shape[i], &known)) {
+            graph_fail(g, LF_ERR_OVERFLOW, "reshape: shape product overflows");
+            return NULL;
+        }
+    }
+    if (infer >= 0) {
+        if (known == 0 || x->numel % known != 0) {
+            graph_fail(g, LF_ERR_SHAPE, "reshape: cannot reshape %s (%lld elements) to %s",
+                       graph_shape_str(sa, sizeof sa, x->ndim, x->shape), (long long)x->numel,
+                       graph_shape_str(sb, sizeof sb, ndim, shape));
+            return NULL;
+        }
+        out[infer] = x->numel / known;
+        known = x->numel;
+    }
+    if (known != x->numel) {
+        graph_fail(g, LF_ERR_SHAPE, "reshape: cannot reshape %s (%lld elements) to %s (%lld elements)",
+                   graph_shape_str(sa, sizeof sa, x->ndim, x->shape), (long long)x->numel,
+                   graph_shape_str(sb, sizeof sb, ndim, shape), (long long)known);
+        return NULL;
+    }
+    int64_t strides[LF_MAX_DIMS];
+    graph_contiguous_strides(ndim, out, strides);
+    return new_view(g, "reshape", VIEW_RESHAPE, x, ndim, out, 0, strides);
+}
+
+lf_node *lf_permute(lf_graph *g, lf_node *x, const int *perm) {
+    if (!graph_check_args(g, "permute", 1, &x)) return NULL;
+    if (x->ndim > 0 && !perm) {
+        graph_fail(g, LF_ERR_NULL, "permute: perm is NULL");
+        return NULL;
+    }
+    int64_t dense[LF_MAX_DIMS], shape[LF_MAX_DIMS], strides[LF_MAX_DIMS];
+    bool seen[LF_MAX_DIMS] = {false};
+    graph_contiguous_strides(x->ndim, x->shape, dense);
+    for (int i = 0; i < x->ndim; i++) {
+        int a = perm[i];
+        if (a < 0 || a >= x->ndim) {
+            graph_fail(g, LF_ERR_AXIS, "permute: axis %d out of range for %d dimensions", a,
+                       x->ndim);
+            return NULL;
+        }
+        if (seen[a]) {
+            graph_fail(g, LF_ERR_AXIS, "permute: axis %d repeated", a);
+            return NULL;
+        }
+        seen[a] = true;
+        shape[i] = x->shape[a];
+        strides[i] = dense[a];
+    }
+    return new_view(g, "permute", VIEW_PERMUTE, x, x->ndim, shape, 0, strides);
+}
+
+lf_node *lf_transpose(lf_graph *g, lf_node *x) {
+    if (!graph_check_args(g, "transpose", 1, &x)) return NULL;
+    int perm[LF_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) perm[i] = x->ndim - 1 - i;
+    return lf_permute(g, x, perm);
+}
+
+lf_node *lf_broadcast_to(lf_graph *g, lf_node *x, int ndim, const int64_t *shape) {
+    if (!graph_check_args(g, "broadcast_to", 1, &x) || !check_shape(g, "broadcast_to", ndim, shape))
+        return NULL;
+    bool ok = ndim >= x->ndim;
+    for (int i = 0; ok && i < x->ndim; i++) {
+        int64_t e = x->shape[i], t = shape[ndim - x->ndim + i];
+        ok = e == t || e == 1;
+    }
+    if (!ok) {
+        char sa[160], sb[160];
+        graph_fail(g, LF_ERR_SHAPE, "broadcast_to: shape %s cannot broadcast to %s",
+                   graph_shape_str(sa, sizeof sa, x->ndim, x->shape),
+                   graph_shape_str(sb, sizeof sb, ndim, shape));
+        return NULL;
+    }
+    int64_t strides[LF_MAX_DIMS];
+    graph_broadcast_strides(x->ndim, x->shape, ndim, shape, strides);
+    return new_view(g, "broadcast_to", VIEW_BROADCAST, x, ndim, shape, 0, strides);
+}
+
+lf_node *lf_expand_dims(lf_graph *g, lf_node *x, int axis) {
+    if (!graph_check_args(g, "expand_dims", 1, &x)) return NULL;
+    if (x->ndim + 1 > LF_MAX_DIMS) {
+        graph_fail(g, LF_ERR_SHAPE, "expand_dims: result would have %d dimensions (at most %d)",
+                   x->ndim + 1, LF_MAX_DIMS);
+        return NULL;
+    }
+    int a = axis < 0 ? axis + x->ndim + 1 : axis;
+    if (a < 0 || a > x->ndim) {
+        graph_fail(g, LF_ERR_AXIS, "expand_dims: axis %d out of range for %d dimensions", axis,
+                   x->ndim);
+        return NULL;
+    }
+    int64_t dense[LF_MAX_DIMS], shape[LF_MAX_DIMS], strides[LF_MAX_DIMS];
+    graph_contiguous_strides(x->ndim, x->shape, dense);
+    for (int i = 0, j = 0; i <= x->ndim; i++) {
+        if (i == a) {
+            shape[i] = 1;
+            strides[i] = 0;
+        } else {
+            shape[i] = x->shape[j];
+            strides[i] = dense[j++];
+        }
+    }
+    return new_view(g, "expand_dims", VIEW_EXPAND, x, x->ndim + 1, shape, 0, strides);
+}
+
+lf_node *lf_slice(lf_graph *g, lf_node *x, int axis, int64_t start, int64_t stop, int64_t step) {
+    if (!graph_check_args(g, "slice", 1, &x)) return NULL;
+    int a = axis < 0 ? axis + x->ndim : axis;
+    if (a < 0 || a >= x->ndim) {
+        graph_fail(g, LF_ERR_AXIS, "slice: axis %d out of range for %d dimensions", axis, x->ndim);
+        return NULL;
+    }
+    if (step == 0 || step == INT64_MIN) {
+        graph_fail(g, LF_ERR_RANGE, "slice: step %lld is not allowed", (long long)step);
+        return NULL;
+    }
+    int64_t n = x->shape[a];
+    int64_t s = start, e = stop;
+    const char *bad = NULL;
+    int64_t badv = 0;
+    if (s != LF_NONE) {
+        if (s < 0) s += n;
+        if (s < 0 || s > n) bad = "start", badv = start;
+    }
+    if (!bad && e != LF_NONE) {
+        if (e < 0) e += n;
+        if (e < 0 || e > n) bad = "stop", badv = stop;
+    }
+    if (bad) {
+        graph_fail(g, LF_ERR_RANGE, "slice: %s %lld out of range for axis %d of extent %lld", bad,
+                   (long long)badv, a, (long long)n);
+        return NULL;
+    }
+    int64_t len;
+    if (step > 0) {
+        if (s == LF_NONE) s = 0;
+        if (e == LF_NONE) e = n;
+        len = e > s ? (e - s + step - 1) / step : 0;
+    } else {
+        /* walking backwards: start n means "from the last element", stop
+           LF_NONE means "through element 0" (one before it, -1) */
+        if (s == LF_NONE || s == n) s = n - 1;
+        if (e == LF_NONE) e = -1;
+        len = s > e ? (s - e + (-step) - 1) / (-step) : 0;
+    }
+    int64_t dense[LF_MAX_DIMS], shape[LF_MAX_DIMS], strides[LF_MAX_DIMS];
+    graph_contiguous_strides(x->ndim, x->shape, dense);
+    memcpy(shape, x->shape, sizeof shape);
+    memcpy(strides, dense, sizeof strides);
+    shape[a] = len;
+    strides[a] = step * dense[a];
+    int64_t offset = len > 0 ? s * dense[a] : 0;
+    return new_view(g, "slice", VIEW_SLICE, x, x->ndim, shape, offset, strides);
+}
+
+/* ---- elementwise ------------------------------------------------------------------------- */
+
+static lf_node *make_map(lf_graph *g, const char *what, lf_fn *f, int n, lf_node *const *xs) {
+    if (!graph_check_args(g, what, 0, NULL)) return NULL;
+    if (n < 1 || n > LF_MAX_ARGS) {
+        graph_fail(g, LF_ERR_ARITY, "%s: %d inputs (1 to %d allowed)", what, n, LF_MAX_ARGS);
+        return NULL;
+    }
+    if (!xs) {
+        graph_fail(g, LF_ERR_NULL, "%s: inputs array is NULL", what);
+        return NULL;
+    }
+    if (!graph_check_args(g, what, n, xs)) return NULL;
+    if (!f) {
+        graph_fail(g, LF_ERR_NULL, "%s: fn is NULL", what);
+        return NULL;
+    }
+    if (f->graph != g) {
+        graph_fail(g, LF_ERR_STATE, "%s: fn belongs to another graph", what);
+        return NULL;
+    }
+    if (f->result < 0) {
+        graph_fail(g, LF_ERR_STATE, "%s: fn has no result (call lf_fn_set_result)", what);
+        return NULL;
+    }
+    if (f->nparams != n) {
+        graph_fail(g, LF_ERR_ARITY, "%s: fn takes %d parameter%s, got %d input%s", what,
+                   f->nparams, f->nparams == 1 ? "" : "s", n, n == 1 ? "" : "s");
+        return NULL;
+    }
+    int ndim = xs[0]->ndim;
+    int64_t shape[LF_MAX_DIMS];
+    memcpy(shape, xs[0]->shape, sizeof shape);
+    for (int i = 1; i < n; i++) {
+        if (!graph_broadcast_shapes(ndim, shape, xs[i]->ndim, xs[i]->shape, &ndim, shape)) {
+            char sa[160], sb[160];
+            graph_fail(g, LF_ERR_SHAPE, "%s: shapes %s and %s do not broadcast", what,
+                       graph_shape_str(sa, sizeof sa, ndim, shape),
+                       graph_shape_str(sb, sizeof sb, xs[i]->ndim, xs[i]->shape));
+            return NULL;
+        }
+    }
+    lf_dtype params[LF_MAX_ARGS];
+    for (int i = 0; i < n; i++) params[i] = xs[i]->dtype;
+    lf_dtype *etype = graph_malloc((size_t)f->nexprs * sizeof *etype);
+    lf_dtype *ctype = graph_malloc((size_t)f->nexprs * sizeof *ctype);
+    lf_dtype rt = (etype && ctype) ? graph_fn_types(f, params, etype, ctype) : LF_NDTYPES;
+    lf_node *node = rt != LF_NDTYPES ? new_node(g, what, NODE_MAP, rt, ndim, shape, n, xs) : NULL;
+    if (!node) {
+        graph_free(etype);
+        graph_free(ctype);
+        graph_fail(g, LF_ERR_NOMEM, "%s: out of memory", what);
+        return NULL;
+    }
+    node->u.map.fn = f;
+    node->u.map.etype = etype;
+    node->u.map.ctype = ctype;
+    return node;
+}
+
+lf_node *lf_map(lf_graph *g, lf_fn *f, lf_node *x) { return make_map(g, "map", f, 1, &x); }
+
+lf_node *lf_zipwith(lf_graph *g, lf_fn *f, int n, lf_node *const *xs) {
+    return make_map(g, "zipwith", f, n, xs);
+}
+
+/* The lower-case enum name of op ("add" for LF_OP_ADD), for messages. */
+static const char *op_ident(lf_op op) {
+    static const char *const ids[LF_NOPS] = {
+#define LF_OP(ID, text, arity, syntax, typing, cname) [LF_OP_##ID] = #ID,
+#include "lazyfuse_ops.def"
+    };
+    static _Thread_local char buf[16];
+    size_t i = 0;
+    for (; ids[op][i] && i + 1 < sizeof buf; i++) buf[i] = (char)tolower((unsigned char)ids[op][i]);
+    buf[i] = 0;
+    return buf;
+}
+
+lf_node *lf_apply(lf_graph *g, lf_op op, lf_node *a, lf_node *b, lf_node *c) {
+    if (!graph_check_args(g, "apply", 0, NULL)) return NULL;
+    if ((unsigned)op >= LF_NOPS) {
+        graph_fail(g, LF_ERR_INVALID, "apply: unknown operator %d", (int)op);
+        return NULL;
+    }
+    const char *what = op_ident(op);
+    lf_node *in[3] = {a, b, c};
+    int arity = graph_ops[op].arity;
+    for (int k = arity; k < 3; k++)
+        if (in[k]) {
+            graph_fail(g, LF_ERR_ARITY, "%s: takes %d input%s, got more", what, arity,
+                       arity == 1 ? "" : "s");
+            return NULL;
+        }
+    if (!graph_check_args(g, what, arity, in)) return NULL;
+    if (!g->op_fns[op] && !(g->op_fns[op] = graph_fn_for_op(g, op))) return NULL;
+    return make_map(g, what, g->op_fns[op], arity, in);
+}
+
+lf_node *lf_select(lf_graph *g, lf_node *c, lf_node *a, lf_node *b) {
+    lf_node *in[3] = {c, a, b};
+    if (!graph_check_args(g, "select", 3, in)) return NULL;
+    if (!g->op_fns[LF_OP_WHERE] && !(g->op_fns[LF_OP_WHERE] = graph_fn_for_op(g, LF_OP_WHERE)))
+        return NULL;
+    return make_map(g, "select", g->op_fns[LF_OP_WHERE], 3, in);
+}
+
+lf_node *lf_cast(lf_graph *g, lf_node *x, lf_dtype t) {
+    if (!graph_check_args(g, "cast", 1, &x) || !check_dtype(g, "cast", t)) return NULL;
+    if (!g->cast_fns[t] && !(g->cast_fns[t] = graph_fn_for_cast(g, t))) return NULL;
+    return make_map(g, "cast", g->cast_fns[t], 1, &x);
+}
+
+/* ---- reductions ------------------------------------------------------------------------------ */
+
+static lf_dtype reduce_dtype(lf_reduce_op op, lf_dtype in) {
+    switch (op) {
+    case LF_RED_SUM:
+    case LF_RED_PROD: return graph_dtype_is_float(in) ? in : LF_I64;
+    case LF_RED_MEAN: return graph_dtype_is_float(in) ? in : LF_F64;
+    case LF_RED_ARGMIN:
+    case LF_RED_ARGMAX: return LF_I64;
+    default: return in;
+    }
+}
+
+lf_node *lf_reduce(lf_graph *g, lf_reduce_op op, lf_node *x, int naxes, const int *axes,
+                   bool keepdims) {
+    if (!graph_check_args(g, "reduce", 1, &x)) return NULL;
+    if ((unsigned)op >= LF_NREDS) {
+        graph_fail(g, LF_ERR_INVALID, "reduce: unknown reduction %d", (int)op);
+        return NULL;
+    }
+    const char *name = graph_reds[op].text;
+    uint32_t mask = 0;
+    if (!axes) {
+        mask = (1u << x->ndim) - 1;
+    } else {
+        if (naxes < 0 || naxes > x->ndim) {
+            graph_fail(g, LF_ERR_AXIS, "reduce %s: %d axes for %d dimensions", name, naxes,
+                       x->ndim);
+            return NULL;
+        }
+        for (int i = 0; i < naxes; i++) {
+            int a = axes[i] < 0 ? axes[i] + x->ndim : axes[i];
+            if (a < 0 || a >= x->ndim) {
+                graph_fail(g, LF_ERR_AXIS, "reduce %s: axis %d out of range for %d dimensions",
+                           name, axes[i], x->ndim);
+                return NULL;
+            }
+            if (mask & (1u << a)) {
+                graph_fail(g, LF_ERR_AXIS, "reduce %s: axis %d repeated", name, axes[i]);
+                return NULL;
+            }
+            mask |= 1u << a;
+        }
+    }
+    int64_t shape[LF_MAX_DIMS], count = 1;
+    int ndim = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        if (mask & (1u << d)) {
+            count *= x->shape[d]; /* a factor of numel, so no overflow */
+            if (keepdims) shape[ndim++] = 1;
+        } else {
+            shape[ndim++] = x->shape[d];
+        }
+    }
+    bool needs_element = op == LF_RED_MIN || op == LF_RED_MAX || op == LF_RED_ARGMIN ||
+                         op == LF_RED_ARGMAX;
+    if (needs_element && count == 0) {
+        /* empty outputs are fine (nothing to compute); empty sets are not */
+        int64_t outn = 1;
+        for (int d = 0; d < ndim; d++) outn = shape[d] ? outn : 0;
+        if (outn != 0) {
+            char sa[160];
+            graph_fail(g, LF_ERR_SHAPE, "reduce %s: empty set (input shape %s)", name,
+                       graph_shape_str(sa, sizeof sa, x->ndim, x->shape));
+            return NULL;
+        }
+    }
+    lf_node *n = new_node(g, "reduce", NODE_REDUCE, reduce_dtype(op, x->dtype), ndim, shape, 1, &x);
+    if (!n) return NULL;
+    n->u.reduce.op = op;
+    n->u.reduce.axes = mask;
+    n->u.reduce.keepdims = keepdims;
+    return n;
+}
+
+/* ---- evaluation ----------------------------------------------------------------------------- */
+
+lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts) {
+    if (!g) return graph_error(NULL, LF_ERR_NULL, "eval: graph is NULL");
+    lf_ctx *ctx = g->ctx;
+    if (g->status != LF_OK) {
+        memcpy(ctx->errmsg, g->errmsg, sizeof g->errmsg);
+        return g->status;
+    }
+    if (n < 1) return graph_error(ctx, LF_ERR_INVALID, "eval: %d outputs (at least 1)", n);
+    if (!outs || !dsts)
+        return graph_error(ctx, LF_ERR_NULL, "eval: %s array is NULL", outs ? "buffer" : "output");
+    for (int i = 0; i < n; i++) {
+        const lf_node *o = outs[i];
+        const lf_buffer *b = dsts[i];
+        char sa[160], sb[160];
+        if (!o) return graph_error(ctx, LF_ERR_NULL, "eval: output %d is NULL", i);
+        if (o->graph != g)
+            return graph_error(ctx, LF_ERR_STATE, "eval: output %d belongs to another graph", i);
+        if (!b) return graph_error(ctx, LF_ERR_NULL, "eval: buffer %d is NULL", i);
+        if (b->ctx != ctx)
+            return graph_error(ctx, LF_ERR_STATE, "eval: buffer %d belongs to another context", i);
+        if (b->dtype != o->dtype)
+            return graph_error(ctx, LF_ERR_DTYPE, "eval: output %d has dtype %s, buffer has %s", i,
+                               lf_dtype_name(o->dtype), lf_dtype_name(b->dtype));
+        if (b->ndim != o->ndim || memcmp(b->shape, o->shape, (size_t)o->ndim * sizeof *o->shape))
+            return graph_error(ctx, LF_ERR_SHAPE, "eval: output %d has shape %s, buffer has %s", i,
+                               graph_shape_str(sa, sizeof sa, o->ndim, o->shape),
+                               graph_shape_str(sb, sizeof sb, b->ndim, b->shape));
+    }
+    void **results = graph_calloc((size_t)n, sizeof *results);
+    if (!results) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
+    lf_status st = graph_eval_reference(g, n, outs, results);
+    if (st == LF_OK) /* every result computed: only now touch the caller's buffers */
+        for (int i = 0; i < n; i++)
+            if (dsts[i]->bytes) memcpy(dsts[i]->data, results[i], dsts[i]->bytes);
+    for (int i = 0; i < n; i++) graph_free(results[i]);
+    graph_free(results);
+    return st;
+}

@@ -1,0 +1,259 @@
+/* graph/scalar.c: what each scalar operator means, element by element.
+ *
+ * This is the semantic ground truth of lazyfuse: the reference evaluator calls
+ * it for every element, and every backend is tested against it. It must stay
+ * plainly correct and free of undefined behaviour for every input:
+ *  - integer arithmetic wraps (done in uint64_t, then narrowed);
+ *  - integer x % 0 and x % -1 are 0; integer x ** negative is 0 unless |x| == 1;
+ *  - float -> integer casts truncate, saturate, and send NaN to 0;
+ *  - f32 results are rounded to float after every operation (+ - * / and
+ *    sqrt are computed in double and rounded once, which is exact rounding;
+ *    other functions call the float version of libm);
+ *  - NaN and Inf propagate as IEEE 754 and C's libm say; min/max propagate NaN.
+ */
+#include "graph/graph.h"
+
+#include <math.h>
+#include <string.h>
+
+const op_info graph_ops[LF_NOPS] = {
+#define LF_OP(ID, text, arity, syntax, typing, cname) \
+    [LF_OP_##ID] = {text, arity, OPSYN_##syntax, OPTY_##typing, cname},
+#include "lazyfuse_ops.def"
+};
+
+const red_info graph_reds[LF_NREDS] = {
+#define LF_RED(ID, text, identity) [LF_RED_##ID] = {text, identity},
+#include "lazyfuse_ops.def"
+};
+
+const char *lf_op_name(lf_op op) { return (unsigned)op < LF_NOPS ? graph_ops[op].text : "?"; }
+const char *lf_reduce_op_name(lf_reduce_op op) {
+    return (unsigned)op < LF_NREDS ? graph_reds[op].text : "?";
+}
+
+/* ---- conversions ------------------------------------------------------------ */
+
+/* Narrows a wrapped 64-bit result to dtype t (i32 wraps at 32 bits). */
+static int64_t wrap(lf_dtype t, uint64_t v) {
+    if (t == LF_I32) return (int32_t)(uint32_t)v;
+    if (t == LF_BOOL) return v != 0;
+    return (int64_t)v;
+}
+
+static int64_t saturate(double x, lf_dtype t) {
+    if (isnan(x)) return 0;
+    if (t == LF_I32) {
+        if (x >= 2147483647.0) return INT32_MAX;
+        if (x <= -2147483648.0) return INT32_MIN;
+        return (int64_t)(int32_t)x;
+    }
+    if (x >= 9223372036854775808.0) return INT64_MAX;
+    if (x < -9223372036854775808.0) return INT64_MIN;
+    return (int64_t)x;
+}
+
+lf_scalar graph_scalar_convert(lf_scalar v, lf_dtype from, lf_dtype to) {
+    lf_scalar r;
+    if (graph_dtype_is_float(from)) {
+        double x = v.f;
+        switch (to) {
+        case LF_F64: r.f = x; break;
+        case LF_F32: r.f = (double)(float)x; break;
+        case LF_BOOL: r.i = x != 0; break;
+        default: r.i = saturate(x, to); break;
+        }
+    } else {
+        int64_t x = v.i;
+        switch (to) {
+        case LF_F64: r.f = (double)x; break;
+        case LF_F32: r.f = (double)(float)x; break;
+        default: r.i = wrap(to, (uint64_t)x); break;
+        }
+    }
+    return r;
+}
+
+/* ---- float operators ----------------------------------------------------------- */
+
+/* One-argument float functions; f32 calls the float libm version. */
+static double float_fn1(lf_op op, bool f32, double x) {
+    float xf = (float)x;
+    switch (op) {
+    case LF_OP_SQRT: return f32 ? sqrtf(xf) : sqrt(x);
+    case LF_OP_RSQRT: return f32 ? 1.0f / sqrtf(xf) : 1.0 / sqrt(x);
+    case LF_OP_CBRT: return f32 ? cbrtf(xf) : cbrt(x);
+    case LF_OP_EXP: return f32 ? expf(xf) : exp(x);
+    case LF_OP_EXP2: return f32 ? exp2f(xf) : exp2(x);
+    case LF_OP_EXPM1: return f32 ? expm1f(xf) : expm1(x);
+    case LF_OP_LOG: return f32 ? logf(xf) : log(x);
+    case LF_OP_LOG2: return f32 ? log2f(xf) : log2(x);
+    case LF_OP_LOG10: return f32 ? log10f(xf) : log10(x);
+    case LF_OP_LOG1P: return f32 ? log1pf(xf) : log1p(x);
+    case LF_OP_SIN: return f32 ? sinf(xf) : sin(x);
+    case LF_OP_COS: return f32 ? cosf(xf) : cos(x);
+    case LF_OP_TAN: return f32 ? tanf(xf) : tan(x);
+    case LF_OP_ASIN: return f32 ? asinf(xf) : asin(x);
+    case LF_OP_ACOS: return f32 ? acosf(xf) : acos(x);
+    case LF_OP_ATAN: return f32 ? atanf(xf) : atan(x);
+    case LF_OP_SINH: return f32 ? sinhf(xf) : sinh(x);
+    case LF_OP_COSH: return f32 ? coshf(xf) : cosh(x);
+    case LF_OP_TANH: return f32 ? tanhf(xf) : tanh(x);
+    case LF_OP_SIGMOID: return f32 ? 1.0f / (1.0f + expf(-xf)) : 1.0 / (1.0 + exp(-x));
+    case LF_OP_ERF: return f32 ? erff(xf) : erf(x);
+    case LF_OP_NEG: return -x;
+    case LF_OP_ABS: return fabs(x);
+    case LF_OP_FLOOR: return floor(x);
+    case LF_OP_CEIL: return ceil(x);
+    case LF_OP_ROUND: return nearbyint(x); /* default rounding mode: half to even */
+    case LF_OP_TRUNC: return trunc(x);
+    case LF_OP_SIGN: return isnan(x) ? x : x > 0 ? 1.0 : x < 0 ? -1.0 : x;
+    default: return NAN;
+    }
+}
+
+/* Python's modulo: the result takes the divisor's sign. */
+static double float_mod(double a, double b, bool f32) {
+    double r = f32 ? fmodf((float)a, (float)b) : fmod(a, b);
+    if (r != 0) {
+        if ((r < 0) != (b < 0)) r += b;
+    } else {
+        r = copysign(0.0, b);
+    }
+    return r;
+}
+
+static double float_fn2(lf_op op, bool f32, double a, double b) {
+    float af = (float)a, bf = (float)b;
+    switch (op) {
+    case LF_OP_ADD: return a + b;
+    case LF_OP_SUB: return a - b;
+    case LF_OP_MUL: return a * b;
+    case LF_OP_DIV: return a / b;
+    case LF_OP_MOD: return float_mod(a, b, f32);
+    case LF_OP_POW: return f32 ? powf(af, bf) : pow(a, b);
+    case LF_OP_MIN: return (isnan(a) || isnan(b)) ? NAN : (b < a ? b : a);
+    case LF_OP_MAX: return (isnan(a) || isnan(b)) ? NAN : (b > a ? b : a);
+    case LF_OP_ATAN2: return f32 ? atan2f(af, bf) : atan2(a, b);
+    case LF_OP_HYPOT: return f32 ? hypotf(af, bf) : hypot(a, b);
+    default: return NAN;
+    }
+}
+
+/* ---- integer operators ------------------------------------------------------------- */
+
+static int64_t int_pow(int64_t base, int64_t e, lf_dtype t) {
+    if (e < 0) {
+        if (base == 1) return 1;
+        if (base == -1) return (e & 1) ? -1 : 1;
+        return 0;
+    }
+    uint64_t r = 1, b = (uint64_t)base;
+    while (e) {
+        if (e & 1) r *= b;
+        b *= b;
+        e >>= 1;
+    }
+    return wrap(t, r);
+}
+
+static int64_t int_mod(int64_t a, int64_t b) {
+    if (b == 0 || b == -1) return 0;
+    int64_t r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}
+
+static int64_t int_op(lf_op op, lf_dtype t, int64_t a, int64_t b) {
+    uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+    switch (op) {
+    case LF_OP_ADD: return wrap(t, ua + ub);
+    case LF_OP_SUB: return wrap(t, ua - ub);
+    case LF_OP_MUL: return wrap(t, ua * ub);
+    case LF_OP_MOD: return int_mod(a, b);
+    case LF_OP_POW: return int_pow(a, b, t);
+    case LF_OP_NEG: return wrap(t, 0 - ua);
+    case LF_OP_MIN: return b < a ? b : a;
+    case LF_OP_MAX: return b > a ? b : a;
+    case LF_OP_ABS: return a < 0 ? wrap(t, 0 - ua) : a;
+    case LF_OP_SIGN: return (a > 0) - (a < 0);
+    case LF_OP_FLOOR:
+    case LF_OP_CEIL:
+    case LF_OP_ROUND:
+    case LF_OP_TRUNC: return a;
+    default: return 0;
+    }
+}
+
+static bool compare(lf_op op, bool fl, lf_scalar a, lf_scalar b) {
+    if (fl) {
+        switch (op) {
+        case LF_OP_LT: return a.f < b.f;
+        case LF_OP_LE: return a.f <= b.f;
+        case LF_OP_GT: return a.f > b.f;
+        case LF_OP_GE: return a.f >= b.f;
+        case LF_OP_EQ: return a.f == b.f;
+        default: return a.f != b.f;
+        }
+    }
+    switch (op) {
+    case LF_OP_LT: return a.i < b.i;
+    case LF_OP_LE: return a.i <= b.i;
+    case LF_OP_GT: return a.i > b.i;
+    case LF_OP_GE: return a.i >= b.i;
+    case LF_OP_EQ: return a.i == b.i;
+    default: return a.i != b.i;
+    }
+}
+
+lf_scalar graph_scalar_apply(lf_op op, lf_dtype ct, lf_scalar a, lf_scalar b, lf_scalar c) {
+    lf_scalar r;
+    bool fl = graph_dtype_is_float(ct), f32 = ct == LF_F32;
+    switch (graph_ops[op].typing) {
+    case OPTY_CMP: r.i = compare(op, fl, a, b); return r;
+    case OPTY_LOGIC:
+        r.i = op == LF_OP_AND ? (a.i && b.i) : op == LF_OP_OR ? (a.i || b.i) : !a.i;
+        return r;
+    case OPTY_PRED:
+        r.i = fl && (op == LF_OP_ISNAN ? isnan(a.f) : isinf(a.f));
+        return r;
+    case OPTY_SELECT: return a.i ? b : c;
+    default: break;
+    }
+    if (fl) {
+        double x;
+        if (op == LF_OP_FMA) x = f32 ? fmaf((float)a.f, (float)b.f, (float)c.f) : fma(a.f, b.f, c.f);
+        else if (graph_ops[op].arity == 1) x = float_fn1(op, f32, a.f);
+        else x = float_fn2(op, f32, a.f, b.f);
+        r.f = f32 ? (double)(float)x : x;
+        return r;
+    }
+    if (ct == LF_BOOL) { /* only SAME ops reach here with bool: min, max, abs, sign, rounding */
+        r.i = op == LF_OP_MIN ? (a.i && b.i) : op == LF_OP_MAX ? (a.i || b.i) : a.i;
+        return r;
+    }
+    r.i = int_op(op, ct, a.i, b.i);
+    return r;
+}
+
+lf_scalar graph_scalar_load(const void *base, lf_dtype t, int64_t i) {
+    lf_scalar v;
+    switch (t) {
+    case LF_BOOL: v.i = ((const uint8_t *)base)[i]; break;
+    case LF_I32: v.i = ((const int32_t *)base)[i]; break;
+    case LF_I64: v.i = ((const int64_t *)base)[i]; break;
+    case LF_F32: v.f = ((const float *)base)[i]; break;
+    default: v.f = ((const double *)base)[i]; break;
+    }
+    return v;
+}
+
+void graph_scalar_store(void *base, lf_dtype t, int64_t i, lf_scalar v) {
+    switch (t) {
+    case LF_BOOL: ((uint8_t *)base)[i] = v.i != 0; break;
+    case LF_I32: ((int32_t *)base)[i] = (int32_t)v.i; break;
+    case LF_I64: ((int64_t *)base)[i] = v.i; break;
+    case LF_F32: ((float *)base)[i] = (float)v.f; break;
+    default: ((double *)base)[i] = v.f; break;
+    }
+}

@@ -1,0 +1,180 @@
+/* graph/util.c: allocation, error messages and shape arithmetic.
+ *
+ * Every allocation of the library goes through graph_malloc & co. Each block
+ * carries a small header with its size, so the live-byte counter
+ * (lf_debug_live_bytes) is exact and the failure hook (lf_debug_fail_alloc)
+ * can fail the Nth allocation. The counters are process-wide atomics.
+ *
+ * Error messages: graph_error writes into the context, or into a
+ * thread-local buffer when there is no context (lf_errmsg(NULL)).
+ */
+#include "graph/graph.h"
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Header before each block; sized to keep the user pointer max-aligned. */
+typedef union alloc_header {
+    size_t bytes;
+    max_align_t align;
+} alloc_header;
+
+static atomic_size_t live_bytes;
+static atomic_int_fast64_t fail_countdown; /* 0: off; k > 0: the kth next call fails */
+static atomic_bool fail_sticky;
+
+void lf_debug_fail_alloc(int64_t nth, bool sticky) {
+    atomic_store(&fail_sticky, sticky);
+    atomic_store(&fail_countdown, nth > 0 ? nth : 0);
+}
+
+size_t lf_debug_live_bytes(void) { return atomic_load(&live_bytes); }
+
+/* True when the failure hook says this allocation must fail. */
+static bool injected_failure(void) {
+    int_fast64_t k = atomic_load(&fail_countdown);
+    if (k <= 0) return false;
+    if (k == 1) {
+        if (!atomic_load(&fail_sticky)) atomic_store(&fail_countdown, 0);
+        return true;
+    }
+    atomic_fetch_sub(&fail_countdown, 1);
+    return false;
+}
+
+void *graph_malloc(size_t bytes) {
+    if (bytes > SIZE_MAX - sizeof(alloc_header) || injected_failure()) return NULL;
+    alloc_header *h = malloc(sizeof *h + bytes);
+    if (!h) return NULL;
+    h->bytes = bytes;
+    atomic_fetch_add(&live_bytes, bytes);
+    return h + 1;
+}
+
+void *graph_calloc(size_t count, size_t size) {
+    if (size && count > SIZE_MAX / size) return NULL;
+    void *p = graph_malloc(count * size);
+    if (p) memset(p, 0, count * size);
+    return p;
+}
+
+void *graph_realloc(void *p, size_t bytes) {
+    if (!p) return graph_malloc(bytes);
+    if (bytes > SIZE_MAX - sizeof(alloc_header) || injected_failure()) return NULL;
+    alloc_header *h = (alloc_header *)p - 1;
+    size_t old = h->bytes;
+    alloc_header *nh = realloc(h, sizeof *nh + bytes);
+    if (!nh) return NULL;
+    nh->bytes = bytes;
+    atomic_fetch_sub(&live_bytes, old);
+    atomic_fetch_add(&live_bytes, bytes);
+    return nh + 1;
+}
+
+void graph_free(void *p) {
+    if (!p) return;
+    alloc_header *h = (alloc_header *)p - 1;
+    atomic_fetch_sub(&live_bytes, h->bytes);
+    free(h);
+}
+
+char *graph_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = graph_malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+/* ---- messages ------------------------------------------------------------ */
+
+static _Thread_local char thread_errmsg[LF_ERRMSG_CAP];
+
+lf_status graph_verror(lf_ctx *ctx, lf_status st, const char *fmt, va_list ap) {
+    char *dst = ctx ? ctx->errmsg : thread_errmsg;
+    vsnprintf(dst, LF_ERRMSG_CAP, fmt, ap);
+    return st;
+}
+
+lf_status graph_error(lf_ctx *ctx, lf_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    graph_verror(ctx, st, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+const char *lf_errmsg(const lf_ctx *ctx) { return ctx ? ctx->errmsg : thread_errmsg; }
+
+const char *lf_status_name(lf_status s) {
+    static const char *const names[] = {
+        "LF_OK", "LF_ERR_NULL", "LF_ERR_INVALID", "LF_ERR_SHAPE", "LF_ERR_AXIS",
+        "LF_ERR_RANGE", "LF_ERR_DTYPE", "LF_ERR_OVERFLOW", "LF_ERR_ARITY", "LF_ERR_PARSE",
+        "LF_ERR_NOMEM", "LF_ERR_BACKEND", "LF_ERR_STATE",
+    };
+    if ((unsigned)s < sizeof names / sizeof names[0]) return names[s];
+    return "LF_ERR_UNKNOWN";
+}
+
+/* ---- shapes -------------------------------------------------------------- */
+
+const char *graph_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    size_t len = 0;
+    len += (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < ndim && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, i ? ",%lld" : "%lld", (long long)shape[i]);
+    if (len < cap) snprintf(buf + len, cap - len, "]");
+    return buf;
+}
+
+bool graph_shape_numel(int ndim, const int64_t *shape, size_t elem_size, int64_t *numel) {
+    int64_t n = 1;
+    bool zero = false;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0) zero = true;
+        /* keep checking every extent for overflow even past a zero */
+        if (shape[i] != 0 && __builtin_mul_overflow(n, shape[i], &n)) return false;
+    }
+    if (zero) n = 0;
+    size_t bytes;
+    if (__builtin_mul_overflow((uint64_t)n, (uint64_t)elem_size, &bytes)) return false;
+    if (bytes > (size_t)INT64_MAX) return false;
+    *numel = n;
+    return true;
+}
+
+void graph_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides) {
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= shape[i] ? shape[i] : 1;
+    }
+}
+
+bool graph_broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, int *nout,
+                            int64_t *out) {
+    int n = na > nb ? na : nb;
+    int64_t tmp[LF_MAX_DIMS];
+    for (int i = 0; i < n; i++) {
+        int ia = na - n + i, ib = nb - n + i;
+        int64_t ea = ia >= 0 ? a[ia] : 1, eb = ib >= 0 ? b[ib] : 1;
+        if (ea == eb || eb == 1) tmp[i] = ea;
+        else if (ea == 1) tmp[i] = eb;
+        else return false;
+    }
+    memcpy(out, tmp, (size_t)n * sizeof *out);
+    *nout = n;
+    return true;
+}
+
+void graph_broadcast_strides(int nin, const int64_t *in, int nout, const int64_t *out,
+                             int64_t *strides) {
+    int64_t dense[LF_MAX_DIMS];
+    graph_contiguous_strides(nin, in, dense);
+    for (int i = 0; i < nout; i++) {
+        int j = nin - nout + i;
+        strides[i] = (j >= 0 && in[j] == out[i] && in[j] != 1) ? dense[j] : 0;
+    }
+}
