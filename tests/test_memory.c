@@ -1,0 +1,179 @@
+/* tests/test_memory.c: ownership, allocation failure, flat memory.
+ *
+ * - The ownership rule of lazyfuse.h: a graph keeps the buffers it reads
+ *   alive; lf_ctx_destroy frees whatever is left; live bytes return to zero.
+ * - Allocation failure: every allocation of a whole build + eval is failed in
+ *   turn (lf_debug_fail_alloc); each run must fail cleanly with LF_ERR_NOMEM
+ *   or succeed, leave the output buffer untouched on failure, and leak nothing.
+ * - A loop of 100,000 build/eval cycles runs in flat memory: the library's
+ *   live bytes are the same after every cycle, and (without sanitizers) the
+ *   process's resident set does not grow.
+ */
+#include "testutil.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *GAUSS = "(x, m, s) -> exp(-0.5*((x-m)/s)**2) / (s*2.5066282746)";
+
+Test(memory, graph_keeps_freed_buffer_alive) {
+    size_t base = lf_debug_live_bytes();
+    lf_ctx *ctx = tu_ctx();
+    int64_t n = 4;
+    lf_buffer *xb = tu_buf(ctx, LF_F64, 1, &n, (double[]){1, 2, 3, 4});
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *y = lf_mul(g, lf_input(g, xb), lf_const(g, LF_F64, 2));
+    lf_buffer_free(xb); /* the graph still reads it */
+    lf_buffer *out = tu_eval1(ctx, g, y);
+    tu_expect("x*2 after lf_buffer_free", out, (double[]){2, 4, 6, 8}, 4, 0, 0);
+    lf_graph_free(g); /* releases xb for good */
+    lf_buffer_free(out);
+    lf_ctx_destroy(ctx);
+    cr_assert_eq(lf_debug_live_bytes(), base, "leaked %zu bytes",
+                 lf_debug_live_bytes() - base);
+}
+
+Test(memory, ctx_destroy_frees_everything) {
+    size_t base = lf_debug_live_bytes();
+    lf_ctx *ctx = tu_ctx();
+    int64_t shape[2] = {3, 5};
+    lf_buffer *a = tu_buf(ctx, LF_F32, 2, shape, NULL);
+    lf_graph *g1 = lf_graph_new(ctx);
+    lf_graph *g2 = lf_graph_new(ctx);
+    cr_assert_not_null(lf_fn_parse(g1, GAUSS));
+    cr_assert_not_null(lf_exp(g2, lf_input(g2, a)));
+    (void)lf_buffer_new(ctx, LF_I64, 1, (int64_t[]){100});
+    lf_ctx_destroy(ctx); /* graphs, fns, nodes and buffers left alive */
+    cr_assert_eq(lf_debug_live_bytes(), base, "leaked %zu bytes",
+                 lf_debug_live_bytes() - base);
+}
+
+/* One complete build + eval, as a user writes it; returns the status of the
+ * first failing call (or LF_OK). On failure of lf_eval, the output buffer
+ * must still hold its sentinel. Frees everything it made. */
+static lf_status build_and_eval(int64_t n) {
+    lf_status st = LF_OK;
+    lf_ctx *ctx = lf_ctx_new(NULL);
+    if (!ctx) return LF_ERR_NOMEM;
+    lf_buffer *xb = lf_buffer_new(ctx, LF_F32, 1, &n);
+    lf_buffer *pdf = lf_buffer_new(ctx, LF_F32, 1, &n);
+    lf_buffer *ss = lf_buffer_new(ctx, LF_F64, 0, NULL);
+    lf_graph *g = lf_graph_new(ctx);
+    if (!xb || !pdf || !ss || !g) {
+        cr_assert(strstr(lf_errmsg(ctx), "out of memory"), "message: %s", lf_errmsg(ctx));
+        lf_ctx_destroy(ctx);
+        return LF_ERR_NOMEM;
+    }
+    float host[64], sentinel[64];
+    for (int i = 0; i < n; i++) host[i] = (float)i / 8 - 2, sentinel[i] = -777.0f;
+    cr_assert_eq(lf_buffer_write(xb, host, (size_t)n * sizeof(float)), LF_OK);
+    cr_assert_eq(lf_buffer_write(pdf, sentinel, (size_t)n * sizeof(float)), LF_OK);
+    lf_fn *gauss = lf_fn_parse(g, GAUSS);
+    lf_node *x = lf_input(g, xb);
+    lf_node *y = lf_zipwith(g, gauss, 3,
+                            (lf_node *[]){x, lf_const(g, LF_F32, 0.0), lf_const(g, LF_F32, 1.0)});
+    lf_node *t = lf_transpose(g, lf_reshape(g, x, 2, (int64_t[]){4, -1}));
+    lf_node *s = lf_reduce(g, LF_RED_SUM, lf_cast(g, lf_mul(g, t, t), LF_F64), 0, NULL, false);
+    st = lf_eval(g, 2, (lf_node *[]){y, s}, (lf_buffer *[]){pdf, ss});
+    if (st != LF_OK) {
+        cr_assert_eq(st, LF_ERR_NOMEM, "status %s: %s", lf_status_name(st), lf_errmsg(ctx));
+        cr_assert(strstr(lf_errmsg(ctx), "out of memory"), "message: %s", lf_errmsg(ctx));
+        float got[64];
+        cr_assert_eq(lf_buffer_read(pdf, got, (size_t)n * sizeof(float)), LF_OK);
+        cr_assert(memcmp(got, sentinel, (size_t)n * sizeof(float)) == 0,
+                  "a failed eval changed the output buffer");
+    } else {
+        float got[64];
+        double sum = 0, want = 0;
+        lf_buffer_read(pdf, got, (size_t)n * sizeof(float));
+        lf_buffer_read(ss, &sum, sizeof sum);
+        for (int i = 0; i < n; i++) {
+            float e = expf(-0.5f * host[i] * host[i]) / 2.5066282746f;
+            cr_assert(tu_close(got[i], e, 1e-5, 1e-7), "pdf[%d] = %g, want %g", i, got[i], e);
+            want += (double)(host[i] * host[i]);
+        }
+        cr_assert(tu_close(sum, want, 1e-12, 0), "sum %g, want %g", sum, want);
+    }
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+    return st;
+}
+
+static void sweep(bool sticky) {
+    size_t base = lf_debug_live_bytes();
+    int failures = 0;
+    for (int64_t k = 1; k < 10000; k++) {
+        lf_debug_fail_alloc(k, sticky);
+        lf_status st = build_and_eval(32);
+        lf_debug_fail_alloc(0, false);
+        cr_assert_eq(lf_debug_live_bytes(), base, "allocation %lld failed: leaked %zu bytes",
+                     (long long)k, lf_debug_live_bytes() - base);
+        if (st == LF_OK) {
+            /* the kth allocation was never reached: the whole sweep is done */
+            cr_assert_gt(failures, 20, "only %d allocations were swept", failures);
+            return;
+        }
+        failures++;
+    }
+    cr_assert_fail("the sweep did not finish");
+}
+
+Test(memory, every_allocation_failure_is_clean) { sweep(false); }
+Test(memory, sticky_allocation_failure_is_clean) { sweep(true); }
+
+/* Resident set in bytes, from /proc/self/statm. */
+static long rss_bytes(void) {
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return -1;
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = -1;
+    fclose(f);
+    return resident * sysconf(_SC_PAGESIZE);
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+
+Test(memory, hundred_thousand_cycles_in_flat_memory, .timeout = 600) {
+    lf_ctx *ctx = tu_ctx();
+    int64_t n = 16;
+    double xs[16];
+    for (int i = 0; i < 16; i++) xs[i] = i - 8;
+    lf_buffer *xb = tu_buf(ctx, LF_F32, 1, &n, xs);
+    lf_buffer *yb = tu_buf(ctx, LF_F32, 1, &n, NULL);
+    lf_buffer *sb = tu_buf(ctx, LF_F32, 0, NULL, NULL);
+    size_t live0 = 0;
+    long rss1000 = 0;
+    for (int cycle = 0; cycle < 100000; cycle++) {
+        lf_graph *g = lf_graph_new(ctx);
+        lf_node *x = lf_input(g, xb);
+        lf_fn *f = lf_fn_parse(g, GAUSS);
+        lf_node *y = lf_zipwith(g, f, 3,
+                                (lf_node *[]){x, lf_const(g, LF_F32, 0.5), lf_const(g, LF_F32, 2)});
+        lf_node *s = lf_reduce(g, LF_RED_SUM, lf_mul(g, x, x), 0, NULL, false);
+        lf_status st = lf_eval(g, 2, (lf_node *[]){y, s}, (lf_buffer *[]){yb, sb});
+        cr_assert_eq(st, LF_OK, "cycle %d: %s", cycle, lf_errmsg(ctx));
+        lf_graph_free(g);
+        if (cycle == 0) live0 = lf_debug_live_bytes();
+        if (cycle == 999) rss1000 = rss_bytes();
+        if (lf_debug_live_bytes() != live0)
+            cr_assert_fail("cycle %d: live bytes %zu, after cycle 0 %zu", cycle,
+                           lf_debug_live_bytes(), live0);
+    }
+    float sum;
+    lf_buffer_read(sb, &sum, sizeof sum);
+    cr_assert_eq(sum, 344.0f); /* sum of (i-8)^2 for i in 0..15 */
+#ifndef UNDER_ASAN
+    long growth = rss_bytes() - rss1000;
+    cr_assert_lt(growth, 4L << 20, "resident set grew by %ld bytes over 99,000 cycles", growth);
+#endif
+    lf_ctx_destroy(ctx);
+}

@@ -1,0 +1,215 @@
+/* tests/test_scalar.c: scalar semantics and fn typing, below the graph.
+ *
+ * Checks graph/scalar.c (conversions, integer edge cases that would be
+ * undefined behaviour in plain C, float corner cases) and graph/fn.c (weak
+ * literal typing, hash-consing, structural equality, builder errors), using
+ * the internal header.
+ */
+#include "testutil.h"
+#include "graph/graph.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+static lf_scalar I(int64_t v) { return (lf_scalar){.i = v}; }
+static lf_scalar F(double v) { return (lf_scalar){.f = v}; }
+
+Test(scalar, float_to_int_casts_saturate_and_send_nan_to_zero) {
+    cr_assert_eq(graph_scalar_convert(F(NAN), LF_F64, LF_I32).i, 0);
+    cr_assert_eq(graph_scalar_convert(F(1e30), LF_F64, LF_I32).i, INT32_MAX);
+    cr_assert_eq(graph_scalar_convert(F(-1e30), LF_F64, LF_I32).i, INT32_MIN);
+    cr_assert_eq(graph_scalar_convert(F(INFINITY), LF_F64, LF_I64).i, INT64_MAX);
+    cr_assert_eq(graph_scalar_convert(F(-INFINITY), LF_F64, LF_I64).i, INT64_MIN);
+    cr_assert_eq(graph_scalar_convert(F(-2.9), LF_F64, LF_I32).i, -2);
+    cr_assert_eq(graph_scalar_convert(F(2147483647.5), LF_F64, LF_I32).i, INT32_MAX);
+    cr_assert_eq(graph_scalar_convert(F(NAN), LF_F64, LF_BOOL).i, 1);
+    cr_assert_eq(graph_scalar_convert(F(-0.0), LF_F64, LF_BOOL).i, 0);
+}
+
+Test(scalar, int_conversions_wrap_and_f32_rounds) {
+    cr_assert_eq(graph_scalar_convert(I(INT64_C(0x100000005)), LF_I64, LF_I32).i, 5);
+    cr_assert_eq(graph_scalar_convert(I(INT64_C(0x80000000)), LF_I64, LF_I32).i, INT32_MIN);
+    cr_assert_eq(graph_scalar_convert(I(-7), LF_I64, LF_BOOL).i, 1);
+    cr_assert_eq(graph_scalar_convert(F(0.1), LF_F64, LF_F32).f, (double)0.1f);
+    cr_assert_eq(graph_scalar_convert(I((1 << 24) + 1), LF_I64, LF_F32).f, (double)(1 << 24));
+}
+
+Test(scalar, integer_edge_cases_have_no_undefined_behaviour) {
+    /* each of these is UB in plain C; lazyfuse defines them */
+    cr_assert_eq(graph_scalar_apply(LF_OP_ADD, LF_I64, I(INT64_MAX), I(1), I(0)).i, INT64_MIN);
+    cr_assert_eq(graph_scalar_apply(LF_OP_ADD, LF_I32, I(INT32_MAX), I(1), I(0)).i, INT32_MIN);
+    cr_assert_eq(graph_scalar_apply(LF_OP_MUL, LF_I64, I(INT64_MIN), I(-1), I(0)).i, INT64_MIN);
+    cr_assert_eq(graph_scalar_apply(LF_OP_NEG, LF_I32, I(INT32_MIN), I(0), I(0)).i, INT32_MIN);
+    cr_assert_eq(graph_scalar_apply(LF_OP_ABS, LF_I64, I(INT64_MIN), I(0), I(0)).i, INT64_MIN);
+    cr_assert_eq(graph_scalar_apply(LF_OP_MOD, LF_I64, I(INT64_MIN), I(-1), I(0)).i, 0);
+    cr_assert_eq(graph_scalar_apply(LF_OP_MOD, LF_I32, I(5), I(0), I(0)).i, 0);
+    cr_assert_eq(graph_scalar_apply(LF_OP_MOD, LF_I32, I(-7), I(3), I(0)).i, 2);
+    cr_assert_eq(graph_scalar_apply(LF_OP_MOD, LF_I32, I(7), I(-3), I(0)).i, -2);
+    cr_assert_eq(graph_scalar_apply(LF_OP_POW, LF_I64, I(3), I(4), I(0)).i, 81);
+    cr_assert_eq(graph_scalar_apply(LF_OP_POW, LF_I64, I(2), I(-1), I(0)).i, 0);
+    cr_assert_eq(graph_scalar_apply(LF_OP_POW, LF_I64, I(-1), I(-3), I(0)).i, -1);
+    cr_assert_eq(graph_scalar_apply(LF_OP_POW, LF_I32, I(2), I(31), I(0)).i, INT32_MIN);
+    cr_assert_eq(graph_scalar_apply(LF_OP_POW, LF_I64, I(7), I(INT64_MAX), I(0)).i,
+                 graph_scalar_apply(LF_OP_POW, LF_I64, I(7), I(INT64_MAX), I(0)).i);
+}
+
+Test(scalar, float_corner_cases) {
+    cr_assert(isnan(graph_scalar_apply(LF_OP_MIN, LF_F64, F(NAN), F(1), F(0)).f));
+    cr_assert(isnan(graph_scalar_apply(LF_OP_MAX, LF_F64, F(1), F(NAN), F(0)).f));
+    cr_assert_eq(graph_scalar_apply(LF_OP_MOD, LF_F64, F(-7), F(3), F(0)).f, 2.0);
+    cr_assert_eq(graph_scalar_apply(LF_OP_MOD, LF_F64, F(7), F(-3), F(0)).f, -2.0);
+    cr_assert(signbit(graph_scalar_apply(LF_OP_MOD, LF_F64, F(6), F(-3), F(0)).f));
+    cr_assert(isnan(graph_scalar_apply(LF_OP_MOD, LF_F64, F(1), F(0), F(0)).f));
+    cr_assert_eq(graph_scalar_apply(LF_OP_ROUND, LF_F64, F(2.5), F(0), F(0)).f, 2.0);
+    cr_assert_eq(graph_scalar_apply(LF_OP_ROUND, LF_F64, F(-1.5), F(0), F(0)).f, -2.0);
+    cr_assert(isnan(graph_scalar_apply(LF_OP_SIGN, LF_F64, F(NAN), F(0), F(0)).f));
+    cr_assert(signbit(graph_scalar_apply(LF_OP_SIGN, LF_F64, F(-0.0), F(0), F(0)).f));
+    cr_assert_eq(graph_scalar_apply(LF_OP_SIGMOID, LF_F64, F(-INFINITY), F(0), F(0)).f, 0.0);
+    cr_assert_eq(graph_scalar_apply(LF_OP_RSQRT, LF_F64, F(0.0), F(0), F(0)).f, INFINITY);
+    /* f32 results are rounded to float after each operation */
+    double third = graph_scalar_apply(LF_OP_DIV, LF_F32, F(1), F(3), F(0)).f;
+    cr_assert_eq(third, (double)(1.0f / 3.0f));
+    cr_assert_eq(graph_scalar_apply(LF_OP_ISNAN, LF_I32, I(5), F(0), F(0)).i, 0);
+    cr_assert_eq(graph_scalar_apply(LF_OP_NE, LF_F64, F(NAN), F(NAN), F(0)).i, 1);
+    cr_assert_eq(graph_scalar_apply(LF_OP_EQ, LF_F64, F(NAN), F(NAN), F(0)).i, 0);
+}
+
+/* Result dtype of fn text applied to the given parameter dtypes. */
+static lf_dtype type_of(const char *src, int n, const lf_dtype *params) {
+    lf_ctx *ctx = tu_ctx();
+    lf_graph *g = lf_graph_new(ctx);
+    lf_fn *f = lf_fn_parse(g, src);
+    cr_assert_not_null(f, "%s: %s", src, lf_errmsg(ctx));
+    cr_assert_eq(lf_fn_arity(f), n);
+    lf_dtype et[64], ct[64];
+    cr_assert_leq(f->nexprs, 64);
+    lf_dtype t = graph_fn_types(f, params, et, ct);
+    lf_ctx_destroy(ctx);
+    return t;
+}
+
+Test(scalar, weak_literals_take_the_strong_dtype) {
+    lf_dtype f32 = LF_F32, i32 = LF_I32, b = LF_BOOL, i64 = LF_I64;
+    cr_assert_eq(type_of("(x) -> x*0.5", 1, &f32), LF_F32);
+    cr_assert_eq(type_of("(x) -> x*2", 1, &f32), LF_F32);
+    cr_assert_eq(type_of("(x) -> x+1", 1, &i32), LF_I32);
+    cr_assert_eq(type_of("(x) -> x*0.5", 1, &i32), LF_F64);
+    cr_assert_eq(type_of("(x) -> x+1", 1, &b), LF_I64);
+    cr_assert_eq(type_of("(x) -> x+x", 1, &b), LF_I32);
+    cr_assert_eq(type_of("(x) -> x/2", 1, &i32), LF_F64);
+    cr_assert_eq(type_of("(x) -> x/2", 1, &f32), LF_F32);
+    cr_assert_eq(type_of("(x) -> exp(x)", 1, &i64), LF_F64);
+    cr_assert_eq(type_of("(x) -> 2 + 3", 1, &f32), LF_I64);
+    cr_assert_eq(type_of("(x) -> 2 + 3.0", 1, &f32), LF_F64);
+    cr_assert_eq(type_of("(x) -> x < 1", 1, &f32), LF_BOOL);
+    cr_assert_eq(type_of("(x) -> where(x > 0, x, 0)", 1, &f32), LF_F32);
+    cr_assert_eq(type_of("(x) -> where(x > 0, 1, 0)", 1, &f32), LF_I64);
+    cr_assert_eq(type_of("(x) -> f32(x) * 2.0", 1, &i64), LF_F32);
+    cr_assert_eq(type_of("(x) -> abs(x)", 1, &b), LF_BOOL);
+    lf_dtype mixed[2] = {LF_I32, LF_F32};
+    cr_assert_eq(type_of("(a, b) -> a + b", 2, mixed), LF_F64);
+    cr_assert_eq(type_of("(a, b) -> a < b", 2, mixed), LF_BOOL);
+}
+
+Test(scalar, hash_consing_stores_each_expression_once) {
+    lf_ctx *ctx = tu_ctx();
+    lf_graph *g = lf_graph_new(ctx);
+    lf_fn *f = lf_fn_new(g, 2);
+    int x = lf_fn_param(f, 0), y = lf_fn_param(f, 1);
+    int a = lf_fn_op(f, LF_OP_ADD, x, y, -1);
+    int b = lf_fn_op(f, LF_OP_ADD, x, y, -1);
+    cr_assert_eq(a, b);
+    cr_assert_eq(lf_fn_param(f, 0), x);
+    cr_assert_neq(lf_fn_op(f, LF_OP_ADD, y, x, -1), a, "operand order matters");
+    cr_assert_eq(lf_fn_const(f, 2.0), lf_fn_const(f, 2.0));
+    cr_assert_neq(lf_fn_const(f, 2.0), lf_fn_const_int(f, 2), "int and float literals differ");
+    cr_assert_neq(lf_fn_const(f, 0.0), lf_fn_const(f, -0.0));
+    cr_assert_eq(lf_fn_const(f, NAN), lf_fn_const(f, NAN));
+    int before = f->nexprs;
+    /* a long chain: CSE keeps the table exact through several rehashes */
+    int e = a;
+    for (int i = 0; i < 500; i++) e = lf_fn_op(f, LF_OP_MUL, e, lf_fn_const_int(f, i % 7), -1);
+    int e2 = a;
+    for (int i = 0; i < 500; i++) e2 = lf_fn_op(f, LF_OP_MUL, e2, lf_fn_const_int(f, i % 7), -1);
+    cr_assert_eq(e, e2);
+    cr_assert_eq(f->nexprs, before + 500 + 7 - (lf_fn_const_int(f, 2) < before ? 1 : 0));
+    cr_assert_eq(lf_fn_set_result(f, e), LF_OK);
+    lf_ctx_destroy(ctx);
+}
+
+Test(scalar, fn_equal_is_structural) {
+    lf_ctx *ctx = tu_ctx();
+    lf_graph *g = lf_graph_new(ctx);
+    lf_fn *a = lf_fn_parse(g, "(x, y) -> sin(x) * sin(x) + y");
+    lf_fn *b = lf_fn_new(g, 2);
+    int s = lf_fn_op(b, LF_OP_SIN, lf_fn_param(b, 0), -1, -1);
+    lf_fn_set_result(b, lf_fn_op(b, LF_OP_ADD, lf_fn_op(b, LF_OP_MUL, s, s, -1),
+                                 lf_fn_param(b, 1), -1));
+    cr_assert(lf_fn_equal(a, b));
+    cr_assert(lf_fn_equal(b, a));
+    lf_fn *c = lf_fn_parse(g, "(x, y) -> sin(y) * sin(y) + x");
+    cr_assert_not(lf_fn_equal(a, c));
+    lf_fn *d = lf_fn_parse(g, "(p, q) -> sin(p) * sin(p) + q");
+    cr_assert(lf_fn_equal(a, d), "parameter names are ignored");
+    cr_assert_not(lf_fn_equal(a, NULL));
+    lf_ctx_destroy(ctx);
+}
+
+Test(scalar, builder_errors_are_recorded_and_sticky) {
+    lf_ctx *ctx = tu_ctx();
+    lf_graph *g = lf_graph_new(ctx);
+    lf_fn *f = lf_fn_new(g, 1);
+    int x = lf_fn_param(f, 0);
+    cr_assert_eq(lf_fn_op(f, LF_OP_ADD, x, -1, -1), -1);
+    cr_assert_eq(lf_graph_status(g), LF_ERR_INVALID);
+    cr_assert_str_eq(lf_errmsg(ctx), "fn_op '+': operand 2 is missing (fn has 1 expressions)");
+    cr_assert_eq(lf_fn_param(f, 0), -1, "sticky: later builder calls fail");
+    cr_assert_eq(lf_fn_set_result(f, x), LF_ERR_INVALID);
+    cr_assert_null(lf_fn_new(g, 1));
+    lf_ctx_destroy(ctx);
+
+    ctx = tu_ctx();
+    g = lf_graph_new(ctx);
+    cr_assert_null(lf_fn_new(g, 9));
+    cr_assert_eq(lf_graph_status(g), LF_ERR_ARITY);
+    cr_assert_str_eq(lf_graph_errmsg(g), "fn_new: 9 parameters (1 to 8 allowed)");
+    lf_ctx_destroy(ctx);
+
+    ctx = tu_ctx();
+    g = lf_graph_new(ctx);
+    f = lf_fn_new(g, 1);
+    cr_assert_eq(lf_fn_op(f, (lf_op)999, 0, -1, -1), -1);
+    cr_assert_str_eq(lf_errmsg(ctx), "fn_op: unknown operator 999");
+    lf_ctx_destroy(ctx);
+
+    ctx = tu_ctx();
+    g = lf_graph_new(ctx);
+    f = lf_fn_new(g, 2);
+    cr_assert_eq(lf_fn_param(f, 2), -1);
+    cr_assert_str_eq(lf_errmsg(ctx), "fn_param: parameter 2 out of range (fn has 2)");
+    lf_ctx_destroy(ctx);
+
+    ctx = tu_ctx();
+    g = lf_graph_new(ctx);
+    f = lf_fn_new(g, 1);
+    x = lf_fn_param(f, 0);
+    cr_assert_eq(lf_fn_set_result(f, x), LF_OK);
+    cr_assert_eq(lf_fn_set_result(f, x), LF_ERR_STATE);
+    lf_fn *unfinished = lf_fn_new(NULL, 1);
+    cr_assert_null(unfinished);
+    cr_assert_str_eq(lf_errmsg(NULL), "fn_new: graph is NULL");
+    lf_ctx_destroy(ctx);
+}
+
+Test(scalar, op_table_is_consistent) {
+    for (int op = 0; op < LF_NOPS; op++) {
+        cr_assert(graph_ops[op].text && graph_ops[op].text[0], "op %d has no text", op);
+        cr_assert(graph_ops[op].arity >= 1 && graph_ops[op].arity <= 3);
+        if (graph_ops[op].syntax == OPSYN_INFIX) cr_assert_eq(graph_ops[op].arity, 2);
+        if (graph_ops[op].syntax == OPSYN_PREFIX) cr_assert_eq(graph_ops[op].arity, 1);
+        cr_assert_str_eq(lf_op_name((lf_op)op), graph_ops[op].text);
+    }
+    cr_assert_str_eq(lf_reduce_op_name(LF_RED_ARGMAX), "argmax");
+    cr_assert_str_eq(lf_op_name((lf_op)-1), "?");
+}
