@@ -67,8 +67,9 @@
  *     dtype's range; NaN casts to 0. Casts to bool give value != 0.
  *   Reductions: sum and prod of bool, i32 and i64 give i64; of f32 and f64
  *     keep the dtype. mean of integers gives f64. min and max keep the dtype.
- *     argmin and argmax give i64. Float reductions accumulate in double,
- *     integer ones in int64 (wrapping), and round once at the end.
+ *     argmin and argmax give i64. Float reductions (and mean of integers)
+ *     accumulate in double, integer sum and prod in int64 (wrapping), and
+ *     round once at the end.
  */
 #ifndef LAZYFUSE_H
 #define LAZYFUSE_H
