@@ -217,7 +217,13 @@ int lf_fn_op(lf_fn *f, lf_op op, int a, int b, int c) {
     fn_expr e = blank_expr(EXPR_OP);
     e.op = op;
     int args[3] = {a, b, c};
-    for (int k = 0; k < graph_ops[op].arity; k++) {
+    for (int k = 0; k < 3; k++) {
+        if (k >= graph_ops[op].arity) {
+            if (args[k] == -1) continue;
+            graph_fail(f->graph, LF_ERR_ARITY, "%s: takes %d operand%s, operand %d must be -1",
+                       what, graph_ops[op].arity, graph_ops[op].arity == 1 ? "" : "s", k + 1);
+            return -1;
+        }
         if (!operand_ok(f, what, k, args[k])) return -1;
         e.arg[k] = args[k];
     }

@@ -35,7 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_DEPTH 1000 /* most nested sub-expressions (parentheses, operands) */
+#define MAX_DEPTH 1000 /* most nested sub-expressions (parentheses, operands);
+                        * a few hundred bytes of stack per level */
 
 /* Precedence levels, rising; ATOM is a name, literal, call or parenthesis. */
 enum { P_NONE, P_OR, P_AND, P_NOT, P_CMP, P_ADD, P_MUL, P_UNARY, P_POW, P_ATOM };
@@ -96,17 +97,16 @@ typedef struct token {
 } token;
 
 typedef struct parser {
-    lf_graph *g;
-    const char *src;
-    const char *pos;          /* lexer position: just after tok */
-    int line, col;            /* position of pos */
-    token tok;                /* current token */
-    lf_fn *fn;                /* the fn being built (after the parameter list) */
-    int nparams;
-    const char *pname[LF_MAX_ARGS]; /* parameter names, in the source */
-    size_t plen[LF_MAX_ARGS];
-    int depth;                /* current nesting */
-    bool failed;              /* an error was recorded */
+    lf_graph *g;                    /* where the fn and errors go */
+    const char *pos;                /* lexer position: just after tok */
+    int line, col;                  /* position of pos (col saturates) */
+    token tok;                      /* current token */
+    lf_fn *fn;                      /* the fn being built (after the parameter list) */
+    int nparams;                    /* parameters seen so far */
+    const char *pname[LF_MAX_ARGS]; /* parameter names, pointing into the source */
+    size_t plen[LF_MAX_ARGS];       /* their lengths */
+    int depth;                      /* current nesting of parse_expr */
+    bool failed;                    /* an error was recorded */
 } parser;
 
 static bool is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
@@ -121,7 +121,7 @@ static bool tok_is(const token *t, const char *s) {
 /* Advances p->pos by n characters of one line. */
 static void skip(parser *p, size_t n) {
     p->pos += n;
-    p->col += (int)n;
+    p->col = n > (size_t)(INT_MAX - p->col) ? INT_MAX : p->col + (int)n;
 }
 
 /* Lexes a number at p->pos into t: digits [. digits] [e [+-] digits], or
@@ -173,7 +173,7 @@ static void lex(parser *p, token *t) {
         char c = *p->pos;
         if (c == '\n') {
             p->pos++;
-            p->line++;
+            if (p->line < INT_MAX) p->line++;
             p->col = 1;
         } else if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
             skip(p, 1);
@@ -254,10 +254,13 @@ static bool next(parser *p) {
 
 /* The token after the current one, without consuming anything. */
 static token peek(parser *p) {
-    parser save = *p;
+    const char *pos = p->pos;
+    int line = p->line, col = p->col;
     token t;
     lex(p, &t);
-    *p = save;
+    p->pos = pos;
+    p->line = line;
+    p->col = col;
     return t;
 }
 
@@ -388,36 +391,41 @@ static int parse_call(parser *p) {
 
 /* A name: parameter, constant or call. */
 static int parse_name(parser *p) {
-    token t = p->tok, after = peek(p);
+    const token *t = &p->tok;
+    token after = peek(p);
     if (tok_is(&after, "(")) return parse_call(p);
-    int i = param_index(p, &t);
+    int i = param_index(p, t);
     if (i >= 0) {
         if (!next(p)) return -1;
         fn_expr e = blank(EXPR_PARAM);
         e.param = i;
         return add(p, &e);
     }
-    if ((i = const_index(&t)) >= 0) {
+    if ((i = const_index(t)) >= 0) {
         if (!next(p)) return -1;
         return mk_float(p, named_consts[i].value);
     }
-    if (find_op(&t, OPSYN_CALL) != LF_NOPS || cast_dtype(&t) != LF_NDTYPES)
-        return fail_at(p, &t, "expected '(' after '" TOKFMT "'", TOKARG(&t));
-    if (reserved(&t)) return unexpected(p); /* a keyword out of place */
-    return fail_at(p, &t, "unknown name '" TOKFMT "'", TOKARG(&t));
+    if (find_op(t, OPSYN_CALL) != LF_NOPS || cast_dtype(t) != LF_NDTYPES)
+        return fail_at(p, t, "expected '(' after '" TOKFMT "'", TOKARG(t));
+    if (reserved(t)) return unexpected(p); /* a keyword out of place */
+    return fail_at(p, t, "unknown name '" TOKFMT "'", TOKARG(t));
 }
 
 /* A literal, name, call or parenthesized expression. */
 static int parse_atom(parser *p) {
-    token t = p->tok;
-    if (t.kind == T_NUM) {
-        if (t.is_int && (t.too_big || t.u > INT64_MAX))
-            return fail_at(p, &t, "integer literal out of range");
+    const token *t = &p->tok;
+    if (t->kind == T_NUM) {
+        bool is_int = t->is_int;
+        lf_scalar v;
+        if (is_int) v.i = (int64_t)t->u;
+        else v.f = t->f;
+        if (is_int && (t->too_big || t->u > INT64_MAX))
+            return fail_at(p, t, "integer literal out of range");
         if (!next(p)) return -1;
-        return t.is_int ? mk_int(p, (int64_t)t.u) : mk_float(p, t.f);
+        return is_int ? mk_int(p, v.i) : mk_float(p, v.f);
     }
-    if (t.kind == T_NAME) return parse_name(p);
-    if (tok_is(&t, "(")) {
+    if (t->kind == T_NAME) return parse_name(p);
+    if (tok_is(t, "(")) {
         if (!next(p)) return -1;
         int e = parse_expr(p, P_NONE);
         if (e < 0 || !expect(p, ")")) return -1;
@@ -430,34 +438,38 @@ static int parse_atom(parser *p) {
  * when the next token is a number or constant name that is not the base of
  * **. Returns the constant's id, -1 on error, or -2 when it does not apply. */
 static int fold_negative(parser *p) {
-    parser save = *p;
-    token t = peek(p);
+    const char *pos = p->pos; /* just after the '-' */
+    int line = p->line, col = p->col;
+    token t;
+    lex(p, &t); /* the operand, consumed silently until it is known to fold */
     int ci = t.kind == T_NAME ? const_index(&t) : -1;
-    if (t.kind != T_NUM && ci < 0) return -2;
-    lex(p, &t); /* t consumed silently: it was checked to be good */
-    token after = peek(p);
-    if (tok_is(&after, graph_ops[LF_OP_POW].text) || tok_is(&after, "(")) {
-        *p = save;
-        return -2;
+    if (t.kind == T_NUM || ci >= 0) {
+        token after = peek(p);
+        if (!tok_is(&after, graph_ops[LF_OP_POW].text) && !tok_is(&after, "(")) {
+            if (t.kind == T_NUM && t.is_int && (t.too_big || t.u > (uint64_t)1 << 63))
+                return fail_at(p, &t, "integer literal out of range");
+            if (!next(p)) return -1;
+            if (ci >= 0) return mk_float(p, -named_consts[ci].value);
+            if (!t.is_int) return mk_float(p, -t.f);
+            return mk_int(p, t.u == (uint64_t)1 << 63 ? INT64_MIN : -(int64_t)t.u);
+        }
     }
-    if (t.kind == T_NUM && t.is_int && (t.too_big || t.u > (uint64_t)1 << 63))
-        return fail_at(p, &t, "integer literal out of range");
-    if (!next(p)) return -1;
-    if (ci >= 0) return mk_float(p, -named_consts[ci].value);
-    if (!t.is_int) return mk_float(p, -t.f);
-    return mk_int(p, t.u == (uint64_t)1 << 63 ? INT64_MIN : -(int64_t)t.u);
+    p->pos = pos;
+    p->line = line;
+    p->col = col;
+    return -2;
 }
 
 /* Prefix operators (-, +, not, !) and then an atom; minprec is the level of
  * the surrounding context ('not' is not allowed above its own level). */
 static int parse_prefix(parser *p, int minprec) {
-    token t = p->tok;
-    lf_op op = find_op(&t, OPSYN_PREFIX);
-    bool plus = tok_is(&t, graph_ops[LF_OP_ADD].text);
+    const token *t = &p->tok;
+    lf_op op = find_op(t, OPSYN_PREFIX);
+    bool plus = tok_is(t, graph_ops[LF_OP_ADD].text);
     if (op == LF_NOPS && !plus) return parse_atom(p);
     int prec = plus ? P_UNARY : op_prec(op);
     if (prec < minprec)
-        return fail_at(p, &t, "'" TOKFMT "' needs parentheses here", TOKARG(&t));
+        return fail_at(p, t, "'" TOKFMT "' needs parentheses here", TOKARG(t));
     if (op == LF_OP_NEG) {
         int k = fold_negative(p);
         if (k != -2) return k;
@@ -474,12 +486,11 @@ static int parse_expr(parser *p, int minprec) {
     int left = parse_prefix(p, minprec);
     bool compared = false;
     while (left >= 0) {
-        token t = p->tok;
-        lf_op op = find_op(&t, OPSYN_INFIX);
+        lf_op op = find_op(&p->tok, OPSYN_INFIX);
         if (op == LF_NOPS || op_prec(op) < minprec) break;
         int prec = op_prec(op);
         if (prec == P_CMP && compared) {
-            left = fail_at(p, &t, "comparisons do not chain (use 'and')");
+            left = fail_at(p, &p->tok, "comparisons do not chain (use 'and')");
             break;
         }
         compared = prec == P_CMP;
@@ -566,7 +577,7 @@ lf_fn *graph_fn_parse(lf_graph *g, const char *src) {
     parser p;
     memset(&p, 0, sizeof p);
     p.g = g;
-    p.src = p.pos = src;
+    p.pos = src;
     p.line = p.col = 1;
     if (!next(&p) || !parse_params(&p) || !make_fn(&p)) return NULL;
     int e = parse_expr(&p, P_NONE);
@@ -583,8 +594,9 @@ lf_fn *lf_fn_parse(lf_graph *g, const char *src) { return graph_fn_parse(g, src)
 
 /* Output that counts everything and stores what fits. */
 typedef struct out {
-    char *buf;
-    size_t cap, len;
+    char *buf;  /* destination (NULL when cap is 0) */
+    size_t cap; /* its size, NUL included */
+    size_t len; /* characters produced so far, stored or not */
 } out;
 
 static void put(out *o, const char *s, size_t n) {
@@ -694,7 +706,7 @@ static void expr_lengths(const lf_fn *f, size_t *len) {
  * 8 * nexprs + 1 items. */
 static void print_expr(const lf_fn *f, out *o, item *stack) {
     char tmp[64];
-    int sp = 0;
+    size_t sp = 0;
     stack[sp++] = (item){f->result, false, NULL};
     while (sp > 0 && o->len + 1 < o->cap) {
         item it = stack[--sp];

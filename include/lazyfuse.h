@@ -254,12 +254,18 @@ typedef enum lf_op {
  * Calls: every CALL operator in lazyfuse_ops.def (min, max, abs, ..., where),
  * pow(a, b) (same as a**b), and casts bool(x), i32(x), i64(x), f32(x), f64(x).
  * Names: the parameters, and the constants pi, e, inf, nan. Numbers: 2 is an
- * integer literal, 2.0 / 2e0 / .5 are float literals (both weak, see above).
+ * integer literal, 2.0 / 2e0 / .5 / 5. are float literals (both weak, see
+ * above). A minus directly before a number or named constant makes a negative
+ * constant (write -(2) for the negation); -2**2 is still -(2**2). Parameter
+ * names are 1 to 8 distinct identifiers that are not builtin names. Nesting is
+ * limited to 1,000 levels. Numbers are read and printed in the "C" locale.
  * On error returns NULL and the message says "parse error at LINE:COL: ...". */
 LF_API lf_fn *lf_fn_parse(lf_graph *g, const char *src);
 /* Builder: a new fn of nparams parameters (1..8) named p0, p1, ... Expressions
  * are ids (>= 0) inside the fn; a builder call given a negative id, or that
- * fails, returns -1 and records the error on the graph. */
+ * fails, returns -1 and records the error on the graph. lf_fn_op takes the
+ * op's arity operands and -1 for the unused ones (anything else is an error).
+ * Identical expressions are stored once (common subexpressions are shared). */
 LF_API lf_fn *lf_fn_new(lf_graph *g, int nparams);
 LF_API int lf_fn_param(lf_fn *f, int index);
 LF_API int lf_fn_const(lf_fn *f, double value);      /* weak float literal */
@@ -271,7 +277,8 @@ LF_API lf_status lf_fn_set_result(lf_fn *f, int e);
 LF_API int lf_fn_arity(const lf_fn *f);
 /* Prints f in the parser's syntax; parsing the text gives an equal fn.
  * snprintf-like: writes at most cap bytes (NUL included) and returns the full
- * length, or -1 for a NULL or unfinished fn. */
+ * length, or -1 for a NULL or unfinished fn, a text longer than INT_MAX, or an
+ * allocation failure. */
 LF_API int lf_fn_print(const lf_fn *f, char *buf, size_t cap);
 /* Structural equality of the result expressions (parameter names ignored). */
 LF_API bool lf_fn_equal(const lf_fn *a, const lf_fn *b);
@@ -341,6 +348,42 @@ LF_API const char *lf_op_name(lf_op op); /* the op's text in expression strings 
 LF_API lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts);
 /* A new buffer shaped like node n, for its result. */
 LF_API lf_buffer *lf_buffer_new_like(lf_ctx *ctx, const lf_node *n);
+
+/* ---- fusion control and statistics ------------------------------------------ */
+
+/* Marks n as a fusion barrier: when an eval needs n, its value gets a buffer
+ * of its own (written once, read by every consumer) instead of being fused
+ * into, or recomputed inside, the kernels that use it. Applies to every later
+ * lf_eval of g, with fusion on or off; an input node is a buffer already. */
+LF_API lf_status lf_node_materialize(lf_graph *g, lf_node *n);
+
+/* What the last lf_eval on a context did (backends that run a fused schedule).
+ * A kernel is one pass over an iteration space; an intermediate is a value
+ * the schedule stores in a temporary buffer that is neither an input nor an
+ * output of the eval. */
+typedef struct lf_eval_stats {
+    int kernels;               /* kernels in the schedule that ran */
+    size_t bytes_read;         /* sum over kernels, over each distinct buffer a
+                                  kernel loads from (inputs and intermediates), of
+                                  min(that buffer's bytes, elements the kernel's
+                                  loop visits x element size): compulsory traffic */
+    size_t bytes_written;      /* sum over kernels of the bytes of every buffer a
+                                  kernel stores (outputs and intermediates), each
+                                  written in full once */
+    size_t temp_bytes_avoided; /* bytes of intermediates unfused execution stores
+                                  (every needed node except inputs, views and
+                                  outputs, plus marked nodes) minus
+                                  bytes_materialized */
+    size_t bytes_materialized; /* bytes of the intermediates this schedule stores
+                                  (before liveness lets some share memory) */
+    double plan_seconds;       /* wall-clock time spent planning the schedule */
+} lf_eval_stats;
+
+/* Copies the statistics of the last lf_eval on ctx into *out. They are all
+ * zero before the first eval, after a failed eval, and after an eval on
+ * LF_BACKEND_REFERENCE (which runs no schedule). With LF_DEBUG=fusion in the
+ * environment (a comma-separated list), each eval also prints them to stderr. */
+LF_API lf_status lf_ctx_last_stats(const lf_ctx *ctx, lf_eval_stats *out);
 
 /* ---- test hooks -------------------------------------------------------------- */
 

@@ -1,0 +1,856 @@
+/* tests/test_parse.c: the expression parser and printer (graph/parse.c).
+ *
+ * Round trips (parse -> print -> parse gives an equal fn) for the lecture
+ * examples, every operator of the op table, casts, constants and random
+ * expression trees (built with the builder API and written by this file's own
+ * fully parenthesized printer); precedence and associativity checked by
+ * evaluating parsed fns on scalars; exact error messages; sticky errors;
+ * snprintf-like truncation of lf_fn_print; nothing crashes on mangled input.
+ */
+#include "graph/graph.h"
+#include "testutil.h"
+
+#include <criterion/criterion.h>
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GAUSS "(x, m, s) -> exp(-0.5*((x-m)/s)**2) / (s*2.5066282746)"
+#define POLAR                                                                         \
+    "(r1, t1, r2, t2) -> sqrt((r1*cos(t1) - r2*cos(t2))**2 + (r1*sin(t1) - r2*sin(t2))**2)"
+
+/* ---- helpers ---------------------------------------------------------------------- */
+
+static lf_ctx *ctx;
+static lf_graph *g;
+
+static void setup(void) {
+    ctx = tu_ctx();
+    g = lf_graph_new(ctx);
+    cr_assert(g != NULL, "lf_graph_new: %s", lf_errmsg(ctx));
+}
+
+static void teardown(void) {
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+TestSuite(parse, .init = setup, .fini = teardown);
+
+/* Parses src into g, asserting success. */
+static lf_fn *parse_ok(const char *src) {
+    lf_fn *f = lf_fn_parse(g, src);
+    cr_assert(f != NULL, "parse of \"%s\" failed: %s", src, lf_graph_errmsg(g));
+    return f;
+}
+
+/* lf_fn_print into a malloc'd string; asserts the length is consistent. */
+static char *print(const lf_fn *f) {
+    int n = lf_fn_print(f, NULL, 0);
+    cr_assert(n >= 0, "lf_fn_print failed");
+    char *s = malloc((size_t)n + 1);
+    cr_assert(s != NULL);
+    cr_assert_eq(lf_fn_print(f, s, (size_t)n + 1), n);
+    cr_assert_eq(strlen(s), (size_t)n, "printed \"%s\": length %d", s, n);
+    return s;
+}
+
+/* Prints f, parses the text into graph pg, asserts the result equals f;
+ * returns the text. */
+static char *roundtrip_in(lf_graph *pg, const lf_fn *f) {
+    char *s = print(f);
+    lf_fn *f2 = lf_fn_parse(pg, s);
+    cr_assert(f2 != NULL, "reparse of \"%s\" failed: %s", s, lf_graph_errmsg(pg));
+    cr_assert(lf_fn_equal(f, f2), "reparse of \"%s\" differs", s);
+    return s;
+}
+
+static char *roundtrip(const lf_fn *f) { return roundtrip_in(g, f); }
+
+/* Evaluates f on scalars: every parameter of dtype t, args given as doubles.
+ * Returns the result as a double and its dtype in *rt. */
+static double eval_fn(const lf_fn *f, lf_dtype t, const double *args, lf_dtype *rt) {
+    lf_dtype params[LF_MAX_ARGS];
+    lf_scalar a[LF_MAX_ARGS];
+    for (int i = 0; i < f->nparams; i++) {
+        params[i] = t;
+        if (graph_dtype_is_float(t)) a[i].f = t == LF_F32 ? (double)(float)args[i] : args[i];
+        else a[i].i = t == LF_BOOL ? args[i] != 0 : (int64_t)args[i];
+    }
+    size_t n = (size_t)f->nexprs;
+    lf_dtype *et = malloc(n * sizeof *et), *ct = malloc(n * sizeof *ct);
+    lf_scalar *vals = malloc(n * sizeof *vals);
+    cr_assert(et && ct && vals);
+    lf_dtype r = graph_fn_types(f, params, et, ct);
+    cr_assert(r < LF_NDTYPES);
+    lf_scalar v = graph_fn_eval(f, params, et, ct, a, vals);
+    free(et);
+    free(ct);
+    free(vals);
+    if (rt) *rt = r;
+    return graph_dtype_is_float(r) ? v.f : (double)v.i;
+}
+
+/* Parses src and evaluates it with f64 parameters. */
+static double eval_src(const char *src, const double *args) {
+    return eval_fn(parse_ok(src), LF_F64, args, NULL);
+}
+
+/* The result expression of f. */
+static const fn_expr *result_of(const lf_fn *f) {
+    cr_assert(f->result >= 0 && f->result < f->nexprs);
+    return &f->exprs[f->result];
+}
+
+/* ---- the lecture examples ------------------------------------------------------------ */
+
+Test(parse, gaussian_pdf) {
+    lf_fn *f = parse_ok(GAUSS);
+    cr_assert_eq(lf_fn_arity(f), 3);
+    char *s = roundtrip(f);
+    cr_assert_str_eq(s, "(x, m, s) -> exp((-0.5)*((x - m)/s)**2)/(s*2.5066282746)");
+    free(s);
+    double args[3] = {1.25, 0.5, 2.0};
+    double z = (1.25 - 0.5) / 2.0, want = exp(-0.5 * z * z) / (2.0 * 2.5066282746);
+    lf_dtype rt;
+    cr_assert(tu_close(eval_fn(f, LF_F64, args, &rt), want, 1e-15, 0));
+    cr_assert_eq(rt, LF_F64);
+    /* weak literals: f32 parameters keep the result f32 */
+    eval_fn(f, LF_F32, args, &rt);
+    cr_assert_eq(rt, LF_F32);
+}
+
+Test(parse, polar_distance) {
+    lf_fn *f = parse_ok(POLAR);
+    cr_assert_eq(lf_fn_arity(f), 4);
+    char *s = roundtrip(f);
+    cr_assert_str_eq(s, "(r1, t1, r2, t2) -> sqrt((r1*cos(t1) - r2*cos(t2))**2 + "
+                        "(r1*sin(t1) - r2*sin(t2))**2)");
+    free(s);
+    double a[4] = {2.0, 0.3, 1.5, -1.1};
+    double want = hypot(a[0] * cos(a[1]) - a[2] * cos(a[3]), a[0] * sin(a[1]) - a[2] * sin(a[3]));
+    cr_assert(tu_close(eval_fn(f, LF_F64, a, NULL), want, 1e-14, 0));
+}
+
+/* ---- every operator, alias, cast and constant -------------------------------------------- */
+
+static bool tight(const char *op) {
+    return !strcmp(op, "*") || !strcmp(op, "/") || !strcmp(op, "%") || !strcmp(op, "**");
+}
+
+Test(parse, every_operator) {
+    static const char *const names[3] = {"a", "b", "c"};
+    for (int op = 0; op < LF_NOPS; op++) {
+        const op_info *oi = &graph_ops[op];
+        char src[128], params[32] = "(";
+        for (int k = 0; k < oi->arity; k++) {
+            strcat(params, names[k]);
+            strcat(params, k + 1 < oi->arity ? ", " : ") -> ");
+        }
+        switch (oi->syntax) {
+        case OPSYN_INFIX:
+            snprintf(src, sizeof src, "%sa%s%s%sb", params, tight(oi->text) ? "" : " ", oi->text,
+                     tight(oi->text) ? "" : " ");
+            break;
+        case OPSYN_PREFIX:
+            snprintf(src, sizeof src, "%s%s%sa", params, oi->text,
+                     strcmp(oi->text, "-") ? " " : "");
+            break;
+        case OPSYN_CALL:
+            snprintf(src, sizeof src, "%s%s(a%s%s)", params, oi->text, oi->arity > 1 ? ", b" : "",
+                     oi->arity > 2 ? ", c" : "");
+            break;
+        }
+        lf_fn *f = parse_ok(src);
+        const fn_expr *e = result_of(f);
+        cr_assert_eq(e->kind, EXPR_OP, "%s", src);
+        cr_assert_eq(e->op, (lf_op)op, "%s: op %d, want %d", src, (int)e->op, op);
+        for (int k = 0; k < oi->arity; k++) {
+            const fn_expr *a = &f->exprs[e->arg[k]];
+            cr_assert(a->kind == EXPR_PARAM && a->param == k, "%s: operand %d", src, k);
+        }
+        lf_fn *ref = graph_fn_for_op(g, (lf_op)op);
+        cr_assert(ref != NULL);
+        cr_assert(lf_fn_equal(f, ref), "%s differs from graph_fn_for_op", src);
+        /* the canonical spelling prints back unchanged */
+        char *s = roundtrip(f);
+        cr_assert_str_eq(s, src);
+        free(s);
+    }
+}
+
+Test(parse, aliases) {
+    static const char *const pairs[][2] = {
+        {"(a, b) -> pow(a, b)", "(a, b) -> a**b"},
+        {"(a, b) -> a && b", "(a, b) -> a and b"},
+        {"(a, b) -> a || b", "(a, b) -> a or b"},
+        {"(a) -> !a", "(a) -> not a"},
+        {"(a, b) -> !a && !b || a", "(a, b) -> ((not a) and (not b)) or a"},
+        {"(a) -> +a", "(a) -> a"},
+        {"(a) -> + + a", "(a) -> a"},
+    };
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        lf_fn *x = parse_ok(pairs[i][0]), *y = parse_ok(pairs[i][1]);
+        cr_assert(lf_fn_equal(x, y), "%s vs %s", pairs[i][0], pairs[i][1]);
+        free(roundtrip(x));
+    }
+    lf_fn *p = parse_ok("(a, b) -> pow(a, b)");
+    cr_assert_eq(result_of(p)->op, LF_OP_POW);
+}
+
+Test(parse, casts) {
+    for (int t = 0; t < LF_NDTYPES; t++) {
+        char src[64];
+        snprintf(src, sizeof src, "(x) -> %s(x)", lf_dtype_name((lf_dtype)t));
+        lf_fn *f = parse_ok(src);
+        const fn_expr *e = result_of(f);
+        cr_assert_eq(e->kind, EXPR_CAST, "%s", src);
+        cr_assert_eq(e->cast_to, (lf_dtype)t, "%s", src);
+        lf_fn *b = lf_fn_new(g, 1);
+        cr_assert_eq(lf_fn_set_result(b, lf_fn_cast(b, (lf_dtype)t, lf_fn_param(b, 0))), LF_OK);
+        cr_assert(lf_fn_equal(f, b), "%s", src);
+        char *s = roundtrip(f);
+        cr_assert_str_eq(s, src);
+        free(s);
+        lf_dtype rt;
+        double one = 2.75;
+        eval_fn(f, LF_F64, &one, &rt);
+        cr_assert_eq(rt, (lf_dtype)t, "%s gives %s", src, lf_dtype_name(rt));
+    }
+    double v = -2.75;
+    cr_assert_eq(eval_src("(x) -> i32(x) + 0", &v), -2.0);
+    cr_assert_eq(eval_src("(x) -> bool(x) + 0", &v), 1.0);
+}
+
+/* Asserts that src's result is a constant of the given kind and bits. */
+static void expect_const(const char *src, bool is_int, int64_t i, double f) {
+    lf_fn *fn = parse_ok(src);
+    const fn_expr *e = result_of(fn);
+    cr_assert_eq(e->kind, EXPR_CONST, "%s: not a constant", src);
+    cr_assert_eq(e->is_int, is_int, "%s: is_int %d", src, e->is_int);
+    if (is_int) {
+        cr_assert_eq(e->value.i, i, "%s: %lld, want %lld", src, (long long)e->value.i,
+                     (long long)i);
+    } else {
+        lf_scalar want = {.f = f};
+        cr_assert(e->value.i == want.i || (isnan(f) && isnan(e->value.f) &&
+                                            signbit(f) == signbit(e->value.f)),
+                  "%s: %.17g, want %.17g", src, e->value.f, f);
+    }
+    free(roundtrip(fn));
+}
+
+Test(parse, literals_and_constants) {
+    expect_const("(x) -> 2", true, 2, 0);
+    expect_const("(x) -> 0", true, 0, 0);
+    expect_const("(x) -> 9223372036854775807", true, INT64_MAX, 0);
+    expect_const("(x) -> -9223372036854775808", true, INT64_MIN, 0);
+    expect_const("(x) -> -7", true, -7, 0);
+    expect_const("(x) -> (-7)", true, -7, 0);
+    expect_const("(x) -> 2.0", false, 0, 2.0);
+    expect_const("(x) -> 2e0", false, 0, 2.0);
+    expect_const("(x) -> .5", false, 0, 0.5);
+    expect_const("(x) -> 5.", false, 0, 5.0);
+    expect_const("(x) -> 1e-3", false, 0, 1e-3);
+    expect_const("(x) -> 1E+3", false, 0, 1e3);
+    expect_const("(x) -> 2.5066282746", false, 0, 2.5066282746);
+    expect_const("(x) -> -0.5", false, 0, -0.5);
+    expect_const("(x) -> (-0.5)", false, 0, -0.5);
+    expect_const("(x) -> -0.0", false, 0, -0.0);
+    expect_const("(x) -> 0.0", false, 0, 0.0);
+    expect_const("(x) -> 1e999", false, 0, INFINITY);
+    expect_const("(x) -> 4.9406564584124654e-324", false, 0, 4.9406564584124654e-324);
+    expect_const("(x) -> 1.7976931348623157e308", false, 0, DBL_MAX);
+    expect_const("(x) -> pi", false, 0, 3.14159265358979323846);
+    expect_const("(x) -> e", false, 0, 2.71828182845904523536);
+    expect_const("(x) -> inf", false, 0, INFINITY);
+    expect_const("(x) -> -inf", false, 0, -INFINITY);
+    expect_const("(x) -> nan", false, 0, NAN);
+    expect_const("(x) -> -nan", false, 0, -NAN);
+    expect_const("(x) -> -pi", false, 0, -3.14159265358979323846);
+
+    /* the printer's spellings */
+    static const struct {
+        const char *src, *printed;
+    } p[] = {
+        {"(x) -> -0.5", "(x) -> (-0.5)"},
+        {"(x) -> -inf", "(x) -> (-inf)"},
+        {"(x) -> 100.0", "(x) -> 100.0"},
+        {"(x) -> 1e20", "(x) -> 1e+20"},
+        {"(x) -> 0.1", "(x) -> 0.1"},
+        {"(x) -> -0.0", "(x) -> (-0.0)"},
+        {"(x) -> -3", "(x) -> (-3)"},
+        {"(x) -> -(3)", "(x) -> -(3)"},
+        {"(x) -> -(-3)", "(x) -> -(-3)"},
+        {"(x) -> - -3", "(x) -> -(-3)"},
+        {"(x) -> x - -3", "(x) -> x - (-3)"},
+        {"(x) -> -2**2", "(x) -> -2**2"},
+        {"(x) -> (-2)**2", "(x) -> (-2)**2"},
+        {"(x) -> (-x)**2", "(x) -> (-x)**2"},
+        {"(x) -> 2**-1", "(x) -> 2**(-1)"},
+        {"(x) -> 2**-x", "(x) -> 2**-x"},
+    };
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) {
+        char *s = roundtrip(parse_ok(p[i].src));
+        cr_assert_str_eq(s, p[i].printed, "%s printed as %s", p[i].src, s);
+        free(s);
+    }
+    /* -(3) is a negation of a literal, not the literal -3 */
+    const fn_expr *e = result_of(parse_ok("(x) -> -(3)"));
+    cr_assert(e->kind == EXPR_OP && e->op == LF_OP_NEG);
+}
+
+Test(parse, literal_dtypes) {
+    static const struct {
+        const char *src;
+        lf_dtype param, want;
+    } c[] = {
+        {"(x) -> x + 2", LF_I32, LF_I32},     {"(x) -> x + 2.0", LF_I32, LF_F64},
+        {"(x) -> x*0.5", LF_F32, LF_F32},     {"(x) -> x + 2", LF_BOOL, LF_I64},
+        {"(x) -> 2 + 3", LF_F32, LF_I64},     {"(x) -> 2 + 3.0", LF_I32, LF_F64},
+        {"(x) -> x / 2", LF_I32, LF_F64},     {"(x) -> x < 2", LF_F32, LF_BOOL},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        lf_dtype rt;
+        double one = 1;
+        eval_fn(parse_ok(c[i].src), c[i].param, &one, &rt);
+        cr_assert_eq(rt, c[i].want, "%s with %s gives %s, want %s", c[i].src,
+                     lf_dtype_name(c[i].param), lf_dtype_name(rt), lf_dtype_name(c[i].want));
+    }
+}
+
+/* ---- precedence and associativity ---------------------------------------------------- */
+
+Test(parse, precedence_by_evaluation) {
+    static const struct {
+        const char *src;
+        double a, b, c, want;
+    } c[] = {
+        {"(a, b, c) -> a - b - c", 10, 3, 2, 5},
+        {"(a, b, c) -> a - (b - c)", 10, 3, 2, 9},
+        {"(a, b, c) -> a/b/c", 24, 4, 2, 3},
+        {"(a, b, c) -> a/(b/c)", 24, 4, 2, 12},
+        {"(a, b, c) -> a**b**c", 2, 3, 2, 512},
+        {"(a, b, c) -> (a**b)**c", 2, 3, 2, 64},
+        {"(a, b, c) -> -a**2", 3, 0, 0, -9},
+        {"(a, b, c) -> (-a)**2", 3, 0, 0, 9},
+        {"(a, b, c) -> -2**2 + a", 0, 0, 0, -4},
+        {"(a, b, c) -> (-2)**2 + a", 0, 0, 0, 4},
+        {"(a, b, c) -> 2.0**-1 + a", 0, 0, 0, 0.5},
+        {"(a, b, c) -> 2**-1 + a", 0, 0, 0, 0}, /* integer ** negative is 0 */
+        {"(a, b, c) -> a**-b*c", 2, 1, 3, 1.5},
+        {"(a, b, c) -> a + b*c", 2, 3, 4, 14},
+        {"(a, b, c) -> (a + b)*c", 2, 3, 4, 20},
+        {"(a, b, c) -> a*b % c", 5, 3, 4, 3},
+        {"(a, b, c) -> a % b*c", 5, 3, 4, 8},
+        {"(a, b, c) -> a - b + c", 1, 2, 3, 2},
+        {"(a, b, c) -> -a + b", 1, 5, 0, 4},
+        {"(a, b, c) -> a - -b", 1, 5, 0, 6},
+        {"(a, b, c) -> a*-b", 2, 5, 0, -10},
+        {"(a, b, c) -> a + b < c*2", 1, 2, 2, 1},
+        {"(a, b, c) -> not a and b", 1, 0, 0, 0},
+        {"(a, b, c) -> not (a and b)", 1, 0, 0, 1},
+        {"(a, b, c) -> not a or b", 1, 1, 0, 1},
+        {"(a, b, c) -> a or b and c", 1, 0, 0, 1},
+        {"(a, b, c) -> (a or b) and c", 1, 0, 0, 0},
+        {"(a, b, c) -> not a < b", 1, 2, 0, 0},
+        {"(a, b, c) -> not not a", 3, 0, 0, 1},
+        {"(a, b, c) -> a < (b == c)", 1, 2, 3, 0},
+        {"(a, b, c) -> (a < b) == (b < c)", 1, 2, 3, 1},
+        {"(a, b, c) -> a == b or b != c", 1, 2, 2, 0},
+        {"(a, b, c) -> a < b and b <= c", 1, 2, 2, 1},
+        {"(a, b, c) -> max(a, b)*min(b, c) - abs(-c)", 1, 2, 3, 1},
+        {"(a, b, c) -> where(a > b, a, b) + fma(a, b, c)", 1, 2, 3, 7},
+        {"(a, b, c) -> a\n  +\tb\r\n * c", 1, 2, 3, 7},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        double args[3] = {c[i].a, c[i].b, c[i].c};
+        lf_fn *f = parse_ok(c[i].src);
+        double got = eval_fn(f, LF_F64, args, NULL);
+        cr_assert(tu_close(got, c[i].want, 1e-15, 0), "%s at (%g, %g, %g): %.17g, want %.17g",
+                  c[i].src, c[i].a, c[i].b, c[i].c, got, c[i].want);
+        /* the printed form evaluates the same */
+        char *s = roundtrip(f);
+        lf_fn *f2 = parse_ok(s);
+        cr_assert(tu_close(eval_fn(f2, LF_F64, args, NULL), c[i].want, 1e-15, 0), "%s", s);
+        free(s);
+    }
+}
+
+Test(parse, precedence_by_structure) {
+    static const char *const same[][2] = {
+        {"(a, b, c) -> a - b - c", "(a, b, c) -> (a - b) - c"},
+        {"(a, b, c) -> a**b**c", "(a, b, c) -> a**(b**c)"},
+        {"(a, b, c) -> -a**2", "(a, b, c) -> -(a**2)"},
+        {"(a, b, c) -> not a and b", "(a, b, c) -> (not a) and b"},
+        {"(a, b, c) -> a or b and c", "(a, b, c) -> a or (b and c)"},
+        {"(a, b, c) -> a + b*c**2", "(a, b, c) -> a + (b*(c**2))"},
+        {"(a, b, c) -> a < b + c", "(a, b, c) -> a < (b + c)"},
+        {"(a, b, c) -> not a == b", "(a, b, c) -> not (a == b)"},
+    };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        cr_assert(lf_fn_equal(parse_ok(same[i][0]), parse_ok(same[i][1])), "%s vs %s",
+                  same[i][0], same[i][1]);
+    cr_assert(!lf_fn_equal(parse_ok("(a, b, c) -> a - b - c"),
+                           parse_ok("(a, b, c) -> a - (b - c)")));
+    /* hash-consing: a shared subexpression is stored once */
+    lf_fn *f = parse_ok("(x) -> sin(x + 1)*sin(x + 1)");
+    cr_assert_eq(f->nexprs, 5, "%d expressions", f->nexprs); /* x, 1, x+1, sin, * */
+}
+
+/* ---- random expression trees -------------------------------------------------------------- */
+
+typedef struct sbuf {
+    char *s;
+    size_t len, cap;
+} sbuf;
+
+static void sput(sbuf *b, const char *fmt, ...) {
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        cr_assert(n >= 0);
+        if (b->len + (size_t)n < b->cap) {
+            b->len += (size_t)n;
+            return;
+        }
+        b->cap = 2 * b->cap + (size_t)n + 64;
+        b->s = realloc(b->s, b->cap);
+        cr_assert(b->s != NULL);
+    }
+}
+
+/* Optional whitespace between tokens. */
+static const char *ws(void) {
+    static const char *const w[] = {"", "", "", " ", "  ", "\n", "\t ", "\r\n"};
+    return w[tu_rand() % 8];
+}
+
+static const char *const pnames[LF_MAX_ARGS] = {"x", "y", "z", "w", "u", "v", "s", "t"};
+
+static double rand_double(void) {
+    switch (tu_rand() % 12) {
+    case 0: return 0.0;
+    case 1: return -0.0;
+    case 2: return INFINITY;
+    case 3: return -INFINITY;
+    case 4: return NAN;
+    case 5: return -NAN;
+    case 6: return 4.9406564584124654e-324;
+    case 7: return (double)tu_randint(-100, 100) / 4;
+    case 8: return ldexp(tu_uniform(-1, 1), (int)tu_randint(-1074, 1024));
+    default: return tu_uniform(-10, 10);
+    }
+}
+
+static int64_t rand_int(void) {
+    switch (tu_rand() % 6) {
+    case 0: return INT64_MIN;
+    case 1: return INT64_MAX;
+    case 2: return (int64_t)tu_rand();
+    default: return tu_randint(-20, 20);
+    }
+}
+
+/* Writes a float literal the way the grammar reads it (not via lf_fn_print). */
+static void put_double(sbuf *b, double v) {
+    const char *sign = signbit(v) ? "-" : "";
+    double a = fabs(v);
+    char num[64];
+    if (isnan(v)) snprintf(num, sizeof num, "nan");
+    else if (isinf(v)) snprintf(num, sizeof num, "inf");
+    else snprintf(num, sizeof num, "%.17g", a);
+    if (!strpbrk(num, ".ein")) strcat(num, ".0");
+    sput(b, *sign ? "(%s%s%s%s)" : "%s%s%s%s", ws(), sign, num, ws());
+}
+
+/* Builds a random expression in f and writes it to b: every operand of an
+ * operator is in parentheses ("(A) + (B)", "- (A)"), so precedence never
+ * matters; the caller parenthesizes the whole. Aliases (pow, &&, ||, !) and
+ * random whitespace are mixed in. */
+static int gen(lf_fn *f, sbuf *b, int depth) {
+    int np = lf_fn_arity(f);
+    if (depth == 0 || tu_rand() % 5 == 0) {
+        unsigned r = tu_rand() % 10;
+        if (r < 5) {
+            int k = (int)(tu_rand() % (unsigned)np);
+            sput(b, "%s%s", pnames[k], ws());
+            return lf_fn_param(f, k);
+        }
+        if (r < 8) {
+            int64_t v = rand_int();
+            sput(b, v < 0 ? "(%s%lld)" : "%s%lld", ws(), (long long)v);
+            return lf_fn_const_int(f, v);
+        }
+        double v = rand_double();
+        put_double(b, v);
+        return lf_fn_const(f, v);
+    }
+    if (tu_rand() % 12 == 0) {
+        lf_dtype t = (lf_dtype)(tu_rand() % LF_NDTYPES);
+        sput(b, "%s%s(", lf_dtype_name(t), ws());
+        int a = gen(f, b, depth - 1);
+        sput(b, ")%s", ws());
+        return lf_fn_cast(f, t, a);
+    }
+    lf_op op = (lf_op)(tu_rand() % LF_NOPS);
+    const op_info *oi = &graph_ops[op];
+    int a[3] = {-1, -1, -1};
+    bool alias = tu_rand() % 3 == 0;
+    if (oi->syntax == OPSYN_CALL || (op == LF_OP_POW && alias)) {
+        sput(b, "%s%s(", op == LF_OP_POW ? "pow" : oi->text, ws());
+        for (int k = 0; k < oi->arity; k++) {
+            if (k) sput(b, ",%s", ws());
+            a[k] = gen(f, b, depth - 1);
+        }
+        sput(b, ")%s", ws());
+    } else if (oi->syntax == OPSYN_INFIX) {
+        const char *text = oi->text;
+        if (alias && op == LF_OP_AND) text = "&&";
+        if (alias && op == LF_OP_OR) text = "||";
+        sput(b, "(%s", ws());
+        a[0] = gen(f, b, depth - 1);
+        sput(b, ") %s (", text);
+        a[1] = gen(f, b, depth - 1);
+        sput(b, ")%s", ws());
+    } else {
+        const char *text = alias && op == LF_OP_NOT ? "!" : oi->text;
+        sput(b, "%s%s (", text, ws());
+        a[0] = gen(f, b, depth - 1);
+        sput(b, ")");
+    }
+    return lf_fn_op(f, op, a[0], a[1], a[2]);
+}
+
+Test(parse, random_trees) {
+    int trees = 3000;
+    lf_graph *rg = NULL;
+    sbuf b = {0};
+    for (int i = 0; i < trees; i++) {
+        if (i % 100 == 0) {
+            lf_graph_free(rg);
+            rg = lf_graph_new(ctx);
+            cr_assert(rg != NULL);
+        }
+        int np = (int)tu_randint(1, LF_MAX_ARGS);
+        lf_fn *f = lf_fn_new(rg, np);
+        b.len = 0;
+        sput(&b, "%s(", ws());
+        for (int k = 0; k < np; k++) sput(&b, "%s%s%s%s", k ? "," : "", ws(), pnames[k], ws());
+        sput(&b, ")%s->%s(", ws(), ws());
+        int e = gen(f, &b, (int)tu_randint(0, 7));
+        sput(&b, ")%s", ws());
+        cr_assert_eq(lf_fn_set_result(f, e), LF_OK, "builder: %s", lf_graph_errmsg(rg));
+
+        lf_fn *p = lf_fn_parse(rg, b.s);
+        cr_assert(p != NULL, "parse of \"%s\": %s", b.s, lf_graph_errmsg(rg));
+        cr_assert(lf_fn_equal(f, p), "\"%s\" parses to a different fn", b.s);
+
+        int n = lf_fn_print(f, NULL, 0);
+        cr_assert(n > 0);
+        char *s = malloc((size_t)n + 1);
+        cr_assert_eq(lf_fn_print(f, s, (size_t)n + 1), n);
+        cr_assert_eq(strlen(s), (size_t)n);
+        lf_fn *q = lf_fn_parse(rg, s);
+        cr_assert(q != NULL, "reparse of printed \"%s\" (from \"%s\"): %s", s, b.s,
+                  lf_graph_errmsg(rg));
+        cr_assert(lf_fn_equal(f, q), "printed \"%s\" (from \"%s\") parses differently", s, b.s);
+        free(s);
+    }
+    lf_graph_free(rg);
+    free(b.s);
+}
+
+/* Mangled strings never crash; a failure is always a parse error with a
+ * position, and a success still round-trips. */
+Test(parse, mangled_inputs) {
+    static const char alphabet[] = "()+-*/%<>=!&|,.eE0123456789xyz \n_$";
+    lf_graph *rg = NULL;
+    sbuf b = {0};
+    for (int i = 0; i < 3000; i++) {
+        if (i % 100 == 0) {
+            lf_graph_free(rg);
+            rg = lf_graph_new(ctx);
+        }
+        lf_fn *f = lf_fn_new(rg, 3);
+        b.len = 0;
+        sput(&b, "(x, y, z) -> ");
+        int e = gen(f, &b, 3);
+        cr_assert(e >= 0);
+        int edits = (int)tu_randint(1, 4);
+        for (int k = 0; k < edits && b.len > 0; k++) {
+            size_t at = (size_t)tu_randint(0, (int64_t)b.len - 1);
+            char c = alphabet[tu_rand() % (sizeof alphabet - 1)];
+            switch (tu_rand() % 3) {
+            case 0: b.s[at] = c; break;
+            case 1: memmove(b.s + at, b.s + at + 1, b.len - at); b.len--; break;
+            default: sput(&b, " "); memmove(b.s + at + 1, b.s + at, b.len - at - 1);
+                     b.s[at] = c; break;
+            }
+        }
+        lf_graph *pg = lf_graph_new(ctx);
+        lf_fn *p = lf_fn_parse(pg, b.s);
+        if (p) {
+            char *s = print(p);
+            lf_fn *q = lf_fn_parse(pg, s);
+            cr_assert(q && lf_fn_equal(p, q), "\"%s\" printed as \"%s\"", b.s, s);
+            free(s);
+        } else {
+            cr_assert_eq(lf_graph_status(pg), LF_ERR_PARSE, "\"%s\": %s", b.s,
+                         lf_graph_errmsg(pg));
+            cr_assert(!strncmp(lf_graph_errmsg(pg), "parse error at ", 15), "%s",
+                      lf_graph_errmsg(pg));
+        }
+        lf_graph_free(pg);
+    }
+    lf_graph_free(rg);
+    free(b.s);
+}
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+/* Parses src in a fresh graph and asserts the exact message. */
+static void expect_error(const char *src, const char *msg) {
+    lf_graph *eg = lf_graph_new(ctx);
+    cr_assert(eg != NULL);
+    lf_fn *f = lf_fn_parse(eg, src);
+    cr_assert(f == NULL, "\"%s\" parsed", src);
+    cr_assert_eq(lf_graph_status(eg), LF_ERR_PARSE, "\"%s\": %s", src,
+                 lf_status_name(lf_graph_status(eg)));
+    cr_assert_str_eq(lf_graph_errmsg(eg), msg, "\"%s\"", src);
+    cr_assert_str_eq(lf_errmsg(ctx), msg, "\"%s\"", src);
+    lf_graph_free(eg);
+}
+
+Test(parse, error_messages) {
+    static const char *const c[][2] = {
+        {"", "parse error at 1:1: expected '('"},
+        {"   \n  ", "parse error at 2:3: expected '('"},
+        {"x -> x", "parse error at 1:1: expected '('"},
+        {"(x) x", "parse error at 1:5: expected '->'"},
+        {"(x)", "parse error at 1:4: expected '->'"},
+        {"(x) ->", "parse error at 1:7: unexpected end of input"},
+        {"(x) -> (x + 1", "parse error at 1:14: expected ')'"},
+        {"(x) -> x + 1)", "parse error at 1:13: unexpected ')' after the expression"},
+        {"(x) -> x y", "parse error at 1:10: unexpected 'y' after the expression"},
+        {"(x) -> sin(x", "parse error at 1:13: expected ')'"},
+        {"(x) -> sin(x,)", "parse error at 1:14: unexpected ')'"},
+        {"(x) -> foo(x)", "parse error at 1:8: unknown function 'foo'"},
+        {"(x) -> foo + x", "parse error at 1:8: unknown name 'foo'"},
+        {"(x) -> sin(x, x)", "parse error at 1:8: 'sin' takes 1 argument, got 2"},
+        {"(x) -> atan2(x)", "parse error at 1:8: 'atan2' takes 2 arguments, got 1"},
+        {"(x) -> where()", "parse error at 1:8: 'where' takes 3 arguments, got 0"},
+        {"(x) -> f32(x, x)", "parse error at 1:8: 'f32' takes 1 argument, got 2"},
+        {"(x) -> sin + 1", "parse error at 1:8: expected '(' after 'sin'"},
+        {"(x) -> x(2)", "parse error at 1:8: 'x' is not a function"},
+        {"(x) -> pi(2)", "parse error at 1:8: 'pi' is not a function"},
+        {"(x) -> 1e", "parse error at 1:8: malformed number '1e'"},
+        {"(x) -> x + 1e+", "parse error at 1:12: malformed number '1e+'"},
+        {"(x) -> 1.5.3", "parse error at 1:8: malformed number '1.5.3'"},
+        {"(x) -> 0x10", "parse error at 1:8: malformed number '0x10'"},
+        {"(x) -> 2x", "parse error at 1:8: malformed number '2x'"},
+        {"(x) -> 9223372036854775808", "parse error at 1:8: integer literal out of range"},
+        {"(x) -> x + -9223372036854775809",
+         "parse error at 1:13: integer literal out of range"},
+        {"(x) -> 99999999999999999999999", "parse error at 1:8: integer literal out of range"},
+        {"(a, b, c) -> a < b < c",
+         "parse error at 1:20: comparisons do not chain (use 'and')"},
+        {"(a, b, c) -> a < b == c",
+         "parse error at 1:20: comparisons do not chain (use 'and')"},
+        {"(a, b, c) -> not a >= b != c",
+         "parse error at 1:25: comparisons do not chain (use 'and')"},
+        {"(x, x) -> x", "parse error at 1:5: duplicate parameter 'x'"},
+        {"(a, b, c, d, f, g, h, i, j) -> a", "parse error at 1:26: too many parameters (at most 8)"},
+        {"() -> 1", "parse error at 1:2: a function needs at least one parameter"},
+        {"(x,) -> x", "parse error at 1:4: expected a parameter name, got ')'"},
+        {"(1) -> 1", "parse error at 1:2: expected a parameter name, got '1'"},
+        {"(x", "parse error at 1:3: expected ')'"},
+        {"(x,", "parse error at 1:4: unexpected end of input"},
+        {"(sin) -> 1", "parse error at 1:2: parameter name 'sin' is a builtin name"},
+        {"(x, pi) -> x", "parse error at 1:5: parameter name 'pi' is a builtin name"},
+        {"(and) -> 1", "parse error at 1:2: parameter name 'and' is a builtin name"},
+        {"(f64) -> 1", "parse error at 1:2: parameter name 'f64' is a builtin name"},
+        {"(x) -> x $ 1", "parse error at 1:10: unexpected character '$'"},
+        {"(x) -> x = 1", "parse error at 1:10: unexpected character '='"},
+        {"(x) -> x & 1", "parse error at 1:10: unexpected character '&'"},
+        {"(x) -> x + \x01", "parse error at 1:12: unexpected byte 0x01"},
+        {"(x) -> x + \xc3\xa9", "parse error at 1:12: unexpected byte 0xC3"},
+        {"(x) ->\n  x +\n  * 2", "parse error at 3:3: unexpected '*'"},
+        {"(x) -> x * not x", "parse error at 1:12: 'not' needs parentheses here"},
+        {"(x) -> x < not x", "parse error at 1:12: 'not' needs parentheses here"},
+        {"(x) -> and", "parse error at 1:8: unexpected 'and'"},
+        {"(x) -> x and", "parse error at 1:13: unexpected end of input"},
+        {"(x) -> ()", "parse error at 1:9: unexpected ')'"},
+        {"(x) -> x -> x", "parse error at 1:10: unexpected '->' after the expression"},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) expect_error(c[i][0], c[i][1]);
+}
+
+/* pre, then n1 copies of s1, then mid, then n2 copies of s2 (malloc'd). */
+static char *repeat(const char *pre, const char *s1, int n1, const char *mid, const char *s2,
+                    int n2) {
+    sbuf b = {0};
+    sput(&b, "%s", pre);
+    for (int i = 0; i < n1; i++) sput(&b, "%s", s1);
+    sput(&b, "%s", mid);
+    for (int i = 0; i < n2; i++) sput(&b, "%s", s2);
+    return b.s;
+}
+
+Test(parse, deep_nesting) {
+    /* 2000 parentheses: an error, not a stack overflow */
+    char *src = repeat("(x) -> ", "(", 2000, "x", ")", 2000);
+    expect_error(src, "parse error at 1:1008: expression nested too deeply");
+    free(src);
+    src = repeat("(x) -> ", "-", 100000, "x", "", 0);
+    lf_graph *eg = lf_graph_new(ctx);
+    cr_assert_null(lf_fn_parse(eg, src));
+    cr_assert_eq(lf_graph_status(eg), LF_ERR_PARSE);
+    cr_assert(strstr(lf_graph_errmsg(eg), ": expression nested too deeply"), "%s",
+              lf_graph_errmsg(eg));
+    lf_graph_free(eg);
+    free(src);
+    src = repeat("(x) -> x", "**x", 5000, "", "", 0);
+    expect_error(src, "parse error at 1:3008: expression nested too deeply");
+    free(src);
+    src = repeat("(x) -> sin(", "sin(", 3000, "x", ")", 3001);
+    eg = lf_graph_new(ctx);
+    cr_assert_null(lf_fn_parse(eg, src));
+    cr_assert(strstr(lf_graph_errmsg(eg), ": expression nested too deeply"));
+    lf_graph_free(eg);
+    free(src);
+
+    /* moderate nesting and long flat chains are fine */
+    src = repeat("(x) -> ", "(", 300, "x", ")", 300);
+    lf_fn *f = parse_ok(src);
+    cr_assert_eq(f->nexprs, 1);
+    free(src);
+    src = repeat("(x) -> x", " + x", 100000, "", "", 0);
+    f = parse_ok(src);
+    cr_assert_eq(f->nexprs, 100001);
+    double one = 1;
+    cr_assert_eq(eval_fn(f, LF_F64, &one, NULL), 100001.0);
+    free(src);
+}
+
+Test(parse, null_and_sticky) {
+    cr_assert_null(lf_fn_parse(NULL, "(x) -> x"));
+    cr_assert(strlen(lf_errmsg(NULL)) > 0);
+
+    cr_assert_null(lf_fn_parse(g, NULL));
+    cr_assert_eq(lf_graph_status(g), LF_ERR_NULL);
+
+    lf_graph *eg = lf_graph_new(ctx);
+    lf_fn *good = lf_fn_parse(eg, "(x) -> x + 1");
+    cr_assert_not_null(good);
+    cr_assert_null(lf_fn_parse(eg, "(x) -> x +"));
+    const char *first = "parse error at 1:11: unexpected end of input";
+    cr_assert_str_eq(lf_graph_errmsg(eg), first);
+    /* sticky: later calls fail and keep the first message */
+    cr_assert_null(lf_fn_parse(eg, "(x) -> x * 2"));
+    cr_assert_null(lf_fn_parse(eg, "(x) -> )"));
+    cr_assert_str_eq(lf_graph_errmsg(eg), first);
+    cr_assert_eq(lf_graph_status(eg), LF_ERR_PARSE);
+    int64_t n = 4;
+    lf_buffer *xb = tu_buf(ctx, LF_F32, 1, &n, NULL);
+    lf_node *x = lf_input(eg, xb);
+    cr_assert_null(lf_map(eg, good, x));
+    cr_assert_str_eq(lf_graph_errmsg(eg), first);
+    lf_graph_free(eg);
+}
+
+/* ---- printing ------------------------------------------------------------------------------ */
+
+Test(parse, print_truncates) {
+    lf_fn *f = parse_ok(GAUSS);
+    char *full = print(f);
+    int n = (int)strlen(full);
+    char buf[256];
+    for (int cap = 0; cap <= n + 2; cap++) {
+        memset(buf, 'Z', sizeof buf);
+        cr_assert_eq(lf_fn_print(f, cap ? buf : NULL, (size_t)cap), n, "cap %d", cap);
+        if (cap == 0) {
+            cr_assert_eq(buf[0], 'Z');
+            continue;
+        }
+        size_t kept = (size_t)cap - 1 < (size_t)n ? (size_t)cap - 1 : (size_t)n;
+        cr_assert_eq(strlen(buf), kept, "cap %d", cap);
+        cr_assert(!strncmp(buf, full, kept), "cap %d", cap);
+        cr_assert_eq(buf[cap], 'Z', "cap %d: wrote past the end", cap);
+    }
+    /* a buffer but cap 0: untouched */
+    memset(buf, 'Z', sizeof buf);
+    cr_assert_eq(lf_fn_print(f, buf, 0), n);
+    cr_assert_eq(buf[0], 'Z');
+    free(full);
+
+    cr_assert_eq(lf_fn_print(NULL, buf, sizeof buf), -1);
+    lf_fn *unfinished = lf_fn_new(g, 2);
+    cr_assert_eq(lf_fn_print(unfinished, buf, sizeof buf), -1);
+}
+
+Test(parse, print_builder_fns) {
+    lf_fn *f = lf_fn_new(g, 2);
+    int a = lf_fn_param(f, 0), b = lf_fn_param(f, 1);
+    int two = lf_fn_const_int(f, 2), half = lf_fn_const(f, 0.5);
+    /* -(2) * p0 + (p1 - 0.5)**-p0 */
+    int t = lf_fn_op(f, LF_OP_MUL, lf_fn_op(f, LF_OP_NEG, two, -1, -1), a, -1);
+    int u = lf_fn_op(f, LF_OP_POW, lf_fn_op(f, LF_OP_SUB, b, half, -1),
+                     lf_fn_op(f, LF_OP_NEG, a, -1, -1), -1);
+    cr_assert_eq(lf_fn_set_result(f, lf_fn_op(f, LF_OP_ADD, t, u, -1)), LF_OK);
+    char *s = roundtrip(f);
+    cr_assert_str_eq(s, "(p0, p1) -> -(2)*p0 + (p1 - 0.5)**-p0");
+    free(s);
+}
+
+Test(parse, print_deep_and_shared) {
+    /* a chain far deeper than the parser accepts still prints */
+    lf_fn *f = lf_fn_new(g, 1);
+    int e = lf_fn_param(f, 0);
+    for (int i = 0; i < 50000; i++) e = lf_fn_op(f, i % 2 ? LF_OP_NEG : LF_OP_SIN, e, -1, -1);
+    cr_assert_eq(lf_fn_set_result(f, e), LF_OK);
+    char *s = print(f);
+    cr_assert(!strncmp(s, "(p0) -> -sin(-sin(", 18), "%.40s", s);
+    free(s);
+
+    /* a shared subexpression is written out at each use: 2^k growth */
+    lf_fn *d = lf_fn_new(g, 1);
+    e = lf_fn_param(d, 0);
+    for (int i = 0; i < 12; i++) e = lf_fn_op(d, LF_OP_MUL, e, lf_fn_op(d, LF_OP_SIN, e, -1, -1), -1);
+    cr_assert_eq(lf_fn_set_result(d, e), LF_OK);
+    s = roundtrip(d); /* hash-consing folds the text back to 25 expressions */
+    free(s);
+
+    /* too long for an int: -1, fast, and the buffer still holds a prefix */
+    lf_fn *h = lf_fn_new(g, 1);
+    e = lf_fn_param(h, 0);
+    for (int i = 0; i < 100; i++) e = lf_fn_op(h, LF_OP_ADD, e, e, -1);
+    cr_assert_eq(lf_fn_set_result(h, e), LF_OK);
+    char buf[64];
+    cr_assert_eq(lf_fn_print(h, buf, sizeof buf), -1);
+    cr_assert_eq(strlen(buf), sizeof buf - 1);
+    cr_assert(!strncmp(buf, "(p0) -> p0 + p0 + (p0 + p0) + (", 31), "%s", buf);
+}
+
+Test(parse, allocation_failures) {
+    size_t before = lf_debug_live_bytes();
+    for (int k = 1; k < 200; k++) {
+        lf_graph *ag = lf_graph_new(ctx);
+        cr_assert(ag != NULL);
+        lf_debug_fail_alloc(k, false);
+        lf_fn *f = lf_fn_parse(ag, POLAR);
+        lf_debug_fail_alloc(0, false);
+        if (f) {
+            free(roundtrip_in(ag, f));
+        } else {
+            cr_assert_eq(lf_graph_status(ag), LF_ERR_NOMEM, "k=%d: %s", k, lf_graph_errmsg(ag));
+        }
+        lf_graph_free(ag);
+    }
+    cr_assert_eq(lf_debug_live_bytes(), before);
+}
