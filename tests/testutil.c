@@ -24,6 +24,16 @@ uint64_t tu_seed(void) {
     return seed;
 }
 
+/* Runs once in Criterion's runner process before any test: fixes the seed
+ * for the whole run, prints it (the runner's stderr reaches meson's log),
+ * and exports it so every test process draws from the same seed. */
+ReportHook(PRE_ALL)(struct criterion_test_set *set) {
+    (void)set;
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRIu64, tu_seed());
+    setenv("LF_TEST_SEED", buf, 1);
+}
+
 uint64_t tu_rand(void) {
     if (!rng_started) {
         rng_state = tu_seed();

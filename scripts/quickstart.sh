@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# scripts/quickstart.sh: the README's two quick-start commands.
+#
+#   bash scripts/quickstart.sh demo   install what is missing, build, run lazyfuse-demo
+#   bash scripts/quickstart.sh test   install what is missing, build, run the whole suite:
+#                                     1. meson test in build/ (normal build)
+#                                     2. meson test in build-asan/ (AddressSanitizer +
+#                                        UndefinedBehaviorSanitizer, leaks fatal)
+#                                     3. meson test in build/ under valgrind
+#
+# Works from any directory, may be run again and again (existing build folders
+# are reconfigured, not recreated), and exits non-zero on any failure.
+#
+# The test verb ends with one line, "N passed, M failed", which CI reads: N and
+# M are the test totals of runs 1 and 2 (from meson's "Ok:" / "Fail:" summary
+# lines; expected failures count as passed, unexpected passes and timeouts as
+# failed). So that M is 0 exactly when the script succeeds, a step that fails
+# without test counts of its own (a configure or build error, or the valgrind
+# pass) adds one to M.
+#
+# Criterion runs each test in a child process and does not look at a child's
+# exit status once the test has reported, so neither valgrind's --error-exitcode
+# nor LeakSanitizer's exit code in a child fails a run by itself:
+#  - under the sanitizers, abort_on_error=1 turns a report into SIGABRT, which
+#    Criterion does see; reports are written to build-asan/sanitizer-logs/;
+#  - under valgrind, --trace-children=yes follows the children Criterion
+#    starts, each writes its own log to build/valgrind-logs/, and this script
+#    fails the pass when any log reports errors (definite or indirect leaks
+#    included).
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+PACKAGES=(meson ninja-build pkg-config gcc libcriterion-dev graphviz valgrind)
+
+say() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'quickstart: %s\n' "$*" >&2; exit 1; }
+
+usage() {
+    echo "usage: bash scripts/quickstart.sh demo|test" >&2
+    exit 2
+}
+
+# ---- install ---------------------------------------------------------------
+
+installed() {
+    case "$(dpkg-query -W -f='${Status}\n' "$1" 2>/dev/null || true)" in
+    *"install ok installed"*) return 0 ;;
+    *) return 1 ;;
+    esac
+}
+
+install_deps() {
+    if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+        # Not a Debian-like system: check the tools and leave installing to the user.
+        local missing=()
+        for tool in meson ninja pkg-config cc valgrind dot; do
+            command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+        done
+        pkg-config --exists criterion 2>/dev/null || missing+=("criterion (pkg-config)")
+        [ ${#missing[@]} -eq 0 ] || die "no apt-get here; please install: ${missing[*]}"
+        return 0
+    fi
+    local missing=()
+    for p in "${PACKAGES[@]}"; do
+        installed "$p" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || die "need root or sudo to install: ${missing[*]}"
+        sudo=(sudo env DEBIAN_FRONTEND=noninteractive)
+    fi
+    say "installing ${missing[*]}"
+    "${sudo[@]}" apt-get update
+    "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+# ---- build -------------------------------------------------------------------
+
+# setup_dir DIR [MESON OPTIONS...]: configures DIR, or reconfigures it when it
+# was configured before.
+setup_dir() {
+    local dir="$1"
+    shift
+    if [ -f "$dir/meson-private/coredata.dat" ]; then
+        meson setup --reconfigure "$dir" "$@"
+    else
+        meson setup "$dir" "$@"
+    fi
+}
+
+# ---- test runs ----------------------------------------------------------------
+
+PASSED=0          # tests passed, normal and asan runs
+FAILED=0          # tests failed, normal and asan runs, + 1 per failed step
+STATUS=0          # the test verb's exit status
+SUMMARY_DONE=0    # the summary line has been printed
+
+summary() {
+    echo "$PASSED passed, $FAILED failed"
+    SUMMARY_DONE=1
+}
+
+# If the test verb dies early (set -e: an install or setup error), it still
+# ends with a summary line, with that failure counted.
+on_exit() {
+    local st=$?
+    if [ "$SUMMARY_DONE" -eq 0 ] && [ "$st" -ne 0 ]; then
+        FAILED=$((FAILED + 1))
+        summary
+    fi
+}
+
+# count_summary LOG: adds meson's summary counts in LOG to PASSED and FAILED
+# and sets LAST_FAILED to the failures it found.
+LAST_FAILED=0
+summary_value() { awk -v k="$1" 'index($0, k ":") == 1 { v = $NF } END { print v + 0 }' "$2"; }
+count_summary() {
+    local log="$1" ok xfail fail xpass timeout
+    ok=$(summary_value 'Ok' "$log")
+    xfail=$(summary_value 'Expected Fail' "$log")
+    fail=$(summary_value 'Fail' "$log")
+    xpass=$(summary_value 'Unexpected Pass' "$log")
+    timeout=$(summary_value 'Timeout' "$log")
+    LAST_FAILED=$((fail + xpass + timeout))
+    PASSED=$((PASSED + ok + xfail))
+    FAILED=$((FAILED + LAST_FAILED))
+}
+
+# run_suite NAME DIR [MESON TEST OPTIONS...]: runs meson test in DIR and
+# counts its results; a failed run with no failed test counted adds one.
+run_suite() {
+    local name="$1" dir="$2" log st
+    shift 2
+    log="$dir/quickstart-$name.log"
+    say "meson test ($name)"
+    if meson test -C "$dir" --print-errorlogs "$@" 2>&1 | tee "$log"; then st=0; else st=$?; fi
+    count_summary "$log"
+    if [ "$st" -ne 0 ]; then
+        STATUS=1
+        if [ "$LAST_FAILED" -eq 0 ]; then FAILED=$((FAILED + 1)); fi
+        say "$name run failed (meson test exit status $st)"
+    fi
+}
+
+# build_dir NAME DIR [MESON OPTIONS...]: configures and builds DIR; a failure
+# adds one to FAILED and returns non-zero.
+build_dir() {
+    local name="$1" dir="$2"
+    shift 2
+    say "configure and build $dir ($name)"
+    if setup_dir "$dir" "$@" && ninja -C "$dir"; then
+        return 0
+    fi
+    say "$name build failed"
+    STATUS=1
+    FAILED=$((FAILED + 1))
+    return 1
+}
+
+# Prints each file named on stdin, framed, to stderr.
+print_files() {
+    local f
+    while IFS= read -r f; do
+        printf '\n----- %s -----\n' "$f" >&2
+        cat "$f" >&2
+    done
+}
+
+run_tests() {
+    # 1. normal build
+    local normal_built=0
+    if build_dir normal build; then
+        normal_built=1
+        run_suite normal build
+    fi
+
+    # 2. AddressSanitizer + UndefinedBehaviorSanitizer; reports go to files
+    # because Criterion does not pass its children's stderr on.
+    local sanlogs="$ROOT/build-asan/sanitizer-logs"
+    if build_dir asan build-asan -Db_sanitize=address,undefined -Db_lundef=false; then
+        rm -rf "$sanlogs"
+        mkdir -p "$sanlogs"
+        ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:log_path=$sanlogs/asan" \
+        UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$sanlogs/ubsan" \
+            run_suite asan build-asan
+        if [ -n "$(ls -A "$sanlogs")" ]; then
+            say "sanitizer reports (in $sanlogs):"
+            find "$sanlogs" -type f | sort | print_files
+            if [ "$STATUS" -eq 0 ]; then
+                STATUS=1
+                FAILED=$((FAILED + 1))
+            fi
+        fi
+    fi
+
+    # 3. valgrind on the normal build. Criterion's children are followed
+    # (each writes its own log); compilers a backend may start are not.
+    if [ "$normal_built" -eq 1 ]; then
+        local vglogs="$ROOT/build/valgrind-logs" vg_status=0 bad
+        rm -rf "$vglogs"
+        mkdir -p "$vglogs"
+        local wrap="valgrind --trace-children=yes"
+        wrap+=" --trace-children-skip=*/cc,*/gcc,*/clang,*/cc1,*/as,*/ld,*/collect2,*/sh,*/dash,*/bash"
+        wrap+=" --log-file='$vglogs/%p.log'"
+        wrap+=" --leak-check=full --error-exitcode=1 --errors-for-leak-kinds=definite,indirect"
+        wrap+=" --track-origins=no"
+        say "meson test (valgrind)"
+        if ! meson test -C build --print-errorlogs --timeout-multiplier=2 --wrap="$wrap" \
+                2>&1 | tee build/quickstart-valgrind.log; then
+            vg_status=1
+        fi
+        bad=$(grep -l 'ERROR SUMMARY: [1-9]' "$vglogs"/*.log 2>/dev/null || true)
+        if [ -n "$bad" ]; then
+            say "valgrind found errors (logs in $vglogs):"
+            printf '%s\n' "$bad" | print_files
+            vg_status=1
+        fi
+        if [ "$vg_status" -ne 0 ]; then
+            say "valgrind pass failed"
+            STATUS=1
+            FAILED=$((FAILED + 1))
+        else
+            say "valgrind pass clean: $(find "$vglogs" -name '*.log' | wc -l) processes checked"
+        fi
+    fi
+
+    summary
+    return "$STATUS"
+}
+
+# ---- main ----------------------------------------------------------------------
+
+[ $# -eq 1 ] || usage
+case "$1" in
+demo)
+    install_deps
+    setup_dir build
+    ninja -C build
+    ./build/tools/lazyfuse-demo
+    ;;
+test)
+    trap on_exit EXIT
+    install_deps
+    run_tests
+    ;;
+*)
+    usage
+    ;;
+esac
