@@ -1,28 +1,75 @@
 /* backends/driver.c: lf_eval, the pipeline in one place.
  *
- * Reads as straight-line code: check the request, run it, and only when
- * every result exists copy the results into the caller's buffers (a failed
- * eval changes no buffer, and an output buffer may also be an input).
+ * Reads as straight-line code: check the request, plan it, run it, and only
+ * when every result exists copy the results into the caller's buffers (a
+ * failed eval changes no buffer, and an output buffer may also be an input).
  *
- * Today the only executor is the reference evaluator of graph/; the fusion
- * planner and the compiled backends slot in here as
- *     check -> plan (fusion/) -> verify -> codegen -> compile or cache hit -> run.
+ *     check -> plan (fusion/) -> run (the schedule interpreter) -> copy out
+ *
+ * The CPU backend (and AUTO, which resolves to it) runs the fused schedule
+ * with the interpreter of fusion/interp.c until codegen lands; the reference
+ * backend keeps the node-by-node oracle of graph/eval_ref.c. Compiled
+ * backends slot in between plan and run as verify -> codegen -> compile or
+ * cache hit -> launch. The statistics of the last eval live in the context.
  */
+#include "fusion/fusion.h"
 #include "graph/graph.h"
 
+#include <stdlib.h>
 #include <string.h>
 
+/* Whether $LF_DEBUG (a comma-separated list) names `what`. */
+static bool debug_on(const char *what) {
+    const char *s = getenv("LF_DEBUG");
+    size_t n = strlen(what);
+    while (s && *s) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        if (len == n && !strncmp(s, what, n)) return true;
+        s = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+static void print_stats(const lf_eval_stats *st, const fuse_schedule *s) {
+    fprintf(stderr,
+            "lazyfuse fusion: %d kernel%s (fusion %s), read %zu B, written %zu B, "
+            "materialized %zu B, temporaries avoided %zu B, planned in %.6f s\n",
+            st->kernels, st->kernels == 1 ? "" : "s", s->fused ? "on" : "off", st->bytes_read,
+            st->bytes_written, st->bytes_materialized, st->temp_bytes_avoided, st->plan_seconds);
+    fuse_schedule_print(s, stderr);
+}
+
 lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts) {
+    if (g) memset(&g->ctx->last_stats, 0, sizeof g->ctx->last_stats);
     lf_status st = graph_check_outputs(g, n, outs, dsts);
     if (st != LF_OK) return st;
     lf_ctx *ctx = g->ctx;
     void **results = graph_calloc((size_t)n, sizeof *results);
     if (!results) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
-    st = graph_eval_reference(g, n, outs, results);
+    if (ctx->backend == LF_BACKEND_REFERENCE) {
+        st = graph_eval_reference(g, n, outs, results);
+    } else {
+        fuse_schedule *s = NULL;
+        st = fuse_plan(g, n, outs, ctx->opt.fusion != 0, &s);
+        if (st == LF_OK) st = fuse_interpret(s, results);
+        if (st == LF_OK) {
+            fuse_schedule_stats(s, &ctx->last_stats);
+            if (debug_on("fusion")) print_stats(&ctx->last_stats, s);
+        }
+        fuse_schedule_free(s);
+    }
     if (st == LF_OK)
         for (int i = 0; i < n; i++)
             if (dsts[i]->bytes) memcpy(dsts[i]->data, results[i], dsts[i]->bytes);
     for (int i = 0; i < n; i++) graph_free(results[i]);
     graph_free(results);
     return st;
+}
+
+lf_status lf_ctx_last_stats(const lf_ctx *ctx, lf_eval_stats *out) {
+    if (!ctx || !out)
+        return graph_error(NULL, LF_ERR_NULL, "ctx_last_stats: %s is NULL", ctx ? "out" : "ctx");
+    *out = ctx->last_stats;
+    return LF_OK;
 }

@@ -6,8 +6,9 @@
  * and one per graph that reads it (dropped when the graph is freed), so a
  * graph never reads freed memory.
  *
- * In this version every backend choice except CUDA evaluates with the
- * reference evaluator on the host; CUDA is refused with LF_ERR_BACKEND.
+ * Backends: AUTO resolves to CPU (fusion planner + schedule interpreter, see
+ * backends/driver.c); REFERENCE is the unfused oracle; CUDA is refused with
+ * LF_ERR_BACKEND in this version.
  */
 #include "graph/graph.h"
 

@@ -539,12 +539,13 @@ static const char *op_ident(lf_op op) {
 }
 
 lf_node *lf_apply(lf_graph *g, lf_op op, lf_node *a, lf_node *b, lf_node *c) {
-    if (!graph_check_args(g, "apply", 0, NULL)) return NULL;
-    if ((unsigned)op >= LF_NOPS) {
+    bool known = (unsigned)op < LF_NOPS;
+    const char *what = known ? op_ident(op) : "apply"; /* "add: ..." for lf_add */
+    if (!graph_check_args(g, what, 0, NULL)) return NULL;
+    if (!known) {
         graph_fail(g, LF_ERR_INVALID, "apply: unknown operator %d", (int)op);
         return NULL;
     }
-    const char *what = op_ident(op);
     lf_node *in[3] = {a, b, c};
     int arity = graph_ops[op].arity;
     for (int k = arity; k < 3; k++)

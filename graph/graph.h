@@ -61,6 +61,7 @@ struct lf_ctx {
     char errmsg[LF_ERRMSG_CAP];  /* last error message */
     struct lf_buffer *buffers;   /* live buffers (doubly linked) */
     struct lf_graph *graphs;     /* live graphs (doubly linked) */
+    lf_eval_stats last_stats;    /* of the last lf_eval (backends/driver.c) */
 };
 
 struct lf_buffer {
@@ -207,6 +208,7 @@ struct lf_node {
     int64_t numel;                  /* product of extents (fits, checked) */
     int ninputs;                    /* 0..LF_MAX_ARGS */
     lf_node *inputs[LF_MAX_ARGS];   /* operand nodes (lower ids) */
+    bool materialize;               /* lf_node_materialize: a fusion barrier */
     union {
         lf_buffer *buffer;          /* NODE_INPUT */
         lf_scalar value;            /* NODE_CONST, in dtype */
@@ -259,6 +261,14 @@ bool graph_check_args(lf_graph *g, const char *what, int n, lf_node *const *node
 lf_status graph_check_outputs(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts);
 /* Frees every graph resource (used by lf_graph_free and lf_ctx_destroy). */
 void graph_destroy(lf_graph *g);
+
+/* ==== dot.c: Graphviz DOT of the graph ===================================== */
+
+/* One node's label: "#id what\ndtype [shape]" (DOT-escaped, "\n" breaks). */
+const char *graph_dot_node_label(const lf_node *n, char *buf, size_t cap);
+/* Writes the graph view: nodes the outputs depend on (all when n is 0),
+ * edges from inputs, inputs and outputs filled, views dashed. */
+lf_status graph_dot_write_graph(lf_graph *g, int n, lf_node *const *outs, FILE *out);
 
 /* ==== eval_ref.c: the reference evaluator ================================= */
 

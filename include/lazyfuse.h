@@ -158,9 +158,10 @@ typedef struct lf_ctx_options {
 /* Fills *opt with the defaults. */
 LF_API void lf_ctx_options_init(lf_ctx_options *opt);
 /* Creates a context; opt may be NULL for defaults. NULL on failure, with the
- * reason in lf_errmsg(NULL). This version evaluates every graph with the
- * reference evaluator: LF_BACKEND_CUDA fails with LF_ERR_BACKEND, and AUTO and
- * CPU run on the host. */
+ * reason in lf_errmsg(NULL). In this version AUTO and CPU plan each eval
+ * with the fusion pass and run the fused schedule on the host with the
+ * schedule interpreter (compiled CPU kernels come later); REFERENCE runs the
+ * unfused node-by-node evaluator; CUDA fails with LF_ERR_BACKEND. */
 LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
 /* Destroys the context and every buffer and graph still alive in it. NULL is
  * a no-op. */
@@ -365,8 +366,8 @@ typedef struct lf_eval_stats {
     int kernels;               /* kernels in the schedule that ran */
     size_t bytes_read;         /* sum over kernels, over each distinct buffer a
                                   kernel loads from (inputs and intermediates), of
-                                  min(that buffer's bytes, elements the kernel's
-                                  loop visits x element size): compulsory traffic */
+                                  min(that buffer's bytes, iterations of the loop
+                                  that loads it x element size): compulsory traffic */
     size_t bytes_written;      /* sum over kernels of the bytes of every buffer a
                                   kernel stores (outputs and intermediates), each
                                   written in full once */

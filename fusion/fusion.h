@@ -1,0 +1,170 @@
+/* fusion/fusion.h: internal interface of the fusion stage.
+ *
+ * The fusion stage turns a deferred graph, with the outputs being evaluated,
+ * into a schedule: an ordered list of kernels and a buffer plan. Later stages
+ * (the schedule interpreter here, codegen and backends) see only this header,
+ * graph/graph.h and lazyfuse.h. Nothing in graph/ includes this header.
+ *
+ * The model, in one paragraph. A kernel is one loop over an iteration space
+ * (a shape; for a reduction, the shape of the reduction's input, with a bit
+ * mask of the reduced axes). Every value the kernel needs from memory is a
+ * load: a source (a slot of the buffer plan, or an iota computed from its
+ * index) and an index map from the loop's multi-index to the source's element.
+ * Views and broadcasting never materialize: they become index maps. The
+ * kernel's arithmetic is one composed lf_fn (the body) whose parameters are
+ * the loads; composing the graph's fns by hash-consing gives CSE across them.
+ * A reduction kernel folds one body expression over the reduced axes; an
+ * epilogue fn then runs once per output element (its parameter 0 is the
+ * finished reduction) and may compute elementwise consumers of the result.
+ * Stores write expressions of the body (elementwise kernel) or the epilogue
+ * (reduction kernel) to slots, at the row-major position of the element in
+ * the kernel's output space.
+ *
+ * Invariants a consumer of a schedule may rely on:
+ *  - kernels are in execution order: a kernel loads only slots that are graph
+ *    inputs or are stored by an earlier kernel;
+ *  - every temporary slot is stored by exactly one kernel; slots that share a
+ *    memory block have disjoint lifetimes (def .. last_use);
+ *  - a store's expression has exactly its slot's dtype; a load parameter has
+ *    exactly its load's dtype, so evaluating the body with the parameter
+ *    dtypes of the loads (the stored etype/ctype arrays) is bit-identical to
+ *    the node-by-node reference evaluator;
+ *  - each fn has at most LF_MAX_ARGS parameters (kernels are split to fit).
+ */
+#ifndef LF_FUSION_H
+#define LF_FUSION_H
+
+#include "graph/graph.h"
+
+/* ==== plan.c: the planner, index maps, the schedule ====================== */
+
+/* One affine step of an index map. Step 0 reads the loop's multi-index; step
+ * k > 0 reads the previous step's linear result unravelled (row-major) by its
+ * own shape. The last step's result is the element index into the source's
+ * dense row-major layout. Strides of extent-1 axes are kept 0 (canonical). */
+typedef struct fuse_step {
+    int ndim;                      /* axes of the multi-index read */
+    int64_t shape[LF_MAX_DIMS];    /* their extents */
+    int64_t offset;                /* linear = offset + sum idx[d] * strides[d] */
+    int64_t strides[LF_MAX_DIMS];  /* per axis; 0 or negative allowed */
+} fuse_step;
+
+/* An index map: a chain of steps, folded to one step whenever that is exact
+ * (always for broadcasts, transposes, slices and expand_dims; a reshape of a
+ * non-contiguous view may need two). */
+typedef struct fuse_map {
+    int nsteps;                    /* >= 1 */
+    fuse_step *steps;              /* graph_malloc'd */
+} fuse_map;
+
+typedef enum fuse_src {
+    FUSE_SRC_SLOT,  /* element of a slot of the buffer plan */
+    FUSE_SRC_IOTA,  /* start + i*step of an iota node, computed, never stored */
+    FUSE_SRC_ACC    /* epilogue only: the finished reduction of this kernel */
+} fuse_src;
+
+typedef struct fuse_load {
+    fuse_src src;                  /* where the value comes from */
+    int slot;                      /* FUSE_SRC_SLOT: slot index, else -1 */
+    const lf_node *node;           /* node whose value this is (slot's node,
+                                      the iota, or the reduction) */
+    lf_dtype dtype;                /* element type = the fn parameter's dtype */
+    fuse_map map;                  /* loop multi-index -> element (SLOT, IOTA) */
+} fuse_load;
+
+typedef struct fuse_store {
+    int slot;                      /* slot written */
+    int expr;                      /* expression id in the body (elementwise
+                                      kernel) or the epilogue (reduction) */
+} fuse_store;
+
+typedef struct fuse_kernel {
+    int root;                      /* id of the node that defines the kernel */
+    int ndim;                      /* iteration space rank */
+    int64_t shape[LF_MAX_DIMS];    /* iteration space (reduction: its input's shape) */
+    int64_t numel;                 /* product of shape */
+    uint32_t redmask;              /* bit d: axis d is reduced (0: elementwise) */
+    int nloads;                    /* body loads = body parameters, in order */
+    fuse_load *loads;
+    lf_fn *body;                   /* composed body (owned by the schedule) */
+    lf_dtype *body_etype;          /* graph_fn_types of body for the load dtypes */
+    lf_dtype *body_ctype;
+    /* reduction kernels only */
+    lf_reduce_op red_op;           /* the reduction */
+    int red_expr;                  /* body expression folded (dtype red_in) */
+    lf_dtype red_in;               /* dtype of the reduction's input node */
+    const lf_node *red_node;       /* the reduce node (output space = its shape) */
+    int out_ndim;                  /* output space: the reduce node's shape */
+    int64_t out_shape[LF_MAX_DIMS];
+    int64_t out_numel;
+    int nepi_loads;                /* epilogue loads; load 0 is FUSE_SRC_ACC */
+    fuse_load *epi_loads;
+    lf_fn *epi;                    /* epilogue fn, NULL for elementwise kernels */
+    lf_dtype *epi_etype;
+    lf_dtype *epi_ctype;
+    /* both kinds */
+    int nstores;                   /* stores, at least one */
+    fuse_store *stores;
+    int nnodes;                    /* graph nodes computed in this kernel */
+    int *nodes;                    /* their ids, ascending (for dumps) */
+} fuse_kernel;
+
+typedef enum fuse_slot_kind {
+    FUSE_SLOT_INPUT,   /* a graph input buffer, read in place */
+    FUSE_SLOT_OUTPUT,  /* result of output `output` (fresh memory) */
+    FUSE_SLOT_TEMP     /* materialized intermediate (lives in a memory block) */
+} fuse_slot_kind;
+
+typedef struct fuse_slot {
+    fuse_slot_kind kind;           /* see above */
+    const lf_node *node;           /* node whose value it holds */
+    lf_buffer *buffer;             /* INPUT: the buffer */
+    int output;                    /* OUTPUT: first index into outs, else -1 */
+    lf_dtype dtype;                /* element type */
+    int64_t numel;                 /* elements (dense row-major) */
+    size_t bytes;                  /* numel * dtype size */
+    int def;                       /* kernel that stores it, -1 for inputs */
+    int last_use;                  /* last kernel that loads it, -1 if none */
+    int block;                     /* TEMP: memory block, else -1 */
+} fuse_slot;
+
+typedef struct fuse_schedule {
+    lf_graph *graph;               /* the planned graph */
+    lf_graph *arena;               /* private graph owning the kernels' fns */
+    int nkernels;                  /* kernels, in execution order */
+    fuse_kernel *kernels;
+    int nslots;                    /* slots of the buffer plan */
+    fuse_slot *slots;
+    int nouts;                     /* outputs of the eval */
+    int *out_slot;                 /* slot holding output i */
+    int nblocks;                   /* memory blocks shared by TEMP slots */
+    size_t *block_bytes;           /* size of each (the largest slot in it) */
+    bool fused;                    /* planned with fusion on */
+    size_t unfused_temp_bytes;     /* intermediates the unfused baseline stores */
+    double plan_seconds;           /* time fuse_plan took */
+} fuse_schedule;
+
+/* Plans outs[0..n) of g (checked by graph_check_outputs). fusion false gives
+ * the unfused baseline: every needed node except inputs and views is its own
+ * kernel and is stored. On failure (only LF_ERR_NOMEM) records the message in
+ * g's context, frees everything and sets *out to NULL. */
+lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_schedule **out);
+/* Frees a schedule (NULL is a no-op). */
+void fuse_schedule_free(fuse_schedule *s);
+/* Fills the statistics of lazyfuse.h for s (plan_seconds included). */
+void fuse_schedule_stats(const fuse_schedule *s, lf_eval_stats *st);
+/* Element index into the source of map m at loop multi-index idx. */
+int64_t fuse_map_apply(const fuse_map *m, const int64_t *idx);
+/* Prints a one-line-per-kernel summary of s (LF_DEBUG=fusion). */
+void fuse_schedule_print(const fuse_schedule *s, FILE *fp);
+
+/* ==== interp.c: the schedule interpreter ================================= */
+
+/* Runs s kernel by kernel, element by element, each body evaluated by
+ * graph_fn_eval, reductions accumulated exactly as graph/eval_ref.c does.
+ * Contract as graph_eval_reference: on success results[i] is a graph_malloc'd
+ * dense array of output i (NULL for zero bytes) that the caller frees; on
+ * failure (LF_ERR_NOMEM) nothing is allocated and the message is recorded. */
+lf_status fuse_interpret(const fuse_schedule *s, void **results);
+
+#endif /* LF_FUSION_H */

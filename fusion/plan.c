@@ -1,0 +1,1196 @@
+/* fusion/plan.c: the fusion planner: graph + outputs -> schedule.
+ *
+ * The planner decides which nodes are kernel roots (their value is computed
+ * by a kernel of their own and, usually, stored), inlines everything else
+ * into the kernels that use it, and writes the buffer plan. The rules:
+ *
+ *   Dead nodes. Only nodes reachable from the outputs are considered.
+ *   Roots. Every output; every node marked with lf_node_materialize (input
+ *     nodes are buffers already); every reduction.
+ *   Views and broadcasting never materialize (unless they are outputs or
+ *     marked): a use of a view or of a broadcast input is a composed index
+ *     map (fuse_map), folded to one affine step whenever that is exact.
+ *   Vertical elementwise. A map/zipwith/select/cast node that is not a root
+ *     is inlined into each kernel that uses it, with its fn rebuilt into the
+ *     kernel's composed body; constants become literals cast to their dtype;
+ *     inputs and iotas become loads.
+ *   map -> reduce. A reduction kernel loops over its input's shape; the
+ *     input's elementwise producers are inlined into the body, so the value
+ *     folded is computed in registers and never stored.
+ *   MULTIPLE CONSUMERS. A non-root elementwise node P has one "instance" per
+ *     distinct (kernel, index map) pair that uses it. If P has more than one
+ *     instance, P is recomputed in each when it is cheap, and made a root
+ *     (materialized once, loaded everywhere) otherwise. Cheap means: its
+ *     fused expression (its own fn plus every producer inlined beneath it,
+ *     counted as a tree) has at most CHEAP_OPS (8) operations and casts, and
+ *     none of them is transcendental (** and every float function: sqrt,
+ *     exp, log, sin, hypot, erf, ...; fma is not). The decision is iterated
+ *     bottom-up: each round makes roots only of the expensive shared nodes
+ *     with no other such node beneath them, since materializing a node makes
+ *     the nodes above it cheaper.
+ *   reduce -> map (epilogue). An elementwise root E whose kernel uses a
+ *     reduction R only at R's own positions (E has R's shape and reads R
+ *     through the identity map) joins R's kernel as an epilogue that runs
+ *     once per output element, provided every other value E loads is
+ *     computed before R and the epilogue stays within LF_MAX_ARGS loads. R is
+ *     stored only if something else needs it.
+ *   Splitting. A kernel whose body would need more than LF_MAX_ARGS loads
+ *     (the parameter limit of an fn) makes a root of its inlined node that
+ *     gathers the most loads, and the plan is redone.
+ *   Fusion off. Every needed node except inputs and views is a root: one
+ *     kernel per op with full temporaries (the unfused baseline).
+ *
+ * Invariants (see fusion.h for what a schedule guarantees): instance records
+ * live in a scratch arena that is reset each planning round; the kernels'
+ * fns live in a private graph (schedule->arena) that no user sees, so a
+ * failed fn allocation never marks the user's graph as failed; every
+ * allocation failure returns LF_ERR_NOMEM with everything freed.
+ */
+#include "fusion/fusion.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { CHEAP_OPS = 8, COST_CAP = 1 << 20 };
+
+/* ---- scratch arena ------------------------------------------------------------ */
+
+typedef union chunk {
+    struct {
+        union chunk *next;  /* older chunk */
+        size_t used, cap;   /* bytes used and available after the header */
+    } h;
+    max_align_t align;      /* keeps the data after the header aligned */
+} chunk;
+
+typedef struct scratch {
+    chunk *head;            /* newest chunk */
+} scratch;
+
+static void *scratch_alloc(scratch *a, size_t bytes) {
+    bytes = (bytes + 15) & ~(size_t)15;
+    chunk *c = a->head;
+    if (!c || c->h.cap - c->h.used < bytes) {
+        size_t cap = bytes > 32768 ? bytes : 32768;
+        c = graph_malloc(sizeof *c + cap);
+        if (!c) return NULL;
+        c->h.next = a->head;
+        c->h.used = 0;
+        c->h.cap = cap;
+        a->head = c;
+    }
+    void *p = (char *)(c + 1) + c->h.used;
+    c->h.used += bytes;
+    return p;
+}
+
+static void *scratch_calloc(scratch *a, size_t n, size_t size) {
+    if (size && n > SIZE_MAX / size / 2) return NULL;
+    void *p = scratch_alloc(a, n * size > 0 ? n * size : 1);
+    if (p) memset(p, 0, n * size);
+    return p;
+}
+
+static void scratch_free(scratch *a) {
+    while (a->head) {
+        chunk *c = a->head;
+        a->head = c->h.next;
+        graph_free(c);
+    }
+}
+
+/* ---- index maps ---------------------------------------------------------------- */
+
+static int64_t shape_numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    return n;
+}
+
+/* Canonical form: strides of extent-1 axes are 0; an empty space maps to 0. */
+static void step_canon(fuse_step *s) {
+    bool empty = false;
+    for (int d = 0; d < s->ndim; d++) {
+        if (s->shape[d] == 1) s->strides[d] = 0;
+        if (s->shape[d] == 0) empty = true;
+    }
+    for (int d = s->ndim; d < LF_MAX_DIMS; d++) s->shape[d] = s->strides[d] = 0;
+    if (empty) {
+        s->offset = 0;
+        for (int d = 0; d < s->ndim; d++) s->strides[d] = 0;
+    }
+}
+
+static fuse_step make_step(int ndim, const int64_t *shape, int64_t offset, const int64_t *strides) {
+    fuse_step s;
+    memset(&s, 0, sizeof s);
+    s.ndim = ndim;
+    for (int d = 0; d < ndim; d++) {
+        s.shape[d] = shape[d];
+        s.strides[d] = strides ? strides[d] : 0;
+    }
+    s.offset = offset;
+    step_canon(&s);
+    return s;
+}
+
+/* The identity linearization of a shape (row-major). */
+static fuse_step identity_step(int ndim, const int64_t *shape) {
+    int64_t st[LF_MAX_DIMS];
+    graph_contiguous_strides(ndim, shape, st);
+    return make_step(ndim, shape, 0, st);
+}
+
+static bool step_equal(const fuse_step *a, const fuse_step *b) {
+    if (a->ndim != b->ndim || a->offset != b->offset) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d] || a->strides[d] != b->strides[d]) return false;
+    return true;
+}
+
+static bool map_equal(const fuse_map *a, const fuse_map *b) {
+    if (a == b) return true;
+    if (a->nsteps != b->nsteps) return false;
+    for (int k = 0; k < a->nsteps; k++)
+        if (!step_equal(&a->steps[k], &b->steps[k])) return false;
+    return true;
+}
+
+/* Replaces step a (reading space P, giving a linear index) followed by step b
+ * (unravelling that index by b's shape Q) with one step reading P, when that
+ * is exact: a's offset and each axis's stride land on single digits of Q and
+ * no digit can carry over its whole range. Returns false otherwise. */
+static bool fold(const fuse_step *a, const fuse_step *b, fuse_step *out) {
+    if (shape_numel(a->ndim, a->shape) == 0) {
+        *out = make_step(a->ndim, a->shape, 0, NULL);
+        return true;
+    }
+    int64_t contig[LF_MAX_DIMS], qn = shape_numel(b->ndim, b->shape);
+    graph_contiguous_strides(b->ndim, b->shape, contig);
+    if (a->offset < 0 || a->offset >= qn) return false;
+    int64_t dig[LF_MAX_DIMS], lo[LF_MAX_DIMS], hi[LF_MAX_DIMS], rem = a->offset;
+    for (int j = 0; j < b->ndim; j++) { /* the offset's digits in Q */
+        dig[j] = lo[j] = hi[j] = rem / contig[j];
+        rem %= contig[j];
+    }
+    int64_t strides[LF_MAX_DIMS] = {0};
+    for (int d = 0; d < a->ndim; d++) {
+        int64_t s = a->strides[d], ext = a->shape[d] - 1;
+        if (s == 0 || ext == 0) continue;
+        int j = b->ndim - 1;
+        for (; j >= 0; j--) {
+            if (b->shape[j] <= 1 || s % contig[j] != 0) continue;
+            int64_t c = s / contig[j];
+            if ((c < 0 ? -c : c) >= b->shape[j]) continue;
+            int64_t span = c * ext; /* |c| < Q[j] and ext < numel: no overflow */
+            if (span > 0) hi[j] += span;
+            else lo[j] += span;
+            if (__builtin_mul_overflow(b->strides[j], c, &strides[d])) return false;
+            break;
+        }
+        if (j < 0) return false;
+    }
+    int64_t off = b->offset;
+    for (int j = 0; j < b->ndim; j++) {
+        if (lo[j] < 0 || hi[j] >= b->shape[j]) return false;
+        int64_t t;
+        if (__builtin_mul_overflow(b->strides[j], dig[j], &t) || __builtin_add_overflow(off, t, &off))
+            return false;
+    }
+    *out = make_step(a->ndim, a->shape, off, strides);
+    return true;
+}
+
+int64_t fuse_map_apply(const fuse_map *m, const int64_t *idx) {
+    const fuse_step *s = &m->steps[0];
+    int64_t lin = s->offset;
+    for (int d = 0; d < s->ndim; d++) lin += idx[d] * s->strides[d];
+    for (int k = 1; k < m->nsteps; k++) {
+        s = &m->steps[k];
+        int64_t rem = lin, next = s->offset;
+        for (int d = s->ndim - 1; d >= 0; d--) {
+            int64_t e = s->shape[d];
+            next += (rem % e) * s->strides[d];
+            rem /= e;
+        }
+        lin = next;
+    }
+    return lin;
+}
+
+static fuse_map *map_new(scratch *a, int nsteps) {
+    fuse_map *m = scratch_alloc(a, sizeof *m);
+    fuse_step *st = scratch_alloc(a, (size_t)nsteps * sizeof *st);
+    if (!m || !st) return NULL;
+    m->nsteps = nsteps;
+    m->steps = st;
+    return m;
+}
+
+static fuse_map *map_identity(scratch *a, const lf_node *n) {
+    fuse_map *m = map_new(a, 1);
+    if (m) m->steps[0] = identity_step(n->ndim, n->shape);
+    return m;
+}
+
+/* m followed by step (which unravels m's result by its own shape), folded. */
+static fuse_map *map_compose(scratch *a, const fuse_map *m, const fuse_step *step) {
+    fuse_map *r = map_new(a, m->nsteps + 1);
+    if (!r) return NULL;
+    memcpy(r->steps, m->steps, (size_t)m->nsteps * sizeof *r->steps);
+    r->steps[m->nsteps] = *step;
+    while (r->nsteps >= 2) {
+        fuse_step f;
+        if (!fold(&r->steps[r->nsteps - 2], &r->steps[r->nsteps - 1], &f)) break;
+        r->steps[r->nsteps - 2] = f;
+        r->nsteps--;
+    }
+    if (shape_numel(r->steps[0].ndim, r->steps[0].shape) == 0) {
+        r->steps[0] = make_step(r->steps[0].ndim, r->steps[0].shape, 0, NULL);
+        r->nsteps = 1;
+    }
+    return r;
+}
+
+static bool map_is_identity(const fuse_map *m, const lf_node *n) {
+    if (m->nsteps != 1 || m->steps[0].ndim != n->ndim) return false;
+    fuse_step id = identity_step(n->ndim, n->shape);
+    return step_equal(&m->steps[0], &id);
+}
+
+/* ---- planner state ----------------------------------------------------------------- */
+
+/* One use of a node inside one kernel, at one index map. */
+typedef struct inst inst;
+struct inst {
+    const lf_node *node;     /* the node computed (inlined) or loaded (leaf) */
+    int kernel;              /* id of the root whose kernel this is in */
+    const fuse_map *map;     /* kernel loop index -> element of node (scratch) */
+    inst *in[LF_MAX_ARGS];   /* instances of the inputs (inlined nodes only) */
+    inst *next_node;         /* next instance of the same node */
+    inst *next_all;          /* every instance of the round */
+    int expr;                /* pass 2: expression id in the kernel's fn */
+    int nload;               /* loads at or beneath this instance (victims) */
+};
+
+/* A load being collected: source identity and index map. */
+typedef struct pload {
+    fuse_src src;            /* kind */
+    const void *key;         /* buffer (inputs) or node (others): identity */
+    const lf_node *node;     /* the node loaded */
+    const fuse_map *map;     /* index map (scratch) */
+} pload;
+
+typedef struct planner {
+    lf_graph *g;             /* graph planned */
+    int nn;                  /* its node count */
+    bool fusion;             /* fusion on */
+    scratch keep;            /* arrays that live for the whole plan */
+    scratch tmp;             /* instance records of one round */
+    bool *needed;            /* reachable from an output */
+    bool *root;              /* kernel root */
+    int *output;             /* first output index of the node, -1 */
+    int *ops;                /* fused expression size (MAP nodes) */
+    bool *trans;             /* fused expression has a transcendental op */
+    bool *cand;              /* expensive shared node (this round) */
+    inst **first;            /* per node: its instances (round) */
+    int *ninst;              /* per node: instance count (round) */
+    inst *all;               /* every instance (round) */
+    inst ***klist;           /* per root: its kernel's instances by node id */
+    int *kcount;             /* per root: their number */
+    int *merged_into;        /* elementwise root -> the reduction it joined, -1 */
+    int *host;               /* per root: root id of the kernel computing it */
+    int *oslot;              /* per node: its output slot, -1 */
+    pload **epi;             /* per reduce root: epilogue loads (ACC excluded) */
+    int *nepi;               /* their count */
+    int *slot_of;            /* per node: slot holding its value, -1 */
+} planner;
+
+static lf_status nomem(planner *p) {
+    return graph_error(p->g->ctx, LF_ERR_NOMEM, "eval: out of memory while planning fusion");
+}
+
+/* A node whose use in kernel k is a load or a literal, not inlined code. */
+static bool is_leaf(const planner *p, const lf_node *n, int k) {
+    if (n->kind == NODE_INPUT || n->kind == NODE_CONST || n->kind == NODE_IOTA) return true;
+    return p->root[n->id] && n->id != k;
+}
+
+/* ---- pass 1: instances ------------------------------------------------------------------- */
+
+static inst *add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) {
+    for (inst *i = p->first[n->id]; i; i = i->next_node)
+        if (i->kernel == k && map_equal(i->map, m)) return i;
+    inst *i = scratch_calloc(&p->tmp, 1, sizeof *i);
+    if (!i) return NULL;
+    i->node = n;
+    i->kernel = k;
+    i->map = m;
+    i->expr = -1;
+    i->next_node = p->first[n->id];
+    p->first[n->id] = i;
+    i->next_all = p->all;
+    p->all = i;
+    p->ninst[n->id]++;
+    return i;
+}
+
+static int cmp_inst(const void *a, const void *b) {
+    const inst *x = *(inst *const *)a, *y = *(inst *const *)b;
+    return (x->node->id > y->node->id) - (x->node->id < y->node->id);
+}
+
+/* Walks the needed nodes top-down, giving each root a seed instance and
+ * propagating every inlined instance to its inputs; then lists each
+ * kernel's instances in node order. */
+static lf_status find_instances(planner *p) {
+    scratch_free(&p->tmp);
+    int nn = p->nn;
+    p->all = NULL;
+    p->first = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->first);
+    p->ninst = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->ninst);
+    p->klist = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->klist);
+    p->kcount = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->kcount);
+    if (!p->first || !p->ninst || !p->klist || !p->kcount) return nomem(p);
+    for (int id = nn - 1; id >= 0; id--) {
+        if (!p->needed[id]) continue;
+        const lf_node *n = p->g->nodes[id];
+        if (p->root[id]) {
+            fuse_map *m = map_identity(&p->tmp, n);
+            if (!m || !add_inst(p, n, id, m)) return nomem(p);
+        }
+        for (inst *i = p->first[id]; i; i = i->next_node) {
+            if (is_leaf(p, n, i->kernel)) continue;
+            if (n->kind == NODE_VIEW) {
+                fuse_step st = make_step(n->ndim, n->shape, n->u.view.offset, n->u.view.strides);
+                const fuse_map *m = map_compose(&p->tmp, i->map, &st);
+                if (!m || !(i->in[0] = add_inst(p, n->inputs[0], i->kernel, m))) return nomem(p);
+            } else if (n->kind == NODE_MAP) {
+                for (int k = 0; k < n->ninputs; k++) {
+                    const lf_node *x = n->inputs[k];
+                    const fuse_map *m = i->map;
+                    bool same = x->ndim == n->ndim &&
+                                !memcmp(x->shape, n->shape, (size_t)n->ndim * sizeof *n->shape);
+                    if (!same) {
+                        int64_t bs[LF_MAX_DIMS];
+                        graph_broadcast_strides(x->ndim, x->shape, n->ndim, n->shape, bs);
+                        fuse_step st = make_step(n->ndim, n->shape, 0, bs);
+                        m = map_compose(&p->tmp, i->map, &st);
+                    }
+                    if (!m || !(i->in[k] = add_inst(p, x, i->kernel, m))) return nomem(p);
+                }
+            } else if (n->kind == NODE_REDUCE) {
+                const lf_node *x = n->inputs[0];
+                fuse_map *m = map_identity(&p->tmp, x);
+                if (!m || !(i->in[0] = add_inst(p, x, i->kernel, m))) return nomem(p);
+            }
+        }
+    }
+    for (inst *i = p->all; i; i = i->next_all) p->kcount[i->kernel]++;
+    for (int k = 0; k < nn; k++) {
+        if (!p->kcount[k]) continue;
+        p->klist[k] = scratch_alloc(&p->tmp, (size_t)p->kcount[k] * sizeof *p->klist[k]);
+        if (!p->klist[k]) return nomem(p);
+        p->kcount[k] = 0;
+    }
+    for (inst *i = p->all; i; i = i->next_all) p->klist[i->kernel][p->kcount[i->kernel]++] = i;
+    for (int k = 0; k < nn; k++)
+        if (p->kcount[k] > 1) qsort(p->klist[k], (size_t)p->kcount[k], sizeof *p->klist[k], cmp_inst);
+    return LF_OK;
+}
+
+/* ---- the multiple-consumer rule --------------------------------------------------------- */
+
+static bool op_expensive(lf_op op) {
+    return op == LF_OP_POW || (graph_ops[op].typing == OPTY_FLOAT && op != LF_OP_FMA);
+}
+
+/* The node a use of x really computes: through non-root views. */
+static const lf_node *through_views(const planner *p, const lf_node *x) {
+    while (x->kind == NODE_VIEW && !p->root[x->id]) x = x->inputs[0];
+    return x;
+}
+
+static bool inlined_map(const planner *p, const lf_node *x) {
+    return x->kind == NODE_MAP && !p->root[x->id];
+}
+
+/* Size and transcendence of each map node's fused expression, bottom-up. */
+static void compute_costs(planner *p) {
+    for (int id = 0; id < p->nn; id++) {
+        const lf_node *n = p->g->nodes[id];
+        if (!p->needed[id] || n->kind != NODE_MAP) continue;
+        const lf_fn *f = n->u.map.fn;
+        int64_t ops = 0;
+        bool tr = false;
+        for (int e = 0; e < f->nexprs; e++) {
+            if (f->exprs[e].kind == EXPR_OP) {
+                ops++;
+                tr |= op_expensive(f->exprs[e].op);
+            } else if (f->exprs[e].kind == EXPR_CAST) {
+                ops++;
+            }
+        }
+        for (int k = 0; k < n->ninputs; k++) {
+            const lf_node *x = through_views(p, n->inputs[k]);
+            if (inlined_map(p, x)) {
+                ops += p->ops[x->id];
+                tr |= p->trans[x->id];
+            }
+        }
+        p->ops[id] = ops > COST_CAP ? COST_CAP : (int)ops;
+        p->trans[id] = tr;
+    }
+}
+
+/* Makes roots of the expensive shared nodes that have no other such node
+ * beneath them. Returns how many. */
+static int add_shared_roots(planner *p) {
+    int nn = p->nn, added = 0;
+    for (int id = 0; id < nn; id++) {
+        const lf_node *n = p->g->nodes[id];
+        p->cand[id] = p->needed[id] && inlined_map(p, n) && p->ninst[id] > 1 &&
+                      (p->trans[id] || p->ops[id] > CHEAP_OPS);
+    }
+    /* below[id]: a candidate is inlined beneath id */
+    bool *below = scratch_calloc(&p->tmp, (size_t)nn, sizeof *below);
+    if (!below) return -1;
+    for (int id = 0; id < nn; id++) {
+        const lf_node *n = p->g->nodes[id];
+        if (!p->needed[id] || (n->kind != NODE_MAP && n->kind != NODE_VIEW)) continue;
+        for (int k = 0; k < n->ninputs; k++) {
+            const lf_node *x = n->inputs[k];
+            if (p->root[x->id]) continue;
+            if (p->cand[x->id] || below[x->id]) below[id] = true;
+        }
+    }
+    for (int id = 0; id < nn; id++)
+        if (p->cand[id] && !below[id]) {
+            p->root[id] = true;
+            added++;
+        }
+    return added;
+}
+
+/* ---- loads ------------------------------------------------------------------------------- */
+
+/* The load a leaf instance of kernel k stands for (false for constants).
+ * merged_host is the reduction whose epilogue kernel k is part of, or -1. */
+static bool leaf_load(const planner *p, const inst *i, int merged_host, pload *out) {
+    const lf_node *n = i->node;
+    if (n->kind == NODE_CONST) return false;
+    out->node = n;
+    out->map = i->map;
+    if (n->kind == NODE_INPUT) {
+        out->src = FUSE_SRC_SLOT;
+        out->key = n->u.buffer;
+    } else if (n->id == merged_host) {
+        out->src = FUSE_SRC_ACC;
+        out->key = n;
+    } else if (p->root[n->id] && n->id != i->kernel) {
+        out->src = FUSE_SRC_SLOT;
+        out->key = n;
+    } else { /* NODE_IOTA computed in place */
+        out->src = FUSE_SRC_IOTA;
+        out->key = n;
+    }
+    return true;
+}
+
+static int find_load(const pload *ls, int n, const pload *l) {
+    for (int j = 0; j < n; j++)
+        if (ls[j].src == l->src && ls[j].key == l->key &&
+            (l->src == FUSE_SRC_ACC || map_equal(ls[j].map, l->map)))
+            return j;
+    return -1;
+}
+
+/* Distinct loads of kernel k's instances (skipping a reduction's seed);
+ * counts at most cap + 1. */
+static int count_loads(const planner *p, int k, pload *ls, int cap) {
+    int n = 0;
+    for (int j = 0; j < p->kcount[k]; j++) {
+        const inst *i = p->klist[k][j];
+        pload l;
+        if (!is_leaf(p, i->node, k) || !leaf_load(p, i, -1, &l)) continue;
+        if (find_load(ls, n, &l) >= 0) continue;
+        ls[n++] = l;
+        if (n > cap) break;
+    }
+    return n;
+}
+
+/* ---- epilogues ------------------------------------------------------------------------------ */
+
+/* Joins elementwise roots to the reduction kernels whose results they use at
+ * the results' own positions (see the rules at the top). */
+static lf_status plan_epilogues(planner *p) {
+    int nn = p->nn;
+    for (int id = 0; id < nn; id++) {
+        p->merged_into[id] = -1;
+        p->nepi[id] = 0;
+        p->epi[id] = NULL; /* the previous round's lists were in the reset scratch */
+    }
+    if (!p->fusion) return LF_OK;
+    int *host = p->host;
+    for (int id = 0; id < nn; id++) host[id] = id;
+    for (int e = 0; e < nn; e++) {
+        const lf_node *en = p->g->nodes[e];
+        if (!p->needed[e] || !p->root[e] || en->kind == NODE_REDUCE) continue;
+        /* the latest reduction it reads */
+        int r = -1;
+        for (int j = 0; j < p->kcount[e]; j++) {
+            const lf_node *x = p->klist[e][j]->node;
+            if (x->kind == NODE_REDUCE && x->id != e && p->root[x->id] && x->id > r) r = x->id;
+        }
+        if (r < 0) continue;
+        const lf_node *rn = p->g->nodes[r];
+        if (rn->ndim != en->ndim ||
+            memcmp(rn->shape, en->shape, (size_t)en->ndim * sizeof *en->shape))
+            continue;
+        bool ok = true;
+        pload ls[LF_MAX_ARGS + 1];
+        int nl = p->nepi[r];
+        if (nl) memcpy(ls, p->epi[r], (size_t)nl * sizeof *ls);
+        for (int j = 0; j < p->kcount[e] && ok; j++) {
+            const inst *i = p->klist[e][j];
+            const lf_node *x = i->node;
+            if (!is_leaf(p, x, e)) continue;
+            if (x->id == r) {
+                ok = map_is_identity(i->map, rn);
+                continue;
+            }
+            if (p->root[x->id] && host[x->id] >= r) ok = false;
+            pload l;
+            if (!ok || !leaf_load(p, i, -1, &l) || find_load(ls, nl, &l) >= 0) continue;
+            if (nl + 1 >= LF_MAX_ARGS) ok = false; /* + 1: the reduction itself */
+            else ls[nl++] = l;
+        }
+        if (!ok) continue;
+        if (!p->epi[r]) {
+            p->epi[r] = scratch_alloc(&p->tmp, (LF_MAX_ARGS + 1) * sizeof *p->epi[r]);
+            if (!p->epi[r]) return nomem(p);
+        }
+        memcpy(p->epi[r], ls, (size_t)nl * sizeof *ls);
+        p->nepi[r] = nl;
+        p->merged_into[e] = r;
+        host[e] = r;
+    }
+    return LF_OK;
+}
+
+/* A node to make a root because its kernel has too many loads, or -1 when
+ * all kernels fit: the inlined map node whose subtree gathers the most loads
+ * (counted as a tree, so an upper bound) while still fitting in one kernel. */
+static int find_victim(planner *p) {
+    pload ls[LF_MAX_ARGS + 2];
+    for (int k = 0; k < p->nn; k++) {
+        if (!p->kcount[k] || p->merged_into[k] >= 0) continue;
+        if (count_loads(p, k, ls, LF_MAX_ARGS) <= LF_MAX_ARGS) continue;
+        inst *best = NULL;
+        for (int j = 0; j < p->kcount[k]; j++) {
+            inst *i = p->klist[k][j];
+            const lf_node *n = i->node;
+            if (is_leaf(p, n, k)) {
+                i->nload = n->kind == NODE_CONST ? 0 : 1;
+                continue;
+            }
+            int64_t s = 0;
+            for (int a = 0; a < n->ninputs; a++) s += i->in[a]->nload;
+            i->nload = s > COST_CAP ? COST_CAP : (int)s;
+            /* the largest inlined subtree that fits in a kernel of its own */
+            if (n->kind == NODE_MAP && n->id != k && i->nload >= 2 && i->nload <= LF_MAX_ARGS &&
+                (!best || i->nload > best->nload || (i->nload == best->nload && n->id > best->node->id)))
+                best = i;
+        }
+        if (best) return best->node->id;
+    }
+    return -1;
+}
+
+/* ---- pass 2: building the schedule ------------------------------------------------------------ */
+
+typedef struct kbuild {
+    pload loads[LF_MAX_ARGS + 1]; /* loads of the fn being built */
+    int nloads;
+} kbuild;
+
+/* Copies a scratch map into graph_malloc'd memory. */
+static bool map_keep(fuse_map *dst, const fuse_map *src) {
+    dst->steps = graph_malloc((size_t)src->nsteps * sizeof *dst->steps);
+    if (!dst->steps) return false;
+    memcpy(dst->steps, src->steps, (size_t)src->nsteps * sizeof *dst->steps);
+    dst->nsteps = src->nsteps;
+    return true;
+}
+
+static fn_expr blank(expr_kind k) {
+    fn_expr e;
+    memset(&e, 0, sizeof e);
+    e.kind = k;
+    e.arg[0] = e.arg[1] = e.arg[2] = -1;
+    return e;
+}
+
+/* Whether expression i of f is weak (a literal not yet met by a strong value),
+ * given the weakness of its operands; mirrors graph_fn_types. */
+static bool expr_weak(const lf_fn *f, int i, const bool *weak) {
+    const fn_expr *e = &f->exprs[i];
+    switch (e->kind) {
+    case EXPR_CONST: return true;
+    case EXPR_PARAM:
+    case EXPR_CAST: return false;
+    case EXPR_OP: break;
+    }
+    const op_info *oi = &graph_ops[e->op];
+    if (oi->typing == OPTY_CMP || oi->typing == OPTY_LOGIC || oi->typing == OPTY_PRED) return false;
+    for (int k = oi->typing == OPTY_SELECT ? 1 : 0; k < oi->arity; k++)
+        if (!weak[e->arg[k]]) return false;
+    return true;
+}
+
+/* Emits the code of one instance into f (its inputs' instances are emitted
+ * already). Loads were numbered in kb. Returns false on failure. */
+static bool emit_inst(planner *p, lf_fn *f, const kbuild *kb, inst *i, int merged_host) {
+    const lf_node *n = i->node;
+    if (is_leaf(p, n, i->kernel) || n->id == merged_host) {
+        fn_expr e;
+        if (n->kind == NODE_CONST) {
+            fn_expr lit = blank(EXPR_CONST);
+            lit.is_int = !graph_dtype_is_float(n->dtype);
+            lit.value = n->u.value;
+            int l = graph_fn_add(f, &lit);
+            if (l < 0) return false;
+            e = blank(EXPR_CAST);
+            e.cast_to = n->dtype;
+            e.arg[0] = l;
+        } else {
+            pload l;
+            leaf_load(p, i, merged_host, &l);
+            e = blank(EXPR_PARAM);
+            e.param = find_load(kb->loads, kb->nloads, &l);
+            assert(e.param >= 0);
+        }
+        return (i->expr = graph_fn_add(f, &e)) >= 0;
+    }
+    switch (n->kind) {
+    case NODE_VIEW: i->expr = i->in[0]->expr; return true;
+    case NODE_REDUCE: return true; /* the seed of a reduction kernel: folded, not emitted */
+    case NODE_MAP: break;
+    default: return false;
+    }
+    const lf_fn *g = n->u.map.fn;
+    int *map = scratch_alloc(&p->tmp, (size_t)g->nexprs * (sizeof(int) + sizeof(bool)));
+    if (!map) return false;
+    bool *weak = (bool *)(map + g->nexprs);
+    /* only the expressions the result depends on */
+    for (int x = 0; x < g->nexprs; x++) map[x] = x == g->result ? 1 : 0;
+    for (int x = g->result; x >= 0; x--)
+        if (map[x])
+            for (int k = 0; k < 3; k++)
+                if (g->exprs[x].arg[k] >= 0) map[g->exprs[x].arg[k]] = 1;
+    for (int x = 0; x <= g->result; x++) {
+        if (!map[x]) continue;
+        fn_expr e = g->exprs[x];
+        weak[x] = expr_weak(g, x, weak);
+        if (e.kind == EXPR_PARAM) {
+            map[x] = i->in[e.param]->expr;
+            continue;
+        }
+        for (int k = 0; k < 3; k++)
+            if (e.arg[k] >= 0) e.arg[k] = map[e.arg[k]];
+        if ((map[x] = graph_fn_add(f, &e)) < 0) return false;
+    }
+    int r = map[g->result];
+    if (weak[g->result]) { /* a weak result: the reference rounds it to the node's dtype */
+        fn_expr c = blank(EXPR_CAST);
+        c.cast_to = n->dtype;
+        c.arg[0] = r;
+        if ((r = graph_fn_add(f, &c)) < 0) return false;
+    }
+    i->expr = r;
+    return true;
+}
+
+/* Adds the loads of kernel k's leaf instances to kb. */
+static void collect_loads(planner *p, int k, int merged_host, kbuild *kb) {
+    for (int j = 0; j < p->kcount[k]; j++) {
+        const inst *i = p->klist[k][j];
+        pload l;
+        if (!is_leaf(p, i->node, k) && i->node->id != merged_host) continue;
+        if (!leaf_load(p, i, merged_host, &l) || find_load(kb->loads, kb->nloads, &l) >= 0) continue;
+        assert(kb->nloads < LF_MAX_ARGS);
+        kb->loads[kb->nloads++] = l;
+    }
+}
+
+/* Creates an fn in the schedule's arena with the loads of kb as parameters,
+ * and its load array. */
+static lf_fn *start_fn(planner *p, fuse_schedule *s, const kbuild *kb, fuse_load **loads,
+                       int *nloads) {
+    lf_fn *f = graph_fn_create(s->arena, kb->nloads ? kb->nloads : 1, NULL);
+    if (!f) return NULL;
+    *loads = graph_calloc((size_t)(kb->nloads ? kb->nloads : 1), sizeof **loads);
+    if (!*loads) return NULL;
+    *nloads = kb->nloads; /* before the maps, so a failure frees the ones made */
+    for (int j = 0; j < kb->nloads; j++) {
+        const pload *l = &kb->loads[j];
+        fuse_load *ld = &(*loads)[j];
+        ld->src = l->src;
+        ld->node = l->node;
+        ld->dtype = l->node->dtype;
+        ld->slot = l->src == FUSE_SRC_SLOT ? p->slot_of[l->node->id] : -1;
+        if (l->src != FUSE_SRC_ACC && !map_keep(&ld->map, l->map)) return NULL;
+    }
+    return f;
+}
+
+/* Types fn f for its loads into freshly allocated arrays. */
+static bool type_fn(lf_fn *f, const fuse_load *loads, int nloads, lf_dtype **et, lf_dtype **ct) {
+    if (f->nexprs == 0) return false;
+    f->result = f->nexprs - 1;
+    lf_dtype params[LF_MAX_ARGS] = {LF_BOOL};
+    for (int j = 0; j < nloads; j++) params[j] = loads[j].dtype;
+    *et = graph_malloc((size_t)f->nexprs * sizeof **et);
+    *ct = graph_malloc((size_t)f->nexprs * sizeof **ct);
+    return *et && *ct && graph_fn_types(f, params, *et, *ct) != LF_NDTYPES;
+}
+
+static bool add_store(fuse_kernel *kn, int slot, int expr) {
+    fuse_store *st = graph_realloc(kn->stores, (size_t)(kn->nstores + 1) * sizeof *st);
+    if (!st) return false;
+    kn->stores = st;
+    st[kn->nstores++] = (fuse_store){slot, expr};
+    return true;
+}
+
+/* Whether root r's value must be stored. */
+static bool is_stored(const planner *p, int r) {
+    const lf_node *n = p->g->nodes[r];
+    if (p->output[r] >= 0) return true;
+    if (n->kind == NODE_INPUT) return false;
+    if (n->materialize) return true;
+    for (const inst *i = p->first[r]; i; i = i->next_node)
+        if (i->kernel != r && p->merged_into[i->kernel] != r) return true;
+    return false;
+}
+
+static int new_slot(fuse_schedule *s, fuse_slot_kind kind, const lf_node *n) {
+    fuse_slot *sl = &s->slots[s->nslots];
+    memset(sl, 0, sizeof *sl);
+    sl->kind = kind;
+    sl->node = n;
+    sl->output = -1;
+    sl->dtype = n->dtype;
+    sl->numel = n->numel;
+    sl->bytes = (size_t)n->numel * lf_dtype_size(n->dtype);
+    sl->def = sl->last_use = sl->block = -1;
+    if (kind == FUSE_SLOT_INPUT) sl->buffer = n->u.buffer;
+    return s->nslots++;
+}
+
+/* The buffer plan: input, output and temporary slots. */
+static lf_status plan_slots(planner *p, fuse_schedule *s, int n, lf_node *const *outs) {
+    int nn = p->nn;
+    s->slots = graph_calloc(2 * (size_t)nn + 1, sizeof *s->slots);
+    s->out_slot = graph_calloc((size_t)n, sizeof *s->out_slot);
+    if (!s->slots || !s->out_slot) return nomem(p);
+    s->nouts = n;
+    for (int id = 0; id < nn; id++) p->slot_of[id] = -1;
+    for (int id = 0; id < nn; id++) {
+        const lf_node *x = p->g->nodes[id];
+        if (!p->needed[id] || x->kind != NODE_INPUT) continue;
+        for (int j = 0; j < s->nslots && p->slot_of[id] < 0; j++)
+            if (s->slots[j].buffer == x->u.buffer) p->slot_of[id] = j;
+        if (p->slot_of[id] < 0) p->slot_of[id] = new_slot(s, FUSE_SLOT_INPUT, x);
+    }
+    int *oslot = p->oslot;
+    for (int id = 0; id < nn; id++) oslot[id] = -1;
+    for (int i = 0; i < n; i++) {
+        int id = outs[i]->id;
+        if (oslot[id] < 0) {
+            oslot[id] = new_slot(s, FUSE_SLOT_OUTPUT, outs[i]);
+            s->slots[oslot[id]].output = i;
+        }
+        s->out_slot[i] = oslot[id];
+    }
+    for (int id = 0; id < nn; id++) {
+        if (!p->needed[id] || !p->root[id]) continue;
+        if (oslot[id] >= 0) {
+            if (p->g->nodes[id]->kind != NODE_INPUT) p->slot_of[id] = oslot[id];
+        } else if (is_stored(p, id)) {
+            p->slot_of[id] = new_slot(s, FUSE_SLOT_TEMP, p->g->nodes[id]);
+        }
+    }
+    return LF_OK;
+}
+
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* Records the graph nodes kernel k (and its epilogues) computes. */
+static bool kernel_nodes(planner *p, fuse_kernel *kn, int k) {
+    int cap = 0;
+    for (int e = 0; e < p->nn; e++)
+        if (e == k || p->merged_into[e] == k) cap += p->kcount[e];
+    kn->nodes = graph_malloc((size_t)(cap ? cap : 1) * sizeof *kn->nodes);
+    if (!kn->nodes) return false;
+    for (int e = 0; e < p->nn; e++) {
+        if (e != k && p->merged_into[e] != k) continue;
+        for (int j = 0; j < p->kcount[e]; j++) {
+            const lf_node *x = p->klist[e][j]->node;
+            if (x->kind == NODE_INPUT || (p->root[x->id] && x->id != e)) continue;
+            kn->nodes[kn->nnodes++] = x->id;
+        }
+    }
+    qsort(kn->nodes, (size_t)kn->nnodes, sizeof *kn->nodes, cmp_int);
+    int m = 0;
+    for (int j = 0; j < kn->nnodes; j++)
+        if (!m || kn->nodes[m - 1] != kn->nodes[j]) kn->nodes[m++] = kn->nodes[j];
+    kn->nnodes = m;
+    return true;
+}
+
+/* Builds the kernel of root k into kn. */
+static lf_status build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *kn) {
+    const lf_node *rn = p->g->nodes[k];
+    kbuild kb;
+    memset(kn, 0, sizeof *kn);
+    kn->root = k;
+    kn->red_expr = -1;
+    if (!kernel_nodes(p, kn, k)) return nomem(p);
+    bool red = rn->kind == NODE_REDUCE;
+    const lf_node *space = red ? rn->inputs[0] : rn;
+    kn->ndim = space->ndim;
+    memcpy(kn->shape, space->shape, sizeof kn->shape);
+    kn->numel = space->numel;
+    /* body */
+    kb.nloads = 0;
+    collect_loads(p, k, -1, &kb);
+    kn->body = start_fn(p, s, &kb, &kn->loads, &kn->nloads);
+    if (!kn->body) return nomem(p);
+    inst *seed = NULL;
+    for (int j = 0; j < p->kcount[k]; j++) {
+        inst *i = p->klist[k][j];
+        if (i->node->id == k) seed = i;
+        if (!emit_inst(p, kn->body, &kb, i, -1)) return nomem(p);
+    }
+    assert(seed);
+    if (!red) {
+        int sl = p->slot_of[k] >= 0 ? p->slot_of[k] : -1;
+        if (rn->kind == NODE_INPUT) sl = p->oslot[k]; /* output copy of an input */
+        if (sl >= 0 && !add_store(kn, sl, seed->expr)) return nomem(p);
+        if (!type_fn(kn->body, kn->loads, kn->nloads, &kn->body_etype, &kn->body_ctype))
+            return nomem(p);
+        return LF_OK;
+    }
+    kn->redmask = rn->u.reduce.axes;
+    kn->red_op = rn->u.reduce.op;
+    kn->red_in = space->dtype;
+    kn->red_node = rn;
+    kn->red_expr = seed->in[0]->expr;
+    kn->out_ndim = rn->ndim;
+    memcpy(kn->out_shape, rn->shape, sizeof kn->out_shape);
+    kn->out_numel = rn->numel;
+    if (!type_fn(kn->body, kn->loads, kn->nloads, &kn->body_etype, &kn->body_ctype))
+        return nomem(p);
+    /* epilogue: load 0 is the reduction, then the merged roots' loads */
+    kb.nloads = 1;
+    kb.loads[0] = (pload){FUSE_SRC_ACC, rn, rn, NULL};
+    for (int e = 0; e < p->nn; e++)
+        if (p->merged_into[e] == k) collect_loads(p, e, k, &kb);
+    kn->epi = start_fn(p, s, &kb, &kn->epi_loads, &kn->nepi_loads);
+    if (!kn->epi) return nomem(p);
+    fn_expr acc = blank(EXPR_PARAM);
+    int acc_expr = graph_fn_add(kn->epi, &acc);
+    if (acc_expr < 0) return nomem(p);
+    if (p->slot_of[k] >= 0 && !add_store(kn, p->slot_of[k], acc_expr)) return nomem(p);
+    for (int e = 0; e < p->nn; e++) {
+        if (p->merged_into[e] != k) continue;
+        inst *eseed = NULL;
+        for (int j = 0; j < p->kcount[e]; j++) {
+            inst *i = p->klist[e][j];
+            if (i->node->id == e) eseed = i;
+            if (!emit_inst(p, kn->epi, &kb, i, k)) return nomem(p);
+        }
+        int sl = p->g->nodes[e]->kind == NODE_INPUT ? p->oslot[e] : p->slot_of[e];
+        if (eseed && sl >= 0 && !add_store(kn, sl, eseed->expr)) return nomem(p);
+    }
+    if (!type_fn(kn->epi, kn->epi_loads, kn->nepi_loads, &kn->epi_etype, &kn->epi_ctype))
+        return nomem(p);
+    return LF_OK;
+}
+
+/* Slot lifetimes and the sharing of memory blocks between temporaries. */
+static lf_status plan_memory(planner *p, fuse_schedule *s) {
+    for (int k = 0; k < s->nkernels; k++) {
+        const fuse_kernel *kn = &s->kernels[k];
+        for (int j = 0; j < kn->nstores; j++) s->slots[kn->stores[j].slot].def = k;
+        for (int j = 0; j < kn->nloads; j++)
+            if (kn->loads[j].src == FUSE_SRC_SLOT) s->slots[kn->loads[j].slot].last_use = k;
+        for (int j = 0; j < kn->nepi_loads; j++)
+            if (kn->epi_loads[j].src == FUSE_SRC_SLOT) s->slots[kn->epi_loads[j].slot].last_use = k;
+    }
+    int ntemp = 0;
+    for (int j = 0; j < s->nslots; j++) ntemp += s->slots[j].kind == FUSE_SLOT_TEMP;
+    s->block_bytes = graph_calloc((size_t)(ntemp ? ntemp : 1), sizeof *s->block_bytes);
+    int *busy = graph_calloc((size_t)(ntemp ? ntemp : 1), sizeof *busy);
+    if (!s->block_bytes || !busy) {
+        graph_free(busy);
+        return nomem(p);
+    }
+    for (int k = 0; k < s->nkernels; k++) {
+        const fuse_kernel *kn = &s->kernels[k];
+        for (int j = 0; j < kn->nstores; j++) {
+            fuse_slot *sl = &s->slots[kn->stores[j].slot];
+            if (sl->kind != FUSE_SLOT_TEMP || sl->block >= 0) continue;
+            /* best fit among free blocks: the smallest that holds it, else the largest */
+            int best = -1;
+            for (int b = 0; b < s->nblocks; b++) {
+                if (busy[b] >= k) continue;
+                if (best < 0) best = b;
+                else {
+                    bool fits = s->block_bytes[b] >= sl->bytes, bfits = s->block_bytes[best] >= sl->bytes;
+                    if ((fits && (!bfits || s->block_bytes[b] < s->block_bytes[best])) ||
+                        (!fits && !bfits && s->block_bytes[b] > s->block_bytes[best]))
+                        best = b;
+                }
+            }
+            if (best < 0) best = s->nblocks++;
+            sl->block = best;
+            if (sl->bytes > s->block_bytes[best]) s->block_bytes[best] = sl->bytes;
+            busy[best] = sl->last_use > k ? sl->last_use : k;
+        }
+    }
+    graph_free(busy);
+    return LF_OK;
+}
+
+/* ---- the planner ----------------------------------------------------------------------------------- */
+
+/* Frees what a kernel owns (its fns belong to the schedule's arena). */
+static void kernel_free(fuse_kernel *kn) {
+    if (kn->loads)
+        for (int j = 0; j < kn->nloads; j++) graph_free(kn->loads[j].map.steps);
+    if (kn->epi_loads)
+        for (int j = 0; j < kn->nepi_loads; j++) graph_free(kn->epi_loads[j].map.steps);
+    graph_free(kn->loads);
+    graph_free(kn->epi_loads);
+    graph_free(kn->body_etype);
+    graph_free(kn->body_ctype);
+    graph_free(kn->epi_etype);
+    graph_free(kn->epi_ctype);
+    graph_free(kn->stores);
+    graph_free(kn->nodes);
+    memset(kn, 0, sizeof *kn);
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void fuse_schedule_free(fuse_schedule *s) {
+    if (!s) return;
+    for (int k = 0; k < s->nkernels; k++) kernel_free(&s->kernels[k]);
+    graph_free(s->kernels);
+    graph_free(s->slots);
+    graph_free(s->out_slot);
+    graph_free(s->block_bytes);
+    if (s->arena) {
+        while (s->arena->fns) {
+            lf_fn *f = s->arena->fns;
+            s->arena->fns = f->next;
+            graph_fn_destroy(f);
+        }
+        graph_free(s->arena);
+    }
+    graph_free(s);
+}
+
+static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs) {
+    lf_graph *g = p->g;
+    int nn = g->nnodes;
+    scratch *K = &p->keep;
+    p->needed = scratch_calloc(K, (size_t)nn, sizeof *p->needed);
+    p->root = scratch_calloc(K, (size_t)nn, sizeof *p->root);
+    p->output = scratch_calloc(K, (size_t)nn, sizeof *p->output);
+    p->ops = scratch_calloc(K, (size_t)nn, sizeof *p->ops);
+    p->trans = scratch_calloc(K, (size_t)nn, sizeof *p->trans);
+    p->cand = scratch_calloc(K, (size_t)nn, sizeof *p->cand);
+    p->merged_into = scratch_calloc(K, (size_t)nn, sizeof *p->merged_into);
+    p->epi = scratch_calloc(K, (size_t)nn, sizeof *p->epi);
+    p->nepi = scratch_calloc(K, (size_t)nn, sizeof *p->nepi);
+    p->slot_of = scratch_calloc(K, (size_t)nn, sizeof *p->slot_of);
+    p->host = scratch_calloc(K, (size_t)nn, sizeof *p->host);
+    p->oslot = scratch_calloc(K, (size_t)nn, sizeof *p->oslot);
+    if (!p->host || !p->oslot) return nomem(p);
+    if (!p->needed || !p->root || !p->output || !p->ops || !p->trans || !p->cand ||
+        !p->merged_into || !p->epi || !p->nepi || !p->slot_of)
+        return nomem(p);
+    /* dead-node elimination and the fixed roots */
+    for (int id = 0; id < nn; id++) p->output[id] = -1;
+    for (int i = 0; i < n; i++) {
+        p->needed[outs[i]->id] = p->root[outs[i]->id] = true;
+        if (p->output[outs[i]->id] < 0) p->output[outs[i]->id] = i;
+    }
+    for (int id = nn - 1; id >= 0; id--) {
+        if (!p->needed[id]) continue;
+        const lf_node *x = g->nodes[id];
+        for (int k = 0; k < x->ninputs; k++) p->needed[x->inputs[k]->id] = true;
+        if (x->kind == NODE_REDUCE || (x->materialize && x->kind != NODE_INPUT) ||
+            (!p->fusion && x->kind != NODE_VIEW && x->kind != NODE_INPUT))
+            p->root[id] = true;
+    }
+    s->unfused_temp_bytes = 0;
+    for (int id = 0; id < nn; id++) {
+        const lf_node *x = g->nodes[id];
+        if (p->needed[id] && p->output[id] < 0 && x->kind != NODE_INPUT &&
+            (x->kind != NODE_VIEW || x->materialize))
+            s->unfused_temp_bytes += (size_t)x->numel * lf_dtype_size(x->dtype);
+    }
+    /* rounds: instances, shared expensive nodes, epilogues, splits */
+    for (;;) {
+        lf_status st;
+        if (p->fusion) compute_costs(p);
+        if ((st = find_instances(p)) != LF_OK) return st;
+        if (p->fusion) {
+            int added = add_shared_roots(p);
+            if (added < 0) return nomem(p);
+            if (added) continue;
+        }
+        if ((st = plan_epilogues(p)) != LF_OK) return st;
+        int victim = find_victim(p);
+        if (victim < 0) break;
+        p->root[victim] = true;
+    }
+    /* the schedule */
+    lf_status st = plan_slots(p, s, n, outs);
+    if (st != LF_OK) return st;
+    int nk = 0;
+    for (int id = 0; id < nn; id++) nk += p->needed[id] && p->root[id] && p->merged_into[id] < 0;
+    s->kernels = graph_calloc((size_t)(nk ? nk : 1), sizeof *s->kernels);
+    if (!s->kernels) return nomem(p);
+    for (int id = 0; id < nn; id++) {
+        if (!p->needed[id] || !p->root[id] || p->merged_into[id] >= 0) continue;
+        fuse_kernel *kn = &s->kernels[s->nkernels++];
+        if ((st = build_kernel(p, s, id, kn)) != LF_OK) return st;
+        if (kn->nstores == 0) { /* nothing of it is needed (cannot happen for needed roots) */
+            kernel_free(kn);
+            s->nkernels--;
+        }
+    }
+    return plan_memory(p, s);
+}
+
+lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_schedule **out) {
+    double t0 = now_seconds();
+    *out = NULL;
+    fuse_schedule *s = graph_calloc(1, sizeof *s);
+    if (!s) return graph_error(g->ctx, LF_ERR_NOMEM, "eval: out of memory while planning fusion");
+    s->graph = g;
+    s->fused = fusion;
+    s->arena = graph_calloc(1, sizeof *s->arena);
+    if (!s->arena) {
+        graph_free(s);
+        return graph_error(g->ctx, LF_ERR_NOMEM, "eval: out of memory while planning fusion");
+    }
+    s->arena->ctx = g->ctx; /* private: not linked into the context's graph list */
+    planner p;
+    memset(&p, 0, sizeof p);
+    p.g = g;
+    p.nn = g->nnodes;
+    p.fusion = fusion;
+    lf_status st = plan(&p, s, n, outs);
+    scratch_free(&p.tmp);
+    scratch_free(&p.keep);
+    if (st != LF_OK) {
+        fuse_schedule_free(s);
+        /* a failed fn allocation records its own message; make sure it says so */
+        graph_error(g->ctx, LF_ERR_NOMEM, "eval: out of memory while planning fusion");
+        return LF_ERR_NOMEM;
+    }
+    s->plan_seconds = now_seconds() - t0;
+    *out = s;
+    return LF_OK;
+}
+
+/* ---- statistics and printing ---------------------------------------------------------------------- */
+
+/* Bytes kernel kn reads from slot `slot`: over its loads of that slot, the
+ * largest min(slot bytes, loop iterations x element size). */
+static size_t slot_reads(const fuse_schedule *s, const fuse_kernel *kn, int slot) {
+    size_t best = 0;
+    for (int phase = 0; phase < 2; phase++) {
+        const fuse_load *ls = phase ? kn->epi_loads : kn->loads;
+        int n = phase ? kn->nepi_loads : kn->nloads;
+        int64_t iters = phase ? kn->out_numel : kn->numel;
+        for (int j = 0; j < n; j++) {
+            if (ls[j].src != FUSE_SRC_SLOT || ls[j].slot != slot) continue;
+            const fuse_slot *sl = &s->slots[slot];
+            size_t want = (size_t)iters * lf_dtype_size(sl->dtype);
+            if (want > sl->bytes) want = sl->bytes;
+            if (want > best) best = want;
+        }
+    }
+    return best;
+}
+
+void fuse_schedule_stats(const fuse_schedule *s, lf_eval_stats *st) {
+    memset(st, 0, sizeof *st);
+    st->kernels = s->nkernels;
+    st->plan_seconds = s->plan_seconds;
+    for (int j = 0; j < s->nslots; j++)
+        if (s->slots[j].kind == FUSE_SLOT_TEMP) st->bytes_materialized += s->slots[j].bytes;
+    st->temp_bytes_avoided = s->unfused_temp_bytes > st->bytes_materialized
+                                 ? s->unfused_temp_bytes - st->bytes_materialized
+                                 : 0;
+    for (int k = 0; k < s->nkernels; k++) {
+        const fuse_kernel *kn = &s->kernels[k];
+        for (int j = 0; j < kn->nstores; j++) st->bytes_written += s->slots[kn->stores[j].slot].bytes;
+        for (int j = 0; j < s->nslots; j++) st->bytes_read += slot_reads(s, kn, j);
+    }
+}
+
+void fuse_schedule_print(const fuse_schedule *s, FILE *fp) {
+    static const char *const src[] = {"slot", "iota", "acc"};
+    for (int k = 0; k < s->nkernels; k++) {
+        const fuse_kernel *kn = &s->kernels[k];
+        char sh[160];
+        fprintf(fp, "  kernel %d: root %d, %s%s over %s, %d body exprs", k, kn->root,
+                kn->epi ? "reduce " : "elementwise", kn->epi ? graph_reds[kn->red_op].text : "",
+                graph_shape_str(sh, sizeof sh, kn->ndim, kn->shape), kn->body->nexprs);
+        if (kn->epi) fprintf(fp, ", %d epilogue exprs", kn->epi->nexprs);
+        fprintf(fp, "; nodes");
+        for (int j = 0; j < kn->nnodes; j++) fprintf(fp, " %d", kn->nodes[j]);
+        fprintf(fp, "; loads");
+        for (int j = 0; j < kn->nloads; j++)
+            fprintf(fp, " %s%d(%d steps)", src[kn->loads[j].src], kn->loads[j].slot,
+                    kn->loads[j].map.nsteps);
+        fprintf(fp, "; stores");
+        for (int j = 0; j < kn->nstores; j++) fprintf(fp, " slot%d", kn->stores[j].slot);
+        fprintf(fp, "\n");
+    }
+    for (int j = 0; j < s->nslots; j++) {
+        const fuse_slot *sl = &s->slots[j];
+        static const char *const kinds[] = {"input", "output", "temp"};
+        fprintf(fp, "  slot %d: %s node %d, %zu bytes, kernels %d..%d", j, kinds[sl->kind],
+                sl->node->id, sl->bytes, sl->def, sl->last_use);
+        if (sl->block >= 0) fprintf(fp, ", block %d", sl->block);
+        fprintf(fp, "\n");
+    }
+}
+
+/* ---- manual control ------------------------------------------------------------------------------------ */
+
+lf_status lf_node_materialize(lf_graph *g, lf_node *n) {
+    if (!graph_check_args(g, "node_materialize", 1, &n))
+        return g ? (g->status != LF_OK ? g->status : LF_ERR_NULL) : LF_ERR_NULL;
+    n->materialize = true;
+    return LF_OK;
+}

@@ -1,0 +1,735 @@
+/* tests/test_fusion.c: the fusion planner and the schedule interpreter.
+ *
+ * - Structural tests: the seed examples (gaussian_pdf, polar_distance as one
+ *   parsed fn and as a DAG of lf_apply nodes, hypot, a 32-op chain,
+ *   sum_of_squares, matmul as a zip-reduce) plan to one kernel with no
+ *   temporaries; with fusion off every op is its own kernel; epilogues,
+ *   barriers and the multiple-consumer rule do what plan.c says.
+ * - Differential test: random DAGs (mixed ops and dtypes, broadcasting,
+ *   views with transposes and negative-step slices, reductions with keepdims,
+ *   shared nodes, several outputs, NaN/Inf inputs, zero-size and odd shapes)
+ *   evaluated fused, unfused, and by the reference evaluator. Integers and
+ *   bool must agree exactly; floats within rtol 1e-5 (f32) / 1e-12 (f64)
+ *   plus a tiny atol, NaN equal to NaN (the interpreter is in fact
+ *   bit-identical today). LF_TEST_SEED replays a run; LF_TEST_GRAPH=i runs
+ *   only graph i of it.
+ */
+#include "testutil.h"
+
+#include "fusion/fusion.h"
+#include "graph/graph.h"
+
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *GAUSS = "(x, m, s) -> exp(-0.5*((x-m)/s)**2) / (s*2.5066282746)";
+static const char *POLAR =
+    "(r1, t1, r2, t2) -> sqrt((r1*cos(t1) - r2*cos(t2))**2 + (r1*sin(t1) - r2*sin(t2))**2)";
+
+/* A context on the default backend with fusion on (1) or off (0). */
+static lf_ctx *fctx(int fusion) {
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    o.fusion = fusion;
+    lf_ctx *ctx = lf_ctx_new(&o);
+    cr_assert(ctx != NULL, "lf_ctx_new: %s", lf_errmsg(NULL));
+    cr_assert_eq(lf_ctx_backend(ctx), LF_BACKEND_CPU);
+    return ctx;
+}
+
+static lf_buffer *ramp(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    for (int64_t i = 0; i < n; i++) v[i] = (double)((i * 7) % 13) / 4.0 - 1.3;
+    lf_buffer *b = tu_buf(ctx, t, ndim, shape, v);
+    free(v);
+    return b;
+}
+
+/* Evaluates outs on ctx (fused as configured), checks against the reference
+ * backend on the same graph, and returns the stats of the fused eval. */
+static lf_eval_stats eval_checked(lf_ctx *ctx, lf_graph *g, int n, lf_node **outs) {
+    lf_buffer *got[4], *want[4];
+    for (int i = 0; i < n; i++) {
+        got[i] = lf_buffer_new_like(ctx, outs[i]);
+        want[i] = lf_buffer_new_like(ctx, outs[i]);
+        cr_assert(got[i] && want[i]);
+    }
+    cr_assert_eq(lf_eval(g, n, outs, got), LF_OK, "eval: %s", lf_errmsg(ctx));
+    lf_eval_stats st;
+    cr_assert_eq(lf_ctx_last_stats(ctx, &st), LF_OK);
+    lf_backend b = ctx->backend;
+    ctx->backend = LF_BACKEND_REFERENCE;
+    cr_assert_eq(lf_eval(g, n, outs, want), LF_OK, "reference eval: %s", lf_errmsg(ctx));
+    ctx->backend = b;
+    for (int i = 0; i < n; i++) {
+        int64_t m = lf_buffer_numel(got[i]);
+        double *a = malloc((size_t)(m ? m : 1) * sizeof *a), *w = malloc((size_t)(m ? m : 1) * sizeof *w);
+        tu_read(got[i], a);
+        tu_read(want[i], w);
+        for (int64_t j = 0; j < m; j++)
+            cr_assert(tu_close(a[j], w[j], 1e-12, 0), "output %d element %lld: %.17g, reference %.17g",
+                      i, (long long)j, a[j], w[j]);
+        free(a);
+        free(w);
+        lf_buffer_free(got[i]);
+        lf_buffer_free(want[i]);
+    }
+    return st;
+}
+
+typedef lf_node *(*builder)(lf_graph *g, lf_ctx *ctx);
+
+/* Runs one example with fusion on and off; returns both stats. */
+static void run_example(const char *name, builder build, lf_eval_stats *on, lf_eval_stats *off) {
+    for (int f = 1; f >= 0; f--) {
+        lf_ctx *ctx = fctx(f);
+        lf_graph *g = lf_graph_new(ctx);
+        lf_node *out = build(g, ctx);
+        cr_assert(out != NULL, "%s: %s", name, lf_graph_errmsg(g));
+        *(f ? on : off) = eval_checked(ctx, g, 1, &out);
+        lf_graph_free(g);
+        lf_ctx_destroy(ctx);
+    }
+    if (getenv("LF_TEST_VERBOSE"))
+        fprintf(stderr, "%-22s fused: %d kernel(s), %zu temp bytes | unfused: %d kernels, %zu temp bytes\n",
+                name, on->kernels, on->bytes_materialized, off->kernels, off->bytes_materialized);
+}
+
+/* ---- the seed examples -------------------------------------------------------- */
+
+enum { N = 1000 };
+
+static lf_node *gaussian_pdf(lf_graph *g, lf_ctx *ctx) {
+    int64_t n = N;
+    lf_node *x = lf_input(g, ramp(ctx, LF_F32, 1, &n));
+    return lf_zipwith(g, lf_fn_parse(g, GAUSS), 3,
+                      (lf_node *[]){x, lf_const(g, LF_F32, 0.0), lf_const(g, LF_F32, 1.0)});
+}
+
+static lf_node *polar_parsed(lf_graph *g, lf_ctx *ctx) {
+    int64_t n = N;
+    lf_node *in[4];
+    for (int i = 0; i < 4; i++) in[i] = lf_input(g, ramp(ctx, LF_F64, 1, &n));
+    return lf_zipwith(g, lf_fn_parse(g, POLAR), 4, in);
+}
+
+static lf_node *polar_dag(lf_graph *g, lf_ctx *ctx) {
+    int64_t n = N;
+    lf_node *r1 = lf_input(g, ramp(ctx, LF_F64, 1, &n)), *t1 = lf_input(g, ramp(ctx, LF_F64, 1, &n));
+    lf_node *r2 = lf_input(g, ramp(ctx, LF_F64, 1, &n)), *t2 = lf_input(g, ramp(ctx, LF_F64, 1, &n));
+    lf_node *two = lf_const(g, LF_F64, 2);
+    lf_node *dx = lf_sub(g, lf_mul(g, r1, lf_cos(g, t1)), lf_mul(g, r2, lf_cos(g, t2)));
+    lf_node *dy = lf_sub(g, lf_mul(g, r1, lf_sin(g, t1)), lf_mul(g, r2, lf_sin(g, t2)));
+    return lf_sqrt(g, lf_add(g, lf_pow(g, dx, two), lf_pow(g, dy, two)));
+}
+
+static lf_node *hypot_dag(lf_graph *g, lf_ctx *ctx) {
+    int64_t n = N;
+    lf_node *x = lf_abs(g, lf_input(g, ramp(ctx, LF_F32, 1, &n)));
+    lf_node *y = lf_abs(g, lf_input(g, ramp(ctx, LF_F32, 1, &n)));
+    lf_node *t = lf_minimum(g, x, y), *m = lf_maximum(g, x, y);
+    t = lf_div(g, t, m);
+    lf_node *one = lf_const(g, LF_F32, 1);
+    return lf_mul(g, m, lf_sqrt(g, lf_add(g, one, lf_mul(g, t, t))));
+}
+
+static lf_node *chain32(lf_graph *g, lf_ctx *ctx) {
+    int64_t n = N;
+    lf_node *x = lf_input(g, ramp(ctx, LF_F32, 1, &n));
+    lf_node *c = lf_const(g, LF_F32, 0.75);
+    for (int i = 0; i < 32; i++) {
+        switch (i % 4) {
+        case 0: x = lf_add(g, x, c); break;
+        case 1: x = lf_mul(g, x, c); break;
+        case 2: x = lf_sin(g, x); break;
+        default: x = lf_neg(g, x); break;
+        }
+    }
+    return x;
+}
+
+static lf_node *sum_of_squares(lf_graph *g, lf_ctx *ctx) {
+    int64_t n = N;
+    lf_node *x = lf_input(g, ramp(ctx, LF_F32, 1, &n));
+    return lf_reduce(g, LF_RED_SUM, lf_mul(g, x, x), 0, NULL, false);
+}
+
+enum { MI = 7, MJ = 9, MK = 5 };
+
+static lf_node *matmul_zip_reduce(lf_graph *g, lf_ctx *ctx) {
+    lf_node *a = lf_input(g, ramp(ctx, LF_F64, 2, (int64_t[]){MI, MJ}));
+    lf_node *b = lf_input(g, ramp(ctx, LF_F64, 2, (int64_t[]){MJ, MK}));
+    lf_node *p = lf_mul(g, lf_expand_dims(g, a, 2), lf_expand_dims(g, b, 0)); /* [I,J,K] */
+    return lf_reduce(g, LF_RED_SUM, p, 1, (int[]){1}, false);
+}
+
+static lf_node *norm_epilogue(lf_graph *g, lf_ctx *ctx) {
+    lf_node *x = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){6, 11}));
+    lf_node *s = lf_reduce(g, LF_RED_SUM, lf_mul(g, x, x), 1, (int[]){1}, false);
+    return lf_add(g, lf_sqrt(g, s), lf_const(g, LF_F32, 1));
+}
+
+Test(fusion, gaussian_pdf_one_kernel) {
+    lf_eval_stats on, off;
+    run_example("gaussian_pdf", gaussian_pdf, &on, &off);
+    cr_expect_eq(on.kernels, 1);
+    cr_expect_eq(on.bytes_materialized, 0);
+    cr_expect_eq(on.bytes_read, N * 4, "read %zu", on.bytes_read);
+    cr_expect_eq(on.bytes_written, N * 4, "written %zu", on.bytes_written);
+    cr_expect_eq(off.kernels, 3); /* two constants and the zipwith */
+    cr_expect_eq(off.bytes_materialized, 8);
+    cr_expect_eq(on.temp_bytes_avoided, 8);
+}
+
+Test(fusion, polar_distance_parsed_one_kernel) {
+    lf_eval_stats on, off;
+    run_example("polar_distance (fn)", polar_parsed, &on, &off);
+    cr_expect_eq(on.kernels, 1);
+    cr_expect_eq(on.bytes_materialized, 0);
+    cr_expect_eq(off.kernels, 1);
+}
+
+Test(fusion, polar_distance_dag_one_kernel) {
+    lf_eval_stats on, off;
+    run_example("polar_distance (DAG)", polar_dag, &on, &off);
+    cr_expect_eq(on.kernels, 1);
+    cr_expect_eq(on.bytes_materialized, 0);
+    cr_expect_eq(off.kernels, 15); /* 14 ops and the constant 2 */
+    cr_expect_eq(off.bytes_materialized, 13 * N * 8 + 8);
+    cr_expect_eq(on.temp_bytes_avoided, off.bytes_materialized);
+}
+
+Test(fusion, hypot_one_kernel) {
+    lf_eval_stats on, off;
+    run_example("hypot", hypot_dag, &on, &off);
+    cr_expect_eq(on.kernels, 1);
+    cr_expect_eq(on.bytes_materialized, 0);
+    cr_expect_eq(off.kernels, 10); /* 9 ops and the constant 1 */
+}
+
+Test(fusion, chain_of_32_ops_one_kernel) {
+    lf_eval_stats on, off;
+    run_example("chain32", chain32, &on, &off);
+    cr_expect_eq(on.kernels, 1);
+    cr_expect_eq(on.bytes_materialized, 0);
+    cr_expect_eq(off.kernels, 33);
+    cr_expect_eq(off.bytes_materialized, 31 * N * 4 + 4);
+}
+
+Test(fusion, sum_of_squares_one_kernel) {
+    lf_eval_stats on, off;
+    run_example("sum_of_squares", sum_of_squares, &on, &off);
+    cr_expect_eq(on.kernels, 1);
+    cr_expect_eq(on.bytes_materialized, 0);
+    cr_expect_eq(on.bytes_read, N * 4);
+    cr_expect_eq(on.bytes_written, 4);
+    cr_expect_eq(off.kernels, 2);
+    cr_expect_eq(off.bytes_materialized, N * 4);
+    cr_expect_eq(on.temp_bytes_avoided, N * 4);
+}
+
+Test(fusion, matmul_zip_reduce_one_kernel_no_temporary) {
+    lf_eval_stats on, off;
+    run_example("matmul_zip_reduce", matmul_zip_reduce, &on, &off);
+    cr_expect_eq(on.kernels, 1);
+    cr_expect_eq(on.bytes_materialized, 0);
+    cr_expect_eq(on.bytes_read, (MI * MJ + MJ * MK) * 8);
+    cr_expect_eq(on.bytes_written, MI * MK * 8);
+    cr_expect_eq(off.kernels, 2);
+    cr_expect_eq(off.bytes_materialized, MI * MJ * MK * 8); /* the I x J x K product */
+}
+
+Test(fusion, reduce_then_map_is_an_epilogue) {
+    lf_eval_stats on, off;
+    run_example("sqrt(sum(x*x))+1 rows", norm_epilogue, &on, &off);
+    cr_expect_eq(on.kernels, 1);
+    cr_expect_eq(on.bytes_materialized, 0);
+    cr_expect_eq(off.kernels, 5);
+}
+
+/* ---- manual control and the multiple-consumer rule ---------------------------------- */
+
+Test(fusion, materialize_is_a_barrier) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    int64_t n = 100;
+    lf_node *x = lf_input(g, ramp(ctx, LF_F32, 1, &n));
+    lf_node *sq = lf_mul(g, x, x);
+    lf_node *s = lf_reduce(g, LF_RED_SUM, sq, 0, NULL, false);
+    cr_assert_eq(lf_node_materialize(g, sq), LF_OK);
+    lf_eval_stats st = eval_checked(ctx, g, 1, &s);
+    cr_expect_eq(st.kernels, 2);
+    cr_expect_eq(st.bytes_materialized, 400);
+    cr_expect_eq(lf_node_materialize(g, NULL), LF_ERR_NULL);
+    cr_expect_eq(lf_node_materialize(NULL, sq), LF_ERR_NULL);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+Test(fusion, shared_cheap_node_is_recomputed) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    int64_t n = 50;
+    lf_node *x = lf_input(g, ramp(ctx, LF_F64, 1, &n));
+    lf_node *y = lf_add(g, lf_mul(g, x, x), x); /* 2 cheap ops */
+    lf_node *a = lf_reduce(g, LF_RED_SUM, y, 0, NULL, false);
+    lf_node *b = lf_reduce(g, LF_RED_MAX, y, 0, NULL, false);
+    lf_node *rev = lf_slice(g, y, 0, LF_NONE, LF_NONE, -1);
+    lf_node *c = lf_sub(g, y, rev); /* y at two index maps in one kernel */
+    lf_eval_stats st = eval_checked(ctx, g, 3, (lf_node *[]){a, b, c});
+    cr_expect_eq(st.kernels, 3);
+    cr_expect_eq(st.bytes_materialized, 0);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+Test(fusion, shared_expensive_node_is_materialized) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    int64_t n = 50;
+    lf_node *x = lf_input(g, ramp(ctx, LF_F64, 1, &n));
+    lf_node *y = lf_exp(g, x); /* transcendental */
+    lf_node *a = lf_reduce(g, LF_RED_SUM, y, 0, NULL, false);
+    lf_node *b = lf_reduce(g, LF_RED_MAX, y, 0, NULL, false);
+    lf_eval_stats st = eval_checked(ctx, g, 2, (lf_node *[]){a, b});
+    cr_expect_eq(st.kernels, 3);
+    cr_expect_eq(st.bytes_materialized, 400);
+    /* used twice by one consumer at one index map: one instance, inlined */
+    lf_node *c = lf_reduce(g, LF_RED_SUM, lf_mul(g, y, y), 0, NULL, false);
+    st = eval_checked(ctx, g, 1, &c);
+    cr_expect_eq(st.kernels, 1);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+Test(fusion, temporaries_share_memory_by_liveness) {
+    lf_ctx *ctx = fctx(0);
+    lf_graph *g = lf_graph_new(ctx);
+    int64_t n = 64;
+    lf_node *x = lf_input(g, ramp(ctx, LF_F64, 1, &n));
+    for (int i = 0; i < 6; i++) x = lf_exp(g, lf_neg(g, x));
+    fuse_schedule *s = NULL;
+    cr_assert_eq(fuse_plan(g, 1, &x, false, &s), LF_OK);
+    cr_expect_eq(s->nkernels, 12);
+    int temps = 0;
+    for (int j = 0; j < s->nslots; j++) temps += s->slots[j].kind == FUSE_SLOT_TEMP;
+    cr_expect_eq(temps, 11);
+    cr_expect_eq(s->nblocks, 2, "a chain needs two blocks, got %d", s->nblocks);
+    for (int j = 0; j < s->nslots; j++)
+        for (int k = 0; k < s->nslots; k++) {
+            const fuse_slot *a = &s->slots[j], *b = &s->slots[k];
+            if (j == k || a->kind != FUSE_SLOT_TEMP || b->kind != FUSE_SLOT_TEMP || a->block != b->block)
+                continue;
+            cr_expect(a->last_use < b->def || b->last_use < a->def, "slots %d and %d overlap", j, k);
+        }
+    fuse_schedule_free(s);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+Test(fusion, many_inputs_split_to_fit_the_parameter_limit) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    int64_t n = 10;
+    lf_node *acc = NULL;
+    for (int i = 0; i < 20; i++) {
+        lf_node *x = lf_input(g, ramp(ctx, LF_I32, 1, &n));
+        acc = acc ? lf_add(g, acc, x) : x;
+    }
+    lf_eval_stats st = eval_checked(ctx, g, 1, &acc);
+    cr_expect_gt(st.kernels, 1);
+    cr_expect_leq(st.kernels, 4);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+Test(fusion, stats_api_arguments) {
+    lf_eval_stats st;
+    cr_expect_eq(lf_ctx_last_stats(NULL, &st), LF_ERR_NULL);
+    lf_ctx *ctx = fctx(1);
+    cr_expect_eq(lf_ctx_last_stats(ctx, NULL), LF_ERR_NULL);
+    cr_expect_eq(lf_ctx_last_stats(ctx, &st), LF_OK);
+    cr_expect_eq(st.kernels, 0);
+    lf_ctx_destroy(ctx);
+}
+
+Test(fusion, fused_eval_loop_in_flat_memory) {
+    lf_ctx *ctx = fctx(1);
+    int64_t n = 16;
+    lf_buffer *xb = ramp(ctx, LF_F32, 1, &n), *yb = tu_buf(ctx, LF_F32, 1, &n, NULL);
+    lf_buffer *sb = tu_buf(ctx, LF_F32, 0, NULL, NULL);
+    size_t live0 = 0;
+    for (int cycle = 0; cycle < 3000; cycle++) {
+        lf_graph *g = lf_graph_new(ctx);
+        lf_node *x = lf_input(g, xb);
+        lf_node *y = lf_zipwith(g, lf_fn_parse(g, GAUSS), 3,
+                                (lf_node *[]){x, lf_const(g, LF_F32, 0.5), lf_const(g, LF_F32, 2)});
+        lf_node *s = lf_reduce(g, LF_RED_SUM, lf_mul(g, x, x), 0, NULL, false);
+        cr_assert_eq(lf_eval(g, 2, (lf_node *[]){y, s}, (lf_buffer *[]){yb, sb}), LF_OK);
+        cr_assert_eq(lf_eval(g, 1, &s, &sb), LF_OK); /* a graph evaluated twice */
+        lf_graph_free(g);
+        if (cycle == 0) live0 = lf_debug_live_bytes();
+        cr_assert_eq(lf_debug_live_bytes(), live0, "cycle %d", cycle);
+    }
+    lf_ctx_destroy(ctx);
+}
+
+/* Every allocation of a fused eval (plan and interpreter) fails in turn: the
+ * eval fails cleanly, changes no output, leaks nothing, and leaves the graph
+ * usable. The graph has multi-load kernels, a two-step index map, an
+ * epilogue, a materialized shared node and two outputs. */
+Test(fusion, every_eval_allocation_failure_is_clean) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *a = lf_input(g, ramp(ctx, LF_F64, 2, (int64_t[]){4, 6}));
+    lf_node *b = lf_input(g, ramp(ctx, LF_F64, 1, (int64_t[]){6}));
+    lf_node *t = lf_reshape(g, lf_transpose(g, a), 2, (int64_t[]){4, 6}); /* two steps */
+    lf_node *e = lf_exp(g, lf_add(g, t, b));                              /* shared, expensive */
+    lf_node *r = lf_reduce(g, LF_RED_SUM, lf_mul(g, e, a), 1, (int[]){1}, false);
+    lf_node *o1 = lf_sqrt(g, lf_abs(g, r));                                /* epilogue */
+    lf_node *o2 = lf_sub(g, e, lf_slice(g, e, 1, LF_NONE, LF_NONE, -1));
+    lf_node *outs[2] = {o1, o2};
+    lf_buffer *d[2] = {lf_buffer_new_like(ctx, o1), lf_buffer_new_like(ctx, o2)};
+    double sentinel[24], got[24];
+    for (int i = 0; i < 24; i++) sentinel[i] = -777;
+    lf_buffer_write(d[1], sentinel, sizeof sentinel);
+    size_t base = lf_debug_live_bytes();
+    int failures = 0;
+    for (int64_t k = 1;; k++) {
+        lf_debug_fail_alloc(k, k % 2 == 0);
+        lf_status st = lf_eval(g, 2, outs, d);
+        lf_debug_fail_alloc(0, false);
+        cr_assert_eq(lf_debug_live_bytes(), base, "allocation %lld: leaked %zu bytes", (long long)k,
+                     lf_debug_live_bytes() - base);
+        if (st == LF_OK) break;
+        failures++;
+        cr_assert_eq(st, LF_ERR_NOMEM, "allocation %lld: %s", (long long)k, lf_errmsg(ctx));
+        cr_assert(strstr(lf_errmsg(ctx), "out of memory"), "message: %s", lf_errmsg(ctx));
+        lf_buffer_read(d[1], got, sizeof got);
+        cr_assert(!memcmp(got, sentinel, sizeof got), "a failed eval changed an output");
+        cr_assert_eq(lf_graph_status(g), LF_OK, "a failed eval poisoned the graph");
+    }
+    cr_expect_gt(failures, 20, "only %d allocations swept", failures);
+    lf_eval_stats st;
+    lf_ctx_last_stats(ctx, &st);
+    cr_expect_eq(st.kernels, 3, "kernels %d", st.kernels);
+    cr_expect_eq(st.bytes_materialized, 24 * 8);
+    eval_checked(ctx, g, 2, outs);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+/* ---- the differential test --------------------------------------------------------- */
+
+/* A private generator per graph, so one graph can be replayed alone. */
+typedef struct rng {
+    uint64_t s;
+} rng;
+
+static uint64_t rnext(rng *r) {
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+static int rint_(rng *r, int lo, int hi) { return lo + (int)(rnext(r) % (uint64_t)(hi - lo + 1)); }
+static bool chance(rng *r, int percent) { return rint_(r, 0, 99) < percent; }
+
+enum { POOL = 48 };
+
+typedef struct gen {
+    rng r;
+    lf_ctx *ctx;
+    lf_graph *g;
+    lf_node *pool[POOL];
+    int n;
+} gen;
+
+static void push(gen *G, lf_node *x) {
+    if (!x) return;
+    if (G->n < POOL) G->pool[G->n++] = x;
+    else G->pool[rint_(&G->r, 0, POOL - 1)] = x;
+}
+
+static lf_node *pick(gen *G) {
+    /* favour recent nodes, so graphs get deep */
+    int lo = G->n > 6 && chance(&G->r, 60) ? G->n - 6 : 0;
+    return G->pool[rint_(&G->r, lo, G->n - 1)];
+}
+
+static const double SPECIAL[] = {0.0, -0.0, 1.0, -1.0, 0.5, 2.5, -3.75, 7.0, 1e10, -1e-10,
+                                 NAN, INFINITY, -INFINITY, 3.0, -2.0, 100.0};
+
+static lf_node *new_input(gen *G) {
+    int ndim = rint_(&G->r, 0, 3);
+    int64_t shape[3];
+    for (int d = 0; d < ndim; d++)
+        shape[d] = chance(&G->r, 4) ? 0 : rint_(&G->r, 1, chance(&G->r, 30) ? 1 : 5);
+    lf_dtype t = (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1);
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    double vals[125];
+    for (int64_t i = 0; i < n; i++) {
+        if (graph_dtype_is_float(t) && chance(&G->r, 25))
+            vals[i] = SPECIAL[rint_(&G->r, 0, 15)];
+        else if (graph_dtype_is_float(t))
+            vals[i] = (double)rint_(&G->r, -400, 400) / 64.0;
+        else
+            vals[i] = rint_(&G->r, -6, 6);
+    }
+    lf_buffer *b = tu_buf(G->ctx, t, ndim, shape, vals);
+    lf_node *x = lf_input(G->g, b);
+    lf_buffer_free(b); /* the graph keeps it alive */
+    return x;
+}
+
+/* Some node whose shape broadcasts with x (possibly a view of x or a constant). */
+static lf_node *partner(gen *G, lf_node *x) {
+    for (int tries = 0; tries < 8; tries++) {
+        lf_node *y = pick(G);
+        int nd;
+        int64_t sh[LF_MAX_DIMS];
+        if (graph_broadcast_shapes(x->ndim, x->shape, y->ndim, y->shape, &nd, sh)) return y;
+    }
+    if (chance(&G->r, 50)) return lf_const(G->g, (lf_dtype)rint_(&G->r, 0, 4), SPECIAL[rint_(&G->r, 0, 15)]);
+    if (x->ndim >= 1 && chance(&G->r, 50)) /* reduce x over its last axis, keepdims */
+        return lf_reduce(G->g, LF_RED_SUM, x, 1, (int[]){x->ndim - 1}, true);
+    return x;
+}
+
+static const char *const FNS[] = {
+    "(a, b) -> a * 2 + b",
+    "(a, b) -> where(a > b, a, b * 3)",
+    "(a, b) -> (a - b) / 2.0",
+    "(a, b) -> min(a, b) - max(a, 1)",
+    "(a) -> a * 0.5 - 1",
+    "(a) -> 2",
+    "(a) -> 1.5",
+    "(a) -> i32(a) % 3",
+    "(a) -> abs(a) + sqrt(abs(a))",
+    "(a) -> not (a > 0)",
+    "(a, b, c) -> fma(a, b, c)",
+    "(a, b, c) -> where(a, b, c) + 1",
+    "(a) -> exp(-a*a)",
+    "(a, b) -> a ** 2 + b ** 3",
+    "(a) -> -a",
+    "(a, b) -> a % b",
+};
+
+static lf_node *gen_elementwise(gen *G) {
+    lf_graph *g = G->g;
+    lf_node *x = pick(G);
+    switch (rint_(&G->r, 0, 5)) {
+    case 0: { /* unary builtin */
+        static const lf_op un[] = {LF_OP_NEG, LF_OP_ABS, LF_OP_SQRT, LF_OP_EXP, LF_OP_SIN,
+                                   LF_OP_FLOOR, LF_OP_ISNAN, LF_OP_NOT, LF_OP_SIGN, LF_OP_LOG,
+                                   LF_OP_TANH, LF_OP_ROUND};
+        return lf_apply(g, un[rint_(&G->r, 0, 11)], x, NULL, NULL);
+    }
+    case 1:
+    case 2: { /* binary builtin */
+        static const lf_op bin[] = {LF_OP_ADD, LF_OP_SUB, LF_OP_MUL, LF_OP_DIV, LF_OP_MOD,
+                                    LF_OP_MIN, LF_OP_MAX, LF_OP_LT, LF_OP_EQ, LF_OP_AND,
+                                    LF_OP_POW, LF_OP_HYPOT, LF_OP_ATAN2};
+        lf_node *y = partner(G, x);
+        if (chance(&G->r, 50)) { lf_node *t = x; x = y; y = t; }
+        return lf_apply(g, bin[rint_(&G->r, 0, 12)], x, y, NULL);
+    }
+    case 3: { /* select */
+        lf_node *y = partner(G, x), *z = partner(G, x);
+        int nd;
+        int64_t sh[LF_MAX_DIMS];
+        if (!graph_broadcast_shapes(y->ndim, y->shape, z->ndim, z->shape, &nd, sh)) z = y;
+        return lf_select(g, lf_gt(g, x, lf_const(g, LF_F64, 0.25)), y, z);
+    }
+    case 4: return lf_cast(g, x, (lf_dtype)rint_(&G->r, 0, 4));
+    default: { /* parsed fn with weak literals */
+        const char *src = FNS[rint_(&G->r, 0, (int)(sizeof FNS / sizeof *FNS) - 1)];
+        lf_fn *f = lf_fn_parse(g, src);
+        int ar = lf_fn_arity(f);
+        lf_node *in[3] = {x, NULL, NULL};
+        for (int k = 1; k < ar; k++) {
+            in[k] = partner(G, x);
+            int nd;
+            int64_t sh[LF_MAX_DIMS];
+            if (k == 2 && !graph_broadcast_shapes(in[1]->ndim, in[1]->shape, in[2]->ndim,
+                                                  in[2]->shape, &nd, sh))
+                in[2] = in[1];
+        }
+        return lf_zipwith(g, f, ar, in);
+    }
+    }
+}
+
+static lf_node *gen_view(gen *G) {
+    lf_graph *g = G->g;
+    lf_node *x = pick(G);
+    if (x->ndim >= 4 || x->numel > 120) /* keep arrays small */
+        return x->ndim >= 2 && chance(&G->r, 50) ? lf_transpose(g, x)
+                                                 : lf_slice(g, lf_reshape(g, x, 1, (int64_t[]){-1}), 0,
+                                                            LF_NONE, LF_NONE, -3);
+    switch (rint_(&G->r, 0, 4)) {
+    case 0: return x->ndim >= 2 ? lf_transpose(g, x) : lf_expand_dims(g, x, 0);
+    case 1: {
+        if (x->ndim == 0) return lf_expand_dims(g, x, 0);
+        int a = rint_(&G->r, 0, x->ndim - 1);
+        int64_t e = x->shape[a];
+        if (chance(&G->r, 50)) return lf_slice(g, x, a, LF_NONE, LF_NONE, -rint_(&G->r, 1, 2));
+        int64_t s0 = e ? rint_(&G->r, 0, (int)e - 1) : 0;
+        return lf_slice(g, x, a, s0, LF_NONE, rint_(&G->r, 1, 2));
+    }
+    case 2: { /* reshape: flatten, or split / merge */
+        if (chance(&G->r, 50) || x->numel == 0) return lf_reshape(g, x, 1, (int64_t[]){-1});
+        int64_t n = x->numel;
+        int64_t f = n % 2 == 0 ? 2 : n % 3 == 0 ? 3 : 1;
+        return lf_reshape(g, x, 2, (int64_t[]){f, -1});
+    }
+    case 3: return lf_expand_dims(g, x, rint_(&G->r, -x->ndim - 1, x->ndim));
+    default: {
+        if (x->ndim >= 3) return lf_transpose(g, x);
+        int64_t sh[LF_MAX_DIMS];
+        sh[0] = rint_(&G->r, 1, 3);
+        memcpy(sh + 1, x->shape, (size_t)x->ndim * sizeof *sh);
+        for (int d = 1; d <= x->ndim; d++)
+            if (sh[d] == 1 && chance(&G->r, 50)) sh[d] = 3;
+        return lf_broadcast_to(g, x, x->ndim + 1, sh);
+    }
+    }
+}
+
+static lf_node *gen_reduce(gen *G) {
+    lf_node *x = pick(G);
+    lf_reduce_op op = (lf_reduce_op)rint_(&G->r, 0, LF_NREDS - 1);
+    int axes[LF_MAX_DIMS], na = 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (chance(&G->r, 50)) axes[na++] = d - (chance(&G->r, 30) ? x->ndim : 0);
+    bool all = chance(&G->r, 20);
+    int64_t cnt = 1, outn = 1;
+    for (int d = 0; d < x->ndim; d++) {
+        bool red = all;
+        for (int j = 0; j < na; j++) red |= (axes[j] + x->ndim) % x->ndim == d;
+        if (red) cnt *= x->shape[d];
+        else outn *= x->shape[d];
+    }
+    bool needs = op == LF_RED_MIN || op == LF_RED_MAX || op == LF_RED_ARGMIN || op == LF_RED_ARGMAX;
+    if (needs && cnt == 0 && outn != 0) op = LF_RED_SUM; /* empty sets fail by design */
+    return lf_reduce(G->g, op, x, all ? 0 : na, all ? NULL : axes, chance(&G->r, 40));
+}
+
+/* Builds random graph i; returns the outputs in outs (1..3). */
+static int gen_graph(gen *G, lf_node **outs) {
+    lf_graph *g = G->g;
+    int ninputs = rint_(&G->r, 1, 3);
+    for (int i = 0; i < ninputs; i++) push(G, new_input(G));
+    if (chance(&G->r, 20)) push(G, lf_iota(g, (lf_dtype)rint_(&G->r, 1, 4), rint_(&G->r, 1, 4)));
+    if (chance(&G->r, 20))
+        push(G, lf_fill(g, (lf_dtype)rint_(&G->r, 0, 4), SPECIAL[rint_(&G->r, 0, 15)], 1,
+                        (int64_t[]){rint_(&G->r, 1, 4)}));
+    int nops = rint_(&G->r, 3, 24);
+    for (int i = 0; i < nops; i++) {
+        int k = rint_(&G->r, 0, 9);
+        lf_node *x = k < 6 ? gen_elementwise(G) : k < 8 ? gen_view(G) : gen_reduce(G);
+        cr_assert(x != NULL, "builder failed: %s", lf_graph_errmsg(g));
+        if (chance(&G->r, 4)) lf_node_materialize(g, x);
+        push(G, x);
+    }
+    int nout = rint_(&G->r, 1, 3);
+    for (int i = 0; i < nout; i++) outs[i] = i == 0 ? G->pool[G->n - 1] : pick(G);
+    return nout;
+}
+
+static bool same_value(lf_dtype t, double a, double b) {
+    if (t == LF_F32) return tu_close(a, b, 1e-5, 1e-30);
+    if (t == LF_F64) return tu_close(a, b, 1e-12, 1e-300);
+    return a == b;
+}
+
+enum { NGRAPHS = 20000 };
+
+Test(fusion, differential_random_graphs, .timeout = 600) {
+    uint64_t seed = tu_seed();
+    const char *only = getenv("LF_TEST_GRAPH");
+    int first = only ? atoi(only) : 0, last = only ? first + 1 : NGRAPHS;
+    lf_ctx *ctx = fctx(1);
+    int kernels_fused = 0, kernels_unfused = 0, coverbuf[6] = {0};
+    int *cover = getenv("LF_TEST_VERBOSE") ? coverbuf : NULL;
+    for (int gi = first; gi < last; gi++) {
+        gen G;
+        memset(&G, 0, sizeof G);
+        G.r.s = seed ^ (0xd1b54a32d192ed03ULL * (uint64_t)(gi + 1));
+        G.ctx = ctx;
+        G.g = lf_graph_new(ctx);
+        lf_node *outs[3];
+        int nout = gen_graph(&G, outs);
+        lf_buffer *res[3][3]; /* [fused, unfused, reference][output] */
+        for (int mode = 0; mode < 3; mode++) {
+            ctx->backend = mode == 2 ? LF_BACKEND_REFERENCE : LF_BACKEND_CPU;
+            ctx->opt.fusion = mode == 0;
+            for (int i = 0; i < nout; i++) res[mode][i] = lf_buffer_new_like(ctx, outs[i]);
+            lf_status st = lf_eval(G.g, nout, outs, res[mode]);
+            cr_assert_eq(st, LF_OK, "graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d), mode %d: %s",
+                         gi, seed, gi, mode, lf_errmsg(ctx));
+            lf_eval_stats s;
+            lf_ctx_last_stats(ctx, &s);
+            if (mode == 0) kernels_fused += s.kernels;
+            if (mode == 1) kernels_unfused += s.kernels;
+        }
+        if (cover) { /* what the plans exercised (LF_TEST_VERBOSE) */
+            fuse_schedule *s = NULL;
+            cr_assert_eq(fuse_plan(G.g, nout, outs, true, &s), LF_OK);
+            bool seen[6] = {false};
+            for (int k = 0; k < s->nkernels; k++) {
+                const fuse_kernel *kn = &s->kernels[k];
+                for (int j = 0; j < kn->nloads; j++) seen[0] |= kn->loads[j].map.nsteps > 1;
+                seen[1] |= kn->epi && kn->nepi_loads + kn->nstores > 2;
+                seen[2] |= kn->epi && kn->body->nexprs > 1;
+                seen[3] |= kn->nnodes > 3;
+            }
+            for (int j = 0; j < s->nslots; j++) seen[4] |= s->slots[j].kind == FUSE_SLOT_TEMP;
+            for (int i = 0; i < nout; i++) seen[5] |= outs[i]->numel == 0;
+            for (int j = 0; j < 6; j++) cover[j] += seen[j];
+            fuse_schedule_free(s);
+        }
+        for (int i = 0; i < nout; i++) {
+            int64_t m = lf_buffer_numel(res[2][i]);
+            double *v[3];
+            for (int mode = 0; mode < 3; mode++) {
+                v[mode] = malloc((size_t)(m ? m : 1) * sizeof(double));
+                tu_read(res[mode][i], v[mode]);
+            }
+            for (int mode = 0; mode < 2; mode++)
+                for (int64_t j = 0; j < m; j++)
+                    if (!same_value(outs[i]->dtype, v[mode][j], v[2][j])) {
+                        if (mode == 0) {
+                            fuse_schedule *s = NULL;
+                            if (fuse_plan(G.g, nout, outs, true, &s) == LF_OK) fuse_schedule_print(s, stderr);
+                            fuse_schedule_free(s);
+                        }
+                        cr_assert_fail("graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d): %s output %d "
+                                       "(%s, %lld elements) element %lld is %.17g, reference %.17g",
+                                       gi, seed, gi, mode ? "unfused" : "fused", i,
+                                       lf_dtype_name(outs[i]->dtype), (long long)m, (long long)j,
+                                       v[mode][j], v[2][j]);
+                    }
+            for (int mode = 0; mode < 3; mode++) {
+                free(v[mode]);
+                lf_buffer_free(res[mode][i]);
+            }
+        }
+        lf_graph_free(G.g);
+    }
+    if (getenv("LF_TEST_VERBOSE"))
+        fprintf(stderr,
+                "differential: %d graphs, %d kernels fused, %d unfused; graphs with: two-step "
+                "index maps %d, epilogues %d, fused reduction inputs %d, kernels of 4+ nodes %d, "
+                "temporaries %d, empty outputs %d\n",
+                last - first, kernels_fused, kernels_unfused, coverbuf[0], coverbuf[1], coverbuf[2],
+                coverbuf[3], coverbuf[4], coverbuf[5]);
+    lf_ctx_destroy(ctx);
+}
