@@ -1,0 +1,1064 @@
+/* tests/test_errors.c: every bad input, its status and its message.
+ *
+ * Covers NULL handles for every public call that takes one (no crash; NULL,
+ * -1 or an error status; the message in lf_errmsg(NULL) or lf_errmsg(ctx)),
+ * shapes that do not broadcast (the exact "zipwith: shapes [3,4] and [5] do
+ * not broadcast"), bad and repeated axes, dtype and shape mismatches between
+ * output buffers and nodes, reshape size mismatches, out-of-range slices, step
+ * 0, too many dimensions, overflowing shape products and byte counts,
+ * negative extents, fn arity mismatches, fn builder misuse, nodes of another
+ * graph and buffers of another context, wrong byte counts, unknown enums,
+ * bad sources (iota of bool, arange with step 0), an unavailable backend;
+ * sticky errors (later builder calls return NULL, status and message stay the
+ * first); and failed evaluations that must leave every output buffer
+ * untouched (a bad second output, a failed graph, injected allocation
+ * failures at every allocation of an eval).
+ *
+ * Each check asserts the status and the stable part of the message: the
+ * calling function's name ("reshape", without the lf_ prefix) and the key
+ * facts (shapes, dtypes, byte counts) where the error has them.
+ */
+#include "testutil.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static lf_ctx *ctx;
+static lf_graph *g;
+
+static void setup(void) {
+    ctx = tu_ctx();
+    g = lf_graph_new(ctx);
+    cr_assert(g != NULL, "lf_graph_new: %s", lf_errmsg(ctx));
+}
+
+static void teardown(void) {
+    lf_debug_fail_alloc(0, false);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+TestSuite(errors, .init = setup, .fini = teardown);
+
+#define SH(...) (int64_t[]){__VA_ARGS__}
+#define V(...) (double[]){__VA_ARGS__}
+
+/* A fresh graph of ctx (freed with ctx), for one sticky error each. */
+static lf_graph *fresh(void) {
+    lf_graph *gg = lf_graph_new(ctx);
+    cr_assert(gg != NULL, "%s", lf_errmsg(ctx));
+    return gg;
+}
+
+static lf_node *fill(lf_graph *gg, lf_dtype t, int ndim, const int64_t *shape) {
+    lf_node *x = lf_fill(gg, t, 1, ndim, shape);
+    cr_assert(x != NULL, "lf_fill: %s", lf_errmsg(ctx));
+    return x;
+}
+
+/* true when msg contains one of the '|'-separated alternatives of alts. */
+static bool has_any(const char *msg, const char *alts) {
+    char buf[256];
+    const char *p = alts;
+    while (*p) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len >= sizeof buf) len = sizeof buf - 1;
+        memcpy(buf, p, len);
+        buf[len] = 0;
+        if (strstr(msg, buf)) return true;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return false;
+}
+
+/* Asserts msg holds every needle (each a '|'-list of alternatives). */
+static void vexpect_msg(const char *where, const char *msg, va_list ap) {
+    cr_assert(msg != NULL, "%s: message is NULL", where);
+    cr_expect(msg[0] != 0, "%s: message is empty", where);
+    for (const char *n = va_arg(ap, const char *); n; n = va_arg(ap, const char *))
+        cr_expect(has_any(msg, n), "%s: message \"%s\" lacks \"%s\"", where, msg, n);
+}
+
+static void expect_msg(const char *where, const char *msg, ...) {
+    va_list ap;
+    va_start(ap, msg);
+    vexpect_msg(where, msg, ap);
+    va_end(ap);
+}
+
+/* Asserts gg failed with status st (st2 also accepted when it is not LF_OK)
+ * and that both the graph's and the context's messages hold the needles. */
+static void expect_graph_err2(const char *where, lf_graph *gg, lf_status st, int st2, ...) {
+    lf_status got = lf_graph_status(gg);
+    cr_expect(got == st || (st2 != LF_OK && (int)got == st2), "%s: status %s, want %s%s%s", where,
+              lf_status_name(got), lf_status_name(st), st2 != LF_OK ? " or " : "",
+              st2 != LF_OK ? lf_status_name((lf_status)st2) : "");
+    va_list ap;
+    va_start(ap, st2);
+    va_list ap2;
+    va_copy(ap2, ap);
+    vexpect_msg(where, lf_graph_errmsg(gg), ap);
+    vexpect_msg(where, lf_errmsg(ctx), ap2);
+    va_end(ap2);
+    va_end(ap);
+}
+
+#define EXPECT_ERR(where, gg, st, ...) expect_graph_err2(where, gg, st, LF_OK, __VA_ARGS__, (char *)NULL)
+#define EXPECT_MSG(where, msg, ...) expect_msg(where, msg, __VA_ARGS__, (char *)NULL)
+
+/* ---- NULL handles ------------------------------------------------------------------ */
+
+Test(errors, null_context_and_buffer_calls) {
+    /* NULL options mean the defaults */
+    lf_ctx *dflt = lf_ctx_new(NULL);
+    cr_assert(dflt != NULL, "lf_ctx_new(NULL): %s", lf_errmsg(NULL));
+    cr_expect_neq(lf_ctx_backend(dflt), LF_BACKEND_AUTO);
+    lf_ctx_destroy(dflt);
+    lf_ctx_destroy(NULL);
+    lf_ctx_options_init(NULL);
+    (void)lf_ctx_backend(NULL);
+    (void)lf_ctx_get_options(NULL);
+    cr_expect(lf_errmsg(NULL) != NULL);
+
+    cr_expect_null(lf_buffer_new(NULL, LF_F32, 1, SH(3)));
+    EXPECT_MSG("buffer_new(NULL ctx)", lf_errmsg(NULL), "buffer_new");
+    cr_expect_null(lf_buffer_new(ctx, LF_F32, 1, NULL));
+    EXPECT_MSG("buffer_new(NULL shape)", lf_errmsg(ctx), "buffer_new");
+
+    lf_buffer_free(NULL);
+    float host[3] = {1, 2, 3};
+    cr_expect_eq(lf_buffer_write(NULL, host, sizeof host), LF_ERR_NULL);
+    EXPECT_MSG("buffer_write(NULL)", lf_errmsg(NULL), "buffer_write");
+    cr_expect_eq(lf_buffer_read(NULL, host, sizeof host), LF_ERR_NULL);
+    EXPECT_MSG("buffer_read(NULL)", lf_errmsg(NULL), "buffer_read");
+
+    lf_buffer *b = tu_buf(ctx, LF_F32, 1, SH(3), V(4, 5, 6));
+    cr_expect_eq(lf_buffer_write(b, NULL, sizeof host), LF_ERR_NULL);
+    EXPECT_MSG("buffer_write(b, NULL)", lf_errmsg(ctx), "buffer_write");
+    cr_expect_eq(lf_buffer_read(b, NULL, sizeof host), LF_ERR_NULL);
+    EXPECT_MSG("buffer_read(b, NULL)", lf_errmsg(ctx), "buffer_read");
+    tu_expect("untouched by failed writes", b, V(4, 5, 6), 3, 0, 0);
+
+    (void)lf_buffer_dtype(NULL);
+    cr_expect_eq(lf_buffer_ndim(NULL) <= 0, true);
+    cr_expect_eq(lf_buffer_dim(NULL, 0), -1);
+    cr_expect_eq(lf_buffer_numel(NULL) <= 0, true);
+    cr_expect_eq(lf_buffer_bytes(NULL), 0);
+
+    cr_expect_null(lf_buffer_new_like(NULL, NULL));
+    lf_node *x = lf_iota(g, LF_F32, 3);
+    cr_expect_null(lf_buffer_new_like(NULL, x));
+    EXPECT_MSG("buffer_new_like(NULL ctx)", lf_errmsg(NULL), "buffer_new_like");
+    cr_expect_null(lf_buffer_new_like(ctx, NULL));
+    EXPECT_MSG("buffer_new_like(ctx, NULL)", lf_errmsg(ctx), "buffer_new_like");
+}
+
+Test(errors, null_graph_calls) {
+    cr_expect_null(lf_graph_new(NULL));
+    EXPECT_MSG("graph_new(NULL)", lf_errmsg(NULL), "graph_new");
+    lf_graph_free(NULL);
+    cr_expect_neq(lf_graph_status(NULL), LF_OK);
+    cr_expect(lf_graph_errmsg(NULL) != NULL);
+    (void)lf_node_dtype(NULL);
+    cr_expect_eq(lf_node_ndim(NULL) <= 0, true);
+    cr_expect_eq(lf_node_dim(NULL, 0), -1);
+    cr_expect_eq(lf_node_numel(NULL) <= 0, true);
+}
+
+/* Every builder given a NULL graph returns NULL with a message naming it. */
+Test(errors, null_graph_to_builders) {
+    lf_buffer *b = tu_buf(ctx, LF_F32, 1, SH(3), NULL);
+    lf_node *x = lf_iota(g, LF_F32, 3);
+    lf_fn *f = lf_fn_parse(g, "(a) -> a");
+    cr_assert(x && f);
+#define NULLG(call, name)                                                 \
+    do {                                                                  \
+        cr_expect_null(call, #call " should fail");                       \
+        EXPECT_MSG(#call, lf_errmsg(NULL), name);                         \
+    } while (0)
+    NULLG(lf_input(NULL, b), "input");
+    NULLG(lf_const(NULL, LF_F32, 1), "const");
+    NULLG(lf_fill(NULL, LF_F32, 1, 1, SH(2)), "fill");
+    NULLG(lf_iota(NULL, LF_F32, 2), "iota");
+    NULLG(lf_arange(NULL, LF_F32, 0, 2, 1), "arange");
+    NULLG(lf_reshape(NULL, x, 1, SH(3)), "reshape");
+    NULLG(lf_permute(NULL, x, (int[]){0}), "permute");
+    NULLG(lf_transpose(NULL, x), "transpose");
+    NULLG(lf_broadcast_to(NULL, x, 2, SH(2, 3)), "broadcast_to");
+    NULLG(lf_expand_dims(NULL, x, 0), "expand_dims");
+    NULLG(lf_slice(NULL, x, 0, 0, 1, 1), "slice");
+    NULLG(lf_fn_parse(NULL, "(a) -> a"), "fn_parse|parse");
+    NULLG(lf_fn_new(NULL, 1), "fn_new");
+    NULLG(lf_map(NULL, f, x), "map");
+    NULLG(lf_zipwith(NULL, f, 1, &x), "zipwith");
+    NULLG(lf_select(NULL, x, x, x), "select|where");
+    NULLG(lf_cast(NULL, x, LF_I32), "cast");
+    NULLG(lf_add(NULL, x, x), "add|apply");
+    NULLG(lf_apply(NULL, LF_OP_SQRT, x, NULL, NULL), "sqrt|apply");
+    NULLG(lf_reduce(NULL, LF_RED_SUM, x, 0, NULL, false), "reduce|sum");
+#undef NULLG
+    lf_buffer *o = lf_buffer_new_like(ctx, x);
+    cr_expect_eq(lf_eval(NULL, 1, &x, &o), LF_ERR_NULL);
+    EXPECT_MSG("eval(NULL)", lf_errmsg(NULL), "eval");
+    /* none of this touched the graph that was passed nowhere */
+    cr_expect_eq(lf_graph_status(g), LF_OK);
+}
+
+/* NULL nodes, shapes and fns inside a valid graph: LF_ERR_NULL, sticky. */
+Test(errors, null_arguments_in_a_graph) {
+    lf_graph *gg;
+#define NULLARG(call, name)                                          \
+    do {                                                             \
+        gg = fresh();                                                \
+        lf_node *x = fill(gg, LF_F32, 1, SH(3));                     \
+        lf_fn *f1 = lf_fn_parse(gg, "(a) -> a");                     \
+        cr_assert(f1 != NULL);                                       \
+        (void)x;                                                     \
+        (void)f1;                                                    \
+        cr_expect_null(call, #call " should fail");                  \
+        EXPECT_ERR(#call, gg, LF_ERR_NULL, name);                    \
+    } while (0)
+    NULLARG(lf_input(gg, NULL), "input");
+    NULLARG(lf_fill(gg, LF_F32, 1, 2, NULL), "fill");
+    NULLARG(lf_reshape(gg, NULL, 1, SH(3)), "reshape");
+    NULLARG(lf_reshape(gg, x, 1, NULL), "reshape");
+    NULLARG(lf_permute(gg, NULL, (int[]){0}), "permute");
+    NULLARG(lf_permute(gg, x, NULL), "permute");
+    NULLARG(lf_transpose(gg, NULL), "transpose");
+    NULLARG(lf_broadcast_to(gg, NULL, 1, SH(3)), "broadcast_to");
+    NULLARG(lf_broadcast_to(gg, x, 2, NULL), "broadcast_to");
+    NULLARG(lf_expand_dims(gg, NULL, 0), "expand_dims");
+    NULLARG(lf_slice(gg, NULL, 0, 0, 1, 1), "slice");
+    NULLARG(lf_fn_parse(gg, NULL), "fn_parse|parse");
+    NULLARG(lf_map(gg, NULL, x), "map");
+    NULLARG(lf_map(gg, f1, NULL), "map");
+    NULLARG(lf_zipwith(gg, f1, 1, NULL), "zipwith");
+    NULLARG(lf_zipwith(gg, NULL, 1, &x), "zipwith");
+    NULLARG(lf_zipwith(gg, lf_fn_parse(gg, "(a, b) -> a + b"), 2, ((lf_node *[]){x, NULL})),
+            "zipwith");
+    NULLARG(lf_select(gg, NULL, x, x), "select|where");
+    NULLARG(lf_select(gg, x, x, NULL), "select|where");
+    NULLARG(lf_cast(gg, NULL, LF_F64), "cast");
+    NULLARG(lf_add(gg, x, NULL), "add");
+    NULLARG(lf_neg(gg, NULL), "neg");
+    NULLARG(lf_fma(gg, x, NULL, x), "fma");
+    NULLARG(lf_reduce(gg, LF_RED_SUM, NULL, 0, NULL, false), "reduce|sum");
+#undef NULLARG
+}
+
+Test(errors, null_fn_builder_calls) {
+    cr_expect_eq(lf_fn_param(NULL, 0), -1);
+    cr_expect_eq(lf_fn_const(NULL, 1), -1);
+    cr_expect_eq(lf_fn_const_int(NULL, 1), -1);
+    cr_expect_eq(lf_fn_op(NULL, LF_OP_ADD, 0, 0, -1), -1);
+    cr_expect_eq(lf_fn_cast(NULL, LF_F32, 0), -1);
+    cr_expect_eq(lf_fn_set_result(NULL, 0), LF_ERR_NULL);
+    EXPECT_MSG("fn_set_result(NULL)", lf_errmsg(NULL), "fn_set_result");
+    cr_expect(lf_fn_arity(NULL) <= 0);
+    char buf[16] = "untouched";
+    cr_expect_eq(lf_fn_print(NULL, buf, sizeof buf), -1);
+    lf_fn *f = lf_fn_parse(g, "(a) -> a + 1");
+    cr_assert(f != NULL);
+    cr_expect_not(lf_fn_equal(f, NULL));
+    cr_expect_not(lf_fn_equal(NULL, f));
+    (void)lf_fn_equal(NULL, NULL);
+    cr_expect_eq(lf_graph_status(g), LF_OK, "NULL fns do not touch other graphs");
+}
+
+Test(errors, null_eval_arguments) {
+    lf_graph *gg;
+    lf_buffer *o = tu_buf(ctx, LF_F64, 1, SH(2), V(7, 7));
+    lf_node *y;
+#define NULLEVAL(call)                                                                \
+    do {                                                                              \
+        gg = fresh();                                                                 \
+        y = fill(gg, LF_F64, 1, SH(2));                                               \
+        cr_expect_eq(call, LF_ERR_NULL, #call);                                       \
+        EXPECT_MSG(#call, lf_errmsg(ctx), "eval");                                    \
+        tu_expect(#call " leaves the output", o, V(7, 7), 2, 0, 0);                   \
+    } while (0)
+    NULLEVAL(lf_eval(gg, 1, NULL, &o));
+    NULLEVAL(lf_eval(gg, 1, &y, NULL));
+    NULLEVAL(lf_eval(gg, 1, (lf_node *[]){NULL}, &o));
+    NULLEVAL(lf_eval(gg, 1, &y, (lf_buffer *[]){NULL}));
+    NULLEVAL(lf_eval(gg, 2, ((lf_node *[]){y, NULL}), ((lf_buffer *[]){o, o})));
+#undef NULLEVAL
+    gg = fresh();
+    y = fill(gg, LF_F64, 1, SH(2));
+    cr_expect_eq(lf_eval(gg, -1, &y, &o), LF_ERR_INVALID);
+    EXPECT_MSG("eval(n = -1)", lf_errmsg(ctx), "eval:", "-1");
+    tu_expect("eval(n = -1) leaves the output", o, V(7, 7), 2, 0, 0);
+    cr_expect_eq(lf_eval(gg, 0, &y, &o), LF_ERR_INVALID);
+    EXPECT_MSG("eval(n = 0)", lf_errmsg(ctx), "eval:", "0");
+    tu_expect("eval(n = 0) leaves the output", o, V(7, 7), 2, 0, 0);
+}
+
+Test(errors, status_and_enum_names) {
+    static const char *const names[] = {
+        "LF_OK", "LF_ERR_NULL", "LF_ERR_INVALID", "LF_ERR_SHAPE", "LF_ERR_AXIS",
+        "LF_ERR_RANGE", "LF_ERR_DTYPE", "LF_ERR_OVERFLOW", "LF_ERR_ARITY", "LF_ERR_PARSE",
+        "LF_ERR_NOMEM", "LF_ERR_BACKEND", "LF_ERR_STATE"};
+    for (int s = 0; s <= LF_ERR_STATE; s++) cr_expect_str_eq(lf_status_name((lf_status)s), names[s]);
+    cr_expect(lf_status_name((lf_status)99) != NULL);
+    cr_expect(lf_status_name((lf_status)-1) != NULL);
+    cr_expect_str_eq(lf_dtype_name((lf_dtype)99), "?");
+    cr_expect_eq(lf_dtype_size((lf_dtype)99), 0);
+    cr_expect(lf_backend_name((lf_backend)99) != NULL);
+    cr_expect(lf_op_name((lf_op)999) != NULL);
+    cr_expect(lf_reduce_op_name((lf_reduce_op)99) != NULL);
+    (void)lf_dtype_promote((lf_dtype)99, LF_F32);
+}
+
+/* ---- shapes ----------------------------------------------------------------------- */
+
+Test(errors, shapes_do_not_broadcast) {
+    lf_node *a = fill(g, LF_F32, 2, SH(3, 4)), *b = fill(g, LF_F32, 1, SH(5));
+    lf_fn *f = lf_fn_parse(g, "(x, y) -> x + y");
+    cr_assert(f != NULL);
+    cr_expect_null(lf_zipwith(g, f, 2, (lf_node *[]){a, b}));
+    cr_expect_eq(lf_graph_status(g), LF_ERR_SHAPE);
+    cr_expect_str_eq(lf_errmsg(ctx), "zipwith: shapes [3,4] and [5] do not broadcast");
+    cr_expect_str_eq(lf_graph_errmsg(g), "zipwith: shapes [3,4] and [5] do not broadcast");
+
+    lf_graph *g2 = fresh();
+    lf_node *a2 = fill(g2, LF_F32, 2, SH(3, 4)), *b2 = fill(g2, LF_F32, 1, SH(5));
+    cr_expect_null(lf_add(g2, a2, b2));
+    EXPECT_ERR("add", g2, LF_ERR_SHAPE, "shapes [3,4] and [5] do not broadcast");
+    cr_expect(strncmp(lf_errmsg(ctx), "add:", 4) == 0, "message \"%s\" should start with \"add:\"",
+              lf_errmsg(ctx));
+
+    lf_graph *g3 = fresh();
+    cr_expect_null(lf_mul(g3, fill(g3, LF_I32, 1, SH(2)), fill(g3, LF_I32, 2, SH(3, 3))));
+    EXPECT_ERR("mul", g3, LF_ERR_SHAPE, "mul", "[2]", "[3,3]");
+
+    lf_graph *g4 = fresh();
+    cr_expect_null(lf_select(g4, fill(g4, LF_BOOL, 1, SH(2)), fill(g4, LF_F32, 1, SH(3)),
+                             lf_const(g4, LF_F32, 0)));
+    EXPECT_ERR("select", g4, LF_ERR_SHAPE, "select|where", "[2]", "[3]");
+
+    /* the third input does not fit the broadcast of the first two */
+    lf_graph *g5 = fresh();
+    lf_fn *f3 = lf_fn_parse(g5, "(x, y, z) -> x + y + z");
+    cr_expect_null(lf_zipwith(g5, f3, 3,
+                              (lf_node *[]){fill(g5, LF_F64, 2, SH(3, 1)), fill(g5, LF_F64, 2, SH(1, 4)),
+                                            fill(g5, LF_F64, 1, SH(5))}));
+    EXPECT_ERR("zipwith 3", g5, LF_ERR_SHAPE, "zipwith", "[5]", "do not broadcast");
+
+    /* [0] does not broadcast with [2] */
+    lf_graph *g6 = fresh();
+    cr_expect_null(lf_sub(g6, fill(g6, LF_F64, 1, SH(0)), fill(g6, LF_F64, 1, SH(2))));
+    EXPECT_ERR("sub [0] [2]", g6, LF_ERR_SHAPE, "sub", "[0]", "[2]");
+}
+
+Test(errors, broadcast_to_bad_shapes) {
+    lf_graph *gg = fresh();
+    cr_expect_null(lf_broadcast_to(gg, fill(gg, LF_F32, 1, SH(3)), 1, SH(4)));
+    EXPECT_ERR("[3] -> [4]", gg, LF_ERR_SHAPE, "broadcast_to", "[3]", "[4]");
+    gg = fresh();
+    cr_expect_null(lf_broadcast_to(gg, fill(gg, LF_F32, 2, SH(2, 3)), 1, SH(3)));
+    EXPECT_ERR("[2,3] -> [3]", gg, LF_ERR_SHAPE, "broadcast_to", "[2,3]", "[3]");
+    gg = fresh();
+    cr_expect_null(lf_broadcast_to(gg, fill(gg, LF_F32, 1, SH(3)), 2, SH(3, 0)));
+    EXPECT_ERR("[3] -> [3,0]", gg, LF_ERR_SHAPE, "broadcast_to", "[3]", "[3,0]");
+    gg = fresh();
+    cr_expect_null(lf_broadcast_to(gg, fill(gg, LF_F32, 1, SH(1)), 1, SH(-2)));
+    EXPECT_ERR("[1] -> [-2]", gg, LF_ERR_SHAPE, "broadcast_to:", "-2");
+}
+
+Test(errors, reshape_errors) {
+    lf_graph *gg = fresh();
+    cr_expect_null(lf_reshape(gg, fill(gg, LF_F32, 2, SH(2, 3)), 2, SH(4, 2)));
+    EXPECT_ERR("reshape [2,3] -> [4,2]", gg, LF_ERR_SHAPE, "reshape", "[2,3]", "[4,2]");
+    gg = fresh();
+    cr_expect_null(lf_reshape(gg, fill(gg, LF_F32, 2, SH(2, 3)), 2, SH(4, -1)));
+    EXPECT_ERR("reshape [2,3] -> [4,-1]", gg, LF_ERR_SHAPE, "reshape", "[2,3]");
+    gg = fresh();
+    cr_expect_null(lf_reshape(gg, fill(gg, LF_F32, 2, SH(2, 3)), 3, SH(-1, -1, 3)));
+    EXPECT_ERR("reshape two -1", gg, LF_ERR_SHAPE, "reshape:", "-1");
+    gg = fresh();
+    cr_expect_null(lf_reshape(gg, fill(gg, LF_F32, 2, SH(2, 3)), 2, SH(-2, -3)));
+    EXPECT_ERR("reshape negative extents", gg, LF_ERR_SHAPE, "reshape:", "-2");
+    gg = fresh();
+    cr_expect_null(lf_reshape(gg, fill(gg, LF_F32, 1, SH(6)), 9, SH(1, 1, 1, 1, 1, 1, 1, 2, 3)));
+    EXPECT_ERR("reshape 9 dims", gg, LF_ERR_SHAPE, "reshape", "9 dimensions");
+    gg = fresh();
+    cr_expect_null(lf_reshape(gg, fill(gg, LF_F32, 1, SH(6)), -1, SH(6)));
+    EXPECT_ERR("reshape ndim -1", gg, LF_ERR_SHAPE, "reshape:", "-1");
+    gg = fresh();
+    cr_expect_null(lf_reshape(gg, fill(gg, LF_F32, 0, NULL), 1, SH(2)));
+    EXPECT_ERR("reshape 0-d -> [2]", gg, LF_ERR_SHAPE, "reshape", "[2]");
+}
+
+Test(errors, too_many_dims) {
+    int64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 2};
+    cr_expect_null(lf_buffer_new(ctx, LF_F32, 9, nine));
+    EXPECT_MSG("buffer_new 9 dims", lf_errmsg(ctx), "buffer_new", "9 dimensions");
+    cr_expect_null(lf_buffer_new(ctx, LF_F32, -1, nine));
+    EXPECT_MSG("buffer_new ndim -1", lf_errmsg(ctx), "buffer_new");
+    lf_graph *gg = fresh();
+    cr_expect_null(lf_fill(gg, LF_F32, 0, 9, nine));
+    EXPECT_ERR("fill 9 dims", gg, LF_ERR_SHAPE, "fill", "9 dimensions");
+    gg = fresh();
+    cr_expect_null(lf_broadcast_to(gg, lf_const(gg, LF_F32, 0), 9, nine));
+    EXPECT_ERR("broadcast_to 9 dims", gg, LF_ERR_SHAPE, "broadcast_to", "9 dimensions");
+    gg = fresh();
+    lf_node *e = fill(gg, LF_F32, 8, SH(1, 1, 1, 1, 1, 1, 1, 2));
+    cr_expect_null(lf_expand_dims(gg, e, 0));
+    EXPECT_ERR("expand_dims of 8 dims", gg, LF_ERR_SHAPE, "expand_dims", "9 dimensions");
+}
+
+Test(errors, shape_overflow) {
+    int64_t big[2] = {INT64_MAX / 2, 3};
+    cr_expect_null(lf_buffer_new(ctx, LF_F32, 2, big));
+    EXPECT_MSG("buffer_new overflow", lf_errmsg(ctx), "buffer_new", "overflow");
+    lf_graph *gg = fresh();
+    cr_expect_null(lf_fill(gg, LF_F32, 0, 2, big));
+    EXPECT_ERR("fill overflow", gg, LF_ERR_OVERFLOW, "fill:", "[4611686018427387903,3]", "overflow");
+    /* the element count fits, the byte count does not */
+    gg = fresh();
+    cr_expect_null(lf_fill(gg, LF_F64, 0, 1, SH(INT64_MAX / 2)));
+    EXPECT_ERR("fill byte overflow", gg, LF_ERR_OVERFLOW, "fill", "overflow");
+    cr_expect_null(lf_buffer_new(ctx, LF_F64, 1, SH(INT64_MAX / 2)));
+    EXPECT_MSG("buffer_new byte overflow", lf_errmsg(ctx), "buffer_new", "overflow");
+    gg = fresh();
+    cr_expect_null(lf_iota(gg, LF_F64, INT64_MAX));
+    EXPECT_ERR("iota overflow", gg, LF_ERR_OVERFLOW, "iota", "overflow");
+    /* a broadcast of two valid (lazy, never evaluated) nodes overflows */
+    gg = fresh();
+    lf_node *tall = lf_fill(gg, LF_BOOL, 0, 2, SH(INT64_MAX / 2, 1));
+    cr_assert(tall != NULL, "a bool [INT64_MAX/2, 1] node is valid: %s", lf_errmsg(ctx));
+    cr_expect_null(lf_logical_or(gg, tall, fill(gg, LF_BOOL, 2, SH(1, 3))));
+    EXPECT_ERR("broadcast overflow", gg, LF_ERR_OVERFLOW, "or:", "[4611686018427387903,3]", "overflow");
+    gg = fresh();
+    cr_expect_null(lf_broadcast_to(gg, lf_const(gg, LF_BOOL, 1), 2, big));
+    EXPECT_ERR("broadcast_to overflow", gg, LF_ERR_OVERFLOW, "broadcast_to", "overflow");
+    gg = fresh();
+    cr_expect_null(lf_arange(gg, LF_F64, 0, 1e300, 1));
+    EXPECT_ERR("arange count overflow", gg, LF_ERR_OVERFLOW, "arange:", "overflow");
+}
+
+Test(errors, negative_extents) {
+    cr_expect_null(lf_buffer_new(ctx, LF_F32, 2, SH(-1, 3)));
+    EXPECT_MSG("buffer_new [-1,3]", lf_errmsg(ctx), "buffer_new", "-1");
+    lf_graph *gg = fresh();
+    cr_expect_null(lf_fill(gg, LF_F32, 0, 1, SH(-5)));
+    EXPECT_ERR("fill [-5]", gg, LF_ERR_SHAPE, "fill:", "-5");
+    gg = fresh();
+    cr_expect_null(lf_iota(gg, LF_F32, -1));
+    EXPECT_ERR("iota -1", gg, LF_ERR_SHAPE, "iota:", "-1");
+}
+
+/* ---- axes ---------------------------------------------------------------------------- */
+
+Test(errors, reduce_bad_axes) {
+    lf_graph *gg;
+#define BADRED(naxes, axes, what, ...)                                                   \
+    do {                                                                                 \
+        gg = fresh();                                                                    \
+        cr_expect_null(lf_reduce(gg, LF_RED_SUM, fill(gg, LF_F32, 3, SH(2, 3, 4)), naxes, \
+                                 axes, false), what);                                    \
+        EXPECT_ERR(what, gg, LF_ERR_AXIS, "reduce|sum", __VA_ARGS__);                    \
+    } while (0)
+    BADRED(1, ((int[]){3}), "axis 3 of 3-d", "axis 3");
+    BADRED(1, ((int[]){-4}), "axis -4 of 3-d", "axis -4");
+    BADRED(2, ((int[]){0, 0}), "repeated 0", "repeated");
+    BADRED(2, ((int[]){1, -2}), "1 and -2", "repeated");
+    BADRED(4, ((int[]){0, 1, 2, 0}), "4 axes of 3-d", "axis|axes");
+    BADRED(1, ((int[]){100}), "axis 100", "axis 100");
+#undef BADRED
+    gg = fresh();
+    cr_expect_null(lf_reduce(gg, LF_RED_SUM, fill(gg, LF_F32, 1, SH(3)), -1, (int[]){0}, false));
+    EXPECT_ERR("naxes -1", gg, LF_ERR_AXIS, "reduce", "-1");
+    gg = fresh();
+    cr_expect_null(lf_reduce(gg, LF_RED_MAX, lf_const(gg, LF_F32, 1), 1, (int[]){0}, false));
+    EXPECT_ERR("axis 0 of 0-d", gg, LF_ERR_AXIS, "reduce|max", "0");
+    /* the other reductions check too */
+    for (int op = 0; op < LF_NREDS; op++) {
+        gg = fresh();
+        cr_expect_null(lf_reduce(gg, (lf_reduce_op)op, fill(gg, LF_I32, 2, SH(2, 2)), 1, (int[]){2},
+                                 true));
+        char what[32];
+        snprintf(what, sizeof what, "%s axis 2 of 2-d", lf_reduce_op_name((lf_reduce_op)op));
+        EXPECT_ERR(what, gg, LF_ERR_AXIS, lf_reduce_op_name((lf_reduce_op)op), "axis 2");
+    }
+}
+
+Test(errors, permute_bad_axes) {
+    lf_graph *gg;
+#define BADPERM(perm, what, fact)                                                       \
+    do {                                                                                \
+        gg = fresh();                                                                   \
+        cr_expect_null(lf_permute(gg, fill(gg, LF_F32, 3, SH(2, 3, 4)), perm), what);   \
+        EXPECT_ERR(what, gg, LF_ERR_AXIS, "permute:", fact);                            \
+    } while (0)
+    BADPERM(((int[]){0, 0, 1}), "repeated 0", "axis 0 repeated");
+    BADPERM(((int[]){0, 1, 3}), "axis 3", "axis 3");
+    BADPERM(((int[]){2, 2, 2}), "all 2", "repeated");
+    BADPERM(((int[]){-1, 0, 1}), "axis -1", "axis -1");
+#undef BADPERM
+}
+
+Test(errors, expand_dims_bad_axes) {
+    lf_graph *gg = fresh();
+    cr_expect_null(lf_expand_dims(gg, fill(gg, LF_F32, 2, SH(2, 3)), 3));
+    EXPECT_ERR("axis 3 of 2-d", gg, LF_ERR_AXIS, "expand_dims:", "axis 3");
+    gg = fresh();
+    cr_expect_null(lf_expand_dims(gg, fill(gg, LF_F32, 2, SH(2, 3)), -4));
+    EXPECT_ERR("axis -4 of 2-d", gg, LF_ERR_AXIS, "expand_dims:", "axis -4");
+    gg = fresh();
+    cr_expect_null(lf_expand_dims(gg, lf_const(gg, LF_F32, 0), 1));
+    EXPECT_ERR("axis 1 of 0-d", gg, LF_ERR_AXIS, "expand_dims:", "axis 1");
+}
+
+Test(errors, slice_bad_axis_and_range) {
+    lf_graph *gg;
+#define BADSLICE(st, axis, start, stop, step, what, ...)                                  \
+    do {                                                                                  \
+        gg = fresh();                                                                     \
+        cr_expect_null(lf_slice(gg, fill(gg, LF_F32, 2, SH(10, 4)), axis, start, stop, step), \
+                       what);                                                             \
+        EXPECT_ERR(what, gg, st, "slice", __VA_ARGS__);                                   \
+    } while (0)
+    BADSLICE(LF_ERR_AXIS, 2, 0, 1, 1, "axis 2 of 2-d", "axis 2");
+    BADSLICE(LF_ERR_AXIS, -3, 0, 1, 1, "axis -3 of 2-d", "axis -3");
+    BADSLICE(LF_ERR_AXIS, 100, 0, 1, 1, "axis 100", "axis 100");
+    BADSLICE(LF_ERR_RANGE, 0, 11, LF_NONE, 1, "start 11 of 10", "start 11");
+    BADSLICE(LF_ERR_RANGE, 0, -11, LF_NONE, 1, "start -11 of 10", "start -11");
+    BADSLICE(LF_ERR_RANGE, 0, 0, 11, 1, "stop 11 of 10", "stop 11");
+    BADSLICE(LF_ERR_RANGE, 0, LF_NONE, -11, -1, "stop -11 of 10", "stop -11");
+    BADSLICE(LF_ERR_RANGE, 1, 0, 5, 1, "stop 5 of 4", "stop 5");
+    BADSLICE(LF_ERR_RANGE, 0, 0, 10, 0, "step 0", "step");
+    BADSLICE(LF_ERR_RANGE, 0, LF_NONE, LF_NONE, 0, "step 0 with LF_NONE", "step");
+    BADSLICE(LF_ERR_RANGE, 0, INT64_MAX, LF_NONE, 1, "start INT64_MAX", "start");
+    BADSLICE(LF_ERR_RANGE, 0, LF_NONE, INT64_MIN + 1, 1, "stop INT64_MIN+1", "stop");
+#undef BADSLICE
+    gg = fresh();
+    cr_expect_null(lf_slice(gg, lf_const(gg, LF_F32, 1), 0, 0, 1, 1));
+    EXPECT_ERR("slice of 0-d", gg, LF_ERR_AXIS, "slice");
+}
+
+/* ---- dtypes -------------------------------------------------------------------------- */
+
+Test(errors, eval_output_mismatch) {
+    lf_buffer *f32b = tu_buf(ctx, LF_F32, 1, SH(3), V(9, 9, 9));
+    lf_buffer *b4 = tu_buf(ctx, LF_F64, 1, SH(4), V(9, 9, 9, 9));
+    lf_buffer *b31 = tu_buf(ctx, LF_F64, 2, SH(3, 1), V(9, 9, 9));
+    lf_buffer *b0 = tu_buf(ctx, LF_F64, 0, NULL, V(9));
+    lf_node *y = lf_add(g, lf_iota(g, LF_F64, 3), lf_const(g, LF_F64, 1));
+    cr_assert(y != NULL);
+    cr_expect_eq(lf_eval(g, 1, &y, &f32b), LF_ERR_DTYPE);
+    EXPECT_MSG("eval f64 into f32", lf_errmsg(ctx), "eval", "f64", "f32");
+    cr_expect_eq(lf_eval(g, 1, &y, &b4), LF_ERR_SHAPE);
+    EXPECT_MSG("eval [3] into [4]", lf_errmsg(ctx), "eval", "[3]", "[4]");
+    cr_expect_eq(lf_eval(g, 1, &y, &b31), LF_ERR_SHAPE);
+    EXPECT_MSG("eval [3] into [3,1]", lf_errmsg(ctx), "eval", "[3]", "[3,1]");
+    lf_node *s = lf_reduce(g, LF_RED_SUM, y, 0, NULL, true); /* [1] */
+    cr_expect_eq(lf_eval(g, 1, &s, &b0), LF_ERR_SHAPE);
+    EXPECT_MSG("eval [1] into []", lf_errmsg(ctx), "eval", "[1]");
+    /* an i32 sum is i64: an i32 buffer does not take it */
+    lf_buffer *i32b = tu_buf(ctx, LF_I32, 0, NULL, V(9));
+    lf_node *si = lf_reduce(g, LF_RED_SUM, lf_iota(g, LF_I32, 3), 0, NULL, false);
+    cr_expect_eq(lf_eval(g, 1, &si, &i32b), LF_ERR_DTYPE);
+    EXPECT_MSG("eval i64 into i32", lf_errmsg(ctx), "eval", "i64", "i32");
+    tu_expect("f32b untouched", f32b, V(9, 9, 9), 3, 0, 0);
+    tu_expect("b4 untouched", b4, V(9, 9, 9, 9), 4, 0, 0);
+    tu_expect("b31 untouched", b31, V(9, 9, 9), 3, 0, 0);
+    tu_expect("b0 untouched", b0, V(9), 1, 0, 0);
+    tu_expect("i32b untouched", i32b, V(9), 1, 0, 0);
+    /* eval errors are not builder errors: the graph still evaluates */
+    lf_buffer *ok = lf_buffer_new_like(ctx, y);
+    cr_expect_eq(lf_eval(g, 1, &y, &ok), LF_OK, "%s", lf_errmsg(ctx));
+    tu_expect("good eval after bad ones", ok, V(1, 2, 3), 3, 0, 0);
+}
+
+Test(errors, bad_dtypes_and_enums) {
+    lf_graph *gg = fresh();
+    cr_expect_null(lf_iota(gg, LF_BOOL, 3));
+    EXPECT_ERR("iota bool", gg, LF_ERR_DTYPE, "iota", "bool");
+    gg = fresh();
+    cr_expect_null(lf_arange(gg, LF_BOOL, 0, 3, 1));
+    EXPECT_ERR("arange bool", gg, LF_ERR_DTYPE, "arange", "bool");
+    gg = fresh();
+    cr_expect_null(lf_const(gg, (lf_dtype)99, 1));
+    EXPECT_ERR("const dtype 99", gg, LF_ERR_DTYPE, "const:", "99");
+    gg = fresh();
+    cr_expect_null(lf_fill(gg, LF_NDTYPES, 1, 1, SH(2)));
+    EXPECT_ERR("fill dtype 5", gg, LF_ERR_DTYPE, "fill:", "5");
+    gg = fresh();
+    cr_expect_null(lf_cast(gg, fill(gg, LF_F32, 1, SH(2)), (lf_dtype)-1));
+    EXPECT_ERR("cast to -1", gg, LF_ERR_DTYPE, "cast:", "-1");
+    gg = fresh();
+    cr_expect_null(lf_reduce(gg, (lf_reduce_op)99, fill(gg, LF_F32, 1, SH(2)), 0, NULL, false));
+    EXPECT_ERR("reduce op 99", gg, LF_ERR_INVALID, "reduce");
+    gg = fresh();
+    lf_node *x = fill(gg, LF_F32, 1, SH(2));
+    cr_expect_null(lf_apply(gg, (lf_op)999, x, NULL, NULL));
+    EXPECT_ERR("apply op 999", gg, LF_ERR_INVALID, "apply|999|op");
+    gg = fresh();
+    x = fill(gg, LF_F32, 1, SH(2));
+    cr_expect_null(lf_apply(gg, LF_NOPS, x, x, x));
+    EXPECT_ERR("apply op LF_NOPS", gg, LF_ERR_INVALID, "apply|op");
+    cr_expect_null(lf_buffer_new(ctx, (lf_dtype)7, 1, SH(2)));
+    EXPECT_MSG("buffer_new dtype 7", lf_errmsg(ctx), "buffer_new", "dtype");
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    o.backend = (lf_backend)42;
+    cr_expect_null(lf_ctx_new(&o));
+    EXPECT_MSG("ctx_new backend 42", lf_errmsg(NULL), "ctx_new|backend");
+}
+
+Test(errors, arange_bad_arguments) {
+    lf_graph *gg = fresh();
+    cr_expect_null(lf_arange(gg, LF_F64, 0, 10, 0));
+    EXPECT_ERR("arange step 0", gg, LF_ERR_RANGE, "arange:", "step");
+    gg = fresh();
+    cr_expect_null(lf_arange(gg, LF_F64, 0, NAN, 1));
+    EXPECT_ERR("arange stop nan", gg, LF_ERR_RANGE, "arange:", "finite");
+    gg = fresh();
+    cr_expect_null(lf_arange(gg, LF_F64, 0, 10, INFINITY / INFINITY));
+    EXPECT_ERR("arange step nan", gg, LF_ERR_RANGE, "arange:", "finite");
+    gg = fresh();
+    cr_expect_null(lf_arange(gg, LF_F64, -INFINITY, 0, 1));
+    cr_expect_neq(lf_graph_status(gg), LF_OK, "arange from -inf");
+    EXPECT_MSG("arange from -inf", lf_errmsg(ctx), "arange");
+}
+
+Test(errors, cuda_backend_unavailable) {
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    o.backend = LF_BACKEND_CUDA;
+    lf_ctx *c = lf_ctx_new(&o);
+    cr_expect_null(c, "this version has no CUDA backend");
+    EXPECT_MSG("ctx_new cuda", lf_errmsg(NULL), "CUDA|cuda");
+    lf_ctx_destroy(c);
+}
+
+/* ---- fns ------------------------------------------------------------------------------- */
+
+Test(errors, fn_arity_mismatch) {
+    lf_graph *gg = fresh();
+    lf_fn *f2 = lf_fn_parse(gg, "(a, b) -> a + b");
+    cr_assert(f2 != NULL);
+    cr_expect_null(lf_map(gg, f2, fill(gg, LF_F32, 1, SH(3))));
+    EXPECT_ERR("map of a 2-parameter fn", gg, LF_ERR_ARITY, "map", "2");
+    gg = fresh();
+    lf_fn *f1 = lf_fn_parse(gg, "(a) -> -a");
+    lf_node *x = fill(gg, LF_F32, 1, SH(3));
+    cr_expect_null(lf_zipwith(gg, f1, 2, (lf_node *[]){x, x}));
+    EXPECT_ERR("zipwith 2 inputs, 1 parameter", gg, LF_ERR_ARITY, "zipwith", "1", "2");
+    gg = fresh();
+    lf_fn *f3 = lf_fn_parse(gg, "(a, b, c) -> a + b + c");
+    x = fill(gg, LF_F32, 1, SH(3));
+    cr_expect_null(lf_zipwith(gg, f3, 2, (lf_node *[]){x, x}));
+    EXPECT_ERR("zipwith 2 inputs, 3 parameters", gg, LF_ERR_ARITY, "zipwith", "3", "2");
+    gg = fresh();
+    f1 = lf_fn_parse(gg, "(a) -> a");
+    x = fill(gg, LF_F32, 1, SH(3));
+    cr_expect_null(lf_zipwith(gg, f1, 0, (lf_node *[]){x}));
+    EXPECT_ERR("zipwith 0 inputs", gg, LF_ERR_ARITY, "zipwith:", "0");
+    gg = fresh();
+    lf_node *nine[9];
+    for (int k = 0; k < 9; k++) nine[k] = fill(gg, LF_F32, 1, SH(3));
+    f1 = lf_fn_parse(gg, "(a) -> a");
+    cr_expect_null(lf_zipwith(gg, f1, 9, nine));
+    EXPECT_ERR("zipwith 9 inputs", gg, LF_ERR_ARITY, "zipwith:", "9");
+    gg = fresh();
+    cr_expect_null(lf_fn_new(gg, 0));
+    EXPECT_ERR("fn_new 0", gg, LF_ERR_ARITY, "fn_new:", "0");
+    gg = fresh();
+    cr_expect_null(lf_fn_new(gg, 9));
+    EXPECT_ERR("fn_new 9", gg, LF_ERR_ARITY, "fn_new:", "9");
+    gg = fresh();
+    cr_expect_null(lf_fn_parse(gg, "(a, b, c, d, f, g, h, i, j) -> a"));
+    cr_expect_neq(lf_graph_status(gg), LF_OK);
+    EXPECT_MSG("parse 9 parameters", lf_errmsg(ctx), "9|parameter");
+}
+
+Test(errors, apply_wrong_operands) {
+    lf_graph *gg = fresh();
+    lf_node *x = fill(gg, LF_F32, 1, SH(3));
+    cr_expect_null(lf_apply(gg, LF_OP_ADD, x, NULL, NULL));
+    EXPECT_ERR("add with one operand", gg, LF_ERR_NULL, "add:", "input 1");
+    gg = fresh();
+    x = fill(gg, LF_F32, 1, SH(3));
+    cr_expect_null(lf_apply(gg, LF_OP_SQRT, x, x, NULL));
+    EXPECT_ERR("sqrt with two operands", gg, LF_ERR_ARITY, "sqrt:");
+    gg = fresh();
+    x = fill(gg, LF_F32, 1, SH(3));
+    cr_expect_null(lf_apply(gg, LF_OP_WHERE, x, x, NULL));
+    EXPECT_ERR("where with two operands", gg, LF_ERR_NULL, "where:", "input 2");
+}
+
+Test(errors, fn_builder_misuse) {
+    lf_graph *gg;
+    lf_fn *f;
+    int p;
+#define BADFN(expr, what, ...)                                                  \
+    do {                                                                        \
+        gg = fresh();                                                           \
+        f = lf_fn_new(gg, 2);                                                   \
+        cr_assert(f != NULL);                                                   \
+        p = lf_fn_param(f, 0);                                                  \
+        cr_assert(p >= 0);                                                      \
+        cr_expect_eq((expr), -1, what);                                         \
+        cr_expect_neq(lf_graph_status(gg), LF_OK, what);                        \
+        EXPECT_MSG(what, lf_graph_errmsg(gg), __VA_ARGS__);                     \
+        EXPECT_MSG(what, lf_errmsg(ctx), __VA_ARGS__);                          \
+    } while (0)
+    BADFN(lf_fn_op(f, LF_OP_ADD, -5, p, -1), "negative operand id", "fn_op", "operand");
+    BADFN(lf_fn_op(f, LF_OP_ADD, p, 1000, -1), "operand id out of range", "fn_op", "operand");
+    BADFN(lf_fn_op(f, LF_OP_ADD, p, -1, -1), "missing operand", "fn_op");
+    BADFN(lf_fn_op(f, (lf_op)999, p, p, -1), "unknown op", "fn_op");
+    BADFN(lf_fn_cast(f, LF_F32, -1), "cast of -1", "fn_cast");
+    BADFN(lf_fn_cast(f, (lf_dtype)99, p), "cast to dtype 99", "fn_cast");
+    BADFN(lf_fn_param(f, 2), "parameter 2 of 2", "fn_param", "2");
+    BADFN(lf_fn_param(f, -1), "parameter -1", "fn_param", "-1");
+#undef BADFN
+    /* the error is sticky on the graph; every builder call returns -1 after it */
+    gg = fresh();
+    f = lf_fn_new(gg, 1);
+    p = lf_fn_param(f, 0);
+    cr_expect_eq(lf_fn_op(f, LF_OP_NEG, -7, -1, -1), -1);
+    lf_status first = lf_graph_status(gg);
+    cr_expect_neq(first, LF_OK);
+    cr_expect_eq(lf_fn_const(f, 1.0), -1);
+    cr_expect_eq(lf_fn_param(f, 0), -1);
+    cr_expect_eq(lf_graph_status(gg), first);
+
+    gg = fresh();
+    f = lf_fn_new(gg, 1);
+    cr_expect_neq(lf_fn_set_result(f, -1), LF_OK);
+    EXPECT_MSG("set_result -1", lf_errmsg(ctx), "fn_set_result");
+    gg = fresh();
+    f = lf_fn_new(gg, 1);
+    cr_expect_neq(lf_fn_set_result(f, 42), LF_OK);
+    EXPECT_MSG("set_result 42", lf_errmsg(ctx), "fn_set_result", "not an expression|42");
+
+    /* an unfinished fn (no result) cannot be used or printed */
+    gg = fresh();
+    f = lf_fn_new(gg, 1);
+    char buf[32];
+    cr_expect_eq(lf_fn_print(f, buf, sizeof buf), -1);
+    cr_expect_null(lf_map(gg, f, fill(gg, LF_F32, 1, SH(2))));
+    EXPECT_ERR("map of an unfinished fn", gg, LF_ERR_STATE, "map:", "result");
+}
+
+/* "unused operands: -1": lf_apply rejects an extra input (LF_ERR_ARITY, see
+ * apply_wrong_operands); lf_fn_op should not silently drop one either. */
+Test(errors, fn_op_extra_operand) {
+    lf_graph *gg = fresh();
+    lf_fn *f = lf_fn_new(gg, 2);
+    int p = lf_fn_param(f, 0), q = lf_fn_param(f, 1);
+    cr_assert(p >= 0 && q >= 0);
+    cr_expect_eq(lf_fn_op(f, LF_OP_SQRT, p, q, -1), -1, "sqrt given a second operand");
+    cr_expect_neq(lf_graph_status(gg), LF_OK);
+    EXPECT_MSG("fn_op extra operand", lf_errmsg(ctx), "fn_op");
+    gg = fresh();
+    f = lf_fn_new(gg, 2);
+    p = lf_fn_param(f, 0);
+    q = lf_fn_param(f, 1);
+    cr_expect_eq(lf_fn_op(f, LF_OP_ADD, p, q, p), -1, "+ given a third operand");
+    cr_expect_neq(lf_graph_status(gg), LF_OK);
+}
+
+/* lf_add is lf_apply(g, LF_OP_ADD, ...); its messages start with "add:", a
+ * NULL graph included (no graph to record into: lf_errmsg(NULL)). */
+Test(errors, add_null_graph_message_prefix) {
+    lf_node *x = lf_iota(g, LF_F32, 3);
+    cr_expect_null(lf_add(NULL, x, x));
+    cr_expect(strncmp(lf_errmsg(NULL), "add:", 4) == 0, "message \"%s\" should start with \"add:\"",
+              lf_errmsg(NULL));
+}
+
+Test(errors, parse_error) {
+    lf_graph *gg = fresh();
+    lf_node *x = fill(gg, LF_F32, 1, SH(2));
+    lf_fn *ok = lf_fn_parse(gg, "(x) -> x");
+    cr_assert(ok != NULL);
+    cr_expect_null(lf_fn_parse(gg, "(x) -> x +"));
+    EXPECT_ERR("parse", gg, LF_ERR_PARSE, "parse error at 1:");
+    cr_expect_null(lf_map(gg, ok, x), "builder calls after a parse error fail");
+    cr_expect_eq(lf_graph_status(gg), LF_ERR_PARSE);
+}
+
+/* ---- graphs and contexts ----------------------------------------------------------------- */
+
+Test(errors, nodes_of_another_graph) {
+    lf_graph *g1 = fresh(), *g2 = fresh();
+    lf_node *x1 = fill(g1, LF_F32, 1, SH(3)), *x2 = fill(g2, LF_F32, 1, SH(3));
+    cr_expect_null(lf_add(g1, x1, x2));
+    EXPECT_ERR("add across graphs", g1, LF_ERR_STATE, "add", "graph");
+    cr_expect_eq(lf_graph_status(g2), LF_OK, "the other graph is not affected");
+
+    lf_graph *g3 = fresh();
+    lf_fn *f2 = lf_fn_parse(g2, "(a) -> a * 2");
+    cr_assert(f2 != NULL);
+    cr_expect_null(lf_map(g3, f2, fill(g3, LF_F32, 1, SH(3))));
+    EXPECT_ERR("map with an fn of another graph", g3, LF_ERR_STATE, "map", "graph");
+
+    lf_graph *g4 = fresh();
+    cr_expect_null(lf_reshape(g4, x2, 1, SH(3)));
+    EXPECT_ERR("reshape of a node of another graph", g4, LF_ERR_STATE, "reshape");
+    lf_graph *g5 = fresh();
+    lf_fn *z = lf_fn_parse(g5, "(a, b) -> a - b");
+    cr_expect_null(lf_zipwith(g5, z, 2, (lf_node *[]){fill(g5, LF_F32, 1, SH(3)), x2}));
+    EXPECT_ERR("zipwith with a node of another graph", g5, LF_ERR_STATE, "zipwith");
+
+    lf_graph *g6 = fresh();
+    lf_buffer *o = tu_buf(ctx, LF_F32, 1, SH(3), V(5, 5, 5));
+    cr_expect_eq(lf_eval(g6, 1, &x2, &o), LF_ERR_STATE);
+    EXPECT_MSG("eval of a node of another graph", lf_errmsg(ctx), "eval", "graph");
+    tu_expect("untouched", o, V(5, 5, 5), 3, 0, 0);
+    /* g2 itself still evaluates x2 */
+    cr_expect_eq(lf_eval(g2, 1, &x2, &o), LF_OK, "%s", lf_errmsg(ctx));
+}
+
+Test(errors, buffers_of_another_context) {
+    lf_ctx *c2 = tu_ctx();
+    lf_buffer *b2 = tu_buf(c2, LF_F32, 1, SH(3), V(1, 2, 3));
+    lf_graph *gg = fresh();
+    cr_expect_null(lf_input(gg, b2));
+    EXPECT_ERR("input of another context's buffer", gg, LF_ERR_STATE, "input", "context");
+    gg = fresh();
+    lf_node *y = fill(gg, LF_F32, 1, SH(3));
+    cr_expect_eq(lf_eval(gg, 1, &y, &b2), LF_ERR_STATE);
+    EXPECT_MSG("eval into another context's buffer", lf_errmsg(ctx), "eval", "context");
+    tu_expect("untouched", b2, V(1, 2, 3), 3, 0, 0);
+    /* a node of a graph of c2 into a buffer of ctx */
+    lf_graph *h = lf_graph_new(c2);
+    lf_node *hy = lf_fill(h, LF_F32, 2, 1, SH(3));
+    lf_buffer *mine = tu_buf(ctx, LF_F32, 1, SH(3), V(7, 7, 7));
+    cr_expect_eq(lf_eval(h, 1, &hy, &mine), LF_ERR_STATE);
+    EXPECT_MSG("eval of c2's graph into ctx's buffer", lf_errmsg(c2), "eval", "context");
+    tu_expect("untouched", mine, V(7, 7, 7), 3, 0, 0);
+    lf_ctx_destroy(c2);
+}
+
+Test(errors, wrong_byte_counts) {
+    lf_buffer *b = tu_buf(ctx, LF_F32, 1, SH(3), V(1, 2, 3));
+    float host[4] = {9, 9, 9, 9};
+    cr_expect_eq(lf_buffer_write(b, host, 8), LF_ERR_INVALID);
+    EXPECT_MSG("write 8 of 12", lf_errmsg(ctx), "buffer_write", "8", "12");
+    cr_expect_eq(lf_buffer_write(b, host, 16), LF_ERR_INVALID);
+    EXPECT_MSG("write 16 of 12", lf_errmsg(ctx), "buffer_write", "16", "12");
+    tu_expect("untouched by wrong-size writes", b, V(1, 2, 3), 3, 0, 0);
+    cr_expect_eq(lf_buffer_read(b, host, 16), LF_ERR_INVALID);
+    EXPECT_MSG("read 16 of 12", lf_errmsg(ctx), "buffer_read", "16", "12");
+    cr_expect_eq(lf_buffer_read(b, host, 0), LF_ERR_INVALID);
+    EXPECT_MSG("read 0 of 12", lf_errmsg(ctx), "buffer_read", "0", "12");
+    cr_expect(host[0] == 9 && host[3] == 9, "a failed read leaves the host array");
+    lf_buffer *e = tu_buf(ctx, LF_F64, 1, SH(0), NULL);
+    cr_expect_eq(lf_buffer_write(e, host, 8), LF_ERR_INVALID);
+    EXPECT_MSG("write 8 of 0", lf_errmsg(ctx), "buffer_write", "8", "0");
+}
+
+/* ---- sticky errors -------------------------------------------------------------------- */
+
+Test(errors, sticky_errors) {
+    lf_node *x = fill(g, LF_F32, 2, SH(3, 4)), *y = fill(g, LF_F32, 1, SH(5));
+    lf_node *ok = lf_mul(g, x, x); /* built before the failure */
+    cr_assert(ok != NULL);
+    lf_fn *f = lf_fn_parse(g, "(a) -> a + 1");
+    cr_assert(f != NULL);
+    cr_expect_null(lf_add(g, x, y));
+    cr_expect_eq(lf_graph_status(g), LF_ERR_SHAPE);
+    char first[512];
+    snprintf(first, sizeof first, "%s", lf_graph_errmsg(g));
+    cr_expect(strstr(first, "shapes [3,4] and [5] do not broadcast") != NULL, "%s", first);
+    cr_expect_str_eq(lf_errmsg(ctx), first);
+
+    /* valid calls now return NULL; invalid ones do not replace the first error */
+    cr_expect_null(lf_add(g, x, x));
+    cr_expect_null(lf_const(g, LF_F32, 1));
+    cr_expect_null(lf_iota(g, LF_F32, 3));
+    cr_expect_null(lf_map(g, f, x));
+    cr_expect_null(lf_reduce(g, LF_RED_SUM, x, 0, NULL, false));
+    cr_expect_null(lf_fn_parse(g, "(a) -> a"));
+    cr_expect_null(lf_iota(g, LF_BOOL, 3));
+    cr_expect_null(lf_reshape(g, x, 1, SH(7)));
+    cr_expect_null(lf_slice(g, x, 0, 0, 1, 0));
+    cr_expect_null(lf_reshape(g, NULL, 1, SH(7)));
+    cr_expect_eq(lf_graph_status(g), LF_ERR_SHAPE);
+    cr_expect_str_eq(lf_graph_errmsg(g), first);
+    cr_expect_str_eq(lf_errmsg(ctx), first);
+
+    /* eval reports the first error, even for nodes built before it */
+    lf_buffer *o = tu_buf(ctx, LF_F32, 2, SH(3, 4), NULL);
+    float sentinel[12];
+    for (int k = 0; k < 12; k++) sentinel[k] = -1234.5f;
+    cr_assert_eq(lf_buffer_write(o, sentinel, sizeof sentinel), LF_OK);
+    cr_expect_eq(lf_eval(g, 1, &ok, &o), LF_ERR_SHAPE);
+    cr_expect_str_eq(lf_errmsg(ctx), first);
+    float back[12];
+    cr_assert_eq(lf_buffer_read(o, back, sizeof back), LF_OK);
+    cr_expect(memcmp(back, sentinel, sizeof back) == 0, "output of a failed graph was changed");
+
+    /* a chain of builder calls checked once at the end */
+    lf_graph *gc = fresh();
+    lf_fn *fc = lf_fn_parse(gc, "(a) -> a * 2");
+    lf_node *r = lf_reduce(gc, LF_RED_SUM,
+                           lf_map(gc, fc, lf_add(gc, fill(gc, LF_F32, 2, SH(3, 4)), fill(gc, LF_F32, 1, SH(5)))),
+                           1, (int[]){0}, false);
+    cr_expect_null(r);
+    cr_expect_eq(lf_graph_status(gc), LF_ERR_SHAPE);
+    cr_expect(strstr(lf_graph_errmsg(gc), "add:") != NULL &&
+                  strstr(lf_graph_errmsg(gc), "[3,4] and [5]") != NULL,
+              "the chain reports the first error: %s", lf_graph_errmsg(gc));
+
+    /* other graphs of the context keep working */
+    lf_graph *g2 = fresh();
+    lf_node *z = lf_add(g2, lf_iota(g2, LF_F32, 3), lf_const(g2, LF_F32, 1));
+    cr_assert(z != NULL, "%s", lf_errmsg(ctx));
+    lf_buffer *zb = tu_eval1(ctx, g2, z);
+    tu_expect("another graph", zb, V(1, 2, 3), 3, 0, 0);
+    cr_expect_eq(lf_graph_status(g), LF_ERR_SHAPE, "and the failed one stays failed");
+}
+
+/* ---- failed evaluations leave outputs untouched ----------------------------------------- */
+
+static void fill_sentinel(lf_buffer *b, unsigned char byte) {
+    size_t n = lf_buffer_bytes(b);
+    unsigned char *h = malloc(n ? n : 1);
+    memset(h, byte, n);
+    cr_assert_eq(lf_buffer_write(b, h, n), LF_OK);
+    free(h);
+}
+
+static void expect_sentinel(const char *what, const lf_buffer *b, unsigned char byte) {
+    size_t n = lf_buffer_bytes(b);
+    unsigned char *h = malloc(n ? n : 1);
+    cr_assert_eq(lf_buffer_read(b, h, n), LF_OK);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(h[i], byte, "%s: byte %zu changed to 0x%02x", what, i, h[i]);
+    free(h);
+}
+
+Test(errors, failed_eval_second_output_bad) {
+    lf_node *x = lf_input(g, tu_buf(ctx, LF_F64, 1, SH(4), V(1, 2, 3, 4)));
+    lf_node *y1 = lf_mul(g, x, x);
+    lf_node *y2 = lf_reduce(g, LF_RED_SUM, x, 0, NULL, false);
+    lf_buffer *b1 = lf_buffer_new_like(ctx, y1);
+    lf_buffer *b2 = lf_buffer_new(ctx, LF_F32, 0, NULL); /* wrong dtype for y2 */
+    fill_sentinel(b1, 0xA5);
+    fill_sentinel(b2, 0xA5);
+    cr_expect_eq(lf_eval(g, 2, (lf_node *[]){y1, y2}, (lf_buffer *[]){b1, b2}), LF_ERR_DTYPE);
+    EXPECT_MSG("second output dtype", lf_errmsg(ctx), "eval:", "output 1", "f64", "f32");
+    expect_sentinel("first output", b1, 0xA5);
+    expect_sentinel("second output", b2, 0xA5);
+    /* wrong shape of the third output */
+    lf_buffer *b3 = lf_buffer_new(ctx, LF_F64, 1, SH(5));
+    lf_buffer *b2ok = lf_buffer_new_like(ctx, y2);
+    fill_sentinel(b2ok, 0x5A);
+    fill_sentinel(b3, 0x5A);
+    cr_expect_eq(lf_eval(g, 3, (lf_node *[]){y1, y2, y1}, (lf_buffer *[]){b1, b2ok, b3}), LF_ERR_SHAPE);
+    expect_sentinel("first output (shape)", b1, 0xA5);
+    expect_sentinel("second output (shape)", b2ok, 0x5A);
+    expect_sentinel("third output (shape)", b3, 0x5A);
+    /* an output that is also an input, with a bad sibling */
+    lf_buffer *xb = tu_buf(ctx, LF_F64, 1, SH(4), V(1, 2, 3, 4));
+    lf_node *xi = lf_input(g, xb);
+    lf_node *x2 = lf_add(g, xi, xi);
+    cr_expect_eq(lf_eval(g, 2, (lf_node *[]){x2, x2}, (lf_buffer *[]){xb, b3}), LF_ERR_SHAPE);
+    tu_expect("in-place output untouched", xb, V(1, 2, 3, 4), 4, 0, 0);
+}
+
+Test(errors, failed_eval_alloc_failure) {
+    lf_node *x = lf_input(g, tu_buf(ctx, LF_F64, 2, SH(3, 4), NULL));
+    lf_node *y = lf_exp(g, lf_add(g, lf_transpose(g, x), lf_const(g, LF_F64, 1)));
+    lf_node *s = lf_reduce(g, LF_RED_SUM, y, 1, (int[]){0}, false);
+    lf_buffer *by = lf_buffer_new_like(ctx, y), *bs = lf_buffer_new_like(ctx, s);
+    fill_sentinel(by, 0x3C);
+    fill_sentinel(bs, 0x3C);
+    lf_debug_fail_alloc(1, true);
+    lf_status st = lf_eval(g, 2, (lf_node *[]){y, s}, (lf_buffer *[]){by, bs});
+    lf_debug_fail_alloc(0, false);
+    cr_expect_eq(st, LF_ERR_NOMEM, "eval with every allocation failing: %s", lf_status_name(st));
+    EXPECT_MSG("alloc failure", lf_errmsg(ctx), "memory|alloc");
+    expect_sentinel("y after alloc failure", by, 0x3C);
+    expect_sentinel("s after alloc failure", bs, 0x3C);
+}
+
+/* Fails the k-th allocation of an eval for every k until the eval succeeds. */
+Test(errors, failed_eval_alloc_sweep) {
+    double xv[12];
+    for (int k = 0; k < 12; k++) xv[k] = k * 0.25;
+    lf_buffer *xb = tu_buf(ctx, LF_F64, 2, SH(3, 4), xv);
+    lf_buffer *ib = tu_buf(ctx, LF_I32, 1, SH(4), V(1, 2, 3, 4));
+    bool done = false;
+    for (int64_t k = 1; k <= 500 && !done; k++) {
+        lf_graph *gg = fresh();
+        lf_node *x = lf_input(gg, xb), *iv = lf_input(gg, ib);
+        lf_fn *f = lf_fn_parse(gg, "(a, b) -> a * b + sqrt(a)");
+        lf_node *y = lf_zipwith(gg, f, 2, (lf_node *[]){lf_transpose(gg, x), lf_expand_dims(gg, iv, 1)});
+        lf_node *s = lf_reduce(gg, LF_RED_MAX, y, 1, (int[]){1}, true);
+        lf_node *xs = lf_mul(gg, x, lf_const(gg, LF_F64, 2));
+        cr_assert(y && s && xs, "%s", lf_errmsg(ctx));
+        lf_buffer *by = lf_buffer_new_like(ctx, y), *bs = lf_buffer_new_like(ctx, s);
+        fill_sentinel(by, 0x77);
+        fill_sentinel(bs, 0x77);
+        lf_debug_fail_alloc(k, false);
+        lf_status st = lf_eval(gg, 3, (lf_node *[]){y, s, xs}, (lf_buffer *[]){by, bs, xb});
+        lf_debug_fail_alloc(0, false);
+        if (st == LF_OK) {
+            done = true;
+            double want[12], ws[4], got[12];
+            for (int i = 0; i < 4; i++) {
+                ws[i] = -INFINITY;
+                for (int j = 0; j < 3; j++) {
+                    double a = xv[j * 4 + i];
+                    want[i * 3 + j] = a * (i + 1) + sqrt(a);
+                    if (want[i * 3 + j] > ws[i]) ws[i] = want[i * 3 + j];
+                }
+            }
+            tu_expect("y", by, want, 12, 1e-15, 0);
+            tu_expect("s", bs, ws, 4, 1e-15, 0);
+            tu_read(xb, got);
+            for (int i = 0; i < 12; i++) cr_expect_eq(got[i], xv[i] * 2, "x = x*2 at %d", i);
+        } else {
+            cr_expect_eq(st, LF_ERR_NOMEM, "fail at allocation %lld: %s (%s)", (long long)k,
+                         lf_status_name(st), lf_errmsg(ctx));
+            expect_sentinel("y", by, 0x77);
+            expect_sentinel("s", bs, 0x77);
+            double got[12];
+            tu_read(xb, got);
+            for (int i = 0; i < 12; i++)
+                cr_assert_eq(got[i], xv[i], "in-place x changed by a failed eval (allocation %lld)",
+                             (long long)k);
+        }
+        lf_graph_free(gg);
+        lf_buffer_free(by);
+        lf_buffer_free(bs);
+    }
+    cr_expect(done, "eval never succeeded within 500 injected failures");
+}
+
+/* Allocation failures while building give LF_ERR_NOMEM, sticky, and no crash. */
+Test(errors, builder_alloc_failure) {
+    for (int64_t k = 1; k <= 200; k++) {
+        lf_graph *gg = lf_graph_new(ctx);
+        cr_assert(gg != NULL);
+        lf_debug_fail_alloc(k, false);
+        lf_fn *f = lf_fn_parse(gg, "(x, m, s) -> exp(-0.5*((x-m)/s)**2) / (s*2.5066282746)");
+        lf_node *x = lf_iota(gg, LF_F32, 8);
+        lf_node *y = f ? lf_zipwith(gg, f, 3, (lf_node *[]){x, lf_const(gg, LF_F32, 0), lf_const(gg, LF_F32, 1)})
+                       : NULL;
+        lf_node *r = lf_reduce(gg, LF_RED_SUM, lf_reshape(gg, y, 2, SH(2, 4)), 1, (int[]){1}, false);
+        lf_debug_fail_alloc(0, false);
+        if (r) {
+            cr_expect_eq(lf_graph_status(gg), LF_OK);
+            lf_graph_free(gg);
+            return;
+        }
+        cr_expect_eq(lf_graph_status(gg), LF_ERR_NOMEM, "allocation %lld: %s (%s)", (long long)k,
+                     lf_status_name(lf_graph_status(gg)), lf_graph_errmsg(gg));
+        lf_graph_free(gg);
+    }
+    cr_expect_fail("building never succeeded within 200 injected failures");
+}

@@ -1,0 +1,1579 @@
+/* tests/test_eval.c: the reference evaluator, elementwise.
+ *
+ * Covers every operator of lazyfuse_ops.def applied elementwise (lf_apply, the
+ * convenience calls, lf_map / lf_zipwith with parsed and built fns) on every
+ * dtype and every pair / triple of dtypes, against an independent scalar model
+ * written here from the rules in lazyfuse.h (libm for the float functions; f32
+ * through the float versions, compared within a few ulps), plus hand-computed
+ * spot checks of the rules that matter most: dtype promotion and weak
+ * literals, integer wraparound, x % 0, Python-sign modulo, integer powers,
+ * round half to even, saturating casts, NaN and Inf propagation, where /
+ * select, sigmoid, rsqrt, erf. Also broadcasting edge cases (size-0 and 0-d
+ * operands, eight-input zipwith), sources (const, fill, iota, arange),
+ * several outputs in one lf_eval, in-place evaluation, and the seeds'
+ * gaussian_pdf against a plain C loop.
+ */
+#include "testutil.h"
+
+#include <criterion/criterion.h>
+#include <float.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static lf_ctx *ctx;
+static lf_graph *g;
+
+static void setup(void) {
+    ctx = tu_ctx();
+    g = lf_graph_new(ctx);
+    cr_assert(g != NULL, "lf_graph_new: %s", lf_errmsg(ctx));
+}
+
+static void teardown(void) {
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+TestSuite(eval, .init = setup, .fini = teardown);
+
+/* ---- a typed scalar model, independent of the library ------------------- */
+
+typedef struct val {
+    lf_dtype t; /* dtype */
+    int64_t i;  /* bool, i32, i64 */
+    double f;   /* f32 (holding a float exactly), f64 */
+} val;
+
+static const char *const dtn[] = {"bool", "i32", "i64", "f32", "f64"};
+
+static bool is_float(lf_dtype t) { return t == LF_F32 || t == LF_F64; }
+
+static val vi(lf_dtype t, int64_t i) {
+    val v = {t, i, 0.0};
+    return v;
+}
+
+static val vf(lf_dtype t, double f) {
+    val v = {t, 0, t == LF_F32 ? (double)(float)f : f};
+    return v;
+}
+
+/* NumPy promotion, written out from the header's rules. */
+static lf_dtype promo(lf_dtype a, lf_dtype b) {
+    if (a == b) return a;
+    if (a == LF_BOOL) return b;
+    if (b == LF_BOOL) return a;
+    if (!is_float(a) && !is_float(b)) return LF_I64; /* i32 with i64 */
+    return LF_F64; /* f32 with f64, or an integer with a float */
+}
+
+/* The cast rules: float->int truncates and saturates, NaN -> 0; int->int
+ * keeps the value (only widening or in-range values are used here);
+ * ->bool is != 0 (NaN is nonzero). */
+static val conv(val v, lf_dtype to) {
+    val r = {to, 0, 0.0};
+    if (to == LF_BOOL) {
+        r.i = is_float(v.t) ? v.f != 0 : v.i != 0;
+    } else if (to == LF_F32) {
+        r.f = is_float(v.t) ? (double)(float)v.f : (double)(float)v.i;
+    } else if (to == LF_F64) {
+        r.f = is_float(v.t) ? v.f : (double)v.i;
+    } else if (is_float(v.t)) {
+        double x = v.f;
+        if (isnan(x)) r.i = 0;
+        else if (to == LF_I32)
+            r.i = x >= 2147483647.0 ? INT32_MAX : x <= -2147483648.0 ? INT32_MIN : (int64_t)x;
+        else
+            r.i = x >= 9223372036854775807.0 ? INT64_MAX
+                  : x <= -9223372036854775808.0 ? INT64_MIN : (int64_t)x;
+    } else {
+        r.i = to == LF_I32 ? (int64_t)(int32_t)(uint32_t)(uint64_t)v.i : v.i;
+    }
+    return r;
+}
+
+enum { TY_ARITH, TY_DIV, TY_FLOAT, TY_SAME, TY_CMP, TY_LOGIC, TY_PRED, TY_SELECT };
+
+static const struct {
+    const char *text;
+    int arity;
+    int typing;
+} opinfo[LF_NOPS] = {
+#define LF_OP(ID, text, arity, syntax, typing, cname) {text, arity, TY_##typing},
+#include "lazyfuse_ops.def"
+};
+
+static double pymod(double a, double b) {
+    double r = fmod(a, b);
+    if (r != 0) {
+        if ((r < 0) != (b < 0)) r += b;
+    } else {
+        r = copysign(0.0, b);
+    }
+    return r;
+}
+
+static float pymodf(float a, float b) {
+    float r = fmodf(a, b);
+    if (r != 0) {
+        if ((r < 0) != (b < 0)) r += b;
+    } else {
+        r = copysignf(0.0f, b);
+    }
+    return r;
+}
+
+static double fmin_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a < b ? a : b; }
+static double fmax_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a > b ? a : b; }
+
+/* One float operator in dtype t (f32 through the float libm functions). */
+static double ref_float(lf_op op, lf_dtype t, double a, double b, double c) {
+    bool s = t == LF_F32;
+    float fa = (float)a, fb = (float)b, fc = (float)c;
+    switch (op) {
+    case LF_OP_ADD: return s ? fa + fb : a + b;
+    case LF_OP_SUB: return s ? fa - fb : a - b;
+    case LF_OP_MUL: return s ? fa * fb : a * b;
+    case LF_OP_DIV: return s ? fa / fb : a / b;
+    case LF_OP_MOD: return s ? pymodf(fa, fb) : pymod(a, b);
+    case LF_OP_POW: return s ? powf(fa, fb) : pow(a, b);
+    case LF_OP_NEG: return -a;
+    case LF_OP_MIN: return fmin_nan(a, b);
+    case LF_OP_MAX: return fmax_nan(a, b);
+    case LF_OP_ABS: return fabs(a);
+    case LF_OP_SIGN: return isnan(a) ? a : a > 0 ? 1.0 : a < 0 ? -1.0 : 0.0;
+    case LF_OP_FLOOR: return floor(a);
+    case LF_OP_CEIL: return ceil(a);
+    case LF_OP_ROUND: return rint(a); /* default rounding mode: half to even */
+    case LF_OP_TRUNC: return trunc(a);
+    case LF_OP_SQRT: return s ? sqrtf(fa) : sqrt(a);
+    case LF_OP_RSQRT: return s ? (double)(float)(1.0 / sqrt(a)) : 1.0 / sqrt(a);
+    case LF_OP_CBRT: return s ? cbrtf(fa) : cbrt(a);
+    case LF_OP_EXP: return s ? expf(fa) : exp(a);
+    case LF_OP_EXP2: return s ? exp2f(fa) : exp2(a);
+    case LF_OP_EXPM1: return s ? expm1f(fa) : expm1(a);
+    case LF_OP_LOG: return s ? logf(fa) : log(a);
+    case LF_OP_LOG2: return s ? log2f(fa) : log2(a);
+    case LF_OP_LOG10: return s ? log10f(fa) : log10(a);
+    case LF_OP_LOG1P: return s ? log1pf(fa) : log1p(a);
+    case LF_OP_SIN: return s ? sinf(fa) : sin(a);
+    case LF_OP_COS: return s ? cosf(fa) : cos(a);
+    case LF_OP_TAN: return s ? tanf(fa) : tan(a);
+    case LF_OP_ASIN: return s ? asinf(fa) : asin(a);
+    case LF_OP_ACOS: return s ? acosf(fa) : acos(a);
+    case LF_OP_ATAN: return s ? atanf(fa) : atan(a);
+    case LF_OP_ATAN2: return s ? atan2f(fa, fb) : atan2(a, b);
+    case LF_OP_SINH: return s ? sinhf(fa) : sinh(a);
+    case LF_OP_COSH: return s ? coshf(fa) : cosh(a);
+    case LF_OP_TANH: return s ? tanhf(fa) : tanh(a);
+    case LF_OP_SIGMOID: {
+        double r = 1.0 / (1.0 + exp(-a));
+        return s ? (double)(float)r : r;
+    }
+    case LF_OP_ERF: return s ? erff(fa) : erf(a);
+    case LF_OP_HYPOT: return s ? hypotf(fa, fb) : hypot(a, b);
+    case LF_OP_FMA: return s ? fmaf(fa, fb, fc) : fma(a, b, c);
+    default: cr_assert_fail("no float reference for op %s", opinfo[op].text);
+    }
+    return 0;
+}
+
+static int64_t wrap(lf_dtype t, uint64_t v) {
+    return t == LF_I32 ? (int64_t)(int32_t)(uint32_t)v : (int64_t)v;
+}
+
+static int64_t ipow(lf_dtype t, int64_t a, int64_t b) {
+    if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+    uint64_t r = 1, x = (uint64_t)a;
+    uint64_t e = (uint64_t)b;
+    while (e) {
+        if (e & 1) r *= x;
+        x *= x;
+        e >>= 1;
+    }
+    return wrap(t, r);
+}
+
+static int64_t imod(int64_t a, int64_t b) {
+    if (b == 0 || b == -1) return 0;
+    int64_t r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}
+
+/* One integer (or bool, for the SAME ops) operator in dtype t, wrapping. */
+static int64_t ref_int(lf_op op, lf_dtype t, int64_t a, int64_t b) {
+    uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+    switch (op) {
+    case LF_OP_ADD: return wrap(t, ua + ub);
+    case LF_OP_SUB: return wrap(t, ua - ub);
+    case LF_OP_MUL: return wrap(t, ua * ub);
+    case LF_OP_MOD: return imod(a, b);
+    case LF_OP_POW: return ipow(t, a, b);
+    case LF_OP_NEG: return wrap(t, 0 - ua);
+    case LF_OP_MIN: return a < b ? a : b;
+    case LF_OP_MAX: return a > b ? a : b;
+    case LF_OP_ABS: return a < 0 ? wrap(t, 0 - ua) : a;
+    case LF_OP_SIGN: return (a > 0) - (a < 0);
+    case LF_OP_FLOOR: case LF_OP_CEIL: case LF_OP_ROUND: case LF_OP_TRUNC: return a;
+    default: cr_assert_fail("no integer reference for op %s", opinfo[op].text);
+    }
+    return 0;
+}
+
+static bool truth(val v) { return conv(v, LF_BOOL).i != 0; }
+
+/* The result of op on x[0..arity), with dtype, by the header's rules. */
+static val ref_apply(lf_op op, const val *x) {
+    int ar = opinfo[op].arity, ty = opinfo[op].typing;
+    lf_dtype p = x[0].t;
+    for (int k = 1; k < ar; k++) p = promo(p, x[k].t);
+    switch (ty) {
+    case TY_ARITH: case TY_DIV: case TY_FLOAT: case TY_SAME: {
+        lf_dtype ct = p;
+        if (ty == TY_ARITH && ct == LF_BOOL) ct = LF_I32;
+        if ((ty == TY_DIV || ty == TY_FLOAT) && !is_float(ct)) ct = LF_F64;
+        val c[3] = {vi(ct, 0), vi(ct, 0), vi(ct, 0)};
+        for (int k = 0; k < ar; k++) c[k] = conv(x[k], ct);
+        if (is_float(ct)) return vf(ct, ref_float(op, ct, c[0].f, c[1].f, c[2].f));
+        return vi(ct, ref_int(op, ct, c[0].i, c[1].i));
+    }
+    case TY_CMP: {
+        val a = conv(x[0], p), b = conv(x[1], p);
+        bool r = false;
+        if (is_float(p)) {
+            switch (op) {
+            case LF_OP_LT: r = a.f < b.f; break;
+            case LF_OP_LE: r = a.f <= b.f; break;
+            case LF_OP_GT: r = a.f > b.f; break;
+            case LF_OP_GE: r = a.f >= b.f; break;
+            case LF_OP_EQ: r = a.f == b.f; break;
+            case LF_OP_NE: r = a.f != b.f; break;
+            default: cr_assert_fail("no comparison reference for %s", opinfo[op].text);
+            }
+        } else {
+            switch (op) {
+            case LF_OP_LT: r = a.i < b.i; break;
+            case LF_OP_LE: r = a.i <= b.i; break;
+            case LF_OP_GT: r = a.i > b.i; break;
+            case LF_OP_GE: r = a.i >= b.i; break;
+            case LF_OP_EQ: r = a.i == b.i; break;
+            case LF_OP_NE: r = a.i != b.i; break;
+            default: cr_assert_fail("no comparison reference for %s", opinfo[op].text);
+            }
+        }
+        return vi(LF_BOOL, r);
+    }
+    case TY_LOGIC:
+        switch (op) {
+        case LF_OP_AND: return vi(LF_BOOL, truth(x[0]) && truth(x[1]));
+        case LF_OP_OR: return vi(LF_BOOL, truth(x[0]) || truth(x[1]));
+        case LF_OP_NOT: return vi(LF_BOOL, !truth(x[0]));
+        default: cr_assert_fail("no logic reference for %s", opinfo[op].text);
+        }
+        break;
+    case TY_PRED:
+        switch (op) {
+        case LF_OP_ISNAN: return vi(LF_BOOL, is_float(x[0].t) && isnan(x[0].f));
+        case LF_OP_ISINF: return vi(LF_BOOL, is_float(x[0].t) && isinf(x[0].f));
+        default: cr_assert_fail("no predicate reference for %s", opinfo[op].text);
+        }
+        break;
+    case TY_SELECT: {
+        lf_dtype rt = promo(x[1].t, x[2].t);
+        return conv(truth(x[0]) ? x[1] : x[2], rt);
+    }
+    }
+    cr_assert_fail("unknown typing for %s", opinfo[op].text);
+    return x[0];
+}
+
+/* Allowed error in ulps: exactly rounded operators must match exactly. */
+static int op_ulps(lf_op op, lf_dtype t) {
+    switch (op) {
+    case LF_OP_ADD: case LF_OP_SUB: case LF_OP_MUL: case LF_OP_DIV: case LF_OP_MOD:
+    case LF_OP_NEG: case LF_OP_MIN: case LF_OP_MAX: case LF_OP_ABS: case LF_OP_SIGN:
+    case LF_OP_FLOOR: case LF_OP_CEIL: case LF_OP_ROUND: case LF_OP_TRUNC: case LF_OP_SQRT:
+    case LF_OP_WHERE:
+        return 0;
+    case LF_OP_FMA: return t == LF_F32 ? 1 : 0;
+    default: return t == LF_F32 ? 8 : 4;
+    }
+}
+
+/* Ordered integer keys for ulp distances. */
+static int64_t key32(float x) {
+    int32_t i;
+    memcpy(&i, &x, sizeof i);
+    return i < 0 ? -(int64_t)(i & 0x7fffffff) : (int64_t)i;
+}
+
+static int64_t key64(double x) {
+    int64_t i;
+    memcpy(&i, &x, sizeof i);
+    return i < 0 ? -(i & INT64_MAX) : i;
+}
+
+static bool close_ulps(double got, double want, lf_dtype t, int ulps) {
+    if (isnan(got) || isnan(want)) return isnan(got) && isnan(want);
+    if (isinf(got) || isinf(want)) return got == want;
+    if (got == want) return true;
+    if (fabs(got - want) <= (t == LF_F32 ? FLT_MIN : DBL_MIN)) return true; /* subnormal noise */
+    if ((got < 0) != (want < 0)) return false;
+    int64_t d = t == LF_F32 ? key32((float)got) - key32((float)want) : key64(got) - key64(want);
+    return (d < 0 ? -d : d) <= ulps;
+}
+
+static bool val_match(val got, val want, int ulps) {
+    if (got.t != want.t) return false;
+    if (!is_float(got.t)) return got.i == want.i;
+    return close_ulps(got.f, want.f, got.t, ulps);
+}
+
+static const char *vstr(char *buf, size_t cap, val v) {
+    if (is_float(v.t)) snprintf(buf, cap, "%s %.17g", dtn[v.t], v.f);
+    else snprintf(buf, cap, "%s %" PRId64, dtn[v.t], v.i);
+    return buf;
+}
+
+/* ---- raw buffers of vals ------------------------------------------------ */
+
+static void put(void *base, int64_t k, val v) {
+    switch (v.t) {
+    case LF_BOOL: ((uint8_t *)base)[k] = v.i != 0; break;
+    case LF_I32: ((int32_t *)base)[k] = (int32_t)v.i; break;
+    case LF_I64: ((int64_t *)base)[k] = v.i; break;
+    case LF_F32: ((float *)base)[k] = (float)v.f; break;
+    case LF_F64: ((double *)base)[k] = v.f; break;
+    default: cr_assert_fail("bad dtype");
+    }
+}
+
+static val get(const void *base, lf_dtype t, int64_t k) {
+    switch (t) {
+    case LF_BOOL: return vi(t, ((const uint8_t *)base)[k]);
+    case LF_I32: return vi(t, ((const int32_t *)base)[k]);
+    case LF_I64: return vi(t, ((const int64_t *)base)[k]);
+    case LF_F32: return vf(t, ((const float *)base)[k]);
+    case LF_F64: return vf(t, ((const double *)base)[k]);
+    default: cr_assert_fail("bad dtype");
+    }
+    return vi(t, 0);
+}
+
+/* A buffer of dtype t and shape filled from v (all of dtype t). */
+static lf_buffer *vbuf(lf_dtype t, int ndim, const int64_t *shape, const val *v) {
+    lf_buffer *b = lf_buffer_new(ctx, t, ndim, shape);
+    cr_assert(b != NULL, "lf_buffer_new: %s", lf_errmsg(ctx));
+    size_t bytes = lf_buffer_bytes(b);
+    unsigned char *host = malloc(bytes ? bytes : 1);
+    cr_assert(host != NULL);
+    for (int64_t k = 0; k < lf_buffer_numel(b); k++) {
+        cr_assert_eq(v[k].t, t);
+        put(host, k, v[k]);
+    }
+    cr_assert_eq(lf_buffer_write(b, host, bytes), LF_OK, "write: %s", lf_errmsg(ctx));
+    free(host);
+    return b;
+}
+
+/* Reads a buffer as vals (malloc'd, numel entries). */
+static val *vread(const lf_buffer *b) {
+    int64_t n = lf_buffer_numel(b);
+    size_t bytes = lf_buffer_bytes(b);
+    unsigned char *host = malloc(bytes ? bytes : 1);
+    val *out = malloc((size_t)(n ? n : 1) * sizeof *out);
+    cr_assert(host != NULL && out != NULL);
+    cr_assert_eq(lf_buffer_read(b, host, bytes), LF_OK);
+    for (int64_t k = 0; k < n; k++) out[k] = get(host, lf_buffer_dtype(b), k);
+    free(host);
+    return out;
+}
+
+/* ---- small helpers over the fixture graph ------------------------------- */
+
+static lf_node *in1(lf_dtype t, int64_t n, const double *v) {
+    lf_node *x = lf_input(g, tu_buf(ctx, t, 1, &n, v));
+    cr_assert(x != NULL, "lf_input: %s", lf_errmsg(ctx));
+    return x;
+}
+
+static lf_node *inS(lf_dtype t, int ndim, const int64_t *shape, const double *v) {
+    lf_node *x = lf_input(g, tu_buf(ctx, t, ndim, shape, v));
+    cr_assert(x != NULL, "lf_input: %s", lf_errmsg(ctx));
+    return x;
+}
+
+static lf_fn *parse(const char *src) {
+    lf_fn *f = lf_fn_parse(g, src);
+    cr_assert(f != NULL, "lf_fn_parse(\"%s\"): %s", src, lf_errmsg(ctx));
+    return f;
+}
+
+static lf_node *map(const char *src, lf_node *x) {
+    lf_node *y = lf_map(g, parse(src), x);
+    cr_assert(y != NULL, "lf_map(\"%s\"): %s", src, lf_errmsg(ctx));
+    return y;
+}
+
+static lf_node *zip2(const char *src, lf_node *a, lf_node *b) {
+    lf_node *y = lf_zipwith(g, parse(src), 2, (lf_node *[]){a, b});
+    cr_assert(y != NULL, "lf_zipwith(\"%s\"): %s", src, lf_errmsg(ctx));
+    return y;
+}
+
+/* Asserts n has dtype t and count elements, evaluates it, and compares with
+ * want within rtol (exactly for rtol 0). */
+static void chk_tol(const char *what, lf_node *n, lf_dtype t, int64_t count, const double *want,
+                    double rtol) {
+    cr_assert(n != NULL, "%s: node is NULL: %s", what, lf_errmsg(ctx));
+    cr_assert_eq(lf_node_dtype(n), t, "%s: dtype %s, want %s", what,
+                 lf_dtype_name(lf_node_dtype(n)), dtn[t]);
+    cr_assert_eq(lf_node_numel(n), count, "%s: numel %lld, want %lld", what,
+                 (long long)lf_node_numel(n), (long long)count);
+    lf_buffer *b = tu_eval1(ctx, g, n);
+    tu_expect(what, b, want, count, rtol, 0.0);
+    lf_buffer_free(b);
+}
+
+static void chk(const char *what, lf_node *n, lf_dtype t, int64_t count, const double *want) {
+    chk_tol(what, n, t, count, want, 0.0);
+}
+
+/* Evaluates n and returns its raw elements as vals (malloc'd). */
+static val *eval_vals(lf_node *n) {
+    lf_buffer *b = tu_eval1(ctx, g, n);
+    val *v = vread(b);
+    lf_buffer_free(b);
+    return v;
+}
+
+static void chk_shape(lf_node *n, int ndim, const int64_t *shape) {
+    cr_assert(n != NULL, "node is NULL: %s", lf_errmsg(ctx));
+    cr_assert_eq(lf_node_ndim(n), ndim, "ndim %d, want %d", lf_node_ndim(n), ndim);
+    for (int d = 0; d < ndim; d++)
+        cr_assert_eq(lf_node_dim(n, d), shape[d], "dim %d is %lld, want %lld", d,
+                     (long long)lf_node_dim(n, d), (long long)shape[d]);
+}
+
+/* ---- dtypes -------------------------------------------------------------- */
+
+Test(eval, dtype_promote_table) {
+    /* rows a, columns b, in the order bool i32 i64 f32 f64 */
+    static const lf_dtype want[5][5] = {
+        {LF_BOOL, LF_I32, LF_I64, LF_F32, LF_F64},
+        {LF_I32, LF_I32, LF_I64, LF_F64, LF_F64},
+        {LF_I64, LF_I64, LF_I64, LF_F64, LF_F64},
+        {LF_F32, LF_F64, LF_F64, LF_F32, LF_F64},
+        {LF_F64, LF_F64, LF_F64, LF_F64, LF_F64},
+    };
+    for (int a = 0; a < 5; a++)
+        for (int b = 0; b < 5; b++)
+            cr_expect_eq(lf_dtype_promote((lf_dtype)a, (lf_dtype)b), want[a][b],
+                         "promote(%s, %s) = %s, want %s", dtn[a], dtn[b],
+                         lf_dtype_name(lf_dtype_promote((lf_dtype)a, (lf_dtype)b)),
+                         dtn[want[a][b]]);
+}
+
+Test(eval, dtype_size_and_name) {
+    static const size_t sizes[5] = {1, 4, 8, 4, 8};
+    for (int t = 0; t < 5; t++) {
+        cr_expect_eq(lf_dtype_size((lf_dtype)t), sizes[t], "size of %s", dtn[t]);
+        cr_expect_str_eq(lf_dtype_name((lf_dtype)t), dtn[t]);
+    }
+    cr_expect_eq(lf_dtype_size(LF_NDTYPES), 0);
+    cr_expect_str_eq(lf_dtype_name(LF_NDTYPES), "?");
+    cr_expect_str_eq(lf_dtype_name((lf_dtype)-1), "?");
+}
+
+Test(eval, op_and_reduce_names) {
+    cr_expect_str_eq(lf_op_name(LF_OP_ADD), "+");
+    cr_expect_str_eq(lf_op_name(LF_OP_POW), "**");
+    cr_expect_str_eq(lf_op_name(LF_OP_AND), "and");
+    cr_expect_str_eq(lf_op_name(LF_OP_SQRT), "sqrt");
+    cr_expect_str_eq(lf_op_name(LF_OP_WHERE), "where");
+    for (int op = 0; op < LF_NOPS; op++) cr_expect_str_eq(lf_op_name((lf_op)op), opinfo[op].text);
+    cr_expect_str_eq(lf_reduce_op_name(LF_RED_SUM), "sum");
+    cr_expect_str_eq(lf_reduce_op_name(LF_RED_ARGMAX), "argmax");
+}
+
+/* Dtypes of nodes built from non-weak operands. */
+Test(eval, node_dtype_promotion) {
+    int64_t n = 2;
+    lf_node *b = in1(LF_BOOL, n, NULL), *i = in1(LF_I32, n, NULL), *l = in1(LF_I64, n, NULL);
+    lf_node *f = in1(LF_F32, n, NULL), *d = in1(LF_F64, n, NULL);
+    struct { lf_node *y; lf_dtype t; const char *what; } cases[] = {
+        {lf_add(g, i, f), LF_F64, "i32+f32"},
+        {lf_add(g, f, i), LF_F64, "f32+i32"},
+        {lf_add(g, l, f), LF_F64, "i64+f32"},
+        {lf_add(g, i, l), LF_I64, "i32+i64"},
+        {lf_add(g, b, b), LF_I32, "bool+bool"},
+        {lf_sub(g, b, l), LF_I64, "bool-i64"},
+        {lf_mul(g, b, f), LF_F32, "bool*f32"},
+        {lf_mul(g, f, d), LF_F64, "f32*f64"},
+        {lf_mul(g, f, f), LF_F32, "f32*f32"},
+        {lf_mul(g, f, lf_const(g, LF_F64, 0.5)), LF_F64, "f32*const f64"},
+        {lf_mul(g, f, lf_const(g, LF_F32, 0.5)), LF_F32, "f32*const f32"},
+        {lf_div(g, i, i), LF_F64, "i32/i32"},
+        {lf_div(g, b, b), LF_F64, "bool/bool"},
+        {lf_div(g, f, f), LF_F32, "f32/f32"},
+        {lf_div(g, f, b), LF_F32, "f32/bool"},
+        {lf_div(g, l, f), LF_F64, "i64/f32"},
+        {lf_mod(g, i, i), LF_I32, "i32%i32"},
+        {lf_mod(g, b, b), LF_I32, "bool%bool"},
+        {lf_pow(g, i, l), LF_I64, "i32**i64"},
+        {lf_pow(g, f, f), LF_F32, "f32**f32"},
+        {lf_lt(g, i, d), LF_BOOL, "i32<f64"},
+        {lf_eq(g, f, f), LF_BOOL, "f32==f32"},
+        {lf_logical_and(g, d, i), LF_BOOL, "f64 and i32"},
+        {lf_logical_not(g, f), LF_BOOL, "not f32"},
+        {lf_neg(g, b), LF_I32, "-bool"},
+        {lf_neg(g, f), LF_F32, "-f32"},
+        {lf_abs(g, b), LF_BOOL, "abs(bool)"},
+        {lf_sign(g, i), LF_I32, "sign(i32)"},
+        {lf_floor(g, l), LF_I64, "floor(i64)"},
+        {lf_round(g, f), LF_F32, "round(f32)"},
+        {lf_minimum(g, b, b), LF_BOOL, "min(bool,bool)"},
+        {lf_minimum(g, b, i), LF_I32, "min(bool,i32)"},
+        {lf_maximum(g, i, f), LF_F64, "max(i32,f32)"},
+        {lf_sqrt(g, i), LF_F64, "sqrt(i32)"},
+        {lf_sqrt(g, b), LF_F64, "sqrt(bool)"},
+        {lf_sqrt(g, f), LF_F32, "sqrt(f32)"},
+        {lf_exp(g, l), LF_F64, "exp(i64)"},
+        {lf_sigmoid(g, f), LF_F32, "sigmoid(f32)"},
+        {lf_atan2(g, f, f), LF_F32, "atan2(f32,f32)"},
+        {lf_atan2(g, f, i), LF_F64, "atan2(f32,i32)"},
+        {lf_hypot(g, f, b), LF_F32, "hypot(f32,bool)"},
+        {lf_hypot(g, i, i), LF_F64, "hypot(i32,i32)"},
+        {lf_fma(g, f, f, f), LF_F32, "fma(f32,f32,f32)"},
+        {lf_fma(g, i, i, i), LF_F64, "fma(i32,i32,i32)"},
+        {lf_fma(g, f, f, d), LF_F64, "fma(f32,f32,f64)"},
+        {lf_isnan(g, f), LF_BOOL, "isnan(f32)"},
+        {lf_isinf(g, i), LF_BOOL, "isinf(i32)"},
+        {lf_select(g, d, i, f), LF_F64, "where(f64, i32, f32)"},
+        {lf_select(g, b, b, b), LF_BOOL, "where(bool, bool, bool)"},
+        {lf_select(g, b, f, b), LF_F32, "where(bool, f32, bool)"},
+        {lf_apply(g, LF_OP_WHERE, i, l, i), LF_I64, "apply where(i32, i64, i32)"},
+        {lf_cast(g, d, LF_I32), LF_I32, "cast f64->i32"},
+        {lf_cast(g, i, LF_BOOL), LF_BOOL, "cast i32->bool"},
+        {lf_reduce(g, LF_RED_SUM, i, 0, NULL, false), LF_I64, "sum(i32)"},
+        {lf_reduce(g, LF_RED_SUM, b, 0, NULL, false), LF_I64, "sum(bool)"},
+        {lf_reduce(g, LF_RED_MEAN, i, 0, NULL, false), LF_F64, "mean(i32)"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        cr_assert(cases[k].y != NULL, "%s: NULL: %s", cases[k].what, lf_errmsg(ctx));
+        cr_expect_eq(lf_node_dtype(cases[k].y), cases[k].t, "%s: dtype %s, want %s",
+                     cases[k].what, lf_dtype_name(lf_node_dtype(cases[k].y)), dtn[cases[k].t]);
+    }
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+}
+
+/* Weak literals in expression strings and lf_fn_const. */
+Test(eval, weak_literals) {
+    double v3[] = {1, 3, 0};
+    lf_node *f = in1(LF_F32, 3, v3), *d = in1(LF_F64, 3, v3), *i = in1(LF_I32, 3, v3);
+    lf_node *l = in1(LF_I64, 3, v3), *b = in1(LF_BOOL, 3, v3);
+
+    chk("f32*0.5", map("(x) -> x*0.5", f), LF_F32, 3, (double[]){0.5, 1.5, 0});
+    chk("f64*0.5", map("(x) -> x*0.5", d), LF_F64, 3, (double[]){0.5, 1.5, 0});
+    chk("i32*0.5", map("(x) -> x*0.5", i), LF_F64, 3, (double[]){0.5, 1.5, 0});
+    chk("i64*0.5", map("(x) -> x*0.5", l), LF_F64, 3, (double[]){0.5, 1.5, 0});
+    chk("bool*0.5", map("(x) -> x*0.5", b), LF_F64, 3, (double[]){0.5, 0.5, 0});
+    chk("i32*2", map("(x) -> x*2", i), LF_I32, 3, (double[]){2, 6, 0});
+    chk("i64*2", map("(x) -> x*2", l), LF_I64, 3, (double[]){2, 6, 0});
+    chk("bool*2", map("(x) -> x*2", b), LF_I64, 3, (double[]){2, 2, 0});
+    chk("f32*2", map("(x) -> x*2", f), LF_F32, 3, (double[]){2, 6, 0});
+    chk("i64*2.0", map("(x) -> x*2.0", l), LF_F64, 3, (double[]){2, 6, 0});
+    chk("bool+2.5", map("(x) -> x + 2.5", b), LF_F64, 3, (double[]){3.5, 3.5, 2.5});
+    chk("i32/2", map("(x) -> x/2", i), LF_F64, 3, (double[]){0.5, 1.5, 0});
+    chk("f32/2", map("(x) -> x/2", f), LF_F32, 3, (double[]){0.5, 1.5, 0});
+    chk("f32**2", map("(x) -> x**2", f), LF_F32, 3, (double[]){1, 9, 0});
+    chk("i32**2", map("(x) -> x**2", i), LF_I32, 3, (double[]){1, 9, 0});
+    chk("i32 > 0.5", map("(x) -> x > 0.5", i), LF_BOOL, 3, (double[]){1, 1, 0});
+    chk("min(f32, 0.5)", map("(x) -> min(x, 0.5)", f), LF_F32, 3, (double[]){0.5, 0.5, 0});
+    chk("sqrt(i32)", map("(x) -> sqrt(x)", i), LF_F64, 3, (double[]){1, sqrt(3.0), 0});
+    chk("-bool", map("(x) -> -x", b), LF_I32, 3, (double[]){-1, -1, 0});
+    chk("f32(i64)*2", map("(x) -> f32(x) * 2", l), LF_F32, 3, (double[]){2, 6, 0});
+    chk("const 2", map("(x) -> 2", f), LF_I64, 3, (double[]){2, 2, 2});
+    chk("const 2.5", map("(x) -> 2.5", i), LF_F64, 3, (double[]){2.5, 2.5, 2.5});
+    chk("const 2*3", map("(x) -> 2*3", b), LF_I64, 3, (double[]){6, 6, 6});
+    chk("i32*f32", zip2("(x, y) -> x*y + 1", i, f), LF_F64, 3, (double[]){2, 10, 1});
+    /* 0.1 as f32 times an f32 stays in f32: the literal is rounded to float */
+    chk("f32*0.1", map("(x) -> x*0.1", f), LF_F32, 3,
+        (double[]){(float)0.1, (float)(3.0f * (float)0.1), 0});
+
+    /* builder: a weak float literal keeps f32, a weak int literal keeps i32 */
+    lf_fn *fb = lf_fn_new(g, 1);
+    cr_assert(fb != NULL, "%s", lf_errmsg(ctx));
+    int e = lf_fn_op(fb, LF_OP_MUL, lf_fn_param(fb, 0), lf_fn_const(fb, 0.5), -1);
+    cr_assert(e >= 0, "%s", lf_errmsg(ctx));
+    cr_assert_eq(lf_fn_set_result(fb, e), LF_OK);
+    cr_assert_eq(lf_fn_arity(fb), 1);
+    chk("builder f32*0.5", lf_map(g, fb, f), LF_F32, 3, (double[]){0.5, 1.5, 0});
+    chk("builder i32*0.5", lf_map(g, fb, i), LF_F64, 3, (double[]){0.5, 1.5, 0});
+    lf_fn *fi = lf_fn_new(g, 1);
+    e = lf_fn_op(fi, LF_OP_ADD, lf_fn_param(fi, 0), lf_fn_const_int(fi, 3), -1);
+    cr_assert_eq(lf_fn_set_result(fi, e), LF_OK);
+    chk("builder i32+3", lf_map(g, fi, i), LF_I32, 3, (double[]){4, 6, 3});
+    chk("builder f32+3", lf_map(g, fi, f), LF_F32, 3, (double[]){4, 6, 3});
+    chk("builder bool+3", lf_map(g, fi, b), LF_I64, 3, (double[]){4, 4, 3});
+    lf_fn *fc = lf_fn_new(g, 1);
+    e = lf_fn_cast(fc, LF_I32, lf_fn_op(fc, LF_OP_MUL, lf_fn_param(fc, 0), lf_fn_const(fc, 2.5), -1));
+    cr_assert_eq(lf_fn_set_result(fc, e), LF_OK);
+    chk("builder i32(x*2.5)", lf_map(g, fc, f), LF_I32, 3, (double[]){2, 7, 0});
+}
+
+/* ---- every operator on every dtype combination --------------------------- */
+
+/* The value set of one dtype; small: the 6-value set for ternary sweeps. */
+static int vals_for(lf_dtype t, bool small, val *out) {
+    static const double fv[] = {0.0, -0.0, 0.5, -0.5, 1.0, -1.0, 1.5, 2.5, -2.5, 3.0,
+                                -7.0, 0.1, 100.0, 0.0 /* big */, INFINITY, -INFINITY, NAN};
+    static const double fsmall[] = {0.0, -1.0, 2.5, 0.1, INFINITY, NAN};
+    static const int64_t i32v[] = {0, 1, -1, 2, 3, -3, 7, -7, 100, 46341, INT32_MAX, INT32_MIN};
+    static const int64_t i64v[] = {0, 1, -1, 2, 3, -3, 7, -7, 100, 3037000500LL, INT64_MAX,
+                                   INT64_MIN};
+    static const int ismall[] = {0, 1, 7, 9, 10, 11};
+    int n = 0;
+    switch (t) {
+    case LF_BOOL:
+        out[n++] = vi(t, 0);
+        out[n++] = vi(t, 1);
+        break;
+    case LF_I32: case LF_I64: {
+        const int64_t *src = t == LF_I32 ? i32v : i64v;
+        if (small)
+            for (int k = 0; k < 6; k++) out[n++] = vi(t, src[ismall[k]]);
+        else
+            for (int k = 0; k < 12; k++) out[n++] = vi(t, src[k]);
+        break;
+    }
+    case LF_F32: case LF_F64:
+        if (small) {
+            for (int k = 0; k < 6; k++) out[n++] = vf(t, fsmall[k]);
+        } else {
+            for (int k = 0; k < 17; k++) out[n++] = vf(t, fv[k]);
+            out[13] = vf(t, t == LF_F32 ? 1e30 : 1e300);
+        }
+        break;
+    default: cr_assert_fail("bad dtype");
+    }
+    return n;
+}
+
+/* Operand tuples the sweep leaves to dedicated tests. */
+static bool skip_tuple(lf_op op, const val *x) {
+    if (op == LF_OP_POW) {
+        lf_dtype p = promo(x[0].t, x[1].t);
+        if (!is_float(p) && x[1].i > 100) return true; /* huge exponents: own test */
+    }
+    if (op == LF_OP_MOD) {
+        if (is_float(x[1].t) && isinf(x[1].f)) return true; /* x % inf: not specified */
+    }
+    return false;
+}
+
+/* Applies op to every tuple of values of every combination of dtypes. */
+static void sweep_op(lf_op op) {
+    int ar = opinfo[op].arity;
+    int ncombo = ar == 1 ? 5 : ar == 2 ? 25 : 125;
+    for (int combo = 0; combo < ncombo; combo++) {
+        lf_dtype ts[3] = {(lf_dtype)(combo % 5), (lf_dtype)(combo / 5 % 5), (lf_dtype)(combo / 25)};
+        val lists[3][17];
+        int lens[3] = {1, 1, 1};
+        int64_t total = 1;
+        for (int k = 0; k < ar; k++) {
+            lens[k] = vals_for(ts[k], ar == 3, lists[k]);
+            total *= lens[k];
+        }
+        val *args[3];
+        for (int k = 0; k < 3; k++) {
+            args[k] = calloc((size_t)total, sizeof(val));
+            cr_assert(args[k] != NULL);
+        }
+        int64_t n = 0;
+        for (int64_t idx = 0; idx < total; idx++) {
+            val tup[3] = {vi(LF_BOOL, 0), vi(LF_BOOL, 0), vi(LF_BOOL, 0)};
+            int64_t r = idx;
+            for (int k = 0; k < ar; k++) {
+                tup[k] = lists[k][r % lens[k]];
+                r /= lens[k];
+            }
+            if (skip_tuple(op, tup)) continue;
+            for (int k = 0; k < ar; k++) args[k][n] = tup[k];
+            n++;
+        }
+        lf_graph *gg = lf_graph_new(ctx);
+        cr_assert(gg != NULL);
+        lf_node *in[3] = {NULL, NULL, NULL};
+        lf_buffer *bufs[3] = {NULL, NULL, NULL};
+        for (int k = 0; k < ar; k++) {
+            bufs[k] = vbuf(ts[k], 1, &n, args[k]);
+            in[k] = lf_input(gg, bufs[k]);
+        }
+        char combo_name[64];
+        snprintf(combo_name, sizeof combo_name, "%s(%s%s%s%s%s)", opinfo[op].text, dtn[ts[0]],
+                 ar > 1 ? ", " : "", ar > 1 ? dtn[ts[1]] : "", ar > 2 ? ", " : "",
+                 ar > 2 ? dtn[ts[2]] : "");
+        lf_node *y = lf_apply(gg, op, in[0], in[1], in[2]);
+        cr_assert(y != NULL, "%s: lf_apply failed: %s", combo_name, lf_errmsg(ctx));
+        val first[3] = {args[0][0], args[1][0], args[2][0]};
+        lf_dtype want_t = ref_apply(op, first).t;
+        cr_assert_eq(lf_node_dtype(y), want_t, "%s: dtype %s, want %s", combo_name,
+                     lf_dtype_name(lf_node_dtype(y)), dtn[want_t]);
+        lf_buffer *out = lf_buffer_new_like(ctx, y);
+        cr_assert(out != NULL);
+        cr_assert_eq(lf_eval(gg, 1, &y, &out), LF_OK, "%s: eval: %s", combo_name, lf_errmsg(ctx));
+        val *got = vread(out);
+        int reported = 0;
+        for (int64_t k = 0; k < n && reported < 3; k++) {
+            val tup[3] = {args[0][k], args[1][k], args[2][k]};
+            val want = ref_apply(op, tup);
+            if (!val_match(got[k], want, op_ulps(op, want.t))) {
+                char s0[64], s1[64], s2[64], sg[64], sw[64];
+                cr_expect_fail("%s: operands (%s%s%s%s%s) gave %s, want %s", combo_name,
+                               vstr(s0, 64, tup[0]), ar > 1 ? ", " : "",
+                               ar > 1 ? vstr(s1, 64, tup[1]) : "", ar > 2 ? ", " : "",
+                               ar > 2 ? vstr(s2, 64, tup[2]) : "", vstr(sg, 64, got[k]),
+                               vstr(sw, 64, want));
+                reported++;
+            }
+        }
+        free(got);
+        lf_graph_free(gg);
+        lf_buffer_free(out);
+        for (int k = 0; k < 3; k++) {
+            lf_buffer_free(bufs[k]);
+            free(args[k]);
+        }
+    }
+}
+
+/* One test per arity (few processes: Criterion forks one per test, which
+ * dominates a valgrind run); every mismatch is reported, at most 3 per op and
+ * dtype combination, and the sweep goes on to the next one. */
+static void sweep_arity(int arity) {
+    int n = 0;
+    for (int op = 0; op < LF_NOPS; op++)
+        if (opinfo[op].arity == arity) {
+            sweep_op((lf_op)op);
+            n++;
+        }
+    cr_assert(n > 0, "no operator of arity %d", arity);
+}
+
+Test(eval, every_unary_op) { sweep_arity(1); }
+Test(eval, every_binary_op) { sweep_arity(2); }
+Test(eval, every_ternary_op) { sweep_arity(3); }
+
+/* The same model through fns: lf_map / lf_zipwith of parsed one-op fns. */
+Test(eval, fns_on_every_dtype) {
+    static const struct { const char *src; lf_op op; } bin[] = {
+        {"(a, b) -> a + b", LF_OP_ADD},  {"(a, b) -> a - b", LF_OP_SUB},
+        {"(a, b) -> a * b", LF_OP_MUL},  {"(a, b) -> a / b", LF_OP_DIV},
+        {"(a, b) -> a % b", LF_OP_MOD},  {"(a, b) -> a < b", LF_OP_LT},
+        {"(a, b) -> a == b", LF_OP_EQ},  {"(a, b) -> a and b", LF_OP_AND},
+        {"(a, b) -> min(a, b)", LF_OP_MIN}, {"(a, b) -> max(a, b)", LF_OP_MAX},
+        {"(a, b) -> hypot(a, b)", LF_OP_HYPOT},
+    };
+    static const struct { const char *src; lf_op op; } un[] = {
+        {"(a) -> -a", LF_OP_NEG},       {"(a) -> exp(a)", LF_OP_EXP},
+        {"(a) -> abs(a)", LF_OP_ABS},   {"(a) -> not a", LF_OP_NOT},
+        {"(a) -> round(a)", LF_OP_ROUND}, {"(a) -> isnan(a)", LF_OP_ISNAN},
+        {"(a) -> sigmoid(a)", LF_OP_SIGMOID},
+    };
+    for (int ta = 0; ta < 5; ta++) {
+        val la[17];
+        int na = vals_for((lf_dtype)ta, true, la);
+        for (size_t u = 0; u < sizeof un / sizeof un[0]; u++) {
+            int64_t n = na;
+            lf_node *y = map(un[u].src, lf_input(g, vbuf((lf_dtype)ta, 1, &n, la)));
+            lf_dtype wt = ref_apply(un[u].op, la).t;
+            cr_assert_eq(lf_node_dtype(y), wt, "%s on %s: dtype %s, want %s", un[u].src, dtn[ta],
+                         lf_dtype_name(lf_node_dtype(y)), dtn[wt]);
+            val *got = eval_vals(y);
+            for (int k = 0; k < na; k++) {
+                val want = ref_apply(un[u].op, &la[k]);
+                char s0[64], sg[64], sw[64];
+                cr_assert(val_match(got[k], want, op_ulps(un[u].op, want.t)),
+                          "%s on %s: gave %s, want %s", un[u].src, vstr(s0, 64, la[k]),
+                          vstr(sg, 64, got[k]), vstr(sw, 64, want));
+            }
+            free(got);
+        }
+        for (int tb = 0; tb < 5; tb++) {
+            val lb[17];
+            int nb = vals_for((lf_dtype)tb, true, lb);
+            int64_t n = (int64_t)na * nb;
+            val *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+            for (int p = 0; p < na; p++)
+                for (int q = 0; q < nb; q++) {
+                    a[p * nb + q] = la[p];
+                    b[p * nb + q] = lb[q];
+                }
+            lf_node *xa = lf_input(g, vbuf((lf_dtype)ta, 1, &n, a));
+            lf_node *xb = lf_input(g, vbuf((lf_dtype)tb, 1, &n, b));
+            for (size_t u = 0; u < sizeof bin / sizeof bin[0]; u++) {
+                lf_node *y = zip2(bin[u].src, xa, xb);
+                val t0[2] = {a[0], b[0]};
+                lf_dtype wt = ref_apply(bin[u].op, t0).t;
+                cr_assert_eq(lf_node_dtype(y), wt, "%s on %s, %s: dtype %s, want %s", bin[u].src,
+                             dtn[ta], dtn[tb], lf_dtype_name(lf_node_dtype(y)), dtn[wt]);
+                val *got = eval_vals(y);
+                for (int64_t k = 0; k < n; k++) {
+                    val tup[2] = {a[k], b[k]};
+                    val want = ref_apply(bin[u].op, tup);
+                    char s0[64], s1[64], sg[64], sw[64];
+                    cr_assert(val_match(got[k], want, op_ulps(bin[u].op, want.t)),
+                              "%s on (%s, %s): gave %s, want %s", bin[u].src, vstr(s0, 64, a[k]),
+                              vstr(s1, 64, b[k]), vstr(sg, 64, got[k]), vstr(sw, 64, want));
+                }
+                free(got);
+            }
+            free(a);
+            free(b);
+        }
+    }
+}
+
+/* Every cast, through lf_cast and through casts in parsed fns. */
+Test(eval, cast_sweep) {
+    static const char *const castfn[] = {"(x) -> bool(x)", "(x) -> i32(x)", "(x) -> i64(x)",
+                                         "(x) -> f32(x)", "(x) -> f64(x)"};
+    for (int from = 0; from < 5; from++) {
+        val v[17];
+        int n = vals_for((lf_dtype)from, false, v);
+        int64_t nn = n;
+        lf_node *x = lf_input(g, vbuf((lf_dtype)from, 1, &nn, v));
+        for (int to = 0; to < 5; to++) {
+            for (int via = 0; via < 2; via++) {
+                lf_node *y = via ? map(castfn[to], x) : lf_cast(g, x, (lf_dtype)to);
+                cr_assert(y != NULL, "cast %s->%s: %s", dtn[from], dtn[to], lf_errmsg(ctx));
+                cr_assert_eq(lf_node_dtype(y), (lf_dtype)to);
+                val *got = eval_vals(y);
+                for (int k = 0; k < n; k++) {
+                    /* narrowing i64 -> i32 out of range is left unspecified here */
+                    if (from == LF_I64 && to == LF_I32 && (v[k].i > INT32_MAX || v[k].i < INT32_MIN))
+                        continue;
+                    val want = conv(v[k], (lf_dtype)to);
+                    char s0[64], sg[64], sw[64];
+                    cr_assert(val_match(got[k], want, 0), "%s %s -> %s: gave %s, want %s",
+                              via ? "parsed cast" : "lf_cast", vstr(s0, 64, v[k]), dtn[to],
+                              vstr(sg, 64, got[k]), vstr(sw, 64, want));
+                }
+                free(got);
+            }
+        }
+    }
+}
+
+/* ---- hand-computed spot checks ------------------------------------------- */
+
+Test(eval, integer_wraparound) {
+    chk("INT32_MAX+1", lf_add(g, lf_const(g, LF_I32, INT32_MAX), lf_const(g, LF_I32, 1)), LF_I32, 1,
+        (double[]){INT32_MIN});
+    chk("INT32_MIN-1", lf_sub(g, lf_const(g, LF_I32, INT32_MIN), lf_const(g, LF_I32, 1)), LF_I32,
+        1, (double[]){INT32_MAX});
+    chk("65536*65536 i32", lf_mul(g, lf_const(g, LF_I32, 65536), lf_const(g, LF_I32, 65536)),
+        LF_I32, 1, (double[]){0});
+    chk("46341*46341 i32", lf_mul(g, lf_const(g, LF_I32, 46341), lf_const(g, LF_I32, 46341)),
+        LF_I32, 1, (double[]){46341.0 * 46341.0 - 4294967296.0});
+    chk("-INT32_MIN", lf_neg(g, lf_const(g, LF_I32, INT32_MIN)), LF_I32, 1, (double[]){INT32_MIN});
+    chk("abs(INT32_MIN)", lf_abs(g, lf_const(g, LF_I32, INT32_MIN)), LF_I32, 1,
+        (double[]){INT32_MIN});
+    chk("parsed x+1 on INT32_MAX", map("(x) -> x + 1", in1(LF_I32, 1, (double[]){INT32_MAX})),
+        LF_I32, 1, (double[]){INT32_MIN});
+    /* bool + bool is i32 arithmetic: true + true == 2 */
+    chk("true+true", lf_add(g, lf_const(g, LF_BOOL, 1), lf_const(g, LF_BOOL, 1)), LF_I32, 1,
+        (double[]){2});
+
+    /* i64: read raw, doubles cannot hold these */
+    int64_t big[3] = {INT64_MAX, INT64_MIN, INT64_MIN};
+    int64_t one[3] = {1, -1, 0};
+    int64_t n = 3;
+    lf_buffer *bb = lf_buffer_new(ctx, LF_I64, 1, &n), *ob = lf_buffer_new(ctx, LF_I64, 1, &n);
+    cr_assert_eq(lf_buffer_write(bb, big, sizeof big), LF_OK);
+    cr_assert_eq(lf_buffer_write(ob, one, sizeof one), LF_OK);
+    lf_node *x = lf_input(g, bb), *o = lf_input(g, ob);
+    val *s = eval_vals(lf_add(g, x, o));
+    cr_expect_eq(s[0].i, INT64_MIN);
+    cr_expect_eq(s[1].i, INT64_MAX);
+    cr_expect_eq(s[2].i, INT64_MIN);
+    free(s);
+    val *ng = eval_vals(lf_neg(g, x));
+    cr_expect_eq(ng[0].i, -INT64_MAX);
+    cr_expect_eq(ng[1].i, INT64_MIN);
+    free(ng);
+    val *m = eval_vals(lf_mul(g, lf_const(g, LF_I64, 4294967296.0), lf_const(g, LF_I64, 4294967296.0)));
+    cr_expect_eq(m[0].i, 0);
+    free(m);
+}
+
+Test(eval, integer_mod) {
+    double a[] = {-7, 7, 7, -7, 5, 0, 6, -6, INT32_MIN, INT32_MAX};
+    double b[] = {3, -3, 3, -3, 0, 0, 3, 4, -1, -1};
+    double want[] = {2, -2, 1, -1, 0, 0, 0, 2, 0, 0};
+    for (int t = LF_I32; t <= LF_I64; t++) {
+        chk("i % i", lf_mod(g, in1((lf_dtype)t, 10, a), in1((lf_dtype)t, 10, b)), (lf_dtype)t, 10,
+            want);
+        chk("parsed %", zip2("(a, b) -> a % b", in1((lf_dtype)t, 10, a), in1((lf_dtype)t, 10, b)),
+            (lf_dtype)t, 10, want);
+    }
+    /* INT64_MIN % -1 must be 0, not a trap */
+    val *r = eval_vals(lf_mod(g, lf_const(g, LF_I64, -9223372036854775808.0), lf_const(g, LF_I64, -1)));
+    cr_expect_eq(r[0].i, 0);
+    free(r);
+    /* bool % bool is i32 */
+    chk("bool % bool",
+        lf_mod(g, in1(LF_BOOL, 4, (double[]){1, 1, 0, 0}), in1(LF_BOOL, 4, (double[]){1, 0, 1, 0})),
+        LF_I32, 4, (double[]){0, 0, 0, 0});
+    /* weak literal: x % 3 */
+    chk("x % 3", map("(x) -> x % 3", in1(LF_I32, 4, (double[]){-7, -1, 5, 0})), LF_I32, 4,
+        (double[]){2, 2, 2, 0});
+    chk("x % -3", map("(x) -> x % -3", in1(LF_I64, 4, (double[]){-7, -1, 5, 0})), LF_I64, 4,
+        (double[]){-1, -1, -1, 0});
+}
+
+Test(eval, float_mod) {
+    double a[] = {-7, 7, 7.5, -7.5, 5, -0.5, 1e-3, NAN, INFINITY};
+    double b[] = {3, -3, 2, 2, 0, 1, -1, 2, 2};
+    double want64[] = {2, -2, 1.5, 0.5, NAN, 0.5, 1e-3 - 1, NAN, NAN};
+    chk("f64 %", lf_mod(g, in1(LF_F64, 9, a), in1(LF_F64, 9, b)), LF_F64, 9, want64);
+    double want32[] = {2, -2, 1.5, 0.5, NAN, 0.5, (float)1e-3f - 1.0f, NAN, NAN};
+    chk("f32 %", lf_mod(g, in1(LF_F32, 9, a), in1(LF_F32, 9, b)), LF_F32, 9, want32);
+    chk("parsed f32 % 3", map("(x) -> x % 3", in1(LF_F32, 3, (double[]){-7, 7, -0.25})), LF_F32, 3,
+        (double[]){2, 1, 2.75});
+    /* an int with a float: f64 */
+    chk("i32 % f32", lf_mod(g, in1(LF_I32, 2, (double[]){-7, 7}), in1(LF_F32, 2, (double[]){3, -3})),
+        LF_F64, 2, (double[]){2, -2});
+}
+
+Test(eval, integer_pow) {
+    double a[] = {2, -2, 3, 0, 2, 1, -1, -1, 0, -3, 5, 7};
+    double b[] = {10, 3, 0, 0, -1, -5, -3, -2, -1, -1, -2, 1};
+    double want[] = {1024, -8, 1, 1, 0, 1, -1, 1, 0, 0, 0, 7};
+    for (int t = LF_I32; t <= LF_I64; t++) {
+        chk("i ** i", lf_pow(g, in1((lf_dtype)t, 12, a), in1((lf_dtype)t, 12, b)), (lf_dtype)t, 12,
+            want);
+        chk("parsed **", zip2("(a, b) -> a ** b", in1((lf_dtype)t, 12, a), in1((lf_dtype)t, 12, b)),
+            (lf_dtype)t, 12, want);
+    }
+    chk("x ** -1", map("(x) -> x ** (-1)", in1(LF_I32, 4, (double[]){1, -1, 2, 0})), LF_I32, 4,
+        (double[]){1, -1, 0, 0});
+    /* wraparound */
+    chk("2**31 i32", lf_pow(g, lf_const(g, LF_I32, 2), lf_const(g, LF_I32, 31)), LF_I32, 1,
+        (double[]){INT32_MIN});
+    chk("2**32 i32", lf_pow(g, lf_const(g, LF_I32, 2), lf_const(g, LF_I32, 32)), LF_I32, 1,
+        (double[]){0});
+    chk("3**20 i32", lf_pow(g, lf_const(g, LF_I32, 3), lf_const(g, LF_I32, 20)), LF_I32, 1,
+        (double[]){(double)ipow(LF_I32, 3, 20)});
+    val *r = eval_vals(lf_pow(g, lf_const(g, LF_I64, 3), lf_const(g, LF_I64, 40)));
+    cr_expect_eq(r[0].i, (int64_t)(uint64_t)12157665459056928801ULL, "3**40 wraps: got %" PRId64, r[0].i);
+    free(r);
+    r = eval_vals(lf_pow(g, lf_const(g, LF_I64, 2), lf_const(g, LF_I64, 62)));
+    cr_expect_eq(r[0].i, INT64_C(1) << 62);
+    free(r);
+    /* bool ** bool is i32 */
+    chk("bool ** bool",
+        lf_pow(g, in1(LF_BOOL, 4, (double[]){0, 0, 1, 1}), in1(LF_BOOL, 4, (double[]){0, 1, 0, 1})),
+        LF_I32, 4, (double[]){1, 0, 1, 1});
+}
+
+/* Exponents far too large to loop over: the answer needs square-and-multiply. */
+Test(eval, integer_pow_huge_exponent, .timeout = 20) {
+    int64_t base[] = {3, -1, 1, 2, 0, -3, 5};
+    int64_t ex[] = {INT64_MAX, INT64_MAX, INT64_MAX, 64, INT64_MAX, INT64_MAX - 1, 1000000007};
+    int64_t n = 7;
+    lf_buffer *bb = lf_buffer_new(ctx, LF_I64, 1, &n), *eb = lf_buffer_new(ctx, LF_I64, 1, &n);
+    cr_assert_eq(lf_buffer_write(bb, base, sizeof base), LF_OK);
+    cr_assert_eq(lf_buffer_write(eb, ex, sizeof ex), LF_OK);
+    val *r = eval_vals(lf_pow(g, lf_input(g, bb), lf_input(g, eb)));
+    for (int k = 0; k < 7; k++)
+        cr_expect_eq(r[k].i, ipow(LF_I64, base[k], ex[k]), "%" PRId64 "**%" PRId64 ": got %" PRId64
+                     ", want %" PRId64, base[k], ex[k], r[k].i, ipow(LF_I64, base[k], ex[k]));
+    free(r);
+    chk("3**INT32_MAX i32",
+        lf_pow(g, lf_const(g, LF_I32, 3), lf_const(g, LF_I32, INT32_MAX)), LF_I32, 1,
+        (double[]){(double)ipow(LF_I32, 3, INT32_MAX)});
+}
+
+Test(eval, round_half_even) {
+    double x[] = {0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.5, 2.4999, -0.7, 0.0, 1e15 + 0.5, NAN, INFINITY};
+    double r[] = {0, 2, 2, -0.0, -2, -2, 4, 2, -1, 0, 1e15, NAN, INFINITY};
+    double fl[] = {0, 1, 2, -1, -2, -3, 3, 2, -1, 0, 1e15, NAN, INFINITY};
+    double ce[] = {1, 2, 3, -0.0, -1, -2, 4, 3, -0.0, 0, 1e15 + 1, NAN, INFINITY};
+    double tr[] = {0, 1, 2, -0.0, -1, -2, 3, 2, -0.0, 0, 1e15, NAN, INFINITY};
+    lf_node *d = in1(LF_F64, 13, x);
+    chk("round f64", lf_round(g, d), LF_F64, 13, r);
+    chk("floor f64", lf_floor(g, d), LF_F64, 13, fl);
+    chk("ceil f64", lf_ceil(g, d), LF_F64, 13, ce);
+    chk("trunc f64", lf_trunc(g, d), LF_F64, 13, tr);
+    chk("parsed round f64", map("(x) -> round(x)", d), LF_F64, 13, r);
+    lf_node *f = in1(LF_F32, 9, x);
+    chk("round f32", lf_round(g, f), LF_F32, 9, r);
+    chk("floor f32", lf_floor(g, f), LF_F32, 9, fl);
+    /* integers are kept as they are */
+    chk("round i32", lf_round(g, in1(LF_I32, 3, (double[]){-3, 0, 7})), LF_I32, 3,
+        (double[]){-3, 0, 7});
+    chk("ceil i64", lf_ceil(g, in1(LF_I64, 2, (double[]){-3, 7})), LF_I64, 2, (double[]){-3, 7});
+}
+
+Test(eval, casts) {
+    double x[] = {NAN, 1e30, -1e30, 2.9, -2.9, INFINITY, -INFINITY, 2147483647.5, -2147483648.9,
+                  0.0, -0.0, 0.5};
+    lf_node *d = in1(LF_F64, 12, x);
+    chk("f64->i32", lf_cast(g, d, LF_I32), LF_I32, 12,
+        (double[]){0, INT32_MAX, INT32_MIN, 2, -2, INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN, 0, 0,
+                   0});
+    chk("f64->bool", lf_cast(g, d, LF_BOOL), LF_BOOL, 12,
+        (double[]){1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1});
+    val *r = eval_vals(lf_cast(g, d, LF_I64));
+    int64_t want64[] = {0, INT64_MAX, INT64_MIN, 2, -2, INT64_MAX, INT64_MIN, 2147483647,
+                        -2147483648LL, 0, 0, 0};
+    for (int k = 0; k < 12; k++)
+        cr_expect_eq(r[k].i, want64[k], "f64->i64 of %g: got %" PRId64, x[k], r[k].i);
+    free(r);
+    lf_node *f = in1(LF_F32, 7, x);
+    chk("f32->i32", lf_cast(g, f, LF_I32), LF_I32, 7,
+        (double[]){0, INT32_MAX, INT32_MIN, 2, -2, INT32_MAX, INT32_MIN});
+    chk("f64->f32", lf_cast(g, in1(LF_F64, 3, (double[]){0.1, 1e300, -1e300}), LF_F32), LF_F32, 3,
+        (double[]){(float)0.1, INFINITY, -INFINITY});
+    chk("bool->f32", lf_cast(g, in1(LF_BOOL, 2, (double[]){0, 1}), LF_F32), LF_F32, 2,
+        (double[]){0, 1});
+    chk("i32->bool", lf_cast(g, in1(LF_I32, 3, (double[]){0, -5, 2}), LF_BOOL), LF_BOOL, 3,
+        (double[]){0, 1, 1});
+    chk("i32->f32", lf_cast(g, in1(LF_I32, 2, (double[]){16777217, -3}), LF_F32), LF_F32, 2,
+        (double[]){16777216, -3});
+    /* bool buffers are normalized on write */
+    lf_buffer *bb = lf_buffer_new(ctx, LF_BOOL, 1, (int64_t[]){3});
+    uint8_t raw[3] = {0, 2, 255};
+    cr_assert_eq(lf_buffer_write(bb, raw, 3), LF_OK);
+    chk("normalized bool", lf_cast(g, lf_input(g, bb), LF_I32), LF_I32, 3, (double[]){0, 1, 1});
+}
+
+Test(eval, min_max_propagate_nan) {
+    double a[] = {1, NAN, NAN, 2, -INFINITY, 0};
+    double b[] = {NAN, 1, NAN, 3, INFINITY, -1};
+    for (int t = LF_F32; t <= LF_F64; t++) {
+        lf_node *x = in1((lf_dtype)t, 6, a), *y = in1((lf_dtype)t, 6, b);
+        chk("minimum", lf_minimum(g, x, y), (lf_dtype)t, 6,
+            (double[]){NAN, NAN, NAN, 2, -INFINITY, -1});
+        chk("maximum", lf_maximum(g, x, y), (lf_dtype)t, 6,
+            (double[]){NAN, NAN, NAN, 3, INFINITY, 0});
+        chk("parsed min", zip2("(a, b) -> min(a, b)", x, y), (lf_dtype)t, 6,
+            (double[]){NAN, NAN, NAN, 2, -INFINITY, -1});
+        chk("parsed max", zip2("(a, b) -> max(a, b)", x, y), (lf_dtype)t, 6,
+            (double[]){NAN, NAN, NAN, 3, INFINITY, 0});
+    }
+    chk("min i32", lf_minimum(g, in1(LF_I32, 2, (double[]){INT32_MIN, 5}),
+                              in1(LF_I32, 2, (double[]){INT32_MAX, -5})),
+        LF_I32, 2, (double[]){INT32_MIN, -5});
+}
+
+Test(eval, nan_inf_propagation) {
+    double a[] = {INFINITY, INFINITY, 0, 1, -1, NAN, 0, INFINITY};
+    double b[] = {-INFINITY, 0, 0, 0, 0, 1, INFINITY, INFINITY};
+    for (int t = LF_F32; t <= LF_F64; t++) {
+        lf_node *x = in1((lf_dtype)t, 8, a), *y = in1((lf_dtype)t, 8, b);
+        chk("add", lf_add(g, x, y), (lf_dtype)t, 8,
+            (double[]){NAN, INFINITY, 0, 1, -1, NAN, INFINITY, INFINITY});
+        chk("mul", lf_mul(g, x, y), (lf_dtype)t, 8,
+            (double[]){-INFINITY, NAN, 0, 0, -0.0, NAN, NAN, INFINITY});
+        chk("div", lf_div(g, x, y), (lf_dtype)t, 8,
+            (double[]){NAN, INFINITY, NAN, INFINITY, -INFINITY, NAN, 0, NAN});
+        lf_node *s = in1((lf_dtype)t, 7, (double[]){INFINITY, -INFINITY, 0, -1, NAN, 1, -0.0});
+        chk_tol("exp", lf_exp(g, s), (lf_dtype)t, 7,
+                (double[]){INFINITY, 0, 1, exp(-1.0), NAN, M_E, 1}, t == LF_F32 ? 1e-6 : 1e-15);
+        chk("log", lf_log(g, s), (lf_dtype)t, 7, (double[]){INFINITY, NAN, -INFINITY, NAN, NAN, 0,
+                                                             -INFINITY});
+        chk("sqrt", lf_sqrt(g, s), (lf_dtype)t, 7, (double[]){INFINITY, NAN, 0, NAN, NAN, 1, -0.0});
+        chk_tol("tanh", lf_tanh(g, s), (lf_dtype)t, 7,
+                (double[]){1, -1, 0, tanh(-1.0), NAN, tanh(1.0), 0}, t == LF_F32 ? 1e-6 : 1e-15);
+    }
+    /* integer 0/0 is true division */
+    chk("i32/i32 by 0", lf_div(g, in1(LF_I32, 3, (double[]){1, 0, -1}), in1(LF_I32, 3, (double[]){0, 0, 0})),
+        LF_F64, 3, (double[]){INFINITY, NAN, -INFINITY});
+    chk("parsed exp(x)/x", map("(x) -> exp(x) / x", in1(LF_F64, 2, (double[]){INFINITY, 0})), LF_F64,
+        2, (double[]){NAN, INFINITY});
+}
+
+Test(eval, isnan_isinf) {
+    double x[] = {0, NAN, INFINITY, -INFINITY, -NAN, 1e300, -3};
+    for (int t = LF_F32; t <= LF_F64; t++) {
+        lf_node *d = in1((lf_dtype)t, 7, x);
+        chk("isnan", lf_isnan(g, d), LF_BOOL, 7, (double[]){0, 1, 0, 0, 1, 0, 0});
+        chk("isinf", lf_isinf(g, d), LF_BOOL, 7,
+            (double[]){0, 0, 1, 1, 0, t == LF_F32 ? 1 : 0, 0});
+        chk("parsed isnan or isinf", map("(x) -> isnan(x) or isinf(x)", d), LF_BOOL, 7,
+            (double[]){0, 1, 1, 1, 1, t == LF_F32 ? 1 : 0, 0});
+    }
+    chk("isnan i32", lf_isnan(g, in1(LF_I32, 2, (double[]){0, 1})), LF_BOOL, 2, (double[]){0, 0});
+    chk("isinf i64", lf_isinf(g, in1(LF_I64, 2, (double[]){0, 1})), LF_BOOL, 2, (double[]){0, 0});
+}
+
+Test(eval, comparisons_in_promoted_dtype) {
+    /* i32 16777217 vs f32 16777216: compared in f64, so not equal */
+    lf_node *i = in1(LF_I32, 1, (double[]){16777217});
+    lf_node *f = in1(LF_F32, 1, (double[]){16777216});
+    chk("i32 == f32", lf_eq(g, i, f), LF_BOOL, 1, (double[]){0});
+    chk("i32 > f32", lf_gt(g, i, f), LF_BOOL, 1, (double[]){1});
+    /* i64 2^53+1 vs f64 2^53: compared in f64, where they are equal */
+    int64_t v = (INT64_C(1) << 53) + 1, one = 1;
+    lf_buffer *lb = lf_buffer_new(ctx, LF_I64, 1, &one);
+    cr_assert_eq(lf_buffer_write(lb, &v, sizeof v), LF_OK);
+    chk("i64 == f64", lf_eq(g, lf_input(g, lb), lf_const(g, LF_F64, 9007199254740992.0)), LF_BOOL, 1,
+        (double[]){1});
+    /* NaN compares false except != */
+    lf_node *n = in1(LF_F64, 2, (double[]){NAN, 1});
+    lf_node *m = in1(LF_F64, 2, (double[]){NAN, NAN});
+    chk("nan ==", lf_eq(g, n, m), LF_BOOL, 2, (double[]){0, 0});
+    chk("nan !=", lf_ne(g, n, m), LF_BOOL, 2, (double[]){1, 1});
+    chk("nan <", lf_lt(g, n, m), LF_BOOL, 2, (double[]){0, 0});
+    chk("nan >=", lf_ge(g, n, m), LF_BOOL, 2, (double[]){0, 0});
+    /* i32 vs i64 extremes */
+    chk("i32 < i64",
+        lf_lt(g, in1(LF_I32, 2, (double[]){INT32_MAX, -1}), in1(LF_I64, 2, (double[]){4294967296.0, -2})),
+        LF_BOOL, 2, (double[]){1, 0});
+    chk("bool == i32", lf_eq(g, in1(LF_BOOL, 2, (double[]){1, 1}), in1(LF_I32, 2, (double[]){1, 2})),
+        LF_BOOL, 2, (double[]){1, 0});
+    chk("parsed chain", zip2("(a, b) -> a <= b and not (a == b) or a != a", n, in1(LF_F64, 2, (double[]){0, 2})),
+        LF_BOOL, 2, (double[]){1, 1});
+}
+
+Test(eval, logic_truth_values) {
+    double a[] = {0, 2.5, NAN, -0.0, 0, 1};
+    double b[] = {0, 0, 1, 1, -3, 7};
+    lf_node *x = in1(LF_F64, 6, a), *y = in1(LF_I32, 6, b);
+    chk("and", lf_logical_and(g, x, y), LF_BOOL, 6, (double[]){0, 0, 1, 0, 0, 1});
+    chk("or", lf_logical_or(g, x, y), LF_BOOL, 6, (double[]){0, 1, 1, 1, 1, 1});
+    chk("not", lf_logical_not(g, x), LF_BOOL, 6, (double[]){1, 0, 0, 1, 1, 0});
+    chk("parsed &&/||/!", zip2("(a, b) -> !(a && b) || !b", x, y), LF_BOOL, 6,
+        (double[]){1, 1, 0, 1, 1, 0});
+}
+
+Test(eval, where_select_broadcast) {
+    /* c [3,1] bool, a [1,4] i32, b 0-d f32 -> [3,4] f64 */
+    lf_node *c = inS(LF_BOOL, 2, (int64_t[]){3, 1}, (double[]){1, 0, 1});
+    lf_node *a = inS(LF_I32, 2, (int64_t[]){1, 4}, (double[]){1, 2, 3, 4});
+    lf_node *b = lf_const(g, LF_F32, -0.5);
+    lf_node *y = lf_select(g, c, a, b);
+    chk_shape(y, 2, (int64_t[]){3, 4});
+    double want[] = {1, 2, 3, 4, -0.5, -0.5, -0.5, -0.5, 1, 2, 3, 4};
+    chk("select", y, LF_F64, 12, want);
+    chk("apply where", lf_apply(g, LF_OP_WHERE, c, a, b), LF_F64, 12, want);
+    lf_node *z = lf_zipwith(g, parse("(c, a, b) -> where(c, a, b)"), 3, (lf_node *[]){c, a, b});
+    chk_shape(z, 2, (int64_t[]){3, 4});
+    chk("parsed where", z, LF_F64, 12, want);
+    /* a float condition: nonzero (NaN included) is true */
+    lf_node *cf = in1(LF_F64, 4, (double[]){0, 2.5, -0.0, NAN});
+    chk("float condition", lf_select(g, cf, in1(LF_I32, 4, (double[]){1, 2, 3, 4}), lf_const(g, LF_I32, -1)),
+        LF_I32, 4, (double[]){-1, 2, -1, 4});
+    /* a condition of shape [2,1,1] against a [3] and b [2,1] */
+    lf_node *c3 = inS(LF_I64, 3, (int64_t[]){2, 1, 1}, (double[]){0, 5});
+    lf_node *a3 = in1(LF_F64, 3, (double[]){10, 20, 30});
+    lf_node *b3 = inS(LF_F64, 2, (int64_t[]){2, 1}, (double[]){-1, -2});
+    lf_node *y3 = lf_select(g, c3, a3, b3);
+    chk_shape(y3, 3, (int64_t[]){2, 2, 3});
+    chk("select 3-d", y3, LF_F64, 12, (double[]){-1, -1, -1, -2, -2, -2, 10, 20, 30, 10, 20, 30});
+    /* where of NaN values passes them through */
+    chk("select nan", lf_select(g, lf_const(g, LF_BOOL, 1), lf_const(g, LF_F64, NAN), lf_const(g, LF_F64, 0)),
+        LF_F64, 1, (double[]){NAN});
+}
+
+Test(eval, sigmoid_rsqrt_erf) {
+    double x[] = {0, INFINITY, -INFINITY, NAN, 2, -2, 40, -40};
+    double sg[8], er[8];
+    for (int k = 0; k < 8; k++) {
+        sg[k] = 1.0 / (1.0 + exp(-x[k]));
+        er[k] = erf(x[k]);
+    }
+    sg[3] = NAN;
+    cr_assert_eq(sg[0], 0.5);
+    cr_assert_eq(er[1], 1.0);
+    cr_assert_eq(er[2], -1.0);
+    for (int t = LF_F32; t <= LF_F64; t++) {
+        double tol = t == LF_F32 ? 1e-6 : 1e-14;
+        lf_node *d = in1((lf_dtype)t, 8, x);
+        chk_tol("sigmoid", lf_sigmoid(g, d), (lf_dtype)t, 8, sg, tol);
+        chk_tol("erf", lf_erf(g, d), (lf_dtype)t, 8, er, tol);
+        chk_tol("parsed sigmoid", map("(x) -> sigmoid(x)", d), (lf_dtype)t, 8, sg, tol);
+        lf_node *r = in1((lf_dtype)t, 6, (double[]){4, 0.25, 0, -1, INFINITY, 2});
+        chk_tol("rsqrt", lf_rsqrt(g, r), (lf_dtype)t, 6, (double[]){0.5, 2, INFINITY, NAN, 0, M_SQRT1_2},
+                tol);
+    }
+    chk("sigmoid exact points", lf_sigmoid(g, in1(LF_F64, 3, (double[]){0, INFINITY, -INFINITY})),
+        LF_F64, 3, (double[]){0.5, 1, 0});
+    chk("erf(0)", lf_erf(g, lf_const(g, LF_F64, 0)), LF_F64, 1, (double[]){0});
+    chk("rsqrt(i32 4)", lf_rsqrt(g, lf_const(g, LF_I32, 4)), LF_F64, 1, (double[]){0.5});
+}
+
+Test(eval, transcendentals_hand_values) {
+    lf_node *one = lf_const(g, LF_F64, 1);
+    chk_tol("exp2(3)", lf_exp2(g, lf_const(g, LF_F64, 3)), LF_F64, 1, (double[]){8}, 1e-15);
+    chk_tol("log2(1024)", lf_log2(g, lf_const(g, LF_F64, 1024)), LF_F64, 1, (double[]){10}, 1e-15);
+    chk_tol("log10(1000)", lf_log10(g, lf_const(g, LF_I32, 1000)), LF_F64, 1, (double[]){3}, 1e-15);
+    chk_tol("cbrt(-27)", lf_cbrt(g, lf_const(g, LF_F64, -27)), LF_F64, 1, (double[]){-3}, 1e-15);
+    chk_tol("atan2(1,1)", lf_atan2(g, one, one), LF_F64, 1, (double[]){M_PI_4}, 1e-15);
+    chk("hypot(3,4)", lf_hypot(g, lf_const(g, LF_F32, 3), lf_const(g, LF_F32, 4)), LF_F32, 1,
+        (double[]){5});
+    chk_tol("acos(-1)", lf_acos(g, lf_const(g, LF_F64, -1)), LF_F64, 1, (double[]){M_PI}, 1e-15);
+    chk("asin(2)", lf_asin(g, lf_const(g, LF_F64, 2)), LF_F64, 1, (double[]){NAN});
+    chk("log1p(-1)", lf_log1p(g, lf_const(g, LF_F64, -1)), LF_F64, 1, (double[]){-INFINITY});
+    chk("expm1(0)", lf_expm1(g, lf_const(g, LF_F64, 0)), LF_F64, 1, (double[]){0});
+    chk("cosh(0)", lf_cosh(g, lf_const(g, LF_F32, 0)), LF_F32, 1, (double[]){1});
+    chk("sinh(-inf)", lf_sinh(g, lf_const(g, LF_F64, -INFINITY)), LF_F64, 1, (double[]){-INFINITY});
+    chk("fma(2,3,4)", lf_fma(g, lf_const(g, LF_I32, 2), lf_const(g, LF_I32, 3), lf_const(g, LF_I32, 4)),
+        LF_F64, 1, (double[]){10});
+    /* fma rounds once: 0.1*10 - 1 is 2^-54 + ..., not 0 */
+    chk("fma single rounding",
+        lf_fma(g, lf_const(g, LF_F64, 0.1), lf_const(g, LF_F64, 10), lf_const(g, LF_F64, -1)), LF_F64,
+        1, (double[]){fma(0.1, 10, -1)});
+    cr_assert_neq(fma(0.1, 10, -1), 0.0);
+    chk("pow(-8, 1/3.)", lf_pow(g, lf_const(g, LF_F64, -8), lf_const(g, LF_F64, 1.0 / 3)), LF_F64, 1,
+        (double[]){NAN});
+    chk("pow(0, -1)", lf_pow(g, lf_const(g, LF_F64, 0), lf_const(g, LF_F64, -1)), LF_F64, 1,
+        (double[]){INFINITY});
+    chk("pow(nan, 0)", lf_pow(g, lf_const(g, LF_F64, NAN), lf_const(g, LF_F64, 0)), LF_F64, 1,
+        (double[]){1});
+    chk("sign f64", lf_sign(g, in1(LF_F64, 5, (double[]){-3, 0, 2, NAN, -INFINITY})), LF_F64, 5,
+        (double[]){-1, 0, 1, NAN, -1});
+    chk("sign i32", lf_sign(g, in1(LF_I32, 3, (double[]){-3, 0, INT32_MAX})), LF_I32, 3,
+        (double[]){-1, 0, 1});
+    chk("parsed constants", map("(x) -> x * pi + e", lf_const(g, LF_F64, 1)), LF_F64, 1,
+        (double[]){M_PI + M_E});
+}
+
+/* ---- broadcasting --------------------------------------------------------- */
+
+Test(eval, broadcast_column_row) {
+    lf_node *a = inS(LF_F64, 2, (int64_t[]){3, 1}, (double[]){0, 10, 20});
+    lf_node *b = inS(LF_F64, 2, (int64_t[]){1, 4}, (double[]){1, 2, 3, 4});
+    lf_node *y = lf_add(g, a, b);
+    chk_shape(y, 2, (int64_t[]){3, 4});
+    chk("[3,1]+[1,4]", y, LF_F64, 12, (double[]){1, 2, 3, 4, 11, 12, 13, 14, 21, 22, 23, 24});
+    lf_node *y2 = lf_sub(g, b, a);
+    chk_shape(y2, 2, (int64_t[]){3, 4});
+    chk("[1,4]-[3,1]", y2, LF_F64, 12, (double[]){1, 2, 3, 4, -9, -8, -7, -6, -19, -18, -17, -16});
+}
+
+Test(eval, broadcast_leading_axes) {
+    lf_node *a = in1(LF_I32, 4, (double[]){1, 2, 3, 4});
+    lf_node *b = inS(LF_I32, 2, (int64_t[]){3, 4}, (double[]){0, 0, 0, 0, 10, 10, 10, 10, 20, 20, 20, 20});
+    lf_node *y = lf_mul(g, a, b);
+    chk_shape(y, 2, (int64_t[]){3, 4});
+    chk("[4]*[3,4]", y, LF_I32, 12, (double[]){0, 0, 0, 0, 10, 20, 30, 40, 20, 40, 60, 80});
+    /* [2,1,3] + [4,1] -> [2,4,3] */
+    lf_node *c = inS(LF_F64, 3, (int64_t[]){2, 1, 3}, (double[]){1, 2, 3, 4, 5, 6});
+    lf_node *d = inS(LF_F64, 2, (int64_t[]){4, 1}, (double[]){0, 100, 200, 300});
+    lf_node *z = lf_add(g, c, d);
+    chk_shape(z, 3, (int64_t[]){2, 4, 3});
+    double want[24];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 4; j++)
+            for (int k = 0; k < 3; k++) want[(i * 4 + j) * 3 + k] = (i * 3 + k + 1) + 100 * j;
+    chk("[2,1,3]+[4,1]", z, LF_F64, 24, want);
+}
+
+Test(eval, broadcast_scalars) {
+    /* a 0-d constant and a 0-d buffer with arrays */
+    lf_buffer *sb = lf_buffer_new(ctx, LF_F64, 0, NULL);
+    cr_assert(sb != NULL, "%s", lf_errmsg(ctx));
+    cr_assert_eq(lf_buffer_ndim(sb), 0);
+    cr_assert_eq(lf_buffer_numel(sb), 1);
+    double three = 3;
+    cr_assert_eq(lf_buffer_write(sb, &three, sizeof three), LF_OK);
+    lf_node *s = lf_input(g, sb);
+    chk_shape(s, 0, NULL);
+    lf_node *a = inS(LF_F64, 2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6});
+    lf_node *y = lf_mul(g, s, a);
+    chk_shape(y, 2, (int64_t[]){2, 3});
+    chk("0-d * [2,3]", y, LF_F64, 6, (double[]){3, 6, 9, 12, 15, 18});
+    lf_node *z = lf_sub(g, a, lf_const(g, LF_F64, 1));
+    chk("[2,3] - const", z, LF_F64, 6, (double[]){0, 1, 2, 3, 4, 5});
+    /* 0-d with 0-d stays 0-d */
+    lf_node *w = lf_add(g, s, lf_const(g, LF_F64, 0.5));
+    chk_shape(w, 0, NULL);
+    chk("0-d + 0-d", w, LF_F64, 1, (double[]){3.5});
+    lf_buffer *wb = tu_eval1(ctx, g, w);
+    cr_assert_eq(lf_buffer_ndim(wb), 0);
+}
+
+Test(eval, broadcast_zero_size) {
+    /* [0,3] + [1,3] -> [0,3] */
+    lf_node *z = lf_fill(g, LF_F64, 1, 2, (int64_t[]){0, 3});
+    lf_node *r = inS(LF_F64, 2, (int64_t[]){1, 3}, (double[]){1, 2, 3});
+    lf_node *y = lf_add(g, z, r);
+    chk_shape(y, 2, (int64_t[]){0, 3});
+    cr_assert_eq(lf_node_numel(y), 0);
+    lf_buffer *yb = tu_eval1(ctx, g, y);
+    cr_assert_eq(lf_buffer_numel(yb), 0);
+    cr_assert_eq(lf_buffer_bytes(yb), 0);
+    cr_assert_eq(lf_buffer_dim(yb, 0), 0);
+    cr_assert_eq(lf_buffer_dim(yb, 1), 3);
+    /* [1] with [0] -> [0]; [0] with 0-d -> [0] */
+    lf_node *e = lf_input(g, tu_buf(ctx, LF_I32, 1, (int64_t[]){0}, NULL));
+    lf_node *y2 = lf_add(g, in1(LF_I32, 1, (double[]){5}), e);
+    chk_shape(y2, 1, (int64_t[]){0});
+    tu_eval1(ctx, g, y2);
+    lf_node *y3 = lf_mul(g, e, lf_const(g, LF_F64, 2));
+    chk_shape(y3, 1, (int64_t[]){0});
+    cr_assert_eq(lf_node_dtype(y3), LF_F64);
+    tu_eval1(ctx, g, y3);
+    /* a zero-size buffer input of shape [2,0] broadcasting with [2,1] */
+    lf_node *e2 = lf_input(g, tu_buf(ctx, LF_F32, 2, (int64_t[]){2, 0}, NULL));
+    lf_node *y4 = lf_add(g, e2, inS(LF_F32, 2, (int64_t[]){2, 1}, (double[]){1, 2}));
+    chk_shape(y4, 2, (int64_t[]){2, 0});
+    tu_eval1(ctx, g, y4);
+}
+
+Test(eval, zero_size_arrays) {
+    lf_node *a = lf_iota(g, LF_F64, 0);
+    chk_shape(a, 1, (int64_t[]){0});
+    lf_node *m = map("(x) -> exp(x) + 1", a);
+    chk_shape(m, 1, (int64_t[]){0});
+    lf_buffer *mb = tu_eval1(ctx, g, m);
+    cr_assert_eq(lf_buffer_numel(mb), 0);
+    char dummy;
+    cr_assert_eq(lf_buffer_read(mb, &dummy, 0), LF_OK);
+    lf_node *f = lf_fill(g, LF_I32, 7, 3, (int64_t[]){2, 0, 3});
+    chk_shape(f, 3, (int64_t[]){2, 0, 3});
+    lf_node *f2 = lf_mul(g, f, f);
+    lf_buffer *fb = tu_eval1(ctx, g, f2);
+    cr_assert_eq(lf_buffer_numel(fb), 0);
+    cr_assert_eq(lf_buffer_ndim(fb), 3);
+    /* several empty outputs with a non-empty one in one eval */
+    lf_node *full = lf_add(g, lf_iota(g, LF_I64, 3), lf_const(g, LF_I64, 1));
+    lf_buffer *b1 = lf_buffer_new_like(ctx, f2), *b2 = lf_buffer_new_like(ctx, full),
+              *b3 = lf_buffer_new_like(ctx, m);
+    cr_assert_eq(lf_eval(g, 3, (lf_node *[]){f2, full, m}, (lf_buffer *[]){b1, b2, b3}), LF_OK, "%s",
+                 lf_errmsg(ctx));
+    tu_expect("non-empty beside empties", b2, (double[]){1, 2, 3}, 3, 0, 0);
+}
+
+Test(eval, zipwith_eight_inputs) {
+    lf_fn *f = parse("(x0, x1, x2, x3, x4, x5, x6, x7) -> "
+                     "x0 + 2*x1 + 3*x2 + 4*x3 + 5*x4 + 6*x5 + 7*x6 + 8*x7");
+    cr_assert_eq(lf_fn_arity(f), 8);
+    double v0[6] = {1, 2, 3, 4, 5, 6}, v1[3] = {10, 20, 30}, v2[2] = {100, 200};
+    double v4[3] = {0.5, 1.5, 2.5}, v5[1] = {-1}, v6[6] = {1, 0, 1, 0, 1, 1}, v7[3] = {7, 8, 9};
+    lf_node *xs[8] = {
+        inS(LF_F64, 2, (int64_t[]){2, 3}, v0), in1(LF_I32, 3, v1),
+        inS(LF_F64, 2, (int64_t[]){2, 1}, v2), lf_const(g, LF_F64, 1000),
+        inS(LF_F32, 2, (int64_t[]){1, 3}, v4), inS(LF_I64, 2, (int64_t[]){1, 1}, v5),
+        inS(LF_BOOL, 2, (int64_t[]){2, 3}, v6), in1(LF_F64, 3, v7),
+    };
+    lf_node *y = lf_zipwith(g, f, 8, xs);
+    chk_shape(y, 2, (int64_t[]){2, 3});
+    double want[6];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            want[i * 3 + j] = v0[i * 3 + j] + 2 * v1[j] + 3 * v2[i] + 4 * 1000 + 5 * v4[j] +
+                              6 * v5[0] + 7 * v6[i * 3 + j] + 8 * v7[j];
+    chk("zipwith 8", y, LF_F64, 6, want);
+    /* the parameters are bound in order: a non-symmetric fn */
+    lf_fn *h = parse("(a, b, c, d, f, g, h, k) -> (((a - b) * c - d) / f + g - h) * k");
+    lf_node *cs[8];
+    double vals[8] = {9, 2, 3, 4, 5, 6, 7, 8};
+    for (int k = 0; k < 8; k++) cs[k] = lf_const(g, LF_F64, vals[k]);
+    chk("zipwith 8 order", lf_zipwith(g, h, 8, cs), LF_F64, 1,
+        (double[]){(((9.0 - 2) * 3 - 4) / 5 + 6 - 7) * 8});
+}
+
+/* ---- sources --------------------------------------------------------------- */
+
+Test(eval, const_sources) {
+    lf_node *c = lf_const(g, LF_F32, 1.5);
+    chk_shape(c, 0, NULL);
+    cr_assert_eq(lf_node_numel(c), 1);
+    chk("const f32", c, LF_F32, 1, (double[]){1.5});
+    chk("const f32 0.1", lf_const(g, LF_F32, 0.1), LF_F32, 1, (double[]){(float)0.1});
+    chk("const i32 1e30", lf_const(g, LF_I32, 1e30), LF_I32, 1, (double[]){INT32_MAX});
+    chk("const i32 -2.7", lf_const(g, LF_I32, -2.7), LF_I32, 1, (double[]){-2});
+    chk("const i32 nan", lf_const(g, LF_I32, NAN), LF_I32, 1, (double[]){0});
+    chk("const bool 0.5", lf_const(g, LF_BOOL, 0.5), LF_BOOL, 1, (double[]){1});
+    chk("const bool 0", lf_const(g, LF_BOOL, 0), LF_BOOL, 1, (double[]){0});
+    chk("const f64 inf", lf_const(g, LF_F64, -INFINITY), LF_F64, 1, (double[]){-INFINITY});
+    val *r = eval_vals(lf_const(g, LF_I64, -1e30));
+    cr_expect_eq(r[0].i, INT64_MIN);
+    free(r);
+    r = eval_vals(lf_const(g, LF_I64, NAN));
+    cr_expect_eq(r[0].i, 0);
+    free(r);
+}
+
+Test(eval, fill_sources) {
+    lf_node *f = lf_fill(g, LF_F64, 2.5, 2, (int64_t[]){2, 3});
+    chk_shape(f, 2, (int64_t[]){2, 3});
+    chk("fill f64", f, LF_F64, 6, (double[]){2.5, 2.5, 2.5, 2.5, 2.5, 2.5});
+    chk("fill i32 7.9", lf_fill(g, LF_I32, 7.9, 1, (int64_t[]){4}), LF_I32, 4, (double[]){7, 7, 7, 7});
+    chk("fill bool -3", lf_fill(g, LF_BOOL, -3, 1, (int64_t[]){2}), LF_BOOL, 2, (double[]){1, 1});
+    lf_node *f0 = lf_fill(g, LF_F32, 4, 0, NULL);
+    chk_shape(f0, 0, NULL);
+    chk("fill 0-d", f0, LF_F32, 1, (double[]){4});
+    lf_node *fz = lf_fill(g, LF_F64, 1, 3, (int64_t[]){2, 0, 3});
+    chk_shape(fz, 3, (int64_t[]){2, 0, 3});
+    cr_assert_eq(lf_node_numel(fz), 0);
+    lf_buffer *b = tu_eval1(ctx, g, fz);
+    cr_assert_eq(lf_buffer_numel(b), 0);
+}
+
+Test(eval, iota_sources) {
+    for (int t = LF_I32; t <= LF_F64; t++) {
+        lf_node *x = lf_iota(g, (lf_dtype)t, 5);
+        chk_shape(x, 1, (int64_t[]){5});
+        chk("iota", x, (lf_dtype)t, 5, (double[]){0, 1, 2, 3, 4});
+        lf_node *e = lf_iota(g, (lf_dtype)t, 0);
+        chk_shape(e, 1, (int64_t[]){0});
+        tu_eval1(ctx, g, e);
+    }
+    chk("iota 1", lf_iota(g, LF_I64, 1), LF_I64, 1, (double[]){0});
+}
+
+Test(eval, arange_sources) {
+    chk("arange(0,1,.25)", lf_arange(g, LF_F64, 0, 1, 0.25), LF_F64, 4, (double[]){0, .25, .5, .75});
+    chk("arange(5,0,-1.5)", lf_arange(g, LF_F64, 5, 0, -1.5), LF_F64, 4, (double[]){5, 3.5, 2, 0.5});
+    chk("arange(0,2.5,1)", lf_arange(g, LF_F64, 0, 2.5, 1), LF_F64, 3, (double[]){0, 1, 2});
+    chk("arange(-1,-2.5,-.5)", lf_arange(g, LF_F64, -1, -2.5, -0.5), LF_F64, 3,
+        (double[]){-1, -1.5, -2});
+    chk_tol("arange(0,1,.3)", lf_arange(g, LF_F64, 0, 1, 0.3), LF_F64, 4,
+            (double[]){0, 0.3, 0.6, 0.9}, 1e-15);
+    chk("arange i32 (0,10,3)", lf_arange(g, LF_I32, 0, 10, 3), LF_I32, 4, (double[]){0, 3, 6, 9});
+    chk("arange i32 (10,0,-3)", lf_arange(g, LF_I32, 10, 0, -3), LF_I32, 4, (double[]){10, 7, 4, 1});
+    chk("arange i64 (-3,3,1)", lf_arange(g, LF_I64, -3, 3, 1), LF_I64, 6,
+        (double[]){-3, -2, -1, 0, 1, 2});
+    chk("arange f32 (0,2,.5)", lf_arange(g, LF_F32, 0, 2, 0.5), LF_F32, 4, (double[]){0, .5, 1, 1.5});
+    chk("arange(0,1,2)", lf_arange(g, LF_F64, 0, 1, 2), LF_F64, 1, (double[]){0});
+    lf_node *e1 = lf_arange(g, LF_F64, 1, 0, 1);
+    chk_shape(e1, 1, (int64_t[]){0});
+    tu_eval1(ctx, g, e1);
+    lf_node *e2 = lf_arange(g, LF_F64, 0, 0, 1);
+    chk_shape(e2, 1, (int64_t[]){0});
+    lf_node *e3 = lf_arange(g, LF_I32, 0, 5, -1);
+    chk_shape(e3, 1, (int64_t[]){0});
+    tu_eval1(ctx, g, e3);
+}
+
+/* ---- evaluation ------------------------------------------------------------- */
+
+Test(eval, several_outputs_in_one_eval) {
+    lf_node *x = in1(LF_F64, 4, (double[]){1, 2, 3, 4});
+    lf_node *y = lf_mul(g, x, lf_const(g, LF_F64, 2));
+    lf_node *s = lf_reduce(g, LF_RED_SUM, x, 0, NULL, false);
+    lf_node *c = lf_gt(g, x, lf_const(g, LF_F64, 2));
+    lf_node *k = lf_cast(g, y, LF_I32);
+    lf_node *outs[5] = {y, s, c, k, y};
+    lf_buffer *bufs[5];
+    for (int i = 0; i < 5; i++) bufs[i] = lf_buffer_new_like(ctx, outs[i]);
+    cr_assert_eq(lf_buffer_ndim(bufs[1]), 0);
+    cr_assert_eq(lf_eval(g, 5, outs, bufs), LF_OK, "%s", lf_errmsg(ctx));
+    tu_expect("y", bufs[0], (double[]){2, 4, 6, 8}, 4, 0, 0);
+    tu_expect("sum", bufs[1], (double[]){10}, 1, 0, 0);
+    tu_expect("cmp", bufs[2], (double[]){0, 0, 1, 1}, 4, 0, 0);
+    tu_expect("cast", bufs[3], (double[]){2, 4, 6, 8}, 4, 0, 0);
+    tu_expect("y again", bufs[4], (double[]){2, 4, 6, 8}, 4, 0, 0);
+    cr_assert_eq(lf_buffer_dtype(bufs[2]), LF_BOOL);
+    /* evaluating the same graph again gives the same results */
+    cr_assert_eq(lf_eval(g, 2, (lf_node *[]){s, c}, (lf_buffer *[]){bufs[1], bufs[2]}), LF_OK);
+    tu_expect("sum again", bufs[1], (double[]){10}, 1, 0, 0);
+}
+
+Test(eval, output_is_input) {
+    lf_buffer *xb = tu_buf(ctx, LF_F64, 1, (int64_t[]){3}, (double[]){1, 2, 3});
+    lf_node *x = lf_input(g, xb);
+    lf_node *y = lf_mul(g, x, lf_const(g, LF_F64, 2));
+    cr_assert_eq(lf_eval(g, 1, &y, &xb), LF_OK, "%s", lf_errmsg(ctx));
+    tu_expect("x = x*2", xb, (double[]){2, 4, 6}, 3, 0, 0);
+    /* the graph reads the buffer when evaluated: again doubles it */
+    cr_assert_eq(lf_eval(g, 1, &y, &xb), LF_OK, "%s", lf_errmsg(ctx));
+    tu_expect("x = x*2 again", xb, (double[]){4, 8, 12}, 3, 0, 0);
+
+    /* an in-place result that reads other elements of its output: x.T*10 + x */
+    lf_buffer *mb = tu_buf(ctx, LF_F64, 2, (int64_t[]){2, 2}, (double[]){1, 2, 3, 4});
+    lf_node *m = lf_input(g, mb);
+    lf_node *z = lf_add(g, lf_mul(g, lf_transpose(g, m), lf_const(g, LF_F64, 10)), m);
+    cr_assert_eq(lf_eval(g, 1, &z, &mb), LF_OK, "%s", lf_errmsg(ctx));
+    tu_expect("x = x.T*10 + x", mb, (double[]){11, 32, 23, 44}, 4, 0, 0);
+
+    /* two outputs, one of them the input buffer, the other reading it */
+    lf_buffer *pb = tu_buf(ctx, LF_I32, 1, (int64_t[]){3}, (double[]){1, 2, 3});
+    lf_node *p = lf_input(g, pb);
+    lf_node *p1 = lf_add(g, p, lf_const(g, LF_I32, 1));
+    lf_node *ps = lf_reduce(g, LF_RED_SUM, p, 0, NULL, false);
+    lf_buffer *sb = lf_buffer_new_like(ctx, ps);
+    cr_assert_eq(lf_eval(g, 2, (lf_node *[]){p1, ps}, (lf_buffer *[]){pb, sb}), LF_OK, "%s",
+                 lf_errmsg(ctx));
+    tu_expect("p = p+1", pb, (double[]){2, 3, 4}, 3, 0, 0);
+    tu_expect("sum(p) of the old p", sb, (double[]){6}, 1, 0, 0);
+}
+
+static void gaussian_case(lf_dtype t, int64_t n, double m, double s) {
+    double *xs = malloc((size_t)n * sizeof *xs);
+    for (int64_t i = 0; i < n; i++) xs[i] = tu_uniform(-4, 4);
+    lf_node *x = lf_input(g, tu_buf(ctx, t, 1, &n, xs));
+    lf_fn *f = parse("(x, m, s) -> exp(-0.5*((x-m)/s)**2) / (s*2.5066282746)");
+    lf_node *y = lf_zipwith(g, f, 3, (lf_node *[]){x, lf_const(g, t, m), lf_const(g, t, s)});
+    cr_assert(y != NULL, "%s", lf_errmsg(ctx));
+    cr_assert_eq(lf_node_dtype(y), t, "gaussian_pdf dtype %s", lf_dtype_name(lf_node_dtype(y)));
+    lf_buffer *yb = tu_eval1(ctx, g, y);
+    double *got = malloc((size_t)n * sizeof *got);
+    tu_read(yb, got);
+    for (int64_t i = 0; i < n; i++) {
+        double want;
+        if (t == LF_F32) {
+            float xf = (float)xs[i], mf = (float)m, sf = (float)s;
+            float u = (xf - mf) / sf;
+            want = expf(-0.5f * (u * u)) / (sf * 2.5066282746f);
+        } else {
+            double u = (xs[i] - m) / s;
+            want = exp(-0.5 * (u * u)) / (s * 2.5066282746);
+        }
+        cr_assert(tu_close(got[i], want, t == LF_F32 ? 1e-5 : 1e-13, 0),
+                  "gaussian_pdf(%s) at x=%.9g: %.9g, want %.9g", dtn[t], xs[i], got[i], want);
+    }
+    free(got);
+    free(xs);
+}
+
+Test(eval, gaussian_pdf_f32) {
+    gaussian_case(LF_F32, 1000, 0.0, 1.0);
+    gaussian_case(LF_F32, 1000, 0.25, 1.5);
+}
+
+Test(eval, gaussian_pdf_f64) { gaussian_case(LF_F64, 1000, -0.5, 0.75); }
+
+Test(eval, map_chains_and_builder) {
+    lf_node *x = in1(LF_F64, 4, (double[]){-2, -1, 0.5, 3});
+    /* map of map of zipwith */
+    lf_node *a = map("(x) -> x*x + 1", x);
+    lf_node *b = zip2("(a, b) -> a - b", a, x);
+    lf_node *c = map("(v) -> -v ** 2", b);
+    double want[4];
+    double xv[4] = {-2, -1, 0.5, 3};
+    for (int i = 0; i < 4; i++) {
+        double t = xv[i] * xv[i] + 1 - xv[i];
+        want[i] = -(t * t);
+    }
+    chk("chain", c, LF_F64, 4, want);
+    /* a builder fn: (p0, p1) -> where(p0 > p1, p0 - p1, abs(p1) * 2.5) */
+    lf_fn *f = lf_fn_new(g, 2);
+    int p0 = lf_fn_param(f, 0), p1 = lf_fn_param(f, 1);
+    int gt = lf_fn_op(f, LF_OP_GT, p0, p1, -1);
+    int sub = lf_fn_op(f, LF_OP_SUB, p0, p1, -1);
+    int ab = lf_fn_op(f, LF_OP_MUL, lf_fn_op(f, LF_OP_ABS, p1, -1, -1), lf_fn_const(f, 2.5), -1);
+    int w = lf_fn_op(f, LF_OP_WHERE, gt, sub, ab);
+    cr_assert(w >= 0, "%s", lf_errmsg(ctx));
+    cr_assert_eq(lf_fn_set_result(f, w), LF_OK);
+    lf_node *y = lf_zipwith(g, f, 2, (lf_node *[]){x, lf_const(g, LF_F64, -1)});
+    chk("builder where", y, LF_F64, 4, (double[]){2.5, 2.5, 1.5, 4});
+    /* map over every dtype: x*x + 1 */
+    double v[3] = {0, 1, 3};
+    for (int t = 0; t < 5; t++) {
+        lf_node *m = map("(x) -> x*x + 1", in1((lf_dtype)t, 3, v));
+        lf_dtype wt = t == LF_BOOL ? LF_I32 : (lf_dtype)t;
+        chk("x*x+1 per dtype", m, wt, 3, t == LF_BOOL ? (double[]){1, 2, 2} : (double[]){1, 2, 10});
+    }
+}
