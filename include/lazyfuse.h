@@ -386,6 +386,20 @@ typedef struct lf_eval_stats {
  * environment (a comma-separated list), each eval also prints them to stderr. */
 LF_API lf_status lf_ctx_last_stats(const lf_ctx *ctx, lf_eval_stats *out);
 
+/* ---- graph visualizer ---------------------------------------------------------- */
+
+typedef enum lf_dot_mode {
+    LF_DOT_GRAPH, /* the graph: nodes labelled with op, dtype and shape, edges to inputs */
+    LF_DOT_FUSED  /* the plan: each kernel a cluster labelled with its number, kind and
+                     bytes in and out; materialized buffers drawn as cylinders */
+} lf_dot_mode;
+
+/* Writes Graphviz DOT of what evaluating outs[0..n) involves (n == 0 in
+ * LF_DOT_GRAPH mode draws every node). LF_DOT_FUSED plans the outputs as
+ * lf_eval would on this context (fusion on or off) without running anything. */
+LF_API lf_status lf_dump_dot(lf_graph *g, int n, lf_node *const *outs, lf_dot_mode mode,
+                             FILE *out);
+
 /* ---- test hooks -------------------------------------------------------------- */
 
 /* Makes the nth allocation from now (1-based) made by lazyfuse fail, and every

@@ -1,0 +1,121 @@
+/* tools/seed_examples.c: see seed_examples.h. The graphs follow the seeds:
+ * gaussian_pdf and polar_distance (Numba notes, @vectorize examples), hypot
+ * (the notes' first @jit example, step by step), matmul as zip then reduce
+ * (the fusion lecture's A.view(I, J, 1) * B.view(1, J, K) summed over J),
+ * plus the sum of squares, a row softmax and a long elementwise chain. */
+#include "seed_examples.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A 1-d or 2-d f32 input filled with uniform values in [lo, hi) from a fixed
+ * linear congruential sequence; bound into g, the caller's reference dropped. */
+static lf_node *input_f32(lf_ctx *ctx, lf_graph *g, int ndim, const int64_t *shape, float lo,
+                          float hi, uint32_t seed) {
+    lf_buffer *b = lf_buffer_new(ctx, LF_F32, ndim, shape);
+    if (!b) return NULL;
+    int64_t n = lf_buffer_numel(b);
+    float *host = malloc((size_t)(n ? n : 1) * sizeof *host);
+    if (!host) {
+        lf_buffer_free(b);
+        return NULL;
+    }
+    uint32_t s = seed * 2654435761u + 1;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        host[i] = lo + (hi - lo) * (float)(s >> 8) * (1.0f / 16777216.0f);
+    }
+    lf_status st = lf_buffer_write(b, host, (size_t)n * sizeof *host);
+    free(host);
+    lf_node *x = st == LF_OK ? lf_input(g, b) : NULL;
+    lf_buffer_free(b); /* the graph holds it now */
+    return x;
+}
+
+static lf_node *c32(lf_graph *g, double v) { return lf_const(g, LF_F32, v); }
+
+static int gaussian_pdf(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    lf_fn *f = lf_fn_parse(g, "(x, m, s) -> exp(-0.5*((x-m)/s)**2) / (s*2.5066282746)");
+    lf_node *x = input_f32(ctx, g, 1, &n, -3, 3, 1);
+    outs[0] = lf_zipwith(g, f, 3, (lf_node *[]){x, c32(g, 0), c32(g, 1)});
+    return outs[0] ? 1 : 0;
+}
+
+static int polar_distance(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    lf_node *r1 = input_f32(ctx, g, 1, &n, 0.5f, 1.5f, 2), *t1 = input_f32(ctx, g, 1, &n, -3.14159f, 3.14159f, 3);
+    lf_node *r2 = input_f32(ctx, g, 1, &n, 0.5f, 1.5f, 4), *t2 = input_f32(ctx, g, 1, &n, -3.14159f, 3.14159f, 5);
+    /* polar_to_cartesian twice, then the distance: a DAG of builtin ops */
+    lf_node *x1 = lf_mul(g, r1, lf_cos(g, t1)), *y1 = lf_mul(g, r1, lf_sin(g, t1));
+    lf_node *x2 = lf_mul(g, r2, lf_cos(g, t2)), *y2 = lf_mul(g, r2, lf_sin(g, t2));
+    lf_node *dx = lf_sub(g, x1, x2), *dy = lf_sub(g, y1, y2);
+    outs[0] = lf_sqrt(g, lf_add(g, lf_mul(g, dx, dx), lf_mul(g, dy, dy)));
+    return outs[0] ? 1 : 0;
+}
+
+static int hypot_steps(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    lf_node *x = lf_abs(g, input_f32(ctx, g, 1, &n, -10, 10, 6));
+    lf_node *y = lf_abs(g, input_f32(ctx, g, 1, &n, -10, 10, 7));
+    lf_node *t = lf_minimum(g, x, y);
+    lf_node *m = lf_maximum(g, x, y);
+    t = lf_div(g, t, m);
+    outs[0] = lf_mul(g, m, lf_sqrt(g, lf_add(g, c32(g, 1), lf_mul(g, t, t))));
+    return outs[0] ? 1 : 0;
+}
+
+static int sum_of_squares(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    lf_node *x = input_f32(ctx, g, 1, &n, -1, 1, 8);
+    outs[0] = lf_reduce(g, LF_RED_SUM, lf_mul(g, x, x), 0, NULL, false);
+    return outs[0] ? 1 : 0;
+}
+
+static int softmax_rows(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    int64_t shape[2] = {4096, n};
+    int last = -1;
+    lf_node *x = input_f32(ctx, g, 2, shape, -4, 4, 9);
+    lf_node *m = lf_reduce(g, LF_RED_MAX, x, 1, &last, true);
+    lf_node *e = lf_exp(g, lf_sub(g, x, m));
+    lf_node *s = lf_reduce(g, LF_RED_SUM, e, 1, &last, true);
+    outs[0] = lf_div(g, e, s);
+    return outs[0] ? 1 : 0;
+}
+
+static int matmul_zip_reduce(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    int64_t shape[2] = {n, n};
+    int j = 1;
+    lf_node *a = input_f32(ctx, g, 2, shape, -1, 1, 10); /* [I, J] */
+    lf_node *b = input_f32(ctx, g, 2, shape, -1, 1, 11); /* [J, K] */
+    lf_node *prod = lf_mul(g, lf_expand_dims(g, a, 2), lf_expand_dims(g, b, 0)); /* [I, J, K] */
+    outs[0] = lf_reduce(g, LF_RED_SUM, prod, 1, &j, false);
+    return outs[0] ? 1 : 0;
+}
+
+static int chain32(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    lf_node *y = input_f32(ctx, g, 1, &n, -1, 1, 12);
+    /* 32 cheap scalar ops that keep values in a bounded range */
+    for (int i = 0; i < 8; i++) {
+        y = lf_mul(g, y, c32(g, 0.99));
+        y = lf_add(g, y, c32(g, 0.01 * (i + 1)));
+        y = lf_abs(g, y);
+        y = lf_sub(g, y, c32(g, 0.25));
+    }
+    outs[0] = y;
+    return outs[0] ? 1 : 0;
+}
+
+const seed_example seed_examples[] = {
+    {"gaussian_pdf", "exp(-0.5*((x-m)/s)**2) / (s*sqrt(2 pi)), one parsed fn", 1 << 24, gaussian_pdf},
+    {"polar_distance", "distance of two points in polar form, a DAG of 15 builtin ops", 1 << 24, polar_distance},
+    {"hypot", "the seeds' step-by-step hypot(x, y) (abs, min, max, div, sqrt)", 1 << 24, hypot_steps},
+    {"sum_of_squares", "sum(x*x) over all elements", 1 << 24, sum_of_squares},
+    {"softmax_rows", "row softmax of a [4096, n] matrix: max, exp, sum, divide", 4096, softmax_rows},
+    {"matmul_zip_reduce", "sum over j of A[i,j,None] * B[None,j,k], n x n x n", 256, matmul_zip_reduce},
+    {"chain", "a chain of 32 cheap elementwise ops", 1 << 24, chain32},
+};
+const int seed_nexamples = (int)(sizeof seed_examples / sizeof seed_examples[0]);
+
+const seed_example *seed_find(const char *name) {
+    for (int i = 0; i < seed_nexamples; i++)
+        if (strcmp(seed_examples[i].name, name) == 0) return &seed_examples[i];
+    return NULL;
+}
