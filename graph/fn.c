@@ -201,8 +201,9 @@ int lf_fn_const_int(lf_fn *f, int64_t value) {
 /* Checks that operand id is a valid expression of f. */
 static bool operand_ok(lf_fn *f, const char *what, int k, int id) {
     if (id >= 0 && id < f->nexprs) return true;
-    graph_fail(f->graph, LF_ERR_INVALID, "%s: operand %d is %s (fn has %d expressions)", what,
-               k + 1, id < 0 ? "missing" : "not an expression of this fn", f->nexprs);
+    graph_fail(f->graph, LF_ERR_INVALID, "%s: operand %d is %s (id %d; fn has %d expression%s)",
+               what, k + 1, id < 0 ? "missing" : "not an expression of this fn", id, f->nexprs,
+               f->nexprs == 1 ? "" : "s");
     return false;
 }
 

@@ -63,8 +63,10 @@
  *     min and max propagate NaN. round is half to even.
  *   Comparisons, and/or/not, isnan, isinf give bool.
  *   where(c, a, b) gives promote(a, b); c is a truth value (nonzero is true).
- *   Casts to an integer dtype truncate toward zero and saturate at the
- *     dtype's range; NaN casts to 0. Casts to bool give value != 0.
+ *   Casts from a float to an integer dtype truncate toward zero and
+ *     saturate at the dtype's range; NaN casts to 0. Casts between integer
+ *     dtypes wrap (two's complement: i64 -> i32 keeps the low 32 bits).
+ *     Casts to bool give value != 0 (NaN is true).
  *   Reductions: sum and prod of bool, i32 and i64 give i64; of f32 and f64
  *     keep the dtype. mean of integers gives f64. min and max keep the dtype.
  *     argmin and argmax give i64. Float reductions (and mean of integers)

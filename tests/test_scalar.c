@@ -163,7 +163,7 @@ Test(scalar, builder_errors_are_recorded_and_sticky) {
     int x = lf_fn_param(f, 0);
     cr_assert_eq(lf_fn_op(f, LF_OP_ADD, x, -1, -1), -1);
     cr_assert_eq(lf_graph_status(g), LF_ERR_INVALID);
-    cr_assert_str_eq(lf_errmsg(ctx), "fn_op '+': operand 2 is missing (fn has 1 expressions)");
+    cr_assert_str_eq(lf_errmsg(ctx), "fn_op '+': operand 2 is missing (id -1; fn has 1 expression)");
     cr_assert_eq(lf_fn_param(f, 0), -1, "sticky: later builder calls fail");
     cr_assert_eq(lf_fn_set_result(f, x), LF_ERR_INVALID);
     cr_assert_null(lf_fn_new(g, 1));

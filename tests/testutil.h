@@ -21,7 +21,8 @@ uint64_t tu_rand(void);
 double tu_uniform(double lo, double hi);       /* uniform in [lo, hi) */
 int64_t tu_randint(int64_t lo, int64_t hi);    /* uniform in [lo, hi] */
 
-/* A reference-backend context; asserts on failure. */
+/* A context on the reference backend, or on the CPU backend (fusion planner
+ * + schedule interpreter) when LF_TEST_BACKEND=cpu; asserts on failure. */
 lf_ctx *tu_ctx(void);
 /* A buffer of dtype t and shape, filled from doubles (converted as a C cast
  * would; bool is v != 0). vals may be NULL (zero-filled). Asserts on failure. */
