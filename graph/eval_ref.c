@@ -100,54 +100,14 @@ static void eval_map(const lf_node *n, const void *const *ins, lf_scalar *scratc
     }
 }
 
-/* Accumulator state of one output element of a reduction. */
-typedef struct red_acc {
-    lf_scalar v;    /* running sum / product / extreme (double or int64) */
-    int64_t arg;    /* argmin/argmax: position of the extreme in the reduced set */
-    bool started;   /* min/max/arg: an element has been seen */
-} red_acc;
-
-/* Folds element x (at position pos of its reduced set) into a. */
-static void fold(red_acc *a, lf_reduce_op op, bool fl, lf_scalar x, int64_t pos) {
-    switch (op) {
-    case LF_RED_SUM:
-    case LF_RED_MEAN:
-        if (fl) a->v.f += x.f;
-        else a->v.i = (int64_t)((uint64_t)a->v.i + (uint64_t)x.i);
-        return;
-    case LF_RED_PROD:
-        if (fl) a->v.f *= x.f;
-        else a->v.i = (int64_t)((uint64_t)a->v.i * (uint64_t)x.i);
-        return;
-    default: break;
-    }
-    bool want_min = op == LF_RED_MIN || op == LF_RED_ARGMIN;
-    bool better;
-    if (!a->started) better = true;
-    else if (fl) better = !isnan(a->v.f) && (isnan(x.f) || (want_min ? x.f < a->v.f : x.f > a->v.f));
-    else better = want_min ? x.i < a->v.i : x.i > a->v.i;
-    if (better) {
-        a->v = x;
-        a->arg = pos;
-        a->started = true;
-    }
-}
-
 static lf_status eval_reduce(const lf_node *n, const void *in, void *out) {
     const lf_node *x = n->inputs[0];
     lf_reduce_op op = n->u.reduce.op;
-    /* accumulate floats (and means of integers) in double, integers in int64 */
-    bool fl = graph_dtype_is_float(x->dtype) || op == LF_RED_MEAN;
-    lf_dtype acc_t = fl ? LF_F64 : LF_I64;
+    lf_dtype acc_t = graph_red_acc_dtype(op, x->dtype);
     int64_t nout = n->numel;
-    red_acc *acc = graph_calloc((size_t)(nout ? nout : 1), sizeof *acc);
+    graph_red_acc *acc = graph_malloc((size_t)(nout ? nout : 1) * sizeof *acc);
     if (!acc) return LF_ERR_NOMEM;
-    for (int64_t o = 0; o < nout; o++) {
-        if (op == LF_RED_PROD) {
-            if (fl) acc[o].v.f = 1.0;
-            else acc[o].v.i = 1;
-        }
-    }
+    for (int64_t o = 0; o < nout; o++) graph_red_init(&acc[o], op, acc_t);
     /* strides over the input's axes: output offset (0 on reduced axes) and
        position inside the reduced set (row-major over the reduced axes) */
     walker w;
@@ -165,18 +125,10 @@ static lf_status eval_reduce(const lf_node *n, const void *in, void *out) {
     }
     for (int64_t i = 0; i < x->numel; i++, walk_next(&w)) {
         lf_scalar v = graph_scalar_convert(graph_scalar_load(in, x->dtype, i), x->dtype, acc_t);
-        fold(&acc[w.off[0]], op, fl, v, w.off[1]);
+        graph_red_fold(&acc[w.off[0]], op, acc_t, v, w.off[1]);
     }
-    for (int64_t o = 0; o < nout; o++) {
-        lf_scalar r = acc[o].v;
-        if (op == LF_RED_ARGMIN || op == LF_RED_ARGMAX) {
-            r.i = acc[o].arg;
-            graph_scalar_store(out, LF_I64, o, r);
-            continue;
-        }
-        if (op == LF_RED_MEAN) r.f = r.f / (double)count; /* 0/0 is NaN for empty sets */
-        graph_scalar_store(out, n->dtype, o, graph_scalar_convert(r, acc_t, n->dtype));
-    }
+    for (int64_t o = 0; o < nout; o++)
+        graph_scalar_store(out, n->dtype, o, graph_red_finish(&acc[o], op, acc_t, count, n->dtype));
     graph_free(acc);
     return LF_OK;
 }

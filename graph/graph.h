@@ -126,6 +126,24 @@ lf_scalar graph_scalar_apply(lf_op op, lf_dtype ct, lf_scalar a, lf_scalar b, lf
 lf_scalar graph_scalar_load(const void *base, lf_dtype t, int64_t i);
 void graph_scalar_store(void *base, lf_dtype t, int64_t i, lf_scalar v);
 
+/* Reductions, element by element: the one definition every evaluator uses.
+ * Elements are folded in row-major order of their position in the reduced
+ * set; x is the element converted to the accumulator dtype. */
+typedef struct graph_red_acc {
+    lf_scalar v;    /* running sum / product / extreme, in the accumulator dtype */
+    int64_t arg;    /* argmin/argmax: position of the extreme in the reduced set */
+    bool started;   /* min/max/arg: an element has been seen */
+} graph_red_acc;
+
+/* LF_F64 for float input and for mean, LF_I64 (wrapping) otherwise. */
+lf_dtype graph_red_acc_dtype(lf_reduce_op op, lf_dtype in);
+void graph_red_init(graph_red_acc *a, lf_reduce_op op, lf_dtype acc_t);
+void graph_red_fold(graph_red_acc *a, lf_reduce_op op, lf_dtype acc_t, lf_scalar x, int64_t pos);
+/* The result in dtype out (LF_I64 for argmin/argmax); count is the size of
+ * the reduced set (mean divides by it). */
+lf_scalar graph_red_finish(const graph_red_acc *a, lf_reduce_op op, lf_dtype acc_t, int64_t count,
+                           lf_dtype out);
+
 /* ==== fn.c: scalar functions: builder, hash-consing, typing, evaluation ==== */
 
 typedef enum expr_kind { EXPR_PARAM, EXPR_CONST, EXPR_OP, EXPR_CAST } expr_kind;

@@ -9,7 +9,10 @@
  *  - f32 results are rounded to float after every operation (+ - * / and
  *    sqrt are computed in double and rounded once, which is exact rounding;
  *    other functions call the float version of libm);
- *  - NaN and Inf propagate as IEEE 754 and C's libm say; min/max propagate NaN.
+ *  - NaN and Inf propagate as IEEE 754 and C's libm say; min/max propagate NaN;
+ *  - reductions (graph_red_*) accumulate floats, and means of integers, in
+ *    double and integer sums and products in wrapping int64, keep the first
+ *    extreme (the first NaN) for min/max/argmin/argmax, and round once.
  */
 #include "graph/graph.h"
 
@@ -256,4 +259,54 @@ void graph_scalar_store(void *base, lf_dtype t, int64_t i, lf_scalar v) {
     case LF_F32: ((float *)base)[i] = (float)v.f; break;
     default: ((double *)base)[i] = v.f; break;
     }
+}
+
+/* ---- reductions -------------------------------------------------------------------- */
+
+lf_dtype graph_red_acc_dtype(lf_reduce_op op, lf_dtype in) {
+    return graph_dtype_is_float(in) || op == LF_RED_MEAN ? LF_F64 : LF_I64;
+}
+
+void graph_red_init(graph_red_acc *a, lf_reduce_op op, lf_dtype acc_t) {
+    a->arg = 0;
+    a->started = false;
+    if (acc_t == LF_F64) a->v.f = op == LF_RED_PROD ? 1.0 : 0.0;
+    else a->v.i = op == LF_RED_PROD ? 1 : 0;
+}
+
+void graph_red_fold(graph_red_acc *a, lf_reduce_op op, lf_dtype acc_t, lf_scalar x, int64_t pos) {
+    bool fl = acc_t == LF_F64;
+    switch (op) {
+    case LF_RED_SUM:
+    case LF_RED_MEAN:
+        if (fl) a->v.f += x.f;
+        else a->v.i = (int64_t)((uint64_t)a->v.i + (uint64_t)x.i);
+        return;
+    case LF_RED_PROD:
+        if (fl) a->v.f *= x.f;
+        else a->v.i = (int64_t)((uint64_t)a->v.i * (uint64_t)x.i);
+        return;
+    default: break;
+    }
+    bool want_min = op == LF_RED_MIN || op == LF_RED_ARGMIN;
+    bool better;
+    if (!a->started) better = true;
+    else if (fl) better = !isnan(a->v.f) && (isnan(x.f) || (want_min ? x.f < a->v.f : x.f > a->v.f));
+    else better = want_min ? x.i < a->v.i : x.i > a->v.i;
+    if (better) {
+        a->v = x;
+        a->arg = pos;
+        a->started = true;
+    }
+}
+
+lf_scalar graph_red_finish(const graph_red_acc *a, lf_reduce_op op, lf_dtype acc_t, int64_t count,
+                           lf_dtype out) {
+    lf_scalar r = a->v;
+    if (op == LF_RED_ARGMIN || op == LF_RED_ARGMAX) {
+        r.i = a->arg;
+        return r;
+    }
+    if (op == LF_RED_MEAN) r.f = r.f / (double)count; /* 0/0 is NaN for empty sets */
+    return graph_scalar_convert(r, acc_t, out);
 }
