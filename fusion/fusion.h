@@ -5,20 +5,33 @@
  * (the schedule interpreter here, codegen and backends) see only this header,
  * graph/graph.h and lazyfuse.h. Nothing in graph/ includes this header.
  *
- * The model, in one paragraph. A kernel is one loop over an iteration space
- * (a shape; for a reduction, the shape of the reduction's input, with a bit
- * mask of the reduced axes). Every value the kernel needs from memory is a
- * load: a source (a slot of the buffer plan, or an iota computed from its
- * index) and an index map from the loop's multi-index to the source's element.
- * Views and broadcasting never materialize: they become index maps. The
- * kernel's arithmetic is one composed lf_fn (the body) whose parameters are
- * the loads; composing the graph's fns by hash-consing gives CSE across them.
- * A reduction kernel folds one body expression over the reduced axes; an
- * epilogue fn then runs once per output element (its parameter 0 is the
- * finished reduction) and may compute elementwise consumers of the result.
- * Stores write expressions of the body (elementwise kernel) or the epilogue
- * (reduction kernel) to slots, at the row-major position of the element in
- * the kernel's output space.
+ * The model. A kernel is one loop nest over an iteration space (a shape;
+ * for a reduction, the shape of the reduction's input, with a bit mask of
+ * the reduced axes). Every value the kernel needs from memory is a load: a
+ * source (a slot of the buffer plan, or an iota computed from its index) and
+ * an index map from the loop's multi-index to the source's element. Views
+ * and broadcasting never materialize: they become index maps. The kernel's
+ * arithmetic is composed lf_fns whose parameters are the loads; composing
+ * the graph's fns by hash-consing gives CSE across them.
+ *
+ * Three shapes of kernel:
+ *  - elementwise: one fn (the body) evaluated at every point of the space;
+ *    its stores write body expressions (one store per output it computes:
+ *    horizontal siblings merged into it add stores, not passes);
+ *  - reduction: for each output element (an "outer" index: the non-reduced
+ *    axes), one or more passes over the reduced ("inner") positions, each
+ *    pass an fn folding one or more reductions (horizontal reductions share
+ *    a pass); a later pass may read earlier passes' finished results as
+ *    FUSE_SRC_ACC loads (max, then sum(exp(x - max))). Then the epilogue fn
+ *    runs once per output element (its loads include the finished results)
+ *    and its stores write per-output-element values;
+ *  - row kernel: a reduction kernel that also has a row pass: after the
+ *    epilogue, one more loop over the same inner positions evaluates the row
+ *    fn (loads over the full space, plus the finished results broadcast over
+ *    the row) and its stores write full-size values (softmax, layer norm).
+ *    Only per-row values live between passes; nothing full-size is stored
+ *    except the row pass's outputs. When a row fits in cache, a row kernel
+ *    reads memory once and writes once.
  *
  * Invariants a consumer of a schedule may rely on:
  *  - kernels are in execution order: a kernel loads only slots that are graph
@@ -26,10 +39,15 @@
  *  - every temporary slot is stored by exactly one kernel; slots that share a
  *    memory block have disjoint lifetimes (def .. last_use);
  *  - a store's expression has exactly its slot's dtype; a load parameter has
- *    exactly its load's dtype, so evaluating the body with the parameter
- *    dtypes of the loads (the stored etype/ctype arrays) is bit-identical to
- *    the node-by-node reference evaluator;
- *  - each fn has at most LF_MAX_ARGS parameters (kernels are split to fit).
+ *    exactly its load's dtype, so evaluating each fn with the parameter
+ *    dtypes of its loads (the stored etype/ctype arrays) is bit-identical to
+ *    the node-by-node reference evaluator; a FUSE_SRC_ACC load has the
+ *    reduce node's dtype (the result rounded once, as the reference stores);
+ *  - a pass's ACC loads name only reductions of earlier passes; the
+ *    epilogue and the row pass may name any reduction of the kernel;
+ *  - each fn has at most LF_MAX_ARGS parameters (kernels are split to fit),
+ *    a kernel has at most FUSE_MAX_PASSES passes and LF_MAX_ARGS reductions,
+ *    and a kernel that roots joined has at most FUSE_MAX_STORES stores.
  */
 #ifndef LF_FUSION_H
 #define LF_FUSION_H
@@ -60,7 +78,9 @@ typedef struct fuse_map {
 typedef enum fuse_src {
     FUSE_SRC_SLOT,  /* element of a slot of the buffer plan */
     FUSE_SRC_IOTA,  /* start + i*step of an iota node, computed, never stored */
-    FUSE_SRC_ACC    /* epilogue only: the finished reduction of this kernel */
+    FUSE_SRC_ACC    /* a finished reduction of this kernel (reds[red]) for the
+                       current output element; no map. Epilogue, row pass,
+                       and passes after the reduction's own */
 } fuse_src;
 
 typedef struct fuse_load {
@@ -70,13 +90,45 @@ typedef struct fuse_load {
                                       the iota, or the reduction) */
     lf_dtype dtype;                /* element type = the fn parameter's dtype */
     fuse_map map;                  /* loop multi-index -> element (SLOT, IOTA) */
+    int red;                       /* FUSE_SRC_ACC: index into the kernel's reds */
 } fuse_load;
 
 typedef struct fuse_store {
     int slot;                      /* slot written */
     int expr;                      /* expression id in the body (elementwise
-                                      kernel) or the epilogue (reduction) */
+                                      kernel), the epilogue (reduction, row
+                                      false) or the row fn (row true) */
+    bool row;                      /* row pass: written at the element's
+                                      row-major position in the iteration
+                                      space; else at the output element (or,
+                                      elementwise, the loop position) */
 } fuse_store;
+
+enum {
+    FUSE_MAX_PASSES = 8,           /* most reduction passes of one kernel */
+    FUSE_MAX_STORES = 16           /* most stores a merge makes a kernel have (a
+                                      kernel's buffers: its loads' slots, at most
+                                      LF_MAX_ARGS per fn, and its stores) */
+};
+
+/* One reduction folded by a reduction kernel. */
+typedef struct fuse_red {
+    lf_reduce_op op;               /* the reduction */
+    int pass;                      /* the pass whose fn computes its input */
+    int expr;                      /* that fn's expression folded (dtype in) */
+    lf_dtype in;                   /* dtype of the reduce node's input */
+    const lf_node *node;           /* the reduce node (result dtype, slot) */
+} fuse_red;
+
+/* One loop over the iteration space (elementwise) or over one output
+ * element's reduced positions (reduction kernels): an fn and its loads. */
+typedef struct fuse_pass {
+    int nloads;                    /* loads = fn parameters, in order */
+    fuse_load *loads;
+    lf_fn *fn;                     /* the pass's fn (owned by the schedule) */
+    lf_dtype *etype;               /* graph_fn_types of fn for the load dtypes */
+    lf_dtype *ctype;
+} fuse_pass;
 
 typedef struct fuse_kernel {
     int root;                      /* id of the node that defines the kernel */
@@ -84,25 +136,38 @@ typedef struct fuse_kernel {
     int64_t shape[LF_MAX_DIMS];    /* iteration space (reduction: its input's shape) */
     int64_t numel;                 /* product of shape */
     uint32_t redmask;              /* bit d: axis d is reduced (0: elementwise) */
+    /* pass 0: the body (elementwise kernels: the only fn but the stores') */
     int nloads;                    /* body loads = body parameters, in order */
     fuse_load *loads;
     lf_fn *body;                   /* composed body (owned by the schedule) */
     lf_dtype *body_etype;          /* graph_fn_types of body for the load dtypes */
     lf_dtype *body_ctype;
+    /* all passes, in order: passes[0] is the body (the same pointers as the
+       five fields above, owned through them); elementwise kernels have one */
+    int npasses;                   /* 1..FUSE_MAX_PASSES */
+    fuse_pass *passes;
     /* reduction kernels only */
-    lf_reduce_op red_op;           /* the reduction */
+    lf_reduce_op red_op;           /* reds[0]: the root's reduction */
     int red_expr;                  /* body expression folded (dtype red_in) */
     lf_dtype red_in;               /* dtype of the reduction's input node */
     const lf_node *red_node;       /* the reduce node (output space = its shape) */
-    int out_ndim;                  /* output space: the reduce node's shape */
+    int nreds;                     /* reductions, by pass then node id; >= 1 */
+    fuse_red *reds;                /* reds[0] repeats red_op .. red_node */
+    int out_ndim;                  /* output space: the root reduce node's shape */
     int64_t out_shape[LF_MAX_DIMS];
     int64_t out_numel;
-    int nepi_loads;                /* epilogue loads; load 0 is FUSE_SRC_ACC */
+    int nepi_loads;                /* epilogue loads; load 0 is ACC of reds[0] */
     fuse_load *epi_loads;
     lf_fn *epi;                    /* epilogue fn, NULL for elementwise kernels */
     lf_dtype *epi_etype;
     lf_dtype *epi_ctype;
-    /* both kinds */
+    /* row kernels only (reduce -> broadcast -> map): the row pass */
+    int nrow_loads;                /* row loads over the full space, and ACC */
+    fuse_load *row_loads;
+    lf_fn *row;                    /* row fn, NULL when there is no row pass */
+    lf_dtype *row_etype;
+    lf_dtype *row_ctype;
+    /* all kinds */
     int nstores;                   /* stores, at least one */
     fuse_store *stores;
     int nnodes;                    /* graph nodes computed in this kernel */
@@ -155,13 +220,20 @@ void fuse_schedule_free(fuse_schedule *s);
 void fuse_schedule_stats(const fuse_schedule *s, lf_eval_stats *st);
 /* Element index into the source of map m at loop multi-index idx. */
 int64_t fuse_map_apply(const fuse_map *m, const int64_t *idx);
+/* The loads of fn f of kernel kn, for f in 0 .. kn->npasses + 1: the passes
+ * (0 .. npasses-1; pass 0 is the body), then the epilogue, then the row
+ * pass; *n is 0 for an fn the kernel lacks. *iters (if non-NULL) is how many
+ * times that fn's loop runs in all (numel, or out_numel for the epilogue). */
+const fuse_load *fuse_kernel_fn_loads(const fuse_kernel *kn, int f, int *n, int64_t *iters);
 /* Prints a one-line-per-kernel summary of s (LF_DEBUG=fusion). */
 void fuse_schedule_print(const fuse_schedule *s, FILE *fp);
 
 /* ==== interp.c: the schedule interpreter ================================= */
 
-/* Runs s kernel by kernel, element by element, each body evaluated by
- * graph_fn_eval, reductions accumulated exactly as graph/eval_ref.c does.
+/* Runs s kernel by kernel, element by element, each fn evaluated by
+ * graph_fn_eval (a reduction kernel: per output element its passes in order,
+ * the epilogue, then the row pass), reductions accumulated exactly as
+ * graph/eval_ref.c does.
  * Contract as graph_eval_reference: on success results[i] is a graph_malloc'd
  * dense array of output i (NULL for zero bytes) that the caller frees; on
  * failure (LF_ERR_NOMEM) nothing is allocated and the message is recorded. */

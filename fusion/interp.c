@@ -7,7 +7,11 @@
  * fusion can be tested against the reference evaluator before any backend
  * exists.
  *
- * Reductions fold exactly as graph/eval_ref.c does, so results are
+ * Reduction kernels run, for each output element: each pass in order (one
+ * loop over the reduced positions folding that pass's reductions; a later
+ * pass reads the finished results of earlier ones), then the epilogue once,
+ * then the row pass (if any) over the same positions, storing full-size
+ * values. Reductions fold exactly as graph/eval_ref.c does, so results are
  * bit-identical: for each output element the reduced positions are visited in
  * row-major order, floating values (and means of integers) accumulate in
  * double, integer sums and products in wrapping int64, and the result is
@@ -96,9 +100,11 @@ static void fold(red_acc *a, lf_reduce_op op, bool fl, lf_scalar x, int64_t pos)
 
 /* ---- kernels ------------------------------------------------------------------------ */
 
+/* Stores of kn with the given row flag, at element `at`. */
 static void store_all(const fuse_schedule *s, const fuse_kernel *kn, void *const *data,
-                      const lf_scalar *vals, int64_t at) {
+                      const lf_scalar *vals, int64_t at, bool row) {
     for (int j = 0; j < kn->nstores; j++) {
+        if (kn->stores[j].row != row) continue;
         const fuse_slot *sl = &s->slots[kn->stores[j].slot];
         graph_scalar_store(data[kn->stores[j].slot], sl->dtype, at, vals[kn->stores[j].expr]);
     }
@@ -119,17 +125,26 @@ static void run_elementwise(const fuse_schedule *s, const fuse_kernel *kn, void 
     for (int64_t i = 0; i < kn->numel; i++) {
         load_all(kn->loads, kn->nloads, data, idx, args);
         graph_fn_eval(kn->body, params, kn->body_etype, kn->body_ctype, args, vals);
-        store_all(s, kn, data, vals, i);
+        store_all(s, kn, data, vals, i, false);
         next_index(kn->ndim, ax, kn->shape, idx);
     }
 }
 
+/* Sets the ACC arguments of loads ls from the finished results res. */
+static void load_acc(const fuse_load *ls, int n, const lf_scalar *res, lf_scalar *args) {
+    for (int j = 0; j < n; j++)
+        if (ls[j].src == FUSE_SRC_ACC) args[j] = res[ls[j].red];
+}
+
 static void run_reduce(const fuse_schedule *s, const fuse_kernel *kn, void *const *data,
                        lf_scalar *vals) {
-    lf_dtype params[LF_MAX_ARGS], eparams[LF_MAX_ARGS];
-    lf_scalar args[LF_MAX_ARGS];
+    lf_dtype params[FUSE_MAX_PASSES][LF_MAX_ARGS], eparams[LF_MAX_ARGS], rparams[LF_MAX_ARGS];
+    lf_scalar args[LF_MAX_ARGS], res[LF_MAX_ARGS];
+    red_acc acc[LF_MAX_ARGS];
+    bool fl[LF_MAX_ARGS];
+    lf_dtype acc_t[LF_MAX_ARGS];
     int kept[LF_MAX_DIMS], red[LF_MAX_DIMS], nkept = 0, nred = 0;
-    int64_t count = 1;
+    int64_t count = 1, cstrides[LF_MAX_DIMS];
     for (int d = 0; d < kn->ndim; d++) {
         if (kn->redmask & (1u << d)) {
             red[nred++] = d;
@@ -138,34 +153,52 @@ static void run_reduce(const fuse_schedule *s, const fuse_kernel *kn, void *cons
             kept[nkept++] = d;
         }
     }
-    load_dtypes(kn->loads, kn->nloads, params);
+    graph_contiguous_strides(kn->ndim, kn->shape, cstrides);
+    for (int q = 0; q < kn->npasses; q++) load_dtypes(kn->passes[q].loads, kn->passes[q].nloads, params[q]);
     load_dtypes(kn->epi_loads, kn->nepi_loads, eparams);
-    lf_reduce_op op = kn->red_op;
-    bool fl = graph_dtype_is_float(kn->red_in) || op == LF_RED_MEAN;
-    lf_dtype acc_t = fl ? LF_F64 : LF_I64;
+    load_dtypes(kn->row_loads, kn->nrow_loads, rparams);
+    for (int j = 0; j < kn->nreds; j++) {
+        fl[j] = graph_dtype_is_float(kn->reds[j].in) || kn->reds[j].op == LF_RED_MEAN;
+        acc_t[j] = fl[j] ? LF_F64 : LF_I64;
+    }
     bool keep = kn->out_ndim == kn->ndim; /* keepdims (or nothing reduced) */
     int64_t idx[LF_MAX_DIMS] = {0}, oidx[LF_MAX_DIMS];
     for (int64_t o = 0; o < kn->out_numel; o++) {
-        red_acc acc;
-        memset(&acc, 0, sizeof acc);
-        if (op == LF_RED_PROD) {
-            if (fl) acc.v.f = 1.0;
-            else acc.v.i = 1;
-        }
-        for (int j = 0; j < nred; j++) idx[red[j]] = 0;
-        for (int64_t pos = 0; pos < count; pos++) {
-            load_all(kn->loads, kn->nloads, data, idx, args);
-            graph_fn_eval(kn->body, params, kn->body_etype, kn->body_ctype, args, vals);
-            lf_scalar v = graph_scalar_convert(vals[kn->red_expr], kn->red_in, acc_t);
-            fold(&acc, op, fl, v, pos);
-            next_index(nred, red, kn->shape, idx);
-        }
-        lf_scalar r = acc.v;
-        if (op == LF_RED_ARGMIN || op == LF_RED_ARGMAX) {
-            r.i = acc.arg;
-        } else {
-            if (op == LF_RED_MEAN) r.f = r.f / (double)count; /* 0/0 is NaN for empty sets */
-            r = graph_scalar_convert(r, acc_t, kn->red_node->dtype);
+        for (int q = 0; q < kn->npasses; q++) {
+            const fuse_pass *ps = &kn->passes[q];
+            for (int j = 0; j < kn->nreds; j++) {
+                if (kn->reds[j].pass != q) continue;
+                memset(&acc[j], 0, sizeof acc[j]);
+                if (kn->reds[j].op == LF_RED_PROD) {
+                    if (fl[j]) acc[j].v.f = 1.0;
+                    else acc[j].v.i = 1;
+                }
+            }
+            for (int j = 0; j < nred; j++) idx[red[j]] = 0;
+            for (int64_t pos = 0; pos < count; pos++) {
+                load_all(ps->loads, ps->nloads, data, idx, args);
+                load_acc(ps->loads, ps->nloads, res, args);
+                graph_fn_eval(ps->fn, params[q], ps->etype, ps->ctype, args, vals);
+                for (int j = 0; j < kn->nreds; j++) {
+                    const fuse_red *r = &kn->reds[j];
+                    if (r->pass != q) continue;
+                    lf_scalar v = graph_scalar_convert(vals[r->expr], r->in, acc_t[j]);
+                    fold(&acc[j], r->op, fl[j], v, pos);
+                }
+                next_index(nred, red, kn->shape, idx);
+            }
+            for (int j = 0; j < kn->nreds; j++) {
+                const fuse_red *r = &kn->reds[j];
+                if (r->pass != q) continue;
+                lf_scalar v = acc[j].v;
+                if (r->op == LF_RED_ARGMIN || r->op == LF_RED_ARGMAX) {
+                    v.i = acc[j].arg;
+                } else {
+                    if (r->op == LF_RED_MEAN) v.f = v.f / (double)count; /* 0/0 is NaN for empty sets */
+                    v = graph_scalar_convert(v, acc_t[j], r->node->dtype);
+                }
+                res[j] = v;
+            }
         }
         /* the epilogue, at this element's index in the output's shape */
         int no = 0;
@@ -174,9 +207,22 @@ static void run_reduce(const fuse_schedule *s, const fuse_kernel *kn, void *cons
             else if (keep) oidx[no++] = 0;
         }
         load_all(kn->epi_loads, kn->nepi_loads, data, oidx, args);
-        args[0] = r;
+        load_acc(kn->epi_loads, kn->nepi_loads, res, args);
         graph_fn_eval(kn->epi, eparams, kn->epi_etype, kn->epi_ctype, args, vals);
-        store_all(s, kn, data, vals, o);
+        store_all(s, kn, data, vals, o, false);
+        /* the row pass: full-size values over this element's row */
+        if (kn->row) {
+            for (int j = 0; j < nred; j++) idx[red[j]] = 0;
+            for (int64_t pos = 0; pos < count; pos++) {
+                int64_t at = 0;
+                for (int d = 0; d < kn->ndim; d++) at += idx[d] * cstrides[d];
+                load_all(kn->row_loads, kn->nrow_loads, data, idx, args);
+                load_acc(kn->row_loads, kn->nrow_loads, res, args);
+                graph_fn_eval(kn->row, rparams, kn->row_etype, kn->row_ctype, args, vals);
+                store_all(s, kn, data, vals, at, true);
+                next_index(nred, red, kn->shape, idx);
+            }
+        }
         next_index(nkept, kept, kn->shape, idx);
     }
 }
@@ -188,8 +234,10 @@ lf_status fuse_interpret(const fuse_schedule *s, void **results) {
     int maxexprs = 1;
     for (int k = 0; k < s->nkernels; k++) {
         const fuse_kernel *kn = &s->kernels[k];
-        if (kn->body->nexprs > maxexprs) maxexprs = kn->body->nexprs;
+        for (int q = 0; q < kn->npasses; q++)
+            if (kn->passes[q].fn->nexprs > maxexprs) maxexprs = kn->passes[q].fn->nexprs;
         if (kn->epi && kn->epi->nexprs > maxexprs) maxexprs = kn->epi->nexprs;
+        if (kn->row && kn->row->nexprs > maxexprs) maxexprs = kn->row->nexprs;
     }
     lf_scalar *vals = graph_malloc((size_t)maxexprs * sizeof *vals);
     void **data = graph_calloc((size_t)s->nslots + 1, sizeof *data);

@@ -18,30 +18,65 @@
  *     input's elementwise producers are inlined into the body, so the value
  *     folded is computed in registers and never stored.
  *   MULTIPLE CONSUMERS. A non-root elementwise node P has one "instance" per
- *     distinct (kernel, index map) pair that uses it. If P has more than one
- *     instance, P is recomputed in each when it is cheap, and made a root
- *     (materialized once, loaded everywhere) otherwise. Cheap means: its
- *     fused expression (its own fn plus every producer inlined beneath it,
- *     counted as a tree) has at most CHEAP_OPS (8) operations and casts, and
- *     none of them is transcendental (** and every float function: sqrt,
- *     exp, log, sin, hypot, erf, ...; fma is not). The decision is iterated
- *     bottom-up: each round makes roots only of the expensive shared nodes
- *     with no other such node beneath them, since materializing a node makes
- *     the nodes above it cheaper.
- *   reduce -> map (epilogue). An elementwise root E whose kernel uses a
- *     reduction R only at R's own positions (E has R's shape and reads R
- *     through the identity map) joins R's kernel as an epilogue that runs
- *     once per output element, provided every other value E loads is
- *     computed before R and the epilogue stays within LF_MAX_ARGS loads. R is
- *     stored only if something else needs it.
- *   Splitting. A kernel whose body would need more than LF_MAX_ARGS loads
- *     (the parameter limit of an fn) makes a root of its inlined node that
- *     gathers the most loads, and the plan is redone.
+ *     distinct (kernel, index map) pair that uses it; roots merged into one
+ *     kernel (an epilogue, the passes of a row kernel, horizontal siblings,
+ *     see below) count as one kernel. If P has more than one instance, P is
+ *     recomputed in each when it is cheap, and made a root (materialized
+ *     once, loaded everywhere) otherwise. Cheap means: its fused expression
+ *     (its own fn plus every producer inlined beneath it, counted as a tree)
+ *     has at most CHEAP_OPS (8) operations and casts, and none of them is
+ *     transcendental (** and every float function: sqrt, exp, log, sin,
+ *     hypot, erf, ...; fma is not). The decision is iterated bottom-up: each
+ *     round makes roots only of the expensive shared nodes with no other
+ *     such node beneath them, since materializing a node makes the nodes
+ *     above it cheaper. Inside one kernel, a node used at one index map is
+ *     computed once per fn (hash-consing) and recomputed in each pass that
+ *     uses it, however expensive: storing it would be the full-size
+ *     temporary a row kernel exists to avoid (softmax's exp(x - max) is
+ *     computed in the sum pass and again in the row pass).
+ *   Kernels are formed in node order: each root either joins an earlier
+ *     kernel (the rules below, tried in this order) or starts its own. A
+ *     root joins kernel K only if every other value it loads is computed by
+ *     a kernel before K (so K can run at its place), every fn of K stays
+ *     within LF_MAX_ARGS loads and K within FUSE_MAX_STORES roots (so its
+ *     stores, i.e. buffers, stay few); otherwise the rules fall back to a
+ *     kernel of its own, and what it reads from K is stored.
+ *   reduce -> map (epilogue). An elementwise root E that has the shape of
+ *     the root reduction of the reduction kernel K of the latest reduction E
+ *     reads, and reads K's reductions only at their own positions, joins K
+ *     as an epilogue that runs once per output element. A reduction is
+ *     stored only if something outside its kernel needs it.
+ *   reduce -> broadcast -> map (row kernels: softmax, layer norm). A
+ *     reduction R whose input space and reduced axes equal those of an
+ *     earlier reduction kernel K, and that reads K's reductions only
+ *     broadcast over the reduced axes (the "outer" map: keepdims, or
+ *     expand_dims and broadcasting; any set of reduced axes), joins K as a
+ *     pass after the latest pass whose results it reads (at most
+ *     FUSE_MAX_PASSES passes, LF_MAX_ARGS reductions). An elementwise root E
+ *     over K's input space that reads K's reductions only through the outer
+ *     map joins K's row pass, which runs over each row after the epilogue
+ *     and writes full-size values. Between passes only per-row values live.
+ *   Horizontal / multi-output. A reduction over the same space and axes as
+ *     an earlier reduction kernel K, reading none of K's results, joins K's
+ *     first pass when it shares a load (same source, same index map) with K
+ *     or when both it and a reduction of K are outputs: sum(x) and max(x)
+ *     are one pass. An elementwise root joins the earliest kernel over the
+ *     same space whose body (elementwise kernel) or row pass (row kernel)
+ *     shares a load with it, or computes an output when it is an output too:
+ *     evaluating x+y and x*y together is one kernel with two stores.
+ *   Splitting. A root whose own kernel would need more than LF_MAX_ARGS
+ *     loads (the parameter limit of an fn) makes a root of its inlined node
+ *     that gathers the most loads, and the plan is redone. (Merges never
+ *     exceed the limit: a root that would is not merged.)
  *   Fusion off. Every needed node except inputs and views is a root: one
  *     kernel per op with full temporaries (the unfused baseline).
  *
- * Invariants (see fusion.h for what a schedule guarantees): instance records
- * live in a scratch arena that is reset each planning round; the kernels'
+ * A planning round finds the instances, forms the kernels (merges), then
+ * applies the multiple-consumer rule and splitting; a round that adds a root
+ * is redone, so the last round's merges hold for the final roots.
+ *
+ * Invariants (see fusion.h for what a schedule guarantees): instance and
+ * merge records live in a scratch arena that is reset each round; the kernels'
  * fns live in a private graph (schedule->arena) that no user sees, so a
  * failed fn allocation never marks the user's graph as failed; every
  * allocation failure returns LF_ERR_NOMEM with everything freed.
@@ -254,12 +289,6 @@ static fuse_map *map_compose(scratch *a, const fuse_map *m, const fuse_step *ste
     return r;
 }
 
-static bool map_is_identity(const fuse_map *m, const lf_node *n) {
-    if (m->nsteps != 1 || m->steps[0].ndim != n->ndim) return false;
-    fuse_step id = identity_step(n->ndim, n->shape);
-    return step_equal(&m->steps[0], &id);
-}
-
 /* ---- planner state ----------------------------------------------------------------- */
 
 /* One use of a node inside one kernel, at one index map. */
@@ -300,13 +329,45 @@ typedef struct planner {
     inst *all;               /* every instance (round) */
     inst ***klist;           /* per root: its kernel's instances by node id */
     int *kcount;             /* per root: their number */
-    int *merged_into;        /* elementwise root -> the reduction it joined, -1 */
+    int *merged_into;        /* root -> the root of the kernel it joined, -1 */
     int *host;               /* per root: root id of the kernel computing it */
+    unsigned char *role;     /* per root: its part in its kernel (role) */
+    int *pass;               /* per reduce root: its pass in its kernel */
+    struct unit **unit;      /* per kernel root: its merge record (round) */
+    struct unit *units;      /* every kernel of the round, by root id */
     int *oslot;              /* per node: its output slot, -1 */
-    pload **epi;             /* per reduce root: epilogue loads (ACC excluded) */
-    int *nepi;               /* their count */
     int *slot_of;            /* per node: slot holding its value, -1 */
 } planner;
+
+/* A root's part in the kernel it belongs to. */
+typedef enum role {
+    ROLE_BODY,   /* elementwise kernel: its body (the root and its siblings) */
+    ROLE_PASS,   /* reduction kernel: a reduction folded in pass p->pass[id] */
+    ROLE_EPI,    /* reduction kernel: the epilogue */
+    ROLE_ROW     /* reduction kernel: the row pass */
+} role;
+
+/* A kernel being formed: its root and what has joined it, with the loads of
+ * each of its fns so far (at most LF_MAX_ARGS + 1 each: one more is "full"). */
+typedef struct unit {
+    int host;                      /* root id of the kernel */
+    bool red;                      /* reduction kernel */
+    int ndim;                      /* iteration space */
+    int64_t shape[LF_MAX_DIMS];
+    uint32_t mask;                 /* reduced axes */
+    const lf_node *out;            /* reduction: the root reduce node */
+    int npasses;                   /* reduction passes (elementwise: 1, the body) */
+    int npl[FUSE_MAX_PASSES];      /* loads of each pass (ACC included) */
+    pload *pl[FUSE_MAX_PASSES];
+    int nrow;                      /* row pass loads (ACC included), row NULL: none */
+    pload *row;
+    int nepi;                      /* epilogue loads, ACC excluded */
+    pload *epi;
+    int nreds;                     /* reductions */
+    int nroots;                    /* roots in it (each stores at most once) */
+    bool out_red, out_row;         /* a reduction / a body or row root is an output */
+    struct unit *next;             /* next kernel by root id */
+} unit;
 
 static lf_status nomem(planner *p) {
     return graph_error(p->g->ctx, LF_ERR_NOMEM, "eval: out of memory while planning fusion");
@@ -445,6 +506,21 @@ static void compute_costs(planner *p) {
     }
 }
 
+/* The root of the kernel that root k's code is part of. */
+static int unit_of(const planner *p, int k) {
+    return p->merged_into[k] >= 0 ? p->merged_into[k] : k;
+}
+
+/* Whether node id has more than one instance, kernels merged into one
+ * counting as one kernel. */
+static bool shared(const planner *p, int id) {
+    if (p->ninst[id] < 2) return false;
+    const inst *a = p->first[id];
+    for (const inst *b = a->next_node; b; b = b->next_node)
+        if (unit_of(p, b->kernel) != unit_of(p, a->kernel) || !map_equal(a->map, b->map)) return true;
+    return false;
+}
+
 /* Makes roots of the expensive shared nodes that have no other such node
  * beneath them. Returns how many. */
 static int add_shared_roots(planner *p) {
@@ -452,7 +528,7 @@ static int add_shared_roots(planner *p) {
     for (int id = 0; id < nn; id++) {
         const lf_node *n = p->g->nodes[id];
         p->cand[id] = p->needed[id] && inlined_map(p, n) && p->ninst[id] > 1 &&
-                      (p->trans[id] || p->ops[id] > CHEAP_OPS);
+                      (p->trans[id] || p->ops[id] > CHEAP_OPS) && shared(p, id);
     }
     /* below[id]: a candidate is inlined beneath id */
     bool *below = scratch_calloc(&p->tmp, (size_t)nn, sizeof *below);
@@ -476,9 +552,10 @@ static int add_shared_roots(planner *p) {
 
 /* ---- loads ------------------------------------------------------------------------------- */
 
-/* The load a leaf instance of kernel k stands for (false for constants).
- * merged_host is the reduction whose epilogue kernel k is part of, or -1. */
-static bool leaf_load(const planner *p, const inst *i, int merged_host, pload *out) {
+/* The load a leaf instance stands for (false for constants). grp is the root
+ * of the reduction kernel whose fn is being built or checked (-1 for none):
+ * its reductions are read as FUSE_SRC_ACC. */
+static bool leaf_load(const planner *p, const inst *i, int grp, pload *out) {
     const lf_node *n = i->node;
     if (n->kind == NODE_CONST) return false;
     out->node = n;
@@ -486,9 +563,11 @@ static bool leaf_load(const planner *p, const inst *i, int merged_host, pload *o
     if (n->kind == NODE_INPUT) {
         out->src = FUSE_SRC_SLOT;
         out->key = n->u.buffer;
-    } else if (n->id == merged_host) {
+    } else if (grp >= 0 && n->kind == NODE_REDUCE && p->root[n->id] && n->id != i->kernel &&
+               unit_of(p, n->id) == grp) {
         out->src = FUSE_SRC_ACC;
         out->key = n;
+        out->map = NULL;
     } else if (p->root[n->id] && n->id != i->kernel) {
         out->src = FUSE_SRC_SLOT;
         out->key = n;
@@ -522,61 +601,253 @@ static int count_loads(const planner *p, int k, pload *ls, int cap) {
     return n;
 }
 
-/* ---- epilogues ------------------------------------------------------------------------------ */
+/* ---- forming kernels: epilogues, row kernels, horizontal merges ---------------------------- */
 
-/* Joins elementwise roots to the reduction kernels whose results they use at
- * the results' own positions (see the rules at the top). */
-static lf_status plan_epilogues(planner *p) {
+/* The map through which a reduce -> broadcast -> map reads reduction r at
+ * each point of r's input space: r's element for the point's outer index. */
+static fuse_step outer_step(const lf_node *r) {
+    const lf_node *in = r->inputs[0];
+    int64_t cs[LF_MAX_DIMS], st[LF_MAX_DIMS] = {0};
+    graph_contiguous_strides(r->ndim, r->shape, cs);
+    for (int d = 0, j = 0; d < in->ndim; d++) {
+        bool red = r->u.reduce.axes & (1u << d);
+        if (!red) st[d] = cs[j];
+        if (!red || r->u.reduce.keepdims) j++;
+    }
+    return make_step(in->ndim, in->shape, 0, st);
+}
+
+static bool map_is_step(const fuse_map *m, const fuse_step *st) {
+    return m->nsteps == 1 && step_equal(&m->steps[0], st);
+}
+
+static bool same_shape(int na, const int64_t *a, int nb, const int64_t *b) {
+    return na == nb && !memcmp(a, b, (size_t)na * sizeof *a);
+}
+
+/* What root e would bring to kernel u in role r. */
+typedef struct scan {
+    pload ls[LF_MAX_ARGS + 1];     /* its distinct loads (ACC included) */
+    int n;
+    bool ok;                       /* everything it reads is available to u */
+    bool acc;                      /* it reads u's reductions */
+    int phase;                     /* the latest pass of those, -1 */
+} scan;
+
+static void scan_root(const planner *p, int e, const unit *u, role r, scan *sc) {
+    const lf_node *en = p->g->nodes[e];
+    sc->n = 0;
+    sc->ok = true;
+    sc->acc = false;
+    sc->phase = -1;
+    for (int j = 0; j < p->kcount[e]; j++) {
+        const inst *i = p->klist[e][j];
+        const lf_node *x = i->node;
+        pload l;
+        if (!is_leaf(p, x, e) || !leaf_load(p, i, u->red ? u->host : -1, &l)) continue;
+        if (l.src == FUSE_SRC_ACC) {
+            fuse_step want = r == ROLE_EPI ? identity_step(en->ndim, en->shape) : outer_step(x);
+            if (!map_is_step(i->map, &want)) goto fail;
+            sc->acc = true;
+            if (p->pass[x->id] > sc->phase) sc->phase = p->pass[x->id];
+        } else if (l.src == FUSE_SRC_SLOT && x->kind != NODE_INPUT && p->host[x->id] >= u->host) {
+            goto fail; /* computed at or after u's place */
+        }
+        if (find_load(sc->ls, sc->n, &l) >= 0) continue;
+        if (sc->n > LF_MAX_ARGS) goto fail;
+        sc->ls[sc->n++] = l;
+    }
+    return;
+fail:
+    sc->ok = false;
+}
+
+/* Loads of the union of ls[0..n) and sc's (ACC too unless skip_acc), or -1
+ * when more than cap. */
+static int union_size(const pload *ls, int n, const scan *sc, bool skip_acc, int cap) {
+    int m = n;
+    for (int j = 0; j < sc->n; j++) {
+        if (skip_acc && sc->ls[j].src == FUSE_SRC_ACC) continue;
+        if (find_load(ls, n, &sc->ls[j]) < 0 && ++m > cap) return -1;
+    }
+    return m;
+}
+
+/* Adds sc's loads to list ls (capacity LF_MAX_ARGS + 1; the union fits). */
+static void union_add(pload *ls, int *n, const scan *sc, bool skip_acc) {
+    for (int j = 0; j < sc->n; j++) {
+        if (skip_acc && sc->ls[j].src == FUSE_SRC_ACC) continue;
+        if (find_load(ls, *n, &sc->ls[j]) < 0) ls[(*n)++] = sc->ls[j];
+    }
+}
+
+/* Whether sc shares a slot or iota load (source and index map) with ls. */
+static bool shares(const pload *ls, int n, const scan *sc) {
+    for (int j = 0; j < sc->n; j++)
+        if (sc->ls[j].src != FUSE_SRC_ACC && find_load(ls, n, &sc->ls[j]) >= 0) return true;
+    return false;
+}
+
+static pload *new_list(planner *p) {
+    return scratch_alloc(&p->tmp, (LF_MAX_ARGS + 1) * sizeof(pload));
+}
+
+static void join(planner *p, int e, unit *u, role r) {
+    u->nroots++;
+    p->merged_into[e] = u->host;
+    p->host[e] = u->host;
+    p->role[e] = (unsigned char)r;
+}
+
+/* Reduction r joins an earlier reduction kernel over its space and axes as
+ * a later pass (it reads the kernel's results) or in its first pass
+ * (horizontal). Returns 1 if it joined, 0 if not, -1 out of memory. */
+static int join_reduce(planner *p, int r) {
+    const lf_node *rn = p->g->nodes[r], *in = rn->inputs[0];
+    scan sc;
+    for (unit *u = p->units; u; u = u->next) {
+        if (!u->red || u->mask != rn->u.reduce.axes || u->nroots >= FUSE_MAX_STORES ||
+            !same_shape(u->ndim, u->shape, in->ndim, in->shape))
+            continue;
+        scan_root(p, r, u, ROLE_PASS, &sc);
+        if (!sc.ok) continue;
+        int q = sc.phase + 1;
+        if (q >= FUSE_MAX_PASSES || q > u->npasses || u->nreds + 1 + u->nepi > LF_MAX_ARGS) continue;
+        bool link = sc.acc || (p->output[r] >= 0 && u->out_red);
+        for (int k = 0; k < u->npasses && !link; k++) link = shares(u->pl[k], u->npl[k], &sc);
+        if (!link && u->row) link = shares(u->row, u->nrow, &sc);
+        if (!link) continue;
+        if (q == u->npasses) {
+            if (!(u->pl[q] = new_list(p))) return -1;
+            u->npl[q] = 0;
+            u->npasses++;
+        }
+        if (union_size(u->pl[q], u->npl[q], &sc, false, LF_MAX_ARGS) < 0) {
+            if (u->npl[q] == 0) u->npasses--; /* the new pass stays empty */
+            continue;
+        }
+        union_add(u->pl[q], &u->npl[q], &sc, false);
+        u->nreds++;
+        u->out_red |= p->output[r] >= 0;
+        join(p, r, u, ROLE_PASS);
+        p->pass[r] = q;
+        return 1;
+    }
+    return 0;
+}
+
+/* Elementwise root e joins the reduction kernel of the latest reduction it
+ * reads as an epilogue. */
+static bool join_epilogue(planner *p, int e) {
+    const lf_node *en = p->g->nodes[e];
+    int r = -1;
+    for (int j = 0; j < p->kcount[e]; j++) {
+        const lf_node *x = p->klist[e][j]->node;
+        if (x->kind == NODE_REDUCE && x->id != e && p->root[x->id] && x->id > r) r = x->id;
+    }
+    if (r < 0) return false;
+    unit *u = p->unit[unit_of(p, r)];
+    if (!u || !u->red || u->nroots >= FUSE_MAX_STORES ||
+        !same_shape(en->ndim, en->shape, u->out->ndim, u->out->shape))
+        return false;
+    scan sc;
+    scan_root(p, e, u, ROLE_EPI, &sc);
+    if (!sc.ok) return false;
+    int m = union_size(u->epi, u->nepi, &sc, true, LF_MAX_ARGS);
+    if (m < 0 || m + u->nreds > LF_MAX_ARGS) return false;
+    union_add(u->epi, &u->nepi, &sc, true);
+    join(p, e, u, ROLE_EPI);
+    return true;
+}
+
+/* Elementwise root e joins the earliest kernel over its space: a reduction
+ * kernel's row pass (reduce -> broadcast -> map, or a sibling of the row
+ * pass), or an elementwise kernel's body (a sibling). 1 joined, 0 not, -1
+ * out of memory. */
+static int join_space(planner *p, int e) {
+    const lf_node *en = p->g->nodes[e];
+    bool out = p->output[e] >= 0;
+    scan sc;
+    for (unit *u = p->units; u; u = u->next) {
+        if (u->nroots >= FUSE_MAX_STORES || !same_shape(u->ndim, u->shape, en->ndim, en->shape)) continue;
+        scan_root(p, e, u, u->red ? ROLE_ROW : ROLE_BODY, &sc);
+        if (!sc.ok) continue;
+        pload *ls = u->red ? u->row : u->pl[0];
+        int n = u->red ? u->nrow : u->npl[0];
+        bool link = sc.acc || (ls && (shares(ls, n, &sc) || (out && u->out_row)));
+        if (!link || union_size(ls, ls ? n : 0, &sc, false, LF_MAX_ARGS) < 0) continue;
+        if (!ls) { /* the row pass starts */
+            if (!(u->row = new_list(p))) return -1;
+            u->nrow = 0;
+        }
+        if (u->red) union_add(u->row, &u->nrow, &sc, false);
+        else union_add(u->pl[0], &u->npl[0], &sc, false);
+        u->out_row |= out;
+        join(p, e, u, u->red ? ROLE_ROW : ROLE_BODY);
+        return 1;
+    }
+    return 0;
+}
+
+/* Root e starts a kernel of its own. */
+static unit *start_unit(planner *p, int e, unit **tail) {
+    const lf_node *en = p->g->nodes[e];
+    unit *u = scratch_calloc(&p->tmp, 1, sizeof *u);
+    if (!u || !(u->pl[0] = new_list(p)) || !(u->epi = new_list(p))) return NULL;
+    u->host = e;
+    u->red = en->kind == NODE_REDUCE;
+    const lf_node *space = u->red ? en->inputs[0] : en;
+    u->ndim = space->ndim;
+    memcpy(u->shape, space->shape, sizeof u->shape);
+    u->npasses = 1;
+    u->nroots = 1;
+    if (u->red) {
+        u->mask = en->u.reduce.axes;
+        u->out = en;
+        u->nreds = 1;
+        u->out_red = p->output[e] >= 0;
+    } else {
+        u->out_row = p->output[e] >= 0;
+    }
+    /* its own loads; more than LF_MAX_ARGS makes it full (it will be split) */
+    for (int j = 0; j < p->kcount[e] && u->npl[0] <= LF_MAX_ARGS; j++) {
+        const inst *i = p->klist[e][j];
+        pload l;
+        if (!is_leaf(p, i->node, e) || !leaf_load(p, i, -1, &l)) continue;
+        if (find_load(u->pl[0], u->npl[0], &l) < 0) u->pl[0][u->npl[0]++] = l;
+    }
+    p->role[e] = u->red ? ROLE_PASS : ROLE_BODY;
+    p->pass[e] = 0;
+    p->unit[e] = u;
+    if (*tail) (*tail)->next = u;
+    else p->units = u;
+    *tail = u;
+    return u;
+}
+
+/* Forms the kernels of this round: every needed root, in node order, joins
+ * an earlier kernel or starts its own (see the rules at the top). */
+static lf_status plan_merges(planner *p) {
     int nn = p->nn;
     for (int id = 0; id < nn; id++) {
         p->merged_into[id] = -1;
-        p->nepi[id] = 0;
-        p->epi[id] = NULL; /* the previous round's lists were in the reset scratch */
+        p->host[id] = id;
+        p->role[id] = p->g->nodes[id]->kind == NODE_REDUCE ? ROLE_PASS : ROLE_BODY;
+        p->pass[id] = 0;
     }
+    p->units = NULL;
+    p->unit = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->unit);
+    if (!p->unit) return nomem(p);
     if (!p->fusion) return LF_OK;
-    int *host = p->host;
-    for (int id = 0; id < nn; id++) host[id] = id;
+    unit *tail = NULL;
     for (int e = 0; e < nn; e++) {
         const lf_node *en = p->g->nodes[e];
-        if (!p->needed[e] || !p->root[e] || en->kind == NODE_REDUCE) continue;
-        /* the latest reduction it reads */
-        int r = -1;
-        for (int j = 0; j < p->kcount[e]; j++) {
-            const lf_node *x = p->klist[e][j]->node;
-            if (x->kind == NODE_REDUCE && x->id != e && p->root[x->id] && x->id > r) r = x->id;
-        }
-        if (r < 0) continue;
-        const lf_node *rn = p->g->nodes[r];
-        if (rn->ndim != en->ndim ||
-            memcmp(rn->shape, en->shape, (size_t)en->ndim * sizeof *en->shape))
-            continue;
-        bool ok = true;
-        pload ls[LF_MAX_ARGS + 1];
-        int nl = p->nepi[r];
-        if (nl) memcpy(ls, p->epi[r], (size_t)nl * sizeof *ls);
-        for (int j = 0; j < p->kcount[e] && ok; j++) {
-            const inst *i = p->klist[e][j];
-            const lf_node *x = i->node;
-            if (!is_leaf(p, x, e)) continue;
-            if (x->id == r) {
-                ok = map_is_identity(i->map, rn);
-                continue;
-            }
-            if (p->root[x->id] && host[x->id] >= r) ok = false;
-            pload l;
-            if (!ok || !leaf_load(p, i, -1, &l) || find_load(ls, nl, &l) >= 0) continue;
-            if (nl + 1 >= LF_MAX_ARGS) ok = false; /* + 1: the reduction itself */
-            else ls[nl++] = l;
-        }
-        if (!ok) continue;
-        if (!p->epi[r]) {
-            p->epi[r] = scratch_alloc(&p->tmp, (LF_MAX_ARGS + 1) * sizeof *p->epi[r]);
-            if (!p->epi[r]) return nomem(p);
-        }
-        memcpy(p->epi[r], ls, (size_t)nl * sizeof *ls);
-        p->nepi[r] = nl;
-        p->merged_into[e] = r;
-        host[e] = r;
+        if (!p->needed[e] || !p->root[e]) continue;
+        int joined;
+        if (en->kind == NODE_REDUCE) joined = join_reduce(p, e);
+        else joined = join_epilogue(p, e) ? 1 : join_space(p, e);
+        if (joined < 0) return nomem(p);
+        if (!joined && !start_unit(p, e, &tail)) return nomem(p);
     }
     return LF_OK;
 }
@@ -652,10 +923,11 @@ static bool expr_weak(const lf_fn *f, int i, const bool *weak) {
 }
 
 /* Emits the code of one instance into f (its inputs' instances are emitted
- * already). Loads were numbered in kb. Returns false on failure. */
-static bool emit_inst(planner *p, lf_fn *f, const kbuild *kb, inst *i, int merged_host) {
+ * already). Loads were numbered in kb; grp as for leaf_load. Returns false
+ * on failure. */
+static bool emit_inst(planner *p, lf_fn *f, const kbuild *kb, inst *i, int grp) {
     const lf_node *n = i->node;
-    if (is_leaf(p, n, i->kernel) || n->id == merged_host) {
+    if (is_leaf(p, n, i->kernel)) {
         fn_expr e;
         if (n->kind == NODE_CONST) {
             fn_expr lit = blank(EXPR_CONST);
@@ -668,7 +940,7 @@ static bool emit_inst(planner *p, lf_fn *f, const kbuild *kb, inst *i, int merge
             e.arg[0] = l;
         } else {
             pload l;
-            leaf_load(p, i, merged_host, &l);
+            leaf_load(p, i, grp, &l);
             e = blank(EXPR_PARAM);
             e.param = find_load(kb->loads, kb->nloads, &l);
             assert(e.param >= 0);
@@ -714,13 +986,13 @@ static bool emit_inst(planner *p, lf_fn *f, const kbuild *kb, inst *i, int merge
     return true;
 }
 
-/* Adds the loads of kernel k's leaf instances to kb. */
-static void collect_loads(planner *p, int k, int merged_host, kbuild *kb) {
+/* Adds the loads of root k's leaf instances to kb (grp as for leaf_load). */
+static void collect_loads(planner *p, int k, int grp, kbuild *kb) {
     for (int j = 0; j < p->kcount[k]; j++) {
         const inst *i = p->klist[k][j];
         pload l;
-        if (!is_leaf(p, i->node, k) && i->node->id != merged_host) continue;
-        if (!leaf_load(p, i, merged_host, &l) || find_load(kb->loads, kb->nloads, &l) >= 0) continue;
+        if (!is_leaf(p, i->node, k)) continue;
+        if (!leaf_load(p, i, grp, &l) || find_load(kb->loads, kb->nloads, &l) >= 0) continue;
         assert(kb->nloads < LF_MAX_ARGS);
         kb->loads[kb->nloads++] = l;
     }
@@ -758,11 +1030,11 @@ static bool type_fn(lf_fn *f, const fuse_load *loads, int nloads, lf_dtype **et,
     return *et && *ct && graph_fn_types(f, params, *et, *ct) != LF_NDTYPES;
 }
 
-static bool add_store(fuse_kernel *kn, int slot, int expr) {
+static bool add_store(fuse_kernel *kn, int slot, int expr, bool row) {
     fuse_store *st = graph_realloc(kn->stores, (size_t)(kn->nstores + 1) * sizeof *st);
     if (!st) return false;
     kn->stores = st;
-    st[kn->nstores++] = (fuse_store){slot, expr};
+    st[kn->nstores++] = (fuse_store){slot, expr, row};
     return true;
 }
 
@@ -773,7 +1045,7 @@ static bool is_stored(const planner *p, int r) {
     if (n->kind == NODE_INPUT) return false;
     if (n->materialize) return true;
     for (const inst *i = p->first[r]; i; i = i->next_node)
-        if (i->kernel != r && p->merged_into[i->kernel] != r) return true;
+        if (unit_of(p, i->kernel) != unit_of(p, r)) return true;
     return false;
 }
 
@@ -855,10 +1127,75 @@ static bool kernel_nodes(planner *p, fuse_kernel *kn, int k) {
     return true;
 }
 
-/* Builds the kernel of root k into kn. */
+/* The slot root e's value is stored to, or -1. */
+static int store_slot(const planner *p, int e) {
+    return p->g->nodes[e]->kind == NODE_INPUT ? p->oslot[e] : p->slot_of[e];
+}
+
+/* Emits the instances of root e into f and stores e's value (if stored). */
+static bool emit_root(planner *p, fuse_kernel *kn, lf_fn *f, const kbuild *kb, int e, int grp,
+                      bool row, inst **seed) {
+    *seed = NULL;
+    for (int j = 0; j < p->kcount[e]; j++) {
+        inst *i = p->klist[e][j];
+        if (i->node->id == e) *seed = i;
+        if (!emit_inst(p, f, kb, i, grp)) return false;
+    }
+    assert(*seed);
+    if (p->g->nodes[e]->kind == NODE_REDUCE) return true; /* folded, stored by the epilogue */
+    int sl = store_slot(p, e);
+    return sl < 0 || add_store(kn, sl, (*seed)->expr, row);
+}
+
+/* Builds one fn of kernel k from the roots of the kernel with role r (and,
+ * for ROLE_PASS, pass q), after the loads already in kb. */
+static lf_status build_fn(planner *p, fuse_schedule *s, fuse_kernel *kn, int k, role r, int q,
+                          kbuild *kb, fuse_pass *out) {
+    int grp = r != ROLE_BODY ? k : -1;
+    for (int e = k; e < p->nn; e++)
+        if (unit_of(p, e) == k && p->root[e] && p->role[e] == r && (r != ROLE_PASS || p->pass[e] == q))
+            collect_loads(p, e, grp, kb);
+    out->fn = start_fn(p, s, kb, &out->loads, &out->nloads);
+    if (!out->fn) return nomem(p);
+    /* parameters first: the epilogue's stored reductions read them */
+    for (int j = 0; j < kb->nloads; j++) {
+        fn_expr e = blank(EXPR_PARAM);
+        e.param = j;
+        if (kb->loads[j].src == FUSE_SRC_ACC && graph_fn_add(out->fn, &e) < 0) return nomem(p);
+    }
+    for (int e = k; e < p->nn; e++) {
+        if (unit_of(p, e) != k || !p->root[e] || p->role[e] != r || (r == ROLE_PASS && p->pass[e] != q))
+            continue;
+        inst *seed;
+        if (!emit_root(p, kn, out->fn, kb, e, grp, r == ROLE_ROW, &seed)) return nomem(p);
+        if (r == ROLE_PASS) /* the reductions are listed in pass order, then node order */
+            for (int j = 0; j < kn->nreds; j++)
+                if (kn->reds[j].node->id == e) kn->reds[j].expr = seed->in[0]->expr;
+    }
+    if (r == ROLE_EPI) /* the kernel's reductions that are stored */
+        for (int j = 0; j < kb->nloads; j++) {
+            const lf_node *x = kb->loads[j].node;
+            if (kb->loads[j].src != FUSE_SRC_ACC || p->slot_of[x->id] < 0) continue;
+            bool dup = false;
+            for (int t = 0; t < kn->nstores; t++) dup |= kn->stores[t].slot == p->slot_of[x->id];
+            fn_expr e = blank(EXPR_PARAM);
+            e.param = j;
+            int id = graph_fn_add(out->fn, &e);
+            if (id < 0 || (!dup && !add_store(kn, p->slot_of[x->id], id, false))) return nomem(p);
+        }
+    if (!type_fn(out->fn, out->loads, out->nloads, &out->etype, &out->ctype)) return nomem(p);
+    for (int j = 0; j < out->nloads; j++) /* ACC loads name their reduction */
+        for (int t = 0; t < kn->nreds; t++)
+            if (out->loads[j].src == FUSE_SRC_ACC && kn->reds[t].node == out->loads[j].node)
+                out->loads[j].red = t;
+    return LF_OK;
+}
+
+/* Builds the kernel of root k (and of the roots that joined it) into kn. */
 static lf_status build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *kn) {
     const lf_node *rn = p->g->nodes[k];
     kbuild kb;
+    lf_status st;
     memset(kn, 0, sizeof *kn);
     kn->root = k;
     kn->red_expr = -1;
@@ -868,61 +1205,94 @@ static lf_status build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *
     kn->ndim = space->ndim;
     memcpy(kn->shape, space->shape, sizeof kn->shape);
     kn->numel = space->numel;
-    /* body */
-    kb.nloads = 0;
-    collect_loads(p, k, -1, &kb);
-    kn->body = start_fn(p, s, &kb, &kn->loads, &kn->nloads);
-    if (!kn->body) return nomem(p);
-    inst *seed = NULL;
-    for (int j = 0; j < p->kcount[k]; j++) {
-        inst *i = p->klist[k][j];
-        if (i->node->id == k) seed = i;
-        if (!emit_inst(p, kn->body, &kb, i, -1)) return nomem(p);
-    }
-    assert(seed);
+    const unit *u = p->unit[k];
+    kn->npasses = u ? u->npasses : 1;
+    kn->passes = graph_calloc((size_t)kn->npasses, sizeof *kn->passes);
+    if (!kn->passes) return nomem(p);
     if (!red) {
-        int sl = p->slot_of[k] >= 0 ? p->slot_of[k] : -1;
-        if (rn->kind == NODE_INPUT) sl = p->oslot[k]; /* output copy of an input */
-        if (sl >= 0 && !add_store(kn, sl, seed->expr)) return nomem(p);
-        if (!type_fn(kn->body, kn->loads, kn->nloads, &kn->body_etype, &kn->body_ctype))
-            return nomem(p);
-        return LF_OK;
+        kb.nloads = 0;
+        fuse_pass body;
+        memset(&body, 0, sizeof body);
+        st = build_fn(p, s, kn, k, ROLE_BODY, 0, &kb, &body);
+        kn->body = body.fn, kn->loads = body.loads, kn->nloads = body.nloads;
+        kn->body_etype = body.etype, kn->body_ctype = body.ctype;
+        kn->passes[0] = body;
+        return st;
     }
     kn->redmask = rn->u.reduce.axes;
-    kn->red_op = rn->u.reduce.op;
-    kn->red_in = space->dtype;
-    kn->red_node = rn;
-    kn->red_expr = seed->in[0]->expr;
     kn->out_ndim = rn->ndim;
     memcpy(kn->out_shape, rn->shape, sizeof kn->out_shape);
     kn->out_numel = rn->numel;
-    if (!type_fn(kn->body, kn->loads, kn->nloads, &kn->body_etype, &kn->body_ctype))
-        return nomem(p);
-    /* epilogue: load 0 is the reduction, then the merged roots' loads */
-    kb.nloads = 1;
-    kb.loads[0] = (pload){FUSE_SRC_ACC, rn, rn, NULL};
-    for (int e = 0; e < p->nn; e++)
-        if (p->merged_into[e] == k) collect_loads(p, e, k, &kb);
-    kn->epi = start_fn(p, s, &kb, &kn->epi_loads, &kn->nepi_loads);
-    if (!kn->epi) return nomem(p);
-    fn_expr acc = blank(EXPR_PARAM);
-    int acc_expr = graph_fn_add(kn->epi, &acc);
-    if (acc_expr < 0) return nomem(p);
-    if (p->slot_of[k] >= 0 && !add_store(kn, p->slot_of[k], acc_expr)) return nomem(p);
-    for (int e = 0; e < p->nn; e++) {
-        if (p->merged_into[e] != k) continue;
-        inst *eseed = NULL;
-        for (int j = 0; j < p->kcount[e]; j++) {
-            inst *i = p->klist[e][j];
-            if (i->node->id == e) eseed = i;
-            if (!emit_inst(p, kn->epi, &kb, i, k)) return nomem(p);
+    /* the reductions, by pass then node id */
+    for (int e = k; e < p->nn; e++) kn->nreds += unit_of(p, e) == k && p->root[e] && p->role[e] == ROLE_PASS;
+    kn->reds = graph_calloc((size_t)kn->nreds, sizeof *kn->reds);
+    if (!kn->reds) return nomem(p);
+    int nr = 0;
+    for (int q = 0; q < kn->npasses; q++)
+        for (int e = k; e < p->nn; e++) {
+            const lf_node *x = p->g->nodes[e];
+            if (unit_of(p, e) != k || !p->root[e] || p->role[e] != ROLE_PASS || p->pass[e] != q) continue;
+            kn->reds[nr++] = (fuse_red){x->u.reduce.op, q, -1, x->inputs[0]->dtype, x};
         }
-        int sl = p->g->nodes[e]->kind == NODE_INPUT ? p->oslot[e] : p->slot_of[e];
-        if (eseed && sl >= 0 && !add_store(kn, sl, eseed->expr)) return nomem(p);
+    assert(nr == kn->nreds && kn->reds[0].node == rn);
+    for (int q = 0; q < kn->npasses; q++) {
+        kb.nloads = 0;
+        fuse_pass *ps = &kn->passes[q];
+        /* a pass's fn must not be empty: its reductions always emit */
+        if ((st = build_fn(p, s, kn, k, ROLE_PASS, q, &kb, ps)) != LF_OK) {
+            if (q == 0) { /* owned through the body fields from here on */
+                kn->body = ps->fn, kn->loads = ps->loads, kn->nloads = ps->nloads;
+                kn->body_etype = ps->etype, kn->body_ctype = ps->ctype;
+                memset(ps, 0, sizeof *ps);
+            }
+            return st;
+        }
+        if (q == 0) {
+            kn->body = ps->fn, kn->loads = ps->loads, kn->nloads = ps->nloads;
+            kn->body_etype = ps->etype, kn->body_ctype = ps->ctype;
+        }
     }
-    if (!type_fn(kn->epi, kn->epi_loads, kn->nepi_loads, &kn->epi_etype, &kn->epi_ctype))
-        return nomem(p);
-    return LF_OK;
+    kn->red_op = kn->reds[0].op;
+    kn->red_expr = kn->reds[0].expr;
+    kn->red_in = kn->reds[0].in;
+    kn->red_node = rn;
+    /* epilogue: load 0 is the root reduction, then every other stored one */
+    kb.nloads = 0;
+    for (int j = 0; j < kn->nreds; j++) {
+        const lf_node *x = kn->reds[j].node;
+        if (j == 0 || p->slot_of[x->id] >= 0) kb.loads[kb.nloads++] = (pload){FUSE_SRC_ACC, x, x, NULL};
+    }
+    fuse_pass epi;
+    memset(&epi, 0, sizeof epi);
+    st = build_fn(p, s, kn, k, ROLE_EPI, 0, &kb, &epi);
+    kn->epi = epi.fn, kn->epi_loads = epi.loads, kn->nepi_loads = epi.nloads;
+    kn->epi_etype = epi.etype, kn->epi_ctype = epi.ctype;
+    if (st != LF_OK || !u || !u->row) return st;
+    /* the row pass */
+    kb.nloads = 0;
+    fuse_pass row;
+    memset(&row, 0, sizeof row);
+    st = build_fn(p, s, kn, k, ROLE_ROW, 0, &kb, &row);
+    kn->row = row.fn, kn->row_loads = row.loads, kn->nrow_loads = row.nloads;
+    kn->row_etype = row.etype, kn->row_ctype = row.ctype;
+    return st;
+}
+
+const fuse_load *fuse_kernel_fn_loads(const fuse_kernel *kn, int f, int *n, int64_t *iters) {
+    int64_t it = kn->numel;
+    const fuse_load *ls = NULL;
+    *n = 0;
+    if (f == 0) {
+        *n = kn->nloads, ls = kn->loads;
+    } else if (f < kn->npasses) {
+        *n = kn->passes[f].nloads, ls = kn->passes[f].loads;
+    } else if (f == kn->npasses) {
+        *n = kn->nepi_loads, ls = kn->epi_loads, it = kn->out_numel;
+    } else if (f == kn->npasses + 1) {
+        *n = kn->nrow_loads, ls = kn->row_loads;
+    }
+    if (iters) *iters = it;
+    return ls;
 }
 
 /* Slot lifetimes and the sharing of memory blocks between temporaries. */
@@ -930,10 +1300,12 @@ static lf_status plan_memory(planner *p, fuse_schedule *s) {
     for (int k = 0; k < s->nkernels; k++) {
         const fuse_kernel *kn = &s->kernels[k];
         for (int j = 0; j < kn->nstores; j++) s->slots[kn->stores[j].slot].def = k;
-        for (int j = 0; j < kn->nloads; j++)
-            if (kn->loads[j].src == FUSE_SRC_SLOT) s->slots[kn->loads[j].slot].last_use = k;
-        for (int j = 0; j < kn->nepi_loads; j++)
-            if (kn->epi_loads[j].src == FUSE_SRC_SLOT) s->slots[kn->epi_loads[j].slot].last_use = k;
+        for (int f = 0; f < kn->npasses + 2; f++) {
+            int n;
+            const fuse_load *ls = fuse_kernel_fn_loads(kn, f, &n, NULL);
+            for (int j = 0; j < n; j++)
+                if (ls[j].src == FUSE_SRC_SLOT) s->slots[ls[j].slot].last_use = k;
+        }
     }
     int ntemp = 0;
     for (int j = 0; j < s->nslots; j++) ntemp += s->slots[j].kind == FUSE_SLOT_TEMP;
@@ -973,17 +1345,30 @@ static lf_status plan_memory(planner *p, fuse_schedule *s) {
 /* ---- the planner ----------------------------------------------------------------------------------- */
 
 /* Frees what a kernel owns (its fns belong to the schedule's arena). */
+static void loads_free(fuse_load *ls, int n) {
+    if (ls)
+        for (int j = 0; j < n; j++) graph_free(ls[j].map.steps);
+    graph_free(ls);
+}
+
 static void kernel_free(fuse_kernel *kn) {
-    if (kn->loads)
-        for (int j = 0; j < kn->nloads; j++) graph_free(kn->loads[j].map.steps);
-    if (kn->epi_loads)
-        for (int j = 0; j < kn->nepi_loads; j++) graph_free(kn->epi_loads[j].map.steps);
-    graph_free(kn->loads);
-    graph_free(kn->epi_loads);
+    loads_free(kn->loads, kn->nloads);
+    loads_free(kn->epi_loads, kn->nepi_loads);
+    loads_free(kn->row_loads, kn->nrow_loads);
     graph_free(kn->body_etype);
     graph_free(kn->body_ctype);
     graph_free(kn->epi_etype);
     graph_free(kn->epi_ctype);
+    graph_free(kn->row_etype);
+    graph_free(kn->row_ctype);
+    if (kn->passes)
+        for (int q = 1; q < kn->npasses; q++) { /* passes[0] is the body */
+            loads_free(kn->passes[q].loads, kn->passes[q].nloads);
+            graph_free(kn->passes[q].etype);
+            graph_free(kn->passes[q].ctype);
+        }
+    graph_free(kn->passes);
+    graph_free(kn->reds);
     graph_free(kn->stores);
     graph_free(kn->nodes);
     memset(kn, 0, sizeof *kn);
@@ -1024,14 +1409,14 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     p->trans = scratch_calloc(K, (size_t)nn, sizeof *p->trans);
     p->cand = scratch_calloc(K, (size_t)nn, sizeof *p->cand);
     p->merged_into = scratch_calloc(K, (size_t)nn, sizeof *p->merged_into);
-    p->epi = scratch_calloc(K, (size_t)nn, sizeof *p->epi);
-    p->nepi = scratch_calloc(K, (size_t)nn, sizeof *p->nepi);
+    p->role = scratch_calloc(K, (size_t)nn, sizeof *p->role);
+    p->pass = scratch_calloc(K, (size_t)nn, sizeof *p->pass);
     p->slot_of = scratch_calloc(K, (size_t)nn, sizeof *p->slot_of);
     p->host = scratch_calloc(K, (size_t)nn, sizeof *p->host);
     p->oslot = scratch_calloc(K, (size_t)nn, sizeof *p->oslot);
     if (!p->host || !p->oslot) return nomem(p);
     if (!p->needed || !p->root || !p->output || !p->ops || !p->trans || !p->cand ||
-        !p->merged_into || !p->epi || !p->nepi || !p->slot_of)
+        !p->merged_into || !p->role || !p->pass || !p->slot_of)
         return nomem(p);
     /* dead-node elimination and the fixed roots */
     for (int id = 0; id < nn; id++) p->output[id] = -1;
@@ -1054,17 +1439,17 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
             (x->kind != NODE_VIEW || x->materialize))
             s->unfused_temp_bytes += (size_t)x->numel * lf_dtype_size(x->dtype);
     }
-    /* rounds: instances, shared expensive nodes, epilogues, splits */
+    /* rounds: instances, kernels (merges), shared expensive nodes, splits */
     for (;;) {
         lf_status st;
         if (p->fusion) compute_costs(p);
         if ((st = find_instances(p)) != LF_OK) return st;
+        if ((st = plan_merges(p)) != LF_OK) return st;
         if (p->fusion) {
             int added = add_shared_roots(p);
             if (added < 0) return nomem(p);
             if (added) continue;
         }
-        if ((st = plan_epilogues(p)) != LF_OK) return st;
         int victim = find_victim(p);
         if (victim < 0) break;
         p->root[victim] = true;
@@ -1122,14 +1507,14 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
 
 /* ---- statistics and printing ---------------------------------------------------------------------- */
 
-/* Bytes kernel kn reads from slot `slot`: over its loads of that slot, the
- * largest min(slot bytes, loop iterations x element size). */
+/* Bytes kernel kn reads from slot `slot`: over its loads of that slot (every
+ * fn), the largest min(slot bytes, loop iterations x element size). */
 static size_t slot_reads(const fuse_schedule *s, const fuse_kernel *kn, int slot) {
     size_t best = 0;
-    for (int phase = 0; phase < 2; phase++) {
-        const fuse_load *ls = phase ? kn->epi_loads : kn->loads;
-        int n = phase ? kn->nepi_loads : kn->nloads;
-        int64_t iters = phase ? kn->out_numel : kn->numel;
+    for (int f = 0; f < kn->npasses + 2; f++) {
+        int n;
+        int64_t iters;
+        const fuse_load *ls = fuse_kernel_fn_loads(kn, f, &n, &iters);
         for (int j = 0; j < n; j++) {
             if (ls[j].src != FUSE_SRC_SLOT || ls[j].slot != slot) continue;
             const fuse_slot *sl = &s->slots[slot];
@@ -1157,23 +1542,52 @@ void fuse_schedule_stats(const fuse_schedule *s, lf_eval_stats *st) {
     }
 }
 
-void fuse_schedule_print(const fuse_schedule *s, FILE *fp) {
+static void print_loads(FILE *fp, const char *what, const fuse_load *ls, int n) {
     static const char *const src[] = {"slot", "iota", "acc"};
+    fprintf(fp, "; %s", what);
+    for (int j = 0; j < n; j++) {
+        if (ls[j].src == FUSE_SRC_ACC) fprintf(fp, " acc%d", ls[j].red);
+        else fprintf(fp, " %s%d(%d steps)", src[ls[j].src], ls[j].slot, ls[j].map.nsteps);
+    }
+}
+
+void fuse_schedule_print(const fuse_schedule *s, FILE *fp) {
     for (int k = 0; k < s->nkernels; k++) {
         const fuse_kernel *kn = &s->kernels[k];
         char sh[160];
-        fprintf(fp, "  kernel %d: root %d, %s%s over %s, %d body exprs", k, kn->root,
-                kn->epi ? "reduce " : "elementwise", kn->epi ? graph_reds[kn->red_op].text : "",
-                graph_shape_str(sh, sizeof sh, kn->ndim, kn->shape), kn->body->nexprs);
-        if (kn->epi) fprintf(fp, ", %d epilogue exprs", kn->epi->nexprs);
+        fprintf(fp, "  kernel %d: root %d, ", k, kn->root);
+        if (!kn->epi) {
+            fprintf(fp, "elementwise over %s, %d body exprs", graph_shape_str(sh, sizeof sh, kn->ndim, kn->shape),
+                    kn->body->nexprs);
+        } else {
+            fprintf(fp, "%s over %s axes {", kn->row ? "row reduce" : "reduce",
+                    graph_shape_str(sh, sizeof sh, kn->ndim, kn->shape));
+            for (int d = 0, first = 1; d < kn->ndim; d++)
+                if (kn->redmask & (1u << d)) fprintf(fp, first-- ? "%d" : ",%d", d);
+            fprintf(fp, "}");
+            for (int q = 0; q < kn->npasses; q++) {
+                fprintf(fp, ", pass %d [", q);
+                for (int j = 0, first = 1; j < kn->nreds; j++)
+                    if (kn->reds[j].pass == q)
+                        fprintf(fp, "%s%s #%d", first-- ? "" : " ", graph_reds[kn->reds[j].op].text,
+                                kn->reds[j].node->id);
+                fprintf(fp, "] %d exprs", kn->passes[q].fn->nexprs);
+            }
+            fprintf(fp, ", epilogue %d exprs", kn->epi->nexprs);
+            if (kn->row) fprintf(fp, ", row pass %d exprs", kn->row->nexprs);
+        }
         fprintf(fp, "; nodes");
         for (int j = 0; j < kn->nnodes; j++) fprintf(fp, " %d", kn->nodes[j]);
-        fprintf(fp, "; loads");
-        for (int j = 0; j < kn->nloads; j++)
-            fprintf(fp, " %s%d(%d steps)", src[kn->loads[j].src], kn->loads[j].slot,
-                    kn->loads[j].map.nsteps);
+        for (int q = 0; q < kn->npasses; q++) {
+            char what[32];
+            snprintf(what, sizeof what, kn->npasses > 1 ? "pass %d loads" : "loads", q);
+            print_loads(fp, what, kn->passes[q].loads, kn->passes[q].nloads);
+        }
+        if (kn->epi) print_loads(fp, "epilogue loads", kn->epi_loads, kn->nepi_loads);
+        if (kn->row) print_loads(fp, "row loads", kn->row_loads, kn->nrow_loads);
         fprintf(fp, "; stores");
-        for (int j = 0; j < kn->nstores; j++) fprintf(fp, " slot%d", kn->stores[j].slot);
+        for (int j = 0; j < kn->nstores; j++)
+            fprintf(fp, " slot%d%s", kn->stores[j].slot, kn->stores[j].row ? "(row)" : "");
         fprintf(fp, "\n");
     }
     for (int j = 0; j < s->nslots; j++) {

@@ -5,9 +5,18 @@
  *   sum_of_squares, matmul as a zip-reduce) plan to one kernel with no
  *   temporaries; with fusion off every op is its own kernel; epilogues,
  *   barriers and the multiple-consumer rule do what plan.c says.
+ * - Row kernels and horizontal fusion: softmax (keepdims or reshaped back)
+ *   and layer norm (one or two trailing axes) are one kernel with no
+ *   temporary; row values that are outputs are stored by the epilogue;
+ *   where the row rule does not apply the old rules take over; several
+ *   outputs over one space and several reductions of one input are one
+ *   kernel; merges respect LF_MAX_ARGS and FUSE_MAX_STORES; allocation
+ *   failures inside row kernels are clean.
  * - Differential test: random DAGs (mixed ops and dtypes, broadcasting,
  *   views with transposes and negative-step slices, reductions with keepdims,
- *   shared nodes, several outputs, NaN/Inf inputs, zero-size and odd shapes)
+ *   shared nodes, several outputs, NaN/Inf inputs, zero-size and odd shapes;
+ *   softmax-, layer-norm- and three-pass-like row patterns over trailing or
+ *   arbitrary axes, sibling reductions, outputs chosen over one space)
  *   evaluated fused, unfused, and by the reference evaluator. Integers and
  *   bool must agree exactly; floats within rtol 1e-5 (f32) / 1e-12 (f64)
  *   plus a tiny atol, NaN equal to NaN (the interpreter is in fact
@@ -283,7 +292,7 @@ Test(fusion, shared_cheap_node_is_recomputed) {
     lf_node *rev = lf_slice(g, y, 0, LF_NONE, LF_NONE, -1);
     lf_node *c = lf_sub(g, y, rev); /* y at two index maps in one kernel */
     lf_eval_stats st = eval_checked(ctx, g, 3, (lf_node *[]){a, b, c});
-    cr_expect_eq(st.kernels, 3);
+    cr_expect_eq(st.kernels, 2); /* sum and max share a pass (horizontal); c is elementwise */
     cr_expect_eq(st.bytes_materialized, 0);
     lf_graph_free(g);
     lf_ctx_destroy(ctx);
@@ -292,11 +301,11 @@ Test(fusion, shared_cheap_node_is_recomputed) {
 Test(fusion, shared_expensive_node_is_materialized) {
     lf_ctx *ctx = fctx(1);
     lf_graph *g = lf_graph_new(ctx);
-    int64_t n = 50;
-    lf_node *x = lf_input(g, ramp(ctx, LF_F64, 1, &n));
+    lf_node *x = lf_input(g, ramp(ctx, LF_F64, 2, (int64_t[]){5, 10}));
     lf_node *y = lf_exp(g, x); /* transcendental */
-    lf_node *a = lf_reduce(g, LF_RED_SUM, y, 0, NULL, false);
-    lf_node *b = lf_reduce(g, LF_RED_MAX, y, 0, NULL, false);
+    /* reductions over different axes: two kernels, so y is computed once, stored */
+    lf_node *a = lf_reduce(g, LF_RED_SUM, y, 1, (int[]){1}, false);
+    lf_node *b = lf_reduce(g, LF_RED_MAX, y, 1, (int[]){0}, false);
     lf_eval_stats st = eval_checked(ctx, g, 2, (lf_node *[]){a, b});
     cr_expect_eq(st.kernels, 3);
     cr_expect_eq(st.bytes_materialized, 400);
@@ -421,6 +430,334 @@ Test(fusion, every_eval_allocation_failure_is_clean) {
     cr_expect_eq(st.kernels, 3, "kernels %d", st.kernels);
     cr_expect_eq(st.bytes_materialized, 24 * 8);
     eval_checked(ctx, g, 2, outs);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+/* ---- row kernels (reduce -> broadcast -> map) and horizontal fusion ----------------- */
+
+enum { SR = 64, SC = 100 };
+
+/* Reduces x over the given axes; keepdims, or (keep false) reduced without
+ * keepdims and reshaped back, as a user who forgot keepdims would write it. */
+static lf_node *row_reduce(lf_graph *g, lf_reduce_op op, lf_node *x, int na, const int *axes, bool keep) {
+    lf_node *r = lf_reduce(g, op, x, na, axes, keep);
+    if (keep) return r;
+    int64_t sh[LF_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++) {
+        sh[d] = x->shape[d];
+        for (int j = 0; j < na; j++)
+            if ((axes[j] + x->ndim) % x->ndim == d) sh[d] = 1;
+    }
+    return lf_reshape(g, r, x->ndim, sh);
+}
+
+/* softmax along the last axis, written the natural way */
+static lf_node *softmax_of(lf_graph *g, lf_node *x, bool keep) {
+    lf_node *m = row_reduce(g, LF_RED_MAX, x, 1, (int[]){-1}, keep);
+    lf_node *e = lf_exp(g, lf_sub(g, x, m));
+    lf_node *s = row_reduce(g, LF_RED_SUM, e, 1, (int[]){-1}, keep);
+    return lf_div(g, e, s);
+}
+
+static lf_node *softmax_rows(lf_graph *g, lf_ctx *ctx) {
+    return softmax_of(g, lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){SR, SC})), true);
+}
+
+static lf_node *softmax_rows_nokeep(lf_graph *g, lf_ctx *ctx) {
+    return softmax_of(g, lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){SR, SC})), false);
+}
+
+/* layer norm over the given trailing axes of x, with gain and bias over them */
+static lf_node *layer_norm_of(lf_graph *g, lf_node *x, int na, const int *axes, lf_node *gain, lf_node *bias) {
+    lf_node *mean = row_reduce(g, LF_RED_MEAN, x, na, axes, true);
+    lf_node *d = lf_sub(g, x, mean);
+    lf_node *var = row_reduce(g, LF_RED_MEAN, lf_mul(g, d, d), na, axes, true);
+    lf_node *y = lf_div(g, d, lf_sqrt(g, lf_add(g, var, lf_const(g, LF_F64, 1e-5))));
+    return lf_add(g, lf_mul(g, y, gain), bias);
+}
+
+enum { LR = 32, LC = 48 };
+
+static lf_node *layer_norm(lf_graph *g, lf_ctx *ctx) {
+    lf_node *x = lf_input(g, ramp(ctx, LF_F64, 2, (int64_t[]){LR, LC}));
+    lf_node *gain = lf_input(g, ramp(ctx, LF_F64, 1, (int64_t[]){LC}));
+    lf_node *bias = lf_input(g, ramp(ctx, LF_F64, 1, (int64_t[]){LC}));
+    return layer_norm_of(g, x, 1, (int[]){-1}, gain, bias);
+}
+
+static lf_node *layer_norm_2axes(lf_graph *g, lf_ctx *ctx) {
+    lf_node *x = lf_input(g, ramp(ctx, LF_F64, 3, (int64_t[]){4, 6, 8}));
+    lf_node *gain = lf_input(g, ramp(ctx, LF_F64, 2, (int64_t[]){6, 8}));
+    return layer_norm_of(g, x, 2, (int[]){1, 2}, gain, lf_const(g, LF_F64, 0.5));
+}
+
+/* Plans outs with fusion on (no eval). */
+static fuse_schedule *plan_on(lf_graph *g, int n, lf_node **outs) {
+    fuse_schedule *s = NULL;
+    cr_assert_eq(fuse_plan(g, n, outs, true, &s), LF_OK, "plan: %s", lf_graph_errmsg(g));
+    return s;
+}
+
+Test(fusion, softmax_rows_is_one_row_kernel) {
+    lf_eval_stats on, off;
+    run_example("softmax_rows", softmax_rows, &on, &off);
+    cr_expect_leq(on.kernels, 2);
+    cr_expect_eq(on.kernels, 1, "kernels %d", on.kernels);
+    cr_expect_eq(on.bytes_materialized, 0, "materialized %zu", on.bytes_materialized);
+    cr_expect_eq(on.bytes_read, SR * SC * 4, "read %zu", on.bytes_read);
+    cr_expect_eq(on.bytes_written, SR * SC * 4, "written %zu", on.bytes_written);
+    cr_expect_eq(off.kernels, 5); /* max, sub, exp, sum, div */
+    cr_expect_eq(off.bytes_materialized, 2 * SR * SC * 4 + 2 * SR * 4); /* x-m, exp; max, sum */
+    cr_expect_eq(on.temp_bytes_avoided, off.bytes_materialized);
+    /* the shape of the kernel: pass 0 max, pass 1 sum, a row pass */
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *y = softmax_rows(g, ctx);
+    fuse_schedule *s = plan_on(g, 1, &y);
+    cr_assert_eq(s->nkernels, 1);
+    const fuse_kernel *kn = &s->kernels[0];
+    cr_expect_eq(kn->npasses, 2);
+    cr_expect_eq(kn->nreds, 2);
+    cr_expect_eq(kn->reds[0].op, LF_RED_MAX);
+    cr_expect_eq(kn->reds[1].op, LF_RED_SUM);
+    cr_expect_eq(kn->reds[1].pass, 1);
+    cr_expect_eq(kn->redmask, 2u);
+    cr_expect(kn->row != NULL);
+    cr_expect_eq(kn->nstores, 1);
+    cr_expect(kn->stores[0].row);
+    cr_expect_eq(kn->nrow_loads, 3, "row loads: x, max, sum"); /* x, acc max, acc sum */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    fuse_schedule_print(s, fp);
+    fclose(fp);
+    cr_expect(strstr(text, "row reduce") && strstr(text, "pass 1 [sum") && strstr(text, "row pass"),
+              "%s", text);
+    free(text);
+    fuse_schedule_free(s);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+Test(fusion, softmax_without_keepdims_is_one_row_kernel) {
+    lf_eval_stats on, off;
+    run_example("softmax_rows (reshape)", softmax_rows_nokeep, &on, &off);
+    cr_expect_eq(on.kernels, 1);
+    cr_expect_eq(on.bytes_materialized, 0);
+}
+
+Test(fusion, layer_norm_is_one_row_kernel) {
+    lf_eval_stats on, off;
+    run_example("layer_norm", layer_norm, &on, &off);
+    cr_expect_eq(on.kernels, 1, "kernels %d", on.kernels);
+    cr_expect_eq(on.bytes_materialized, 0);
+    cr_expect_eq(on.bytes_read, (LR * LC + 2 * LC) * 8);
+    cr_expect_eq(on.bytes_written, LR * LC * 8);
+    cr_expect_geq(off.kernels, 9);
+    run_example("layer_norm (2 axes)", layer_norm_2axes, &on, &off);
+    cr_expect_eq(on.kernels, 1, "kernels %d", on.kernels);
+    cr_expect_eq(on.bytes_materialized, 0);
+}
+
+/* The per-row values are outputs too: the epilogue stores them, still one pass. */
+Test(fusion, row_kernel_stores_row_values_that_are_outputs) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *x = lf_input(g, ramp(ctx, LF_F64, 2, (int64_t[]){7, 9}));
+    lf_node *m = lf_reduce(g, LF_RED_MAX, x, 1, (int[]){1}, true);
+    lf_node *e = lf_exp(g, lf_sub(g, x, m));
+    lf_node *s = lf_reduce(g, LF_RED_SUM, e, 1, (int[]){1}, true);
+    lf_node *y = lf_div(g, e, s);
+    lf_node *lse = lf_add(g, lf_log(g, s), m); /* an epilogue of the row kernel */
+    lf_node *z = lf_mul(g, x, lf_const(g, LF_F64, 3)); /* a sibling of the row pass */
+    lf_eval_stats st = eval_checked(ctx, g, 4, (lf_node *[]){y, m, lse, z});
+    cr_expect_eq(st.kernels, 1, "kernels %d", st.kernels);
+    cr_expect_eq(st.bytes_materialized, 0);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+/* Where the rule does not apply, the existing rules take over (and agree). */
+Test(fusion, row_rule_falls_back) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *x = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){6, 5}));
+    /* the second reduction is over other axes: no common row */
+    lf_node *m = lf_reduce(g, LF_RED_MAX, x, 1, (int[]){1}, true);
+    lf_node *e = lf_exp(g, lf_sub(g, x, m));
+    lf_node *s = lf_reduce(g, LF_RED_SUM, e, 1, (int[]){0}, true);
+    lf_node *y = lf_div(g, e, s);
+    lf_eval_stats st = eval_checked(ctx, g, 1, &y);
+    cr_expect_gt(st.kernels, 1);
+    /* the map reads the reduction transposed: not the row broadcast */
+    lf_node *q = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){5, 5}));
+    lf_node *mq = lf_reduce(g, LF_RED_SUM, q, 1, (int[]){1}, true);
+    lf_node *yq = lf_sub(g, q, lf_transpose(g, mq));
+    st = eval_checked(ctx, g, 1, &yq);
+    cr_expect_eq(st.kernels, 2);
+    /* the map's space is larger than the reductions' input: no row pass */
+    lf_node *w = lf_input(g, ramp(ctx, LF_F32, 3, (int64_t[]){2, 6, 5}));
+    lf_node *yw = lf_sub(g, w, m);
+    st = eval_checked(ctx, g, 1, &yw);
+    cr_expect_eq(st.kernels, 2);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+Test(fusion, multi_output_elementwise_is_one_kernel) {
+    for (int f = 1; f >= 0; f--) {
+        lf_ctx *ctx = fctx(f);
+        lf_graph *g = lf_graph_new(ctx);
+        lf_node *x = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){10, 20}));
+        lf_node *y = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){10, 20}));
+        lf_node *outs[2] = {lf_add(g, x, y), lf_mul(g, x, y)};
+        lf_eval_stats st = eval_checked(ctx, g, 2, outs);
+        cr_expect_eq(st.kernels, f ? 1 : 2, "fusion %d: kernels %d", f, st.kernels);
+        cr_expect_eq(st.bytes_materialized, 0);
+        if (f) {
+            cr_expect_eq(st.bytes_read, 2 * 200 * 4);
+            cr_expect_eq(st.bytes_written, 2 * 200 * 4);
+            fuse_schedule *s = plan_on(g, 2, outs);
+            cr_expect_eq(s->kernels[0].nstores, 2);
+            cr_expect_eq(s->kernels[0].nloads, 2);
+            fuse_schedule_free(s);
+        }
+        /* outputs over one space that share nothing still make one pass */
+        lf_node *z = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){10, 20}));
+        lf_node *o3[3] = {lf_sin(g, x), lf_cos(g, z), lf_fill(g, LF_F32, 2, 2, (int64_t[]){10, 20})};
+        st = eval_checked(ctx, g, 3, o3);
+        if (f) cr_expect_eq(st.kernels, 1, "kernels %d", st.kernels);
+        /* many outputs over one space: kernels of at most FUSE_MAX_STORES stores */
+        lf_node *many[40];
+        for (int i = 0; i < 40; i++) many[i] = lf_add(g, x, lf_const(g, LF_F32, i));
+        fuse_schedule *s = NULL;
+        cr_assert_eq(fuse_plan(g, 40, many, f, &s), LF_OK);
+        cr_expect_eq(s->nkernels, f ? 3 : 80, "kernels %d", s->nkernels); /* off: 40 fills too */
+        for (int k = 0; k < s->nkernels; k++) cr_expect_leq(s->kernels[k].nstores, FUSE_MAX_STORES);
+        fuse_schedule_free(s);
+        lf_graph_free(g);
+        lf_ctx_destroy(ctx);
+    }
+}
+
+Test(fusion, two_reductions_of_one_input_are_one_kernel) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *x = lf_input(g, ramp(ctx, LF_F64, 2, (int64_t[]){8, 30}));
+    lf_node *a = lf_reduce(g, LF_RED_SUM, x, 1, (int[]){1}, false);
+    lf_node *b = lf_reduce(g, LF_RED_MAX, x, 1, (int[]){1}, true);
+    lf_node *c = lf_reduce(g, LF_RED_ARGMIN, lf_mul(g, x, x), 1, (int[]){1}, false);
+    lf_eval_stats st = eval_checked(ctx, g, 3, (lf_node *[]){a, b, c});
+    cr_expect_eq(st.kernels, 1, "kernels %d", st.kernels);
+    cr_expect_eq(st.bytes_materialized, 0);
+    cr_expect_eq(st.bytes_read, 8 * 30 * 8);
+    fuse_schedule *s = plan_on(g, 3, (lf_node *[]){a, b, c});
+    cr_expect_eq(s->kernels[0].nreds, 3);
+    cr_expect_eq(s->kernels[0].npasses, 1);
+    cr_expect_eq(s->kernels[0].nstores, 3);
+    fuse_schedule_free(s);
+    /* full reductions of one vector, and a mean of integers next to a sum */
+    int64_t n = 100;
+    lf_node *v = lf_input(g, ramp(ctx, LF_I32, 1, &n));
+    lf_node *vs = lf_reduce(g, LF_RED_SUM, v, 0, NULL, false);
+    lf_node *vm = lf_reduce(g, LF_RED_MEAN, v, 0, NULL, false);
+    lf_node *vp = lf_reduce(g, LF_RED_PROD, lf_add(g, v, lf_const(g, LF_I32, 3)), 0, NULL, false);
+    st = eval_checked(ctx, g, 3, (lf_node *[]){vs, vm, vp});
+    cr_expect_eq(st.kernels, 1);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+Test(fusion, horizontal_siblings_merge) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    int64_t n = 64;
+    lf_node *x = lf_input(g, ramp(ctx, LF_F64, 1, &n));
+    lf_node *y = lf_input(g, ramp(ctx, LF_F64, 1, &n));
+    /* two marked intermediates over one space sharing x: one kernel stores both */
+    lf_node *p = lf_exp(g, x), *q = lf_mul(g, x, y);
+    lf_node_materialize(g, p);
+    lf_node_materialize(g, q);
+    lf_node *r = lf_reduce(g, LF_RED_SUM, lf_add(g, p, q), 0, NULL, false);
+    lf_eval_stats st = eval_checked(ctx, g, 1, &r);
+    cr_expect_eq(st.kernels, 2, "kernels %d", st.kernels);
+    cr_expect_eq(st.bytes_materialized, 2 * 64 * 8);
+    /* a dependent pair does not merge: b reads a, which is stored first */
+    lf_node *a = lf_add(g, x, lf_const(g, LF_F64, 1));
+    lf_node *b = lf_mul(g, lf_slice(g, a, 0, LF_NONE, LF_NONE, -1), x);
+    st = eval_checked(ctx, g, 2, (lf_node *[]){a, b});
+    cr_expect_eq(st.kernels, 2, "kernels %d", st.kernels);
+    /* an expensive node both siblings use is computed once in the merged kernel */
+    lf_node *e = lf_exp(g, lf_sin(g, x));
+    lf_node *o[2] = {lf_add(g, e, y), lf_mul(g, e, x)};
+    st = eval_checked(ctx, g, 2, o);
+    cr_expect_eq(st.kernels, 1);
+    cr_expect_eq(st.bytes_materialized, 0);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+/* Merged kernels keep every fn within LF_MAX_ARGS loads. */
+Test(fusion, merges_respect_the_parameter_limit) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    int64_t n = 12;
+    lf_node *x = lf_input(g, ramp(ctx, LF_F32, 1, &n));
+    lf_node *outs[4];
+    for (int i = 0; i < 4; i++) {
+        lf_node *acc = x;
+        for (int k = 0; k < 4; k++) acc = lf_add(g, acc, lf_input(g, ramp(ctx, LF_F32, 1, &n)));
+        outs[i] = acc; /* 5 loads each, x shared */
+    }
+    lf_eval_stats st = eval_checked(ctx, g, 4, outs);
+    cr_expect_geq(st.kernels, 3); /* 17 distinct loads: at least 3 fns of 8 */
+    cr_expect_leq(st.kernels, 4);
+    fuse_schedule *s = plan_on(g, 4, outs);
+    for (int k = 0; k < s->nkernels; k++) cr_expect_leq(s->kernels[k].nloads, LF_MAX_ARGS);
+    fuse_schedule_free(s);
+    /* nine reductions of one row: at most LF_MAX_ARGS in one kernel */
+    lf_node *xr = lf_input(g, ramp(ctx, LF_F64, 2, (int64_t[]){3, 7}));
+    lf_node *rs[9];
+    for (int i = 0; i < 9; i++)
+        rs[i] = lf_reduce(g, LF_RED_SUM, lf_mul(g, xr, lf_const(g, LF_F64, i + 1)), 1, (int[]){1}, false);
+    fuse_schedule *s2 = plan_on(g, 9, rs);
+    cr_expect_eq(s2->nkernels, 2);
+    for (int k = 0; k < s2->nkernels; k++) cr_expect_leq(s2->kernels[k].nreds, LF_MAX_ARGS);
+    fuse_schedule_free(s2);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+/* Every allocation of a fused eval of row kernels and horizontal merges
+ * fails in turn: clean failure, nothing leaked, outputs untouched. */
+Test(fusion, row_kernel_allocation_failures_are_clean) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *x = lf_input(g, ramp(ctx, LF_F64, 2, (int64_t[]){5, 6}));
+    lf_node *gain = lf_input(g, ramp(ctx, LF_F64, 1, (int64_t[]){6}));
+    lf_node *y = softmax_of(g, x, true);
+    lf_node *ln = layer_norm_of(g, x, 1, (int[]){1}, gain, gain);
+    lf_node *mx = lf_reduce(g, LF_RED_MAX, x, 1, (int[]){1}, false);
+    lf_node *outs[3] = {y, ln, mx};
+    lf_buffer *d[3];
+    for (int i = 0; i < 3; i++) d[i] = lf_buffer_new_like(ctx, outs[i]);
+    size_t base = lf_debug_live_bytes();
+    int failures = 0;
+    for (int64_t k = 1;; k++) {
+        lf_debug_fail_alloc(k, k % 2 == 0);
+        lf_status st = lf_eval(g, 3, outs, d);
+        lf_debug_fail_alloc(0, false);
+        cr_assert_eq(lf_debug_live_bytes(), base, "allocation %lld: leaked", (long long)k);
+        if (st == LF_OK) break;
+        failures++;
+        cr_assert_eq(st, LF_ERR_NOMEM, "allocation %lld: %s", (long long)k, lf_errmsg(ctx));
+        cr_assert_eq(lf_graph_status(g), LF_OK);
+    }
+    cr_expect_gt(failures, 20, "only %d allocations swept", failures);
+    lf_eval_stats st = eval_checked(ctx, g, 3, outs);
+    cr_expect_leq(st.kernels, 2, "kernels %d", st.kernels);
+    for (int i = 0; i < 3; i++) lf_buffer_free(d[i]);
     lf_graph_free(g);
     lf_ctx_destroy(ctx);
 }
@@ -619,7 +956,94 @@ static lf_node *gen_reduce(gen *G) {
     }
     bool needs = op == LF_RED_MIN || op == LF_RED_MAX || op == LF_RED_ARGMIN || op == LF_RED_ARGMAX;
     if (needs && cnt == 0 && outn != 0) op = LF_RED_SUM; /* empty sets fail by design */
-    return lf_reduce(G->g, op, x, all ? 0 : na, all ? NULL : axes, chance(&G->r, 40));
+    bool keep = chance(&G->r, 40);
+    lf_node *r = lf_reduce(G->g, op, x, all ? 0 : na, all ? NULL : axes, keep);
+    if (r && chance(&G->r, 25)) { /* a sibling over the same axes (horizontal) */
+        lf_node *y = chance(&G->r, 50) ? x : lf_abs(G->g, x);
+        op = (lf_reduce_op)rint_(&G->r, 0, LF_NREDS - 1);
+        needs = op == LF_RED_MIN || op == LF_RED_MAX || op == LF_RED_ARGMIN || op == LF_RED_ARGMAX;
+        if (needs && cnt == 0 && outn != 0) op = LF_RED_MEAN;
+        push(G, lf_reduce(G->g, op, y, all ? 0 : na, all ? NULL : axes, chance(&G->r, 40)));
+    }
+    return r;
+}
+
+/* A reduction op valid for x reduced over mask (min/max/arg need elements). */
+static lf_reduce_op safe_op(gen *G, const lf_node *x, uint32_t mask) {
+    lf_reduce_op op = (lf_reduce_op)rint_(&G->r, 0, LF_NREDS - 1);
+    int64_t cnt = 1, outn = 1;
+    for (int d = 0; d < x->ndim; d++) {
+        if (mask & (1u << d)) cnt *= x->shape[d];
+        else outn *= x->shape[d];
+    }
+    bool needs = op == LF_RED_MIN || op == LF_RED_MAX || op == LF_RED_ARGMIN || op == LF_RED_ARGMAX;
+    return needs && cnt == 0 && outn != 0 ? LF_RED_SUM : op;
+}
+
+static const char *const ROWFNS[] = {
+    "(a, b) -> exp(a - b)",
+    "(a, b) -> a - b",
+    "(a, b) -> (a - b) * (a - b)",
+    "(a, b) -> where(a > b, a, b) + 1",
+    "(a, b) -> a * b",
+};
+
+/* reduce -> broadcast -> map: softmax-, layer-norm- and chain-like patterns
+ * over one set of axes (trailing or any), keepdims or reshaped back. */
+static lf_node *gen_row_pattern(gen *G) {
+    lf_graph *g = G->g;
+    lf_node *x = pick(G);
+    for (int t = 0; t < 6 && x->ndim == 0; t++) x = pick(G);
+    if (x->ndim == 0) return gen_elementwise(G);
+    int axes[LF_MAX_DIMS], na = 0;
+    uint32_t mask = 0;
+    if (chance(&G->r, 30)) {
+        for (int d = 0; d < x->ndim; d++)
+            if (chance(&G->r, 50)) axes[na++] = d;
+        if (!na) axes[na++] = x->ndim - 1;
+    } else {
+        for (int d = x->ndim - rint_(&G->r, 1, x->ndim); d < x->ndim; d++) axes[na++] = d - x->ndim;
+    }
+    for (int j = 0; j < na; j++) mask |= 1u << ((axes[j] + x->ndim) % x->ndim);
+    bool keep = chance(&G->r, 70);
+    lf_node *a = row_reduce(g, safe_op(G, x, mask), x, na, axes, keep);
+    push(G, a);
+    switch (rint_(&G->r, 0, 2)) {
+    case 0: { /* softmax-like */
+        lf_node *e = lf_zipwith(g, lf_fn_parse(g, ROWFNS[rint_(&G->r, 0, 4)]), 2, (lf_node *[]){x, a});
+        lf_node *sm = row_reduce(g, safe_op(G, e, mask), e, na, axes, chance(&G->r, 70));
+        push(G, e);
+        push(G, sm);
+        if (chance(&G->r, 50)) return lf_div(g, e, sm);
+        return lf_zipwith(g, lf_fn_parse(g, "(a, b, c) -> a / b + c"), 3, (lf_node *[]){e, sm, a});
+    }
+    case 1: { /* layer-norm-like */
+        lf_node *d = lf_sub(g, x, a);
+        lf_node *v = row_reduce(g, LF_RED_MEAN, lf_mul(g, d, d), na, axes, chance(&G->r, 70));
+        push(G, v);
+        lf_node *y = lf_zipwith(g, lf_fn_parse(g, "(d, v) -> d / sqrt(v + 0.00001)"), 2, (lf_node *[]){d, v});
+        return chance(&G->r, 50) ? lf_mul(g, y, partner(G, y)) : y;
+    }
+    default: { /* three passes and a horizontal pair */
+        lf_node *b = row_reduce(g, safe_op(G, x, mask), lf_sub(g, x, a), na, axes, chance(&G->r, 70));
+        lf_node *b2 = row_reduce(g, safe_op(G, x, mask), x, na, axes, keep);
+        lf_node *c = row_reduce(g, safe_op(G, x, mask), lf_mul(g, x, b), na, axes, chance(&G->r, 70));
+        push(G, b);
+        push(G, b2);
+        push(G, c);
+        return lf_zipwith(g, lf_fn_parse(g, "(x, a, b, c) -> x - a + c * b"), 4, (lf_node *[]){x, a, b2, c});
+    }
+    }
+}
+
+/* An output candidate over the same space as o (a sibling), else any node. */
+static lf_node *pick_sibling(gen *G, const lf_node *o) {
+    for (int tries = 0; tries < 10; tries++) {
+        lf_node *y = pick(G);
+        if (y != o && y->ndim == o->ndim && !memcmp(y->shape, o->shape, (size_t)o->ndim * sizeof *o->shape))
+            return y;
+    }
+    return pick(G);
 }
 
 /* Builds random graph i; returns the outputs in outs (1..3). */
@@ -633,14 +1057,17 @@ static int gen_graph(gen *G, lf_node **outs) {
                         (int64_t[]){rint_(&G->r, 1, 4)}));
     int nops = rint_(&G->r, 3, 24);
     for (int i = 0; i < nops; i++) {
-        int k = rint_(&G->r, 0, 9);
-        lf_node *x = k < 6 ? gen_elementwise(G) : k < 8 ? gen_view(G) : gen_reduce(G);
+        int k = rint_(&G->r, 0, 10);
+        lf_node *x = k < 6 ? gen_elementwise(G) : k < 8 ? gen_view(G) : k < 10 ? gen_reduce(G)
+                                                                                : gen_row_pattern(G);
         cr_assert(x != NULL, "builder failed: %s", lf_graph_errmsg(g));
         if (chance(&G->r, 4)) lf_node_materialize(g, x);
         push(G, x);
     }
     int nout = rint_(&G->r, 1, 3);
-    for (int i = 0; i < nout; i++) outs[i] = i == 0 ? G->pool[G->n - 1] : pick(G);
+    bool siblings = chance(&G->r, 40); /* several outputs over one space */
+    for (int i = 0; i < nout; i++)
+        outs[i] = i == 0 ? G->pool[G->n - 1] : siblings ? pick_sibling(G, outs[0]) : pick(G);
     return nout;
 }
 
@@ -657,7 +1084,7 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
     const char *only = getenv("LF_TEST_GRAPH");
     int first = only ? atoi(only) : 0, last = only ? first + 1 : NGRAPHS;
     lf_ctx *ctx = fctx(1);
-    int kernels_fused = 0, kernels_unfused = 0, coverbuf[6] = {0};
+    int kernels_fused = 0, kernels_unfused = 0, coverbuf[10] = {0};
     int *cover = getenv("LF_TEST_VERBOSE") ? coverbuf : NULL;
     for (int gi = first; gi < last; gi++) {
         gen G;
@@ -683,17 +1110,21 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
         if (cover) { /* what the plans exercised (LF_TEST_VERBOSE) */
             fuse_schedule *s = NULL;
             cr_assert_eq(fuse_plan(G.g, nout, outs, true, &s), LF_OK);
-            bool seen[6] = {false};
+            bool seen[10] = {false};
             for (int k = 0; k < s->nkernels; k++) {
                 const fuse_kernel *kn = &s->kernels[k];
                 for (int j = 0; j < kn->nloads; j++) seen[0] |= kn->loads[j].map.nsteps > 1;
                 seen[1] |= kn->epi && kn->nepi_loads + kn->nstores > 2;
                 seen[2] |= kn->epi && kn->body->nexprs > 1;
                 seen[3] |= kn->nnodes > 3;
+                seen[6] |= kn->row != NULL;
+                seen[7] |= kn->npasses > 1;
+                seen[8] |= kn->nreds > 1 && kn->reds[1].pass == 0;
+                seen[9] |= !kn->epi && kn->nstores > 1;
             }
             for (int j = 0; j < s->nslots; j++) seen[4] |= s->slots[j].kind == FUSE_SLOT_TEMP;
             for (int i = 0; i < nout; i++) seen[5] |= outs[i]->numel == 0;
-            for (int j = 0; j < 6; j++) cover[j] += seen[j];
+            for (int j = 0; j < 10; j++) cover[j] += seen[j];
             fuse_schedule_free(s);
         }
         for (int i = 0; i < nout; i++) {
@@ -728,8 +1159,9 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
         fprintf(stderr,
                 "differential: %d graphs, %d kernels fused, %d unfused; graphs with: two-step "
                 "index maps %d, epilogues %d, fused reduction inputs %d, kernels of 4+ nodes %d, "
-                "temporaries %d, empty outputs %d\n",
+                "temporaries %d, empty outputs %d, row passes %d, several reduction passes %d, "
+                "horizontal reductions %d, multi-output elementwise kernels %d\n",
                 last - first, kernels_fused, kernels_unfused, coverbuf[0], coverbuf[1], coverbuf[2],
-                coverbuf[3], coverbuf[4], coverbuf[5]);
+                coverbuf[3], coverbuf[4], coverbuf[5], coverbuf[6], coverbuf[7], coverbuf[8], coverbuf[9]);
     lf_ctx_destroy(ctx);
 }
