@@ -18,9 +18,9 @@
 static size_t kernel_bytes_in(const fuse_schedule *s, const fuse_kernel *k, bool *seen) {
     size_t bytes = 0;
     memset(seen, 0, (size_t)s->nslots * sizeof *seen);
-    for (int pass = 0; pass < 2; pass++) {
-        int n = pass ? k->nepi_loads : k->nloads;
-        const fuse_load *loads = pass ? k->epi_loads : k->loads;
+    for (int f = 0; f < k->npasses + 2; f++) { /* passes, epilogue, row pass */
+        int n;
+        const fuse_load *loads = fuse_kernel_fn_loads(k, f, &n, NULL);
         for (int i = 0; i < n; i++)
             if (loads[i].src == FUSE_SRC_SLOT && !seen[loads[i].slot]) {
                 seen[loads[i].slot] = true;
@@ -63,9 +63,14 @@ static void write_fused(const fuse_schedule *s, bool *seen, int *kernel_of, FILE
             s->fused ? "on" : "off");
     for (int ki = 0; ki < s->nkernels; ki++) {
         const fuse_kernel *k = &s->kernels[ki];
-        char kind[64];
-        if (k->redmask) snprintf(kind, sizeof kind, "reduce %s", graph_reds[k->red_op].text);
-        else snprintf(kind, sizeof kind, "elementwise");
+        char kind[96];
+        /* "elementwise", "reduce sum", or "reduce max sum, 2 passes + row map" */
+        size_t len = (size_t)snprintf(kind, sizeof kind, k->redmask ? "reduce" : "elementwise");
+        for (int j = 0; k->redmask && j < k->nreds && len < sizeof kind; j++)
+            len += (size_t)snprintf(kind + len, sizeof kind - len, " %s", graph_reds[k->reds[j].op].text);
+        if (k->redmask && k->npasses > 1 && len < sizeof kind)
+            len += (size_t)snprintf(kind + len, sizeof kind - len, ", %d passes", k->npasses);
+        if (k->row && len < sizeof kind) snprintf(kind + len, sizeof kind - len, " + row map");
         fprintf(out, "  subgraph cluster_k%d {\n    label=\"kernel %d: %s\\nin %zu B, out %zu B\";\n"
                      "    style=rounded; color=\"#3b6ea5\";\n",
                 ki, ki, kind, kernel_bytes_in(s, k, seen), kernel_bytes_out(s, k));

@@ -65,39 +65,6 @@ static void next_index(int nax, const int *ax, const int64_t *shape, int64_t *id
     }
 }
 
-/* ---- reductions (as graph/eval_ref.c) --------------------------------------------- */
-
-typedef struct red_acc {
-    lf_scalar v;    /* running sum / product / extreme (double or int64) */
-    int64_t arg;    /* argmin/argmax: position of the extreme in the reduced set */
-    bool started;   /* min/max/arg: an element has been seen */
-} red_acc;
-
-static void fold(red_acc *a, lf_reduce_op op, bool fl, lf_scalar x, int64_t pos) {
-    switch (op) {
-    case LF_RED_SUM:
-    case LF_RED_MEAN:
-        if (fl) a->v.f += x.f;
-        else a->v.i = (int64_t)((uint64_t)a->v.i + (uint64_t)x.i);
-        return;
-    case LF_RED_PROD:
-        if (fl) a->v.f *= x.f;
-        else a->v.i = (int64_t)((uint64_t)a->v.i * (uint64_t)x.i);
-        return;
-    default: break;
-    }
-    bool want_min = op == LF_RED_MIN || op == LF_RED_ARGMIN;
-    bool better;
-    if (!a->started) better = true;
-    else if (fl) better = !isnan(a->v.f) && (isnan(x.f) || (want_min ? x.f < a->v.f : x.f > a->v.f));
-    else better = want_min ? x.i < a->v.i : x.i > a->v.i;
-    if (better) {
-        a->v = x;
-        a->arg = pos;
-        a->started = true;
-    }
-}
-
 /* ---- kernels ------------------------------------------------------------------------ */
 
 /* Stores of kn with the given row flag, at element `at`. */
@@ -140,8 +107,7 @@ static void run_reduce(const fuse_schedule *s, const fuse_kernel *kn, void *cons
                        lf_scalar *vals) {
     lf_dtype params[FUSE_MAX_PASSES][LF_MAX_ARGS], eparams[LF_MAX_ARGS], rparams[LF_MAX_ARGS];
     lf_scalar args[LF_MAX_ARGS], res[LF_MAX_ARGS];
-    red_acc acc[LF_MAX_ARGS];
-    bool fl[LF_MAX_ARGS];
+    graph_red_acc acc[LF_MAX_ARGS];
     lf_dtype acc_t[LF_MAX_ARGS];
     int kept[LF_MAX_DIMS], red[LF_MAX_DIMS], nkept = 0, nred = 0;
     int64_t count = 1, cstrides[LF_MAX_DIMS];
@@ -157,23 +123,14 @@ static void run_reduce(const fuse_schedule *s, const fuse_kernel *kn, void *cons
     for (int q = 0; q < kn->npasses; q++) load_dtypes(kn->passes[q].loads, kn->passes[q].nloads, params[q]);
     load_dtypes(kn->epi_loads, kn->nepi_loads, eparams);
     load_dtypes(kn->row_loads, kn->nrow_loads, rparams);
-    for (int j = 0; j < kn->nreds; j++) {
-        fl[j] = graph_dtype_is_float(kn->reds[j].in) || kn->reds[j].op == LF_RED_MEAN;
-        acc_t[j] = fl[j] ? LF_F64 : LF_I64;
-    }
+    for (int j = 0; j < kn->nreds; j++) acc_t[j] = graph_red_acc_dtype(kn->reds[j].op, kn->reds[j].in);
     bool keep = kn->out_ndim == kn->ndim; /* keepdims (or nothing reduced) */
     int64_t idx[LF_MAX_DIMS] = {0}, oidx[LF_MAX_DIMS];
     for (int64_t o = 0; o < kn->out_numel; o++) {
         for (int q = 0; q < kn->npasses; q++) {
             const fuse_pass *ps = &kn->passes[q];
-            for (int j = 0; j < kn->nreds; j++) {
-                if (kn->reds[j].pass != q) continue;
-                memset(&acc[j], 0, sizeof acc[j]);
-                if (kn->reds[j].op == LF_RED_PROD) {
-                    if (fl[j]) acc[j].v.f = 1.0;
-                    else acc[j].v.i = 1;
-                }
-            }
+            for (int j = 0; j < kn->nreds; j++)
+                if (kn->reds[j].pass == q) graph_red_init(&acc[j], kn->reds[j].op, acc_t[j]);
             for (int j = 0; j < nred; j++) idx[red[j]] = 0;
             for (int64_t pos = 0; pos < count; pos++) {
                 load_all(ps->loads, ps->nloads, data, idx, args);
@@ -183,21 +140,13 @@ static void run_reduce(const fuse_schedule *s, const fuse_kernel *kn, void *cons
                     const fuse_red *r = &kn->reds[j];
                     if (r->pass != q) continue;
                     lf_scalar v = graph_scalar_convert(vals[r->expr], r->in, acc_t[j]);
-                    fold(&acc[j], r->op, fl[j], v, pos);
+                    graph_red_fold(&acc[j], r->op, acc_t[j], v, pos);
                 }
                 next_index(nred, red, kn->shape, idx);
             }
             for (int j = 0; j < kn->nreds; j++) {
                 const fuse_red *r = &kn->reds[j];
-                if (r->pass != q) continue;
-                lf_scalar v = acc[j].v;
-                if (r->op == LF_RED_ARGMIN || r->op == LF_RED_ARGMAX) {
-                    v.i = acc[j].arg;
-                } else {
-                    if (r->op == LF_RED_MEAN) v.f = v.f / (double)count; /* 0/0 is NaN for empty sets */
-                    v = graph_scalar_convert(v, acc_t[j], r->node->dtype);
-                }
-                res[j] = v;
+                if (r->pass == q) res[j] = graph_red_finish(&acc[j], r->op, acc_t[j], count, r->node->dtype);
             }
         }
         /* the epilogue, at this element's index in the output's shape */
