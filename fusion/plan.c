@@ -897,14 +897,6 @@ static bool map_keep(fuse_map *dst, const fuse_map *src) {
     return true;
 }
 
-static fn_expr blank(expr_kind k) {
-    fn_expr e;
-    memset(&e, 0, sizeof e);
-    e.kind = k;
-    e.arg[0] = e.arg[1] = e.arg[2] = -1;
-    return e;
-}
-
 /* Whether expression i of f is weak (a literal not yet met by a strong value),
  * given the weakness of its operands; mirrors graph_fn_types. */
 static bool expr_weak(const lf_fn *f, int i, const bool *weak) {
@@ -930,18 +922,18 @@ static bool emit_inst(planner *p, lf_fn *f, const kbuild *kb, inst *i, int grp) 
     if (is_leaf(p, n, i->kernel)) {
         fn_expr e;
         if (n->kind == NODE_CONST) {
-            fn_expr lit = blank(EXPR_CONST);
+            fn_expr lit = graph_fn_blank_expr(EXPR_CONST);
             lit.is_int = !graph_dtype_is_float(n->dtype);
             lit.value = n->u.value;
             int l = graph_fn_add(f, &lit);
             if (l < 0) return false;
-            e = blank(EXPR_CAST);
+            e = graph_fn_blank_expr(EXPR_CAST);
             e.cast_to = n->dtype;
             e.arg[0] = l;
         } else {
             pload l;
             leaf_load(p, i, grp, &l);
-            e = blank(EXPR_PARAM);
+            e = graph_fn_blank_expr(EXPR_PARAM);
             e.param = find_load(kb->loads, kb->nloads, &l);
             assert(e.param >= 0);
         }
@@ -977,7 +969,7 @@ static bool emit_inst(planner *p, lf_fn *f, const kbuild *kb, inst *i, int grp) 
     }
     int r = map[g->result];
     if (weak[g->result]) { /* a weak result: the reference rounds it to the node's dtype */
-        fn_expr c = blank(EXPR_CAST);
+        fn_expr c = graph_fn_blank_expr(EXPR_CAST);
         c.cast_to = n->dtype;
         c.arg[0] = r;
         if ((r = graph_fn_add(f, &c)) < 0) return false;
@@ -1159,7 +1151,7 @@ static lf_status build_fn(planner *p, fuse_schedule *s, fuse_kernel *kn, int k, 
     if (!out->fn) return nomem(p);
     /* parameters first: the epilogue's stored reductions read them */
     for (int j = 0; j < kb->nloads; j++) {
-        fn_expr e = blank(EXPR_PARAM);
+        fn_expr e = graph_fn_blank_expr(EXPR_PARAM);
         e.param = j;
         if (kb->loads[j].src == FUSE_SRC_ACC && graph_fn_add(out->fn, &e) < 0) return nomem(p);
     }
@@ -1178,7 +1170,7 @@ static lf_status build_fn(planner *p, fuse_schedule *s, fuse_kernel *kn, int k, 
             if (kb->loads[j].src != FUSE_SRC_ACC || p->slot_of[x->id] < 0) continue;
             bool dup = false;
             for (int t = 0; t < kn->nstores; t++) dup |= kn->stores[t].slot == p->slot_of[x->id];
-            fn_expr e = blank(EXPR_PARAM);
+            fn_expr e = graph_fn_blank_expr(EXPR_PARAM);
             e.param = j;
             int id = graph_fn_add(out->fn, &e);
             if (id < 0 || (!dup && !add_store(kn, p->slot_of[x->id], id, false))) return nomem(p);

@@ -163,7 +163,7 @@ static bool fn_usable(lf_fn *f, const char *what) {
     return f->graph->status == LF_OK;
 }
 
-static fn_expr blank_expr(expr_kind k) {
+fn_expr graph_fn_blank_expr(expr_kind k) {
     fn_expr e;
     memset(&e, 0, sizeof e);
     e.kind = k;
@@ -178,21 +178,21 @@ int lf_fn_param(lf_fn *f, int index) {
                    index, f->nparams);
         return -1;
     }
-    fn_expr e = blank_expr(EXPR_PARAM);
+    fn_expr e = graph_fn_blank_expr(EXPR_PARAM);
     e.param = index;
     return graph_fn_add(f, &e);
 }
 
 int lf_fn_const(lf_fn *f, double value) {
     if (!fn_usable(f, "fn_const")) return -1;
-    fn_expr e = blank_expr(EXPR_CONST);
+    fn_expr e = graph_fn_blank_expr(EXPR_CONST);
     e.value.f = value;
     return graph_fn_add(f, &e);
 }
 
 int lf_fn_const_int(lf_fn *f, int64_t value) {
     if (!fn_usable(f, "fn_const_int")) return -1;
-    fn_expr e = blank_expr(EXPR_CONST);
+    fn_expr e = graph_fn_blank_expr(EXPR_CONST);
     e.is_int = true;
     e.value.i = value;
     return graph_fn_add(f, &e);
@@ -215,7 +215,7 @@ int lf_fn_op(lf_fn *f, lf_op op, int a, int b, int c) {
     }
     char what[32];
     snprintf(what, sizeof what, "fn_op '%s'", graph_ops[op].text);
-    fn_expr e = blank_expr(EXPR_OP);
+    fn_expr e = graph_fn_blank_expr(EXPR_OP);
     e.op = op;
     int args[3] = {a, b, c};
     for (int k = 0; k < 3; k++) {
@@ -238,7 +238,7 @@ int lf_fn_cast(lf_fn *f, lf_dtype t, int a) {
         return -1;
     }
     if (!operand_ok(f, "fn_cast", 0, a)) return -1;
-    fn_expr e = blank_expr(EXPR_CAST);
+    fn_expr e = graph_fn_blank_expr(EXPR_CAST);
     e.cast_to = t;
     e.arg[0] = a;
     return graph_fn_add(f, &e);

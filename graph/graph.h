@@ -171,6 +171,8 @@ struct lf_fn {
 /* Creates an fn with nparams parameters named by names (NULL: p0, p1, ...).
  * Records the error on the graph and returns NULL on failure. */
 lf_fn *graph_fn_create(lf_graph *g, int nparams, const char *const *names);
+/* An expression of kind k with every field zero and no operands (-1). */
+fn_expr graph_fn_blank_expr(expr_kind k);
 /* Adds an expression (hash-consed: an identical one returns its id). Returns
  * its id, or -1 after recording an error on the graph. */
 int graph_fn_add(lf_fn *f, const fn_expr *e);

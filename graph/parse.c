@@ -316,14 +316,6 @@ static int param_index(const parser *p, const token *t) {
 
 /* ==== expression builders ====================================================== */
 
-static fn_expr blank(expr_kind k) {
-    fn_expr e;
-    memset(&e, 0, sizeof e);
-    e.kind = k;
-    e.arg[0] = e.arg[1] = e.arg[2] = -1;
-    return e;
-}
-
 static int add(parser *p, const fn_expr *e) {
     int id = graph_fn_add(p->fn, e);
     if (id < 0) p->failed = true; /* graph_fn_add recorded the error */
@@ -331,7 +323,7 @@ static int add(parser *p, const fn_expr *e) {
 }
 
 static int mk_op(parser *p, lf_op op, int a, int b, int c) {
-    fn_expr e = blank(EXPR_OP);
+    fn_expr e = graph_fn_blank_expr(EXPR_OP);
     e.op = op;
     int args[3] = {a, b, c};
     for (int k = 0; k < graph_ops[op].arity; k++) e.arg[k] = args[k];
@@ -339,13 +331,13 @@ static int mk_op(parser *p, lf_op op, int a, int b, int c) {
 }
 
 static int mk_float(parser *p, double v) {
-    fn_expr e = blank(EXPR_CONST);
+    fn_expr e = graph_fn_blank_expr(EXPR_CONST);
     e.value.f = v;
     return add(p, &e);
 }
 
 static int mk_int(parser *p, int64_t v) {
-    fn_expr e = blank(EXPR_CONST);
+    fn_expr e = graph_fn_blank_expr(EXPR_CONST);
     e.is_int = true;
     e.value.i = v;
     return add(p, &e);
@@ -383,7 +375,7 @@ static int parse_call(parser *p) {
         return fail_at(p, &name, "'" TOKFMT "' takes %d argument%s, got %d", TOKARG(&name), arity,
                        arity == 1 ? "" : "s", nargs);
     if (op != LF_NOPS) return mk_op(p, op, args[0], args[1], args[2]);
-    fn_expr e = blank(EXPR_CAST);
+    fn_expr e = graph_fn_blank_expr(EXPR_CAST);
     e.cast_to = cast;
     e.arg[0] = args[0];
     return add(p, &e);
@@ -397,7 +389,7 @@ static int parse_name(parser *p) {
     int i = param_index(p, t);
     if (i >= 0) {
         if (!next(p)) return -1;
-        fn_expr e = blank(EXPR_PARAM);
+        fn_expr e = graph_fn_blank_expr(EXPR_PARAM);
         e.param = i;
         return add(p, &e);
     }
