@@ -68,7 +68,8 @@
  *     loads (the parameter limit of an fn) makes a root of its inlined node
  *     that gathers the most loads, and the plan is redone. (Merges never
  *     exceed the limit: a root that would is not merged.)
- *   Fusion off. Every needed node except inputs and views is a root: one
+ *   Fusion off. Every needed node except inputs, views and constants (values,
+ *     not ops: a literal in the kernels that use them) is a root: one
  *     kernel per op with full temporaries (the unfused baseline).
  *
  * A planning round finds the instances, forms the kernels (merges), then
@@ -1421,14 +1422,14 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
         const lf_node *x = g->nodes[id];
         for (int k = 0; k < x->ninputs; k++) p->needed[x->inputs[k]->id] = true;
         if (x->kind == NODE_REDUCE || (x->materialize && x->kind != NODE_INPUT) ||
-            (!p->fusion && x->kind != NODE_VIEW && x->kind != NODE_INPUT))
+            (!p->fusion && x->kind != NODE_VIEW && x->kind != NODE_INPUT && x->kind != NODE_CONST))
             p->root[id] = true;
     }
     s->unfused_temp_bytes = 0;
     for (int id = 0; id < nn; id++) {
         const lf_node *x = g->nodes[id];
         if (p->needed[id] && p->output[id] < 0 && x->kind != NODE_INPUT &&
-            (x->kind != NODE_VIEW || x->materialize))
+            ((x->kind != NODE_VIEW && x->kind != NODE_CONST) || x->materialize))
             s->unfused_temp_bytes += (size_t)x->numel * lf_dtype_size(x->dtype);
     }
     /* rounds: instances, kernels (merges), shared expensive nodes, splits */

@@ -374,8 +374,8 @@ typedef struct lf_eval_stats {
                                   kernel stores (outputs and intermediates), each
                                   written in full once */
     size_t temp_bytes_avoided; /* bytes of intermediates unfused execution stores
-                                  (every needed node except inputs, views and
-                                  outputs, plus marked nodes) minus
+                                  (every needed node except inputs, views,
+                                  constants and outputs, plus marked nodes) minus
                                   bytes_materialized */
     size_t bytes_materialized; /* bytes of the intermediates this schedule stores
                                   (before liveness lets some share memory) */
