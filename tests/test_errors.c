@@ -28,22 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static lf_ctx *ctx;
-static lf_graph *g;
-
-static void setup(void) {
-    ctx = tu_ctx();
-    g = lf_graph_new(ctx);
-    cr_assert(g != NULL, "lf_graph_new: %s", lf_errmsg(ctx));
-}
-
-static void teardown(void) {
-    lf_debug_fail_alloc(0, false);
-    lf_graph_free(g);
-    lf_ctx_destroy(ctx);
-}
-
-TestSuite(errors, .init = setup, .fini = teardown);
+TU_GRAPH_SUITE(errors);
 
 #define SH(...) (int64_t[]){__VA_ARGS__}
 #define V(...) (double[]){__VA_ARGS__}

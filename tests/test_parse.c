@@ -24,21 +24,7 @@
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
-static lf_ctx *ctx;
-static lf_graph *g;
-
-static void setup(void) {
-    ctx = tu_ctx();
-    g = lf_graph_new(ctx);
-    cr_assert(g != NULL, "lf_graph_new: %s", lf_errmsg(ctx));
-}
-
-static void teardown(void) {
-    lf_graph_free(g);
-    lf_ctx_destroy(ctx);
-}
-
-TestSuite(parse, .init = setup, .fini = teardown);
+TU_GRAPH_SUITE(parse);
 
 /* Parses src into g, asserting success. */
 static lf_fn *parse_ok(const char *src) {

@@ -38,4 +38,22 @@ bool tu_close(double a, double b, double rtol, double atol);
 void tu_expect(const char *what, const lf_buffer *b, const double *want, int64_t n,
                double rtol, double atol);
 
+/* A suite whose every test gets a fresh context `ctx` (tu_ctx) and graph `g`,
+ * freed after the test, with the allocation-failure hook reset. Use at file
+ * scope in place of TestSuite(name). */
+#define TU_GRAPH_SUITE(name)                                               \
+    static lf_ctx *ctx;                                                    \
+    static lf_graph *g;                                                    \
+    static void tu_suite_setup(void) {                                     \
+        ctx = tu_ctx();                                                    \
+        g = lf_graph_new(ctx);                                             \
+        cr_assert(g != NULL, "lf_graph_new: %s", lf_errmsg(ctx));          \
+    }                                                                      \
+    static void tu_suite_teardown(void) {                                  \
+        lf_debug_fail_alloc(0, false);                                     \
+        lf_graph_free(g);                                                  \
+        lf_ctx_destroy(ctx);                                               \
+    }                                                                      \
+    TestSuite(name, .init = tu_suite_setup, .fini = tu_suite_teardown)
+
 #endif
