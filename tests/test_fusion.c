@@ -389,6 +389,47 @@ Test(fusion, fused_eval_loop_in_flat_memory) {
     lf_ctx_destroy(ctx);
 }
 
+/* Fails every allocation of lf_eval(g, n, outs, d) in turn (single and
+ * sticky failures alternating) until one eval gets through: each failure
+ * must be LF_ERR_NOMEM with an "out of memory" message, leak nothing, leave
+ * every output buffer byte for byte as it was, and leave the graph usable.
+ * Returns how many allocations failed. */
+static int sweep_eval_failures(lf_ctx *ctx, lf_graph *g, int n, lf_node **outs, lf_buffer **d) {
+    unsigned char *before[8], *after[8];
+    cr_assert_leq(n, 8);
+    for (int i = 0; i < n; i++) {
+        size_t bytes = lf_buffer_bytes(d[i]);
+        before[i] = malloc(bytes + 1);
+        after[i] = malloc(bytes + 1);
+        cr_assert(before[i] && after[i]);
+        lf_buffer_read(d[i], before[i], bytes);
+    }
+    size_t base = lf_debug_live_bytes();
+    int failures = 0;
+    for (int64_t k = 1;; k++) {
+        lf_debug_fail_alloc(k, k % 2 == 0);
+        lf_status st = lf_eval(g, n, outs, d);
+        lf_debug_fail_alloc(0, false);
+        cr_assert_eq(lf_debug_live_bytes(), base, "allocation %lld: leaked %zu bytes", (long long)k,
+                     lf_debug_live_bytes() - base);
+        if (st == LF_OK) break;
+        failures++;
+        cr_assert_eq(st, LF_ERR_NOMEM, "allocation %lld: %s", (long long)k, lf_errmsg(ctx));
+        cr_assert(strstr(lf_errmsg(ctx), "out of memory"), "message: %s", lf_errmsg(ctx));
+        for (int i = 0; i < n; i++) {
+            lf_buffer_read(d[i], after[i], lf_buffer_bytes(d[i]));
+            cr_assert(!memcmp(after[i], before[i], lf_buffer_bytes(d[i])),
+                      "allocation %lld: a failed eval changed output %d", (long long)k, i);
+        }
+        cr_assert_eq(lf_graph_status(g), LF_OK, "a failed eval poisoned the graph");
+    }
+    for (int i = 0; i < n; i++) {
+        free(before[i]);
+        free(after[i]);
+    }
+    return failures;
+}
+
 /* Every allocation of a fused eval (plan and interpreter) fails in turn: the
  * eval fails cleanly, changes no output, leaks nothing, and leaves the graph
  * usable. The graph has multi-load kernels, a two-step index map, an
@@ -405,25 +446,10 @@ Test(fusion, every_eval_allocation_failure_is_clean) {
     lf_node *o2 = lf_sub(g, e, lf_slice(g, e, 1, LF_NONE, LF_NONE, -1));
     lf_node *outs[2] = {o1, o2};
     lf_buffer *d[2] = {lf_buffer_new_like(ctx, o1), lf_buffer_new_like(ctx, o2)};
-    double sentinel[24], got[24];
+    double sentinel[24];
     for (int i = 0; i < 24; i++) sentinel[i] = -777;
     lf_buffer_write(d[1], sentinel, sizeof sentinel);
-    size_t base = lf_debug_live_bytes();
-    int failures = 0;
-    for (int64_t k = 1;; k++) {
-        lf_debug_fail_alloc(k, k % 2 == 0);
-        lf_status st = lf_eval(g, 2, outs, d);
-        lf_debug_fail_alloc(0, false);
-        cr_assert_eq(lf_debug_live_bytes(), base, "allocation %lld: leaked %zu bytes", (long long)k,
-                     lf_debug_live_bytes() - base);
-        if (st == LF_OK) break;
-        failures++;
-        cr_assert_eq(st, LF_ERR_NOMEM, "allocation %lld: %s", (long long)k, lf_errmsg(ctx));
-        cr_assert(strstr(lf_errmsg(ctx), "out of memory"), "message: %s", lf_errmsg(ctx));
-        lf_buffer_read(d[1], got, sizeof got);
-        cr_assert(!memcmp(got, sentinel, sizeof got), "a failed eval changed an output");
-        cr_assert_eq(lf_graph_status(g), LF_OK, "a failed eval poisoned the graph");
-    }
+    int failures = sweep_eval_failures(ctx, g, 2, outs, d);
     cr_expect_gt(failures, 20, "only %d allocations swept", failures);
     lf_eval_stats st;
     lf_ctx_last_stats(ctx, &st);
@@ -742,18 +768,7 @@ Test(fusion, row_kernel_allocation_failures_are_clean) {
     lf_node *outs[3] = {y, ln, mx};
     lf_buffer *d[3];
     for (int i = 0; i < 3; i++) d[i] = lf_buffer_new_like(ctx, outs[i]);
-    size_t base = lf_debug_live_bytes();
-    int failures = 0;
-    for (int64_t k = 1;; k++) {
-        lf_debug_fail_alloc(k, k % 2 == 0);
-        lf_status st = lf_eval(g, 3, outs, d);
-        lf_debug_fail_alloc(0, false);
-        cr_assert_eq(lf_debug_live_bytes(), base, "allocation %lld: leaked", (long long)k);
-        if (st == LF_OK) break;
-        failures++;
-        cr_assert_eq(st, LF_ERR_NOMEM, "allocation %lld: %s", (long long)k, lf_errmsg(ctx));
-        cr_assert_eq(lf_graph_status(g), LF_OK);
-    }
+    int failures = sweep_eval_failures(ctx, g, 3, outs, d);
     cr_expect_gt(failures, 20, "only %d allocations swept", failures);
     lf_eval_stats st = eval_checked(ctx, g, 3, outs);
     cr_expect_leq(st.kernels, 2, "kernels %d", st.kernels);
