@@ -135,22 +135,13 @@ lf_buffer *lf_buffer_new(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape
         graph_error(ctx, LF_ERR_DTYPE, "buffer_new: unknown dtype %d", (int)t);
         return NULL;
     }
-    if (ndim < 0 || ndim > LF_MAX_DIMS) {
-        graph_error(ctx, LF_ERR_SHAPE, "buffer_new: %d dimensions (at most %d)", ndim, LF_MAX_DIMS);
-        return NULL;
-    }
-    if (ndim > 0 && !shape) {
-        graph_error(ctx, LF_ERR_NULL, "buffer_new: shape is NULL for %d dimensions", ndim);
-        return NULL;
-    }
-    for (int i = 0; i < ndim; i++)
-        if (shape[i] < 0) {
-            graph_error(ctx, LF_ERR_SHAPE, "buffer_new: extent %lld of axis %d is negative",
-                        (long long)shape[i], i);
-            return NULL;
-        }
-    int64_t numel;
     char sbuf[160];
+    lf_status st = graph_shape_problem("buffer_new", ndim, shape, sbuf, sizeof sbuf);
+    if (st != LF_OK) {
+        graph_error(ctx, st, "%s", sbuf);
+        return NULL;
+    }
+    int64_t numel;
     if (!graph_shape_numel(ndim, shape, lf_dtype_size(t), &numel)) {
         graph_error(ctx, LF_ERR_OVERFLOW, "buffer_new: shape %s of %s overflows",
                     graph_shape_str(sbuf, sizeof sbuf, ndim, shape), lf_dtype_name(t));

@@ -108,23 +108,13 @@ int64_t lf_node_dim(const lf_node *n, int axis) {
 
 /* ---- node creation -------------------------------------------------------------- */
 
-/* Checks a caller's shape: ndim in range, extents >= 0, product fits. */
+/* Checks a caller's shape (graph_shape_problem), recording a problem on g; the
+ * product is checked by new_node. */
 static bool check_shape(lf_graph *g, const char *what, int ndim, const int64_t *shape) {
-    if (ndim < 0 || ndim > LF_MAX_DIMS) {
-        graph_fail(g, LF_ERR_SHAPE, "%s: %d dimensions (at most %d)", what, ndim, LF_MAX_DIMS);
-        return false;
-    }
-    if (ndim > 0 && !shape) {
-        graph_fail(g, LF_ERR_NULL, "%s: shape is NULL for %d dimensions", what, ndim);
-        return false;
-    }
-    for (int i = 0; i < ndim; i++)
-        if (shape[i] < 0) {
-            graph_fail(g, LF_ERR_SHAPE, "%s: extent %lld of axis %d is negative", what,
-                       (long long)shape[i], i);
-            return false;
-        }
-    return true;
+    char msg[160];
+    lf_status st = graph_shape_problem(what, ndim, shape, msg, sizeof msg);
+    if (st != LF_OK) graph_fail(g, st, "%s", msg);
+    return st == LF_OK;
 }
 
 /* Allocates a node of g and appends it. The shape must already be checked

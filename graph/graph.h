@@ -40,6 +40,11 @@ lf_status graph_verror(lf_ctx *ctx, lf_status st, const char *fmt, va_list ap);
 
 /* Formats a shape as "[3,4]" into buf (cap >= 2). */
 const char *graph_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape);
+/* Checks a caller's shape: ndim in 0..LF_MAX_DIMS, shape non-NULL when
+ * ndim > 0, extents >= 0. On a problem writes "what: ..." into msg and
+ * returns its status (LF_ERR_SHAPE or LF_ERR_NULL); LF_OK otherwise. */
+lf_status graph_shape_problem(const char *what, int ndim, const int64_t *shape, char *msg,
+                              size_t cap);
 /* numel of a shape, with overflow checks: false when the product, or the
  * product times elem_size, overflows. */
 bool graph_shape_numel(int ndim, const int64_t *shape, size_t elem_size, int64_t *numel);

@@ -129,6 +129,25 @@ const char *graph_shape_str(char *buf, size_t cap, int ndim, const int64_t *shap
     return buf;
 }
 
+lf_status graph_shape_problem(const char *what, int ndim, const int64_t *shape, char *msg,
+                              size_t cap) {
+    if (ndim < 0 || ndim > LF_MAX_DIMS) {
+        snprintf(msg, cap, "%s: %d dimensions (at most %d)", what, ndim, LF_MAX_DIMS);
+        return LF_ERR_SHAPE;
+    }
+    if (ndim > 0 && !shape) {
+        snprintf(msg, cap, "%s: shape is NULL for %d dimensions", what, ndim);
+        return LF_ERR_NULL;
+    }
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0) {
+            snprintf(msg, cap, "%s: extent %lld of axis %d is negative", what,
+                     (long long)shape[i], i);
+            return LF_ERR_SHAPE;
+        }
+    return LF_OK;
+}
+
 bool graph_shape_numel(int ndim, const int64_t *shape, size_t elem_size, int64_t *numel) {
     int64_t n = 1;
     bool zero = false;
