@@ -12,6 +12,7 @@
  * backends slot in between plan and run as verify -> codegen -> compile or
  * cache hit -> launch. The statistics of the last eval live in the context.
  */
+#include "backends/cpu/cpu.h"
 #include "fusion/fusion.h"
 #include "graph/graph.h"
 
@@ -31,12 +32,20 @@ static bool debug_on(const char *what) {
     return false;
 }
 
-static void print_stats(const lf_eval_stats *st, const fuse_schedule *s) {
+static void print_stats(const lf_eval_stats *st, const fuse_schedule *s, bool fused) {
     fprintf(stderr,
             "lazyfuse fusion: %d kernel%s (fusion %s), read %zu B, written %zu B, "
             "materialized %zu B, temporaries avoided %zu B, planned in %.6f s\n",
-            st->kernels, st->kernels == 1 ? "" : "s", s->fused ? "on" : "off", st->bytes_read,
+            st->kernels, st->kernels == 1 ? "" : "s", fused ? "on" : "off", st->bytes_read,
             st->bytes_written, st->bytes_materialized, st->temp_bytes_avoided, st->plan_seconds);
+    if (!s) {
+        fprintf(stderr,
+                "lazyfuse cpu: program %s, kernels compiled %d, from disk %d, from memory %d, "
+                "codegen+compile+load %.6f s\n",
+                st->program_reused ? "reused" : "built", st->kernels_compiled, st->kernels_disk_hits,
+                st->kernels_memory_hits, st->compile_seconds);
+        return;
+    }
     fuse_schedule_print(s, stderr);
 }
 
@@ -47,6 +56,20 @@ lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *ds
     lf_ctx *ctx = g->ctx;
     void **results = graph_calloc((size_t)n, sizeof *results);
     if (!results) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
+    if (ctx->backend == LF_BACKEND_CPU) {
+        /* compiled kernels write the outputs themselves (all or nothing) */
+        bool interpret = false;
+        lf_eval_stats stats;
+        st = cpu_eval(g, n, outs, dsts, &stats, &interpret);
+        if (!interpret) {
+            graph_free(results);
+            if (st == LF_OK) {
+                ctx->last_stats = stats;
+                if (debug_on("fusion") && g->program) print_stats(&stats, NULL, ctx->opt.fusion != 0);
+            }
+            return st;
+        }
+    }
     if (ctx->backend == LF_BACKEND_REFERENCE) {
         st = graph_eval_reference(g, n, outs, results);
     } else {
@@ -55,7 +78,7 @@ lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *ds
         if (st == LF_OK) st = fuse_interpret(s, results);
         if (st == LF_OK) {
             fuse_schedule_stats(s, &ctx->last_stats);
-            if (debug_on("fusion")) print_stats(&ctx->last_stats, s);
+            if (debug_on("fusion")) print_stats(&ctx->last_stats, s, s->fused);
         }
         fuse_schedule_free(s);
     }

@@ -1598,6 +1598,7 @@ void fuse_schedule_print(const fuse_schedule *s, FILE *fp) {
 lf_status lf_node_materialize(lf_graph *g, lf_node *n) {
     if (!graph_check_args(g, "node_materialize", 1, &n))
         return g ? (g->status != LF_OK ? g->status : LF_ERR_NULL) : LF_ERR_NULL;
+    if (!n->materialize) g->version++; /* cached programs of g are stale */
     n->materialize = true;
     return LF_OK;
 }

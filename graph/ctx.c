@@ -21,6 +21,7 @@ void lf_ctx_options_init(lf_ctx_options *opt) {
     opt->threads = 0;
     opt->fusion = -1;
     opt->cache_dir = NULL;
+    opt->compile = LF_COMPILE_AUTO;
 }
 
 const char *lf_backend_name(lf_backend b) {
@@ -54,6 +55,15 @@ lf_ctx *lf_ctx_new(const lf_ctx_options *opt) {
         graph_error(NULL, LF_ERR_INVALID, "ctx_new: fusion must be -1, 0 or 1, got %d", o.fusion);
         return NULL;
     }
+    if ((unsigned)o.compile > LF_COMPILE_NEVER) {
+        graph_error(NULL, LF_ERR_INVALID, "ctx_new: compile must be 0, 1 or 2 (lf_compile_mode), got %d",
+                    o.compile);
+        return NULL;
+    }
+    if (o.compile == LF_COMPILE_AUTO) {
+        const char *env = getenv("LF_COMPILE");
+        if (env && strcmp(env, "never") == 0) o.compile = LF_COMPILE_NEVER;
+    }
     if (o.fusion == -1) {
         const char *env = getenv("LF_FUSION");
         o.fusion = (env && strcmp(env, "0") == 0) ? 0 : 1;
@@ -80,6 +90,7 @@ lf_ctx *lf_ctx_new(const lf_ctx_options *opt) {
 void lf_ctx_destroy(lf_ctx *ctx) {
     if (!ctx) return;
     while (ctx->graphs) graph_destroy(ctx->graphs);
+    if (ctx->cpu) ctx->cpu_free(ctx->cpu);
     while (ctx->buffers) {
         lf_buffer *b = ctx->buffers;
         b->refs = 1;

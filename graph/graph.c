@@ -67,6 +67,7 @@ lf_graph *lf_graph_new(lf_ctx *ctx) {
 }
 
 void graph_destroy(lf_graph *g) {
+    if (g->program) g->program_free(g->program);
     for (int i = 0; i < g->nnodes; i++) {
         lf_node *n = g->nodes[i];
         if (n->kind == NODE_MAP) {

@@ -22,7 +22,7 @@
 
 #include <stdarg.h>
 
-#define LF_ERRMSG_CAP 512
+#define LF_ERRMSG_CAP 2048
 
 /* ==== util.c: allocation (with the failure hook), messages, shapes ======== */
 
@@ -67,6 +67,9 @@ struct lf_ctx {
     struct lf_buffer *buffers;   /* live buffers (doubly linked) */
     struct lf_graph *graphs;     /* live graphs (doubly linked) */
     lf_eval_stats last_stats;    /* of the last lf_eval (backends/driver.c) */
+    void *cpu;                   /* backends/cpu state (pool, kernel cache), made
+                                    on first use; NULL before */
+    void (*cpu_free)(void *);    /* frees it (set with it) */
 };
 
 struct lf_buffer {
@@ -271,6 +274,11 @@ struct lf_graph {
     lf_fn *op_fns[LF_NOPS];       /* cached one-op fns for lf_apply (lazy) */
     lf_fn *cast_fns[LF_NDTYPES];  /* cached cast fns for lf_cast (lazy) */
     struct lf_graph *prev, *next; /* ctx->graphs list */
+    int version;                  /* bumped when a planning input changes
+                                     (lf_node_materialize) */
+    void *program;                /* a backend's cached executable for the last
+                                     evaluated outputs (backends/cpu), or NULL */
+    void (*program_free)(void *); /* frees it (set with it) */
 };
 
 /* Records the graph's first error (later ones are dropped) and the context's

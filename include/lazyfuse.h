@@ -154,16 +154,29 @@ typedef struct lf_ctx_options {
     lf_backend backend;    /* default LF_BACKEND_AUTO */
     int threads;           /* worker threads; 0 means one per online CPU */
     int fusion;            /* 1 on, 0 off, -1 default (on unless LF_FUSION=0) */
-    const char *cache_dir; /* kernel cache folder; NULL means the default */
+    const char *cache_dir; /* kernel cache folder; NULL means $LF_CACHE_DIR, else
+                              $XDG_CACHE_HOME/lazyfuse, else ~/.cache/lazyfuse */
+    int compile;           /* CPU kernels, one of lf_compile_mode (default AUTO) */
 } lf_ctx_options;
+
+/* What the CPU backend does about compiling kernels (lf_ctx_options.compile). */
+typedef enum lf_compile_mode {
+    LF_COMPILE_AUTO = 0,    /* compile; when no C compiler works, run the schedule
+                               interpreter instead, with a one-time warning on
+                               stderr (also chosen by LF_COMPILE=never in the
+                               environment: no compiling, no warning) */
+    LF_COMPILE_REQUIRE = 1, /* compile; no working C compiler is LF_ERR_BACKEND */
+    LF_COMPILE_NEVER = 2    /* never compile: the interpreter runs everything */
+} lf_compile_mode;
 
 /* Fills *opt with the defaults. */
 LF_API void lf_ctx_options_init(lf_ctx_options *opt);
 /* Creates a context; opt may be NULL for defaults. NULL on failure, with the
- * reason in lf_errmsg(NULL). In this version AUTO and CPU plan each eval
- * with the fusion pass and run the fused schedule on the host with the
- * schedule interpreter (compiled CPU kernels come later); REFERENCE runs the
- * unfused node-by-node evaluator; CUDA fails with LF_ERR_BACKEND. */
+ * reason in lf_errmsg(NULL). AUTO and CPU plan each eval with the fusion
+ * pass, print each kernel as C, compile it with the system C compiler ($CC,
+ * else cc) into a shared object that is loaded with dlopen, and run it on a
+ * thread pool made once per context (see "CPU backend" below). REFERENCE
+ * runs the unfused node-by-node evaluator; CUDA fails with LF_ERR_BACKEND. */
 LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
 /* Destroys the context and every buffer and graph still alive in it. NULL is
  * a no-op. */
@@ -380,6 +393,13 @@ typedef struct lf_eval_stats {
     size_t bytes_materialized; /* bytes of the intermediates this schedule stores
                                   (before liveness lets some share memory) */
     double plan_seconds;       /* wall-clock time spent planning the schedule */
+    /* compiled backends (zero on the interpreter): */
+    int kernels_compiled;      /* kernels this eval compiled (disk and memory misses) */
+    int kernels_disk_hits;     /* kernels loaded from the on-disk cache */
+    int kernels_memory_hits;   /* kernels found in the context's in-memory cache */
+    bool program_reused;       /* the graph's planned, compiled program was reused
+                                  (no planning, no codegen, no lookup) */
+    double compile_seconds;    /* wall-clock time in codegen, compile and load */
 } lf_eval_stats;
 
 /* Copies the statistics of the last lf_eval on ctx into *out. They are all

@@ -2,7 +2,9 @@
  * gaussian_pdf and polar_distance (Numba notes, @vectorize examples), hypot
  * (the notes' first @jit example, step by step), matmul as zip then reduce
  * (the fusion lecture's A.view(I, J, 1) * B.view(1, J, K) summed over J),
- * plus the sum of squares, a row softmax and a long elementwise chain. */
+ * plus STREAM's triad (a*b+c), the sum of squares, a row softmax, and
+ * elementwise chains of 8 and 32 ops. The graphs of existing names must not
+ * change: tests, the visualizer and recorded benchmark runs mean them. */
 #include "seed_examples.h"
 
 #include <math.h>
@@ -63,6 +65,14 @@ static int hypot_steps(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
     return outs[0] ? 1 : 0;
 }
 
+static int triad(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    lf_node *a = input_f32(ctx, g, 1, &n, -1, 1, 13);
+    lf_node *b = input_f32(ctx, g, 1, &n, -1, 1, 14);
+    lf_node *c = input_f32(ctx, g, 1, &n, -1, 1, 15);
+    outs[0] = lf_add(g, lf_mul(g, a, b), c);
+    return outs[0] ? 1 : 0;
+}
+
 static int sum_of_squares(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
     lf_node *x = input_f32(ctx, g, 1, &n, -1, 1, 8);
     outs[0] = lf_reduce(g, LF_RED_SUM, lf_mul(g, x, x), 0, NULL, false);
@@ -90,10 +100,11 @@ static int matmul_zip_reduce(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs
     return outs[0] ? 1 : 0;
 }
 
-static int chain32(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
-    lf_node *y = input_f32(ctx, g, 1, &n, -1, 1, 12);
-    /* 32 cheap scalar ops that keep values in a bounded range */
-    for (int i = 0; i < 8; i++) {
+/* 4 * rounds cheap scalar ops on one input that keep values in a bounded
+ * range: multiply, add, abs, subtract, repeated. */
+static int chain_ops(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs, int rounds, uint32_t seed) {
+    lf_node *y = input_f32(ctx, g, 1, &n, -1, 1, seed);
+    for (int i = 0; i < rounds; i++) {
         y = lf_mul(g, y, c32(g, 0.99));
         y = lf_add(g, y, c32(g, 0.01 * (i + 1)));
         y = lf_abs(g, y);
@@ -103,13 +114,23 @@ static int chain32(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
     return outs[0] ? 1 : 0;
 }
 
+static int chain8(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    return chain_ops(ctx, g, n, outs, 2, 16);
+}
+
+static int chain32(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    return chain_ops(ctx, g, n, outs, 8, 12);
+}
+
 const seed_example seed_examples[] = {
     {"gaussian_pdf", "exp(-0.5*((x-m)/s)**2) / (s*sqrt(2 pi)), one parsed fn", 1 << 24, gaussian_pdf},
     {"polar_distance", "distance of two points in polar form, a DAG of 15 builtin ops", 1 << 24, polar_distance},
     {"hypot", "the seeds' step-by-step hypot(x, y) (abs, min, max, div, sqrt)", 1 << 24, hypot_steps},
+    {"triad", "STREAM's triad a*b+c over three inputs (lf_mul, lf_add)", 1 << 24, triad},
     {"sum_of_squares", "sum(x*x) over all elements", 1 << 24, sum_of_squares},
     {"softmax_rows", "row softmax of a [4096, n] matrix: max, exp, sum, divide", 4096, softmax_rows},
     {"matmul_zip_reduce", "sum over j of A[i,j,None] * B[None,j,k], n x n x n", 256, matmul_zip_reduce},
+    {"chain8", "a chain of 8 cheap elementwise ops", 1 << 24, chain8},
     {"chain", "a chain of 32 cheap elementwise ops", 1 << 24, chain32},
 };
 const int seed_nexamples = (int)(sizeof seed_examples / sizeof seed_examples[0]);

@@ -1,0 +1,593 @@
+/* backends/cpu/cpu.c: the compiled CPU backend (see cpu.h).
+ *
+ * Kernel cache, two levels:
+ *  - in memory, per context: keyed by the FNV hash of the kernel's source
+ *    with comments removed (the structure: node ids live only in comments),
+ *    confirmed by comparing that text; a hit touches no file system;
+ *  - on disk (backends/diskcache.c): the shared object, keyed by the
+ *    SHA-256 of that text, the compile flags, the compiler's version line
+ *    and the CPU (flags include -march=native), verified on load.
+ * A graph's program caches the lookups themselves: re-evaluating the same
+ * outputs of an unchanged graph goes straight to the kernels.
+ *
+ * Compile flags never include a fast-math flag (see codegen/dialect_c.c).
+ * -fno-builtin-sin/cos keep GCC from merging sin and cos into sincos, which
+ * it cannot vectorize.
+ */
+#include "backends/cpu/cpu.h"
+
+#include "backends/cpu/cc.h"
+#include "backends/cpu/pool.h"
+#include "backends/diskcache.h"
+#include "backends/sha256.h"
+#include "codegen/codegen.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum {
+    KCACHE_BUCKETS = 1024,
+    PARALLEL_MIN_ELEMENTS = 1 << 16, /* below: the calling thread alone */
+    ELEMENT_GRAIN = 256              /* chunk boundaries (elements) */
+};
+
+static const char *const cc_flags[] = {
+    "-O3", "-march=native", "-std=c11", "-fPIC", "-shared", "-fno-math-errno",
+    "-ffp-contract=off", "-fno-trapping-math", "-fno-semantic-interposition",
+    "-fvisibility=hidden", "-fno-builtin-sin", "-fno-builtin-cos", "-fno-builtin-sinf",
+    "-fno-builtin-cosf", "-w", NULL};
+static const char *const libs_vector[] = {"-lmvec", "-lm", NULL};
+static const char *const libs_scalar[] = {"-lm", NULL};
+
+/* ---- the in-memory kernel cache ---------------------------------------------------------- */
+
+typedef struct kentry {
+    uint64_t hash;                  /* cg_source_hash */
+    char *text;                     /* source without comments */
+    void *handle;                   /* dlopen handle */
+    cg_run_fn run;                  /* ELEMENTWISE, INNER, OUTER */
+    cg_pass_fn pass[FUSE_MAX_PASSES]; /* FULL */
+    cg_fin_fn fin[FUSE_MAX_PASSES];
+    cg_epi_fn epi;
+    cg_row_fn row;
+    struct kentry *next;            /* bucket chain */
+} kentry;
+
+typedef struct cpu_state {
+    cpu_pool *pool;
+    int compiler;                   /* 0 not probed, 1 works, -1 none */
+    char *cc_version;               /* first line of `cc --version` */
+    char *cc_problem;               /* why there is none */
+    bool vector_math;               /* libmvec declared simd */
+    char *cpu_id;                   /* CPU model and flags (for -march=native) */
+    char *cache_dir;                /* disk cache folder, NULL if none */
+    bool warned;                    /* the fallback warning was printed */
+    int64_t parallel_min;           /* elements below which one thread runs a
+                                       kernel ($LF_CPU_PARALLEL_MIN, a test hook) */
+    kentry *buckets[KCACHE_BUCKETS];
+} cpu_state;
+
+static void state_free(void *p) {
+    cpu_state *cs = p;
+    if (!cs) return;
+    cpu_pool_free(cs->pool);
+    for (int b = 0; b < KCACHE_BUCKETS; b++) {
+        kentry *e = cs->buckets[b];
+        while (e) {
+            kentry *next = e->next;
+            if (e->handle) dlclose(e->handle);
+            graph_free(e->text);
+            graph_free(e);
+            e = next;
+        }
+    }
+    graph_free(cs->cc_version);
+    graph_free(cs->cc_problem);
+    graph_free(cs->cpu_id);
+    graph_free(cs->cache_dir);
+    graph_free(cs);
+}
+
+static cpu_state *get_state(lf_ctx *ctx) {
+    if (ctx->cpu) return ctx->cpu;
+    cpu_state *cs = graph_calloc(1, sizeof *cs);
+    if (!cs) return NULL;
+    cs->pool = cpu_pool_new(ctx->opt.threads);
+    if (!cs->pool) {
+        graph_free(cs);
+        return NULL;
+    }
+    const char *pm = getenv("LF_CPU_PARALLEL_MIN");
+    cs->parallel_min = pm ? atoll(pm) : PARALLEL_MIN_ELEMENTS;
+    ctx->cpu = cs;
+    ctx->cpu_free = state_free;
+    return cs;
+}
+
+/* The CPU model and flag lines of /proc/cpuinfo (what -march=native sees). */
+static char *read_cpu_id(void) {
+    FILE *fp = fopen("/proc/cpuinfo", "r");
+    char line[4096], buf[8192] = "";
+    size_t used = 0;
+    if (fp) {
+        int found = 0;
+        while (found < 2 && fgets(line, sizeof line, fp)) {
+            if (!strncmp(line, "model name", 10) || !strncmp(line, "flags", 5)) {
+                size_t n = strlen(line);
+                if (used + n < sizeof buf) {
+                    memcpy(buf + used, line, n + 1);
+                    used += n;
+                }
+                found++;
+            }
+        }
+        fclose(fp);
+    }
+    return graph_strdup(buf);
+}
+
+/* Probes the compiler once per context; false only when out of memory. */
+static bool probe(lf_ctx *ctx, cpu_state *cs) {
+    if (cs->compiler) return true;
+    char *why = NULL;
+    if (cc_probe(&cs->cc_version, &why) != 0) {
+        if (!why) return false; /* no memory for the reason: not a verdict */
+        cs->compiler = -1;
+        cs->cc_problem = why;
+        return true;
+    }
+    if (!cs->cc_version) return false;
+    cs->compiler = 1;
+    void *mvec = dlopen("libmvec.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (mvec) dlclose(mvec);
+#if defined(__x86_64__)
+    cs->vector_math = mvec && cs->cc_version && !strstr(cs->cc_version, "clang");
+#else
+    cs->vector_math = false;
+#endif
+    cs->cpu_id = read_cpu_id();
+    cs->cache_dir = diskcache_dir(ctx->opt.cache_dir);
+    return true;
+}
+
+static char *strip_comments(const char *s) {
+    size_t n = strlen(s);
+    char *out = graph_malloc(n + 1), *o = out;
+    if (!out) return NULL;
+    for (const char *p = s; *p; p++) {
+        if (p[0] == '/' && p[1] == '*') {
+            const char *end = strstr(p + 2, "*/");
+            if (!end) break;
+            p = end + 1;
+            continue;
+        }
+        *o++ = *p;
+    }
+    *o = 0;
+    return out;
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Resolves the kernel's functions in a loaded object. */
+static bool bind_functions(kentry *e, const cg_layout *lay, char **why) {
+    const fuse_kernel *kn = lay->kernel;
+    char name[32];
+#define SYM(dst, type, fmt, ...)                                                  \
+    do {                                                                          \
+        snprintf(name, sizeof name, fmt, __VA_ARGS__);                            \
+        void *sym = dlsym(e->handle, name);                                       \
+        if (!sym) {                                                               \
+            *why = graph_strdup(name);                                            \
+            return false;                                                         \
+        }                                                                         \
+        memcpy(&(dst), &sym, sizeof sym);                                         \
+    } while (0)
+    if (lay->strategy != CG_REDUCE_FULL) {
+        SYM(e->run, cg_run_fn, "lf_k_%s", "run");
+        return true;
+    }
+    for (int q = 0; q < kn->npasses; q++) {
+        SYM(e->pass[q], cg_pass_fn, "lf_k_pass%d", q);
+        SYM(e->fin[q], cg_fin_fn, "lf_k_fin%d", q);
+    }
+    SYM(e->epi, cg_epi_fn, "lf_k_%s", "epi");
+    if (kn->row) SYM(e->row, cg_row_fn, "lf_k_%s", "row");
+#undef SYM
+    return true;
+}
+
+/* The disk key: SHA-256 of everything the object depends on. */
+static void disk_key(const cpu_state *cs, const char *text, char key[72]) {
+    sha256_ctx c;
+    uint8_t d[32];
+    char hex[65];
+    sha256_init(&c);
+    static const char tag[] = "lazyfuse cpu kernel v1\n";
+    sha256_update(&c, tag, sizeof tag - 1);
+    for (int i = 0; cc_flags[i]; i++) sha256_update(&c, cc_flags[i], strlen(cc_flags[i]) + 1);
+    const char *const *libs = cs->vector_math ? libs_vector : libs_scalar;
+    for (int i = 0; libs[i]; i++) sha256_update(&c, libs[i], strlen(libs[i]) + 1);
+    const char *cc = getenv("CC");
+    if (cc) sha256_update(&c, cc, strlen(cc) + 1);
+    if (cs->cc_version) sha256_update(&c, cs->cc_version, strlen(cs->cc_version) + 1);
+    if (cs->cpu_id) sha256_update(&c, cs->cpu_id, strlen(cs->cpu_id) + 1);
+    sha256_update(&c, text, strlen(text));
+    sha256_final(&c, d);
+    sha256_hex(d, hex);
+    snprintf(key, 72, "%s.so", hex);
+}
+
+/* Finds or builds the compiled kernel of layout lay. */
+static lf_status kernel_get(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s, const cg_layout *lay,
+                            int k, kentry **out, lf_eval_stats *st) {
+    cg_text src = {0};
+    cg_emit_kernel(s, lay, cg_dialect_c(cs->vector_math), &src);
+    char *text = src.nomem ? NULL : strip_comments(src.s);
+    if (!text) {
+        cg_text_free(&src);
+        return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory generating kernel %d", k);
+    }
+    const char *dump = getenv("LF_DEBUG");
+    if (dump && strstr(dump, "source"))
+        fprintf(stderr, "/* ---- lazyfuse kernel %d ---- */\n%s\n", k, src.s);
+    uint64_t h = cg_source_hash(src.s);
+    kentry **bucket = &cs->buckets[h % KCACHE_BUCKETS];
+    for (kentry *e = *bucket; e; e = e->next)
+        if (e->hash == h && !strcmp(e->text, text)) {
+            graph_free(text);
+            cg_text_free(&src);
+            st->kernels_memory_hits++;
+            *out = e;
+            return LF_OK;
+        }
+    kentry *e = graph_calloc(1, sizeof *e);
+    if (!e) {
+        graph_free(text);
+        cg_text_free(&src);
+        return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory caching kernel %d", k);
+    }
+    e->hash = h;
+    e->text = text;
+    lf_status status = LF_OK;
+    char key[72], *why = NULL;
+    disk_key(cs, text, key);
+    void *so = NULL;
+    size_t len = 0;
+    bool from_disk = false;
+    if (cs->cache_dir) {
+        diskcache_result r = diskcache_get(cs->cache_dir, key, &so, &len);
+        if (r == DISKCACHE_NOMEM) {
+            status = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory reading the kernel cache");
+            goto fail;
+        }
+        from_disk = r == DISKCACHE_HIT;
+    }
+    if (from_disk) {
+        e->handle = cc_dlopen_bytes(so, len, &why);
+        if (!e->handle) { /* verified but unloadable: rebuild it */
+            graph_free(why);
+            why = NULL;
+            graph_free(so);
+            so = NULL;
+            from_disk = false;
+        }
+    }
+    if (!from_disk) {
+        char *log = NULL;
+        if (cc_compile(src.s, cc_flags, cs->vector_math ? libs_vector : libs_scalar, &so, &len, &log) != 0) {
+            status = graph_error(ctx, LF_ERR_BACKEND, "eval: compiling kernel %d failed: %s", k,
+                                 log ? log : "out of memory");
+            graph_free(log);
+            goto fail;
+        }
+        if (cs->cache_dir) {
+            char *perr = NULL;
+            if (diskcache_put(cs->cache_dir, key, so, len, &perr) != 0 && getenv("LF_DEBUG") &&
+                strstr(getenv("LF_DEBUG"), "cache"))
+                fprintf(stderr, "lazyfuse: kernel cache not written: %s\n", perr ? perr : "?");
+            graph_free(perr);
+        }
+        e->handle = cc_dlopen_bytes(so, len, &why);
+        if (!e->handle) {
+            status = graph_error(ctx, LF_ERR_BACKEND, "eval: loading kernel %d failed: %s", k,
+                                 why ? why : "out of memory");
+            goto fail;
+        }
+        st->kernels_compiled++;
+    } else {
+        st->kernels_disk_hits++;
+    }
+    if (!bind_functions(e, lay, &why)) {
+        status = graph_error(ctx, LF_ERR_BACKEND, "eval: kernel %d lacks function %s", k, why ? why : "?");
+        goto fail;
+    }
+    graph_free(so);
+    cg_text_free(&src);
+    e->next = *bucket;
+    *bucket = e;
+    *out = e;
+    return LF_OK;
+fail:
+    graph_free(why);
+    graph_free(so);
+    cg_text_free(&src);
+    if (e->handle) dlclose(e->handle);
+    graph_free(e->text);
+    graph_free(e);
+    return status;
+}
+
+/* ---- programs -------------------------------------------------------------------------------- */
+
+typedef struct cpu_kernel {
+    cg_layout *lay;                 /* loop nest and accesses */
+    int64_t *P;                     /* parameters */
+    kentry *fns;                    /* compiled functions (owned by the cache) */
+    void **B;                       /* buffer pointers, set per eval */
+    cg_partial *part;               /* FULL: partials, work x reductions */
+    cg_value R[LF_MAX_ARGS];        /* FULL: finished reductions */
+    int pass;                       /* FULL: the pass being run */
+} cpu_kernel;
+
+typedef struct cpu_program {
+    int version;                    /* graph version planned */
+    bool fused;                     /* fusion on */
+    int n;                          /* outputs */
+    int *out_ids;                   /* their node ids */
+    fuse_schedule *s;
+    cpu_kernel *k;                  /* s->nkernels */
+    void **blocks;                  /* temporaries' memory blocks */
+    lf_eval_stats stats;            /* schedule statistics */
+} cpu_program;
+
+static void program_free(void *p) {
+    cpu_program *pr = p;
+    if (!pr) return;
+    if (pr->k)
+        for (int i = 0; i < pr->s->nkernels; i++) {
+            graph_free(pr->k[i].lay);
+            graph_free(pr->k[i].P);
+            graph_free(pr->k[i].B);
+            graph_free(pr->k[i].part);
+        }
+    if (pr->blocks)
+        for (int b = 0; b < pr->s->nblocks; b++) graph_free(pr->blocks[b]);
+    graph_free(pr->blocks);
+    graph_free(pr->k);
+    graph_free(pr->out_ids);
+    fuse_schedule_free(pr->s);
+    graph_free(pr);
+}
+
+static bool program_matches(const cpu_program *pr, const lf_graph *g, int n, lf_node *const *outs) {
+    if (pr->version != g->version || pr->n != n || pr->fused != (g->ctx->opt.fusion != 0)) return false;
+    for (int i = 0; i < n; i++)
+        if (pr->out_ids[i] != outs[i]->id) return false;
+    return true;
+}
+
+static int reductions_in_pass(const fuse_kernel *kn, int q) {
+    int nq = 0;
+    for (int j = 0; j < kn->nreds; j++) nq += kn->reds[j].pass == q;
+    return nq;
+}
+
+static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const *outs,
+                               cpu_program **out, lf_eval_stats *st) {
+    lf_ctx *ctx = g->ctx;
+    cpu_program *pr = graph_calloc(1, sizeof *pr);
+    if (!pr) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
+    pr->version = g->version;
+    pr->fused = ctx->opt.fusion != 0;
+    pr->n = n;
+    pr->out_ids = graph_calloc((size_t)n, sizeof *pr->out_ids);
+    if (!pr->out_ids) goto nomem;
+    for (int i = 0; i < n; i++) pr->out_ids[i] = outs[i]->id;
+    lf_status status = fuse_plan(g, n, outs, pr->fused, &pr->s);
+    if (status != LF_OK) {
+        program_free(pr);
+        return status;
+    }
+    fuse_schedule_stats(pr->s, &pr->stats);
+    const fuse_schedule *s = pr->s;
+    pr->k = graph_calloc((size_t)s->nkernels + 1, sizeof *pr->k);
+    pr->blocks = graph_calloc((size_t)s->nblocks + 1, sizeof *pr->blocks);
+    if (!pr->k || !pr->blocks) goto nomem;
+    for (int b = 0; b < s->nblocks; b++)
+        if (s->block_bytes[b] && !(pr->blocks[b] = graph_malloc(s->block_bytes[b]))) goto nomem;
+    double t0 = now_seconds();
+    for (int k = 0; k < s->nkernels; k++) {
+        cpu_kernel *ck = &pr->k[k];
+        ck->lay = graph_malloc(sizeof *ck->lay);
+        if (!ck->lay) goto nomem;
+        cg_layout_kernel(s, k, ck->lay);
+        ck->P = graph_calloc((size_t)ck->lay->nparams + 1, sizeof *ck->P);
+        ck->B = graph_calloc((size_t)ck->lay->nbufs + 1, sizeof *ck->B);
+        if (!ck->P || !ck->B) goto nomem;
+        cg_fill_params(ck->lay, ck->P);
+        if (ck->lay->strategy == CG_REDUCE_FULL) {
+            int most = 1;
+            for (int q = 0; q < s->kernels[k].npasses; q++) {
+                int nq = reductions_in_pass(&s->kernels[k], q);
+                if (nq > most) most = nq;
+            }
+            ck->part = graph_calloc((size_t)(ck->lay->work + 1) * (size_t)most, sizeof *ck->part);
+            if (!ck->part) goto nomem;
+        }
+        status = kernel_get(ctx, cs, s, ck->lay, k, &ck->fns, st);
+        if (status != LF_OK) {
+            program_free(pr);
+            return status;
+        }
+    }
+    st->compile_seconds = now_seconds() - t0;
+    *out = pr;
+    return LF_OK;
+nomem:
+    program_free(pr);
+    return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory building the CPU program");
+}
+
+/* ---- running ------------------------------------------------------------------------------------ */
+
+static void run_range(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    cpu_kernel *ck = arg;
+    ck->fns->run(ck->B, ck->P, begin, end);
+}
+
+static void pass_range(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    cpu_kernel *ck = arg;
+    int nq = reductions_in_pass(ck->lay->kernel, ck->pass);
+    ck->fns->pass[ck->pass](ck->B, ck->P, ck->R, begin, end, ck->part);
+    (void)nq;
+}
+
+static void row_range(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    cpu_kernel *ck = arg;
+    ck->fns->row(ck->B, ck->P, ck->R, begin, end);
+}
+
+static void run_kernel(cpu_pool *pool, int64_t parallel_min, cpu_kernel *ck) {
+    const cg_layout *lay = ck->lay;
+    const fuse_kernel *kn = lay->kernel;
+    if (lay->work == 0 && lay->strategy != CG_REDUCE_FULL) return;
+    /* below the threshold of total work, the calling thread runs it alone */
+    int64_t elems = kn->numel * (kn->npasses + (kn->row ? 1 : 0));
+    int64_t min_par = elems < parallel_min ? INT64_MAX : 0;
+    switch (lay->strategy) {
+    case CG_ELEMENTWISE: cpu_pool_run(pool, run_range, ck, lay->work, ELEMENT_GRAIN, min_par); return;
+    case CG_REDUCE_INNER:
+    case CG_REDUCE_OUTER: cpu_pool_run(pool, run_range, ck, lay->work, 1, min_par); return;
+    case CG_REDUCE_FULL:
+        for (int q = 0; q < kn->npasses; q++) {
+            ck->pass = q;
+            cpu_pool_run(pool, pass_range, ck, lay->work, 1, min_par);
+            ck->fns->fin[q](ck->P, ck->R, ck->part, lay->work);
+        }
+        ck->fns->epi(ck->B, ck->P, ck->R);
+        if (kn->row) cpu_pool_run(pool, row_range, ck, lay->work, 1, min_par);
+        return;
+    }
+}
+
+/* Runs the program writing into dsts; fails only before any kernel runs. */
+static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buffer *const *dsts) {
+    const fuse_schedule *s = pr->s;
+    int n = pr->n;
+    void **data = graph_calloc((size_t)s->nslots + 1, sizeof *data);
+    void **fresh = graph_calloc((size_t)n + 1, sizeof *fresh);
+    lf_status status = LF_OK;
+    if (!data || !fresh) goto nomem;
+    for (int j = 0; j < s->nslots; j++) {
+        const fuse_slot *sl = &s->slots[j];
+        if (sl->kind == FUSE_SLOT_INPUT) data[j] = sl->buffer->data;
+        else if (sl->kind == FUSE_SLOT_TEMP) data[j] = pr->blocks[sl->block];
+    }
+    /* outputs: in place when nothing reads the buffer and no other output names it */
+    for (int i = 0; i < n; i++) {
+        const fuse_slot *sl = &s->slots[s->out_slot[i]];
+        if (sl->kind != FUSE_SLOT_OUTPUT || sl->output != i) continue;
+        lf_buffer *d = dsts[i];
+        bool safe = true;
+        for (int j = 0; j < s->nslots && safe; j++)
+            if (s->slots[j].kind == FUSE_SLOT_INPUT && s->slots[j].buffer == d) safe = false;
+        for (int j = 0; j < n && safe; j++)
+            if (j != i && dsts[j] == d) safe = false;
+        if (safe) {
+            data[s->out_slot[i]] = d->data;
+        } else if (sl->bytes) {
+            if (!(fresh[i] = graph_malloc(sl->bytes))) goto nomem;
+            data[s->out_slot[i]] = fresh[i];
+        }
+    }
+    /* nothing below can fail */
+    for (int k = 0; k < s->nkernels; k++) {
+        cpu_kernel *ck = &pr->k[k];
+        for (int b = 0; b < ck->lay->nbufs; b++) ck->B[b] = data[ck->lay->buf_slot[b]];
+        run_kernel(cs->pool, cs->parallel_min, ck);
+    }
+    for (int i = 0; i < n; i++) {
+        const fuse_slot *sl = &s->slots[s->out_slot[i]];
+        const void *src = sl->kind == FUSE_SLOT_OUTPUT ? data[s->out_slot[i]] : sl->buffer->data;
+        if (sl->kind == FUSE_SLOT_OUTPUT && sl->output == i && !fresh[i]) continue; /* in place */
+        if (dsts[i]->bytes && src != dsts[i]->data) memmove(dsts[i]->data, src, dsts[i]->bytes);
+    }
+    goto done;
+nomem:
+    status = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory running the CPU program");
+done:
+    if (fresh)
+        for (int i = 0; i < n; i++) graph_free(fresh[i]);
+    graph_free(fresh);
+    graph_free(data);
+    return status;
+}
+
+lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
+                   lf_eval_stats *stats, bool *interpret) {
+    lf_ctx *ctx = g->ctx;
+    *interpret = false;
+    memset(stats, 0, sizeof *stats);
+    if (ctx->opt.compile == LF_COMPILE_NEVER) {
+        *interpret = true;
+        return LF_OK;
+    }
+    cpu_program *pr = g->program_free == program_free ? g->program : NULL;
+    if (pr && !program_matches(pr, g, n, outs)) pr = NULL;
+    cpu_state *cs = get_state(ctx);
+    if (!cs) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory starting the CPU backend");
+    if (pr) {
+        stats->program_reused = true;
+    } else {
+        if (!probe(ctx, cs)) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory probing the C compiler");
+        if (cs->compiler < 0) {
+            if (ctx->opt.compile == LF_COMPILE_REQUIRE)
+                return graph_error(ctx, LF_ERR_BACKEND, "eval: no working C compiler: %s",
+                                   cs->cc_problem ? cs->cc_problem : "?");
+            if (!cs->warned)
+                fprintf(stderr,
+                        "lazyfuse: no working C compiler (%s); the CPU backend runs the schedule "
+                        "interpreter instead, which is much slower. Install gcc or set CC.\n",
+                        cs->cc_problem ? cs->cc_problem : "?");
+            cs->warned = true;
+            *interpret = true;
+            return LF_OK;
+        }
+        lf_status st = program_build(g, cs, n, outs, &pr, stats);
+        if (st != LF_OK) return st;
+        if (g->program) g->program_free(g->program);
+        g->program = pr;
+        g->program_free = program_free;
+    }
+    lf_status st = program_run(ctx, cs, pr, dsts);
+    if (st != LF_OK) return st;
+    lf_eval_stats keep = *stats;
+    *stats = pr->stats;
+    stats->kernels_compiled = keep.kernels_compiled;
+    stats->kernels_disk_hits = keep.kernels_disk_hits;
+    stats->kernels_memory_hits = keep.kernels_memory_hits;
+    stats->program_reused = keep.program_reused;
+    stats->compile_seconds = keep.compile_seconds;
+    if (keep.program_reused) stats->plan_seconds = 0;
+    return LF_OK;
+}
+
+lf_status cpu_set_threads(lf_ctx *ctx, int threads) {
+    cpu_state *cs = get_state(ctx);
+    cpu_pool *p = cs ? cpu_pool_new(threads) : NULL;
+    if (!p) return graph_error(ctx, LF_ERR_NOMEM, "cpu_set_threads: out of memory");
+    cpu_pool_free(cs->pool);
+    cs->pool = p;
+    ctx->opt.threads = threads;
+    return LF_OK;
+}

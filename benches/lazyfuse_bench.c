@@ -1,0 +1,1050 @@
+/* benches/lazyfuse_bench.c: lazyfuse-bench, the fusion benchmark.
+ *
+ * Runs the seed cases (tools/seed_examples.c builds them by name) on float32,
+ * each fused and unfused (fusion off) in a fresh context, and a STREAM-style
+ * copy measured in the same process as the bandwidth limit; prints a table,
+ * or with --json one JSON object per line. Per case and mode: build the graph
+ * once, eval once cold (first_s: planning plus compilation), once more warm,
+ * then time --reps evals (median). Each context gets a fresh kernel-cache
+ * folder unless --cache-dir says otherwise, so first_s is a cold compile.
+ * Fused and unfused outputs are compared.
+ * A last "overhead" case times re-evaluating a built triad at n = 1024, and
+ * rebuilding it each time (the in-memory kernel cache).
+ *
+ * What must stay true:
+ * - gbps counts graph inputs and outputs only (each input read once, each
+ *   output written once), from the shapes of the buffers bound; never
+ *   temporaries. stream_copy counts 2 * n * 4 bytes per copy (read + write),
+ *   as STREAM does, so the ratio is fused traffic over copy traffic.
+ * - Only the evals (or the copy) are inside the timed regions; clocks are
+ *   CLOCK_MONOTONIC (CUDA copy: events).
+ * - The copy runs on as many threads as the contexts use.
+ * - Bad flags: a message and exit 2. A case that fails prints lf_errmsg and
+ *   the others still run; the exit status is then 1. Nothing aborts.
+ * - With --json, stdout holds only JSON lines; progress goes to stderr.
+ */
+#include "lazyfuse.h"
+#include "seed_examples.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <float.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROG "lazyfuse-bench"
+#define OVERHEAD_N 1024     /* elements of the overhead case's triad */
+#define OVERHEAD_ITERS 2000 /* timed iterations of each overhead mode */
+#define AUTO_REPS_SECONDS 0.5
+#define AUTO_REPS_MIN 5
+#define AUTO_REPS_MAX 200
+
+/* ---- cases ------------------------------------------------------------- */
+
+typedef enum case_shape {
+    SHAPE_ELEMWISE, /* main input(s) of n elements (sum_of_squares too) */
+    SHAPE_ROWS,     /* softmax: 4096 rows of max(1, n / 4096) */
+    SHAPE_MATMUL    /* n x n times n x n, n = --matmul-n */
+} case_shape;
+
+typedef struct bench_case {
+    const char *name;    /* on the command line and in JSON */
+    const char *seed;    /* the seed example it builds */
+    case_shape shape;    /* how --n maps to the builder's size */
+    int ninputs;         /* f32 graph inputs, each of the main input's shape */
+    double tol;          /* largest fused/unfused relative difference */
+} bench_case;
+
+/* ninputs mirrors tools/seed_examples.c (its builders bind their buffers and
+ * drop them, so the program cannot enumerate them); gbps depends on it. */
+static const bench_case cases[] = {
+    {"gaussian_pdf", "gaussian_pdf", SHAPE_ELEMWISE, 1, 1e-4},
+    {"polar_distance", "polar_distance", SHAPE_ELEMWISE, 4, 1e-4},
+    {"hypot", "hypot", SHAPE_ELEMWISE, 2, 1e-4},
+    {"triad", "triad", SHAPE_ELEMWISE, 3, 1e-4},
+    {"chain8", "chain8", SHAPE_ELEMWISE, 1, 1e-4},
+    {"sum_of_squares", "sum_of_squares", SHAPE_ELEMWISE, 1, 1e-3},
+    {"softmax_rows", "softmax_rows", SHAPE_ROWS, 1, 1e-4},
+    {"matmul_zip_reduce", "matmul_zip_reduce", SHAPE_MATMUL, 2, 1e-3},
+    {"chain32", "chain", SHAPE_ELEMWISE, 1, 1e-4},
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+#define SOFTMAX_ROWS 4096
+
+/* ---- options ------------------------------------------------------------ */
+
+typedef struct options {
+    int64_t n;              /* --n */
+    int64_t matmul_n;       /* --matmul-n */
+    lf_backend backend;     /* --backend */
+    bool run_fused, run_unfused; /* --mode */
+    int reps;               /* --reps; 0: auto */
+    int threads;            /* --threads as given (0: all CPUs) */
+    int nthreads;           /* threads actually used: threads or online CPUs */
+    bool json;              /* --json */
+    bool use_memcpy;        /* --copy memcpy */
+    bool selected[NCASES];  /* --case */
+    bool overhead;          /* "overhead" selected */
+    const char *cache_dir;  /* --cache-dir DIR; NULL: fresh folders (or "default") */
+    bool cache_default;     /* --cache-dir default: the library's own folder */
+} options;
+
+static int usage(FILE *f) {
+    fprintf(f,
+            "usage: " PROG " [options]\n"
+            "  --n N            elements of the main input (default 16777216 = 2^24);\n"
+            "                   softmax_rows uses 4096 rows of N/4096\n"
+            "  --case NAME      run only these cases (repeatable or comma list; see --list)\n"
+            "  --backend B      cpu (default) or cuda\n"
+            "  --mode M         fused, unfused or both (default both)\n"
+            "  --reps R         timed evals per case and mode (default: ~0.5 s worth, 5..200)\n"
+            "  --threads T      worker threads of the contexts and the copy (default 0: all CPUs)\n"
+            "  --matmul-n M     side of matmul_zip_reduce (default 256)\n"
+            "  --copy K         stream_copy kernel: loop (default, STREAM's) or memcpy\n"
+            "  --cache-dir D    kernel disk cache of every context: a folder, or 'default'\n"
+            "                   (the library's); without it each case and mode gets a fresh\n"
+            "                   empty folder (removed at exit), so first_s is a cold compile\n"
+            "  --json           one JSON object per line on stdout, progress on stderr\n"
+            "  --list           list the cases and exit\n"
+            "  --help           this text\n");
+    return f == stderr ? 2 : 0;
+}
+
+static int bad_flag(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs(PROG ": ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(" (see --help)\n", stderr);
+    va_end(ap);
+    return 2;
+}
+
+static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+static int find_case(const char *name, size_t len) {
+    for (int i = 0; i < NCASES; i++)
+        if (strlen(cases[i].name) == len && !strncmp(cases[i].name, name, len)) return i;
+    return -1;
+}
+
+/* Marks the cases of a comma-separated list; 0 or a bad-flag exit code. */
+static int select_cases(options *o, const char *list) {
+    const char *s = list;
+    for (;;) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        int k = find_case(s, len);
+        if (k >= 0) o->selected[k] = true;
+        else if (len == 8 && !strncmp(s, "overhead", 8)) o->overhead = true;
+        else if (len == 3 && !strncmp(s, "all", 3)) {
+            for (int i = 0; i < NCASES; i++) o->selected[i] = true;
+            o->overhead = true;
+        } else
+            return bad_flag("--case: unknown case '%.*s'", (int)len, s);
+        if (!end) return 0;
+        s = end + 1;
+    }
+}
+
+static void list_cases(void) {
+    for (int i = 0; i < NCASES; i++) {
+        const seed_example *ex = seed_find(cases[i].seed);
+        printf("%-18s %s\n", cases[i].name, ex ? ex->what : "?");
+    }
+    printf("%-18s host time per eval of a built triad at n = %d, and per rebuild + eval\n",
+           "overhead", OVERHEAD_N);
+}
+
+/* Parses argv into *o; returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, options *o) {
+    memset(o, 0, sizeof *o);
+    o->n = (int64_t)1 << 24;
+    o->matmul_n = 256;
+    o->backend = LF_BACKEND_CPU;
+    o->run_fused = o->run_unfused = true;
+    bool any_case = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        char flag[32];
+        const char *eq = strchr(a, '=');
+        size_t flen = eq && !strncmp(a, "--", 2) ? (size_t)(eq - a) : strlen(a);
+        if (flen >= sizeof flag) return bad_flag("unknown option '%s'", a);
+        memcpy(flag, a, flen);
+        flag[flen] = '\0';
+        bool has_eq = eq && flen != strlen(a);
+        if (has_eq && (!strcmp(flag, "--help") || !strcmp(flag, "--list") || !strcmp(flag, "--json")))
+            return bad_flag("%s takes no value", flag);
+        if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) return usage(stdout);
+        if (!strcmp(flag, "--list")) {
+            list_cases();
+            return 0;
+        }
+        if (!strcmp(flag, "--json")) {
+            o->json = true;
+            continue;
+        }
+        static const char *const with_value[] = {"--n", "--case", "--backend", "--mode", "--reps",
+                                                 "--threads", "--matmul-n", "--copy",
+                                                 "--cache-dir"};
+        bool known = false;
+        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
+            known = known || !strcmp(flag, with_value[k]);
+        if (!known) return bad_flag("unknown option '%s'", a);
+        if (has_eq) val = eq + 1;
+        else if (i + 1 < argc) val = argv[++i];
+        else return bad_flag("%s needs a value", flag);
+        int64_t v;
+        if (!strcmp(flag, "--n")) {
+            if (!parse_i64(val, 1, (int64_t)1 << 40, &v))
+                return bad_flag("--n: expected an integer in 1..2^40, got '%s'", val);
+            o->n = v;
+        } else if (!strcmp(flag, "--matmul-n")) {
+            if (!parse_i64(val, 1, 1 << 16, &v))
+                return bad_flag("--matmul-n: expected an integer in 1..65536, got '%s'", val);
+            o->matmul_n = v;
+        } else if (!strcmp(flag, "--reps")) {
+            if (!parse_i64(val, 1, 1000000, &v))
+                return bad_flag("--reps: expected an integer in 1..1000000, got '%s'", val);
+            o->reps = (int)v;
+        } else if (!strcmp(flag, "--threads")) {
+            if (!parse_i64(val, 0, 4096, &v))
+                return bad_flag("--threads: expected an integer in 0..4096, got '%s'", val);
+            o->threads = (int)v;
+        } else if (!strcmp(flag, "--backend")) {
+            if (!strcmp(val, "cpu")) o->backend = LF_BACKEND_CPU;
+            else if (!strcmp(val, "cuda")) o->backend = LF_BACKEND_CUDA;
+            else return bad_flag("--backend: expected cpu or cuda, got '%s'", val);
+        } else if (!strcmp(flag, "--mode")) {
+            if (!strcmp(val, "fused")) o->run_fused = true, o->run_unfused = false;
+            else if (!strcmp(val, "unfused")) o->run_fused = false, o->run_unfused = true;
+            else if (!strcmp(val, "both")) o->run_fused = o->run_unfused = true;
+            else return bad_flag("--mode: expected fused, unfused or both, got '%s'", val);
+        } else if (!strcmp(flag, "--cache-dir")) {
+            if (!*val) return bad_flag("--cache-dir: empty folder name");
+            o->cache_default = !strcmp(val, "default");
+            o->cache_dir = o->cache_default ? NULL : val;
+        } else if (!strcmp(flag, "--copy")) {
+            if (!strcmp(val, "loop")) o->use_memcpy = false;
+            else if (!strcmp(val, "memcpy")) o->use_memcpy = true;
+            else return bad_flag("--copy: expected loop or memcpy, got '%s'", val);
+        } else { /* --case */
+            int rc = select_cases(o, val);
+            if (rc) return rc;
+            any_case = true;
+        }
+    }
+    if (!any_case) {
+        for (int i = 0; i < NCASES; i++) o->selected[i] = true;
+        o->overhead = true;
+    }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    o->nthreads = o->threads ? o->threads : (cpus > 0 ? (int)cpus : 1);
+    return -1;
+}
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of t[0..n); sorts t. */
+static double median(double *t, int n) {
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+/* --reps, or enough reps to take AUTO_REPS_SECONDS at one_s each. */
+static int pick_reps(const options *o, double one_s) {
+    if (o->reps) return o->reps;
+    double r = one_s > 0 ? ceil(AUTO_REPS_SECONDS / one_s) : AUTO_REPS_MAX;
+    return r < AUTO_REPS_MIN ? AUTO_REPS_MIN : r > AUTO_REPS_MAX ? AUTO_REPS_MAX : (int)r;
+}
+
+/* A JSON number, or null for NaN and infinities (JSON has neither). */
+static void json_num(const char *key, double v, const char *fmt) {
+    if (isfinite(v)) {
+        printf(",\"%s\":", key);
+        printf(fmt, v);
+    } else
+        printf(",\"%s\":null", key);
+}
+
+/* Element i of a host array of dtype t, as a double. */
+static double elem(const void *p, lf_dtype t, int64_t i) {
+    switch (t) {
+    case LF_BOOL: return ((const unsigned char *)p)[i];
+    case LF_I32: return ((const int32_t *)p)[i];
+    case LF_I64: return (double)((const int64_t *)p)[i];
+    case LF_F32: return ((const float *)p)[i];
+    case LF_F64: return ((const double *)p)[i];
+    default: return NAN;
+    }
+}
+
+/* Largest relative difference of a from the baseline b (n elements of t).
+ * Each difference is divided by the larger magnitude of the pair, but by no
+ * less than 1e-3 of b's largest finite magnitude, so elements near zero (a
+ * cosine's roots, a sum that cancels) are compared at the array's scale.
+ * NaN matches only NaN, an infinity only itself (else the result is inf). */
+static double max_rel_diff(const void *a, const void *b, lf_dtype t, int64_t n) {
+    double scale = 0, worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double y = fabs(elem(b, t, i));
+        if (isfinite(y) && y > scale) scale = y;
+    }
+    double floor_mag = scale * 1e-3 > DBL_MIN ? scale * 1e-3 : DBL_MIN;
+    for (int64_t i = 0; i < n; i++) {
+        double x = elem(a, t, i), y = elem(b, t, i);
+        if (isnan(x) || isnan(y)) {
+            if (isnan(x) && isnan(y)) continue;
+            return INFINITY;
+        }
+        if (x == y) continue;
+        if (isinf(x) || isinf(y)) return INFINITY;
+        double m = fmax(fmax(fabs(x), fabs(y)), floor_mag);
+        double d = fabs(x - y) / m;
+        if (d > worst) worst = d;
+    }
+    return worst;
+}
+
+/* "Intel(R) Xeon(R) ..." from /proc/cpuinfo, or a fallback. */
+static void cpu_model(char *buf, size_t cap) {
+    snprintf(buf, cap, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) && strncmp(line, "Model", 5)) continue;
+        char *colon = strchr(line, ':');
+        if (!colon) continue;
+        colon++;
+        while (*colon == ' ' || *colon == '\t') colon++;
+        colon[strcspn(colon, "\n")] = '\0';
+        snprintf(buf, cap, "%s", colon);
+        break;
+    }
+    fclose(f);
+}
+
+/* ---- STREAM-style copy on the host ----------------------------------------- */
+
+/* The copy kernel is STREAM's: a plain loop dst[i] = src[i], compiled with
+ * ordinary stores as lazyfuse's own kernels are. benches/meson.build passes
+ * -fno-tree-loop-distribute-patterns so GCC keeps it a loop instead of
+ * calling memcpy (glibc's memcpy switches to non-temporal stores on large
+ * blocks, which skip the write-allocate read and report a higher figure than
+ * STREAM's Copy). --copy memcpy measures that variant instead. */
+static void copy_loop(float *restrict dst, const float *restrict src, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+typedef enum pool_job { JOB_INIT, JOB_COPY, JOB_QUIT } pool_job;
+
+typedef struct copy_pool {
+    int nthreads;                    /* the team, the calling thread included */
+    pthread_t *tids;                 /* helper threads 1 .. nthreads-1 */
+    pthread_mutex_t gate;            /* held while the team is formed */
+    pthread_barrier_t start, done;   /* around each job */
+    float *src, *dst;                /* n floats each */
+    int64_t n;
+    bool use_memcpy;                 /* --copy memcpy */
+    pool_job job;                    /* what the next start barrier releases */
+} copy_pool;
+
+typedef struct pool_arg {
+    copy_pool *p;
+    int index;
+} pool_arg;
+
+/* Static chunks: worker w owns the w-th of nthreads near-equal ranges, for
+ * init and copy alike, so each thread first touches the pages it copies. */
+static void do_chunk(copy_pool *p, int w) {
+    int64_t T = p->nthreads, q = p->n / T, rem = p->n % T;
+    int64_t lo = q * w + (w < rem ? w : rem), hi = lo + q + (w < rem);
+    if (p->job == JOB_INIT) {
+        for (int64_t i = lo; i < hi; i++) {
+            p->src[i] = (float)(i % 1000) * 0.001f;
+            p->dst[i] = 0;
+        }
+    } else if (p->use_memcpy)
+        memcpy(p->dst + lo, p->src + lo, (size_t)(hi - lo) * sizeof(float));
+    else
+        copy_loop(p->dst + lo, p->src + lo, hi - lo);
+}
+
+static void *pool_worker(void *arg) {
+    pool_arg *a = arg;
+    copy_pool *p = a->p;
+    /* wait until the team is complete and its barriers exist */
+    pthread_mutex_lock(&p->gate);
+    pthread_mutex_unlock(&p->gate);
+    for (;;) {
+        pthread_barrier_wait(&p->start);
+        if (p->job == JOB_QUIT) return NULL;
+        do_chunk(p, a->index);
+        pthread_barrier_wait(&p->done);
+    }
+}
+
+/* Runs one job on every worker; returns the seconds between the start and
+ * the end barrier as the calling thread sees them. */
+static double pool_run(copy_pool *p, pool_job job) {
+    p->job = job;
+    double t0 = now_s();
+    pthread_barrier_wait(&p->start);
+    if (job == JOB_QUIT) return 0;
+    do_chunk(p, 0);
+    pthread_barrier_wait(&p->done);
+    return now_s() - t0;
+}
+
+typedef struct copy_result {
+    bool ok;
+    double median_s, gbps;
+    int reps;
+    bool check_ok;
+    char what[64];   /* "loop, 2 threads" or the GPU's name */
+} copy_result;
+
+static bool host_copy(const options *o, copy_result *r) {
+    copy_pool p = {.nthreads = o->nthreads, .n = o->n, .use_memcpy = o->use_memcpy};
+    p.src = malloc((size_t)o->n * sizeof(float));
+    p.dst = malloc((size_t)o->n * sizeof(float));
+    p.tids = calloc((size_t)o->nthreads, sizeof *p.tids);
+    pool_arg *args = calloc((size_t)o->nthreads, sizeof *args);
+    double *t = malloc(AUTO_REPS_MAX * sizeof *t);
+    if (!p.src || !p.dst || !p.tids || !args || !t) {
+        fprintf(stderr, PROG ": stream_copy: out of memory for 2 x %" PRId64 " floats\n", o->n);
+        free(p.src), free(p.dst), free(p.tids), free(args), free(t);
+        return false;
+    }
+    /* form the team behind the gate; if a thread cannot be made, the team is
+     * smaller (and says so), since the barriers are sized only afterwards */
+    pthread_mutex_init(&p.gate, NULL);
+    pthread_mutex_lock(&p.gate);
+    int team = 1;
+    for (; team < o->nthreads; team++) {
+        args[team] = (pool_arg){&p, team};
+        int e = pthread_create(&p.tids[team], NULL, pool_worker, &args[team]);
+        if (e) {
+            fprintf(stderr, PROG ": stream_copy: pthread_create: %s; %d threads\n", strerror(e), team);
+            break;
+        }
+    }
+    p.nthreads = team;
+    pthread_barrier_init(&p.start, NULL, (unsigned)team);
+    pthread_barrier_init(&p.done, NULL, (unsigned)team);
+    pthread_mutex_unlock(&p.gate);
+
+    pool_run(&p, JOB_INIT);
+    pool_run(&p, JOB_COPY); /* warm-up */
+    int reps = pick_reps(o, pool_run(&p, JOB_COPY));
+    if (reps > AUTO_REPS_MAX) {
+        double *bigger = realloc(t, (size_t)reps * sizeof *t);
+        if (bigger) t = bigger;
+        else reps = AUTO_REPS_MAX;
+    }
+    for (int k = 0; k < reps; k++) t[k] = pool_run(&p, JOB_COPY);
+    r->reps = reps;
+    r->median_s = median(t, reps);
+    r->gbps = 2.0 * (double)o->n * sizeof(float) / r->median_s / 1e9;
+    r->check_ok = memcmp(p.src, p.dst, (size_t)o->n * sizeof(float)) == 0;
+    snprintf(r->what, sizeof r->what, "%s, %d thread%s", o->use_memcpy ? "memcpy" : "loop", team,
+             team == 1 ? "" : "s");
+
+    pool_run(&p, JOB_QUIT);
+    for (int w = 1; w < team; w++) pthread_join(p.tids[w], NULL);
+    pthread_barrier_destroy(&p.start);
+    pthread_barrier_destroy(&p.done);
+    pthread_mutex_destroy(&p.gate);
+    free(p.src), free(p.dst), free(p.tids), free(args), free(t);
+    return true;
+}
+
+/* ---- STREAM-style copy on a CUDA device -------------------------------------
+ * With --backend cuda the limit is device memory: cuMemcpyDtoD of n floats,
+ * timed with events. libcuda is opened at run time, as the library does, so
+ * the program builds and runs without it. */
+
+typedef int cu_result;                 /* CUresult; 0 is CUDA_SUCCESS */
+typedef unsigned long long cu_devptr;  /* CUdeviceptr */
+
+typedef struct cuda_api {
+    void *lib;
+    cu_result (*init)(unsigned);
+    cu_result (*device_get)(int *, int);
+    cu_result (*device_get_name)(char *, int, int);
+    cu_result (*primary_retain)(void **, int);
+    cu_result (*primary_release)(int);
+    cu_result (*ctx_set_current)(void *);
+    cu_result (*mem_alloc)(cu_devptr *, size_t);
+    cu_result (*mem_free)(cu_devptr);
+    cu_result (*memset_d32)(cu_devptr, unsigned, size_t);
+    cu_result (*memcpy_dtod)(cu_devptr, cu_devptr, size_t);
+    cu_result (*event_create)(void **, unsigned);
+    cu_result (*event_record)(void *, void *);
+    cu_result (*event_sync)(void *);
+    cu_result (*event_elapsed)(float *, void *, void *);
+    cu_result (*event_destroy)(void *);
+} cuda_api;
+
+/* Opens libcuda and finds every entry point; NULL, or why not. */
+static const char *cuda_load(cuda_api *c) {
+    static char why[256];
+    memset(c, 0, sizeof *c);
+    c->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!c->lib) c->lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
+    if (!c->lib) {
+        const char *e = dlerror();
+        snprintf(why, sizeof why, "%s", e ? e : "libcuda.so.1 not found");
+        return why;
+    }
+    struct { void **fp; const char *name; } syms[] = {
+        {(void **)&c->init, "cuInit"},
+        {(void **)&c->device_get, "cuDeviceGet"},
+        {(void **)&c->device_get_name, "cuDeviceGetName"},
+        {(void **)&c->primary_retain, "cuDevicePrimaryCtxRetain"},
+        {(void **)&c->primary_release, "cuDevicePrimaryCtxRelease"},
+        {(void **)&c->ctx_set_current, "cuCtxSetCurrent"},
+        {(void **)&c->mem_alloc, "cuMemAlloc_v2"},
+        {(void **)&c->mem_free, "cuMemFree_v2"},
+        {(void **)&c->memset_d32, "cuMemsetD32_v2"},
+        {(void **)&c->memcpy_dtod, "cuMemcpyDtoD_v2"},
+        {(void **)&c->event_create, "cuEventCreate"},
+        {(void **)&c->event_record, "cuEventRecord"},
+        {(void **)&c->event_sync, "cuEventSynchronize"},
+        {(void **)&c->event_elapsed, "cuEventElapsedTime"},
+        {(void **)&c->event_destroy, "cuEventDestroy_v2"},
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof *syms; i++) {
+        void *s = dlsym(c->lib, syms[i].name);
+        if (!s) {
+            snprintf(why, sizeof why, "libcuda has no %s", syms[i].name);
+            dlclose(c->lib);
+            c->lib = NULL;
+            return why;
+        }
+        memcpy(syms[i].fp, &s, sizeof s); /* object to function pointer, as POSIX allows */
+    }
+    return NULL;
+}
+
+static bool cuda_copy(const options *o, copy_result *r) {
+    cuda_api c;
+    const char *why = cuda_load(&c);
+    if (why) {
+        fprintf(stderr, PROG ": stream_copy: cannot use the CUDA driver: %s\n", why);
+        return false;
+    }
+    int dev = 0;
+    void *ctx = NULL, *e0 = NULL, *e1 = NULL;
+    cu_devptr src = 0, dst = 0;
+    size_t bytes = (size_t)o->n * sizeof(float);
+    double *t = NULL;
+    bool ok = false;
+    const char *step = "cuInit";
+    cu_result e = c.init(0);
+    if (!e) step = "cuDeviceGet", e = c.device_get(&dev, 0);
+    if (!e) step = "cuDevicePrimaryCtxRetain", e = c.primary_retain(&ctx, dev);
+    if (!e) step = "cuCtxSetCurrent", e = c.ctx_set_current(ctx);
+    if (!e) step = "cuMemAlloc", e = c.mem_alloc(&src, bytes);
+    if (!e) e = c.mem_alloc(&dst, bytes);
+    if (!e) step = "cuMemsetD32", e = c.memset_d32(src, 0x3f800000u, (size_t)o->n);
+    if (!e) step = "cuEventCreate", e = c.event_create(&e0, 0);
+    if (!e) e = c.event_create(&e1, 0);
+    float ms = 0;
+    for (int k = 0; !e && k < 3; k++) { /* two warm-ups, then one to size the reps */
+        step = "cuMemcpyDtoD";
+        e = c.event_record(e0, NULL);
+        if (!e) e = c.memcpy_dtod(dst, src, bytes);
+        if (!e) e = c.event_record(e1, NULL);
+        if (!e) e = c.event_sync(e1);
+        if (!e) e = c.event_elapsed(&ms, e0, e1);
+    }
+    int reps = pick_reps(o, ms * 1e-3);
+    if (!e && !(t = malloc((size_t)reps * sizeof *t))) step = "malloc", e = -1;
+    for (int k = 0; !e && k < reps; k++) {
+        e = c.event_record(e0, NULL);
+        if (!e) e = c.memcpy_dtod(dst, src, bytes);
+        if (!e) e = c.event_record(e1, NULL);
+        if (!e) e = c.event_sync(e1);
+        if (!e) e = c.event_elapsed(&ms, e0, e1);
+        if (!e) t[k] = ms * 1e-3;
+    }
+    if (!e) {
+        r->reps = reps;
+        r->median_s = median(t, reps);
+        r->gbps = 2.0 * (double)bytes / r->median_s / 1e9;
+        r->check_ok = true; /* not read back: the driver reported success */
+        char name[48] = "CUDA device";
+        c.device_get_name(name, (int)sizeof name, dev);
+        snprintf(r->what, sizeof r->what, "%s", name);
+        ok = true;
+    } else
+        fprintf(stderr, PROG ": stream_copy: %s failed (CUresult %d)\n", step, e);
+    free(t);
+    if (e0) c.event_destroy(e0);
+    if (e1) c.event_destroy(e1);
+    if (src) c.mem_free(src);
+    if (dst) c.mem_free(dst);
+    if (ctx) c.primary_release(dev);
+    dlclose(c.lib);
+    return ok;
+}
+
+/* ---- one case in one mode ---------------------------------------------------- */
+
+typedef struct run_result {
+    bool ok;
+    int64_t n;                       /* elements reported (matmul: its side) */
+    double first_s, median_s, gbps;  /* cold eval, median timed eval */
+    int reps, kernels;
+    size_t temp_bytes;               /* lf_eval_stats.bytes_materialized */
+    size_t traffic;                  /* graph input + output bytes */
+    int nout;
+    lf_dtype dtype[SEED_MAX_OUTS];
+    int64_t numel[SEED_MAX_OUTS];
+    void *host[SEED_MAX_OUTS];       /* the outputs, read back after the timed evals */
+} run_result;
+
+static void run_result_free(run_result *r) {
+    for (int k = 0; k < SEED_MAX_OUTS; k++) free(r->host[k]);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- kernel cache folders ----------------------------------------------------
+ * By default every context gets its own empty disk-cache folder under one
+ * mkdtemp root, so each first eval compiles cold (no entry left by an earlier
+ * run or by the other mode); the root is removed at exit. */
+
+static char cache_root[4096]; /* "" when not in use */
+
+static int remove_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+    (void)sb, (void)type, (void)ftw;
+    if (remove(path) != 0) fprintf(stderr, PROG ": cannot remove %s: %s\n", path, strerror(errno));
+    return 0;
+}
+
+static void cache_root_make(const options *o) {
+    if (o->cache_dir || o->cache_default) return;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(cache_root, sizeof cache_root, "%s/lazyfuse-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(cache_root)) {
+        fprintf(stderr, PROG ": warning: mkdtemp %s: %s; using the default kernel cache, so "
+                        "first_s may not be a cold compile\n", cache_root, strerror(errno));
+        cache_root[0] = '\0';
+    }
+}
+
+static void cache_root_remove(void) {
+    if (cache_root[0]) nftw(cache_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    cache_root[0] = '\0';
+}
+
+/* "fresh", "default" or "dir": how first_s is to be read. */
+static const char *cache_kind(const options *o) {
+    return o->cache_dir ? "dir" : cache_root[0] ? "fresh" : "default";
+}
+
+/* A context on the chosen backend with fusion on or off; tag names its fresh
+ * cache folder. */
+static lf_ctx *make_ctx(const options *o, bool fused, const char *tag) {
+    char dir[4200];
+    lf_ctx_options co;
+    lf_ctx_options_init(&co);
+    co.backend = o->backend;
+    co.fusion = fused ? 1 : 0;
+    co.threads = o->threads;
+    co.cache_dir = o->cache_dir;
+    if (cache_root[0]) {
+        snprintf(dir, sizeof dir, "%s/%s-%s", cache_root, tag, fused ? "fused" : "unfused");
+        co.cache_dir = dir;
+    }
+    return lf_ctx_new(&co);
+}
+
+/* The size handed to the seed builder, and the main input's element count. */
+static int64_t builder_size(const options *o, const bench_case *c, int64_t *main_numel) {
+    switch (c->shape) {
+    case SHAPE_ROWS: {
+        int64_t cols = o->n / SOFTMAX_ROWS > 0 ? o->n / SOFTMAX_ROWS : 1;
+        *main_numel = SOFTMAX_ROWS * cols;
+        return cols;
+    }
+    case SHAPE_MATMUL: *main_numel = o->matmul_n * o->matmul_n; return o->matmul_n;
+    default: *main_numel = o->n; return o->n;
+    }
+}
+
+static bool run_case(const options *o, const bench_case *c, bool fused, run_result *r) {
+    memset(r, 0, sizeof *r);
+    const seed_example *ex = seed_find(c->seed);
+    const char *mode = fused ? "fused" : "unfused";
+    if (!ex) {
+        fprintf(stderr, PROG ": %s: no seed example '%s'\n", c->name, c->seed);
+        return false;
+    }
+    lf_ctx *ctx = make_ctx(o, fused, c->name);
+    if (!ctx) {
+        fprintf(stderr, PROG ": %s %s: %s\n", c->name, mode, lf_errmsg(NULL));
+        return false;
+    }
+    int64_t main_numel;
+    int64_t size = builder_size(o, c, &main_numel);
+    r->n = c->shape == SHAPE_MATMUL ? o->matmul_n : main_numel;
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *outs[SEED_MAX_OUTS];
+    lf_buffer *dst[SEED_MAX_OUTS] = {NULL};
+    double *t = NULL;
+    const char *step = "build";
+    int nout = g ? ex->build(ctx, g, size, outs) : 0;
+    bool ok = nout > 0;
+    for (int k = 0; ok && k < nout; k++) ok = (dst[k] = lf_buffer_new_like(ctx, outs[k])) != NULL;
+    if (ok) {
+        step = "eval";
+        double t0 = now_s();
+        ok = lf_eval(g, nout, outs, dst) == LF_OK;
+        r->first_s = now_s() - t0;
+    }
+    if (ok) {
+        double t0 = now_s();
+        ok = lf_eval(g, nout, outs, dst) == LF_OK;
+        r->reps = pick_reps(o, now_s() - t0);
+    }
+    if (ok && !(t = malloc((size_t)r->reps * sizeof *t))) {
+        fprintf(stderr, PROG ": %s %s: out of memory\n", c->name, mode);
+        lf_ctx_destroy(ctx);
+        return false;
+    }
+    for (int k = 0; ok && k < r->reps; k++) {
+        double t0 = now_s();
+        ok = lf_eval(g, nout, outs, dst) == LF_OK;
+        t[k] = now_s() - t0;
+    }
+    if (!ok) {
+        fprintf(stderr, PROG ": %s %s: %s failed: %s\n", c->name, mode, step, lf_errmsg(ctx));
+        free(t);
+        lf_ctx_destroy(ctx);
+        return false;
+    }
+    r->median_s = median(t, r->reps);
+    free(t);
+    lf_eval_stats st;
+    lf_ctx_last_stats(ctx, &st);
+    r->kernels = st.kernels;
+    /* temp_bytes: bytes_materialized, "bytes of the intermediates this
+     * schedule stores": what is written to memory beyond inputs and outputs
+     * (temp_bytes_avoided is the opposite, what fusion did not store). */
+    r->temp_bytes = st.bytes_materialized;
+    r->traffic = (size_t)c->ninputs * (size_t)main_numel * sizeof(float);
+    r->nout = nout;
+    for (int k = 0; k < nout; k++) {
+        size_t bytes = lf_buffer_bytes(dst[k]);
+        r->traffic += bytes;
+        r->dtype[k] = lf_buffer_dtype(dst[k]);
+        r->numel[k] = lf_buffer_numel(dst[k]);
+        r->host[k] = malloc(bytes ? bytes : 1);
+        if (r->host[k] && lf_buffer_read(dst[k], r->host[k], bytes) != LF_OK) {
+            free(r->host[k]);
+            r->host[k] = NULL;
+        }
+    }
+    /* a fused schedule that stores no intermediate reads each input once and
+     * writes each output once: its statistics must agree with the traffic
+     * counted here (else cases[].ninputs has drifted from the seed builder) */
+    if (fused && st.bytes_materialized == 0 && st.bytes_read + st.bytes_written != r->traffic)
+        fprintf(stderr, PROG ": warning: %s: counted %zu bytes of inputs and outputs, the schedule "
+                        "moves %zu\n", c->name, r->traffic, st.bytes_read + st.bytes_written);
+    r->gbps = (double)r->traffic / r->median_s / 1e9;
+    r->ok = true;
+    lf_ctx_destroy(ctx);
+    return true;
+}
+
+/* "ok", "MISMATCH" or "n/a" (one mode only, or outputs not read back). */
+static const char *compare(const bench_case *c, const run_result *f, const run_result *u, double *diff) {
+    *diff = NAN;
+    if (!f->ok || !u->ok || f->nout != u->nout) return "n/a";
+    double worst = 0;
+    for (int k = 0; k < f->nout; k++) {
+        if (!f->host[k] || !u->host[k] || f->numel[k] != u->numel[k] || f->dtype[k] != u->dtype[k])
+            return "n/a";
+        double d = max_rel_diff(f->host[k], u->host[k], f->dtype[k], f->numel[k]);
+        if (!(d <= worst)) worst = d;
+    }
+    *diff = worst;
+    return worst <= c->tol ? "ok" : "MISMATCH";
+}
+
+/* ---- overhead: a built triad re-evaluated, and rebuilt each time ------------ */
+
+typedef struct overhead_result {
+    bool ok;
+    double median_s[2];   /* cached_reeval, rebuild_reeval */
+    int kernels[2];
+    size_t temp_bytes[2];
+    bool check_ok;
+} overhead_result;
+
+static lf_node *triad_of(lf_graph *g, lf_buffer *const *in) {
+    return lf_add(g, lf_mul(g, lf_input(g, in[0]), lf_input(g, in[1])), lf_input(g, in[2]));
+}
+
+static bool run_overhead(const options *o, overhead_result *r) {
+    memset(r, 0, sizeof *r);
+    lf_ctx *ctx = make_ctx(o, true, "overhead");
+    if (!ctx) {
+        fprintf(stderr, PROG ": overhead: %s\n", lf_errmsg(NULL));
+        return false;
+    }
+    int64_t n = OVERHEAD_N;
+    float host[3][OVERHEAD_N], out[OVERHEAD_N];
+    lf_buffer *in[3] = {NULL}, *dst = lf_buffer_new(ctx, LF_F32, 1, &n);
+    bool ok = dst != NULL;
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < OVERHEAD_N; i++) host[k][i] = (float)((i * (k + 3)) % 17) * 0.125f - 1.0f;
+        in[k] = lf_buffer_new(ctx, LF_F32, 1, &n);
+        ok = ok && in[k] && lf_buffer_write(in[k], host[k], sizeof host[k]) == LF_OK;
+    }
+    static double t[OVERHEAD_ITERS];
+    lf_eval_stats st;
+    /* cached: one graph, evaluated once to warm up, then OVERHEAD_ITERS times */
+    lf_graph *g = ok ? lf_graph_new(ctx) : NULL;
+    lf_node *y = g ? triad_of(g, in) : NULL;
+    ok = y && lf_eval(g, 1, &y, &dst) == LF_OK;
+    for (int k = 0; ok && k < OVERHEAD_ITERS; k++) {
+        double t0 = now_s();
+        ok = lf_eval(g, 1, &y, &dst) == LF_OK;
+        t[k] = now_s() - t0;
+    }
+    if (ok) {
+        r->median_s[0] = median(t, OVERHEAD_ITERS);
+        lf_ctx_last_stats(ctx, &st);
+        r->kernels[0] = st.kernels;
+        r->temp_bytes[0] = st.bytes_materialized;
+    }
+    lf_graph_free(g);
+    /* rebuilt: a new graph of the same structure per iteration (one warm-up) */
+    for (int k = -1; ok && k < OVERHEAD_ITERS; k++) {
+        double t0 = now_s();
+        g = lf_graph_new(ctx);
+        y = g ? triad_of(g, in) : NULL;
+        ok = y && lf_eval(g, 1, &y, &dst) == LF_OK;
+        lf_graph_free(g);
+        if (k >= 0) t[k] = now_s() - t0;
+    }
+    if (ok) {
+        r->median_s[1] = median(t, OVERHEAD_ITERS);
+        lf_ctx_last_stats(ctx, &st);
+        r->kernels[1] = st.kernels;
+        r->temp_bytes[1] = st.bytes_materialized;
+        ok = lf_buffer_read(dst, out, sizeof out) == LF_OK;
+    }
+    if (ok) {
+        r->check_ok = true;
+        for (int i = 0; i < OVERHEAD_N; i++) {
+            float want = host[0][i] * host[1][i] + host[2][i];
+            if (!(fabsf(out[i] - want) <= 1e-5f * (1 + fabsf(want)))) r->check_ok = false;
+        }
+    } else
+        fprintf(stderr, PROG ": overhead: %s\n", lf_errmsg(ctx));
+    r->ok = ok;
+    lf_ctx_destroy(ctx);
+    return ok;
+}
+
+/* ---- output ---------------------------------------------------------------------- */
+
+static const char *backend_str(const options *o) { return o->backend == LF_BACKEND_CUDA ? "cuda" : "cpu"; }
+
+static void json_case(const options *o, const bench_case *c, const char *mode, const run_result *r,
+                      const char *check, double diff, double speedup, double copy_gbps) {
+    printf("{\"case\":\"%s\",\"backend\":\"%s\",\"mode\":\"%s\",\"n\":%" PRId64, c->name,
+           backend_str(o), mode, r->n);
+    json_num("median_s", r->median_s, "%.9g");
+    json_num("gbps", r->gbps, "%.4f");
+    printf(",\"kernels\":%d,\"temp_bytes\":%zu", r->kernels, r->temp_bytes);
+    json_num("first_s", r->first_s, "%.9g");
+    printf(",\"reps\":%d,\"threads\":%d,\"bytes\":%zu,\"cache\":\"%s\"", r->reps, o->nthreads,
+           r->traffic, cache_kind(o));
+    json_num("pct_of_stream_copy", copy_gbps > 0 ? 100 * r->gbps / copy_gbps : NAN, "%.2f");
+    if (c->shape == SHAPE_MATMUL) {
+        double m = (double)o->matmul_n;
+        json_num("gflops", 2 * m * m * m / r->median_s / 1e9, "%.4f");
+    }
+    if (!isnan(speedup)) json_num("speedup", speedup, "%.4f");
+    printf(",\"check\":\"%s\"", check);
+    if (!isnan(diff)) json_num("max_rel_diff", diff, "%.3g");
+    printf("}\n");
+}
+
+static void fmt_opt(char *buf, size_t cap, double v, const char *fmt) {
+    if (isfinite(v)) snprintf(buf, cap, fmt, v);
+    else snprintf(buf, cap, "-");
+}
+
+static void table_case(const bench_case *c, const options *o, const char *mode, const run_result *r,
+                       const char *check, double speedup, double copy_gbps) {
+    char pct[16], sp[16], gf[16];
+    fmt_opt(pct, sizeof pct, copy_gbps > 0 ? 100 * r->gbps / copy_gbps : NAN, "%.1f%%");
+    fmt_opt(sp, sizeof sp, speedup, "%.2fx");
+    double m = (double)o->matmul_n;
+    fmt_opt(gf, sizeof gf, c->shape == SHAPE_MATMUL ? 2 * m * m * m / r->median_s / 1e9 : NAN, "%.2f");
+    printf("%-18s %-8s %7d %9.1f %9.2f %10.3f %8.2f %7s %8s %8s  %s\n", c->name, mode, r->kernels,
+           (double)r->temp_bytes / 1e6, r->first_s * 1e3, r->median_s * 1e3, r->gbps, pct, sp, gf,
+           check);
+}
+
+static void table_header(void) {
+    printf("%-18s %-8s %7s %9s %9s %10s %8s %7s %8s %8s  %s\n", "case", "mode", "kernels", "temp MB",
+           "first ms", "median ms", "GB/s", "% copy", "speedup", "GFLOP/s", "check");
+}
+
+int main(int argc, char **argv) {
+    options o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0) return rc;
+    int failed = 0;
+
+    char model[256];
+    cpu_model(model, sizeof model);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    FILE *info = o.json ? stderr : stdout;
+    fprintf(info, PROG ": backend %s, %d thread%s, n %" PRId64 ", reps %s\n", backend_str(&o), o.nthreads,
+            o.nthreads == 1 ? "" : "s", o.n, o.reps ? "fixed" : "auto (~0.5 s per case and mode, 5..200)");
+    fprintf(info, "machine: %s, %ld online CPU%s\n", model, cpus, cpus == 1 ? "" : "s");
+    cache_root_make(&o);
+    if (cache_root[0])
+        fprintf(info, "kernel cache: a fresh folder per case and mode under %s (removed at exit): "
+                      "first ms is a cold compile\n", cache_root);
+    else
+        fprintf(info, "kernel cache: %s: first ms may be a disk-cache hit\n",
+                o.cache_dir ? o.cache_dir : "the library's default folder");
+
+    /* the bandwidth limit first, in the same process */
+    copy_result copy = {0};
+    copy.ok = o.backend == LF_BACKEND_CUDA ? cuda_copy(&o, &copy) : host_copy(&o, &copy);
+    if (copy.ok) {
+        if (!copy.check_ok) {
+            fprintf(stderr, PROG ": warning: stream_copy destination differs from its source\n");
+            failed = 1;
+        }
+        fprintf(info, "stream_copy (%s): %.2f GB/s (median of %d, %.1f MiB copied each)\n", copy.what,
+                copy.gbps, copy.reps, (double)o.n * sizeof(float) / 1048576.0);
+        if (o.json) {
+            printf("{\"case\":\"stream_copy\",\"backend\":\"%s\",\"mode\":\"reference\",\"n\":%" PRId64,
+                   backend_str(&o), o.n);
+            json_num("median_s", copy.median_s, "%.9g");
+            json_num("gbps", copy.gbps, "%.4f");
+            printf(",\"kernels\":1,\"temp_bytes\":0,\"reps\":%d,\"threads\":%d,\"bytes\":%.0f,"
+                   "\"copy\":\"%s\",\"check\":\"%s\"}\n",
+                   copy.reps, o.backend == LF_BACKEND_CUDA ? 0 : o.nthreads,
+                   2.0 * (double)o.n * sizeof(float),
+                   o.backend == LF_BACKEND_CUDA ? "cuMemcpyDtoD" : o.use_memcpy ? "memcpy" : "loop",
+                   copy.check_ok ? "ok" : "MISMATCH");
+            fflush(stdout);
+        }
+    } else {
+        fprintf(info, "stream_copy: not measured (see above); %% copy left out\n");
+        failed = 1;
+    }
+    if (!o.json) {
+        printf("\n");
+        table_header();
+        fflush(stdout);
+    }
+
+    for (int i = 0; i < NCASES; i++) {
+        if (!o.selected[i]) continue;
+        const bench_case *c = &cases[i];
+        run_result f = {0}, u = {0};
+        if (o.run_fused) {
+            if (o.json) fprintf(stderr, PROG ": %s fused...\n", c->name);
+            if (!run_case(&o, c, true, &f)) failed = 1;
+        }
+        if (o.run_unfused) {
+            if (o.json) fprintf(stderr, PROG ": %s unfused...\n", c->name);
+            if (!run_case(&o, c, false, &u)) failed = 1;
+        }
+        double diff;
+        const char *check = compare(c, &f, &u, &diff);
+        if (!strcmp(check, "MISMATCH"))
+            fprintf(stderr, PROG ": warning: %s: fused and unfused outputs differ (max relative "
+                            "difference %.3g > %.0e)\n", c->name, diff, c->tol);
+        double speedup = f.ok && u.ok ? u.median_s / f.median_s : NAN;
+        double cg = copy.ok ? copy.gbps : 0;
+        if (f.ok) {
+            if (o.json) json_case(&o, c, "fused", &f, check, diff, speedup, cg);
+            else table_case(c, &o, "fused", &f, check, speedup, cg);
+        }
+        if (u.ok) {
+            if (o.json) json_case(&o, c, "unfused", &u, check, diff, NAN, cg);
+            else table_case(c, &o, "unfused", &u, check, NAN, cg);
+        }
+        fflush(stdout);
+        run_result_free(&f);
+        run_result_free(&u);
+    }
+
+    if (o.overhead) {
+        if (o.json) fprintf(stderr, PROG ": overhead...\n");
+        overhead_result ov;
+        if (!run_overhead(&o, &ov)) failed = 1;
+        else {
+            if (!ov.check_ok) {
+                fprintf(stderr, PROG ": warning: overhead: triad result differs from a*b+c\n");
+                failed = 1;
+            }
+            static const char *const modes[2] = {"cached_reeval", "rebuild_reeval"};
+            double traffic = 4.0 * OVERHEAD_N * sizeof(float);
+            if (o.json)
+                for (int k = 0; k < 2; k++) {
+                    printf("{\"case\":\"overhead\",\"backend\":\"%s\",\"mode\":\"%s\",\"n\":%d",
+                           backend_str(&o), modes[k], OVERHEAD_N);
+                    json_num("median_s", ov.median_s[k], "%.9g");
+                    json_num("gbps", traffic / ov.median_s[k] / 1e9, "%.4f");
+                    printf(",\"kernels\":%d,\"temp_bytes\":%zu", ov.kernels[k], ov.temp_bytes[k]);
+                    json_num("median_us", ov.median_s[k] * 1e6, "%.3f");
+                    printf(",\"reps\":%d,\"threads\":%d,\"check\":\"%s\"}\n", OVERHEAD_ITERS, o.nthreads,
+                           ov.check_ok ? "ok" : "MISMATCH");
+                }
+            else
+                printf("\noverhead (triad a*b+c, n = %d, median of %d): cached re-eval %.2f us/eval, "
+                       "rebuild + eval %.2f us/iteration\n",
+                       OVERHEAD_N, OVERHEAD_ITERS, ov.median_s[0] * 1e6, ov.median_s[1] * 1e6);
+        }
+    }
+    if (!o.json && o.run_fused && o.run_unfused)
+        printf("\nGB/s counts graph inputs and outputs only; %% copy is GB/s over stream_copy; "
+               "speedup is unfused over fused median.\n");
+    cache_root_remove();
+    return failed;
+}

@@ -1,0 +1,177 @@
+/* codegen/codegen.h: internal interface of the codegen stage.
+ *
+ * Codegen turns one scheduled kernel (fusion/fusion.h) into source text. It
+ * works in two steps, both here:
+ *
+ *  1. layout (layout.c): every memory access of the kernel (each fn's loads
+ *     and the stores) becomes an affine access over one loop nest. The loop
+ *     axes are the kernel's iteration-space axes, reordered for the strategy
+ *     (kept axes first; reduced axes next; for an "outer" reduction the last
+ *     kept axis innermost), extent-1 axes dropped, and adjacent axes merged
+ *     where every access allows it. The layout also fixes the kernel's
+ *     runtime parameter vector P: extents, offsets and strides are passed at
+ *     run time, so one compiled kernel serves every size with the same
+ *     structure; what the source bakes in is only structure (rank, dtypes,
+ *     which accesses are contiguous or invariant in the innermost loop, the
+ *     fns and their literals).
+ *  2. emission (emit.c): one emitter walks the layout and the kernel's fns and
+ *     prints the loop skeleton of the strategy and the expressions; a dialect
+ *     (dialect_c.c today; CUDA later) supplies the language's strings: the
+ *     prelude of helper functions, type names, math function names and the
+ *     kernel qualifiers.
+ *
+ * What must stay true:
+ *  - the source depends only on the kernel's structure, never on node
+ *    pointers, buffer addresses or sizes (node ids appear only inside
+ *    comments, which cg_source_hash skips), so rebuilding the same graph gives
+ *    the same text and hits the kernel cache;
+ *  - cg_fill_params writes exactly the P layout that the emitted source reads
+ *    (both follow cg_layout's param_* indices);
+ *  - results are those of the reference evaluator: exact for every operator
+ *    except the transcendental math functions (the dialect's accuracy,
+ *    stated in lazyfuse.h) and the summation order of float reductions
+ *    (fixed lanes and blocks: it depends on the shape, never on the thread
+ *    count).
+ */
+#ifndef LF_CODEGEN_H
+#define LF_CODEGEN_H
+
+#include "fusion/fusion.h"
+
+/* ==== layout.c: loop nest and accesses =================================== */
+
+typedef enum cg_strategy {
+    CG_ELEMENTWISE,  /* one loop nest over the space; work = flat elements */
+    CG_REDUCE_FULL,  /* every axis reduced: blocks of the outermost axis give
+                        partial results, combined in block order */
+    CG_REDUCE_INNER, /* innermost axis reduced: work = output elements, each
+                        folds its reduced positions with CG_LANES lanes */
+    CG_REDUCE_OUTER  /* innermost axis kept: work = (outer output, block of
+                        CG_OUTER_BLOCK innermost outputs); the innermost loop
+                        runs over outputs, accumulators are arrays */
+} cg_strategy;
+
+enum {
+    CG_LANES = 16,          /* independent accumulators of an inner reduction */
+    CG_OUTER_BLOCK = 256,   /* innermost outputs per work item (outer reductions) */
+    CG_FULL_BLOCK = 16384,  /* reduced positions per partial (full reductions) */
+    CG_MAX_ACCESSES = LF_MAX_ARGS * (FUSE_MAX_PASSES + 2) + FUSE_MAX_STORES,
+    CG_MAX_BUFS = CG_MAX_ACCESSES
+};
+
+/* Where an access's innermost-loop stride puts it. */
+typedef enum cg_inner {
+    CG_INNER_INVARIANT,  /* stride 0: loaded once per innermost loop */
+    CG_INNER_CONTIGUOUS, /* stride 1 */
+    CG_INNER_STRIDED     /* any other stride (a runtime parameter) */
+} cg_inner;
+
+/* One load or store, affine over the loop nest. */
+typedef struct cg_access {
+    int fn;                        /* loads: fn index (fuse_kernel_fn_loads); stores: -1 */
+    int index;                     /* load index in that fn, or store index */
+    const fuse_load *load;         /* the load (NULL for stores) */
+    int buf;                       /* kernel buffer (B[buf]); -1 for an iota */
+    lf_dtype dtype;                /* element type */
+    int64_t offset;                /* element offset at loop index 0 */
+    int64_t strides[LF_MAX_DIMS];  /* per loop axis, in elements */
+    cg_inner inner;                /* class of the innermost loop axis */
+    int param_offset;              /* P index of offset; strides follow (one
+                                      per loop axis) */
+    int param_steps;               /* P index of the extra map steps, or -1 */
+    int param_iota;                /* iota: P index of start, step (int64 when
+                                      iota_exact, else double bits), or -1 */
+    bool iota_exact;               /* iota computed in wrapping int64 */
+} cg_access;
+
+typedef struct cg_layout {
+    const fuse_kernel *kernel;     /* the kernel laid out */
+    cg_strategy strategy;
+    int ndim;                      /* loop axes, outermost first */
+    int64_t extent[LF_MAX_DIMS];   /* their extents */
+    int nkept;                     /* axes [0, nkept) are kept (output) axes;
+                                      OUTER: plus the last axis */
+    int nred;                      /* reduced axes after them (0 elementwise) */
+    int64_t count;                 /* reduced positions per output element */
+    int64_t out_numel;             /* output elements (1 elementwise) */
+    int64_t work;                  /* work items the kernel's range splits:
+                                      elements, outputs, (outer, block) pairs,
+                                      or blocks of a full reduction */
+    int64_t full_block;            /* FULL: outermost-axis positions per block */
+    int naccess;                   /* accesses: loads by fn, then stores */
+    cg_access access[CG_MAX_ACCESSES];
+    int nbufs;                     /* distinct slots the kernel touches */
+    int buf_slot[CG_MAX_BUFS];     /* schedule slot of each buffer */
+    bool buf_written[CG_MAX_BUFS]; /* stored by this kernel */
+    int nparams;                   /* length of P */
+    int param_extent;              /* P index of extent[0] (others follow) */
+    int param_count;               /* P index of count */
+    int param_full_block;          /* P index of full_block */
+} cg_layout;
+
+/* Lays out kernel k of s. Never fails (bounded sizes, no allocation). */
+void cg_layout_kernel(const fuse_schedule *s, int k, cg_layout *lay);
+/* Writes P (lay->nparams int64 values) for the layout. */
+void cg_fill_params(const cg_layout *lay, int64_t *P);
+/* The access of fn f's load j (loads come first in access[]). */
+const cg_access *cg_load_access(const cg_layout *lay, int f, int j);
+
+/* ==== dialect ============================================================ */
+
+typedef struct cg_dialect {
+    const char *name;              /* "c" */
+    const char *prelude;           /* helper functions every kernel includes */
+    const char *type[LF_NDTYPES];  /* storage type per dtype */
+    const char *value_type[LF_NDTYPES]; /* type of expression values */
+    const char *entry;             /* qualifier of exported kernel functions */
+    bool vector_math;              /* math calls go to a vector library */
+} cg_dialect;
+
+/* The C dialect; vector_math says whether libmvec is used (declared simd). */
+const cg_dialect *cg_dialect_c(bool vector_math);
+
+/* ==== emit.c: source text ================================================ */
+
+/* A growing string (graph_malloc'd). */
+typedef struct cg_text {
+    char *s;
+    size_t len, cap;
+    bool nomem;                    /* an append failed: s is incomplete */
+} cg_text;
+
+void cg_text_free(cg_text *t);
+void cg_printf(cg_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Names of the generated functions of a kernel (kernel prefix "lf_k"):
+ *   ELEMENTWISE, INNER, OUTER: void lf_k_run(B, P, begin, end)
+ *   FULL: void lf_k_pass<q>(B, P, R, begin, end, part) per pass q,
+ *         void lf_k_fin<q>(P, R, part, nblocks),
+ *         void lf_k_epi(B, P, R), void lf_k_row(B, P, R, begin, end) if a row pass
+ * with B the buffers, P the parameters, R the finished reduction values
+ * (cg_value, one per reduction), part the partials (cg_partial, one per
+ * reduction of the pass per block). */
+typedef union cg_value {
+    double f;
+    int64_t i;
+} cg_value;
+typedef struct cg_partial {
+    cg_value v;
+    int64_t arg;
+} cg_partial;
+
+typedef void (*cg_run_fn)(void *const *B, const int64_t *P, int64_t begin, int64_t end);
+typedef void (*cg_pass_fn)(void *const *B, const int64_t *P, cg_value *R, int64_t begin,
+                           int64_t end, cg_partial *part);
+typedef void (*cg_fin_fn)(const int64_t *P, cg_value *R, const cg_partial *part, int64_t nblocks);
+typedef void (*cg_epi_fn)(void *const *B, const int64_t *P, cg_value *R);
+typedef void (*cg_row_fn)(void *const *B, const int64_t *P, cg_value *R, int64_t begin,
+                          int64_t end);
+
+/* Appends the whole translation unit for the layout (prelude, then the
+ * kernel's functions) to out. Node ids go in comments only. */
+void cg_emit_kernel(const fuse_schedule *s, const cg_layout *lay, const cg_dialect *d,
+                    cg_text *out);
+/* 64-bit FNV-1a hash of text with comments skipped: the structural key. */
+uint64_t cg_source_hash(const char *text);
+
+#endif /* LF_CODEGEN_H */

@@ -1,0 +1,937 @@
+/* codegen/emit.c: the emitter. Prints one laid-out kernel as source text.
+ *
+ * The emitter walks a cg_layout (codegen/layout.c) and the kernel's fns and
+ * prints the loop skeleton of the kernel's strategy with the fns' expressions
+ * inside; the dialect gives type names, the prelude and qualifiers.
+ *
+ *  - ELEMENTWISE: lf_k_run(B, P, begin, end) over flat elements: per row
+ *    segment the outer axes are unravelled once (index arithmetic hoisted
+ *    out of the inner loop), then a unit-stride inner loop the compiler
+ *    vectorizes; loads invariant in it are hoisted before it.
+ *  - REDUCE_INNER: lf_k_run over output elements; each pass folds its
+ *    reduced positions into CG_LANES independent accumulators (the
+ *    innermost loop is split into lanes so it vectorizes without reordering
+ *    anything the shape does not fix), combined in lane order.
+ *  - REDUCE_OUTER: lf_k_run over (outer output, block of innermost outputs);
+ *    the innermost loop runs over outputs, each accumulating in reduced
+ *    order (the reference's order: results are bit-identical).
+ *  - REDUCE_FULL: lf_k_pass<q> computes one partial per block of the
+ *    outermost reduced axis, lf_k_fin<q> combines them in block order; then
+ *    lf_k_epi and lf_k_row.
+ * A value of the reduction order never depends on the number of threads:
+ * lanes and blocks are fixed by the shape alone.
+ *
+ * Names in the generated text: b<k> buffer k; o<a>_<L> offset of access a at
+ * loop level L; s<a> its innermost stride; h<a> a hoisted invariant load;
+ * <x>v<i> expression i of an fn; acc<r>/arg<r> accumulators of reduction r;
+ * res<r> its finished value. Comments name graph nodes (n<id>); they are not
+ * part of the structural key (cg_source_hash skips comments).
+ */
+#include "codegen/codegen.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+/* ---- text ----------------------------------------------------------------------------- */
+
+void cg_text_free(cg_text *t) {
+    graph_free(t->s);
+    memset(t, 0, sizeof *t);
+}
+
+static void text_vappend(cg_text *t, const char *fmt, va_list ap) {
+    if (t->nomem) return;
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0) return;
+    if (t->len + (size_t)n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 4096;
+        while (cap < t->len + (size_t)n + 1) cap *= 2;
+        char *s = graph_realloc(t->s, cap);
+        if (!s) {
+            t->nomem = true;
+            return;
+        }
+        t->s = s;
+        t->cap = cap;
+    }
+    vsnprintf(t->s + t->len, (size_t)n + 1, fmt, ap);
+    t->len += (size_t)n;
+}
+
+void cg_printf(cg_text *t, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    text_vappend(t, fmt, ap);
+    va_end(ap);
+}
+
+uint64_t cg_source_hash(const char *text) {
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = text; *p; p++) {
+        if (p[0] == '/' && p[1] == '*') {
+            const char *end = strstr(p + 2, "*/");
+            if (!end) break;
+            p = end + 1;
+            continue;
+        }
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    }
+    return h;
+}
+
+/* ---- the emitter ----------------------------------------------------------------------- */
+
+typedef struct emitter {
+    cg_text *t;
+    const fuse_schedule *s;
+    const cg_layout *lay;
+    const fuse_kernel *kn;
+    const cg_dialect *d;
+    int depth;         /* indentation */
+    int level;         /* current loop level (names o<a>_<level>) */
+} emitter;
+
+typedef char expr_buf[768];
+
+/* snprintf for expression pieces: a piece that does not fit (never expected:
+ * pieces are variable names in short wrappers) becomes a line that stops
+ * the compile, never silently wrong code. */
+static void fmt(char *out, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
+static void fmt(char *out, size_t cap, const char *f, ...) {
+    va_list ap;
+    va_start(ap, f);
+    int n = vsnprintf(out, cap, f, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= cap) snprintf(out, cap, "\n#error lazyfuse: expression piece too long\n");
+}
+
+static void line(emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void line(emitter *e, const char *fmt, ...) {
+    cg_printf(e->t, "%*s", 4 * e->depth, "");
+    va_list ap;
+    va_start(ap, fmt);
+    text_vappend(e->t, fmt, ap);
+    va_end(ap);
+    cg_printf(e->t, "\n");
+}
+
+static const char *vtype(const emitter *e, lf_dtype t) { return e->d->value_type[t]; }
+
+/* Converts C expression x of dtype `from` to dtype `to`, as
+ * graph_scalar_convert does (x is already a value of from's value type). */
+static void convert(char *out, size_t cap, const char *x, lf_dtype from, lf_dtype to) {
+    if (from == to) {
+        fmt(out, cap, "%s", x);
+        return;
+    }
+    bool ff = graph_dtype_is_float(from);
+    switch (to) {
+    case LF_F32: fmt(out, cap, "(float)(%s)", x); return;
+    case LF_F64: fmt(out, cap, "(double)(%s)", x); return;
+    case LF_BOOL: fmt(out, cap, "((%s) != 0)", x); return;
+    case LF_I32:
+        if (ff) fmt(out, cap, "lf_f2i32((double)(%s))", x);
+        else fmt(out, cap, "(int32_t)(uint32_t)(%s)", x);
+        return;
+    default:
+        if (ff) fmt(out, cap, "lf_f2i64((double)(%s))", x);
+        else fmt(out, cap, "(int64_t)(%s)", x);
+        return;
+    }
+}
+
+/* The C expression of op applied in compute dtype ct to operands x[]. */
+static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][sizeof(expr_buf)]) {
+    const op_info *oi = &graph_ops[op];
+    switch (oi->typing) {
+    case OPTY_CMP: fmt(out, cap, "((%s) %s (%s))", x[0], oi->text, x[1]); return;
+    case OPTY_LOGIC:
+        if (op == LF_OP_NOT) fmt(out, cap, "(!(%s))", x[0]);
+        else fmt(out, cap, "((%s) %s (%s))", x[0], op == LF_OP_AND ? "&&" : "||", x[1]);
+        return;
+    case OPTY_PRED:
+        if (!graph_dtype_is_float(ct)) fmt(out, cap, "0");
+        else if (op == LF_OP_ISNAN) fmt(out, cap, "((%s) != (%s))", x[0], x[0]);
+        else fmt(out, cap, "lf_isinf_%s(%s)", ct == LF_F32 ? "f32" : "f64", x[0]);
+        return;
+    case OPTY_SELECT: fmt(out, cap, "((%s) ? (%s) : (%s))", x[0], x[1], x[2]); return;
+    default: break;
+    }
+    if (graph_dtype_is_float(ct)) {
+        bool f = ct == LF_F32;
+        const char *sx = f ? "f" : "", *tag = f ? "f32" : "f64", *one = f ? "1.0f" : "1.0";
+        switch (op) {
+        case LF_OP_ADD: fmt(out, cap, "((%s) + (%s))", x[0], x[1]); return;
+        case LF_OP_SUB: fmt(out, cap, "((%s) - (%s))", x[0], x[1]); return;
+        case LF_OP_MUL: fmt(out, cap, "((%s) * (%s))", x[0], x[1]); return;
+        case LF_OP_DIV: fmt(out, cap, "((%s) / (%s))", x[0], x[1]); return;
+        case LF_OP_MOD: fmt(out, cap, "lf_pymod_%s(%s, %s)", tag, x[0], x[1]); return;
+        case LF_OP_MIN: fmt(out, cap, "lf_fmin_%s(%s, %s)", tag, x[0], x[1]); return;
+        case LF_OP_MAX: fmt(out, cap, "lf_fmax_%s(%s, %s)", tag, x[0], x[1]); return;
+        case LF_OP_NEG: fmt(out, cap, "(-(%s))", x[0]); return;
+        case LF_OP_SIGN: fmt(out, cap, "lf_sign_%s(%s)", tag, x[0]); return;
+        case LF_OP_ROUND: fmt(out, cap, "nearbyint%s(%s)", sx, x[0]); return;
+        case LF_OP_RSQRT: fmt(out, cap, "(%s / sqrt%s(%s))", one, sx, x[0]); return;
+        case LF_OP_SIGMOID:
+            fmt(out, cap, "(%s / (%s + exp%s(-(%s))))", one, one, sx, x[0]);
+            return;
+        default: break;
+        }
+        if (oi->arity == 1) fmt(out, cap, "%s%s(%s)", oi->cname, sx, x[0]);
+        else if (oi->arity == 2) fmt(out, cap, "%s%s(%s, %s)", oi->cname, sx, x[0], x[1]);
+        else fmt(out, cap, "%s%s(%s, %s, %s)", oi->cname, sx, x[0], x[1], x[2]);
+        return;
+    }
+    if (ct == LF_BOOL) {
+        if (op == LF_OP_MIN) fmt(out, cap, "((%s) && (%s))", x[0], x[1]);
+        else if (op == LF_OP_MAX) fmt(out, cap, "((%s) || (%s))", x[0], x[1]);
+        else fmt(out, cap, "(%s)", x[0]);
+        return;
+    }
+    const char *T = ct == LF_I32 ? "int32_t" : "int64_t", *U = ct == LF_I32 ? "uint32_t" : "uint64_t";
+    switch (op) {
+    case LF_OP_ADD: fmt(out, cap, "(%s)((%s)(%s) + (%s)(%s))", T, U, x[0], U, x[1]); return;
+    case LF_OP_SUB: fmt(out, cap, "(%s)((%s)(%s) - (%s)(%s))", T, U, x[0], U, x[1]); return;
+    case LF_OP_MUL: fmt(out, cap, "(%s)((%s)(%s) * (%s)(%s))", T, U, x[0], U, x[1]); return;
+    case LF_OP_NEG: fmt(out, cap, "(%s)((%s)0 - (%s)(%s))", T, U, U, x[0]); return;
+    case LF_OP_MOD: fmt(out, cap, "(%s)lf_imod(%s, %s)", T, x[0], x[1]); return;
+    case LF_OP_POW: fmt(out, cap, "(%s)(%s)lf_ipow(%s, %s)", T, U, x[0], x[1]); return;
+    case LF_OP_MIN: fmt(out, cap, "((%s) < (%s) ? (%s) : (%s))", x[1], x[0], x[1], x[0]); return;
+    case LF_OP_MAX: fmt(out, cap, "((%s) > (%s) ? (%s) : (%s))", x[1], x[0], x[1], x[0]); return;
+    case LF_OP_ABS:
+        fmt(out, cap, "((%s) < 0 ? (%s)((%s)0 - (%s)(%s)) : (%s))", x[0], T, U, U, x[0], x[0]);
+        return;
+    case LF_OP_SIGN: fmt(out, cap, "(%s)(((%s) > 0) - ((%s) < 0))", T, x[0], x[0]); return;
+    default: fmt(out, cap, "(%s)", x[0]); return; /* floor, ceil, round, trunc */
+    }
+}
+
+/* ---- accesses ---------------------------------------------------------------------------- */
+
+/* Which accesses belong to region reg (an fn index; stores: the elementwise
+ * body, the epilogue's or the row pass's). */
+static bool in_region(const emitter *e, const cg_access *a, int reg) {
+    if (a->fn >= 0) return a->fn == reg;
+    const fuse_kernel *kn = e->kn;
+    if (!kn->epi) return reg == 0;
+    bool row = kn->stores[a->index].row;
+    return row ? reg == kn->npasses + 1 : reg == kn->npasses;
+}
+
+static int access_id(const emitter *e, const cg_access *a) { return (int)(a - e->lay->access); }
+
+/* Element index of access a at innermost index jv (NULL: at the base). */
+static void access_index(const emitter *e, const cg_access *a, const char *jv, char *out, size_t cap) {
+    int id = access_id(e, a);
+    expr_buf lin;
+    if (!jv || a->inner == CG_INNER_INVARIANT) fmt(lin, sizeof lin, "o%d_%d", id, e->level);
+    else if (a->inner == CG_INNER_CONTIGUOUS) fmt(lin, sizeof lin, "o%d_%d + %s", id, e->level, jv);
+    else fmt(lin, sizeof lin, "o%d_%d + %s * s%d", id, e->level, jv, id);
+    if (a->param_steps >= 0) fmt(out, cap, "lf_steps(P + %d, %s)", a->param_steps, lin);
+    else fmt(out, cap, "%s", lin);
+}
+
+/* The value of load access a at innermost index jv, in its value type. */
+static void load_value(const emitter *e, const cg_access *a, const char *jv, char *out, size_t cap) {
+    expr_buf idx;
+    access_index(e, a, jv, idx, sizeof idx);
+    if (a->buf >= 0) {
+        fmt(out, cap, "b%d[%s]", a->buf, idx);
+        return;
+    }
+    expr_buf raw;
+    if (a->iota_exact)
+        fmt(raw, sizeof raw, "lf_iota_int(%s, P[%d], P[%d])", idx, a->param_iota, a->param_iota + 1);
+    else
+        fmt(raw, sizeof raw, "lf_iota_float(%s, P[%d], P[%d])", idx, a->param_iota, a->param_iota + 1);
+    convert(out, cap, raw, a->iota_exact ? LF_I64 : LF_F64, a->dtype);
+}
+
+/* Hoists the invariant loads of region reg (before an innermost loop). */
+static void hoist_invariants(emitter *e, int reg) {
+    for (int i = 0; i < e->lay->naccess; i++) {
+        const cg_access *a = &e->lay->access[i];
+        if (a->fn < 0 || !in_region(e, a, reg) || a->inner != CG_INNER_INVARIANT) continue;
+        expr_buf v;
+        load_value(e, a, NULL, v, sizeof v);
+        line(e, "const %s h%d = %s; /* n%d */", vtype(e, a->dtype), i, v, a->load->node->id);
+    }
+}
+
+/* Declares o<a>_0 = offset for every access, then adds the contribution of
+ * the flat index `flat` unravelled over loop axes [first, first + n). */
+static void unravel(emitter *e, const char *flat, int first, int n) {
+    const cg_layout *lay = e->lay;
+    for (int i = 0; i < lay->naccess; i++)
+        line(e, "int64_t o%d_0 = P[%d];", i, lay->access[i].param_offset);
+    if (n == 0) return;
+    line(e, "{");
+    e->depth++;
+    line(e, "int64_t rest = %s, q;", flat);
+    for (int ax = first + n - 1; ax >= first; ax--) {
+        if (ax > first) {
+            line(e, "q = rest %% P[%d];", lay->param_extent + ax);
+            line(e, "rest /= P[%d];", lay->param_extent + ax);
+        } else {
+            line(e, "q = rest;");
+        }
+        for (int i = 0; i < lay->naccess; i++)
+            line(e, "o%d_0 += q * P[%d];", i, lay->access[i].param_offset + 1 + ax);
+    }
+    e->depth--;
+    line(e, "}");
+}
+
+/* Opens a loop over loop axis ax (range [lo, hi) or the whole extent) and
+ * declares the next level's offsets of region reg (all regions if reg < 0)
+ * and position pos<level+1> when track_pos. */
+static void open_level(emitter *e, int ax, int reg, const char *lo, const char *hi, bool track_pos) {
+    const cg_layout *lay = e->lay;
+    int L = e->level;
+    if (lo) line(e, "for (int64_t r%d = %s; r%d < %s; r%d++) {", L, lo, L, hi, L);
+    else line(e, "for (int64_t r%d = 0; r%d < P[%d]; r%d++) {", L, L, lay->param_extent + ax, L);
+    e->depth++;
+    for (int i = 0; i < lay->naccess; i++) {
+        const cg_access *a = &lay->access[i];
+        if (reg >= 0 && !in_region(e, a, reg)) continue;
+        line(e, "const int64_t o%d_%d = o%d_%d + r%d * P[%d];", i, L + 1, i, L, L,
+             a->param_offset + 1 + ax);
+    }
+    if (track_pos) line(e, "const int64_t pos%d = pos%d * P[%d] + r%d;", L + 1, L, lay->param_extent + ax, L);
+    e->level++;
+}
+
+static void close_level(emitter *e) {
+    e->level--;
+    e->depth--;
+    line(e, "}");
+}
+
+/* ---- fns ------------------------------------------------------------------------------------ */
+
+/* How ACC loads read finished reductions. */
+typedef enum acc_form { ACC_SCALAR, ACC_ARRAY, ACC_R } acc_form;
+
+/* The value of a FUSE_SRC_ACC load of reduction r. */
+static void acc_value(const emitter *e, int r, acc_form form, const char *jv, char *out, size_t cap) {
+    lf_dtype t = e->kn->reds[r].node->dtype;
+    if (form == ACC_SCALAR) fmt(out, cap, "res%d", r);
+    else if (form == ACC_ARRAY) fmt(out, cap, "res%d[%s]", r, jv);
+    else if (graph_dtype_is_float(t)) fmt(out, cap, "(%s)R[%d].f", vtype(e, t), r);
+    else fmt(out, cap, "(%s)R[%d].i", vtype(e, t), r);
+}
+
+/* Emits fn f (region f of the kernel) at innermost index jv, its
+ * expressions named <prefix>v<i>. */
+static void emit_fn(emitter *e, int f, const char *jv, acc_form form, const char *prefix) {
+    const fuse_kernel *kn = e->kn;
+    const lf_fn *fn;
+    const lf_dtype *et, *ct;
+    if (f < kn->npasses) {
+        fn = kn->passes[f].fn;
+        et = kn->passes[f].etype;
+        ct = kn->passes[f].ctype;
+    } else if (f == kn->npasses) {
+        fn = kn->epi;
+        et = kn->epi_etype;
+        ct = kn->epi_ctype;
+    } else {
+        fn = kn->row;
+        et = kn->row_etype;
+        ct = kn->row_ctype;
+    }
+    int nl;
+    const fuse_load *ls = fuse_kernel_fn_loads(kn, f, &nl, NULL);
+    for (int i = 0; i < fn->nexprs; i++) {
+        const fn_expr *x = &fn->exprs[i];
+        expr_buf v;
+        const char *note = "";
+        char notebuf[64] = "";
+        switch (x->kind) {
+        case EXPR_PARAM: {
+            const fuse_load *ld = &ls[x->param];
+            if (ld->src == FUSE_SRC_ACC) {
+                acc_value(e, ld->red, form, jv, v, sizeof v);
+            } else {
+                const cg_access *a = cg_load_access(e->lay, f, x->param);
+                if (a->inner == CG_INNER_INVARIANT && jv) fmt(v, sizeof v, "h%d", access_id(e, a));
+                else load_value(e, a, jv, v, sizeof v);
+            }
+            fmt(notebuf, sizeof notebuf, " /* n%d */", ld->node->id);
+            note = notebuf;
+            break;
+        }
+        case EXPR_CONST:
+            if (x->is_int) fmt(v, sizeof v, "INT64_C(%" PRId64 ")", x->value.i);
+            else if (isnan(x->value.f)) fmt(v, sizeof v, "%sNAN", signbit(x->value.f) ? "-" : "");
+            else if (isinf(x->value.f)) fmt(v, sizeof v, "%sINFINITY", x->value.f < 0 ? "-" : "");
+            else fmt(v, sizeof v, "%a", x->value.f);
+            break;
+        case EXPR_CAST: {
+            expr_buf a;
+            fmt(a, sizeof a, "%sv%d", prefix, x->arg[0]);
+            convert(v, sizeof v, a, et[x->arg[0]], x->cast_to);
+            break;
+        }
+        case EXPR_OP: {
+            const op_info *oi = &graph_ops[x->op];
+            char args[3][sizeof(expr_buf)];
+            for (int k = 0; k < oi->arity; k++) {
+                expr_buf a;
+                fmt(a, sizeof a, "%sv%d", prefix, x->arg[k]);
+                lf_dtype to = (oi->typing == OPTY_SELECT && k == 0) ? LF_BOOL : ct[i];
+                convert(args[k], sizeof args[k], a, et[x->arg[k]], to);
+            }
+            op_expr(v, sizeof v, x->op, ct[i], args);
+            fmt(notebuf, sizeof notebuf, " /* %s */", oi->text);
+            note = notebuf;
+            break;
+        }
+        }
+        line(e, "const %s %sv%d = %s;%s", vtype(e, et[i]), prefix, i, v, note);
+    }
+}
+
+/* The expression dtype of expression i of fn f. */
+static lf_dtype fn_etype(const fuse_kernel *kn, int f, int i) {
+    if (f < kn->npasses) return kn->passes[f].etype[i];
+    if (f == kn->npasses) return kn->epi_etype[i];
+    return kn->row_etype[i];
+}
+
+/* Stores of region reg at innermost index jv (NULL: at the base). */
+static void emit_stores(emitter *e, int reg, const char *jv, const char *prefix) {
+    const cg_layout *lay = e->lay;
+    const fuse_kernel *kn = e->kn;
+    for (int i = 0; i < lay->naccess; i++) {
+        const cg_access *a = &lay->access[i];
+        if (a->fn >= 0 || !in_region(e, a, reg)) continue;
+        const fuse_store *so = &kn->stores[a->index];
+        expr_buf idx, val, x;
+        access_index(e, a, jv, idx, sizeof idx);
+        fmt(x, sizeof x, "%sv%d", prefix, so->expr);
+        lf_dtype from = fn_etype(kn, reg, so->expr);
+        if (a->dtype == LF_BOOL) fmt(val, sizeof val, "(uint8_t)((%s) != 0)", x);
+        else convert(val, sizeof val, x, from, a->dtype);
+        line(e, "b%d[%s] = %s; /* -> n%d */", a->buf, idx, val, e->s->slots[so->slot].node->id);
+    }
+}
+
+/* ---- reductions ------------------------------------------------------------------------------- */
+
+static bool red_float(const fuse_red *r) { return graph_dtype_is_float(r->in) || r->op == LF_RED_MEAN; }
+static bool red_arg(const fuse_red *r) { return r->op == LF_RED_ARGMIN || r->op == LF_RED_ARGMAX; }
+static bool red_min(const fuse_red *r) { return r->op == LF_RED_MIN || r->op == LF_RED_ARGMIN; }
+
+static const char *red_init(const fuse_red *r) {
+    bool fl = red_float(r);
+    switch (r->op) {
+    case LF_RED_PROD: return fl ? "1.0" : "1";
+    case LF_RED_MIN:
+    case LF_RED_ARGMIN: return fl ? "INFINITY" : "INT64_MAX";
+    case LF_RED_MAX:
+    case LF_RED_ARGMAX: return fl ? "-INFINITY" : "INT64_MIN";
+    default: return fl ? "0.0" : "0";
+    }
+}
+
+/* Folds value x (an expression of dtype r->in) into acc `a` (and arg `g`)
+ * at position pos. */
+static void emit_fold(emitter *e, const fuse_red *r, const char *a, const char *g, const char *x,
+                      const char *pos) {
+    bool fl = red_float(r);
+    expr_buf v;
+    convert(v, sizeof v, x, r->in, fl ? LF_F64 : LF_I64);
+    const char *cmp = red_min(r) ? "<" : ">";
+    switch (r->op) {
+    case LF_RED_SUM:
+    case LF_RED_MEAN:
+        if (fl) line(e, "%s += %s;", a, v);
+        else line(e, "%s = (int64_t)((uint64_t)%s + (uint64_t)(%s));", a, a, v);
+        return;
+    case LF_RED_PROD:
+        if (fl) line(e, "%s *= %s;", a, v);
+        else line(e, "%s = (int64_t)((uint64_t)%s * (uint64_t)(%s));", a, a, v);
+        return;
+    default: break;
+    }
+    line(e, "{");
+    e->depth++;
+    line(e, "const %s x = %s;", fl ? "double" : "int64_t", v);
+    if (fl) line(e, "const int better = (%s == %s) & ((x != x) | (x %s %s));", a, a, cmp, a);
+    else line(e, "const int better = x %s %s;", cmp, a);
+    line(e, "%s = better ? x : %s;", a, a);
+    if (red_arg(r)) line(e, "%s = better ? %s : %s;", g, pos, g);
+    e->depth--;
+    line(e, "}");
+}
+
+/* Combines partial (b, bg) into (a, g), both of reduction r. */
+static void emit_combine(emitter *e, const fuse_red *r, const char *a, const char *g, const char *b,
+                         const char *bg) {
+    bool fl = red_float(r);
+    switch (r->op) {
+    case LF_RED_SUM:
+    case LF_RED_MEAN:
+        if (fl) line(e, "%s += %s;", a, b);
+        else line(e, "%s = (int64_t)((uint64_t)%s + (uint64_t)%s);", a, a, b);
+        return;
+    case LF_RED_PROD:
+        if (fl) line(e, "%s *= %s;", a, b);
+        else line(e, "%s = (int64_t)((uint64_t)%s * (uint64_t)%s);", a, a, b);
+        return;
+    case LF_RED_MIN: line(e, "%s = lf_cmin_%s(%s, %s);", a, fl ? "f" : "i", a, b); return;
+    case LF_RED_MAX: line(e, "%s = lf_cmax_%s(%s, %s);", a, fl ? "f" : "i", a, b); return;
+    default:
+        line(e, "lf_carg_%s(&%s, &%s, %s, %s, %d);", fl ? "f" : "i", a, g, b, bg, red_min(r));
+        return;
+    }
+}
+
+/* The finished value (the reduce node's dtype) of accumulator a/g. */
+static void finish_value(const emitter *e, const fuse_red *r, const char *a, const char *g, char *out,
+                         size_t cap) {
+    expr_buf x;
+    lf_dtype t = r->node->dtype;
+    if (red_arg(r)) {
+        fmt(x, sizeof x, "(%s < 0 ? 0 : %s)", g, g);
+        convert(out, cap, x, LF_I64, t);
+    } else if (r->op == LF_RED_MEAN) {
+        fmt(x, sizeof x, "%s / (double)P[%d]", a, e->lay->param_count);
+        convert(out, cap, x, LF_F64, t);
+    } else {
+        convert(out, cap, a, red_float(r) ? LF_F64 : LF_I64, t);
+    }
+}
+
+static bool pass_tracks_pos(const fuse_kernel *kn, int q) {
+    for (int j = 0; j < kn->nreds; j++)
+        if (kn->reds[j].pass == q && red_arg(&kn->reds[j])) return true;
+    return false;
+}
+
+/* Declares lane accumulators acc<r>[n], arg<r>[n] of pass q's reductions. */
+static void declare_accs(emitter *e, int q, const char *n, const char *count) {
+    const fuse_kernel *kn = e->kn;
+    for (int j = 0; j < kn->nreds; j++) {
+        const fuse_red *r = &kn->reds[j];
+        if (r->pass != q) continue;
+        line(e, "%s acc%d[%s]; /* n%d %s */", red_float(r) ? "double" : "int64_t", j, n, r->node->id,
+             graph_reds[r->op].text);
+        if (red_arg(r)) line(e, "int64_t arg%d[%s];", j, n);
+        line(e, "for (int64_t l = 0; l < %s; l++) {", count);
+        line(e, "    acc%d[l] = %s;", j, red_init(r));
+        if (red_arg(r)) line(e, "    arg%d[l] = -1;", j);
+        line(e, "}");
+    }
+}
+
+/* The body of pass q at innermost index jv, folding into lane/element `slot`
+ * at position pos. */
+static void emit_pass_body(emitter *e, int q, const char *jv, acc_form form, const char *slot,
+                           const char *pos) {
+    const fuse_kernel *kn = e->kn;
+    emit_fn(e, q, jv, form, "");
+    for (int j = 0; j < kn->nreds; j++) {
+        const fuse_red *r = &kn->reds[j];
+        if (r->pass != q) continue;
+        char a[32], g[32], x[32];
+        fmt(a, sizeof a, "acc%d[%s]", j, slot);
+        fmt(g, sizeof g, "arg%d[%s]", j, slot);
+        fmt(x, sizeof x, "v%d", r->expr);
+        emit_fold(e, r, a, g, x, pos);
+    }
+}
+
+/* The reduced nest of pass q (INNER and FULL): levels over the reduced axes
+ * but the innermost, then the innermost axis split into lanes. lo/hi bound
+ * the outermost reduced axis (FULL blocks) or are NULL. */
+static void emit_lane_nest(emitter *e, int q, acc_form form, const char *lo, const char *hi) {
+    const cg_layout *lay = e->lay;
+    bool pos = pass_tracks_pos(e->kn, q);
+    int first = lay->nkept, inner = lay->ndim - 1;
+    int opened = 0;
+    if (pos) line(e, "const int64_t pos%d = 0;", e->level);
+    for (int ax = first; ax < inner; ax++, opened++)
+        open_level(e, ax, q, ax == first ? lo : NULL, ax == first ? hi : NULL, pos);
+    hoist_invariants(e, q);
+    const char *jlo = "0", *jhi = "E";
+    char ebuf[32];
+    fmt(ebuf, sizeof ebuf, "P[%d]", lay->param_extent + inner);
+    jhi = ebuf;
+    if (inner == first && lo) {
+        jlo = lo;
+        jhi = hi;
+    }
+    char posx[64];
+    fmt(posx, sizeof posx, "pos%d * P[%d] + jj", e->level, lay->param_extent + inner);
+    line(e, "int64_t j = %s;", jlo);
+    line(e, "for (; j + %d <= %s; j += %d) {", CG_LANES, jhi, CG_LANES);
+    e->depth++;
+    /* not unrolled: GCC's loop vectorizer (not SLP) calls the simd math */
+    line(e, "_Pragma(\"GCC unroll 1\")");
+    line(e, "for (int64_t l = 0; l < %d; l++) {", CG_LANES);
+    e->depth++;
+    line(e, "const int64_t jj = j + l;");
+    emit_pass_body(e, q, "jj", form, "l", posx);
+    e->depth--;
+    line(e, "}");
+    e->depth--;
+    line(e, "}");
+    line(e, "for (int64_t l = 0; j + l < %s; l++) {", jhi);
+    e->depth++;
+    line(e, "const int64_t jj = j + l;");
+    emit_pass_body(e, q, "jj", form, "l", posx);
+    e->depth--;
+    line(e, "}");
+    while (opened--) close_level(e);
+}
+
+/* Combines pass q's lanes into acc<r>[0] / arg<r>[0] in lane order. */
+static void combine_lanes(emitter *e, int q) {
+    const fuse_kernel *kn = e->kn;
+    for (int j = 0; j < kn->nreds; j++) {
+        const fuse_red *r = &kn->reds[j];
+        if (r->pass != q) continue;
+        line(e, "for (int64_t l = 1; l < %d; l++) {", CG_LANES);
+        e->depth++;
+        char a[32], g[32], b[32], bg[32];
+        fmt(a, sizeof a, "acc%d[0]", j);
+        fmt(g, sizeof g, "arg%d[0]", j);
+        fmt(b, sizeof b, "acc%d[l]", j);
+        fmt(bg, sizeof bg, "arg%d[l]", j);
+        emit_combine(e, r, a, g, b, bg);
+        e->depth--;
+        line(e, "}");
+    }
+}
+
+/* The row pass over the reduced nest (INNER and FULL). */
+static void emit_row_nest(emitter *e, acc_form form, const char *lo, const char *hi) {
+    const cg_layout *lay = e->lay;
+    const fuse_kernel *kn = e->kn;
+    int reg = kn->npasses + 1, first = lay->nkept, inner = lay->ndim - 1, opened = 0;
+    for (int ax = first; ax < inner; ax++, opened++)
+        open_level(e, ax, reg, ax == first ? lo : NULL, ax == first ? hi : NULL, false);
+    hoist_invariants(e, reg);
+    if (inner == first && lo) line(e, "for (int64_t jj = %s; jj < %s; jj++) {", lo, hi);
+    else line(e, "for (int64_t jj = 0; jj < P[%d]; jj++) {", lay->param_extent + inner);
+    e->depth++;
+    emit_fn(e, reg, "jj", form, "r");
+    emit_stores(e, reg, "jj", "r");
+    e->depth--;
+    line(e, "}");
+    while (opened--) close_level(e);
+}
+
+/* ---- function skeletons --------------------------------------------------------------------- */
+
+static void declare_buffers(emitter *e) {
+    const cg_layout *lay = e->lay;
+    for (int b = 0; b < lay->nbufs; b++) {
+        const fuse_slot *sl = &e->s->slots[lay->buf_slot[b]];
+        const char *t = e->d->type[sl->dtype];
+        if (lay->buf_written[b])
+            line(e, "%s *restrict b%d = (%s *)B[%d]; /* n%d */", t, b, t, b, sl->node->id);
+        else
+            line(e, "const %s *restrict b%d = (const %s *)B[%d]; /* n%d */", t, b, t, b, sl->node->id);
+    }
+    for (int i = 0; i < lay->naccess; i++)
+        if (lay->access[i].inner == CG_INNER_STRIDED)
+            line(e, "const int64_t s%d = P[%d];", i, lay->access[i].param_offset + lay->ndim);
+}
+
+static void open_fn(emitter *e, const char *sig) {
+    line(e, "%s void lf_k_%s {", e->d->entry, sig);
+    e->depth++;
+    e->level = 0;
+}
+
+static void close_fn(emitter *e) {
+    e->depth--;
+    line(e, "}");
+}
+
+#define ARGS_RUN "void *const *restrict B, const int64_t *restrict P, int64_t begin, int64_t end"
+
+static void emit_elementwise(emitter *e) {
+    const cg_layout *lay = e->lay;
+    int inner = lay->ndim - 1;
+    open_fn(e, "run(" ARGS_RUN ")");
+    declare_buffers(e);
+    line(e, "const int64_t E = P[%d];", lay->param_extent + inner);
+    line(e, "int64_t at = begin;");
+    line(e, "while (at < end) {");
+    e->depth++;
+    line(e, "const int64_t row = at / E, j0 = at - row * E;");
+    line(e, "const int64_t j1 = end - at < E - j0 ? j0 + (end - at) : E;");
+    unravel(e, "row", 0, inner);
+    hoist_invariants(e, 0);
+    line(e, "for (int64_t j = j0; j < j1; j++) {");
+    e->depth++;
+    emit_fn(e, 0, "j", ACC_SCALAR, "");
+    emit_stores(e, 0, "j", "");
+    e->depth--;
+    line(e, "}");
+    line(e, "at += j1 - j0;");
+    e->depth--;
+    line(e, "}");
+    close_fn(e);
+}
+
+/* Declares res<r> for every reduction (n: array length or NULL). */
+static void declare_results(emitter *e, const char *n) {
+    const fuse_kernel *kn = e->kn;
+    for (int j = 0; j < kn->nreds; j++) {
+        const char *t = vtype(e, kn->reds[j].node->dtype);
+        if (n) line(e, "%s res%d[%s];", t, j, n);
+        else line(e, "%s res%d;", t, j);
+    }
+}
+
+static void finish_into(emitter *e, int q, const char *slot, const char *dst_fmt_prefix) {
+    const fuse_kernel *kn = e->kn;
+    for (int j = 0; j < kn->nreds; j++) {
+        const fuse_red *r = &kn->reds[j];
+        if (r->pass != q) continue;
+        char a[32], g[32];
+        expr_buf v;
+        fmt(a, sizeof a, "acc%d[%s]", j, slot);
+        fmt(g, sizeof g, "arg%d[%s]", j, slot);
+        finish_value(e, r, a, g, v, sizeof v);
+        if (dst_fmt_prefix) line(e, "res%d[%s] = %s;", j, dst_fmt_prefix, v);
+        else line(e, "res%d = %s;", j, v);
+    }
+}
+
+static void emit_inner(emitter *e) {
+    const fuse_kernel *kn = e->kn;
+    const cg_layout *lay = e->lay;
+    open_fn(e, "run(" ARGS_RUN ")");
+    declare_buffers(e);
+    line(e, "for (int64_t out = begin; out < end; out++) {");
+    e->depth++;
+    unravel(e, "out", 0, lay->nkept);
+    declare_results(e, NULL);
+    for (int q = 0; q < kn->npasses; q++) {
+        line(e, "{ /* pass %d */", q);
+        e->depth++;
+        char lanes[16];
+        fmt(lanes, sizeof lanes, "%d", CG_LANES);
+        declare_accs(e, q, lanes, lanes);
+        emit_lane_nest(e, q, ACC_SCALAR, NULL, NULL);
+        combine_lanes(e, q);
+        finish_into(e, q, "0", NULL);
+        e->depth--;
+        line(e, "}");
+    }
+    line(e, "{ /* epilogue */");
+    e->depth++;
+    emit_fn(e, kn->npasses, NULL, ACC_SCALAR, "e");
+    emit_stores(e, kn->npasses, NULL, "e");
+    e->depth--;
+    line(e, "}");
+    if (kn->row) {
+        line(e, "{ /* row pass */");
+        e->depth++;
+        emit_row_nest(e, ACC_SCALAR, NULL, NULL);
+        e->depth--;
+        line(e, "}");
+    }
+    e->depth--;
+    line(e, "}");
+    close_fn(e);
+}
+
+static void emit_outer(emitter *e) {
+    const fuse_kernel *kn = e->kn;
+    const cg_layout *lay = e->lay;
+    int last = lay->ndim - 1;
+    open_fn(e, "run(" ARGS_RUN ")");
+    declare_buffers(e);
+    line(e, "const int64_t EK = P[%d], nblk = (EK + %d) / %d;", lay->param_extent + last,
+         CG_OUTER_BLOCK - 1, CG_OUTER_BLOCK);
+    line(e, "for (int64_t u = begin; u < end; u++) {");
+    e->depth++;
+    line(e, "const int64_t out = u / nblk, k0 = (u - out * nblk) * %d;", CG_OUTER_BLOCK);
+    line(e, "const int64_t K = EK - k0 < %d ? EK - k0 : %d;", CG_OUTER_BLOCK, CG_OUTER_BLOCK);
+    unravel(e, "out", 0, lay->nkept);
+    for (int i = 0; i < lay->naccess; i++)
+        line(e, "o%d_0 += k0 * P[%d];", i, lay->access[i].param_offset + 1 + last);
+    char blk[16];
+    fmt(blk, sizeof blk, "%d", CG_OUTER_BLOCK);
+    declare_results(e, blk);
+    for (int q = 0; q < kn->npasses; q++) {
+        line(e, "{ /* pass %d */", q);
+        e->depth++;
+        bool pos = pass_tracks_pos(kn, q);
+        declare_accs(e, q, blk, "K");
+        if (pos) line(e, "const int64_t pos0 = 0;");
+        int opened = 0;
+        for (int ax = lay->nkept; ax < last; ax++, opened++) open_level(e, ax, q, NULL, NULL, pos);
+        hoist_invariants(e, q);
+        char posx[16];
+        fmt(posx, sizeof posx, "pos%d", e->level);
+        line(e, "for (int64_t kk = 0; kk < K; kk++) {");
+        e->depth++;
+        emit_pass_body(e, q, "kk", ACC_ARRAY, "kk", posx);
+        e->depth--;
+        line(e, "}");
+        while (opened--) close_level(e);
+        line(e, "for (int64_t kk = 0; kk < K; kk++) {");
+        e->depth++;
+        finish_into(e, q, "kk", "kk");
+        e->depth--;
+        line(e, "}");
+        e->depth--;
+        line(e, "}");
+    }
+    line(e, "for (int64_t kk = 0; kk < K; kk++) { /* epilogue */");
+    e->depth++;
+    emit_fn(e, kn->npasses, "kk", ACC_ARRAY, "e");
+    emit_stores(e, kn->npasses, "kk", "e");
+    e->depth--;
+    line(e, "}");
+    if (kn->row) {
+        int reg = kn->npasses + 1, opened = 0;
+        line(e, "{ /* row pass */");
+        e->depth++;
+        for (int ax = lay->nkept; ax < last; ax++, opened++) open_level(e, ax, reg, NULL, NULL, false);
+        hoist_invariants(e, reg);
+        line(e, "for (int64_t kk = 0; kk < K; kk++) {");
+        e->depth++;
+        emit_fn(e, reg, "kk", ACC_ARRAY, "r");
+        emit_stores(e, reg, "kk", "r");
+        e->depth--;
+        line(e, "}");
+        while (opened--) close_level(e);
+        e->depth--;
+        line(e, "}");
+    }
+    e->depth--;
+    line(e, "}");
+    close_fn(e);
+}
+
+static void emit_full(emitter *e) {
+    const fuse_kernel *kn = e->kn;
+    const cg_layout *lay = e->lay;
+    for (int q = 0; q < kn->npasses; q++) {
+        int nq = 0;
+        for (int j = 0; j < kn->nreds; j++) nq += kn->reds[j].pass == q;
+        char sig[256];
+        fmt(sig, sizeof sig,
+                 "pass%d(void *const *restrict B, const int64_t *restrict P, lf_value *restrict R, "
+                 "int64_t begin, int64_t end, lf_partial *restrict part)",
+                 q);
+        open_fn(e, sig);
+        line(e, "(void)R;");
+        declare_buffers(e);
+        line(e, "for (int64_t blk = begin; blk < end; blk++) {");
+        e->depth++;
+        line(e, "const int64_t lo = blk * P[%d];", lay->param_full_block);
+        line(e, "const int64_t hi = P[%d] - lo < P[%d] ? P[%d] : lo + P[%d];", lay->param_extent,
+             lay->param_full_block, lay->param_extent, lay->param_full_block);
+        unravel(e, "0", 0, 0);
+        char lanes[16];
+        fmt(lanes, sizeof lanes, "%d", CG_LANES);
+        declare_accs(e, q, lanes, lanes);
+        emit_lane_nest(e, q, ACC_R, "lo", "hi");
+        combine_lanes(e, q);
+        for (int j = 0, m = 0; j < kn->nreds; j++) {
+            const fuse_red *r = &kn->reds[j];
+            if (r->pass != q) continue;
+            line(e, "part[blk * %d + %d].v.%s = acc%d[0];", nq, m, red_float(r) ? "f" : "i", j);
+            if (red_arg(r)) line(e, "part[blk * %d + %d].arg = arg%d[0];", nq, m, j);
+            else line(e, "part[blk * %d + %d].arg = -1;", nq, m);
+            m++;
+        }
+        e->depth--;
+        line(e, "}");
+        close_fn(e);
+
+        fmt(sig, sizeof sig,
+                 "fin%d(const int64_t *restrict P, lf_value *restrict R, const lf_partial *restrict "
+                 "part, int64_t nblocks)",
+                 q);
+        open_fn(e, sig);
+        for (int j = 0, m = 0; j < kn->nreds; j++) {
+            const fuse_red *r = &kn->reds[j];
+            if (r->pass != q) continue;
+            bool fl = red_float(r);
+            line(e, "{ /* n%d %s */", r->node->id, graph_reds[r->op].text);
+            e->depth++;
+            line(e, "%s acc%d[1] = {%s};", fl ? "double" : "int64_t", j, red_init(r));
+            line(e, "int64_t arg%d[1] = {-1};", j);
+            line(e, "for (int64_t b = 0; b < nblocks; b++) {");
+            e->depth++;
+            char a[32], g[32], b[64], bg[64];
+            fmt(a, sizeof a, "acc%d[0]", j);
+            fmt(g, sizeof g, "arg%d[0]", j);
+            fmt(b, sizeof b, "part[b * %d + %d].v.%s", nq, m, fl ? "f" : "i");
+            fmt(bg, sizeof bg, "part[b * %d + %d].arg", nq, m);
+            emit_combine(e, r, a, g, b, bg);
+            e->depth--;
+            line(e, "}");
+            expr_buf v;
+            finish_value(e, r, a, g, v, sizeof v);
+            line(e, "R[%d].%s = %s;", j, graph_dtype_is_float(r->node->dtype) ? "f" : "i", v);
+            e->depth--;
+            line(e, "}");
+            m++;
+        }
+        line(e, "(void)P;");
+        close_fn(e);
+    }
+    open_fn(e, "epi(void *const *restrict B, const int64_t *restrict P, lf_value *restrict R)");
+    declare_buffers(e);
+    unravel(e, "0", 0, 0);
+    emit_fn(e, kn->npasses, NULL, ACC_R, "e");
+    emit_stores(e, kn->npasses, NULL, "e");
+    close_fn(e);
+    if (kn->row) {
+        open_fn(e, "row(void *const *restrict B, const int64_t *restrict P, lf_value *restrict R, "
+                   "int64_t begin, int64_t end)");
+        declare_buffers(e);
+        line(e, "for (int64_t blk = begin; blk < end; blk++) {");
+        e->depth++;
+        line(e, "const int64_t lo = blk * P[%d];", lay->param_full_block);
+        line(e, "const int64_t hi = P[%d] - lo < P[%d] ? P[%d] : lo + P[%d];", lay->param_extent,
+             lay->param_full_block, lay->param_extent, lay->param_full_block);
+        unravel(e, "0", 0, 0);
+        emit_row_nest(e, ACC_R, "lo", "hi");
+        e->depth--;
+        line(e, "}");
+        close_fn(e);
+    }
+}
+
+static const char *strategy_name(cg_strategy s) {
+    switch (s) {
+    case CG_ELEMENTWISE: return "elementwise";
+    case CG_REDUCE_FULL: return "full reduction";
+    case CG_REDUCE_INNER: return "inner reduction";
+    default: return "outer reduction";
+    }
+}
+
+void cg_emit_kernel(const fuse_schedule *s, const cg_layout *lay, const cg_dialect *d, cg_text *out) {
+    emitter e = {.t = out, .s = s, .lay = lay, .kn = lay->kernel, .d = d};
+    const fuse_kernel *kn = lay->kernel;
+    cg_printf(out, "%s", d->prelude);
+    cg_printf(out, "/* kernel: %s over %d loop axes", strategy_name(lay->strategy), lay->ndim);
+    cg_printf(out, "; graph nodes:");
+    for (int i = 0; i < kn->nnodes; i++) cg_printf(out, " n%d", kn->nodes[i]);
+    cg_printf(out, " */\n");
+    switch (lay->strategy) {
+    case CG_ELEMENTWISE: emit_elementwise(&e); break;
+    case CG_REDUCE_INNER: emit_inner(&e); break;
+    case CG_REDUCE_OUTER: emit_outer(&e); break;
+    case CG_REDUCE_FULL: emit_full(&e); break;
+    }
+}

@@ -1,0 +1,282 @@
+/* codegen/layout.c: a scheduled kernel as one loop nest of affine accesses.
+ *
+ * Every load (through the first step of its index map) and every store of a
+ * kernel is an affine function of the iteration-space multi-index: offset +
+ * sum idx[d] * stride[d]. This file picks the loop order for the kernel's
+ * strategy, drops extent-1 axes, merges adjacent axes that every access
+ * walks as one (stride[a] == stride[b] * extent[b]), classifies each access
+ * by its innermost stride, and numbers the runtime parameters.
+ *
+ * What must stay true: the loop nest visits exactly the iteration space;
+ * merging never changes any access's linear value; reduced axes keep their
+ * original relative order (argmin/argmax positions are row-major over them);
+ * the layout depends on sizes only through which axes merge and which
+ * strides are 0 or 1, and everything size-dependent is a parameter.
+ */
+#include "codegen/codegen.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Strides, over the iteration space, of an epilogue load whose first step
+ * reads the output multi-index (reduced axes are at index 0 there). */
+static void epilogue_strides(const fuse_kernel *kn, const fuse_step *st, int64_t *out) {
+    bool keep = kn->out_ndim == kn->ndim;
+    int m = 0;
+    for (int d = 0; d < kn->ndim; d++) {
+        bool red = kn->redmask & (1u << d);
+        if (keep) out[d] = red ? 0 : st->strides[d];
+        else out[d] = red ? 0 : st->strides[m++];
+    }
+}
+
+static int add_buf(cg_layout *lay, int slot, bool written) {
+    for (int b = 0; b < lay->nbufs; b++)
+        if (lay->buf_slot[b] == slot) {
+            lay->buf_written[b] |= written;
+            return b;
+        }
+    lay->buf_slot[lay->nbufs] = slot;
+    lay->buf_written[lay->nbufs] = written;
+    return lay->nbufs++;
+}
+
+/* The accesses over the original iteration space (before reordering). */
+static void collect_accesses(const fuse_schedule *s, const fuse_kernel *kn, cg_layout *lay) {
+    int64_t dense[LF_MAX_DIMS], kept_dense[LF_MAX_DIMS], kept_ext[LF_MAX_DIMS];
+    graph_contiguous_strides(kn->ndim, kn->shape, dense);
+    int nk = 0;
+    for (int d = 0; d < kn->ndim; d++)
+        if (!(kn->redmask & (1u << d))) kept_ext[nk++] = kn->shape[d];
+    int64_t kd[LF_MAX_DIMS];
+    graph_contiguous_strides(nk, kept_ext, kd);
+    for (int d = 0, m = 0; d < kn->ndim; d++) kept_dense[d] = (kn->redmask & (1u << d)) ? 0 : kd[m++];
+
+    int epi = kn->npasses;
+    for (int f = 0; f < kn->npasses + 2; f++) {
+        int n;
+        const fuse_load *ls = fuse_kernel_fn_loads(kn, f, &n, NULL);
+        for (int j = 0; j < n; j++) {
+            if (ls[j].src == FUSE_SRC_ACC) continue;
+            cg_access *a = &lay->access[lay->naccess++];
+            memset(a, 0, sizeof *a);
+            a->fn = f;
+            a->index = j;
+            a->load = &ls[j];
+            a->dtype = ls[j].dtype;
+            a->buf = ls[j].src == FUSE_SRC_SLOT ? add_buf(lay, ls[j].slot, false) : -1;
+            const fuse_step *st = &ls[j].map.steps[0];
+            a->offset = st->offset;
+            if (f == epi) epilogue_strides(kn, st, a->strides);
+            else memcpy(a->strides, st->strides, sizeof a->strides);
+            a->param_steps = ls[j].map.nsteps > 1 ? 0 : -1;
+            a->param_iota = -1;
+            if (ls[j].src == FUSE_SRC_IOTA) {
+                const lf_node *nd = ls[j].node;
+                double st0 = nd->u.iota.start, sp = nd->u.iota.step;
+                a->param_iota = 0;
+                a->iota_exact = !graph_dtype_is_float(nd->dtype) && st0 == trunc(st0) &&
+                                sp == trunc(sp) && fabs(st0) < 9e18 && fabs(sp) < 9e18;
+            }
+        }
+    }
+    for (int j = 0; j < kn->nstores; j++) {
+        const fuse_store *so = &kn->stores[j];
+        cg_access *a = &lay->access[lay->naccess++];
+        memset(a, 0, sizeof *a);
+        a->fn = -1;
+        a->index = j;
+        a->dtype = s->slots[so->slot].dtype;
+        a->buf = add_buf(lay, so->slot, true);
+        a->param_steps = -1;
+        a->param_iota = -1;
+        bool full = !kn->epi || so->row;
+        memcpy(a->strides, full ? dense : kept_dense, sizeof a->strides);
+    }
+}
+
+/* Reorders the axes to perm (new axis i = old axis perm[i]). */
+static void permute(cg_layout *lay, int n, const int *perm, const int64_t *shape) {
+    for (int i = 0; i < n; i++) lay->extent[i] = shape[perm[i]];
+    lay->ndim = n;
+    for (int a = 0; a < lay->naccess; a++) {
+        int64_t st[LF_MAX_DIMS] = {0};
+        for (int i = 0; i < n; i++) st[i] = lay->access[a].strides[perm[i]];
+        memcpy(lay->access[a].strides, st, sizeof st);
+    }
+}
+
+/* Whether loop axes i and i+1 can be walked as one. */
+static bool mergeable(const cg_layout *lay, int i) {
+    for (int a = 0; a < lay->naccess; a++) {
+        const int64_t *st = lay->access[a].strides;
+        if (st[i] != st[i + 1] * lay->extent[i + 1]) return false;
+    }
+    return true;
+}
+
+static void merge(cg_layout *lay, int i) {
+    lay->extent[i] *= lay->extent[i + 1];
+    for (int a = 0; a < lay->naccess; a++) {
+        int64_t *st = lay->access[a].strides;
+        st[i] = st[i + 1];
+        memmove(st + i + 1, st + i + 2, (size_t)(lay->ndim - i - 2) * sizeof *st);
+        st[lay->ndim - 1] = 0;
+    }
+    memmove(lay->extent + i + 1, lay->extent + i + 2, (size_t)(lay->ndim - i - 2) * sizeof(int64_t));
+    lay->ndim--;
+}
+
+/* Merges adjacent axes inside [lo, hi) while possible; returns the new hi. */
+static int merge_group(cg_layout *lay, int lo, int hi) {
+    for (int i = hi - 2; i >= lo; i--)
+        if (mergeable(lay, i)) {
+            merge(lay, i);
+            hi--;
+        }
+    return hi;
+}
+
+void cg_layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
+    const fuse_kernel *kn = &s->kernels[k];
+    memset(lay, 0, sizeof *lay);
+    lay->kernel = kn;
+    collect_accesses(s, kn, lay);
+
+    /* loop order: non-unit axes, kept before reduced */
+    int kept[LF_MAX_DIMS], red[LF_MAX_DIMS], nk = 0, nr = 0;
+    for (int d = 0; d < kn->ndim; d++) {
+        if (kn->shape[d] == 1) continue;
+        if (kn->redmask & (1u << d)) red[nr++] = d;
+        else kept[nk++] = d;
+    }
+    int last = -1; /* last non-unit axis */
+    for (int d = kn->ndim - 1; d >= 0 && last < 0; d--)
+        if (kn->shape[d] != 1) last = d;
+    int perm[LF_MAX_DIMS], n = 0;
+    if (!kn->epi) {
+        lay->strategy = CG_ELEMENTWISE;
+        for (int i = 0; i < nk; i++) perm[n++] = kept[i];
+    } else if (nk == 0) {
+        lay->strategy = CG_REDUCE_FULL;
+        for (int i = 0; i < nr; i++) perm[n++] = red[i];
+    } else if (nr == 0 || (kn->redmask & (1u << last))) {
+        lay->strategy = CG_REDUCE_INNER;
+        for (int i = 0; i < nk; i++) perm[n++] = kept[i];
+        for (int i = 0; i < nr; i++) perm[n++] = red[i];
+    } else {
+        lay->strategy = CG_REDUCE_OUTER;
+        for (int i = 0; i < nk - 1; i++) perm[n++] = kept[i];
+        for (int i = 0; i < nr; i++) perm[n++] = red[i];
+        perm[n++] = kept[nk - 1];
+    }
+    permute(lay, n, perm, kn->shape);
+
+    /* merge within groups; every strategy keeps at least one axis where its
+       loops need one (an extent-1 axis, all strides 0) */
+    int nkeep_outer = lay->strategy == CG_REDUCE_OUTER ? nk - 1 : nk;
+    int g1 = merge_group(lay, 0, nkeep_outer);
+    int g2 = merge_group(lay, g1, g1 + nr);
+    (void)g2;
+    lay->nkept = g1;
+    lay->nred = lay->ndim - g1 - (lay->strategy == CG_REDUCE_OUTER ? 1 : 0);
+    if ((lay->strategy == CG_ELEMENTWISE && lay->ndim == 0) ||
+        (lay->strategy != CG_ELEMENTWISE && lay->strategy != CG_REDUCE_OUTER && lay->nred == 0)) {
+        lay->extent[lay->ndim] = 1; /* a unit innermost axis */
+        for (int a = 0; a < lay->naccess; a++) lay->access[a].strides[lay->ndim] = 0;
+        lay->ndim++;
+        if (lay->strategy != CG_ELEMENTWISE) lay->nred = 1;
+    }
+
+    /* sizes */
+    lay->count = 1;
+    for (int i = 0; i < lay->nred; i++) lay->count *= lay->extent[lay->nkept + i];
+    lay->out_numel = 1;
+    for (int i = 0; i < lay->nkept; i++) lay->out_numel *= lay->extent[i];
+    if (lay->strategy == CG_REDUCE_OUTER) lay->out_numel *= lay->extent[lay->ndim - 1];
+    switch (lay->strategy) {
+    case CG_ELEMENTWISE: lay->work = kn->numel; break;
+    case CG_REDUCE_INNER: lay->work = lay->out_numel; break;
+    case CG_REDUCE_OUTER: {
+        int64_t outer = 1, e = lay->extent[lay->ndim - 1];
+        for (int i = 0; i < lay->nkept; i++) outer *= lay->extent[i];
+        lay->work = outer * ((e + CG_OUTER_BLOCK - 1) / CG_OUTER_BLOCK);
+        break;
+    }
+    case CG_REDUCE_FULL: {
+        int64_t rest = 1;
+        for (int i = 1; i < lay->nred; i++) rest *= lay->extent[i];
+        lay->full_block = rest >= CG_FULL_BLOCK || rest == 0 ? 1 : CG_FULL_BLOCK / rest;
+        lay->work = (lay->extent[0] + lay->full_block - 1) / lay->full_block;
+        break;
+    }
+    }
+
+    /* classes and parameter numbering */
+    int p = 0;
+    lay->param_extent = p;
+    p += lay->ndim;
+    lay->param_count = p++;
+    lay->param_full_block = p++;
+    for (int a = 0; a < lay->naccess; a++) {
+        cg_access *ac = &lay->access[a];
+        int64_t in = lay->access[a].strides[lay->ndim - 1];
+        ac->inner = in == 0 ? CG_INNER_INVARIANT : in == 1 ? CG_INNER_CONTIGUOUS : CG_INNER_STRIDED;
+        ac->param_offset = p;
+        p += 1 + lay->ndim;
+    }
+    for (int a = 0; a < lay->naccess; a++) {
+        cg_access *ac = &lay->access[a];
+        if (ac->param_iota < 0) continue;
+        ac->param_iota = p;
+        p += 2;
+    }
+    for (int a = 0; a < lay->naccess; a++) {
+        cg_access *ac = &lay->access[a];
+        if (ac->param_steps < 0) continue;
+        ac->param_steps = p;
+        const fuse_map *m = &ac->load->map;
+        p += 1; /* number of extra steps */
+        for (int q = 1; q < m->nsteps; q++) p += 2 + 2 * m->steps[q].ndim;
+    }
+    lay->nparams = p;
+}
+
+void cg_fill_params(const cg_layout *lay, int64_t *P) {
+    for (int i = 0; i < lay->ndim; i++) P[lay->param_extent + i] = lay->extent[i];
+    P[lay->param_count] = lay->count;
+    P[lay->param_full_block] = lay->full_block;
+    for (int a = 0; a < lay->naccess; a++) {
+        const cg_access *ac = &lay->access[a];
+        P[ac->param_offset] = ac->offset;
+        for (int i = 0; i < lay->ndim; i++) P[ac->param_offset + 1 + i] = ac->strides[i];
+        if (ac->param_iota >= 0) {
+            const lf_node *nd = ac->load->node;
+            double st0 = nd->u.iota.start, sp = nd->u.iota.step;
+            if (ac->iota_exact) {
+                P[ac->param_iota] = (int64_t)st0;
+                P[ac->param_iota + 1] = (int64_t)sp;
+            } else {
+                memcpy(&P[ac->param_iota], &st0, sizeof st0);
+                memcpy(&P[ac->param_iota + 1], &sp, sizeof sp);
+            }
+        }
+        if (ac->param_steps < 0) continue;
+        const fuse_map *m = &ac->load->map;
+        int64_t *q = P + ac->param_steps;
+        *q++ = m->nsteps - 1;
+        for (int st = 1; st < m->nsteps; st++) {
+            const fuse_step *sp = &m->steps[st];
+            *q++ = sp->ndim;
+            *q++ = sp->offset;
+            for (int i = 0; i < sp->ndim; i++) *q++ = sp->shape[i];
+            for (int i = 0; i < sp->ndim; i++) *q++ = sp->strides[i];
+        }
+    }
+}
+
+const cg_access *cg_load_access(const cg_layout *lay, int f, int j) {
+    for (int a = 0; a < lay->naccess; a++)
+        if (lay->access[a].fn == f && lay->access[a].index == j) return &lay->access[a];
+    return NULL;
+}
