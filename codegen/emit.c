@@ -559,7 +559,6 @@ static void emit_lane_nest(emitter *e, int q, acc_form form, const char *lo, con
     if (pos) line(e, "const int64_t pos%d = 0;", e->level);
     for (int ax = first; ax < inner; ax++, opened++)
         open_level(e, ax, q, ax == first ? lo : NULL, ax == first ? hi : NULL, pos);
-    hoist_invariants(e, q);
     const char *jlo = "0", *jhi = "E";
     char ebuf[32];
     fmt(ebuf, sizeof ebuf, "P[%d]", lay->param_extent + inner);
@@ -568,6 +567,10 @@ static void emit_lane_nest(emitter *e, int q, acc_form form, const char *lo, con
         jlo = lo;
         jhi = hi;
     }
+    /* hoisted loads must not run when the innermost loop is empty */
+    line(e, "if (%s < %s) {", jlo, jhi);
+    e->depth++;
+    hoist_invariants(e, q);
     char posx[64];
     fmt(posx, sizeof posx, "pos%d * P[%d] + jj", e->level, lay->param_extent + inner);
     line(e, "int64_t j = %s;", jlo);
@@ -587,6 +590,8 @@ static void emit_lane_nest(emitter *e, int q, acc_form form, const char *lo, con
     e->depth++;
     line(e, "const int64_t jj = j + l;");
     emit_pass_body(e, q, "jj", form, "l", posx);
+    e->depth--;
+    line(e, "}");
     e->depth--;
     line(e, "}");
     while (opened--) close_level(e);
@@ -618,12 +623,19 @@ static void emit_row_nest(emitter *e, acc_form form, const char *lo, const char 
     int reg = kn->npasses + 1, first = lay->nkept, inner = lay->ndim - 1, opened = 0;
     for (int ax = first; ax < inner; ax++, opened++)
         open_level(e, ax, reg, ax == first ? lo : NULL, ax == first ? hi : NULL, false);
+    char jlo[32], jhi[32];
+    fmt(jlo, sizeof jlo, "%s", inner == first && lo ? lo : "0");
+    if (inner == first && lo) fmt(jhi, sizeof jhi, "%s", hi);
+    else fmt(jhi, sizeof jhi, "P[%d]", lay->param_extent + inner);
+    line(e, "if (%s < %s) {", jlo, jhi);
+    e->depth++;
     hoist_invariants(e, reg);
-    if (inner == first && lo) line(e, "for (int64_t jj = %s; jj < %s; jj++) {", lo, hi);
-    else line(e, "for (int64_t jj = 0; jj < P[%d]; jj++) {", lay->param_extent + inner);
+    line(e, "for (int64_t jj = %s; jj < %s; jj++) {", jlo, jhi);
     e->depth++;
     emit_fn(e, reg, "jj", form, "r");
     emit_stores(e, reg, "jj", "r");
+    e->depth--;
+    line(e, "}");
     e->depth--;
     line(e, "}");
     while (opened--) close_level(e);
@@ -791,6 +803,7 @@ static void emit_outer(emitter *e) {
         e->depth--;
         line(e, "}");
     }
+    hoist_invariants(e, kn->npasses);
     line(e, "for (int64_t kk = 0; kk < K; kk++) { /* epilogue */");
     e->depth++;
     emit_fn(e, kn->npasses, "kk", ACC_ARRAY, "e");

@@ -178,6 +178,32 @@ LF_API void lf_ctx_options_init(lf_ctx_options *opt);
  * thread pool made once per context (see "CPU backend" below). REFERENCE
  * runs the unfused node-by-node evaluator; CUDA fails with LF_ERR_BACKEND. */
 LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
+/* CPU backend. Each kernel of the fused schedule is printed as C (LF_DEBUG=
+ * source prints it to stderr), compiled by $CC (else cc) with -O3
+ * -march=native and no fast-math flag into a shared object, and run on the
+ * context's thread pool (opt.threads threads, default one per online CPU;
+ * arrays below 64 Ki elements run on the calling thread; idle workers
+ * sleep). Compiled kernels are cached twice: in memory per context, keyed by
+ * the kernel's structure (rebuilding the same graph in a loop compiles
+ * nothing), and on disk in opt.cache_dir / $LF_CACHE_DIR /
+ * $XDG_CACHE_HOME/lazyfuse / ~/.cache/lazyfuse, keyed by a SHA-256 of the
+ * source, the flags, the compiler's version and the CPU, verified on load (a
+ * corrupt entry is rebuilt; an unwritable folder only costs the disk level).
+ * A graph keeps its last compiled program, so re-evaluating the same outputs
+ * plans and looks up nothing. Sizes, strides and offsets are run-time
+ * parameters: one compiled kernel serves every size of the same structure;
+ * literal constants are part of the structure.
+ * Results: bit-identical to LF_BACKEND_REFERENCE for every operator, cast
+ * and iota, except (1) the transcendental functions (exp ... erf, pow,
+ * atan2, hypot, sigmoid), which call glibc's vector math library (libmvec)
+ * when GCC and libmvec are present: within 4 ulp of scalar libm for f32 and
+ * f64, with the same NaN and infinities; and (2) float reductions, which sum
+ * in double in a fixed order of 16 lanes and fixed blocks of the reduced
+ * axes (the order depends on the shape only, never on the thread count, so
+ * results are deterministic); min/max/argmin/argmax and integer reductions are
+ * exact. Compiler failures are LF_ERR_BACKEND with the compiler's log in
+ * lf_errmsg. Environment: LF_COMPILE=never (interpreter), LF_CPU_MARCH
+ * (replaces -march=native, e.g. x86-64-v3 under valgrind). */
 /* Destroys the context and every buffer and graph still alive in it. NULL is
  * a no-op. */
 LF_API void lf_ctx_destroy(lf_ctx *ctx);

@@ -33,6 +33,8 @@ enum {
     ELEMENT_GRAIN = 256              /* chunk boundaries (elements) */
 };
 
+/* cc_flags[1] is replaced by -march=$LF_CPU_MARCH when that is set (e.g.
+ * x86-64-v3 for valgrind, which does not decode AVX-512). */
 static const char *const cc_flags[] = {
     "-O3", "-march=native", "-std=c11", "-fPIC", "-shared", "-fno-math-errno",
     "-ffp-contract=off", "-fno-trapping-math", "-fno-semantic-interposition",
@@ -61,11 +63,14 @@ typedef struct cpu_state {
     char *cc_version;               /* first line of `cc --version` */
     char *cc_problem;               /* why there is none */
     bool vector_math;               /* libmvec declared simd */
+    bool vector_math_off;           /* the -march lacks AVX2: no libmvec */
     char *cpu_id;                   /* CPU model and flags (for -march=native) */
     char *cache_dir;                /* disk cache folder, NULL if none */
     bool warned;                    /* the fallback warning was printed */
     int64_t parallel_min;           /* elements below which one thread runs a
                                        kernel ($LF_CPU_PARALLEL_MIN, a test hook) */
+    char march[80];                 /* the -march flag used */
+    const char *flags[32];          /* cc_flags with it */
     kentry *buckets[KCACHE_BUCKETS];
 } cpu_state;
 
@@ -99,6 +104,10 @@ static cpu_state *get_state(lf_ctx *ctx) {
         graph_free(cs);
         return NULL;
     }
+    const char *march = getenv("LF_CPU_MARCH");
+    snprintf(cs->march, sizeof cs->march, "-march=%s", march && *march ? march : "native");
+    for (int i = 0; cc_flags[i]; i++) cs->flags[i] = i == 1 ? cs->march : cc_flags[i];
+    if (march && *march) cs->vector_math_off = !strstr(march, "v3") && !strstr(march, "v4") && strcmp(march, "native");
     const char *pm = getenv("LF_CPU_PARALLEL_MIN");
     cs->parallel_min = pm ? atoll(pm) : PARALLEL_MIN_ELEMENTS;
     ctx->cpu = cs;
@@ -143,7 +152,7 @@ static bool probe(lf_ctx *ctx, cpu_state *cs) {
     void *mvec = dlopen("libmvec.so.1", RTLD_LAZY | RTLD_LOCAL);
     if (mvec) dlclose(mvec);
 #if defined(__x86_64__)
-    cs->vector_math = mvec && cs->cc_version && !strstr(cs->cc_version, "clang");
+    cs->vector_math = mvec && cs->cc_version && !strstr(cs->cc_version, "clang") && !cs->vector_math_off;
 #else
     cs->vector_math = false;
 #endif
@@ -211,7 +220,7 @@ static void disk_key(const cpu_state *cs, const char *text, char key[72]) {
     sha256_init(&c);
     static const char tag[] = "lazyfuse cpu kernel v1\n";
     sha256_update(&c, tag, sizeof tag - 1);
-    for (int i = 0; cc_flags[i]; i++) sha256_update(&c, cc_flags[i], strlen(cc_flags[i]) + 1);
+    for (int i = 0; cs->flags[i]; i++) sha256_update(&c, cs->flags[i], strlen(cs->flags[i]) + 1);
     const char *const *libs = cs->vector_math ? libs_vector : libs_scalar;
     for (int i = 0; libs[i]; i++) sha256_update(&c, libs[i], strlen(libs[i]) + 1);
     const char *cc = getenv("CC");
@@ -281,7 +290,7 @@ static lf_status kernel_get(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s, 
     }
     if (!from_disk) {
         char *log = NULL;
-        if (cc_compile(src.s, cc_flags, cs->vector_math ? libs_vector : libs_scalar, &so, &len, &log) != 0) {
+        if (cc_compile(src.s, cs->flags, cs->vector_math ? libs_vector : libs_scalar, &so, &len, &log) != 0) {
             status = graph_error(ctx, LF_ERR_BACKEND, "eval: compiling kernel %d failed: %s", k,
                                  log ? log : "out of memory");
             graph_free(log);
@@ -397,6 +406,8 @@ static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const
     }
     fuse_schedule_stats(pr->s, &pr->stats);
     const fuse_schedule *s = pr->s;
+    const char *dbg = getenv("LF_DEBUG");
+    if (dbg && strstr(dbg, "schedule")) fuse_schedule_print(s, stderr);
     pr->k = graph_calloc((size_t)s->nkernels + 1, sizeof *pr->k);
     pr->blocks = graph_calloc((size_t)s->nblocks + 1, sizeof *pr->blocks);
     if (!pr->k || !pr->blocks) goto nomem;
