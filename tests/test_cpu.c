@@ -866,7 +866,6 @@ static uint64_t ulp_dist(int64_t a, int64_t b) { return a > b ? (uint64_t)a - (u
 
 static void math_accuracy(lf_dtype t) {
     bool f64 = t == LF_F64;
-    size_t es = lf_dtype_size(t);
     lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
     lf_graph *g = lf_graph_new(c);
     double *xs[NMATH], *ys[NMATH];
@@ -924,20 +923,17 @@ static void math_accuracy(lf_dtype t) {
         if (used < (int)sizeof report)
             used += snprintf(report + used, sizeof report - (size_t)used, "  %-8s %8" PRIu64 " %8d %8d %s -> %a / %a\n",
                              f->name, worst, inexact, zero_sign, in, gw, ww);
-        if (special_bad) {
-            double sx = xs[k][special_i], sy = ys[k][special_i];
+        if (special_bad && fl < sizeof failures) {
             double sg = f64 ? ((double *)a)[special_i] : ((float *)a)[special_i];
             double sw = f64 ? ((double *)b)[special_i] : ((float *)b)[special_i];
-            if (fl < sizeof failures)
-                fl += (size_t)snprintf(failures + fl, sizeof failures - fl,
-                                       " %s(%g%s%g): %g, reference %g (%d NaN/Inf mismatches);", f->name, sx,
-                                       f->arity == 2 ? ", " : "", f->arity == 2 ? sy : 0.0 / 1.0 * 0, sg, sw,
-                                       special_bad);
+            if (f->arity == 2) snprintf(in, sizeof in, "(%g, %g)", xs[k][special_i], ys[k][special_i]);
+            else snprintf(in, sizeof in, "(%g)", xs[k][special_i]);
+            fl += (size_t)snprintf(failures + fl, sizeof failures - fl,
+                                   " %s%s = %g, reference %g (%d NaN/Inf mismatches);", f->name, in, sg, sw,
+                                   special_bad);
         }
         if (worst > MAX_ULP && fl < sizeof failures)
-            fl += (size_t)snprintf(failures + fl, sizeof failures - fl, " %s: %" PRIu64 " ulp at %s;", f->name, worst,
-                                   in);
-        (void)es;
+            fl += (size_t)snprintf(failures + fl, sizeof failures - fl, " %s: %" PRIu64 " ulp;", f->name, worst);
         free(a);
         free(b);
     }
@@ -956,3 +952,536 @@ static void math_accuracy(lf_dtype t) {
 
 Test(cpu, math_accuracy_f32, .timeout = 300) { math_accuracy(LF_F32); }
 Test(cpu, math_accuracy_f64, .timeout = 300) { math_accuracy(LF_F64); }
+
+/* ==== 4. kernel cache =============================================================== */
+
+/* x [rows, cols] -> a = exp(x)*2 + 1 (a barrier), sums of a's rows, max of a*x:
+ * three kernels of different structure. */
+typedef struct cgraph {
+    lf_graph *g;
+    lf_buffer *xb;
+    lf_node *outs[3];
+} cgraph;
+
+static void cache_graph(lf_ctx *c, int64_t rows, int64_t cols, const float *data, cgraph *cg) {
+    cg->g = lf_graph_new(c);
+    cr_assert_not_null(cg->g);
+    cg->xb = raw_buf(c, LF_F32, 2, SH(rows, cols), data);
+    lf_node *x = lf_input(cg->g, cg->xb);
+    lf_node *a = lf_map(cg->g, lf_fn_parse(cg->g, "(x) -> exp(x) * 2.0 + 1.0"), x);
+    cr_assert_eq(lf_node_materialize(cg->g, a), LF_OK, "%s", lf_graph_errmsg(cg->g));
+    cg->outs[0] = a;
+    cg->outs[1] = lf_reduce(cg->g, LF_RED_SUM, a, 1, AX(1), false);
+    cg->outs[2] = lf_reduce(cg->g, LF_RED_MAX, lf_mul(cg->g, a, x), 0, NULL, false);
+    cr_assert_eq(lf_graph_status(cg->g), LF_OK, "%s", lf_graph_errmsg(cg->g));
+}
+
+static const double CACHE_RTOL[3] = {1e-5, 1e-5, 1e-5};
+
+static lf_eval_stats cache_check(const char *what, cgraph *cg) {
+    return check_vs_reference(what, cg->g, 3, cg->outs, CACHE_RTOL);
+}
+
+static void free_cgraph(cgraph *cg) {
+    lf_graph_free(cg->g);
+    lf_buffer_free(cg->xb);
+}
+
+#define EXPECT_STATS(what, st, k, compiled, disk, mem, reused)                                                  \
+    cr_assert((st).kernels == (k) && (st).kernels_compiled == (compiled) && (st).kernels_disk_hits == (disk) && \
+                  (st).kernels_memory_hits == (mem) && (st).program_reused == (reused),                       \
+              "%s: kernels %d compiled %d disk hits %d memory hits %d program_reused %d; want %d %d %d %d %d",   \
+              what, (st).kernels, (st).kernels_compiled, (st).kernels_disk_hits, (st).kernels_memory_hits,     \
+              (int)(st).program_reused, (k), (compiled), (disk), (mem), (int)(reused))
+
+static int count_files(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
+
+static float *rand_data(int64_t n) { return rand_f32(n, -3, 3); }
+
+Test(cpu, cache_levels) {
+    enum { R = 64, C = 50 };
+    float *data = rand_data(R * C), *data2 = rand_data(R * C), *data3 = rand_data(37 * 91);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    cgraph cg;
+    cache_graph(c, R, C, data, &cg);
+    lf_eval_stats st = cache_check("first eval", &cg);
+    int K = st.kernels;
+    cr_assert_geq(K, 2, "the cache graph should plan to several kernels, got %d", K);
+    EXPECT_STATS("first eval", st, K, K, 0, 0, false);
+    cr_assert_gt(st.compile_seconds, 0, "compile_seconds %g", st.compile_seconds);
+    cr_assert_eq(count_files(cache_dir), K, "%d files in the cache folder, want one per kernel (%d)",
+                 count_files(cache_dir), K);
+    /* (a) the same outputs of the same graph: the program is reused, also with
+     * new input data and new output buffers */
+    st = cache_check("second eval", &cg);
+    EXPECT_STATS("second eval", st, K, 0, 0, 0, true);
+    cr_assert_eq(st.compile_seconds, 0);
+    cr_assert_eq(lf_buffer_write(cg.xb, data2, sizeof(float) * R * C), LF_OK);
+    st = cache_check("second eval, new data", &cg);
+    EXPECT_STATS("second eval, new data", st, K, 0, 0, 0, true);
+    /* other outputs of the same graph: a new program, kernels from memory */
+    lf_node *sub[2] = {cg.outs[2], cg.outs[1]};
+    st = check_vs_reference("other outputs", cg.g, 2, sub, CACHE_RTOL);
+    cr_assert(!st.program_reused && st.kernels_compiled == 0 && st.kernels_disk_hits == 0,
+              "other outputs: reused %d compiled %d disk %d", st.program_reused, st.kernels_compiled,
+              st.kernels_disk_hits);
+    free_cgraph(&cg);
+    /* (b) the same structure in a new graph, same size and another size */
+    cache_graph(c, R, C, data, &cg);
+    st = cache_check("rebuilt graph", &cg);
+    EXPECT_STATS("rebuilt graph", st, K, 0, 0, K, false);
+    free_cgraph(&cg);
+    cache_graph(c, 37, 91, data3, &cg);
+    st = cache_check("rebuilt graph of another size", &cg);
+    EXPECT_STATS("rebuilt graph of another size", st, K, 0, 0, K, false);
+    free_cgraph(&cg);
+    lf_ctx_destroy(c);
+    /* (c) a new context on the same folder */
+    c = cpu_ctx(3, LF_COMPILE_REQUIRE, NULL);
+    cache_graph(c, R, C, data2, &cg);
+    st = cache_check("new context", &cg);
+    EXPECT_STATS("new context", st, K, 0, K, 0, false);
+    lf_ctx_destroy(c);
+    free(data);
+    free(data2);
+    free(data3);
+    expect_no_leak();
+}
+
+/* Flips the middle byte of path, or truncates it to half its size. */
+static void damage(const char *path, bool truncate_it) {
+    int fd = open(path, O_RDWR);
+    cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
+    struct stat sb;
+    cr_assert_eq(fstat(fd, &sb), 0);
+    cr_assert_gt(sb.st_size, 2);
+    if (truncate_it) {
+        cr_assert_eq(ftruncate(fd, sb.st_size / 2), 0);
+    } else {
+        unsigned char byte;
+        cr_assert_eq(pread(fd, &byte, 1, sb.st_size / 2), 1);
+        byte ^= 0x5a;
+        cr_assert_eq(pwrite(fd, &byte, 1, sb.st_size / 2), 1);
+    }
+    close(fd);
+}
+
+Test(cpu, cache_corrupt_entries) {
+    enum { R = 40, C = 33 };
+    float *data = rand_data(R * C);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    cgraph cg;
+    cache_graph(c, R, C, data, &cg);
+    lf_eval_stats st = cache_check("first eval", &cg);
+    int K = st.kernels;
+    EXPECT_STATS("first eval", st, K, K, 0, 0, false);
+    lf_ctx_destroy(c);
+    DIR *d = opendir(cache_dir);
+    cr_assert_not_null(d, "opendir %s: %s", cache_dir, strerror(errno));
+    struct dirent *e;
+    int n = 0;
+    char path[600];
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s", cache_dir, e->d_name);
+        damage(path, n++ == 0);
+    }
+    closedir(d);
+    cr_assert_eq(n, K, "%d cache entries, want %d", n, K);
+    c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    cache_graph(c, R, C, data, &cg);
+    st = cache_check("after damaging every entry", &cg);
+    EXPECT_STATS("after damaging every entry", st, K, K, 0, 0, false);
+    lf_ctx_destroy(c);
+    /* the rebuilt entries are good again */
+    c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    cache_graph(c, R, C, data, &cg);
+    st = cache_check("after the rebuild", &cg);
+    EXPECT_STATS("after the rebuild", st, K, 0, K, 0, false);
+    lf_ctx_destroy(c);
+    free(data);
+    expect_no_leak();
+}
+
+Test(cpu, cache_unwritable_folder) {
+    enum { R = 16, C = 70 };
+    float *data = rand_data(R * C);
+    char file[300], dir[320];
+    snprintf(file, sizeof file, "%s/plainfile", tmpdir);
+    FILE *fp = fopen(file, "w");
+    cr_assert_not_null(fp);
+    fputs("not a folder\n", fp);
+    fclose(fp);
+    snprintf(dir, sizeof dir, "%s/sub", file);
+    for (int round = 0; round < 2; round++) {
+        lf_ctx *c = cpu_ctx(2, LF_COMPILE_AUTO, dir);
+        cr_assert_str_eq(lf_ctx_get_options(c).cache_dir, dir);
+        cgraph cg;
+        cache_graph(c, R, C, data, &cg);
+        lf_eval_stats st = cache_check(round ? "unusable cache folder, second context" : "unusable cache folder", &cg);
+        EXPECT_STATS("unusable cache folder", st, st.kernels, st.kernels, 0, 0, false);
+        st = cache_check("unusable cache folder, reused", &cg);
+        EXPECT_STATS("unusable cache folder, reused", st, st.kernels, 0, 0, 0, true);
+        lf_ctx_destroy(c);
+    }
+    cr_assert_eq(count_files(cache_dir), -1, "$LF_CACHE_DIR was used although cache_dir was given");
+    free(data);
+    expect_no_leak();
+}
+
+Test(cpu, cache_thousand_rebuilds, .timeout = 300) {
+    enum { R = 8, C = 24 };
+    float *data = rand_data(R * C);
+    lf_ctx *c = cpu_ctx(1, LF_COMPILE_REQUIRE, NULL);
+    size_t base = 0;
+    int compiled_after_first = 0, K = 0;
+    for (int i = 0; i < 1000; i++) {
+        cgraph cg;
+        cache_graph(c, R, C, data, &cg);
+        lf_buffer *d[3];
+        for (int j = 0; j < 3; j++) d[j] = lf_buffer_new_like(c, cg.outs[j]);
+        cr_assert_eq(lf_eval(cg.g, 3, cg.outs, d), LF_OK, "rebuild %d: %s", i, lf_errmsg(c));
+        lf_eval_stats st;
+        lf_ctx_last_stats(c, &st);
+        if (i == 0) {
+            K = st.kernels;
+            cr_assert_eq(st.kernels_compiled, K);
+        } else {
+            compiled_after_first += st.kernels_compiled;
+            cr_assert_eq(st.kernels_memory_hits, K, "rebuild %d: %d memory hits of %d kernels", i,
+                         st.kernels_memory_hits, K);
+        }
+        for (int j = 0; j < 3; j++) lf_buffer_free(d[j]);
+        if (i == 999) cache_check("rebuild 1000", &cg);
+        free_cgraph(&cg);
+        /* memory is flat: nothing accumulates per rebuild */
+        if (i == 10) base = lf_debug_live_bytes();
+        if (i > 10)
+            cr_assert_eq(lf_debug_live_bytes(), base, "rebuild %d: %zu live bytes, %zu after rebuild 10", i,
+                         lf_debug_live_bytes(), base);
+    }
+    cr_assert_eq(compiled_after_first, 0, "999 rebuilds compiled %d kernels", compiled_after_first);
+    lf_ctx_destroy(c);
+    free(data);
+    expect_no_leak();
+}
+
+/* ==== 5. compiler problems ============================================================ */
+
+/* Redirects stderr (fd 2) into a file until capture_end, which returns the
+ * text (malloc'd). */
+static int saved_fd = -1;
+static char capture_path[320];
+
+static void capture_start(void) {
+    fflush(stderr);
+    snprintf(capture_path, sizeof capture_path, "%s/stderr-XXXXXX", tmpdir);
+    int fd = mkstemp(capture_path);
+    cr_assert_geq(fd, 0, "mkstemp: %s", strerror(errno));
+    saved_fd = dup(2);
+    cr_assert_geq(saved_fd, 0);
+    cr_assert_geq(dup2(fd, 2), 0);
+    close(fd);
+}
+
+static char *capture_end(void) {
+    fflush(stderr);
+    dup2(saved_fd, 2);
+    close(saved_fd);
+    saved_fd = -1;
+    FILE *fp = fopen(capture_path, "r");
+    cr_assert_not_null(fp);
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    rewind(fp);
+    char *s = xmalloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, fp);
+    s[got] = 0;
+    fclose(fp);
+    unlink(capture_path);
+    return s;
+}
+
+static int count_substr(const char *s, const char *sub) {
+    int n = 0;
+    for (const char *p = strstr(s, sub); p; p = strstr(p + 1, sub)) n++;
+    return n;
+}
+
+/* A small graph of one elementwise kernel (structure 0) or one with a
+ * reduction (structure 1). */
+static lf_graph *small_graph(lf_ctx *c, int structure, lf_node **out) {
+    lf_graph *g = lf_graph_new(c);
+    float v[300];
+    for (int i = 0; i < 300; i++) v[i] = (float)tu_uniform(-2, 2);
+    lf_node *x = in_node(g, LF_F32, 2, SH(3, 100), v);
+    if (structure == 0) *out = lf_map(g, lf_fn_parse(g, "(x) -> sin(x) * x + 1.0"), x);
+    else *out = lf_reduce(g, LF_RED_SUM, lf_mul(g, x, lf_const(g, LF_F32, 3)), 1, AX(1), false);
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+    return g;
+}
+
+/* Evaluates a small graph expecting the interpreter (no compiled kernel). */
+static void expect_interpreted(lf_ctx *c, int structure, const char *what) {
+    lf_node *out;
+    lf_graph *g = small_graph(c, structure, &out);
+    double rtol = 1e-6;
+    lf_eval_stats st = check_vs_reference(what, g, 1, &out, &rtol);
+    cr_assert(st.kernels > 0 && st.kernels_compiled == 0 && st.kernels_disk_hits == 0 && st.kernels_memory_hits == 0 &&
+                  !st.program_reused,
+              "%s: kernels %d compiled %d disk %d memory %d reused %d; want the interpreter's stats", what, st.kernels,
+              st.kernels_compiled, st.kernels_disk_hits, st.kernels_memory_hits, st.program_reused);
+    lf_graph_free(g);
+}
+
+/* Evaluates a small graph expecting LF_ERR_BACKEND with every fragment in
+ * the message, and the output buffer untouched. */
+static void expect_backend_error(lf_ctx *c, int structure, const char *what, const char *const *frags) {
+    lf_node *out;
+    lf_graph *g = small_graph(c, structure, &out);
+    lf_buffer *d = lf_buffer_new_like(c, out);
+    int64_t n = lf_buffer_numel(d);
+    float *sentinel = xmalloc((size_t)n * sizeof *sentinel), *after = xmalloc((size_t)n * sizeof *after);
+    for (int64_t i = 0; i < n; i++) sentinel[i] = -12345.5f;
+    lf_buffer_write(d, sentinel, (size_t)n * sizeof *sentinel);
+    for (int round = 0; round < 2; round++) { /* a failed eval leaves nothing half-built behind */
+        lf_status st = lf_eval(g, 1, &out, &d);
+        const char *msg = lf_errmsg(c);
+        cr_assert_eq(st, LF_ERR_BACKEND, "%s (round %d): %s, want LF_ERR_BACKEND; message: %s", what, round,
+                     lf_status_name(st), msg);
+        for (int i = 0; frags[i]; i++)
+            cr_assert(strstr(msg, frags[i]), "%s: the message lacks \"%s\": %s", what, frags[i], msg);
+        lf_eval_stats zero = {0}, stats;
+        lf_ctx_last_stats(c, &stats);
+        cr_assert(!memcmp(&stats, &zero, sizeof zero), "%s: stats not zero after a failed eval", what);
+        lf_buffer_read(d, after, (size_t)n * sizeof *after);
+        cr_assert(!memcmp(after, sentinel, (size_t)n * sizeof *after), "%s: the output buffer was changed", what);
+    }
+    free(sentinel);
+    free(after);
+    lf_buffer_free(d);
+    lf_graph_free(g);
+}
+
+Test(cpu, cc_false_falls_back_once) {
+    setenv("CC", "false", 1);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_AUTO, NULL);
+    capture_start();
+    expect_interpreted(c, 0, "CC=false, structure 0");
+    expect_interpreted(c, 1, "CC=false, structure 1");
+    expect_interpreted(c, 0, "CC=false, structure 0 again");
+    char *err = capture_end();
+    cr_assert_eq(count_substr(err, "no working C compiler"), 1, "want the fallback warning once, stderr was:\n%s", err);
+    cr_assert(strstr(err, "'false'"), "the warning does not name the compiler: %s", err);
+    free(err);
+    lf_ctx_destroy(c);
+    cr_assert_eq(count_files(cache_dir), -1, "nothing should have been cached");
+    unsetenv("CC");
+    expect_no_leak();
+}
+
+Test(cpu, cc_false_required) {
+    setenv("CC", "false", 1);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    capture_start();
+    expect_backend_error(c, 0, "CC=false, LF_COMPILE_REQUIRE", (const char *const[]){"false", "compiler", NULL});
+    char *err = capture_end();
+    cr_assert_eq(err[0], 0, "LF_COMPILE_REQUIRE printed on stderr: %s", err);
+    free(err);
+    lf_ctx_destroy(c);
+    unsetenv("CC");
+    /* a new context compiles */
+    c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    lf_node *out;
+    lf_graph *g = small_graph(c, 0, &out);
+    double rtol = 1e-5;
+    lf_eval_stats st = check_vs_reference("CC unset again, new context", g, 1, &out, &rtol);
+    cr_assert_eq(st.kernels_compiled, st.kernels);
+    lf_ctx_destroy(c);
+    expect_no_leak();
+}
+
+Test(cpu, cc_missing) {
+    setenv("CC", "/nonexistent/cc", 1);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    expect_backend_error(c, 1, "CC=/nonexistent/cc, LF_COMPILE_REQUIRE",
+                         (const char *const[]){"not found", "/nonexistent/cc", "compiler", NULL});
+    lf_ctx_destroy(c);
+    c = cpu_ctx(2, LF_COMPILE_AUTO, NULL);
+    capture_start();
+    expect_interpreted(c, 1, "CC=/nonexistent/cc, auto");
+    char *err = capture_end();
+    cr_assert_eq(count_substr(err, "no working C compiler"), 1, "stderr was:\n%s", err);
+    cr_assert(strstr(err, "not found"), "stderr was:\n%s", err);
+    free(err);
+    lf_ctx_destroy(c);
+    unsetenv("CC");
+    expect_no_leak();
+}
+
+Test(cpu, cc_fails_on_the_kernel) {
+    const char *cc0 = getenv("CC");
+    char cc[512], keep[512] = "";
+    if (cc0) snprintf(keep, sizeof keep, "%s", cc0);
+    snprintf(cc, sizeof cc, "%s -include /nonexistent/lf.h", cc0 && *cc0 ? cc0 : "cc");
+    setenv("CC", cc, 1);
+    for (int mode = 0; mode < 2; mode++) {
+        lf_ctx *c = cpu_ctx(2, mode ? LF_COMPILE_REQUIRE : LF_COMPILE_AUTO, NULL);
+        capture_start();
+        expect_backend_error(c, mode, mode ? "a failing compile, REQUIRE" : "a failing compile, AUTO",
+                             (const char *const[]){"compiling kernel", "/nonexistent/lf.h", NULL});
+        char *err = capture_end();
+        cr_assert_eq(count_substr(err, "no working C compiler"), 0, "a compiler that runs fell back: %s", err);
+        free(err);
+        cr_assert_eq(count_files(cache_dir), -1, "a failed compile left a cache entry");
+        /* the same context works once the compiler does */
+        if (keep[0]) setenv("CC", keep, 1);
+        else unsetenv("CC");
+        lf_node *out;
+        lf_graph *g = small_graph(c, mode, &out);
+        double rtol = 1e-5;
+        lf_eval_stats st = check_vs_reference("the same context, compiler fixed", g, 1, &out, &rtol);
+        cr_assert_eq(st.kernels_compiled, st.kernels);
+        lf_graph_free(g);
+        lf_ctx_destroy(c);
+        /* and a new one */
+        c = cpu_ctx(1, LF_COMPILE_REQUIRE, NULL);
+        g = small_graph(c, 1 - mode, &out);
+        check_vs_reference("a new context, compiler fixed", g, 1, &out, &rtol);
+        lf_graph_free(g);
+        lf_ctx_destroy(c);
+        nftw(cache_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        setenv("CC", cc, 1);
+    }
+    if (keep[0]) setenv("CC", keep, 1);
+    else unsetenv("CC");
+    expect_no_leak();
+}
+
+Test(cpu, compile_never) {
+    setenv("LF_COMPILE", "never", 1);
+    setenv("CC", "false", 1);
+    capture_start();
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_AUTO, NULL);
+    cr_assert_eq(lf_ctx_get_options(c).compile, LF_COMPILE_NEVER);
+    expect_interpreted(c, 0, "LF_COMPILE=never");
+    expect_interpreted(c, 1, "LF_COMPILE=never");
+    lf_ctx_destroy(c);
+    unsetenv("LF_COMPILE");
+    c = cpu_ctx(2, LF_COMPILE_NEVER, NULL);
+    expect_interpreted(c, 1, "lf_ctx_options.compile = LF_COMPILE_NEVER");
+    lf_ctx_destroy(c);
+    char *err = capture_end();
+    cr_assert_eq(err[0], 0, "LF_COMPILE=never printed on stderr: %s", err);
+    free(err);
+    unsetenv("CC");
+    /* REQUIRE is not overridden by the environment */
+    setenv("LF_COMPILE", "never", 1);
+    c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    cr_assert_eq(lf_ctx_get_options(c).compile, LF_COMPILE_REQUIRE);
+    lf_node *out;
+    lf_graph *g = small_graph(c, 0, &out);
+    double rtol = 1e-5;
+    lf_eval_stats st = check_vs_reference("REQUIRE with LF_COMPILE=never", g, 1, &out, &rtol);
+    cr_assert_eq(st.kernels_compiled, st.kernels);
+    lf_ctx_destroy(c);
+    unsetenv("LF_COMPILE");
+    expect_no_leak();
+}
+
+/* ==== 6. output aliasing ============================================================= */
+
+enum { AN = 1024 };
+
+/* Writes x0 into xb (and zeros into zb), evaluates outs into dsts on the CPU
+ * backend, reads xb and zb; the same with the reference evaluator; both
+ * buffers must end bit-identical. */
+static void alias_case(const char *what, lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
+                       lf_buffer *xb, lf_buffer *zb, const float *x0) {
+    static const float zeros[AN];
+    float got_x[AN], got_z[AN], want_x[AN], want_z[AN];
+    for (int r = 0; r < 2; r++) {
+        lf_buffer_write(xb, x0, sizeof got_x);
+        lf_buffer_write(zb, zeros, sizeof zeros);
+        if (r == 0) {
+            lf_status st = lf_eval(g, n, outs, dsts);
+            cr_assert_eq(st, LF_OK, "%s: %s", what, lf_errmsg(g->ctx));
+        } else {
+            eval_reference(g, n, outs, dsts);
+        }
+        lf_buffer_read(xb, r ? want_x : got_x, sizeof got_x);
+        lf_buffer_read(zb, r ? want_z : got_z, sizeof got_z);
+    }
+    char w[200];
+    snprintf(w, sizeof w, "%s: buffer x", what);
+    expect_match(w, LF_F32, got_x, want_x, AN, 0);
+    snprintf(w, sizeof w, "%s: buffer z", what);
+    expect_match(w, LF_F32, got_z, want_z, AN, 0);
+}
+
+Test(cpu, output_aliasing) {
+    setenv("LF_CPU_PARALLEL_MIN", "1", 1);
+    lf_ctx *c = cpu_ctx(3, LF_COMPILE_REQUIRE, NULL);
+    float x0[AN];
+    for (int i = 0; i < AN; i++) x0[i] = (float)tu_uniform(-10, 10);
+    lf_buffer *xb = raw_buf(c, LF_F32, 1, SH(AN), x0), *zb = raw_buf(c, LF_F32, 1, SH(AN), NULL);
+    lf_graph *g = lf_graph_new(c);
+    lf_node *x = lf_input(g, xb);
+    lf_node *rev = lf_slice(g, x, 0, LF_NONE, LF_NONE, -1);
+    lf_node *two = lf_const(g, LF_F32, 2), *one = lf_const(g, LF_F32, 1);
+    lf_node *y = lf_add(g, lf_mul(g, x, two), one);
+    lf_node *yrev = lf_add(g, lf_mul(g, rev, two), one);
+    lf_node *mix = lf_sub(g, x, lf_mul(g, rev, one));
+    lf_node *m = lf_reshape(g, x, 2, SH(32, 32));
+    lf_node *tr = lf_reshape(g, lf_add(g, lf_transpose(g, m), one), 1, SH(AN));
+    lf_node *shift = lf_add(g, lf_slice(g, lf_add(g, x, one), 0, 0, AN, 1), lf_const(g, LF_F32, 0));
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+    alias_case("y = x*2+1 into x", g, 1, (lf_node *[]){y}, (lf_buffer *[]){xb}, xb, zb, x0);
+    alias_case("x[::-1]*2+1 into x", g, 1, (lf_node *[]){yrev}, (lf_buffer *[]){xb}, xb, zb, x0);
+    alias_case("x - x[::-1] into x", g, 1, (lf_node *[]){mix}, (lf_buffer *[]){xb}, xb, zb, x0);
+    alias_case("transpose(x as 32x32) + 1 into x", g, 1, (lf_node *[]){tr}, (lf_buffer *[]){xb}, xb, zb, x0);
+    alias_case("x[::-1] (a view) into x", g, 1, (lf_node *[]){rev}, (lf_buffer *[]){xb}, xb, zb, x0);
+    alias_case("two outputs into z", g, 2, (lf_node *[]){y, yrev}, (lf_buffer *[]){zb, zb}, xb, zb, x0);
+    alias_case("two outputs into x", g, 2, (lf_node *[]){yrev, y}, (lf_buffer *[]){xb, xb}, xb, zb, x0);
+    alias_case("input x into z", g, 1, (lf_node *[]){x}, (lf_buffer *[]){zb}, xb, zb, x0);
+    alias_case("input x into x", g, 1, (lf_node *[]){x}, (lf_buffer *[]){xb}, xb, zb, x0);
+    alias_case("input x into z, x+1 into x", g, 2, (lf_node *[]){x, shift}, (lf_buffer *[]){zb, xb}, xb, zb, x0);
+    alias_case("y into x, then input x into z", g, 2, (lf_node *[]){y, x}, (lf_buffer *[]){xb, zb}, xb, zb, x0);
+    alias_case("x[::-1]*2+1 into x, then x[::-1] into z", g, 2, (lf_node *[]){yrev, rev}, (lf_buffer *[]){xb, zb}, xb,
+               zb, x0);
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+    unsetenv("LF_CPU_PARALLEL_MIN");
+    expect_no_leak();
+}
+
+/* ==== 7. LF_DEBUG=source ============================================================= */
+
+Test(cpu, debug_source_dump) {
+    setenv("LF_DEBUG", "source", 1);
+    lf_ctx *c = cpu_ctx(1, LF_COMPILE_REQUIRE, NULL);
+    lf_node *out;
+    lf_graph *g = small_graph(c, 0, &out);
+    lf_buffer *d = lf_buffer_new_like(c, out);
+    capture_start();
+    lf_status st = lf_eval(g, 1, &out, &d);
+    char *err = capture_end();
+    cr_assert_eq(st, LF_OK, "%s", lf_errmsg(c));
+    cr_assert(strstr(err, "lf_k_run"), "no lf_k_run in the dump:\n%s", err);
+    cr_assert(strstr(err, "/* n"), "no node comment in the dump:\n%s", err);
+    cr_assert(strstr(err, "sin"), "the dump lacks the kernel's body:\n%s", err);
+    free(err);
+    unsetenv("LF_DEBUG");
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+    expect_no_leak();
+}

@@ -291,8 +291,8 @@ static lf_status kernel_get(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s, 
     if (!from_disk) {
         char *log = NULL;
         if (cc_compile(src.s, cs->flags, cs->vector_math ? libs_vector : libs_scalar, &so, &len, &log) != 0) {
-            status = graph_error(ctx, LF_ERR_BACKEND, "eval: compiling kernel %d failed: %s", k,
-                                 log ? log : "out of memory");
+            status = log ? graph_error(ctx, LF_ERR_BACKEND, "eval: compiling kernel %d failed: %s", k, log)
+                         : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory compiling kernel %d", k);
             graph_free(log);
             goto fail;
         }
@@ -305,8 +305,8 @@ static lf_status kernel_get(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s, 
         }
         e->handle = cc_dlopen_bytes(so, len, &why);
         if (!e->handle) {
-            status = graph_error(ctx, LF_ERR_BACKEND, "eval: loading kernel %d failed: %s", k,
-                                 why ? why : "out of memory");
+            status = why ? graph_error(ctx, LF_ERR_BACKEND, "eval: loading kernel %d failed: %s", k, why)
+                         : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory loading kernel %d", k);
             goto fail;
         }
         st->kernels_compiled++;
