@@ -1,0 +1,1561 @@
+/* tests/test_cpu.c: the compiled CPU backend (backends/cpu, codegen/).
+ *
+ * Every result is compared with the reference evaluator on the same graph
+ * (LF_BACKEND_REFERENCE) on fresh random inputs (LF_TEST_SEED replays a run).
+ *
+ * - Odd sizes: 0, 1, 2 and sizes around the vector width, CG_LANES (16), the
+ *   pool's grain (256), CG_FULL_BLOCK and the parallel threshold, for an
+ *   elementwise graph with broadcasting, full reductions of f32 and i32, a
+ *   row softmax, column reductions and a reduction over axes (0, 2) of a 3-d
+ *   array, on 1, 2 and 3 threads with LF_CPU_PARALLEL_MIN=1 (small arrays
+ *   are split too). Floats within 1e-5 relative of the reference (bit-exact
+ *   where no rounding order is involved), integers and arg indices exact, and
+ *   every result bit-identical across thread counts.
+ * - IEEE semantics: NaN, +-Inf and -0 through arithmetic, min/max,
+ *   comparisons, rounding, casts (saturating, NaN -> 0) and integer corner
+ *   cases (% by 0 and -1, negative powers, wraparound), bit for bit: once
+ *   with many outputs per kernel over broadcast grids, once with every op in
+ *   a kernel of its own (the loop GCC vectorizes); reductions over NaN and
+ *   all-infinite arrays split over several blocks and threads; no fast-math
+ *   reassociation and no contraction of a*b+c into an fma.
+ * - Math accuracy: every transcendental operator on f32 and f64 over ~20,000
+ *   inputs spanning its domain, each in a kernel of its own (so libmvec's
+ *   vector functions run where the C dialect declares them), max ulp distance
+ *   to the reference (scalar libm) <= 4, NaN and +-Inf exact; a table of the
+ *   measured figures goes to stderr (Criterion's --tap mode, as meson runs
+ *   it, drops it: run `tests/test_cpu --filter='cpu/math*'` to see it).
+ * - Kernel cache: program reuse, in-memory hits for a rebuilt graph (also of
+ *   another size), disk hits in a new context, corrupt and truncated entries
+ *   rebuilt, an unusable cache folder, 1,000 rebuilds compile nothing.
+ * - Compiler problems: CC=false and a missing CC fall back to the interpreter
+ *   (one warning) or fail with LF_ERR_BACKEND under LF_COMPILE_REQUIRE; a
+ *   compiler that fails on the kernel reports its log; LF_COMPILE=never.
+ *   Failed evals leave the output buffers untouched.
+ * - Output aliasing (an output buffer that is also an input, through a
+ *   reversed view too; two outputs into one buffer; inputs as outputs) and
+ *   the LF_DEBUG=source dump.
+ *
+ * Each test gets a private kernel cache folder ($LF_CACHE_DIR, removed after
+ * it), so every test compiles its kernels cold; the number of distinct kernel
+ * structures per test is kept to a few dozen.
+ */
+#include "testutil.h"
+
+#include "backends/cpu/cpu.h"
+#include "graph/graph.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <float.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- per-test setup ------------------------------------------------------------ */
+
+static size_t base_bytes;
+static char tmpdir[256];    /* private folder of the test, removed after it */
+static char cache_dir[300]; /* tmpdir/cache: $LF_CACHE_DIR */
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f) {
+    (void)st, (void)flag, (void)f;
+    remove(p);
+    return 0;
+}
+
+static void setup(void) {
+    tu_seed(); /* prints the seed now, not inside a stderr capture */
+    base_bytes = lf_debug_live_bytes();
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/lf-test-cpu-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp: %s", strerror(errno));
+    snprintf(cache_dir, sizeof cache_dir, "%s/cache", tmpdir);
+    setenv("LF_CACHE_DIR", cache_dir, 1);
+    unsetenv("LF_COMPILE"); /* these tests are about compiling */
+    unsetenv("LF_DEBUG");
+    unsetenv("LF_CPU_PARALLEL_MIN");
+}
+
+static void teardown(void) {
+    lf_debug_fail_alloc(0, false);
+    nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+TestSuite(cpu, .init = setup, .fini = teardown);
+
+static void expect_no_leak(void) {
+    cr_assert_eq(lf_debug_live_bytes(), base_bytes, "live bytes %zu after destroying everything, %zu before",
+                 lf_debug_live_bytes(), base_bytes);
+}
+
+/* ---- contexts, buffers, evaluation ------------------------------------------------ */
+
+/* A CPU context (compile mode, cache folder or NULL for $LF_CACHE_DIR); threads
+ * > 0 replaces its pool through the test hook. */
+static lf_ctx *cpu_ctx(int threads, int compile, const char *cache) {
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    o.backend = LF_BACKEND_CPU;
+    o.compile = compile;
+    o.cache_dir = cache;
+    lf_ctx *c = lf_ctx_new(&o);
+    cr_assert_not_null(c, "lf_ctx_new: %s", lf_errmsg(NULL));
+    if (threads > 0) cr_assert_eq(cpu_set_threads(c, threads), LF_OK, "cpu_set_threads: %s", lf_errmsg(c));
+    return c;
+}
+
+static lf_ctx *ref_ctx(void) {
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    o.backend = LF_BACKEND_REFERENCE;
+    lf_ctx *c = lf_ctx_new(&o);
+    cr_assert_not_null(c, "lf_ctx_new: %s", lf_errmsg(NULL));
+    return c;
+}
+
+static lf_buffer *raw_buf(lf_ctx *c, lf_dtype t, int ndim, const int64_t *shape, const void *data) {
+    lf_buffer *b = lf_buffer_new(c, t, ndim, shape);
+    cr_assert_not_null(b, "lf_buffer_new: %s", lf_errmsg(c));
+    if (data && lf_buffer_bytes(b))
+        cr_assert_eq(lf_buffer_write(b, data, lf_buffer_bytes(b)), LF_OK, "write: %s", lf_errmsg(c));
+    return b;
+}
+
+/* An input node over a new buffer holding data; the graph keeps the buffer. */
+static lf_node *in_node(lf_graph *g, lf_dtype t, int ndim, const int64_t *shape, const void *data) {
+    lf_buffer *b = raw_buf(g->ctx, t, ndim, shape, data);
+    lf_node *n = lf_input(g, b);
+    lf_buffer_free(b);
+    cr_assert_not_null(n, "lf_input: %s", lf_graph_errmsg(g));
+    return n;
+}
+
+static void *raw_read(const lf_buffer *b) {
+    size_t bytes = lf_buffer_bytes(b);
+    void *p = malloc(bytes ? bytes : 1);
+    cr_assert_not_null(p);
+    if (bytes) cr_assert_eq(lf_buffer_read(b, p, bytes), LF_OK);
+    return p;
+}
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    cr_assert_not_null(p, "out of memory");
+    return p;
+}
+
+/* Evaluates outs of g with the reference evaluator (the same graph, the
+ * context switched to LF_BACKEND_REFERENCE for this one call). */
+static void eval_reference(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts) {
+    lf_ctx *c = g->ctx;
+    lf_backend keep = c->backend;
+    c->backend = LF_BACKEND_REFERENCE;
+    lf_status st = lf_eval(g, n, outs, dsts);
+    c->backend = keep;
+    cr_assert_eq(st, LF_OK, "reference eval: %s", lf_errmsg(c));
+}
+
+static double elem(lf_dtype t, const void *p, int64_t i) {
+    switch (t) {
+    case LF_BOOL: return ((const uint8_t *)p)[i];
+    case LF_I32: return ((const int32_t *)p)[i];
+    case LF_I64: return (double)((const int64_t *)p)[i];
+    case LF_F32: return ((const float *)p)[i];
+    default: return ((const double *)p)[i];
+    }
+}
+
+/* got against want (n elements of dtype t). Integers and bool exactly; floats
+ * bit for bit when rtol is 0 (NaN: both NaN, any payload), else within rtol
+ * relative (NaN both NaN, infinities equal). */
+static void expect_match(const char *what, lf_dtype t, const void *got, const void *want, int64_t n,
+                         double rtol) {
+    size_t es = lf_dtype_size(t);
+    for (int64_t i = 0; i < n; i++) {
+        double a = elem(t, got, i), b = elem(t, want, i);
+        bool ok;
+        if (t == LF_F32 || t == LF_F64) {
+            if (isnan(a) || isnan(b)) ok = isnan(a) && isnan(b);
+            else if (rtol == 0) ok = !memcmp((const char *)got + i * es, (const char *)want + i * es, es);
+            else if (isinf(a) || isinf(b)) ok = a == b;
+            else ok = fabs(a - b) <= rtol * fabs(b);
+        } else {
+            ok = !memcmp((const char *)got + i * es, (const char *)want + i * es, es);
+        }
+        if (!ok) {
+            long long gi = t == LF_I64 ? (long long)((const int64_t *)got)[i] : (long long)a;
+            long long wi = t == LF_I64 ? (long long)((const int64_t *)want)[i] : (long long)b;
+            cr_assert_fail("%s: element %" PRId64 " of %" PRId64 " (%s) is %.9g (%a; int %lld), reference %.9g "
+                           "(%a; int %lld)%s",
+                           what, i, n, lf_dtype_name(t), a, a, gi, b, b, wi,
+                           rtol == 0 ? ", want bit-identical" : "");
+        }
+    }
+}
+
+/* The bytes of two results must be identical (thread-count independence). */
+static void expect_same_bits(const char *what, lf_dtype t, const void *a, const void *b, int64_t n) {
+    size_t es = lf_dtype_size(t);
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp((const char *)a + i * es, (const char *)b + i * es, es))
+            cr_assert_fail("%s: element %" PRId64 " of %" PRId64 " differs: %.17g (%a) vs %.17g (%a)", what, i, n,
+                           elem(t, a, i), elem(t, a, i), elem(t, b, i), elem(t, b, i));
+}
+
+/* Evaluates outs[0..n) on g's (CPU) context and with the reference evaluator,
+ * each into new buffers, and checks every output with expect_match(rtol[i]).
+ * Returns the CPU eval's stats. */
+static lf_eval_stats check_vs_reference(const char *what, lf_graph *g, int n, lf_node *const *outs,
+                                        const double *rtol) {
+    lf_ctx *c = g->ctx;
+    lf_buffer *got[32], *want[32];
+    cr_assert(n <= 32);
+    for (int i = 0; i < n; i++) {
+        cr_assert_not_null(outs[i], "%s: output %d is NULL: %s", what, i, lf_graph_errmsg(g));
+        got[i] = lf_buffer_new_like(c, outs[i]);
+        want[i] = lf_buffer_new_like(c, outs[i]);
+        cr_assert(got[i] && want[i]);
+    }
+    lf_status st = lf_eval(g, n, outs, got);
+    cr_assert_eq(st, LF_OK, "%s: eval: %s: %s", what, lf_status_name(st), lf_errmsg(c));
+    lf_eval_stats stats;
+    cr_assert_eq(lf_ctx_last_stats(c, &stats), LF_OK);
+    eval_reference(g, n, outs, want);
+    for (int i = 0; i < n; i++) {
+        void *a = raw_read(got[i]), *b = raw_read(want[i]);
+        char w[200];
+        snprintf(w, sizeof w, "%s, output %d", what, i);
+        expect_match(w, lf_buffer_dtype(got[i]), a, b, lf_buffer_numel(got[i]), rtol ? rtol[i] : 0);
+        free(a);
+        free(b);
+        lf_buffer_free(got[i]);
+        lf_buffer_free(want[i]);
+    }
+    return stats;
+}
+
+static float *rand_f32(int64_t n, double lo, double hi) {
+    float *v = xmalloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++) v[i] = (float)tu_uniform(lo, hi);
+    return v;
+}
+
+static int32_t *rand_i32(int64_t n, int64_t lo, int64_t hi) {
+    int32_t *v = xmalloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++) v[i] = (int32_t)tu_randint(lo, hi);
+    return v;
+}
+
+#define SH(...) ((const int64_t[]){__VA_ARGS__})
+#define AX(...) ((const int[]){__VA_ARGS__})
+
+/* ==== 1. odd sizes, threads ======================================================== */
+
+static const int64_t SIZES[] = {0,   1,    2,    15,    16,    17,    31,    33,    255,
+                                256, 257, 1023, 4097, 65535, 65536, 65537, 200003};
+enum { NSIZES = sizeof SIZES / sizeof SIZES[0], NT = 3, MAXO = 12 };
+
+/* The outputs a sweep builder makes, with their tolerance (0: bit-exact). */
+typedef struct outset {
+    int n;
+    lf_node *outs[MAXO];
+    double rtol[MAXO];
+    const char *name[MAXO];
+} outset;
+
+static void add_out(outset *o, const char *name, lf_node *n, double rtol) {
+    cr_assert(o->n < MAXO);
+    o->name[o->n] = name;
+    o->rtol[o->n] = rtol;
+    o->outs[o->n++] = n;
+}
+
+/* Builds the outputs of size s on g from the host arrays h (made by gen). */
+typedef void (*sweep_build)(lf_graph *g, int64_t s, void *const *h, outset *o);
+/* Makes the host arrays of size s (random, freed by the sweep). */
+typedef void (*sweep_gen)(int64_t s, void **h);
+
+enum { MAXH = 4 };
+
+/* For every size: the same graph on contexts of 1, 2 and 3 threads and on the
+ * reference backend; each CPU result against the reference (tolerances of
+ * the outset), and the 2- and 3-thread results bit-identical to 1 thread. */
+static void sweep(const char *name, sweep_gen gen, sweep_build build) {
+    setenv("LF_CPU_PARALLEL_MIN", "1", 1); /* read when a context's CPU state is made */
+    lf_ctx *ctxs[NT + 1];
+    for (int t = 0; t < NT; t++) ctxs[t] = cpu_ctx(t + 1, LF_COMPILE_REQUIRE, NULL);
+    ctxs[NT] = ref_ctx();
+    for (int si = 0; si < NSIZES; si++) {
+        int64_t s = SIZES[si];
+        void *h[MAXH] = {0};
+        gen(s, h);
+        void *res[NT + 1][MAXO];
+        lf_dtype dt[MAXO];
+        int64_t numel[MAXO];
+        outset first = {0};
+        for (int k = 0; k <= NT; k++) {
+            lf_graph *g = lf_graph_new(ctxs[k]);
+            cr_assert_not_null(g);
+            outset o = {0};
+            build(g, s, h, &o);
+            cr_assert_eq(lf_graph_status(g), LF_OK, "%s size %" PRId64 ": building: %s", name, s,
+                         lf_graph_errmsg(g));
+            if (o.n == 0) { /* nothing to evaluate at this size */
+                lf_graph_free(g);
+                continue;
+            }
+            lf_buffer *d[MAXO];
+            for (int i = 0; i < o.n; i++) {
+                d[i] = lf_buffer_new_like(ctxs[k], o.outs[i]);
+                cr_assert_not_null(d[i]);
+            }
+            lf_status st = lf_eval(g, o.n, o.outs, d);
+            cr_assert_eq(st, LF_OK, "%s size %" PRId64 " on %s: eval: %s: %s", name, s,
+                         k < NT ? "the CPU backend" : "the reference", lf_status_name(st), lf_errmsg(ctxs[k]));
+            if (k < NT) {
+                lf_eval_stats stats;
+                lf_ctx_last_stats(ctxs[k], &stats);
+                cr_assert_eq(stats.kernels_compiled + stats.kernels_disk_hits + stats.kernels_memory_hits,
+                             stats.kernels, "%s size %" PRId64 ": %d kernels, %d compiled, %d from disk, %d from "
+                             "memory: the compiled path did not run every kernel",
+                             name, s, stats.kernels, stats.kernels_compiled, stats.kernels_disk_hits,
+                             stats.kernels_memory_hits);
+            }
+            for (int i = 0; i < o.n; i++) {
+                res[k][i] = raw_read(d[i]);
+                dt[i] = lf_buffer_dtype(d[i]);
+                numel[i] = lf_buffer_numel(d[i]);
+                lf_buffer_free(d[i]);
+            }
+            if (k == 0) first = o;
+            lf_graph_free(g);
+        }
+        for (int i = 0; i < first.n; i++) {
+            char w[200];
+            for (int k = 0; k < NT; k++) {
+                snprintf(w, sizeof w, "%s size %" PRId64 ", %s, %d thread(s) vs the reference", name, s,
+                         first.name[i], k + 1);
+                expect_match(w, dt[i], res[k][i], res[NT][i], numel[i], first.rtol[i]);
+            }
+            for (int k = 1; k < NT; k++) {
+                snprintf(w, sizeof w, "%s size %" PRId64 ", %s, %d threads vs 1 thread", name, s, first.name[i],
+                         k + 1);
+                expect_same_bits(w, dt[i], res[k][i], res[0][i], numel[i]);
+            }
+            for (int k = 0; k <= NT; k++) free(res[k][i]);
+        }
+        for (int j = 0; j < MAXH; j++) free(h[j]);
+    }
+    for (int k = 0; k <= NT; k++) lf_ctx_destroy(ctxs[k]);
+    unsetenv("LF_CPU_PARALLEL_MIN");
+    expect_no_leak();
+}
+
+/* (a) x[s] with y[1] and a 0-d z: correctly rounded ops only, so bit-exact. */
+static void gen_elementwise(int64_t s, void **h) {
+    h[0] = rand_f32(s, -4, 4);
+    h[1] = rand_f32(1, -2, 2);
+    h[2] = rand_f32(1, -2, 2);
+}
+
+static void build_elementwise(lf_graph *g, int64_t s, void *const *h, outset *o) {
+    lf_node *x = in_node(g, LF_F32, 1, &s, h[0]);
+    lf_node *y = in_node(g, LF_F32, 1, SH(1), h[1]);
+    lf_node *z = in_node(g, LF_F32, 0, NULL, h[2]);
+    lf_fn *f = lf_fn_parse(g, "(x, y, z) -> (x*y + z) / (x*x + 1.0) - max(x, z) * sqrt(abs(x - y))");
+    lf_node *xs[3] = {x, y, z};
+    add_out(o, "f(x, y, z)", lf_zipwith(g, f, 3, xs), 0);
+    add_out(o, "i32(x*100 - z)", lf_cast(g, lf_sub(g, lf_mul(g, x, lf_const(g, LF_F32, 100)), z), LF_I32), 0);
+}
+
+Test(cpu, sizes_elementwise, .timeout = 300) { sweep("elementwise", gen_elementwise, build_elementwise); }
+
+/* (b) sum, mean, max, argmax over everything, f32 and i32 (small integers:
+ * many ties, argmax takes the first). */
+static void gen_full(int64_t s, void **h) {
+    h[0] = rand_f32(s, -1, 1);
+    h[1] = rand_i32(s, -50, 50);
+}
+
+static void build_full(lf_graph *g, int64_t s, void *const *h, outset *o) {
+    lf_node *xf = in_node(g, LF_F32, 1, &s, h[0]);
+    lf_node *xi = in_node(g, LF_I32, 1, &s, h[1]);
+    add_out(o, "sum f32", lf_reduce(g, LF_RED_SUM, xf, 0, NULL, false), 1e-5);
+    add_out(o, "mean f32", lf_reduce(g, LF_RED_MEAN, xf, 0, NULL, false), 1e-5);
+    add_out(o, "sum i32", lf_reduce(g, LF_RED_SUM, xi, 0, NULL, false), 0);
+    add_out(o, "mean i32", lf_reduce(g, LF_RED_MEAN, xi, 0, NULL, false), 1e-12);
+    if (s == 0) return; /* max and argmax of an empty set fail when built */
+    add_out(o, "max f32", lf_reduce(g, LF_RED_MAX, xf, 0, NULL, false), 0);
+    add_out(o, "argmax f32", lf_reduce(g, LF_RED_ARGMAX, xf, 0, NULL, false), 0);
+    add_out(o, "max i32", lf_reduce(g, LF_RED_MAX, xi, 0, NULL, false), 0);
+    add_out(o, "argmax i32", lf_reduce(g, LF_RED_ARGMAX, xi, 0, NULL, false), 0);
+}
+
+Test(cpu, sizes_full_reductions, .timeout = 300) { sweep("full reductions", gen_full, build_full); }
+
+/* (c) softmax over rows of [3, s]; the row argmax too. */
+enum { SOFTMAX_ROWS = 3 };
+
+static void gen_softmax(int64_t s, void **h) { h[0] = rand_f32(SOFTMAX_ROWS * s, -5, 5); }
+
+static void build_softmax(lf_graph *g, int64_t s, void *const *h, outset *o) {
+    if (s == 0) return; /* the row max of an empty row fails when built */
+    lf_node *x = in_node(g, LF_F32, 2, SH(SOFTMAX_ROWS, s), h[0]);
+    lf_node *m = lf_reduce(g, LF_RED_MAX, x, 1, AX(1), true);
+    lf_node *e = lf_exp(g, lf_sub(g, x, m));
+    lf_node *sm = lf_div(g, e, lf_reduce(g, LF_RED_SUM, e, 1, AX(1), true));
+    add_out(o, "softmax", sm, 1e-5);
+    add_out(o, "row argmax", lf_reduce(g, LF_RED_ARGMAX, x, 1, AX(-1), false), 0);
+}
+
+Test(cpu, sizes_softmax, .timeout = 300) { sweep("row softmax", gen_softmax, build_softmax); }
+
+/* (d) reductions over axis 0 of [5, s] and of [s, 3]. */
+static void gen_columns(int64_t s, void **h) {
+    h[0] = rand_f32(5 * s, -1, 1);
+    h[1] = rand_f32(3 * s, -1, 1);
+}
+
+static void build_columns(lf_graph *g, int64_t s, void *const *h, outset *o) {
+    lf_node *a = in_node(g, LF_F32, 2, SH(5, s), h[0]);
+    lf_node *b = in_node(g, LF_F32, 2, SH(s, 3), h[1]);
+    add_out(o, "sum axis 0 of [5, s]", lf_reduce(g, LF_RED_SUM, a, 1, AX(0), false), 1e-5);
+    add_out(o, "argmax axis 0 of [5, s]", lf_reduce(g, LF_RED_ARGMAX, a, 1, AX(0), false), 0);
+    add_out(o, "sum axis 0 of [s, 3]", lf_reduce(g, LF_RED_SUM, b, 1, AX(0), false), 1e-5);
+    if (s) add_out(o, "argmax axis 0 of [s, 3]", lf_reduce(g, LF_RED_ARGMAX, b, 1, AX(0), false), 0);
+}
+
+Test(cpu, sizes_column_reductions, .timeout = 300) { sweep("column reductions", gen_columns, build_columns); }
+
+/* (e) reductions over axes (0, 2) of [3, 4, s] and of [s, 3, 2]. */
+static void gen_axes02(int64_t s, void **h) {
+    h[0] = rand_f32(12 * s, -1, 1);
+    h[1] = rand_f32(6 * s, -1, 1);
+}
+
+static void build_axes02(lf_graph *g, int64_t s, void *const *h, outset *o) {
+    lf_node *a = in_node(g, LF_F32, 3, SH(3, 4, s), h[0]);
+    lf_node *b = in_node(g, LF_F32, 3, SH(s, 3, 2), h[1]);
+    add_out(o, "sum (0,2) of [3, 4, s]", lf_reduce(g, LF_RED_SUM, a, 2, AX(0, 2), false), 1e-5);
+    add_out(o, "sum (0,2) of [s, 3, 2]", lf_reduce(g, LF_RED_SUM, b, 2, AX(0, 2), true), 1e-5);
+    if (!s) return;
+    add_out(o, "max (0,2) of [3, 4, s]", lf_reduce(g, LF_RED_MAX, a, 2, AX(0, 2), false), 0);
+    add_out(o, "argmin (0,2) of [3, 4, s]", lf_reduce(g, LF_RED_ARGMIN, a, 2, AX(0, 2), false), 0);
+    add_out(o, "argmin (0,2) of [s, 3, 2]", lf_reduce(g, LF_RED_ARGMIN, b, 2, AX(0, -1), false), 0);
+}
+
+Test(cpu, sizes_axes_0_2, .timeout = 300) { sweep("reduction over axes (0, 2)", gen_axes02, build_axes02); }
+
+/* ==== 2. NaN, Inf, -0 and integer corner cases ================================== */
+
+static const double SPECIAL_BIN[] = {0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, 1e30, -1e-30, 1e-40,
+                                     INFINITY, -INFINITY, NAN, -NAN};
+enum { NSB = sizeof SPECIAL_BIN / sizeof SPECIAL_BIN[0] };
+
+static const double SPECIAL_UN[] = {
+    0.0,          -0.0,          0.5,           -0.5,          1.5,           -1.5,          2.5,
+    -2.5,         3.5,           -3.5,          0.49999997,    -0.49999997,   1.0,           -1.0,
+    7.0,          -7.0,          1e20,          -1e20,         8388607.5,     -8388607.5,    4503599627370495.5,
+    -4503599627370495.5,       2147483647.0,  2147483647.5,  2147483648.0,  -2147483648.0, -2147483648.5,
+    -2147483649.0, 3e9,          -3e9,          9.2e18,        -9.2e18,       9223372036854775807.0,
+    -9223372036854775808.0,    1e19,          -1e19,         1e300,         -1e300,        1e-40,
+    -1e-40,       1e-310,        FLT_MAX,       -FLT_MAX,      DBL_MAX,       INFINITY,      -INFINITY,
+    NAN,          -NAN};
+enum { NSU = sizeof SPECIAL_UN / sizeof SPECIAL_UN[0] };
+
+/* An input of dtype t (f32 or f64) holding vals (converted as C does). */
+static lf_node *float_input(lf_graph *g, lf_dtype t, int ndim, const int64_t *shape, const double *vals, int n) {
+    if (t == LF_F64) return in_node(g, t, ndim, shape, vals);
+    float *f = xmalloc((size_t)n * sizeof *f);
+    for (int i = 0; i < n; i++) f[i] = (float)vals[i];
+    lf_node *x = in_node(g, t, ndim, shape, f);
+    free(f);
+    return x;
+}
+
+/* Every op of bin (on all pairs of vals) and of un, and every cast, each in a
+ * kernel of its own over a long flat array (each output gets another length,
+ * so nothing is merged): a kernel storing many outputs may stay scalar, a
+ * lone op is the loop GCC vectorizes, and that is the code path to check. */
+static void ops_alone(const char *what, lf_dtype t, const void *vals, int nv, const lf_op *bin, int nbin,
+                      const lf_op *un, int nun) {
+    enum { REP = 6, MAXOPS = 32 };
+    size_t es = lf_dtype_size(t);
+    int64_t np = (int64_t)nv * nv * REP, nu = (int64_t)nv * 16 * REP;
+    int64_t cap = (np > nu ? np : nu) + MAXOPS;
+    char *xv = xmalloc((size_t)cap * es), *yv = xmalloc((size_t)cap * es), *uv = xmalloc((size_t)cap * es);
+    for (int64_t i = 0; i < cap; i++) {
+        memcpy(xv + i * es, (const char *)vals + ((i / nv) % nv) * es, es);
+        memcpy(yv + i * es, (const char *)vals + (i % nv) * es, es);
+        memcpy(uv + i * es, (const char *)vals + ((i * 7) % nv) * es, es);
+    }
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    lf_graph *g = lf_graph_new(c);
+    lf_node *outs[MAXOPS];
+    int n = 0;
+    for (int k = 0; k < nbin; k++, n++) {
+        int64_t len = np + n;
+        outs[n] = lf_apply(g, bin[k], in_node(g, t, 1, &len, xv), in_node(g, t, 1, &len, yv), NULL);
+    }
+    for (int k = 0; k < nun + LF_NDTYPES; k++) {
+        if (k >= nun && (lf_dtype)(k - nun) == t) continue; /* no identity cast */
+        cr_assert(n < MAXOPS);
+        int64_t len = nu + n;
+        lf_node *u = in_node(g, t, 1, &len, uv);
+        outs[n++] = k < nun ? lf_apply(g, un[k], u, NULL, NULL) : lf_cast(g, u, (lf_dtype)(k - nun));
+    }
+    lf_eval_stats st = check_vs_reference(what, g, n, outs, NULL);
+    cr_assert(st.kernels == n && st.kernels_compiled == n, "%s: %d outputs, %d kernels, %d compiled", what, n,
+              st.kernels, st.kernels_compiled);
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+    free(xv);
+    free(yv);
+    free(uv);
+}
+
+static void float_specials(lf_dtype t) {
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    lf_graph *g = lf_graph_new(c);
+    char what[128];
+    /* binary operators on every pair: x [m, 1] against y [1, m] */
+    lf_node *x = float_input(g, t, 2, SH(NSB, 1), SPECIAL_BIN, NSB);
+    lf_node *y = float_input(g, t, 2, SH(1, NSB), SPECIAL_BIN, NSB);
+    static const lf_op bin[] = {LF_OP_ADD, LF_OP_SUB, LF_OP_MUL, LF_OP_DIV, LF_OP_MOD, LF_OP_MIN,
+                                LF_OP_MAX, LF_OP_LT,  LF_OP_LE,  LF_OP_GT,  LF_OP_GE,  LF_OP_EQ,
+                                LF_OP_NE,  LF_OP_AND, LF_OP_OR};
+    enum { NBIN = sizeof bin / sizeof bin[0] };
+    lf_node *outs[NBIN + 2];
+    for (int i = 0; i < NBIN; i++) outs[i] = lf_apply(g, bin[i], x, y, NULL);
+    outs[NBIN] = lf_select(g, lf_lt(g, x, y), x, y);
+    outs[NBIN + 1] = lf_select(g, x, y, lf_neg(g, y)); /* NaN and -0 as conditions */
+    snprintf(what, sizeof what, "%s binary operators on special pairs", lf_dtype_name(t));
+    check_vs_reference(what, g, NBIN + 2, outs, NULL);
+    /* unary operators and casts */
+    lf_node *u = float_input(g, t, 1, SH(NSU), SPECIAL_UN, NSU);
+    static const lf_op un[] = {LF_OP_NEG,   LF_OP_ABS,  LF_OP_SIGN,  LF_OP_FLOOR, LF_OP_CEIL,
+                               LF_OP_ROUND, LF_OP_TRUNC, LF_OP_ISNAN, LF_OP_ISINF, LF_OP_NOT,
+                               LF_OP_SQRT,  LF_OP_RSQRT};
+    enum { NUN = sizeof un / sizeof un[0] };
+    lf_node *uo[NUN + 5];
+    for (int i = 0; i < NUN; i++) uo[i] = lf_apply(g, un[i], u, NULL, NULL);
+    uo[NUN] = lf_cast(g, u, LF_I32);
+    uo[NUN + 1] = lf_cast(g, u, LF_I64);
+    uo[NUN + 2] = lf_cast(g, u, LF_BOOL);
+    uo[NUN + 3] = lf_cast(g, u, t == LF_F32 ? LF_F64 : LF_F32);
+    uo[NUN + 4] = lf_zipwith(g, lf_fn_parse(g, "(a) -> i32(a * 2.0) + i32(-a)"), 1, &u);
+    snprintf(what, sizeof what, "%s unary operators and casts on special values", lf_dtype_name(t));
+    check_vs_reference(what, g, NUN + 5, uo, NULL);
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+    /* the same operators one kernel each, on every pair again */
+    double *vals = xmalloc(NSU * sizeof *vals);
+    float *v32 = xmalloc(NSU * sizeof *v32);
+    for (int i = 0; i < NSU; i++) vals[i] = SPECIAL_UN[i], v32[i] = (float)SPECIAL_UN[i];
+    snprintf(what, sizeof what, "%s operators one kernel each", lf_dtype_name(t));
+    ops_alone(what, t, t == LF_F32 ? (const void *)v32 : (const void *)vals, NSU, bin, NBIN, un, NUN);
+    free(vals);
+    free(v32);
+}
+
+Test(cpu, ieee_f32) {
+    float_specials(LF_F32);
+    expect_no_leak();
+}
+
+Test(cpu, ieee_f64) {
+    float_specials(LF_F64);
+    expect_no_leak();
+}
+
+static void int_specials(lf_dtype t) {
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    lf_graph *g = lf_graph_new(c);
+    int64_t v64[] = {0, 1, -1, 2, -2, 3, -3, 7, -7, 31, 63, 64, INT32_MAX, INT32_MIN, INT32_MAX - 1,
+                     INT64_MAX, INT64_MIN, (int64_t)1 << 32, -((int64_t)1 << 32) - 5};
+    enum { NV = sizeof v64 / sizeof v64[0] };
+    int32_t v32[NV];
+    for (int i = 0; i < NV; i++) v32[i] = (int32_t)(uint32_t)(uint64_t)v64[i]; /* wraps */
+    const void *vals = t == LF_I32 ? (const void *)v32 : (const void *)v64;
+    lf_node *x = in_node(g, t, 2, SH(NV, 1), vals), *y = in_node(g, t, 2, SH(1, NV), vals);
+    static const lf_op bin[] = {LF_OP_ADD, LF_OP_SUB, LF_OP_MUL, LF_OP_DIV, LF_OP_MOD, LF_OP_POW,
+                                LF_OP_MIN, LF_OP_MAX, LF_OP_LT,  LF_OP_GE,  LF_OP_EQ,  LF_OP_AND};
+    enum { NBIN = sizeof bin / sizeof bin[0] };
+    lf_node *outs[NBIN + 1];
+    for (int i = 0; i < NBIN; i++) outs[i] = lf_apply(g, bin[i], x, y, NULL);
+    outs[NBIN] = lf_select(g, lf_lt(g, x, y), lf_mul(g, x, x), y);
+    char what[128];
+    snprintf(what, sizeof what, "%s binary operators on corner pairs", lf_dtype_name(t));
+    check_vs_reference(what, g, NBIN + 1, outs, NULL);
+    lf_node *u = in_node(g, t, 1, SH(NV), vals);
+    lf_node *uo[] = {lf_neg(g, u),          lf_abs(g, u),          lf_sign(g, u),         lf_floor(g, u),
+                     lf_round(g, u),        lf_cast(g, u, LF_I32), lf_cast(g, u, LF_I64), lf_cast(g, u, LF_F32),
+                     lf_cast(g, u, LF_F64), lf_cast(g, u, LF_BOOL), lf_isnan(g, u),       lf_sqrt(g, u)};
+    snprintf(what, sizeof what, "%s unary operators and casts on corner values", lf_dtype_name(t));
+    check_vs_reference(what, g, (int)(sizeof uo / sizeof uo[0]), uo, NULL);
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+    static const lf_op un[] = {LF_OP_NEG, LF_OP_ABS, LF_OP_SIGN, LF_OP_FLOOR, LF_OP_NOT, LF_OP_SQRT};
+    snprintf(what, sizeof what, "%s operators one kernel each", lf_dtype_name(t));
+    ops_alone(what, t, vals, NV, bin, NBIN, un, (int)(sizeof un / sizeof un[0]));
+}
+
+Test(cpu, integer_corners) {
+    int_specials(LF_I32);
+    int_specials(LF_I64);
+    /* the documented values themselves, not only agreement with the reference */
+    lf_ctx *c = cpu_ctx(1, LF_COMPILE_REQUIRE, NULL);
+    lf_graph *g = lf_graph_new(c);
+    int32_t a[] = {7, -7, INT32_MIN, 2, -1, 1, -1, 0, INT32_MAX};
+    int32_t b[] = {0, -1, -1, -3, -3, -5, -4, -2, 1};
+    lf_node *x = in_node(g, LF_I32, 1, SH(9), a), *y = in_node(g, LF_I32, 1, SH(9), b);
+    lf_node *outs[] = {lf_mod(g, x, y), lf_pow(g, x, y), lf_add(g, x, y)};
+    lf_buffer *d[3];
+    for (int i = 0; i < 3; i++) d[i] = lf_buffer_new_like(c, outs[i]);
+    cr_assert_eq(lf_eval(g, 3, outs, d), LF_OK, "%s", lf_errmsg(c));
+    int32_t mod[9], pw[9], add[9];
+    lf_buffer_read(d[0], mod, sizeof mod);
+    lf_buffer_read(d[1], pw, sizeof pw);
+    lf_buffer_read(d[2], add, sizeof add);
+    int32_t want_mod[] = {0, 0, 0, -1, -1, -4, -1, 0, 0};
+    int32_t want_pow[] = {1, 0, 0, 0, -1, 1, 1, 0, INT32_MAX};
+    int32_t want_add[] = {7, -8, INT32_MAX, -1, -4, -4, -5, -2, INT32_MIN};
+    for (int i = 0; i < 9; i++) {
+        cr_expect_eq(mod[i], want_mod[i], "%d %% %d = %d, want %d", a[i], b[i], mod[i], want_mod[i]);
+        cr_expect_eq(pw[i], want_pow[i], "%d ** %d = %d, want %d", a[i], b[i], pw[i], want_pow[i]);
+        cr_expect_eq(add[i], want_add[i], "%d + %d = %d, want %d (wrapping)", a[i], b[i], add[i], want_add[i]);
+    }
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+    expect_no_leak();
+}
+
+/* Exact values of the documented float semantics, checked directly. */
+Test(cpu, ieee_documented_values) {
+    lf_ctx *c = cpu_ctx(1, LF_COMPILE_REQUIRE, NULL);
+    lf_graph *g = lf_graph_new(c);
+    float v[] = {-0.0f, 0.5f, -0.5f, 1.5f, -1.5f, 2.5f, -2.5f, NAN, INFINITY, -INFINITY, 3e9f, -3e9f};
+    enum { NV = sizeof v / sizeof v[0] };
+    lf_node *x = in_node(g, LF_F32, 1, SH(NV), v);
+    lf_node *outs[] = {lf_abs(g, x), lf_round(g, x), lf_cast(g, x, LF_I32), lf_maximum(g, x, lf_const(g, LF_F32, 0)),
+                       lf_sign(g, x)};
+    lf_buffer *d[5];
+    for (int i = 0; i < 5; i++) d[i] = lf_buffer_new_like(c, outs[i]);
+    cr_assert_eq(lf_eval(g, 5, outs, d), LF_OK, "%s", lf_errmsg(c));
+    float ab[NV], rd[NV], mx[NV], sg[NV];
+    int32_t ci[NV];
+    lf_buffer_read(d[0], ab, sizeof ab);
+    lf_buffer_read(d[1], rd, sizeof rd);
+    lf_buffer_read(d[2], ci, sizeof ci);
+    lf_buffer_read(d[3], mx, sizeof mx);
+    lf_buffer_read(d[4], sg, sizeof sg);
+    cr_expect(ab[0] == 0 && !signbit(ab[0]), "abs(-0.0) = %a, want +0", ab[0]);
+    float want_round[] = {-0.0f, 0.0f, -0.0f, 2.0f, -2.0f, 2.0f, -2.0f};
+    for (int i = 0; i < 7; i++)
+        cr_expect(rd[i] == want_round[i] && signbit(rd[i]) == signbit(want_round[i]), "round(%g) = %a, want %a", v[i],
+                  rd[i], want_round[i]);
+    int32_t want_ci[] = {0, 0, 0, 1, -1, 2, -2, 0, INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN};
+    for (int i = 0; i < NV; i++) cr_expect_eq(ci[i], want_ci[i], "i32(%g) = %d, want %d", v[i], ci[i], want_ci[i]);
+    cr_expect(isnan(mx[7]), "max(NaN, 0) = %g, want NaN", mx[7]);
+    cr_expect(isnan(sg[7]) && sg[0] == 0 && signbit(sg[0]), "sign(NaN) = %g, sign(-0) = %a", sg[7], sg[0]);
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+    expect_no_leak();
+}
+
+/* min, max, argmin, argmax (and sum) over arrays holding NaN or only
+ * infinities, as full reductions split over several blocks and threads, as
+ * inner (per row) and as outer (per column) reductions. */
+static void nan_reductions(lf_dtype t) {
+    setenv("LF_CPU_PARALLEL_MIN", "1", 1);
+    lf_ctx *c = cpu_ctx(3, LF_COMPILE_REQUIRE, NULL);
+    enum { N = 50000 };
+    double *v = xmalloc(N * sizeof *v);
+    /* cases: 0 NaN in blocks 1 and 2; 1 all +Inf; 2 all -Inf; 3 all NaN;
+     * 4 -Inf first then NaN; 5 NaN at the last element only */
+    for (int cs = 0; cs < 6; cs++) {
+        for (int i = 0; i < N; i++) {
+            switch (cs) {
+            case 0: v[i] = tu_uniform(-1, 1); break;
+            case 1: v[i] = INFINITY; break;
+            case 2: v[i] = -INFINITY; break;
+            case 3: v[i] = NAN; break;
+            default: v[i] = tu_uniform(-1e30, 1e30); break;
+            }
+        }
+        if (cs == 0) v[20000] = v[40000] = NAN, v[30000] = -INFINITY, v[100] = INFINITY;
+        if (cs == 4) v[7] = -INFINITY, v[17000] = NAN, v[49000] = NAN;
+        if (cs == 5) v[N - 1] = NAN;
+        int64_t sizes[] = {N, 1000, 17};
+        for (int si = 0; si < 3; si++) {
+            int64_t n = sizes[si];
+            lf_graph *g = lf_graph_new(c);
+            lf_node *x = float_input(g, t, 1, &n, v + (N - n), (int)n);
+            /* the same values as [r, cols] (inner) and transposed (outer) */
+            int64_t cols = n == N ? 500 : n == 1000 ? 40 : 17, rows = n / cols;
+            lf_node *m = lf_reshape(g, x, 2, SH(rows, cols));
+            lf_node *mt = lf_transpose(g, m);
+            lf_node *outs[] = {
+                lf_reduce(g, LF_RED_MAX, x, 0, NULL, false),    lf_reduce(g, LF_RED_MIN, x, 0, NULL, false),
+                lf_reduce(g, LF_RED_ARGMIN, x, 0, NULL, false), lf_reduce(g, LF_RED_ARGMAX, x, 0, NULL, false),
+                lf_reduce(g, LF_RED_SUM, x, 0, NULL, false),    lf_reduce(g, LF_RED_MAX, m, 1, AX(1), false),
+                lf_reduce(g, LF_RED_ARGMIN, m, 1, AX(1), false), lf_reduce(g, LF_RED_ARGMAX, m, 1, AX(1), false),
+                lf_reduce(g, LF_RED_MIN, mt, 1, AX(0), false),  lf_reduce(g, LF_RED_ARGMIN, mt, 1, AX(0), false),
+                lf_reduce(g, LF_RED_ARGMAX, m, 1, AX(0), false), lf_reduce(g, LF_RED_MAX, m, 1, AX(0), false),
+            };
+            int no = (int)(sizeof outs / sizeof outs[0]);
+            double rtol[12];
+            for (int i = 0; i < no; i++) rtol[i] = i == 4 ? 1e-5 : 0;
+            char what[160];
+            snprintf(what, sizeof what, "%s reductions, case %d, n %" PRId64, lf_dtype_name(t), cs, n);
+            check_vs_reference(what, g, no, outs, rtol);
+            lf_graph_free(g);
+        }
+    }
+    /* the documented answers for two of them */
+    lf_graph *g = lf_graph_new(c);
+    for (int i = 0; i < N; i++) v[i] = INFINITY;
+    int64_t n = N;
+    lf_node *x = float_input(g, t, 1, &n, v, N);
+    lf_node *am = lf_reduce(g, LF_RED_ARGMIN, x, 0, NULL, false);
+    lf_buffer *b = lf_buffer_new_like(c, am);
+    cr_assert_eq(lf_eval(g, 1, &am, &b), LF_OK, "%s", lf_errmsg(c));
+    int64_t idx = -1;
+    lf_buffer_read(b, &idx, sizeof idx);
+    cr_expect_eq(idx, 0, "argmin of all +Inf (%s, %d elements) is %" PRId64 ", want 0", lf_dtype_name(t), N, idx);
+    lf_graph_free(g);
+    g = lf_graph_new(c);
+    for (int i = 0; i < N; i++) v[i] = i % 3;
+    v[33000] = NAN;
+    v[45000] = NAN;
+    x = float_input(g, t, 1, &n, v, N);
+    am = lf_reduce(g, LF_RED_ARGMAX, x, 0, NULL, false);
+    lf_buffer_free(b);
+    b = lf_buffer_new_like(c, am);
+    cr_assert_eq(lf_eval(g, 1, &am, &b), LF_OK, "%s", lf_errmsg(c));
+    lf_buffer_read(b, &idx, sizeof idx);
+    cr_expect_eq(idx, 33000, "argmax with NaN at 33000 and 45000 (%s) is %" PRId64 ", want 33000",
+                 lf_dtype_name(t), idx);
+    lf_graph_free(g);
+    free(v);
+    lf_ctx_destroy(c);
+    unsetenv("LF_CPU_PARALLEL_MIN");
+}
+
+Test(cpu, nan_inf_reductions) {
+    nan_reductions(LF_F32);
+    nan_reductions(LF_F64);
+    expect_no_leak();
+}
+
+/* (x + 1e8) - 1e8 in f32 is 0 for x = 1 (1e8 + 1 rounds to 1e8); a compiler
+ * allowed to reassociate gives 1. a*b + c must round a*b first. */
+Test(cpu, no_fast_math) {
+    lf_ctx *c = cpu_ctx(1, LF_COMPILE_REQUIRE, NULL);
+    lf_graph *g = lf_graph_new(c);
+    enum { N = 1000 };
+    float xs[N];
+    for (int i = 0; i < N; i++) xs[i] = i < 4 ? (float)(i + 1) : (float)tu_uniform(-8, 8);
+    lf_node *x = in_node(g, LF_F32, 1, SH(N), xs);
+    lf_node *r = lf_map(g, lf_fn_parse(g, "(x) -> (x + 100000000.0) - 100000000.0"), x);
+    lf_node *r64 = lf_map(g, lf_fn_parse(g, "(x) -> (x + 1e17) - 1e17"), lf_cast(g, x, LF_F64));
+    /* a*b + c with c = -(a*b rounded): 0 unfused, the rounding error of a*b fused */
+    float a[N], bb[N], cc[N];
+    double a64[N], b64[N], c64[N];
+    int differs = 0, differs64 = 0;
+    for (int i = 0; i < N; i++) {
+        a[i] = i == 0 ? 1.0f + 0x1p-12f : (float)tu_uniform(0.5, 2);
+        bb[i] = i == 0 ? 1.0f + 0x1p-12f : (float)tu_uniform(0.5, 2);
+        volatile float p = a[i] * bb[i];
+        cc[i] = -p;
+        differs += fmaf(a[i], bb[i], cc[i]) != 0.0f;
+        a64[i] = tu_uniform(0.5, 2);
+        b64[i] = tu_uniform(0.5, 2);
+        volatile double p64 = a64[i] * b64[i];
+        c64[i] = -p64;
+        differs64 += fma(a64[i], b64[i], c64[i]) != 0.0;
+    }
+    cr_assert_gt(differs, N / 2, "the test values do not tell an fma apart (%d of %d)", differs, N);
+    cr_assert_gt(differs64, N / 2, "the f64 test values do not tell an fma apart (%d of %d)", differs64, N);
+    lf_node *A = in_node(g, LF_F32, 1, SH(N), a), *B = in_node(g, LF_F32, 1, SH(N), bb),
+            *C = in_node(g, LF_F32, 1, SH(N), cc);
+    lf_node *A64 = in_node(g, LF_F64, 1, SH(N), a64), *B64 = in_node(g, LF_F64, 1, SH(N), b64),
+            *C64 = in_node(g, LF_F64, 1, SH(N), c64);
+    lf_fn *mad = lf_fn_parse(g, "(a, b, c) -> a*b + c");
+    lf_node *dag = lf_add(g, lf_mul(g, A, B), C); /* two nodes fused into one kernel */
+    lf_node *parsed = lf_zipwith(g, mad, 3, (lf_node *[]){A, B, C});
+    lf_node *dag64 = lf_add(g, lf_mul(g, A64, B64), C64);
+    lf_node *parsed64 = lf_zipwith(g, mad, 3, (lf_node *[]){A64, B64, C64});
+    lf_node *explicit_fma = lf_fma(g, A, B, C);
+    lf_node *outs[] = {r, r64, dag, parsed, dag64, parsed64, explicit_fma};
+    check_vs_reference("no fast-math", g, 7, outs, NULL);
+    /* and the values themselves */
+    lf_buffer *d = lf_buffer_new_like(c, r), *e = lf_buffer_new_like(c, dag), *f = lf_buffer_new_like(c, explicit_fma);
+    cr_assert_eq(lf_eval(g, 3, (lf_node *[]){r, dag, explicit_fma}, (lf_buffer *[]){d, e, f}), LF_OK, "%s",
+                 lf_errmsg(c));
+    float rv[N], ev[N], fv[N];
+    lf_buffer_read(d, rv, sizeof rv);
+    lf_buffer_read(e, ev, sizeof ev);
+    lf_buffer_read(f, fv, sizeof fv);
+    cr_expect(rv[0] == 0.0f, "(1 + 1e8) - 1e8 in f32 = %g, want 0", rv[0]);
+    cr_expect(rv[3] == 0.0f, "(4 + 1e8) - 1e8 in f32 = %g, want 0 (ties to even)", rv[3]);
+    for (int i = 0; i < N; i++) {
+        cr_assert(ev[i] == 0.0f, "a*b + c = %a for a = %a, b = %a, c = -(a*b): contracted into an fma?", ev[i], a[i],
+                  bb[i]);
+        cr_assert(fv[i] == fmaf(a[i], bb[i], cc[i]), "fma(%a, %a, %a) = %a, want %a", a[i], bb[i], cc[i], fv[i],
+                  fmaf(a[i], bb[i], cc[i]));
+    }
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+    expect_no_leak();
+}
+
+/* ==== 3. math accuracy ============================================================= */
+
+typedef struct mfn {
+    const char *name;
+    lf_op op;
+    int arity;
+} mfn;
+
+static const mfn MATH[] = {
+    {"exp", LF_OP_EXP, 1},     {"exp2", LF_OP_EXP2, 1},   {"expm1", LF_OP_EXPM1, 1},     {"log", LF_OP_LOG, 1},
+    {"log2", LF_OP_LOG2, 1},   {"log10", LF_OP_LOG10, 1}, {"log1p", LF_OP_LOG1P, 1},     {"sin", LF_OP_SIN, 1},
+    {"cos", LF_OP_COS, 1},     {"tan", LF_OP_TAN, 1},     {"asin", LF_OP_ASIN, 1},       {"acos", LF_OP_ACOS, 1},
+    {"atan", LF_OP_ATAN, 1},   {"sinh", LF_OP_SINH, 1},   {"cosh", LF_OP_COSH, 1},       {"tanh", LF_OP_TANH, 1},
+    {"erf", LF_OP_ERF, 1},     {"cbrt", LF_OP_CBRT, 1},   {"sigmoid", LF_OP_SIGMOID, 1}, {"pow", LF_OP_POW, 2},
+    {"atan2", LF_OP_ATAN2, 2}, {"hypot", LF_OP_HYPOT, 2},
+};
+enum { NMATH = sizeof MATH / sizeof MATH[0], MATH_N = 20000, MAX_ULP = 4 };
+
+/* Inputs every function gets first (and every pair of them for binary ones). */
+static const double MATH_SPECIAL[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0,
+                                      -3.0, 1e-300, 1e-40, -1e-40, 1e30, -1e30, 1e300, -1e300, FLT_MIN, DBL_MIN,
+                                      FLT_TRUE_MIN, DBL_TRUE_MIN, FLT_MAX, -FLT_MAX, DBL_MAX, 1.0 + 1e-7, 1.0 - 1e-7,
+                                      -1.0 - 1e-7, 0x1p-24, 0x1p-53};
+enum { NMS = sizeof MATH_SPECIAL / sizeof MATH_SPECIAL[0] };
+
+/* Per-function domain edges (f32 and f64 thresholds both). */
+static const double EDGES[] = {88.72283, 88.7228394, -87.33654, -103.97208, -103.972084, 709.782712893384,
+                               -708.3964185322641, -745.1332191019411, 128.0, 127.99999, -149.0, -150.0,
+                               1024.0, -1074.0, -1075.0, 89.41599, -89.41599, 710.4758600739439,
+                               -710.4758600739439, 0.9999999, -0.9999999, 1.0000001, -1.0000001, 3.1415927,
+                               1.5707964, 6.2831855, 3.141592653589793, 1.5707963267948966, 1e-8, -1e-8,
+                               -0.99999994, -0.9999999999999999, 9.0, 10.0, 0.693147, 5.9, -5.9};
+enum { NEDGES = sizeof EDGES / sizeof EDGES[0] };
+
+/* Magnitude 2^U(e0, e1), random sign when sgn. */
+static double logu(double e0, double e1, bool sgn) {
+    double m = exp2(tu_uniform(e0, e1));
+    return sgn && (tu_rand() & 1) ? -m : m;
+}
+
+/* One input (x, and y for binary functions) for function f, sample i. */
+static void math_sample(const mfn *f, bool f64, int i, double *x, double *y) {
+    double emin = f64 ? -1074 : -149, emax = f64 ? 1024 : 128;
+    *y = 0;
+    if (f->arity == 1 && i < NMS) {
+        *x = MATH_SPECIAL[i];
+        return;
+    }
+    if (f->arity == 1 && i < NMS + NEDGES) {
+        *x = EDGES[i - NMS];
+        return;
+    }
+    if (f->arity == 2 && i < NMS * NMS) {
+        *x = MATH_SPECIAL[i / NMS];
+        *y = MATH_SPECIAL[i % NMS];
+        return;
+    }
+    double u = tu_uniform(0, 1), full = logu(emin, emax, true);
+    const char *n = f->name;
+    if (!strcmp(n, "exp") || !strcmp(n, "sigmoid"))
+        *x = u < 0.6 ? tu_uniform(f64 ? -746 : -104, f64 ? 710 : 89) : u < 0.8 ? tu_uniform(-1, 1) : full;
+    else if (!strcmp(n, "exp2"))
+        *x = u < 0.6 ? tu_uniform(f64 ? -1076 : -151, f64 ? 1025 : 129) : u < 0.8 ? tu_uniform(-1, 1) : full;
+    else if (!strcmp(n, "expm1"))
+        *x = u < 0.5 ? tu_uniform(f64 ? -40 : -20, f64 ? 710 : 89) : u < 0.8 ? logu(emin, 0, true) : full;
+    else if (!strncmp(n, "log", 3) && strcmp(n, "log1p"))
+        *x = u < 0.5   ? logu(emin, emax, false)
+             : u < 0.8 ? tu_uniform(0.5, 2)
+             : u < 0.9 ? tu_uniform(0.99, 1.01)
+                       : -logu(emin, emax, false); /* NaN */
+    else if (!strcmp(n, "log1p"))
+        *x = u < 0.3   ? tu_uniform(-1, 1)
+             : u < 0.5 ? -1 + logu(f64 ? -53 : -24, 0, false) /* near -1 */
+             : u < 0.8 ? logu(emin, emax, false)
+                       : logu(emin, 0, true);
+    else if (!strcmp(n, "sin") || !strcmp(n, "cos") || !strcmp(n, "tan"))
+        *x = u < 0.4 ? tu_uniform(-10, 10) : u < 0.6 ? tu_uniform(-1e4, 1e4) : u < 0.8 ? tu_uniform(-1e6, 1e6) : full;
+    else if (!strcmp(n, "asin") || !strcmp(n, "acos"))
+        *x = u < 0.7 ? tu_uniform(-1, 1) : u < 0.85 ? logu(emin, 0, true) : tu_uniform(-2, 2);
+    else if (!strcmp(n, "atan") || !strcmp(n, "tanh") || !strcmp(n, "erf")) {
+        double r = !strcmp(n, "erf") ? 6 : 20;
+        *x = u < 0.5 ? tu_uniform(-r, r) : u < 0.75 ? tu_uniform(-1, 1) : full;
+    }
+    else if (!strcmp(n, "sinh") || !strcmp(n, "cosh"))
+        *x = u < 0.6 ? tu_uniform(f64 ? -711 : -90, f64 ? 711 : 90) : u < 0.8 ? tu_uniform(-1, 1) : logu(emin, 7, true);
+    else if (!strcmp(n, "cbrt"))
+        *x = u < 0.8 ? full : tu_uniform(-10, 10);
+    else if (!strcmp(n, "pow")) {
+        if (u < 0.4) *x = logu(-20, 20, false), *y = tu_uniform(-30, 30);
+        else if (u < 0.6) *x = tu_uniform(0, 2), *y = tu_uniform(-200, 200);
+        else if (u < 0.8) *x = -tu_uniform(0.1, 10), *y = (double)tu_randint(-20, 20);
+        else *x = logu(emin, emax, false), *y = tu_uniform(-2, 2);
+    } else if (!strcmp(n, "atan2")) {
+        if (u < 0.5) *x = full, *y = logu(emin, emax, true);
+        else *x = tu_uniform(-10, 10), *y = tu_uniform(-10, 10);
+    } else { /* hypot */
+        if (u < 0.6) *x = full, *y = logu(emin, emax, true);
+        else if (u < 0.8) *x = tu_uniform(-10, 10), *y = tu_uniform(-10, 10);
+        else *x = logu(emax - 30, emax, true), *y = logu(emin, emin + 60, true);
+    }
+}
+
+/* Ordered integers: adjacent floats differ by 1, -0 and +0 are both 0. */
+static int64_t ord32(float f) {
+    int32_t i;
+    memcpy(&i, &f, sizeof i);
+    return i < 0 ? (int64_t)INT32_MIN - i : i;
+}
+
+static int64_t ord64(double d) {
+    int64_t i;
+    memcpy(&i, &d, sizeof i);
+    return i < 0 ? INT64_MIN - i : i;
+}
+
+static uint64_t ulp_dist(int64_t a, int64_t b) { return a > b ? (uint64_t)a - (uint64_t)b : (uint64_t)b - (uint64_t)a; }
+
+static void math_accuracy(lf_dtype t) {
+    bool f64 = t == LF_F64;
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    lf_graph *g = lf_graph_new(c);
+    double *xs[NMATH], *ys[NMATH];
+    lf_node *outs[NMATH];
+    for (int k = 0; k < NMATH; k++) {
+        /* one length per function: each gets a kernel of its own, as a lone
+         * elementwise op would (a kernel storing many outputs is not what a
+         * user's exp(x) compiles to, and GCC may leave it unvectorized) */
+        int64_t len = MATH_N + k;
+        xs[k] = xmalloc((size_t)len * sizeof(double));
+        ys[k] = xmalloc((size_t)len * sizeof(double));
+        for (int i = 0; i < len; i++) {
+            math_sample(&MATH[k], f64, i, &xs[k][i], &ys[k][i]);
+            if (!f64) xs[k][i] = (float)xs[k][i], ys[k][i] = (float)ys[k][i];
+        }
+        lf_node *x = float_input(g, t, 1, &len, xs[k], (int)len);
+        lf_node *y = MATH[k].arity == 2 ? float_input(g, t, 1, &len, ys[k], (int)len) : NULL;
+        outs[k] = lf_apply(g, MATH[k].op, x, y, NULL);
+        cr_assert_not_null(outs[k], "%s: %s", MATH[k].name, lf_graph_errmsg(g));
+    }
+    lf_buffer *got[NMATH], *want[NMATH];
+    for (int k = 0; k < NMATH; k++) got[k] = lf_buffer_new_like(c, outs[k]), want[k] = lf_buffer_new_like(c, outs[k]);
+    cr_assert_eq(lf_eval(g, NMATH, outs, got), LF_OK, "%s", lf_errmsg(c));
+    lf_eval_stats st;
+    lf_ctx_last_stats(c, &st);
+    cr_assert_eq(st.kernels_compiled, st.kernels, "the math kernels were not compiled (%d of %d)",
+                 st.kernels_compiled, st.kernels);
+    eval_reference(g, NMATH, outs, want);
+    char report[8192];
+    int used = snprintf(report, sizeof report,
+                        "lazyfuse cpu math accuracy, %s, %d inputs per function, %d kernel(s):\n"
+                        "  %-8s %8s %8s %8s %s\n",
+                        lf_dtype_name(t), MATH_N, st.kernels, "function", "max ulp", "#>0ulp", "#signed0",
+                        "worst input -> got / reference");
+    char failures[4096] = "";
+    size_t fl = 0;
+    for (int k = 0; k < NMATH; k++) {
+        unsigned char *a = raw_read(got[k]), *b = raw_read(want[k]);
+        uint64_t worst = 0;
+        int worst_i = 0, inexact = 0, zero_sign = 0, special_bad = 0, special_i = -1;
+        for (int i = 0; i < MATH_N + k; i++) {
+            double gv = f64 ? ((double *)a)[i] : ((float *)a)[i];
+            double wv = f64 ? ((double *)b)[i] : ((float *)b)[i];
+            if (isnan(gv) || isnan(wv) || isinf(gv) || isinf(wv)) {
+                bool ok = isnan(wv) ? isnan(gv) : gv == wv;
+                if (!ok && special_bad++ == 0) special_i = i;
+                continue;
+            }
+            uint64_t d = f64 ? ulp_dist(ord64(gv), ord64(wv)) : ulp_dist(ord32((float)gv), ord32((float)wv));
+            if (d) inexact++;
+            if (d == 0 && signbit(gv) != signbit(wv)) zero_sign++;
+            if (d > worst) worst = d, worst_i = i;
+        }
+        const mfn *f = &MATH[k];
+        double wx = xs[k][worst_i], wy = ys[k][worst_i];
+        double gw = f64 ? ((double *)a)[worst_i] : ((float *)a)[worst_i];
+        double ww = f64 ? ((double *)b)[worst_i] : ((float *)b)[worst_i];
+        char in[96];
+        if (f->arity == 2) snprintf(in, sizeof in, "(%.9g, %.9g)", wx, wy);
+        else snprintf(in, sizeof in, "%.17g", wx);
+        if (used < (int)sizeof report)
+            used += snprintf(report + used, sizeof report - (size_t)used, "  %-8s %8" PRIu64 " %8d %8d %s -> %a / %a\n",
+                             f->name, worst, inexact, zero_sign, in, gw, ww);
+        if (special_bad && fl < sizeof failures) {
+            double sg = f64 ? ((double *)a)[special_i] : ((float *)a)[special_i];
+            double sw = f64 ? ((double *)b)[special_i] : ((float *)b)[special_i];
+            if (f->arity == 2) snprintf(in, sizeof in, "(%g, %g)", xs[k][special_i], ys[k][special_i]);
+            else snprintf(in, sizeof in, "(%g)", xs[k][special_i]);
+            fl += (size_t)snprintf(failures + fl, sizeof failures - fl,
+                                   " %s%s = %g, reference %g (%d NaN/Inf mismatches);", f->name, in, sg, sw,
+                                   special_bad);
+        }
+        if (worst > MAX_ULP && fl < sizeof failures)
+            fl += (size_t)snprintf(failures + fl, sizeof failures - fl, " %s: %" PRIu64 " ulp;", f->name, worst);
+        free(a);
+        free(b);
+    }
+    fprintf(stderr, "%s", report);
+    for (int k = 0; k < NMATH; k++) {
+        free(xs[k]);
+        free(ys[k]);
+    }
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+    cr_expect(fl == 0, "%s math functions off the reference (NaN/Inf must match exactly, at most %d ulp):%s",
+              lf_dtype_name(t), MAX_ULP, failures);
+    expect_no_leak();
+}
+
+Test(cpu, math_accuracy_f32, .timeout = 300) { math_accuracy(LF_F32); }
+Test(cpu, math_accuracy_f64, .timeout = 300) { math_accuracy(LF_F64); }
+
+/* ==== 4. kernel cache =============================================================== */
+
+/* x [rows, cols] -> a = exp(x)*2 + 1 (a barrier), sums of a's rows, max of a*x:
+ * three kernels of different structure. */
+typedef struct cgraph {
+    lf_graph *g;
+    lf_buffer *xb;
+    lf_node *outs[3];
+} cgraph;
+
+static void cache_graph(lf_ctx *c, int64_t rows, int64_t cols, const float *data, cgraph *cg) {
+    cg->g = lf_graph_new(c);
+    cr_assert_not_null(cg->g);
+    cg->xb = raw_buf(c, LF_F32, 2, SH(rows, cols), data);
+    lf_node *x = lf_input(cg->g, cg->xb);
+    lf_node *a = lf_map(cg->g, lf_fn_parse(cg->g, "(x) -> exp(x) * 2.0 + 1.0"), x);
+    cr_assert_eq(lf_node_materialize(cg->g, a), LF_OK, "%s", lf_graph_errmsg(cg->g));
+    cg->outs[0] = a;
+    cg->outs[1] = lf_reduce(cg->g, LF_RED_SUM, a, 1, AX(1), false);
+    cg->outs[2] = lf_reduce(cg->g, LF_RED_MAX, lf_mul(cg->g, a, x), 0, NULL, false);
+    cr_assert_eq(lf_graph_status(cg->g), LF_OK, "%s", lf_graph_errmsg(cg->g));
+}
+
+static const double CACHE_RTOL[3] = {1e-5, 1e-5, 1e-5};
+
+static lf_eval_stats cache_check(const char *what, cgraph *cg) {
+    return check_vs_reference(what, cg->g, 3, cg->outs, CACHE_RTOL);
+}
+
+static void free_cgraph(cgraph *cg) {
+    lf_graph_free(cg->g);
+    lf_buffer_free(cg->xb);
+}
+
+#define EXPECT_STATS(what, st, k, compiled, disk, mem, reused)                                                  \
+    cr_assert((st).kernels == (k) && (st).kernels_compiled == (compiled) && (st).kernels_disk_hits == (disk) && \
+                  (st).kernels_memory_hits == (mem) && (st).program_reused == (reused),                       \
+              "%s: kernels %d compiled %d disk hits %d memory hits %d program_reused %d; want %d %d %d %d %d",   \
+              what, (st).kernels, (st).kernels_compiled, (st).kernels_disk_hits, (st).kernels_memory_hits,     \
+              (int)(st).program_reused, (k), (compiled), (disk), (mem), (int)(reused))
+
+static int count_files(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
+
+static float *rand_data(int64_t n) { return rand_f32(n, -3, 3); }
+
+Test(cpu, cache_levels) {
+    enum { R = 64, C = 50 };
+    float *data = rand_data(R * C), *data2 = rand_data(R * C), *data3 = rand_data(37 * 91);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    cgraph cg;
+    cache_graph(c, R, C, data, &cg);
+    lf_eval_stats st = cache_check("first eval", &cg);
+    int K = st.kernels;
+    cr_assert_geq(K, 2, "the cache graph should plan to several kernels, got %d", K);
+    EXPECT_STATS("first eval", st, K, K, 0, 0, false);
+    cr_assert_gt(st.compile_seconds, 0, "compile_seconds %g", st.compile_seconds);
+    cr_assert_eq(count_files(cache_dir), K, "%d files in the cache folder, want one per kernel (%d)",
+                 count_files(cache_dir), K);
+    /* (a) the same outputs of the same graph: the program is reused, also with
+     * new input data and new output buffers */
+    st = cache_check("second eval", &cg);
+    EXPECT_STATS("second eval", st, K, 0, 0, 0, true);
+    cr_assert_eq(st.compile_seconds, 0);
+    cr_assert_eq(lf_buffer_write(cg.xb, data2, sizeof(float) * R * C), LF_OK);
+    st = cache_check("second eval, new data", &cg);
+    EXPECT_STATS("second eval, new data", st, K, 0, 0, 0, true);
+    /* other outputs of the same graph: a new program, kernels from memory */
+    lf_node *sub[2] = {cg.outs[2], cg.outs[1]};
+    st = check_vs_reference("other outputs", cg.g, 2, sub, CACHE_RTOL);
+    cr_assert(!st.program_reused && st.kernels_compiled == 0 && st.kernels_disk_hits == 0,
+              "other outputs: reused %d compiled %d disk %d", st.program_reused, st.kernels_compiled,
+              st.kernels_disk_hits);
+    free_cgraph(&cg);
+    /* (b) the same structure in a new graph, same size and another size */
+    cache_graph(c, R, C, data, &cg);
+    st = cache_check("rebuilt graph", &cg);
+    EXPECT_STATS("rebuilt graph", st, K, 0, 0, K, false);
+    free_cgraph(&cg);
+    cache_graph(c, 37, 91, data3, &cg);
+    st = cache_check("rebuilt graph of another size", &cg);
+    EXPECT_STATS("rebuilt graph of another size", st, K, 0, 0, K, false);
+    free_cgraph(&cg);
+    lf_ctx_destroy(c);
+    /* (c) a new context on the same folder */
+    c = cpu_ctx(3, LF_COMPILE_REQUIRE, NULL);
+    cache_graph(c, R, C, data2, &cg);
+    st = cache_check("new context", &cg);
+    EXPECT_STATS("new context", st, K, 0, K, 0, false);
+    lf_ctx_destroy(c);
+    free(data);
+    free(data2);
+    free(data3);
+    expect_no_leak();
+}
+
+/* Flips the middle byte of path, or truncates it to half its size. */
+static void damage(const char *path, bool truncate_it) {
+    int fd = open(path, O_RDWR);
+    cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
+    struct stat sb;
+    cr_assert_eq(fstat(fd, &sb), 0);
+    cr_assert_gt(sb.st_size, 2);
+    if (truncate_it) {
+        cr_assert_eq(ftruncate(fd, sb.st_size / 2), 0);
+    } else {
+        unsigned char byte;
+        cr_assert_eq(pread(fd, &byte, 1, sb.st_size / 2), 1);
+        byte ^= 0x5a;
+        cr_assert_eq(pwrite(fd, &byte, 1, sb.st_size / 2), 1);
+    }
+    close(fd);
+}
+
+Test(cpu, cache_corrupt_entries) {
+    enum { R = 40, C = 33 };
+    float *data = rand_data(R * C);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    cgraph cg;
+    cache_graph(c, R, C, data, &cg);
+    lf_eval_stats st = cache_check("first eval", &cg);
+    int K = st.kernels;
+    EXPECT_STATS("first eval", st, K, K, 0, 0, false);
+    lf_ctx_destroy(c);
+    DIR *d = opendir(cache_dir);
+    cr_assert_not_null(d, "opendir %s: %s", cache_dir, strerror(errno));
+    struct dirent *e;
+    int n = 0;
+    char path[600];
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s", cache_dir, e->d_name);
+        damage(path, n++ == 0);
+    }
+    closedir(d);
+    cr_assert_eq(n, K, "%d cache entries, want %d", n, K);
+    c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    cache_graph(c, R, C, data, &cg);
+    st = cache_check("after damaging every entry", &cg);
+    EXPECT_STATS("after damaging every entry", st, K, K, 0, 0, false);
+    lf_ctx_destroy(c);
+    /* the rebuilt entries are good again */
+    c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    cache_graph(c, R, C, data, &cg);
+    st = cache_check("after the rebuild", &cg);
+    EXPECT_STATS("after the rebuild", st, K, 0, K, 0, false);
+    lf_ctx_destroy(c);
+    free(data);
+    expect_no_leak();
+}
+
+Test(cpu, cache_unwritable_folder) {
+    enum { R = 16, C = 70 };
+    float *data = rand_data(R * C);
+    char file[300], dir[320];
+    snprintf(file, sizeof file, "%s/plainfile", tmpdir);
+    FILE *fp = fopen(file, "w");
+    cr_assert_not_null(fp);
+    fputs("not a folder\n", fp);
+    fclose(fp);
+    snprintf(dir, sizeof dir, "%s/sub", file);
+    for (int round = 0; round < 2; round++) {
+        lf_ctx *c = cpu_ctx(2, LF_COMPILE_AUTO, dir);
+        cr_assert_str_eq(lf_ctx_get_options(c).cache_dir, dir);
+        cgraph cg;
+        cache_graph(c, R, C, data, &cg);
+        lf_eval_stats st = cache_check(round ? "unusable cache folder, second context" : "unusable cache folder", &cg);
+        EXPECT_STATS("unusable cache folder", st, st.kernels, st.kernels, 0, 0, false);
+        st = cache_check("unusable cache folder, reused", &cg);
+        EXPECT_STATS("unusable cache folder, reused", st, st.kernels, 0, 0, 0, true);
+        lf_ctx_destroy(c);
+    }
+    cr_assert_eq(count_files(cache_dir), -1, "$LF_CACHE_DIR was used although cache_dir was given");
+    free(data);
+    expect_no_leak();
+}
+
+Test(cpu, cache_thousand_rebuilds, .timeout = 300) {
+    enum { R = 8, C = 24 };
+    float *data = rand_data(R * C);
+    lf_ctx *c = cpu_ctx(1, LF_COMPILE_REQUIRE, NULL);
+    size_t base = 0;
+    int compiled_after_first = 0, K = 0;
+    for (int i = 0; i < 1000; i++) {
+        cgraph cg;
+        cache_graph(c, R, C, data, &cg);
+        lf_buffer *d[3];
+        for (int j = 0; j < 3; j++) d[j] = lf_buffer_new_like(c, cg.outs[j]);
+        cr_assert_eq(lf_eval(cg.g, 3, cg.outs, d), LF_OK, "rebuild %d: %s", i, lf_errmsg(c));
+        lf_eval_stats st;
+        lf_ctx_last_stats(c, &st);
+        if (i == 0) {
+            K = st.kernels;
+            cr_assert_eq(st.kernels_compiled, K);
+        } else {
+            compiled_after_first += st.kernels_compiled;
+            cr_assert_eq(st.kernels_memory_hits, K, "rebuild %d: %d memory hits of %d kernels", i,
+                         st.kernels_memory_hits, K);
+        }
+        for (int j = 0; j < 3; j++) lf_buffer_free(d[j]);
+        if (i == 999) cache_check("rebuild 1000", &cg);
+        free_cgraph(&cg);
+        /* memory is flat: nothing accumulates per rebuild */
+        if (i == 10) base = lf_debug_live_bytes();
+        if (i > 10)
+            cr_assert_eq(lf_debug_live_bytes(), base, "rebuild %d: %zu live bytes, %zu after rebuild 10", i,
+                         lf_debug_live_bytes(), base);
+    }
+    cr_assert_eq(compiled_after_first, 0, "999 rebuilds compiled %d kernels", compiled_after_first);
+    lf_ctx_destroy(c);
+    free(data);
+    expect_no_leak();
+}
+
+/* ==== 5. compiler problems ============================================================ */
+
+/* Redirects stderr (fd 2) into a file until capture_end, which returns the
+ * text (malloc'd). */
+static int saved_fd = -1;
+static char capture_path[320];
+
+static void capture_start(void) {
+    fflush(stderr);
+    snprintf(capture_path, sizeof capture_path, "%s/stderr-XXXXXX", tmpdir);
+    int fd = mkstemp(capture_path);
+    cr_assert_geq(fd, 0, "mkstemp: %s", strerror(errno));
+    saved_fd = dup(2);
+    cr_assert_geq(saved_fd, 0);
+    cr_assert_geq(dup2(fd, 2), 0);
+    close(fd);
+}
+
+static char *capture_end(void) {
+    fflush(stderr);
+    dup2(saved_fd, 2);
+    close(saved_fd);
+    saved_fd = -1;
+    FILE *fp = fopen(capture_path, "r");
+    cr_assert_not_null(fp);
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    rewind(fp);
+    char *s = xmalloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, fp);
+    s[got] = 0;
+    fclose(fp);
+    unlink(capture_path);
+    return s;
+}
+
+static int count_substr(const char *s, const char *sub) {
+    int n = 0;
+    for (const char *p = strstr(s, sub); p; p = strstr(p + 1, sub)) n++;
+    return n;
+}
+
+/* A small graph of one elementwise kernel (structure 0) or one with a
+ * reduction (structure 1). */
+static lf_graph *small_graph(lf_ctx *c, int structure, lf_node **out) {
+    lf_graph *g = lf_graph_new(c);
+    float v[300];
+    for (int i = 0; i < 300; i++) v[i] = (float)tu_uniform(-2, 2);
+    lf_node *x = in_node(g, LF_F32, 2, SH(3, 100), v);
+    if (structure == 0) *out = lf_map(g, lf_fn_parse(g, "(x) -> sin(x) * x + 1.0"), x);
+    else *out = lf_reduce(g, LF_RED_SUM, lf_mul(g, x, lf_const(g, LF_F32, 3)), 1, AX(1), false);
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+    return g;
+}
+
+/* Evaluates a small graph expecting the interpreter (no compiled kernel). */
+static void expect_interpreted(lf_ctx *c, int structure, const char *what) {
+    lf_node *out;
+    lf_graph *g = small_graph(c, structure, &out);
+    double rtol = 1e-6;
+    lf_eval_stats st = check_vs_reference(what, g, 1, &out, &rtol);
+    cr_assert(st.kernels > 0 && st.kernels_compiled == 0 && st.kernels_disk_hits == 0 && st.kernels_memory_hits == 0 &&
+                  !st.program_reused,
+              "%s: kernels %d compiled %d disk %d memory %d reused %d; want the interpreter's stats", what, st.kernels,
+              st.kernels_compiled, st.kernels_disk_hits, st.kernels_memory_hits, st.program_reused);
+    lf_graph_free(g);
+}
+
+/* Evaluates a small graph expecting LF_ERR_BACKEND with every fragment in
+ * the message, and the output buffer untouched. */
+static void expect_backend_error(lf_ctx *c, int structure, const char *what, const char *const *frags) {
+    lf_node *out;
+    lf_graph *g = small_graph(c, structure, &out);
+    lf_buffer *d = lf_buffer_new_like(c, out);
+    int64_t n = lf_buffer_numel(d);
+    float *sentinel = xmalloc((size_t)n * sizeof *sentinel), *after = xmalloc((size_t)n * sizeof *after);
+    for (int64_t i = 0; i < n; i++) sentinel[i] = -12345.5f;
+    lf_buffer_write(d, sentinel, (size_t)n * sizeof *sentinel);
+    for (int round = 0; round < 2; round++) { /* a failed eval leaves nothing half-built behind */
+        lf_status st = lf_eval(g, 1, &out, &d);
+        const char *msg = lf_errmsg(c);
+        cr_assert_eq(st, LF_ERR_BACKEND, "%s (round %d): %s, want LF_ERR_BACKEND; message: %s", what, round,
+                     lf_status_name(st), msg);
+        for (int i = 0; frags[i]; i++)
+            cr_assert(strstr(msg, frags[i]), "%s: the message lacks \"%s\": %s", what, frags[i], msg);
+        lf_eval_stats zero = {0}, stats;
+        lf_ctx_last_stats(c, &stats);
+        cr_assert(!memcmp(&stats, &zero, sizeof zero), "%s: stats not zero after a failed eval", what);
+        lf_buffer_read(d, after, (size_t)n * sizeof *after);
+        cr_assert(!memcmp(after, sentinel, (size_t)n * sizeof *after), "%s: the output buffer was changed", what);
+    }
+    free(sentinel);
+    free(after);
+    lf_buffer_free(d);
+    lf_graph_free(g);
+}
+
+Test(cpu, cc_false_falls_back_once) {
+    setenv("CC", "false", 1);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_AUTO, NULL);
+    capture_start();
+    expect_interpreted(c, 0, "CC=false, structure 0");
+    expect_interpreted(c, 1, "CC=false, structure 1");
+    expect_interpreted(c, 0, "CC=false, structure 0 again");
+    char *err = capture_end();
+    cr_assert_eq(count_substr(err, "no working C compiler"), 1, "want the fallback warning once, stderr was:\n%s", err);
+    cr_assert(strstr(err, "'false'"), "the warning does not name the compiler: %s", err);
+    free(err);
+    lf_ctx_destroy(c);
+    cr_assert_eq(count_files(cache_dir), -1, "nothing should have been cached");
+    unsetenv("CC");
+    expect_no_leak();
+}
+
+Test(cpu, cc_false_required) {
+    setenv("CC", "false", 1);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    capture_start();
+    expect_backend_error(c, 0, "CC=false, LF_COMPILE_REQUIRE", (const char *const[]){"false", "compiler", NULL});
+    char *err = capture_end();
+    cr_assert_eq(err[0], 0, "LF_COMPILE_REQUIRE printed on stderr: %s", err);
+    free(err);
+    lf_ctx_destroy(c);
+    unsetenv("CC");
+    /* a new context compiles */
+    c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    lf_node *out;
+    lf_graph *g = small_graph(c, 0, &out);
+    double rtol = 1e-5;
+    lf_eval_stats st = check_vs_reference("CC unset again, new context", g, 1, &out, &rtol);
+    cr_assert_eq(st.kernels_compiled, st.kernels);
+    lf_ctx_destroy(c);
+    expect_no_leak();
+}
+
+Test(cpu, cc_missing) {
+    setenv("CC", "/nonexistent/cc", 1);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    expect_backend_error(c, 1, "CC=/nonexistent/cc, LF_COMPILE_REQUIRE",
+                         (const char *const[]){"not found", "/nonexistent/cc", "compiler", NULL});
+    lf_ctx_destroy(c);
+    c = cpu_ctx(2, LF_COMPILE_AUTO, NULL);
+    capture_start();
+    expect_interpreted(c, 1, "CC=/nonexistent/cc, auto");
+    char *err = capture_end();
+    cr_assert_eq(count_substr(err, "no working C compiler"), 1, "stderr was:\n%s", err);
+    cr_assert(strstr(err, "not found"), "stderr was:\n%s", err);
+    free(err);
+    lf_ctx_destroy(c);
+    unsetenv("CC");
+    expect_no_leak();
+}
+
+Test(cpu, cc_fails_on_the_kernel) {
+    const char *cc0 = getenv("CC");
+    char cc[512], keep[512] = "";
+    if (cc0) snprintf(keep, sizeof keep, "%s", cc0);
+    snprintf(cc, sizeof cc, "%s -include /nonexistent/lf.h", cc0 && *cc0 ? cc0 : "cc");
+    setenv("CC", cc, 1);
+    for (int mode = 0; mode < 2; mode++) {
+        lf_ctx *c = cpu_ctx(2, mode ? LF_COMPILE_REQUIRE : LF_COMPILE_AUTO, NULL);
+        capture_start();
+        expect_backend_error(c, mode, mode ? "a failing compile, REQUIRE" : "a failing compile, AUTO",
+                             (const char *const[]){"compiling kernel", "/nonexistent/lf.h", NULL});
+        char *err = capture_end();
+        cr_assert_eq(count_substr(err, "no working C compiler"), 0, "a compiler that runs fell back: %s", err);
+        free(err);
+        cr_assert_eq(count_files(cache_dir), -1, "a failed compile left a cache entry");
+        /* the same context works once the compiler does */
+        if (keep[0]) setenv("CC", keep, 1);
+        else unsetenv("CC");
+        lf_node *out;
+        lf_graph *g = small_graph(c, mode, &out);
+        double rtol = 1e-5;
+        lf_eval_stats st = check_vs_reference("the same context, compiler fixed", g, 1, &out, &rtol);
+        cr_assert_eq(st.kernels_compiled, st.kernels);
+        lf_graph_free(g);
+        lf_ctx_destroy(c);
+        /* and a new one */
+        c = cpu_ctx(1, LF_COMPILE_REQUIRE, NULL);
+        g = small_graph(c, 1 - mode, &out);
+        check_vs_reference("a new context, compiler fixed", g, 1, &out, &rtol);
+        lf_graph_free(g);
+        lf_ctx_destroy(c);
+        nftw(cache_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        setenv("CC", cc, 1);
+    }
+    if (keep[0]) setenv("CC", keep, 1);
+    else unsetenv("CC");
+    expect_no_leak();
+}
+
+Test(cpu, compile_never) {
+    setenv("LF_COMPILE", "never", 1);
+    setenv("CC", "false", 1);
+    capture_start();
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_AUTO, NULL);
+    cr_assert_eq(lf_ctx_get_options(c).compile, LF_COMPILE_NEVER);
+    expect_interpreted(c, 0, "LF_COMPILE=never");
+    expect_interpreted(c, 1, "LF_COMPILE=never");
+    lf_ctx_destroy(c);
+    unsetenv("LF_COMPILE");
+    c = cpu_ctx(2, LF_COMPILE_NEVER, NULL);
+    expect_interpreted(c, 1, "lf_ctx_options.compile = LF_COMPILE_NEVER");
+    lf_ctx_destroy(c);
+    char *err = capture_end();
+    cr_assert_eq(err[0], 0, "LF_COMPILE=never printed on stderr: %s", err);
+    free(err);
+    unsetenv("CC");
+    /* REQUIRE is not overridden by the environment */
+    setenv("LF_COMPILE", "never", 1);
+    c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    cr_assert_eq(lf_ctx_get_options(c).compile, LF_COMPILE_REQUIRE);
+    lf_node *out;
+    lf_graph *g = small_graph(c, 0, &out);
+    double rtol = 1e-5;
+    lf_eval_stats st = check_vs_reference("REQUIRE with LF_COMPILE=never", g, 1, &out, &rtol);
+    cr_assert_eq(st.kernels_compiled, st.kernels);
+    lf_ctx_destroy(c);
+    unsetenv("LF_COMPILE");
+    expect_no_leak();
+}
+
+/* ==== 6. output aliasing ============================================================= */
+
+enum { AN = 1024 };
+
+/* Writes x0 into xb (and zeros into zb), evaluates outs into dsts on the CPU
+ * backend, reads xb and zb; the same with the reference evaluator; both
+ * buffers must end bit-identical. */
+static void alias_case(const char *what, lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
+                       lf_buffer *xb, lf_buffer *zb, const float *x0) {
+    static const float zeros[AN];
+    float got_x[AN], got_z[AN], want_x[AN], want_z[AN];
+    for (int r = 0; r < 2; r++) {
+        lf_buffer_write(xb, x0, sizeof got_x);
+        lf_buffer_write(zb, zeros, sizeof zeros);
+        if (r == 0) {
+            lf_status st = lf_eval(g, n, outs, dsts);
+            cr_assert_eq(st, LF_OK, "%s: %s", what, lf_errmsg(g->ctx));
+        } else {
+            eval_reference(g, n, outs, dsts);
+        }
+        lf_buffer_read(xb, r ? want_x : got_x, sizeof got_x);
+        lf_buffer_read(zb, r ? want_z : got_z, sizeof got_z);
+    }
+    char w[200];
+    snprintf(w, sizeof w, "%s: buffer x", what);
+    expect_match(w, LF_F32, got_x, want_x, AN, 0);
+    snprintf(w, sizeof w, "%s: buffer z", what);
+    expect_match(w, LF_F32, got_z, want_z, AN, 0);
+}
+
+Test(cpu, output_aliasing) {
+    setenv("LF_CPU_PARALLEL_MIN", "1", 1);
+    lf_ctx *c = cpu_ctx(3, LF_COMPILE_REQUIRE, NULL);
+    float x0[AN];
+    for (int i = 0; i < AN; i++) x0[i] = (float)tu_uniform(-10, 10);
+    lf_buffer *xb = raw_buf(c, LF_F32, 1, SH(AN), x0), *zb = raw_buf(c, LF_F32, 1, SH(AN), NULL);
+    lf_graph *g = lf_graph_new(c);
+    lf_node *x = lf_input(g, xb);
+    lf_node *rev = lf_slice(g, x, 0, LF_NONE, LF_NONE, -1);
+    lf_node *two = lf_const(g, LF_F32, 2), *one = lf_const(g, LF_F32, 1);
+    lf_node *y = lf_add(g, lf_mul(g, x, two), one);
+    lf_node *yrev = lf_add(g, lf_mul(g, rev, two), one);
+    lf_node *mix = lf_sub(g, x, lf_mul(g, rev, one));
+    lf_node *m = lf_reshape(g, x, 2, SH(32, 32));
+    lf_node *tr = lf_reshape(g, lf_add(g, lf_transpose(g, m), one), 1, SH(AN));
+    lf_node *shift = lf_add(g, lf_slice(g, lf_add(g, x, one), 0, 0, AN, 1), lf_const(g, LF_F32, 0));
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+    alias_case("y = x*2+1 into x", g, 1, (lf_node *[]){y}, (lf_buffer *[]){xb}, xb, zb, x0);
+    alias_case("x[::-1]*2+1 into x", g, 1, (lf_node *[]){yrev}, (lf_buffer *[]){xb}, xb, zb, x0);
+    alias_case("x - x[::-1] into x", g, 1, (lf_node *[]){mix}, (lf_buffer *[]){xb}, xb, zb, x0);
+    alias_case("transpose(x as 32x32) + 1 into x", g, 1, (lf_node *[]){tr}, (lf_buffer *[]){xb}, xb, zb, x0);
+    alias_case("x[::-1] (a view) into x", g, 1, (lf_node *[]){rev}, (lf_buffer *[]){xb}, xb, zb, x0);
+    alias_case("two outputs into z", g, 2, (lf_node *[]){y, yrev}, (lf_buffer *[]){zb, zb}, xb, zb, x0);
+    alias_case("two outputs into x", g, 2, (lf_node *[]){yrev, y}, (lf_buffer *[]){xb, xb}, xb, zb, x0);
+    alias_case("input x into z", g, 1, (lf_node *[]){x}, (lf_buffer *[]){zb}, xb, zb, x0);
+    alias_case("input x into x", g, 1, (lf_node *[]){x}, (lf_buffer *[]){xb}, xb, zb, x0);
+    alias_case("input x into z, x+1 into x", g, 2, (lf_node *[]){x, shift}, (lf_buffer *[]){zb, xb}, xb, zb, x0);
+    alias_case("y into x, then input x into z", g, 2, (lf_node *[]){y, x}, (lf_buffer *[]){xb, zb}, xb, zb, x0);
+    alias_case("x[::-1]*2+1 into x, then x[::-1] into z", g, 2, (lf_node *[]){yrev, rev}, (lf_buffer *[]){xb, zb}, xb,
+               zb, x0);
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+    unsetenv("LF_CPU_PARALLEL_MIN");
+    expect_no_leak();
+}
+
+/* ==== 7. LF_DEBUG=source ============================================================= */
+
+Test(cpu, debug_source_dump) {
+    setenv("LF_DEBUG", "source", 1);
+    lf_ctx *c = cpu_ctx(1, LF_COMPILE_REQUIRE, NULL);
+    lf_node *out;
+    lf_graph *g = small_graph(c, 0, &out);
+    lf_buffer *d = lf_buffer_new_like(c, out);
+    capture_start();
+    lf_status st = lf_eval(g, 1, &out, &d);
+    char *err = capture_end();
+    cr_assert_eq(st, LF_OK, "%s", lf_errmsg(c));
+    cr_assert(strstr(err, "lf_k_run"), "no lf_k_run in the dump:\n%s", err);
+    cr_assert(strstr(err, "/* n"), "no node comment in the dump:\n%s", err);
+    cr_assert(strstr(err, "sin"), "the dump lacks the kernel's body:\n%s", err);
+    free(err);
+    unsetenv("LF_DEBUG");
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+    expect_no_leak();
+}
