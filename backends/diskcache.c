@@ -12,6 +12,7 @@
  *   reads and writes survive EINTR and short transfers.
  */
 #include "backends/diskcache.h"
+#include "backends/fileio.h"
 #include "backends/sha256.h"
 #include "graph/graph.h"
 
@@ -25,22 +26,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* A graph_malloc'd printf; NULL when out of memory. */
-static char *msgf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *msgf(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0) return NULL;
-    char *s = graph_malloc((size_t)n + 1);
-    if (!s) return NULL;
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    return s;
-}
 
 static bool key_ok(const char *key) {
     return key && key[0] && key[0] != '.' && !strchr(key, '/');
@@ -58,9 +43,9 @@ char *diskcache_dir(const char *opt_dir) {
     const char *v = env_nonempty("LF_CACHE_DIR");
     if (v) return graph_strdup(v);
     v = env_nonempty("XDG_CACHE_HOME");
-    if (v && v[0] == '/') return msgf("%s/lazyfuse", v);
+    if (v && v[0] == '/') return graph_strdupf("%s/lazyfuse", v);
     v = env_nonempty("HOME");
-    if (v) return msgf("%s/.cache/lazyfuse", v);
+    if (v) return graph_strdupf("%s/.cache/lazyfuse", v);
     return NULL;
 }
 
@@ -119,21 +104,6 @@ static int read_all(int fd, void *buf, size_t n) {
     return 0;
 }
 
-static int write_all(int fd, const void *buf, size_t n) {
-    const char *p = buf;
-    while (n) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) return -1;
-        if (k == 0) {
-            errno = EIO;
-            return -1;
-        }
-        p += k, n -= (size_t)k;
-    }
-    return 0;
-}
-
 static void put_le64(uint8_t *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
@@ -167,7 +137,7 @@ diskcache_result diskcache_get(const char *dir, const char *key, void **data, si
     *data = NULL;
     *len = 0;
     if (!dir || !key_ok(key)) return DISKCACHE_MISS;
-    char *path = msgf("%s/%s", dir, key);
+    char *path = graph_strdupf("%s/%s", dir, key);
     if (!path) return DISKCACHE_NOMEM;
     /* O_NONBLOCK: a FIFO planted under the key must not hang us. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -219,47 +189,47 @@ int diskcache_put(const char *dir, const char *key, const void *data, size_t len
     int fd = -1, rc = -1;
     if (why) *why = NULL;
     if (!dir || !dir[0]) {
-        msg = msgf("disk cache: no cache folder");
+        msg = graph_strdupf("disk cache: no cache folder");
         goto done;
     }
     if (!key_ok(key)) {
-        msg = msgf("disk cache: bad key '%s' in '%s' (empty, holds '/' or starts with '.')",
+        msg = graph_strdupf("disk cache: bad key '%s' in '%s' (empty, holds '/' or starts with '.')",
                    key ? key : "(null)", dir);
         goto done;
     }
     if (mkdirs(dir) != 0) {
-        msg = msgf("disk cache: cannot create folder '%s': %s", dir, strerror(errno));
+        msg = graph_strdupf("disk cache: cannot create folder '%s': %s", dir, strerror(errno));
         goto done;
     }
-    if (!(path = msgf("%s/%s", dir, key))) goto done;
+    if (!(path = graph_strdupf("%s/%s", dir, key))) goto done;
     for (int tries = 0; fd < 0 && tries < 100; tries++) {
         graph_free(tmp);
-        tmp = msgf("%s/.tmp-%s-%ld-%lu", dir, key, (long)getpid(),
+        tmp = graph_strdupf("%s/.tmp-%s-%ld-%lu", dir, key, (long)getpid(),
                    atomic_fetch_add(&tmp_counter, 1));
         if (!tmp) goto done;
         fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0 && errno != EEXIST && errno != EINTR) break;
     }
     if (fd < 0) {
-        msg = msgf("disk cache: cannot create '%s': %s", tmp, strerror(errno));
+        msg = graph_strdupf("disk cache: cannot create '%s': %s", tmp, strerror(errno));
         graph_free(tmp);
         tmp = NULL; /* not ours: nothing to remove */
         goto done;
     }
     uint8_t t[DISKCACHE_TRAILER];
     make_trailer(t, data, len);
-    if (write_all(fd, data, len) != 0 || write_all(fd, t, sizeof t) != 0) {
-        msg = msgf("disk cache: cannot write '%s': %s", tmp, strerror(errno));
+    if (fileio_write_all(fd, data, len) != 0 || fileio_write_all(fd, t, sizeof t) != 0) {
+        msg = graph_strdupf("disk cache: cannot write '%s': %s", tmp, strerror(errno));
         goto done;
     }
     int cfd = fd;
     fd = -1;
     if (close(cfd) != 0) { /* delayed write errors (NFS, quota) show up here */
-        msg = msgf("disk cache: cannot write '%s': %s", tmp, strerror(errno));
+        msg = graph_strdupf("disk cache: cannot write '%s': %s", tmp, strerror(errno));
         goto done;
     }
     if (rename(tmp, path) != 0) {
-        msg = msgf("disk cache: cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+        msg = graph_strdupf("disk cache: cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
         goto done;
     }
     graph_free(tmp);

@@ -19,18 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Whether $LF_DEBUG (a comma-separated list) names `what`. */
-static bool debug_on(const char *what) {
-    const char *s = getenv("LF_DEBUG");
-    size_t n = strlen(what);
-    while (s && *s) {
-        const char *end = strchr(s, ',');
-        size_t len = end ? (size_t)(end - s) : strlen(s);
-        if (len == n && !strncmp(s, what, n)) return true;
-        s = end ? end + 1 : NULL;
-    }
-    return false;
-}
 
 static void print_stats(const lf_eval_stats *st, const fuse_schedule *s, bool fused) {
     fprintf(stderr,
@@ -65,7 +53,7 @@ lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *ds
             graph_free(results);
             if (st == LF_OK) {
                 ctx->last_stats = stats;
-                if (debug_on("fusion") && g->program) print_stats(&stats, NULL, ctx->opt.fusion != 0);
+                if (graph_debug_on("fusion") && g->program) print_stats(&stats, NULL, ctx->opt.fusion != 0);
             }
             return st;
         }
@@ -78,7 +66,7 @@ lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *ds
         if (st == LF_OK) st = fuse_interpret(s, results);
         if (st == LF_OK) {
             fuse_schedule_stats(s, &ctx->last_stats);
-            if (debug_on("fusion")) print_stats(&ctx->last_stats, s, s->fused);
+            if (graph_debug_on("fusion")) print_stats(&ctx->last_stats, s, s->fused);
         }
         fuse_schedule_free(s);
     }

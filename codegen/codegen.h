@@ -23,7 +23,7 @@
  * What must stay true:
  *  - the source depends only on the kernel's structure, never on node
  *    pointers, buffer addresses or sizes (node ids appear only inside
- *    comments, which cg_source_hash skips), so rebuilding the same graph gives
+ *    comments, which cg_strip_comments removes), so rebuilding the same graph gives
  *    the same text and hits the kernel cache;
  *  - cg_fill_params writes exactly the P layout that the emitted source reads
  *    (both follow cg_layout's param_* indices);
@@ -159,6 +159,10 @@ typedef struct cg_partial {
     int64_t arg;
 } cg_partial;
 
+/* Reductions folded in pass q of kn: a FULL kernel's partials hold that many
+ * entries per block, in reduction order. */
+int cg_pass_reductions(const fuse_kernel *kn, int q);
+
 typedef void (*cg_run_fn)(void *const *B, const int64_t *P, int64_t begin, int64_t end);
 typedef void (*cg_pass_fn)(void *const *B, const int64_t *P, cg_value *R, int64_t begin,
                            int64_t end, cg_partial *part);
@@ -171,7 +175,11 @@ typedef void (*cg_row_fn)(void *const *B, const int64_t *P, cg_value *R, int64_t
  * kernel's functions) to out. Node ids go in comments only. */
 void cg_emit_kernel(const fuse_schedule *s, const cg_layout *lay, const cg_dialect *d,
                     cg_text *out);
-/* 64-bit FNV-1a hash of text with comments skipped: the structural key. */
+/* text without its comments (graph_malloc'd; NULL when out of memory): the
+ * kernel's structure, since node ids appear only in comments. */
+char *cg_strip_comments(const char *text);
+/* 64-bit FNV-1a hash of text (the structural key when given the stripped
+ * source). */
 uint64_t cg_source_hash(const char *text);
 
 #endif /* LF_CODEGEN_H */

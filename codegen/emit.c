@@ -25,7 +25,7 @@
  * loop level L; s<a> its innermost stride; h<a> a hoisted invariant load;
  * <x>v<i> expression i of an fn; acc<r>/arg<r> accumulators of reduction r;
  * res<r> its finished value. Comments name graph nodes (n<id>); they are not
- * part of the structural key (cg_source_hash skips comments).
+ * part of the structural key (the key is taken from cg_strip_comments).
  */
 #include "codegen/codegen.h"
 
@@ -70,8 +70,9 @@ void cg_printf(cg_text *t, const char *fmt, ...) {
     va_end(ap);
 }
 
-uint64_t cg_source_hash(const char *text) {
-    uint64_t h = 1469598103934665603ull;
+char *cg_strip_comments(const char *text) {
+    char *out = graph_malloc(strlen(text) + 1), *o = out;
+    if (!out) return NULL;
     for (const char *p = text; *p; p++) {
         if (p[0] == '/' && p[1] == '*') {
             const char *end = strstr(p + 2, "*/");
@@ -79,8 +80,15 @@ uint64_t cg_source_hash(const char *text) {
             p = end + 1;
             continue;
         }
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        *o++ = *p;
     }
+    *o = 0;
+    return out;
+}
+
+uint64_t cg_source_hash(const char *text) {
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = text; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
     return h;
 }
 
@@ -440,6 +448,22 @@ static const char *red_init(const fuse_red *r) {
     }
 }
 
+/* a = a + b or a * b for sum, mean and prod (wrapping in int64 for
+ * integers); false for the other reductions. */
+static bool emit_add_or_mul(emitter *e, const fuse_red *r, const char *a, const char *b) {
+    bool fl = red_float(r);
+    const char *op;
+    switch (r->op) {
+    case LF_RED_SUM:
+    case LF_RED_MEAN: op = "+"; break;
+    case LF_RED_PROD: op = "*"; break;
+    default: return false;
+    }
+    if (fl) line(e, "%s %s= %s;", a, op, b);
+    else line(e, "%s = (int64_t)((uint64_t)%s %s (uint64_t)(%s));", a, a, op, b);
+    return true;
+}
+
 /* Folds value x (an expression of dtype r->in) into acc `a` (and arg `g`)
  * at position pos. */
 static void emit_fold(emitter *e, const fuse_red *r, const char *a, const char *g, const char *x,
@@ -448,18 +472,7 @@ static void emit_fold(emitter *e, const fuse_red *r, const char *a, const char *
     expr_buf v;
     convert(v, sizeof v, x, r->in, fl ? LF_F64 : LF_I64);
     const char *cmp = red_min(r) ? "<" : ">";
-    switch (r->op) {
-    case LF_RED_SUM:
-    case LF_RED_MEAN:
-        if (fl) line(e, "%s += %s;", a, v);
-        else line(e, "%s = (int64_t)((uint64_t)%s + (uint64_t)(%s));", a, a, v);
-        return;
-    case LF_RED_PROD:
-        if (fl) line(e, "%s *= %s;", a, v);
-        else line(e, "%s = (int64_t)((uint64_t)%s * (uint64_t)(%s));", a, a, v);
-        return;
-    default: break;
-    }
+    if (emit_add_or_mul(e, r, a, v)) return;
     line(e, "{");
     e->depth++;
     line(e, "const %s x = %s;", fl ? "double" : "int64_t", v);
@@ -475,16 +488,8 @@ static void emit_fold(emitter *e, const fuse_red *r, const char *a, const char *
 static void emit_combine(emitter *e, const fuse_red *r, const char *a, const char *g, const char *b,
                          const char *bg) {
     bool fl = red_float(r);
+    if (emit_add_or_mul(e, r, a, b)) return;
     switch (r->op) {
-    case LF_RED_SUM:
-    case LF_RED_MEAN:
-        if (fl) line(e, "%s += %s;", a, b);
-        else line(e, "%s = (int64_t)((uint64_t)%s + (uint64_t)%s);", a, a, b);
-        return;
-    case LF_RED_PROD:
-        if (fl) line(e, "%s *= %s;", a, b);
-        else line(e, "%s = (int64_t)((uint64_t)%s * (uint64_t)%s);", a, a, b);
-        return;
     case LF_RED_MIN: line(e, "%s = lf_cmin_%s(%s, %s);", a, fl ? "f" : "i", a, b); return;
     case LF_RED_MAX: line(e, "%s = lf_cmax_%s(%s, %s);", a, fl ? "f" : "i", a, b); return;
     default:
@@ -548,29 +553,44 @@ static void emit_pass_body(emitter *e, int q, const char *jv, acc_form form, con
     }
 }
 
+/* Opens the reduced nest of region reg (INNER and FULL): a loop per
+ * reduced axis but the innermost (lo/hi bound the outermost, FULL blocks, or
+ * are NULL), then `if (jlo < jhi) {` around the innermost loop's range (so
+ * hoisted loads never run for an empty loop) and the region's hoisted loads.
+ * Writes the innermost range into jlo/jhi; returns the levels opened, which
+ * close_reduced_nest takes. */
+static int open_reduced_nest(emitter *e, int reg, const char *lo, const char *hi, bool track_pos,
+                             char jlo[32], char jhi[32]) {
+    const cg_layout *lay = e->lay;
+    int first = lay->nkept, inner = lay->ndim - 1, opened = 0;
+    for (int ax = first; ax < inner; ax++, opened++)
+        open_level(e, ax, reg, ax == first ? lo : NULL, ax == first ? hi : NULL, track_pos);
+    bool blocked = inner == first && lo;
+    fmt(jlo, 32, "%s", blocked ? lo : "0");
+    if (blocked) fmt(jhi, 32, "%s", hi);
+    else fmt(jhi, 32, "P[%d]", lay->param_extent + inner);
+    line(e, "if (%s < %s) {", jlo, jhi);
+    e->depth++;
+    hoist_invariants(e, reg);
+    return opened;
+}
+
+static void close_reduced_nest(emitter *e, int opened) {
+    e->depth--;
+    line(e, "}");
+    while (opened--) close_level(e);
+}
+
 /* The reduced nest of pass q (INNER and FULL): levels over the reduced axes
  * but the innermost, then the innermost axis split into lanes. lo/hi bound
  * the outermost reduced axis (FULL blocks) or are NULL. */
 static void emit_lane_nest(emitter *e, int q, acc_form form, const char *lo, const char *hi) {
     const cg_layout *lay = e->lay;
     bool pos = pass_tracks_pos(e->kn, q);
-    int first = lay->nkept, inner = lay->ndim - 1;
-    int opened = 0;
+    int inner = lay->ndim - 1;
+    char jlo[32], jhi[32];
     if (pos) line(e, "const int64_t pos%d = 0;", e->level);
-    for (int ax = first; ax < inner; ax++, opened++)
-        open_level(e, ax, q, ax == first ? lo : NULL, ax == first ? hi : NULL, pos);
-    const char *jlo = "0", *jhi = "E";
-    char ebuf[32];
-    fmt(ebuf, sizeof ebuf, "P[%d]", lay->param_extent + inner);
-    jhi = ebuf;
-    if (inner == first && lo) {
-        jlo = lo;
-        jhi = hi;
-    }
-    /* hoisted loads must not run when the innermost loop is empty */
-    line(e, "if (%s < %s) {", jlo, jhi);
-    e->depth++;
-    hoist_invariants(e, q);
+    int opened = open_reduced_nest(e, q, lo, hi, pos, jlo, jhi);
     char posx[64];
     fmt(posx, sizeof posx, "pos%d * P[%d] + jj", e->level, lay->param_extent + inner);
     line(e, "int64_t j = %s;", jlo);
@@ -592,9 +612,7 @@ static void emit_lane_nest(emitter *e, int q, acc_form form, const char *lo, con
     emit_pass_body(e, q, "jj", form, "l", posx);
     e->depth--;
     line(e, "}");
-    e->depth--;
-    line(e, "}");
-    while (opened--) close_level(e);
+    close_reduced_nest(e, opened);
 }
 
 /* Combines pass q's lanes into acc<r>[0] / arg<r>[0] in lane order. */
@@ -618,27 +636,17 @@ static void combine_lanes(emitter *e, int q) {
 
 /* The row pass over the reduced nest (INNER and FULL). */
 static void emit_row_nest(emitter *e, acc_form form, const char *lo, const char *hi) {
-    const cg_layout *lay = e->lay;
     const fuse_kernel *kn = e->kn;
-    int reg = kn->npasses + 1, first = lay->nkept, inner = lay->ndim - 1, opened = 0;
-    for (int ax = first; ax < inner; ax++, opened++)
-        open_level(e, ax, reg, ax == first ? lo : NULL, ax == first ? hi : NULL, false);
+    int reg = kn->npasses + 1;
     char jlo[32], jhi[32];
-    fmt(jlo, sizeof jlo, "%s", inner == first && lo ? lo : "0");
-    if (inner == first && lo) fmt(jhi, sizeof jhi, "%s", hi);
-    else fmt(jhi, sizeof jhi, "P[%d]", lay->param_extent + inner);
-    line(e, "if (%s < %s) {", jlo, jhi);
-    e->depth++;
-    hoist_invariants(e, reg);
+    int opened = open_reduced_nest(e, reg, lo, hi, false, jlo, jhi);
     line(e, "for (int64_t jj = %s; jj < %s; jj++) {", jlo, jhi);
     e->depth++;
     emit_fn(e, reg, "jj", form, "r");
     emit_stores(e, reg, "jj", "r");
     e->depth--;
     line(e, "}");
-    e->depth--;
-    line(e, "}");
-    while (opened--) close_level(e);
+    close_reduced_nest(e, opened);
 }
 
 /* ---- function skeletons --------------------------------------------------------------------- */
@@ -831,12 +839,24 @@ static void emit_outer(emitter *e) {
     close_fn(e);
 }
 
+/* lo, hi: the outermost-axis range of block blk (FULL). */
+static void block_bounds(emitter *e) {
+    const cg_layout *lay = e->lay;
+    line(e, "const int64_t lo = blk * P[%d];", lay->param_full_block);
+    line(e, "const int64_t hi = P[%d] - lo < P[%d] ? P[%d] : lo + P[%d];", lay->param_extent,
+         lay->param_full_block, lay->param_extent, lay->param_full_block);
+}
+
+int cg_pass_reductions(const fuse_kernel *kn, int q) {
+    int nq = 0;
+    for (int j = 0; j < kn->nreds; j++) nq += kn->reds[j].pass == q;
+    return nq;
+}
+
 static void emit_full(emitter *e) {
     const fuse_kernel *kn = e->kn;
-    const cg_layout *lay = e->lay;
     for (int q = 0; q < kn->npasses; q++) {
-        int nq = 0;
-        for (int j = 0; j < kn->nreds; j++) nq += kn->reds[j].pass == q;
+        int nq = cg_pass_reductions(kn, q);
         char sig[256];
         fmt(sig, sizeof sig,
                  "pass%d(void *const *restrict B, const int64_t *restrict P, lf_value *restrict R, "
@@ -847,9 +867,7 @@ static void emit_full(emitter *e) {
         declare_buffers(e);
         line(e, "for (int64_t blk = begin; blk < end; blk++) {");
         e->depth++;
-        line(e, "const int64_t lo = blk * P[%d];", lay->param_full_block);
-        line(e, "const int64_t hi = P[%d] - lo < P[%d] ? P[%d] : lo + P[%d];", lay->param_extent,
-             lay->param_full_block, lay->param_extent, lay->param_full_block);
+        block_bounds(e);
         unravel(e, "0", 0, 0);
         char lanes[16];
         fmt(lanes, sizeof lanes, "%d", CG_LANES);
@@ -913,9 +931,7 @@ static void emit_full(emitter *e) {
         declare_buffers(e);
         line(e, "for (int64_t blk = begin; blk < end; blk++) {");
         e->depth++;
-        line(e, "const int64_t lo = blk * P[%d];", lay->param_full_block);
-        line(e, "const int64_t hi = P[%d] - lo < P[%d] ? P[%d] : lo + P[%d];", lay->param_extent,
-             lay->param_full_block, lay->param_extent, lay->param_full_block);
+        block_bounds(e);
         unravel(e, "0", 0, 0);
         emit_row_nest(e, ACC_R, "lo", "hi");
         e->depth--;

@@ -176,8 +176,7 @@ void cg_layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
        loops need one (an extent-1 axis, all strides 0) */
     int nkeep_outer = lay->strategy == CG_REDUCE_OUTER ? nk - 1 : nk;
     int g1 = merge_group(lay, 0, nkeep_outer);
-    int g2 = merge_group(lay, g1, g1 + nr);
-    (void)g2;
+    merge_group(lay, g1, g1 + nr);
     lay->nkept = g1;
     lay->nred = lay->ndim - g1 - (lay->strategy == CG_REDUCE_OUTER ? 1 : 0);
     if ((lay->strategy == CG_ELEMENTWISE && lay->ndim == 0) ||

@@ -1367,11 +1367,6 @@ static void kernel_free(fuse_kernel *kn) {
     memset(kn, 0, sizeof *kn);
 }
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void fuse_schedule_free(fuse_schedule *s) {
     if (!s) return;
@@ -1467,7 +1462,7 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
 }
 
 lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_schedule **out) {
-    double t0 = now_seconds();
+    double t0 = graph_now_seconds();
     *out = NULL;
     fuse_schedule *s = graph_calloc(1, sizeof *s);
     if (!s) return graph_error(g->ctx, LF_ERR_NOMEM, "eval: out of memory while planning fusion");
@@ -1493,7 +1488,7 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
         graph_error(g->ctx, LF_ERR_NOMEM, "eval: out of memory while planning fusion");
         return LF_ERR_NOMEM;
     }
-    s->plan_seconds = now_seconds() - t0;
+    s->plan_seconds = graph_now_seconds() - t0;
     *out = s;
     return LF_OK;
 }

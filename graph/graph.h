@@ -31,6 +31,12 @@ void *graph_calloc(size_t count, size_t size); /* NULL on overflow or failure */
 void *graph_realloc(void *p, size_t bytes);    /* p untouched on failure */
 void graph_free(void *p);
 char *graph_strdup(const char *s);
+/* A graph_malloc'd printf; NULL when out of memory. */
+char *graph_strdupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Seconds on the monotonic clock (for the statistics' timings). */
+double graph_now_seconds(void);
+/* Whether $LF_DEBUG (a comma-separated list) names `what`. */
+bool graph_debug_on(const char *what);
 
 /* Records an error message for ctx (or the calling thread when ctx is NULL)
  * and returns st, so that `return graph_error(ctx, LF_ERR_..., ...)` reads. */

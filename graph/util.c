@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Header before each block; sized to keep the user pointer max-aligned. */
 typedef union alloc_header {
@@ -86,6 +87,38 @@ char *graph_strdup(const char *s) {
     char *d = graph_malloc(n);
     if (d) memcpy(d, s, n);
     return d;
+}
+
+char *graph_strdupf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return NULL;
+    char *s = graph_malloc((size_t)n + 1);
+    if (!s) return NULL;
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+double graph_now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+bool graph_debug_on(const char *what) {
+    const char *s = getenv("LF_DEBUG");
+    size_t n = strlen(what);
+    while (s && *s) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        if (len == n && !strncmp(s, what, n)) return true;
+        s = end ? end + 1 : NULL;
+    }
+    return false;
 }
 
 /* ---- messages ------------------------------------------------------------ */

@@ -203,7 +203,9 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * results are deterministic); min/max/argmin/argmax and integer reductions are
  * exact. Compiler failures are LF_ERR_BACKEND with the compiler's log in
  * lf_errmsg. Environment: LF_COMPILE=never (interpreter), LF_CPU_MARCH
- * (replaces -march=native, e.g. x86-64-v3 under valgrind). */
+ * (replaces -march=native, e.g. x86-64-v3 under valgrind), LF_DEBUG=schedule
+ * (the fused schedule when a program is built), LF_DEBUG=cache (disk-cache
+ * write failures). */
 /* Destroys the context and every buffer and graph still alive in it. NULL is
  * a no-op. */
 LF_API void lf_ctx_destroy(lf_ctx *ctx);

@@ -1068,17 +1068,6 @@ static void free_cgraph(cgraph *cg) {
               what, (st).kernels, (st).kernels_compiled, (st).kernels_disk_hits, (st).kernels_memory_hits,     \
               (int)(st).program_reused, (k), (compiled), (disk), (mem), (int)(reused))
 
-static int count_files(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
-    return n;
-}
-
 static float *rand_data(int64_t n) { return rand_f32(n, -3, 3); }
 
 Test(cpu, cache_levels) {
@@ -1092,8 +1081,8 @@ Test(cpu, cache_levels) {
     cr_assert_geq(K, 2, "the cache graph should plan to several kernels, got %d", K);
     EXPECT_STATS("first eval", st, K, K, 0, 0, false);
     cr_assert_gt(st.compile_seconds, 0, "compile_seconds %g", st.compile_seconds);
-    cr_assert_eq(count_files(cache_dir), K, "%d files in the cache folder, want one per kernel (%d)",
-                 count_files(cache_dir), K);
+    cr_assert_eq(tu_dir_entries(cache_dir, false), K, "%d files in the cache folder, want one per kernel (%d)",
+                 tu_dir_entries(cache_dir, false), K);
     /* (a) the same outputs of the same graph: the program is reused, also with
      * new input data and new output buffers */
     st = cache_check("second eval", &cg);
@@ -1207,7 +1196,7 @@ Test(cpu, cache_unwritable_folder) {
         EXPECT_STATS("unusable cache folder, reused", st, st.kernels, 0, 0, 0, true);
         lf_ctx_destroy(c);
     }
-    cr_assert_eq(count_files(cache_dir), -1, "$LF_CACHE_DIR was used although cache_dir was given");
+    cr_assert_eq(tu_dir_entries(cache_dir, false), -1, "$LF_CACHE_DIR was used although cache_dir was given");
     free(data);
     expect_no_leak();
 }
@@ -1358,7 +1347,7 @@ Test(cpu, cc_false_falls_back_once) {
     cr_assert(strstr(err, "'false'"), "the warning does not name the compiler: %s", err);
     free(err);
     lf_ctx_destroy(c);
-    cr_assert_eq(count_files(cache_dir), -1, "nothing should have been cached");
+    cr_assert_eq(tu_dir_entries(cache_dir, false), -1, "nothing should have been cached");
     unsetenv("CC");
     expect_no_leak();
 }
@@ -1416,7 +1405,7 @@ Test(cpu, cc_fails_on_the_kernel) {
         char *err = capture_end();
         cr_assert_eq(count_substr(err, "no working C compiler"), 0, "a compiler that runs fell back: %s", err);
         free(err);
-        cr_assert_eq(count_files(cache_dir), -1, "a failed compile left a cache entry");
+        cr_assert_eq(tu_dir_entries(cache_dir, false), -1, "a failed compile left a cache entry");
         /* the same context works once the compiler does */
         if (keep[0]) setenv("CC", keep, 1);
         else unsetenv("CC");

@@ -17,6 +17,7 @@
 #include "backends/sha256.h"
 #include "graph/graph.h"
 #include "lazyfuse.h"
+#include "testutil.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -74,13 +75,8 @@ static const char *in_tmp(const char *name) {
 static bool exists(const char *path) { return access(path, F_OK) == 0; }
 
 static int count_entries(const char *dir) {
-    DIR *d = opendir(dir);
-    cr_assert_not_null(d, "opendir %s: %s", dir, strerror(errno));
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
-    closedir(d);
+    int n = tu_dir_entries(dir, true);
+    cr_assert(n >= 0, "opendir %s: %s", dir, strerror(errno));
     return n;
 }
 

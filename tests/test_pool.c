@@ -11,9 +11,9 @@
  */
 #include "backends/cpu/pool.h"
 #include "lazyfuse.h"
+#include "testutil.h"
 
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -25,13 +25,8 @@
 
 /* Threads of this process, counted in /proc/self/task. */
 static int task_count(void) {
-    DIR *d = opendir("/proc/self/task");
-    cr_assert_not_null(d, "cannot open /proc/self/task");
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
+    int n = tu_dir_entries("/proc/self/task", false);
+    cr_assert(n >= 0, "cannot open /proc/self/task");
     return n;
 }
 

@@ -2,6 +2,7 @@
 #include "testutil.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -133,4 +134,15 @@ void tu_expect(const char *what, const lf_buffer *b, const double *want, int64_t
         cr_assert(tu_close(got[i], want[i], rtol, atol), "%s: element %lld is %.17g, want %.17g",
                   what, (long long)i, got[i], want[i]);
     free(got);
+}
+
+int tu_dir_entries(const char *dir, bool hidden) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && (hidden || e->d_name[0] != '.')) n++;
+    closedir(d);
+    return n;
 }

@@ -34,6 +34,9 @@ void tu_read(const lf_buffer *b, double *out);
 lf_buffer *tu_eval1(lf_ctx *ctx, lf_graph *g, lf_node *n);
 /* Equal within atol + rtol*|b|; NaN equals NaN; infinities must match exactly. */
 bool tu_close(double a, double b, double rtol, double atol);
+/* Entries of folder dir other than "." and ".." (names starting with a dot
+ * only when hidden is true), or -1 when it cannot be opened. */
+int tu_dir_entries(const char *dir, bool hidden);
 /* Asserts that buffer b holds want[0..n) within tolerances, naming `what`. */
 void tu_expect(const char *what, const lf_buffer *b, const double *want, int64_t n,
                double rtol, double atol);

@@ -17,6 +17,7 @@
  * - Every allocation goes through graph_malloc and is freed on every path.
  */
 #include "backends/cpu/cc.h"
+#include "backends/fileio.h"
 #include "graph/graph.h"
 
 #include <dirent.h>
@@ -42,41 +43,10 @@
 
 enum { LOG_CAP = 8192, PROBE_CAP = 4096 };
 
-/* A graph_malloc'd printf; NULL when out of memory. */
-static char *msgf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *msgf(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0) return NULL;
-    char *s = graph_malloc((size_t)n + 1);
-    if (!s) return NULL;
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
 /* Hands msg to *out, or frees it when out is NULL. */
 static void give(char **out, char *msg) {
     if (out) *out = msg;
     else graph_free(msg);
-}
-
-static int write_all(int fd, const void *buf, size_t n) {
-    const char *p = buf;
-    while (n) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) return -1;
-        if (k == 0) {
-            errno = EIO;
-            return -1;
-        }
-        p += k, n -= (size_t)k;
-    }
-    return 0;
 }
 
 /* Reads fd from offset 0 into a NUL-terminated graph_malloc'd buffer of at
@@ -225,8 +195,8 @@ static const char *status_str(char *buf, size_t cap, int status) {
 }
 
 static char *spawn_error(const char *cmd, int err) {
-    if (err == ENOENT) return msgf("C compiler '%s' not found", cmd);
-    return msgf("C compiler '%s' cannot be started: %s", cmd, strerror(err));
+    if (err == ENOENT) return graph_strdupf("C compiler '%s' not found", cmd);
+    return graph_strdupf("C compiler '%s' cannot be started: %s", cmd, strerror(err));
 }
 
 /* ---- probe ---------------------------------------------------------------- */
@@ -238,9 +208,9 @@ int cc_probe(char **version, char **why) {
     char *msg = NULL, *out = NULL, *tmpl = NULL;
     int fd = -1, rc = -1;
     char **argv = build_argv(cmd, NULL, (const char *const[]){"--version"}, 1, NULL);
-    if (!argv || !(tmpl = msgf("%s/lazyfuse-probe-XXXXXX", tmp_base()))) goto done;
+    if (!argv || !(tmpl = graph_strdupf("%s/lazyfuse-probe-XXXXXX", tmp_base()))) goto done;
     if ((fd = mkostemp(tmpl, O_CLOEXEC)) < 0) {
-        msg = msgf("cannot create a temp file in '%s': %s", tmp_base(), strerror(errno));
+        msg = graph_strdupf("cannot create a temp file in '%s': %s", tmp_base(), strerror(errno));
         goto done;
     }
     unlink(tmpl); /* the fd is all we need */
@@ -253,14 +223,14 @@ int cc_probe(char **version, char **why) {
     bool more;
     if (!(out = read_from_start(fd, PROBE_CAP, &n, &more))) {
         if (errno != ENOMEM)
-            msg = msgf("C compiler '%s': cannot read its output: %s", cmd, strerror(errno));
+            msg = graph_strdupf("C compiler '%s': cannot read its output: %s", cmd, strerror(errno));
         goto done;
     }
     out[strcspn(out, "\r\n")] = '\0'; /* first line */
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         char sb[64];
-        msg = out[0] ? msgf("C compiler '%s' failed: %s: %s", cmd, status_str(sb, sizeof sb, status), out)
-                     : msgf("C compiler '%s' failed: %s", cmd, status_str(sb, sizeof sb, status));
+        msg = out[0] ? graph_strdupf("C compiler '%s' failed: %s: %s", cmd, status_str(sb, sizeof sb, status), out)
+                     : graph_strdupf("C compiler '%s' failed: %s", cmd, status_str(sb, sizeof sb, status));
         goto done;
     }
     rc = 0;
@@ -312,8 +282,8 @@ static char *fail_msg(const char *what, int logfd, const char *dir) {
     size_t n = 0;
     bool more = false;
     char *text = read_from_start(logfd, LOG_CAP - 32, &n, &more);
-    if (!text) return errno == ENOMEM ? NULL : msgf("C compiler failed (%s)", what);
-    char *prefix = msgf("%s/", dir);
+    if (!text) return errno == ENOMEM ? NULL : graph_strdupf("C compiler failed (%s)", what);
+    char *prefix = graph_strdupf("%s/", dir);
     if (!prefix) {
         graph_free(text);
         return NULL;
@@ -324,7 +294,7 @@ static char *fail_msg(const char *what, int logfd, const char *dir) {
     while (n && (text[n - 1] == '\n' || text[n - 1] == ' ' || text[n - 1] == '\r' ||
                  text[n - 1] == '\t'))
         text[--n] = '\0';
-    char *m = msgf("C compiler failed (%s): %s%s", what, n ? text : "(no output)",
+    char *m = graph_strdupf("C compiler failed (%s): %s%s", what, n ? text : "(no output)",
                    more ? "\n[log truncated]" : "");
     graph_free(text);
     return m;
@@ -376,27 +346,27 @@ int cc_compile(const char *source, const char *const *flags, const char *const *
     char **argv = NULL;
     int logfd = -1, rc = -1;
     bool made_dir = false;
-    if (!(dir = msgf("%s/lazyfuse-cc-XXXXXX", tmp_base()))) goto done;
+    if (!(dir = graph_strdupf("%s/lazyfuse-cc-XXXXXX", tmp_base()))) goto done;
     if (!mkdtemp(dir)) {
-        msg = msgf("cannot create a temp folder in '%s': %s", tmp_base(), strerror(errno));
+        msg = graph_strdupf("cannot create a temp folder in '%s': %s", tmp_base(), strerror(errno));
         goto done;
     }
     made_dir = true;
-    if (!(cpath = msgf("%s/k.c", dir)) || !(sopath = msgf("%s/k.so", dir)) ||
-        !(logpath = msgf("%s/log", dir)))
+    if (!(cpath = graph_strdupf("%s/k.c", dir)) || !(sopath = graph_strdupf("%s/k.so", dir)) ||
+        !(logpath = graph_strdupf("%s/log", dir)))
         goto done;
     int cfd = open(cpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (cfd < 0 || write_all(cfd, source, strlen(source)) != 0) {
-        msg = msgf("cannot write '%s': %s", cpath, strerror(errno));
+    if (cfd < 0 || fileio_write_all(cfd, source, strlen(source)) != 0) {
+        msg = graph_strdupf("cannot write '%s': %s", cpath, strerror(errno));
         if (cfd >= 0) close(cfd);
         goto done;
     }
     if (close(cfd) != 0) {
-        msg = msgf("cannot write '%s': %s", cpath, strerror(errno));
+        msg = graph_strdupf("cannot write '%s': %s", cpath, strerror(errno));
         goto done;
     }
     if ((logfd = open(logpath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0) {
-        msg = msgf("cannot create '%s': %s", logpath, strerror(errno));
+        msg = graph_strdupf("cannot create '%s': %s", logpath, strerror(errno));
         goto done;
     }
     argv = build_argv(cmd, flags, (const char *const[]){"-o", sopath, cpath}, 3, libs);
@@ -436,15 +406,15 @@ static atomic_uint_fast64_t load_counter;
 
 /* Via a temp file, unlinked once loaded: for when memfd or /proc is missing. */
 static void *dlopen_tmpfile(const void *so, size_t len, char **why) {
-    char *path = msgf("%s/lazyfuse-kernel-XXXXXX.so", tmp_base());
+    char *path = graph_strdupf("%s/lazyfuse-kernel-XXXXXX.so", tmp_base());
     if (!path) return NULL;
     void *h = NULL;
     int fd = mkostemps(path, 3, O_CLOEXEC);
-    if (fd < 0 || write_all(fd, so, len) != 0) {
-        give(why, msgf("cannot write kernel file '%s': %s", path, strerror(errno)));
+    if (fd < 0 || fileio_write_all(fd, so, len) != 0) {
+        give(why, graph_strdupf("cannot write kernel file '%s': %s", path, strerror(errno)));
     } else {
         h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        if (!h) give(why, msgf("cannot load kernel: %s", dlerror()));
+        if (!h) give(why, graph_strdupf("cannot load kernel: %s", dlerror()));
     }
     if (fd >= 0) {
         unlink(path);
@@ -462,8 +432,8 @@ void *cc_dlopen_bytes(const void *so, size_t len, char **why) {
         if (fd >= 0) close(fd);
         return dlopen_tmpfile(so, len, why);
     }
-    if (write_all(fd, so, len) != 0) {
-        give(why, msgf("cannot write kernel to memory: %s", strerror(errno)));
+    if (fileio_write_all(fd, so, len) != 0) {
+        give(why, graph_strdupf("cannot write kernel to memory: %s", strerror(errno)));
         close(fd);
         return NULL;
     }
@@ -477,7 +447,7 @@ void *cc_dlopen_bytes(const void *so, size_t len, char **why) {
     for (int b = top; b >= 0; b--, k += 2) memcpy(name + k, (c >> b) & 1u ? "./" : "//", 2);
     snprintf(name + k, sizeof name - k, "%d", fd);
     void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (!h) give(why, msgf("cannot load kernel: %s", dlerror()));
+    if (!h) give(why, graph_strdupf("cannot load kernel: %s", dlerror()));
     close(fd);
     return h;
 }

@@ -25,7 +25,6 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum {
     KCACHE_BUCKETS = 1024,
@@ -161,34 +160,11 @@ static bool probe(lf_ctx *ctx, cpu_state *cs) {
     return true;
 }
 
-static char *strip_comments(const char *s) {
-    size_t n = strlen(s);
-    char *out = graph_malloc(n + 1), *o = out;
-    if (!out) return NULL;
-    for (const char *p = s; *p; p++) {
-        if (p[0] == '/' && p[1] == '*') {
-            const char *end = strstr(p + 2, "*/");
-            if (!end) break;
-            p = end + 1;
-            continue;
-        }
-        *o++ = *p;
-    }
-    *o = 0;
-    return out;
-}
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Resolves the kernel's functions in a loaded object. */
 static bool bind_functions(kentry *e, const cg_layout *lay, char **why) {
     const fuse_kernel *kn = lay->kernel;
     char name[32];
-#define SYM(dst, type, fmt, ...)                                                  \
+#define SYM(dst, fmt, ...)                                                  \
     do {                                                                          \
         snprintf(name, sizeof name, fmt, __VA_ARGS__);                            \
         void *sym = dlsym(e->handle, name);                                       \
@@ -199,15 +175,15 @@ static bool bind_functions(kentry *e, const cg_layout *lay, char **why) {
         memcpy(&(dst), &sym, sizeof sym);                                         \
     } while (0)
     if (lay->strategy != CG_REDUCE_FULL) {
-        SYM(e->run, cg_run_fn, "lf_k_%s", "run");
+        SYM(e->run, "lf_k_%s", "run");
         return true;
     }
     for (int q = 0; q < kn->npasses; q++) {
-        SYM(e->pass[q], cg_pass_fn, "lf_k_pass%d", q);
-        SYM(e->fin[q], cg_fin_fn, "lf_k_fin%d", q);
+        SYM(e->pass[q], "lf_k_pass%d", q);
+        SYM(e->fin[q], "lf_k_fin%d", q);
     }
-    SYM(e->epi, cg_epi_fn, "lf_k_%s", "epi");
-    if (kn->row) SYM(e->row, cg_row_fn, "lf_k_%s", "row");
+    SYM(e->epi, "lf_k_%s", "epi");
+    if (kn->row) SYM(e->row, "lf_k_%s", "row");
 #undef SYM
     return true;
 }
@@ -238,15 +214,14 @@ static lf_status kernel_get(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s, 
                             int k, kentry **out, lf_eval_stats *st) {
     cg_text src = {0};
     cg_emit_kernel(s, lay, cg_dialect_c(cs->vector_math), &src);
-    char *text = src.nomem ? NULL : strip_comments(src.s);
+    char *text = src.nomem ? NULL : cg_strip_comments(src.s);
     if (!text) {
         cg_text_free(&src);
         return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory generating kernel %d", k);
     }
-    const char *dump = getenv("LF_DEBUG");
-    if (dump && strstr(dump, "source"))
+    if (graph_debug_on("source"))
         fprintf(stderr, "/* ---- lazyfuse kernel %d ---- */\n%s\n", k, src.s);
-    uint64_t h = cg_source_hash(src.s);
+    uint64_t h = cg_source_hash(text);
     kentry **bucket = &cs->buckets[h % KCACHE_BUCKETS];
     for (kentry *e = *bucket; e; e = e->next)
         if (e->hash == h && !strcmp(e->text, text)) {
@@ -298,8 +273,7 @@ static lf_status kernel_get(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s, 
         }
         if (cs->cache_dir) {
             char *perr = NULL;
-            if (diskcache_put(cs->cache_dir, key, so, len, &perr) != 0 && getenv("LF_DEBUG") &&
-                strstr(getenv("LF_DEBUG"), "cache"))
+            if (diskcache_put(cs->cache_dir, key, so, len, &perr) != 0 && graph_debug_on("cache"))
                 fprintf(stderr, "lazyfuse: kernel cache not written: %s\n", perr ? perr : "?");
             graph_free(perr);
         }
@@ -382,12 +356,6 @@ static bool program_matches(const cpu_program *pr, const lf_graph *g, int n, lf_
     return true;
 }
 
-static int reductions_in_pass(const fuse_kernel *kn, int q) {
-    int nq = 0;
-    for (int j = 0; j < kn->nreds; j++) nq += kn->reds[j].pass == q;
-    return nq;
-}
-
 static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const *outs,
                                cpu_program **out, lf_eval_stats *st) {
     lf_ctx *ctx = g->ctx;
@@ -406,14 +374,13 @@ static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const
     }
     fuse_schedule_stats(pr->s, &pr->stats);
     const fuse_schedule *s = pr->s;
-    const char *dbg = getenv("LF_DEBUG");
-    if (dbg && strstr(dbg, "schedule")) fuse_schedule_print(s, stderr);
+    if (graph_debug_on("schedule")) fuse_schedule_print(s, stderr);
     pr->k = graph_calloc((size_t)s->nkernels + 1, sizeof *pr->k);
     pr->blocks = graph_calloc((size_t)s->nblocks + 1, sizeof *pr->blocks);
     if (!pr->k || !pr->blocks) goto nomem;
     for (int b = 0; b < s->nblocks; b++)
         if (s->block_bytes[b] && !(pr->blocks[b] = graph_malloc(s->block_bytes[b]))) goto nomem;
-    double t0 = now_seconds();
+    double t0 = graph_now_seconds();
     for (int k = 0; k < s->nkernels; k++) {
         cpu_kernel *ck = &pr->k[k];
         ck->lay = graph_malloc(sizeof *ck->lay);
@@ -426,7 +393,7 @@ static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const
         if (ck->lay->strategy == CG_REDUCE_FULL) {
             int most = 1;
             for (int q = 0; q < s->kernels[k].npasses; q++) {
-                int nq = reductions_in_pass(&s->kernels[k], q);
+                int nq = cg_pass_reductions(&s->kernels[k], q);
                 if (nq > most) most = nq;
             }
             ck->part = graph_calloc((size_t)(ck->lay->work + 1) * (size_t)most, sizeof *ck->part);
@@ -438,7 +405,7 @@ static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const
             return status;
         }
     }
-    st->compile_seconds = now_seconds() - t0;
+    st->compile_seconds = graph_now_seconds() - t0;
     *out = pr;
     return LF_OK;
 nomem:
@@ -457,9 +424,7 @@ static void run_range(void *arg, int64_t begin, int64_t end, int worker) {
 static void pass_range(void *arg, int64_t begin, int64_t end, int worker) {
     (void)worker;
     cpu_kernel *ck = arg;
-    int nq = reductions_in_pass(ck->lay->kernel, ck->pass);
     ck->fns->pass[ck->pass](ck->B, ck->P, ck->R, begin, end, ck->part);
-    (void)nq;
 }
 
 static void row_range(void *arg, int64_t begin, int64_t end, int worker) {
