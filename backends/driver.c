@@ -1,16 +1,17 @@
 /* backends/driver.c: lf_eval, the pipeline in one place.
  *
- * Reads as straight-line code: check the request, plan it, run it, and only
- * when every result exists copy the results into the caller's buffers (a
- * failed eval changes no buffer, and an output buffer may also be an input).
+ * Reads as straight-line code: check the request, then hand it to the
+ * context's backend. No path changes a buffer unless the whole eval succeeds
+ * (an output buffer may also be an input).
  *
- *     check -> plan (fusion/) -> run (the schedule interpreter) -> copy out
+ *     CPU:        check -> plan -> codegen -> compile or cache hit -> run
+ *                 (backends/cpu: the kernels write the outputs themselves)
+ *     fallback:   check -> plan (fusion/) -> schedule interpreter -> copy out
+ *     REFERENCE:  check -> node-by-node oracle (graph/eval_ref.c) -> copy out
  *
- * The CPU backend (and AUTO, which resolves to it) runs the fused schedule
- * with the interpreter of fusion/interp.c until codegen lands; the reference
- * backend keeps the node-by-node oracle of graph/eval_ref.c. Compiled
- * backends slot in between plan and run as verify -> codegen -> compile or
- * cache hit -> launch. The statistics of the last eval live in the context.
+ * The CPU backend (and AUTO, which resolves to it) falls back to the
+ * interpreter of fusion/interp.c when no C compiler works or compiling is
+ * off (LF_COMPILE_NEVER). The statistics of the last eval live in the context.
  */
 #include "backends/cpu/cpu.h"
 #include "fusion/fusion.h"
@@ -42,15 +43,12 @@ lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *ds
     lf_status st = graph_check_outputs(g, n, outs, dsts);
     if (st != LF_OK) return st;
     lf_ctx *ctx = g->ctx;
-    void **results = graph_calloc((size_t)n, sizeof *results);
-    if (!results) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
     if (ctx->backend == LF_BACKEND_CPU) {
         /* compiled kernels write the outputs themselves (all or nothing) */
         bool interpret = false;
         lf_eval_stats stats;
         st = cpu_eval(g, n, outs, dsts, &stats, &interpret);
         if (!interpret) {
-            graph_free(results);
             if (st == LF_OK) {
                 ctx->last_stats = stats;
                 if (graph_debug_on("fusion") && g->program) print_stats(&stats, NULL, ctx->opt.fusion != 0);
@@ -58,6 +56,9 @@ lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *ds
             return st;
         }
     }
+    /* the interpreter and the oracle return fresh arrays, copied out at the end */
+    void **results = graph_calloc((size_t)n, sizeof *results);
+    if (!results) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
     if (ctx->backend == LF_BACKEND_REFERENCE) {
         st = graph_eval_reference(g, n, outs, results);
     } else {

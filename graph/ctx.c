@@ -6,9 +6,10 @@
  * and one per graph that reads it (dropped when the graph is freed), so a
  * graph never reads freed memory.
  *
- * Backends: AUTO resolves to CPU (fusion planner + schedule interpreter, see
- * backends/driver.c); REFERENCE is the unfused oracle; CUDA is refused with
- * LF_ERR_BACKEND in this version.
+ * Backends: AUTO resolves to CPU (fusion planner + compiled C kernels, see
+ * backends/driver.c and backends/cpu); REFERENCE is the unfused oracle; CUDA
+ * is refused with LF_ERR_BACKEND in this version. The CPU backend's state
+ * (ctx->cpu) is made on first use and freed here, after the graphs.
  */
 #include "graph/graph.h"
 
