@@ -16,7 +16,7 @@
  *     fns and their literals).
  *  2. emission (emit.c): one emitter walks the layout and the kernel's fns and
  *     prints the loop skeleton of the strategy and the expressions; a dialect
- *     (dialect_c.c today; CUDA later) supplies the language's strings: the
+ *     (dialect_c.c, dialect_cuda.c) supplies the language's strings: the
  *     prelude of helper functions, type names, math function names and the
  *     kernel qualifiers.
  *
@@ -124,8 +124,16 @@ typedef struct cg_dialect {
     const char *type[LF_NDTYPES];  /* storage type per dtype */
     const char *value_type[LF_NDTYPES]; /* type of expression values */
     const char *entry;             /* qualifier of exported kernel functions */
+    const char *restrict_kw;       /* "restrict" (C) or "__restrict__" (CUDA) */
     bool vector_math;              /* math calls go to a vector library */
+    bool cuda;                     /* CUDA skeletons (grid-stride loops, block
+                                      reductions) instead of the C ones */
 } cg_dialect;
+
+/* Helper functions carrying graph/scalar.c's semantics, printed after every
+ * dialect's prelude (which defines the integer types, NAN, INFINITY, lf_idx,
+ * LF_INLINE and LF_FUNC). */
+extern const char cg_prelude_helpers[];
 
 /* The C dialect; vector_math says whether libmvec is used (declared simd). */
 const cg_dialect *cg_dialect_c(bool vector_math);
@@ -181,5 +189,68 @@ char *cg_strip_comments(const char *text);
 /* 64-bit FNV-1a hash of text (the structural key when given the stripped
  * source). */
 uint64_t cg_source_hash(const char *text);
+
+/* ==== emit_cuda.c: the CUDA kernels' launches ===========================
+ *
+ * The CUDA dialect (cg_dialect_cuda) prints one translation unit per kernel
+ * for NVRTC: no #include, every entry point `extern "C" __global__` taking
+ * ONE parameter by value, `lf_args`, a run of 8-byte words:
+ *
+ *     words[0 .. NB)            B: device address of each kernel buffer
+ *                                  (NB = max(lay->nbufs, 1))
+ *     words[NB]                 R: scratch + scratch_R
+ *     words[NB + 1]             part: scratch + scratch_part
+ *     words[NB + 2]             ticket: scratch + scratch_ticket
+ *     words[NB + 3 .. nwords)   P: the layout's parameters (int64)
+ *
+ * The host compiles the source with plan.define among the NVRTC options (so
+ * a module holds the one index-width variant it needs; cache modules by
+ * source + define), then launches plan.launch[0 .. nlaunches) in order on
+ * one stream, each
+ * with kernelParams = {words} (cuLaunchKernel copies them at launch). The
+ * scratch (scratch_bytes, 0 when none) holds finished reductions, per-block
+ * partials and one uint32 ticket per pass; its tickets must be zero before
+ * the first launch that uses it (zero the scratch once when allocating it:
+ * every kernel leaves its ticket zero when it finishes). A scratch must not
+ * be shared by two launches in flight on different streams.
+ */
+enum { CG_CUDA_MAX_LAUNCHES = FUSE_MAX_PASSES + 1 };
+
+typedef struct cg_cuda_launch {
+    const char *entry;             /* kernel name in the module (static string) */
+    unsigned grid[3];              /* blocks */
+    unsigned block[3];             /* threads per block */
+} cg_cuda_launch;
+
+typedef struct cg_cuda_plan {
+    int nlaunches;                 /* 0 when the kernel has nothing to do */
+    cg_cuda_launch launch[CG_CUDA_MAX_LAUNCHES];
+    size_t scratch_bytes;          /* device scratch needed (0: none) */
+    size_t scratch_R, scratch_part, scratch_ticket; /* byte offsets in it */
+    int nwords;                    /* 8-byte words of lf_args */
+    int variant;                   /* which entries the launches use (1: 32-bit
+                                      index, 2: 64-bit, 3 and 4: the same for
+                                      the elementwise vec entries) */
+    const char *define;            /* NVRTC option "-DLF_VARIANT=<variant>": the
+                                      module compiled with it holds exactly these
+                                      entries (compiling without it gives all,
+                                      at about 2-4 times the compile time) */
+} cg_cuda_plan;
+
+/* The CUDA dialect: CUDA C++ for NVRTC, IEEE semantics as the C dialect
+ * except the device math library's accuracy (stated in lazyfuse.h). */
+const cg_dialect *cg_dialect_cuda(void);
+/* Plans the launches of laid-out kernel lay for parameters P and the device
+ * addresses of its buffers (buf_addr[0 .. lay->nbufs); their alignment picks
+ * the 16-byte vector variant). sm_count: the device's multiprocessors. */
+void cg_cuda_plan_kernel(const cg_layout *lay, const int64_t *P, const uint64_t *buf_addr,
+                         int sm_count, cg_cuda_plan *plan);
+/* Whether an ELEMENTWISE kernel also gets the 4-element `vec` entries (one
+ * loop axis, every access contiguous or invariant, no index map steps, at
+ * most 3 calls to the device math library). */
+bool cg_cuda_vectorizable(const cg_layout *lay);
+/* Writes plan->nwords argument words (layout above). */
+void cg_cuda_fill_args(const cg_layout *lay, const cg_cuda_plan *plan, const int64_t *P,
+                       const uint64_t *buf_addr, uint64_t scratch, uint64_t *words);
 
 #endif /* LF_CODEGEN_H */

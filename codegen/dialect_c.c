@@ -18,95 +18,101 @@
  */
 #include "codegen/codegen.h"
 
-#define PRELUDE_COMMON                                                                          \
+#define PRELUDE_C                                                                               \
     "/* lazyfuse generated kernel (C dialect). */\n"                                           \
     "#include <stdint.h>\n"                                                                    \
     "#include <math.h>\n"                                                                      \
-    "typedef union { double f; int64_t i; } lf_value;\n"                                       \
-    "typedef struct { lf_value v; int64_t arg; } lf_partial;\n"                                \
+    "typedef int64_t lf_idx; /* index arithmetic */\n"                                         \
     "#define LF_ENTRY __attribute__((visibility(\"default\")))\n"                             \
     "#define LF_INLINE static inline __attribute__((always_inline))\n"                         \
-    "/* float -> integer: truncate, saturate, NaN -> 0 */\n"                                  \
-    "LF_INLINE int32_t lf_f2i32(double x) {\n"                                                 \
-    "    return x != x ? 0 : x >= 2147483647.0 ? INT32_MAX : x <= -2147483648.0 ? INT32_MIN\n" \
-    "         : (int32_t)x;\n"                                                                 \
-    "}\n"                                                                                      \
-    "LF_INLINE int64_t lf_f2i64(double x) {\n"                                                 \
-    "    return x != x ? 0 : x >= 9223372036854775808.0 ? INT64_MAX\n"                         \
-    "         : x < -9223372036854775808.0 ? INT64_MIN : (int64_t)x;\n"                        \
-    "}\n"                                                                                      \
-    "/* Python's modulo: the result takes the divisor's sign */\n"                            \
-    "LF_INLINE float lf_pymod_f32(float a, float b) {\n"                                       \
-    "    float r = fmodf(a, b);\n"                                                             \
-    "    return r != 0 ? (((r < 0) != (b < 0)) ? r + b : r) : copysignf(0.0f, b);\n"           \
-    "}\n"                                                                                      \
-    "LF_INLINE double lf_pymod_f64(double a, double b) {\n"                                    \
-    "    double r = fmod(a, b);\n"                                                             \
-    "    return r != 0 ? (((r < 0) != (b < 0)) ? r + b : r) : copysign(0.0, b);\n"             \
-    "}\n"                                                                                      \
-    "LF_INLINE int64_t lf_imod(int64_t a, int64_t b) {\n"                                      \
-    "    if (b == 0 || b == -1) return 0;\n"                                                   \
-    "    int64_t r = a % b;\n"                                                                 \
-    "    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"                               \
-    "}\n"                                                                                      \
-    "LF_INLINE uint64_t lf_ipow(int64_t base, int64_t e) {\n"                                  \
-    "    if (e < 0) return base == 1 ? 1u : base == -1 ? ((e & 1) ? (uint64_t)-1 : 1u) : 0u;\n" \
-    "    uint64_t r = 1, b = (uint64_t)base;\n"                                                \
-    "    while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }\n"                                  \
-    "    return r;\n"                                                                          \
-    "}\n"                                                                                      \
-    "/* min/max propagate NaN (as the canonical NaN) */\n"                                    \
-    "LF_INLINE float lf_fmin_f32(float a, float b) { return (a != a || b != b) ? (float)NAN : (b < a ? b : a); }\n" \
-    "LF_INLINE float lf_fmax_f32(float a, float b) { return (a != a || b != b) ? (float)NAN : (b > a ? b : a); }\n" \
-    "LF_INLINE double lf_fmin_f64(double a, double b) { return (a != a || b != b) ? NAN : (b < a ? b : a); }\n"     \
-    "LF_INLINE double lf_fmax_f64(double a, double b) { return (a != a || b != b) ? NAN : (b > a ? b : a); }\n"     \
-    "LF_INLINE float lf_sign_f32(float x) { return x != x ? x : x > 0 ? 1.0f : x < 0 ? -1.0f : x; }\n"             \
-    "LF_INLINE double lf_sign_f64(double x) { return x != x ? x : x > 0 ? 1.0 : x < 0 ? -1.0 : x; }\n"             \
-    "LF_INLINE int lf_isinf_f32(float x) { return fabsf(x) == (float)INFINITY; }\n"           \
-    "LF_INLINE int lf_isinf_f64(double x) { return fabs(x) == INFINITY; }\n"                   \
-    "/* iota element i: wrapping int64 (exact) or double */\n"                               \
-    "LF_INLINE int64_t lf_iota_int(int64_t i, int64_t start, int64_t step) {\n"               \
-    "    return (int64_t)((uint64_t)start + (uint64_t)i * (uint64_t)step);\n"                  \
-    "}\n"                                                                                      \
-    "LF_INLINE double lf_iota_float(int64_t i, int64_t start_bits, int64_t step_bits) {\n"     \
-    "    union { int64_t i; double f; } a = {start_bits}, b = {step_bits};\n"                  \
-    "    return a.f + (double)i * b.f;\n"                                                      \
-    "}\n"                                                                                      \
-    "/* the extra steps of an index map (a reshape of a non-contiguous view) */\n"           \
-    "static int64_t lf_steps(const int64_t *d, int64_t lin) {\n"                               \
-    "    int64_t n = *d++;\n"                                                                  \
-    "    for (int64_t s = 0; s < n; s++) {\n"                                                  \
-    "        int64_t nd = d[0], off = d[1], out = off;\n"                                      \
-    "        const int64_t *shape = d + 2, *strides = d + 2 + nd;\n"                           \
-    "        for (int64_t k = nd - 1; k >= 0; k--) {\n"                                         \
-    "            int64_t q = shape[k] ? lin % shape[k] : 0;\n"                                 \
-    "            lin = shape[k] ? lin / shape[k] : 0;\n"                                       \
-    "            out += q * strides[k];\n"                                                     \
-    "        }\n"                                                                              \
-    "        lin = out;\n"                                                                     \
-    "        d += 2 + 2 * nd;\n"                                                               \
-    "    }\n"                                                                                  \
-    "    return lin;\n"                                                                        \
-    "}\n"                                                                                      \
-    "/* combining two partial results of a reduction (fixed order) */\n"                     \
-    "LF_INLINE double lf_cmin_f(double a, double b) { return a != a ? a : b != b ? b : (b < a ? b : a); }\n" \
-    "LF_INLINE double lf_cmax_f(double a, double b) { return a != a ? a : b != b ? b : (b > a ? b : a); }\n" \
-    "LF_INLINE int64_t lf_cmin_i(int64_t a, int64_t b) { return b < a ? b : a; }\n"            \
-    "LF_INLINE int64_t lf_cmax_i(int64_t a, int64_t b) { return b > a ? b : a; }\n"            \
-    "/* arg: -1 means the partial saw only the start value (the extreme itself) */\n"        \
-    "LF_INLINE void lf_carg_f(double *a, int64_t *aa, double b, int64_t ba, int want_min) {\n" \
-    "    int an = *a != *a, bn = b != b, take;\n"                                              \
-    "    if (an || bn) take = bn && (!an || ba < *aa);\n"                                      \
-    "    else if (b != *a) take = want_min ? b < *a : b > *a;\n"                               \
-    "    else take = ba >= 0 && (*aa < 0 || ba < *aa);\n"                                      \
-    "    if (take) { *a = b; *aa = ba; }\n"                                                    \
-    "}\n"                                                                                      \
-    "LF_INLINE void lf_carg_i(int64_t *a, int64_t *aa, int64_t b, int64_t ba, int want_min) {\n" \
-    "    int take;\n"                                                                          \
-    "    if (b != *a) take = want_min ? b < *a : b > *a;\n"                                    \
-    "    else take = ba >= 0 && (*aa < 0 || ba < *aa);\n"                                      \
-    "    if (take) { *a = b; *aa = ba; }\n"                                                    \
+    "#define LF_FUNC static\n"
+
+/* The helpers both dialects include after their own header (which defines
+ * the integer types, NAN, INFINITY, LF_INLINE and LF_FUNC). */
+const char cg_prelude_helpers[] =
+    "typedef union { double f; int64_t i; } lf_value;\n"
+    "typedef struct { lf_value v; int64_t arg; } lf_partial;\n"
+    "/* float -> integer: truncate, saturate, NaN -> 0 */\n"
+    "LF_INLINE int32_t lf_f2i32(double x) {\n"
+    "    return x != x ? 0 : x >= 2147483647.0 ? INT32_MAX : x <= -2147483648.0 ? INT32_MIN\n"
+    "         : (int32_t)x;\n"
     "}\n"
+    "LF_INLINE int64_t lf_f2i64(double x) {\n"
+    "    return x != x ? 0 : x >= 9223372036854775808.0 ? INT64_MAX\n"
+    "         : x < -9223372036854775808.0 ? INT64_MIN : (int64_t)x;\n"
+    "}\n"
+    "/* Python's modulo: the result takes the divisor's sign */\n"
+    "LF_INLINE float lf_pymod_f32(float a, float b) {\n"
+    "    float r = fmodf(a, b);\n"
+    "    return r != 0 ? (((r < 0) != (b < 0)) ? r + b : r) : copysignf(0.0f, b);\n"
+    "}\n"
+    "LF_INLINE double lf_pymod_f64(double a, double b) {\n"
+    "    double r = fmod(a, b);\n"
+    "    return r != 0 ? (((r < 0) != (b < 0)) ? r + b : r) : copysign(0.0, b);\n"
+    "}\n"
+    "LF_INLINE int64_t lf_imod(int64_t a, int64_t b) {\n"
+    "    if (b == 0 || b == -1) return 0;\n"
+    "    int64_t r = a % b;\n"
+    "    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
+    "}\n"
+    "LF_INLINE uint64_t lf_ipow(int64_t base, int64_t e) {\n"
+    "    if (e < 0) return base == 1 ? 1u : base == -1 ? ((e & 1) ? (uint64_t)-1 : 1u) : 0u;\n"
+    "    uint64_t r = 1, b = (uint64_t)base;\n"
+    "    while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }\n"
+    "    return r;\n"
+    "}\n"
+    "/* min/max propagate NaN (as the canonical NaN) */\n"
+    "LF_INLINE float lf_fmin_f32(float a, float b) { return (a != a || b != b) ? (float)NAN : (b < a ? b : a); }\n"
+    "LF_INLINE float lf_fmax_f32(float a, float b) { return (a != a || b != b) ? (float)NAN : (b > a ? b : a); }\n"
+    "LF_INLINE double lf_fmin_f64(double a, double b) { return (a != a || b != b) ? NAN : (b < a ? b : a); }\n"
+    "LF_INLINE double lf_fmax_f64(double a, double b) { return (a != a || b != b) ? NAN : (b > a ? b : a); }\n"
+    "LF_INLINE float lf_sign_f32(float x) { return x != x ? x : x > 0 ? 1.0f : x < 0 ? -1.0f : x; }\n"
+    "LF_INLINE double lf_sign_f64(double x) { return x != x ? x : x > 0 ? 1.0 : x < 0 ? -1.0 : x; }\n"
+    "LF_INLINE int lf_isinf_f32(float x) { return fabsf(x) == (float)INFINITY; }\n"
+    "LF_INLINE int lf_isinf_f64(double x) { return fabs(x) == INFINITY; }\n"
+    "/* iota element i: wrapping int64 (exact) or double */\n"
+    "LF_INLINE int64_t lf_iota_int(int64_t i, int64_t start, int64_t step) {\n"
+    "    return (int64_t)((uint64_t)start + (uint64_t)i * (uint64_t)step);\n"
+    "}\n"
+    "LF_INLINE double lf_iota_float(int64_t i, int64_t start_bits, int64_t step_bits) {\n"
+    "    union { int64_t i; double f; } a = {start_bits}, b = {step_bits};\n"
+    "    return a.f + (double)i * b.f;\n"
+    "}\n"
+    "/* the extra steps of an index map (a reshape of a non-contiguous view) */\n"
+    "LF_FUNC int64_t lf_steps(const int64_t *d, int64_t lin) {\n"
+    "    int64_t n = *d++;\n"
+    "    for (int64_t s = 0; s < n; s++) {\n"
+    "        int64_t nd = d[0], off = d[1], out = off;\n"
+    "        const int64_t *shape = d + 2, *strides = d + 2 + nd;\n"
+    "        for (int64_t k = nd - 1; k >= 0; k--) {\n"
+    "            int64_t q = shape[k] ? lin % shape[k] : 0;\n"
+    "            lin = shape[k] ? lin / shape[k] : 0;\n"
+    "            out += q * strides[k];\n"
+    "        }\n"
+    "        lin = out;\n"
+    "        d += 2 + 2 * nd;\n"
+    "    }\n"
+    "    return lin;\n"
+    "}\n"
+    "/* combining two partial results of a reduction (fixed order) */\n"
+    "LF_INLINE double lf_cmin_f(double a, double b) { return a != a ? a : b != b ? b : (b < a ? b : a); }\n"
+    "LF_INLINE double lf_cmax_f(double a, double b) { return a != a ? a : b != b ? b : (b > a ? b : a); }\n"
+    "LF_INLINE int64_t lf_cmin_i(int64_t a, int64_t b) { return b < a ? b : a; }\n"
+    "LF_INLINE int64_t lf_cmax_i(int64_t a, int64_t b) { return b > a ? b : a; }\n"
+    "/* arg: -1 means the partial saw only the start value (the extreme itself) */\n"
+    "LF_INLINE void lf_carg_f(double *a, int64_t *aa, double b, int64_t ba, int want_min) {\n"
+    "    int an = *a != *a, bn = b != b, take;\n"
+    "    if (an || bn) take = bn && (!an || ba < *aa);\n"
+    "    else if (b != *a) take = want_min ? b < *a : b > *a;\n"
+    "    else take = ba >= 0 && (*aa < 0 || ba < *aa);\n"
+    "    if (take) { *a = b; *aa = ba; }\n"
+    "}\n"
+    "LF_INLINE void lf_carg_i(int64_t *a, int64_t *aa, int64_t b, int64_t ba, int want_min) {\n"
+    "    int take;\n"
+    "    if (b != *a) take = want_min ? b < *a : b > *a;\n"
+    "    else take = ba >= 0 && (*aa < 0 || ba < *aa);\n"
+    "    if (take) { *a = b; *aa = ba; }\n"
+    "}\n";
 
 /* libm functions glibc's libmvec implements for every x86-64 vector ISA. */
 #define SIMD_DECLS                                                                              \
@@ -135,7 +141,8 @@
 
 static const cg_dialect c_scalar = {
     .name = "c",
-    .prelude = PRELUDE_COMMON,
+    .prelude = PRELUDE_C,
+    .restrict_kw = "restrict",
     .type = {"uint8_t", "int32_t", "int64_t", "float", "double"},
     .value_type = {"int", "int32_t", "int64_t", "float", "double"},
     .entry = "LF_ENTRY",
@@ -144,7 +151,8 @@ static const cg_dialect c_scalar = {
 
 static const cg_dialect c_vector = {
     .name = "c",
-    .prelude = PRELUDE_COMMON SIMD_DECLS,
+    .prelude = PRELUDE_C SIMD_DECLS,
+    .restrict_kw = "restrict",
     .type = {"uint8_t", "int32_t", "int64_t", "float", "double"},
     .value_type = {"int", "int32_t", "int64_t", "float", "double"},
     .entry = "LF_ENTRY",

@@ -102,6 +102,8 @@ typedef struct emitter {
     const cg_dialect *d;
     int depth;         /* indentation */
     int level;         /* current loop level (names o<a>_<level>) */
+    bool vec;          /* CUDA vector body: contiguous loads and stores go
+                          through the 4-element registers w<a>.x[l] */
 } emitter;
 
 typedef char expr_buf[768];
@@ -247,6 +249,10 @@ static void access_index(const emitter *e, const cg_access *a, const char *jv, c
 /* The value of load access a at innermost index jv, in its value type. */
 static void load_value(const emitter *e, const cg_access *a, const char *jv, char *out, size_t cap) {
     expr_buf idx;
+    if (e->vec && a->buf >= 0 && a->inner == CG_INNER_CONTIGUOUS) {
+        fmt(out, cap, "w%d.x[l]", access_id(e, a));
+        return;
+    }
     access_index(e, a, jv, idx, sizeof idx);
     if (a->buf >= 0) {
         fmt(out, cap, "b%d[%s]", a->buf, idx);
@@ -276,20 +282,20 @@ static void hoist_invariants(emitter *e, int reg) {
 static void unravel(emitter *e, const char *flat, int first, int n) {
     const cg_layout *lay = e->lay;
     for (int i = 0; i < lay->naccess; i++)
-        line(e, "int64_t o%d_0 = P[%d];", i, lay->access[i].param_offset);
+        line(e, "lf_idx o%d_0 = (lf_idx)P[%d];", i, lay->access[i].param_offset);
     if (n == 0) return;
     line(e, "{");
     e->depth++;
-    line(e, "int64_t rest = %s, q;", flat);
+    line(e, "lf_idx rest = %s, q;", flat);
     for (int ax = first + n - 1; ax >= first; ax--) {
         if (ax > first) {
-            line(e, "q = rest %% P[%d];", lay->param_extent + ax);
-            line(e, "rest /= P[%d];", lay->param_extent + ax);
+            line(e, "q = rest %% (lf_idx)P[%d];", lay->param_extent + ax);
+            line(e, "rest /= (lf_idx)P[%d];", lay->param_extent + ax);
         } else {
             line(e, "q = rest;");
         }
         for (int i = 0; i < lay->naccess; i++)
-            line(e, "o%d_0 += q * P[%d];", i, lay->access[i].param_offset + 1 + ax);
+            line(e, "o%d_0 += q * (lf_idx)P[%d];", i, lay->access[i].param_offset + 1 + ax);
     }
     e->depth--;
     line(e, "}");
@@ -301,13 +307,13 @@ static void unravel(emitter *e, const char *flat, int first, int n) {
 static void open_level(emitter *e, int ax, int reg, const char *lo, const char *hi, bool track_pos) {
     const cg_layout *lay = e->lay;
     int L = e->level;
-    if (lo) line(e, "for (int64_t r%d = %s; r%d < %s; r%d++) {", L, lo, L, hi, L);
-    else line(e, "for (int64_t r%d = 0; r%d < P[%d]; r%d++) {", L, L, lay->param_extent + ax, L);
+    if (lo) line(e, "for (lf_idx r%d = %s; r%d < %s; r%d++) {", L, lo, L, hi, L);
+    else line(e, "for (lf_idx r%d = 0; r%d < (lf_idx)P[%d]; r%d++) {", L, L, lay->param_extent + ax, L);
     e->depth++;
     for (int i = 0; i < lay->naccess; i++) {
         const cg_access *a = &lay->access[i];
         if (reg >= 0 && !in_region(e, a, reg)) continue;
-        line(e, "const int64_t o%d_%d = o%d_%d + r%d * P[%d];", i, L + 1, i, L, L,
+        line(e, "const lf_idx o%d_%d = o%d_%d + r%d * (lf_idx)P[%d];", i, L + 1, i, L, L,
              a->param_offset + 1 + ax);
     }
     if (track_pos) line(e, "const int64_t pos%d = pos%d * P[%d] + r%d;", L + 1, L, lay->param_extent + ax, L);
@@ -426,7 +432,8 @@ static void emit_stores(emitter *e, int reg, const char *jv, const char *prefix)
         lf_dtype from = fn_etype(kn, reg, so->expr);
         if (a->dtype == LF_BOOL) fmt(val, sizeof val, "(uint8_t)((%s) != 0)", x);
         else convert(val, sizeof val, x, from, a->dtype);
-        line(e, "b%d[%s] = %s; /* -> n%d */", a->buf, idx, val, e->s->slots[so->slot].node->id);
+        if (e->vec) line(e, "w%d.x[l] = %s; /* -> n%d */", i, val, e->s->slots[so->slot].node->id);
+        else line(e, "b%d[%s] = %s; /* -> n%d */", a->buf, idx, val, e->s->slots[so->slot].node->id);
     }
 }
 
@@ -657,13 +664,14 @@ static void declare_buffers(emitter *e) {
         const fuse_slot *sl = &e->s->slots[lay->buf_slot[b]];
         const char *t = e->d->type[sl->dtype];
         if (lay->buf_written[b])
-            line(e, "%s *restrict b%d = (%s *)B[%d]; /* n%d */", t, b, t, b, sl->node->id);
+            line(e, "%s *%s b%d = (%s *)B[%d]; /* n%d */", t, e->d->restrict_kw, b, t, b, sl->node->id);
         else
-            line(e, "const %s *restrict b%d = (const %s *)B[%d]; /* n%d */", t, b, t, b, sl->node->id);
+            line(e, "const %s *%s b%d = (const %s *)B[%d]; /* n%d */", t, e->d->restrict_kw, b, t, b,
+                 sl->node->id);
     }
     for (int i = 0; i < lay->naccess; i++)
         if (lay->access[i].inner == CG_INNER_STRIDED)
-            line(e, "const int64_t s%d = P[%d];", i, lay->access[i].param_offset + lay->ndim);
+            line(e, "const lf_idx s%d = (lf_idx)P[%d];", i, lay->access[i].param_offset + lay->ndim);
 }
 
 static void open_fn(emitter *e, const char *sig) {
@@ -940,6 +948,488 @@ static void emit_full(emitter *e) {
     }
 }
 
+
+/* ---- CUDA skeletons ------------------------------------------------------------------------
+ * Each body is a template over the index type lf_idx, instantiated by two
+ * extern "C" __global__ entries, lf_k_<name>32 (int) and lf_k_<name>64
+ * (long long); emit_cuda.c picks 32 when every index of the launch fits.
+ * The single kernel parameter `a` (lf_args) holds B, R, part, ticket and P;
+ * the macros B, P and R name its fields so the shared pieces above print
+ * the same text as for C. Every thread of a block reaches every
+ * __syncthreads (loops that contain one have block-uniform bounds).
+ *
+ *  - run (ELEMENTWISE): grid-stride loop over flat elements.
+ *  - vec (ELEMENTWISE, one contiguous axis; emitted when
+ *    cg_cuda_vectorizable): each thread takes 4 consecutive elements with
+ *    one 4-element (16-byte for f32) load per input and store per output;
+ *    a scalar loop takes the tail. Used when every pointer is aligned.
+ *  - rows (INNER): a group of blockDim.x threads per output element,
+ *    blockDim.y outputs per block; thread x folds positions x, x + G, ...,
+ *    then the group combines through shared memory in a fixed tree.
+ *  - cols (OUTER): a thread per output, consecutive threads on consecutive
+ *    innermost outputs (coalesced reads); each folds its reduced positions
+ *    in the reference's order.
+ *  - pass<q> (FULL): a block per CG block of the outermost axis writes its
+ *    partial; the last block to finish (an integer ticket, no float
+ *    atomics) combines the partials in a fixed tree, writes R and, after
+ *    the last pass, runs the epilogue; row: grid-stride over positions.
+ */
+
+/* Calls to the device math library in fn (sqrt, rsqrt and fma are single
+ * instructions and do not count). */
+static int math_calls(const lf_fn *fn) {
+    int n = 0;
+    for (int i = 0; i < fn->nexprs; i++) {
+        const fn_expr *x = &fn->exprs[i];
+        if (x->kind != EXPR_OP) continue;
+        lf_op op = x->op;
+        if ((graph_ops[op].typing == OPTY_FLOAT && op != LF_OP_SQRT && op != LF_OP_RSQRT && op != LF_OP_FMA) ||
+            op == LF_OP_POW || op == LF_OP_MOD)
+            n++;
+    }
+    return n;
+}
+
+bool cg_cuda_vectorizable(const cg_layout *lay) {
+    if (lay->strategy != CG_ELEMENTWISE || lay->ndim != 1) return false;
+    /* four lanes of many inlined math calls compile slowly (polar_distance:
+     * 230 ms) and such kernels gain little from wide loads */
+    if (math_calls(lay->kernel->passes[0].fn) > 3) return false;
+    for (int i = 0; i < lay->naccess; i++) {
+        const cg_access *a = &lay->access[i];
+        if (a->param_steps >= 0 || a->inner == CG_INNER_STRIDED) return false;
+        if (a->fn < 0 && a->inner != CG_INNER_CONTIGUOUS) return false;
+    }
+    return true;
+}
+
+static const char *cuda_names[] = {"run", "vec", "rows", "cols", "row", "pass0", "pass1",
+                                   "pass2", "pass3", "pass4", "pass5", "pass6", "pass7"};
+
+static void cuda_open_body(emitter *e, const char *name) {
+    line(e, "template <typename lf_idx>");
+    line(e, "static __device__ __forceinline__ void lf_body_%s(const lf_args &a) {", name);
+    e->depth++;
+    e->level = 0;
+    declare_buffers(e);
+    line(e, "const lf_idx lf_tid = (lf_idx)blockIdx.x * blockDim.x + threadIdx.x;");
+    line(e, "const lf_idx lf_stride = (lf_idx)gridDim.x * blockDim.x;");
+    line(e, "(void)lf_tid; (void)lf_stride;");
+}
+
+/* Closes body `name` and prints its two entries; variant32/64 are the
+ * LF_VARIANT values that compile them (cg_cuda_plan.define): a module built
+ * with -DLF_VARIANT=v instantiates only variant v's bodies, one without it
+ * all of them. */
+static void cuda_close_body(emitter *e, const char *name, int variant32, int variant64) {
+    close_fn(e);
+    for (int w = 32; w <= 64; w += 32) {
+        line(e, "#if !defined(LF_VARIANT) || LF_VARIANT == %d", w == 32 ? variant32 : variant64);
+        line(e,
+             "extern \"C\" __global__ void __launch_bounds__(256) lf_k_%s%d(const lf_args a) "
+             "{ lf_body_%s<%s>(a); }",
+             name, w, name, w == 32 ? "int" : "long long");
+        line(e, "#endif");
+    }
+}
+
+/* lf_idx <name> = product of the extents of loop axes [first, first + n). */
+static void cuda_extent_product(emitter *e, const char *name, int first, int n) {
+    line(e, "lf_idx %s = 1;", name);
+    for (int ax = first; ax < first + n; ax++)
+        line(e, "%s *= (lf_idx)P[%d];", name, e->lay->param_extent + ax);
+}
+
+/* Opens the offsets of region reg (all regions when reg < 0) at flat
+ * position `flat` of loop axes [first, ndim): the outer ones go into the
+ * next level's offsets; returns the innermost index expression in jv. */
+static void cuda_position(emitter *e, int reg, const char *flat, int first, char jv[32]) {
+    const cg_layout *lay = e->lay;
+    int inner = lay->ndim - 1, L = e->level;
+    if (first >= inner) {
+        fmt(jv, 32, "%s", flat);
+        return;
+    }
+    line(e, "lf_idx rest%d = %s;", L, flat);
+    line(e, "const lf_idx jin%d = rest%d %% (lf_idx)P[%d];", L, L, lay->param_extent + inner);
+    line(e, "rest%d /= (lf_idx)P[%d];", L, lay->param_extent + inner);
+    for (int i = 0; i < lay->naccess; i++)
+        if (reg < 0 || in_region(e, &lay->access[i], reg)) line(e, "lf_idx o%d_%d = o%d_%d;", i, L + 1, i, L);
+    for (int ax = inner - 1; ax >= first; ax--) {
+        if (ax > first) {
+            line(e, "{");
+            line(e, "    const lf_idx q = rest%d %% (lf_idx)P[%d];", L, lay->param_extent + ax);
+            line(e, "    rest%d /= (lf_idx)P[%d];", L, lay->param_extent + ax);
+        } else {
+            line(e, "{");
+            line(e, "    const lf_idx q = rest%d;", L);
+        }
+        for (int i = 0; i < lay->naccess; i++)
+            if (reg < 0 || in_region(e, &lay->access[i], reg))
+                line(e, "    o%d_%d += q * (lf_idx)P[%d];", i, L + 1, lay->access[i].param_offset + 1 + ax);
+        line(e, "}");
+    }
+    e->level++;
+    fmt(jv, 32, "jin%d", L);
+}
+
+/* Shared arrays of pass q's reductions (every reduction when q < 0). */
+static void cuda_declare_shared(emitter *e, int q) {
+    const fuse_kernel *kn = e->kn;
+    for (int j = 0; j < kn->nreds; j++) {
+        const fuse_red *r = &kn->reds[j];
+        if (q >= 0 && r->pass != q) continue;
+        line(e, "__shared__ %s sacc%d[256];", red_float(r) ? "double" : "int64_t", j);
+        if (red_arg(r)) line(e, "__shared__ int64_t sarg%d[256];", j);
+    }
+}
+
+/* Combines the acc<r>[0] of pass q over a group of G threads (thread tx at
+ * shared index slot) into sacc<r>[slot - tx] through a fixed tree. */
+static void cuda_group_combine(emitter *e, int q, const char *G) {
+    const fuse_kernel *kn = e->kn;
+    for (int j = 0; j < kn->nreds; j++) {
+        const fuse_red *r = &kn->reds[j];
+        if (r->pass != q) continue;
+        line(e, "sacc%d[slot] = acc%d[0];", j, j);
+        if (red_arg(r)) line(e, "sarg%d[slot] = arg%d[0];", j, j);
+    }
+    line(e, "__syncthreads();");
+    line(e, "for (int s = %s / 2; s > 0; s >>= 1) {", G);
+    e->depth++;
+    line(e, "if (tx < s) {");
+    e->depth++;
+    for (int j = 0; j < kn->nreds; j++) {
+        const fuse_red *r = &kn->reds[j];
+        if (r->pass != q) continue;
+        char a[32], g[32], b[48], bg[48];
+        fmt(a, sizeof a, "sacc%d[slot]", j);
+        fmt(g, sizeof g, "sarg%d[slot]", j);
+        fmt(b, sizeof b, "sacc%d[slot + s]", j);
+        fmt(bg, sizeof bg, "sarg%d[slot + s]", j);
+        emit_combine(e, r, a, g, b, bg);
+    }
+    e->depth--;
+    line(e, "}");
+    line(e, "__syncthreads();");
+    e->depth--;
+    line(e, "}");
+}
+
+/* Finished value of reduction j from the group's shared slot `base`. */
+static void cuda_finished(emitter *e, int j, const char *base, char *out, size_t cap) {
+    char a[48], g[48];
+    fmt(a, sizeof a, "sacc%d[%s]", j, base);
+    fmt(g, sizeof g, "sarg%d[%s]", j, base);
+    finish_value(e, &e->kn->reds[j], a, g, out, cap);
+}
+
+static void cuda_elementwise(emitter *e) {
+    const cg_layout *lay = e->lay;
+    int inner = lay->ndim - 1;
+    cuda_open_body(e, "run");
+    line(e, "const lf_idx E = (lf_idx)P[%d];", lay->param_extent + inner);
+    cuda_extent_product(e, "T", 0, lay->ndim);
+    line(e, "for (lf_idx at = lf_tid; at < T; at += lf_stride) {");
+    e->depth++;
+    if (inner > 0) {
+        line(e, "const lf_idx row = at / E, j = at - row * E;");
+        unravel(e, "row", 0, inner);
+    } else {
+        line(e, "const lf_idx j = at; (void)E;");
+        unravel(e, "0", 0, 0);
+    }
+    hoist_invariants(e, 0);
+    emit_fn(e, 0, "j", ACC_SCALAR, "");
+    emit_stores(e, 0, "j", "");
+    e->depth--;
+    line(e, "}");
+    cuda_close_body(e, "run", 1, 2);
+    if (!cg_cuda_vectorizable(lay)) return;
+
+    cuda_open_body(e, "vec");
+    line(e, "const lf_idx T = (lf_idx)P[%d];", lay->param_extent);
+    unravel(e, "0", 0, 0);
+    hoist_invariants(e, 0);
+    line(e, "for (lf_idx g = lf_tid; g < T / 4; g += lf_stride) {");
+    e->depth++;
+    line(e, "const lf_idx j0 = g * 4;");
+    for (int i = 0; i < lay->naccess; i++) {
+        const cg_access *a = &lay->access[i];
+        if (a->buf < 0 || a->inner != CG_INNER_CONTIGUOUS) continue;
+        const char *t = e->d->type[a->dtype];
+        if (a->fn >= 0)
+            line(e, "const lf_v4<%s> w%d = *(const lf_v4<%s> *)(b%d + o%d_0 + j0);", t, i, t, a->buf, i);
+        else
+            line(e, "lf_v4<%s> w%d;", t, i);
+    }
+    line(e, "#pragma unroll");
+    line(e, "for (int l = 0; l < 4; l++) {");
+    e->depth++;
+    line(e, "const lf_idx j = j0 + l; (void)j;");
+    e->vec = true;
+    emit_fn(e, 0, "j", ACC_SCALAR, "");
+    emit_stores(e, 0, "j", "");
+    e->vec = false;
+    e->depth--;
+    line(e, "}");
+    for (int i = 0; i < lay->naccess; i++) {
+        const cg_access *a = &lay->access[i];
+        if (a->fn >= 0 || a->buf < 0) continue;
+        const char *t = e->d->type[a->dtype];
+        line(e, "*(lf_v4<%s> *)(b%d + o%d_0 + j0) = w%d;", t, a->buf, i, i);
+    }
+    e->depth--;
+    line(e, "}");
+    line(e, "for (lf_idx j = T / 4 * 4 + lf_tid; j < T; j += lf_stride) {");
+    e->depth++;
+    emit_fn(e, 0, "j", ACC_SCALAR, "");
+    emit_stores(e, 0, "j", "");
+    e->depth--;
+    line(e, "}");
+    cuda_close_body(e, "vec", 3, 4);
+}
+
+/* The loop of one thread over its positions p = tx, tx + G, ... < C of the
+ * reduced axes [first, ndim) for pass q (or, q == npasses + 1, the row
+ * pass); flat positions are base + p. */
+static void cuda_thread_positions(emitter *e, int q, int first, const char *base, const char *G,
+                                  acc_form form) {
+    const fuse_kernel *kn = e->kn;
+    line(e, "for (lf_idx p = tx; p < C; p += %s) {", G);
+    e->depth++;
+    line(e, "const lf_idx fl = %s + p; (void)fl;", base);
+    int level = e->level;
+    char jv[32];
+    cuda_position(e, q, "fl", first, jv);
+    hoist_invariants(e, q);
+    if (q == kn->npasses + 1) {
+        emit_fn(e, q, jv, form, "r");
+        emit_stores(e, q, jv, "r");
+    } else {
+        emit_pass_body(e, q, jv, form, "0", "(int64_t)fl");
+    }
+    e->level = level;
+    e->depth--;
+    line(e, "}");
+}
+
+static void cuda_inner(emitter *e) {
+    const fuse_kernel *kn = e->kn;
+    const cg_layout *lay = e->lay;
+    cuda_open_body(e, "rows");
+    cuda_declare_shared(e, -1);
+    line(e, "const int tx = threadIdx.x, G = blockDim.x, slot = threadIdx.y * G + tx;");
+    line(e, "(void)slot;");
+    cuda_extent_product(e, "NOUT", 0, lay->nkept);
+    line(e, "const lf_idx C = (lf_idx)P[%d];", lay->param_count);
+    line(e, "for (lf_idx base = (lf_idx)blockIdx.x * blockDim.y; base < NOUT; "
+            "base += (lf_idx)gridDim.x * blockDim.y) {");
+    e->depth++;
+    line(e, "const lf_idx out = base + threadIdx.y;");
+    line(e, "const bool live = out < NOUT;");
+    unravel(e, "(live ? out : 0)", 0, lay->nkept);
+    declare_results(e, NULL);
+    for (int q = 0; q < kn->npasses; q++) {
+        line(e, "{ /* pass %d */", q);
+        e->depth++;
+        declare_accs(e, q, "1", "1");
+        line(e, "if (live) {");
+        e->depth++;
+        cuda_thread_positions(e, q, lay->nkept, "0", "G", ACC_SCALAR);
+        e->depth--;
+        line(e, "}");
+        cuda_group_combine(e, q, "G");
+        for (int j = 0; j < kn->nreds; j++) {
+            if (kn->reds[j].pass != q) continue;
+            expr_buf v;
+            cuda_finished(e, j, "threadIdx.y * G", v, sizeof v);
+            line(e, "res%d = %s;", j, v);
+        }
+        line(e, "__syncthreads();");
+        e->depth--;
+        line(e, "}");
+    }
+    line(e, "if (live && tx == 0) { /* epilogue */");
+    e->depth++;
+    emit_fn(e, kn->npasses, NULL, ACC_SCALAR, "e");
+    emit_stores(e, kn->npasses, NULL, "e");
+    e->depth--;
+    line(e, "}");
+    if (kn->row) {
+        line(e, "if (live) { /* row pass */");
+        e->depth++;
+        cuda_thread_positions(e, kn->npasses + 1, lay->nkept, "0", "G", ACC_SCALAR);
+        e->depth--;
+        line(e, "}");
+    }
+    e->depth--;
+    line(e, "}");
+    cuda_close_body(e, "rows", 1, 2);
+}
+
+static void cuda_outer(emitter *e) {
+    const fuse_kernel *kn = e->kn;
+    const cg_layout *lay = e->lay;
+    int last = lay->ndim - 1;
+    cuda_open_body(e, "cols");
+    line(e, "const lf_idx EK = (lf_idx)P[%d];", lay->param_extent + last);
+    cuda_extent_product(e, "NOUT", 0, lay->nkept);
+    line(e, "NOUT *= EK;");
+    line(e, "for (lf_idx u = lf_tid; u < NOUT; u += lf_stride) {");
+    e->depth++;
+    line(e, "const lf_idx out = u / EK, k = u - out * EK;");
+    unravel(e, "out", 0, lay->nkept);
+    for (int i = 0; i < lay->naccess; i++)
+        line(e, "o%d_0 += k * (lf_idx)P[%d];", i, lay->access[i].param_offset + 1 + last);
+    declare_results(e, NULL);
+    for (int q = 0; q < kn->npasses; q++) {
+        line(e, "{ /* pass %d */", q);
+        e->depth++;
+        bool pos = pass_tracks_pos(kn, q);
+        declare_accs(e, q, "1", "1");
+        if (pos) line(e, "const int64_t pos0 = 0;");
+        int opened = 0;
+        for (int ax = lay->nkept; ax < last; ax++, opened++) open_level(e, ax, q, NULL, NULL, pos);
+        char posx[16];
+        fmt(posx, sizeof posx, "pos%d", e->level);
+        emit_pass_body(e, q, NULL, ACC_SCALAR, "0", posx);
+        while (opened--) close_level(e);
+        finish_into(e, q, "0", NULL);
+        e->depth--;
+        line(e, "}");
+    }
+    line(e, "{ /* epilogue */");
+    e->depth++;
+    emit_fn(e, kn->npasses, NULL, ACC_SCALAR, "e");
+    emit_stores(e, kn->npasses, NULL, "e");
+    e->depth--;
+    line(e, "}");
+    if (kn->row) {
+        int reg = kn->npasses + 1, opened = 0;
+        line(e, "{ /* row pass */");
+        e->depth++;
+        for (int ax = lay->nkept; ax < last; ax++, opened++) open_level(e, ax, reg, NULL, NULL, false);
+        emit_fn(e, reg, NULL, ACC_SCALAR, "r");
+        emit_stores(e, reg, NULL, "r");
+        while (opened--) close_level(e);
+        e->depth--;
+        line(e, "}");
+    }
+    e->depth--;
+    line(e, "}");
+    cuda_close_body(e, "cols", 1, 2);
+}
+
+static void cuda_full(emitter *e) {
+    const fuse_kernel *kn = e->kn;
+    const cg_layout *lay = e->lay;
+    for (int q = 0; q < kn->npasses; q++) {
+        int nq = cg_pass_reductions(kn, q);
+        cuda_open_body(e, cuda_names[5 + q]);
+        cuda_declare_shared(e, q);
+        line(e, "__shared__ int lf_last;");
+        line(e, "const int tx = threadIdx.x, slot = tx;");
+        line(e, "const lf_idx blk = blockIdx.x;");
+        line(e, "const lf_idx lo = blk * (lf_idx)P[%d];", lay->param_full_block);
+        line(e, "const lf_idx hi = (lf_idx)P[%d] - lo < (lf_idx)P[%d] ? (lf_idx)P[%d] : lo + (lf_idx)P[%d];",
+             lay->param_extent, lay->param_full_block, lay->param_extent, lay->param_full_block);
+        unravel(e, "0", 0, 0);
+        cuda_extent_product(e, "Cin", 1, lay->ndim - 1);
+        line(e, "const lf_idx C = (hi - lo) * Cin;");
+        declare_accs(e, q, "1", "1");
+        line(e, "{");
+        e->depth++;
+        cuda_thread_positions(e, q, 0, "lo * Cin", "(lf_idx)blockDim.x", ACC_R);
+        e->depth--;
+        line(e, "}");
+        cuda_group_combine(e, q, "(int)blockDim.x");
+        line(e, "if (tx == 0) {");
+        e->depth++;
+        for (int j = 0, m = 0; j < kn->nreds; j++) {
+            const fuse_red *r = &kn->reds[j];
+            if (r->pass != q) continue;
+            line(e, "a.part[blk * %d + %d].v.%s = sacc%d[0];", nq, m, red_float(r) ? "f" : "i", j);
+            if (red_arg(r)) line(e, "a.part[blk * %d + %d].arg = sarg%d[0];", nq, m, j);
+            else line(e, "a.part[blk * %d + %d].arg = -1;", nq, m);
+            m++;
+        }
+        line(e, "__threadfence();");
+        line(e, "lf_last = atomicAdd(&a.ticket[%d], 1u) == gridDim.x - 1;", q);
+        e->depth--;
+        line(e, "}");
+        line(e, "__syncthreads();");
+        line(e, "if (lf_last) { /* the last block combines the partials in a fixed order */");
+        e->depth++;
+        line(e, "__threadfence();");
+        for (int j = 0, m = 0; j < kn->nreds; j++) {
+            const fuse_red *r = &kn->reds[j];
+            if (r->pass != q) continue;
+            bool fl = red_float(r);
+            line(e, "acc%d[0] = %s;", j, red_init(r));
+            if (red_arg(r)) line(e, "arg%d[0] = -1;", j);
+            line(e, "for (lf_idx b = tx; b < (lf_idx)gridDim.x; b += blockDim.x) {");
+            e->depth++;
+            line(e, "const %s pv = __ldcg(&a.part[b * %d + %d].v.%s);", fl ? "double" : "long long", nq, m,
+                 fl ? "f" : "i");
+            line(e, "const long long pa = __ldcg(&a.part[b * %d + %d].arg); (void)pa;", nq, m);
+            char a[32], g[32];
+            fmt(a, sizeof a, "acc%d[0]", j);
+            fmt(g, sizeof g, "arg%d[0]", j);
+            emit_combine(e, r, a, g, "pv", "pa");
+            e->depth--;
+            line(e, "}");
+            m++;
+        }
+        cuda_group_combine(e, q, "(int)blockDim.x");
+        line(e, "if (tx == 0) {");
+        e->depth++;
+        for (int j = 0; j < kn->nreds; j++) {
+            const fuse_red *r = &kn->reds[j];
+            if (r->pass != q) continue;
+            expr_buf v;
+            cuda_finished(e, j, "0", v, sizeof v);
+            line(e, "R[%d].%s = %s;", j, graph_dtype_is_float(r->node->dtype) ? "f" : "i", v);
+        }
+        line(e, "a.ticket[%d] = 0;", q);
+        if (q == kn->npasses - 1) {
+            line(e, "{ /* epilogue */");
+            e->depth++;
+            emit_fn(e, kn->npasses, NULL, ACC_R, "e");
+            emit_stores(e, kn->npasses, NULL, "e");
+            e->depth--;
+            line(e, "}");
+        }
+        e->depth--;
+        line(e, "}");
+        e->depth--;
+        line(e, "}");
+        cuda_close_body(e, cuda_names[5 + q], 1, 2);
+    }
+    if (kn->row) {
+        cuda_open_body(e, "row");
+        unravel(e, "0", 0, 0);
+        cuda_extent_product(e, "C", 0, lay->ndim);
+        line(e, "const lf_idx tx = lf_tid;");
+        cuda_thread_positions(e, kn->npasses + 1, 0, "0", "lf_stride", ACC_R);
+        cuda_close_body(e, "row", 1, 2);
+    }
+}
+
+static void cuda_emit(emitter *e) {
+    const cg_layout *lay = e->lay;
+    cg_printf(e->t, "struct lf_args {\n    void *B[%d];\n    lf_value *R;\n    lf_partial *part;\n"
+                    "    unsigned int *ticket;\n    long long P[%d];\n};\n",
+              lay->nbufs > 0 ? lay->nbufs : 1, lay->nparams > 0 ? lay->nparams : 1);
+    cg_printf(e->t, "#define B (a.B)\n#define P (a.P)\n#define R (a.R)\n");
+    switch (lay->strategy) {
+    case CG_ELEMENTWISE: cuda_elementwise(e); break;
+    case CG_REDUCE_INNER: cuda_inner(e); break;
+    case CG_REDUCE_OUTER: cuda_outer(e); break;
+    case CG_REDUCE_FULL: cuda_full(e); break;
+    }
+}
+
 static const char *strategy_name(cg_strategy s) {
     switch (s) {
     case CG_ELEMENTWISE: return "elementwise";
@@ -952,11 +1442,15 @@ static const char *strategy_name(cg_strategy s) {
 void cg_emit_kernel(const fuse_schedule *s, const cg_layout *lay, const cg_dialect *d, cg_text *out) {
     emitter e = {.t = out, .s = s, .lay = lay, .kn = lay->kernel, .d = d};
     const fuse_kernel *kn = lay->kernel;
-    cg_printf(out, "%s", d->prelude);
+    cg_printf(out, "%s%s", d->prelude, cg_prelude_helpers);
     cg_printf(out, "/* kernel: %s over %d loop axes", strategy_name(lay->strategy), lay->ndim);
     cg_printf(out, "; graph nodes:");
     for (int i = 0; i < kn->nnodes; i++) cg_printf(out, " n%d", kn->nodes[i]);
     cg_printf(out, " */\n");
+    if (d->cuda) {
+        cuda_emit(&e);
+        return;
+    }
     switch (lay->strategy) {
     case CG_ELEMENTWISE: emit_elementwise(&e); break;
     case CG_REDUCE_INNER: emit_inner(&e); break;

@@ -1,0 +1,324 @@
+/* tests/randgraph.c: the random graph generator of tests/randgraph.h.
+ *
+ * Every choice comes from the graph's own rng, so a graph is a pure
+ * function of its seed; shapes stay small (a few hundred elements) so
+ * thousands of graphs run in seconds on the reference evaluator.
+ */
+#include "randgraph.h"
+#include "testutil.h"
+
+#include "graph/graph.h"
+
+#include <criterion/criterion.h>
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+lf_node *row_reduce(lf_graph *g, lf_reduce_op op, lf_node *x, int na, const int *axes, bool keep) {
+    lf_node *r = lf_reduce(g, op, x, na, axes, keep);
+    if (keep) return r;
+    int64_t sh[LF_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++) {
+        sh[d] = x->shape[d];
+        for (int j = 0; j < na; j++)
+            if ((axes[j] + x->ndim) % x->ndim == d) sh[d] = 1;
+    }
+    return lf_reshape(g, r, x->ndim, sh);
+}
+
+/* A private generator per graph, so one graph can be replayed alone. */
+
+static uint64_t rnext(rng *r) {
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+static int rint_(rng *r, int lo, int hi) { return lo + (int)(rnext(r) % (uint64_t)(hi - lo + 1)); }
+static bool chance(rng *r, int percent) { return rint_(r, 0, 99) < percent; }
+
+
+static void push(gen *G, lf_node *x) {
+    if (!x) return;
+    if (G->n < POOL) G->pool[G->n++] = x;
+    else G->pool[rint_(&G->r, 0, POOL - 1)] = x;
+}
+
+static lf_node *pick(gen *G) {
+    /* favour recent nodes, so graphs get deep */
+    int lo = G->n > 6 && chance(&G->r, 60) ? G->n - 6 : 0;
+    return G->pool[rint_(&G->r, lo, G->n - 1)];
+}
+
+static const double SPECIAL[] = {0.0, -0.0, 1.0, -1.0, 0.5, 2.5, -3.75, 7.0, 1e10, -1e-10,
+                                 NAN, INFINITY, -INFINITY, 3.0, -2.0, 100.0};
+
+static lf_node *new_input(gen *G) {
+    int ndim = rint_(&G->r, 0, 3);
+    int64_t shape[3];
+    for (int d = 0; d < ndim; d++)
+        shape[d] = chance(&G->r, 4) ? 0 : rint_(&G->r, 1, chance(&G->r, 30) ? 1 : 5);
+    lf_dtype t = (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1);
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    double vals[125];
+    for (int64_t i = 0; i < n; i++) {
+        if (graph_dtype_is_float(t) && chance(&G->r, 25))
+            vals[i] = SPECIAL[rint_(&G->r, 0, 15)];
+        else if (graph_dtype_is_float(t))
+            vals[i] = (double)rint_(&G->r, -400, 400) / 64.0;
+        else
+            vals[i] = rint_(&G->r, -6, 6);
+    }
+    lf_buffer *b = tu_buf(G->ctx, t, ndim, shape, vals);
+    lf_node *x = lf_input(G->g, b);
+    lf_buffer_free(b); /* the graph keeps it alive */
+    return x;
+}
+
+/* Some node whose shape broadcasts with x (possibly a view of x or a constant). */
+static lf_node *partner(gen *G, lf_node *x) {
+    for (int tries = 0; tries < 8; tries++) {
+        lf_node *y = pick(G);
+        int nd;
+        int64_t sh[LF_MAX_DIMS];
+        if (graph_broadcast_shapes(x->ndim, x->shape, y->ndim, y->shape, &nd, sh)) return y;
+    }
+    if (chance(&G->r, 50)) return lf_const(G->g, (lf_dtype)rint_(&G->r, 0, 4), SPECIAL[rint_(&G->r, 0, 15)]);
+    if (x->ndim >= 1 && chance(&G->r, 50)) /* reduce x over its last axis, keepdims */
+        return lf_reduce(G->g, LF_RED_SUM, x, 1, (int[]){x->ndim - 1}, true);
+    return x;
+}
+
+static const char *const FNS[] = {
+    "(a, b) -> a * 2 + b",
+    "(a, b) -> where(a > b, a, b * 3)",
+    "(a, b) -> (a - b) / 2.0",
+    "(a, b) -> min(a, b) - max(a, 1)",
+    "(a) -> a * 0.5 - 1",
+    "(a) -> 2",
+    "(a) -> 1.5",
+    "(a) -> i32(a) % 3",
+    "(a) -> abs(a) + sqrt(abs(a))",
+    "(a) -> not (a > 0)",
+    "(a, b, c) -> fma(a, b, c)",
+    "(a, b, c) -> where(a, b, c) + 1",
+    "(a) -> exp(-a*a)",
+    "(a, b) -> a ** 2 + b ** 3",
+    "(a) -> -a",
+    "(a, b) -> a % b",
+};
+
+static lf_node *gen_elementwise(gen *G) {
+    lf_graph *g = G->g;
+    lf_node *x = pick(G);
+    switch (rint_(&G->r, 0, 5)) {
+    case 0: { /* unary builtin */
+        static const lf_op un[] = {LF_OP_NEG, LF_OP_ABS, LF_OP_SQRT, LF_OP_EXP, LF_OP_SIN,
+                                   LF_OP_FLOOR, LF_OP_ISNAN, LF_OP_NOT, LF_OP_SIGN, LF_OP_LOG,
+                                   LF_OP_TANH, LF_OP_ROUND};
+        return lf_apply(g, un[rint_(&G->r, 0, 11)], x, NULL, NULL);
+    }
+    case 1:
+    case 2: { /* binary builtin */
+        static const lf_op bin[] = {LF_OP_ADD, LF_OP_SUB, LF_OP_MUL, LF_OP_DIV, LF_OP_MOD,
+                                    LF_OP_MIN, LF_OP_MAX, LF_OP_LT, LF_OP_EQ, LF_OP_AND,
+                                    LF_OP_POW, LF_OP_HYPOT, LF_OP_ATAN2};
+        lf_node *y = partner(G, x);
+        if (chance(&G->r, 50)) { lf_node *t = x; x = y; y = t; }
+        return lf_apply(g, bin[rint_(&G->r, 0, 12)], x, y, NULL);
+    }
+    case 3: { /* select */
+        lf_node *y = partner(G, x), *z = partner(G, x);
+        int nd;
+        int64_t sh[LF_MAX_DIMS];
+        if (!graph_broadcast_shapes(y->ndim, y->shape, z->ndim, z->shape, &nd, sh)) z = y;
+        return lf_select(g, lf_gt(g, x, lf_const(g, LF_F64, 0.25)), y, z);
+    }
+    case 4: return lf_cast(g, x, (lf_dtype)rint_(&G->r, 0, 4));
+    default: { /* parsed fn with weak literals */
+        const char *src = FNS[rint_(&G->r, 0, (int)(sizeof FNS / sizeof *FNS) - 1)];
+        lf_fn *f = lf_fn_parse(g, src);
+        int ar = lf_fn_arity(f);
+        lf_node *in[3] = {x, NULL, NULL};
+        for (int k = 1; k < ar; k++) {
+            in[k] = partner(G, x);
+            int nd;
+            int64_t sh[LF_MAX_DIMS];
+            if (k == 2 && !graph_broadcast_shapes(in[1]->ndim, in[1]->shape, in[2]->ndim,
+                                                  in[2]->shape, &nd, sh))
+                in[2] = in[1];
+        }
+        return lf_zipwith(g, f, ar, in);
+    }
+    }
+}
+
+static lf_node *gen_view(gen *G) {
+    lf_graph *g = G->g;
+    lf_node *x = pick(G);
+    if (x->ndim >= 4 || x->numel > 120) /* keep arrays small */
+        return x->ndim >= 2 && chance(&G->r, 50) ? lf_transpose(g, x)
+                                                 : lf_slice(g, lf_reshape(g, x, 1, (int64_t[]){-1}), 0,
+                                                            LF_NONE, LF_NONE, -3);
+    switch (rint_(&G->r, 0, 4)) {
+    case 0: return x->ndim >= 2 ? lf_transpose(g, x) : lf_expand_dims(g, x, 0);
+    case 1: {
+        if (x->ndim == 0) return lf_expand_dims(g, x, 0);
+        int a = rint_(&G->r, 0, x->ndim - 1);
+        int64_t e = x->shape[a];
+        if (chance(&G->r, 50)) return lf_slice(g, x, a, LF_NONE, LF_NONE, -rint_(&G->r, 1, 2));
+        int64_t s0 = e ? rint_(&G->r, 0, (int)e - 1) : 0;
+        return lf_slice(g, x, a, s0, LF_NONE, rint_(&G->r, 1, 2));
+    }
+    case 2: { /* reshape: flatten, or split / merge */
+        if (chance(&G->r, 50) || x->numel == 0) return lf_reshape(g, x, 1, (int64_t[]){-1});
+        int64_t n = x->numel;
+        int64_t f = n % 2 == 0 ? 2 : n % 3 == 0 ? 3 : 1;
+        return lf_reshape(g, x, 2, (int64_t[]){f, -1});
+    }
+    case 3: return lf_expand_dims(g, x, rint_(&G->r, -x->ndim - 1, x->ndim));
+    default: {
+        if (x->ndim >= 3) return lf_transpose(g, x);
+        int64_t sh[LF_MAX_DIMS];
+        sh[0] = rint_(&G->r, 1, 3);
+        memcpy(sh + 1, x->shape, (size_t)x->ndim * sizeof *sh);
+        for (int d = 1; d <= x->ndim; d++)
+            if (sh[d] == 1 && chance(&G->r, 50)) sh[d] = 3;
+        return lf_broadcast_to(g, x, x->ndim + 1, sh);
+    }
+    }
+}
+
+static lf_node *gen_reduce(gen *G) {
+    lf_node *x = pick(G);
+    lf_reduce_op op = (lf_reduce_op)rint_(&G->r, 0, LF_NREDS - 1);
+    int axes[LF_MAX_DIMS], na = 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (chance(&G->r, 50)) axes[na++] = d - (chance(&G->r, 30) ? x->ndim : 0);
+    bool all = chance(&G->r, 20);
+    int64_t cnt = 1, outn = 1;
+    for (int d = 0; d < x->ndim; d++) {
+        bool red = all;
+        for (int j = 0; j < na; j++) red |= (axes[j] + x->ndim) % x->ndim == d;
+        if (red) cnt *= x->shape[d];
+        else outn *= x->shape[d];
+    }
+    bool needs = op == LF_RED_MIN || op == LF_RED_MAX || op == LF_RED_ARGMIN || op == LF_RED_ARGMAX;
+    if (needs && cnt == 0 && outn != 0) op = LF_RED_SUM; /* empty sets fail by design */
+    bool keep = chance(&G->r, 40);
+    lf_node *r = lf_reduce(G->g, op, x, all ? 0 : na, all ? NULL : axes, keep);
+    if (r && chance(&G->r, 25)) { /* a sibling over the same axes (horizontal) */
+        lf_node *y = chance(&G->r, 50) ? x : lf_abs(G->g, x);
+        op = (lf_reduce_op)rint_(&G->r, 0, LF_NREDS - 1);
+        needs = op == LF_RED_MIN || op == LF_RED_MAX || op == LF_RED_ARGMIN || op == LF_RED_ARGMAX;
+        if (needs && cnt == 0 && outn != 0) op = LF_RED_MEAN;
+        push(G, lf_reduce(G->g, op, y, all ? 0 : na, all ? NULL : axes, chance(&G->r, 40)));
+    }
+    return r;
+}
+
+/* A reduction op valid for x reduced over mask (min/max/arg need elements). */
+static lf_reduce_op safe_op(gen *G, const lf_node *x, uint32_t mask) {
+    lf_reduce_op op = (lf_reduce_op)rint_(&G->r, 0, LF_NREDS - 1);
+    int64_t cnt = 1, outn = 1;
+    for (int d = 0; d < x->ndim; d++) {
+        if (mask & (1u << d)) cnt *= x->shape[d];
+        else outn *= x->shape[d];
+    }
+    bool needs = op == LF_RED_MIN || op == LF_RED_MAX || op == LF_RED_ARGMIN || op == LF_RED_ARGMAX;
+    return needs && cnt == 0 && outn != 0 ? LF_RED_SUM : op;
+}
+
+static const char *const ROWFNS[] = {
+    "(a, b) -> exp(a - b)",
+    "(a, b) -> a - b",
+    "(a, b) -> (a - b) * (a - b)",
+    "(a, b) -> where(a > b, a, b) + 1",
+    "(a, b) -> a * b",
+};
+
+/* reduce -> broadcast -> map: softmax-, layer-norm- and chain-like patterns
+ * over one set of axes (trailing or any), keepdims or reshaped back. */
+static lf_node *gen_row_pattern(gen *G) {
+    lf_graph *g = G->g;
+    lf_node *x = pick(G);
+    for (int t = 0; t < 6 && x->ndim == 0; t++) x = pick(G);
+    if (x->ndim == 0) return gen_elementwise(G);
+    int axes[LF_MAX_DIMS], na = 0;
+    uint32_t mask = 0;
+    if (chance(&G->r, 30)) {
+        for (int d = 0; d < x->ndim; d++)
+            if (chance(&G->r, 50)) axes[na++] = d;
+        if (!na) axes[na++] = x->ndim - 1;
+    } else {
+        for (int d = x->ndim - rint_(&G->r, 1, x->ndim); d < x->ndim; d++) axes[na++] = d - x->ndim;
+    }
+    for (int j = 0; j < na; j++) mask |= 1u << ((axes[j] + x->ndim) % x->ndim);
+    bool keep = chance(&G->r, 70);
+    lf_node *a = row_reduce(g, safe_op(G, x, mask), x, na, axes, keep);
+    push(G, a);
+    switch (rint_(&G->r, 0, 2)) {
+    case 0: { /* softmax-like */
+        lf_node *e = lf_zipwith(g, lf_fn_parse(g, ROWFNS[rint_(&G->r, 0, 4)]), 2, (lf_node *[]){x, a});
+        lf_node *sm = row_reduce(g, safe_op(G, e, mask), e, na, axes, chance(&G->r, 70));
+        push(G, e);
+        push(G, sm);
+        if (chance(&G->r, 50)) return lf_div(g, e, sm);
+        return lf_zipwith(g, lf_fn_parse(g, "(a, b, c) -> a / b + c"), 3, (lf_node *[]){e, sm, a});
+    }
+    case 1: { /* layer-norm-like */
+        lf_node *d = lf_sub(g, x, a);
+        lf_node *v = row_reduce(g, LF_RED_MEAN, lf_mul(g, d, d), na, axes, chance(&G->r, 70));
+        push(G, v);
+        lf_node *y = lf_zipwith(g, lf_fn_parse(g, "(d, v) -> d / sqrt(v + 0.00001)"), 2, (lf_node *[]){d, v});
+        return chance(&G->r, 50) ? lf_mul(g, y, partner(G, y)) : y;
+    }
+    default: { /* three passes and a horizontal pair */
+        lf_node *b = row_reduce(g, safe_op(G, x, mask), lf_sub(g, x, a), na, axes, chance(&G->r, 70));
+        lf_node *b2 = row_reduce(g, safe_op(G, x, mask), x, na, axes, keep);
+        lf_node *c = row_reduce(g, safe_op(G, x, mask), lf_mul(g, x, b), na, axes, chance(&G->r, 70));
+        push(G, b);
+        push(G, b2);
+        push(G, c);
+        return lf_zipwith(g, lf_fn_parse(g, "(x, a, b, c) -> x - a + c * b"), 4, (lf_node *[]){x, a, b2, c});
+    }
+    }
+}
+
+/* An output candidate over the same space as o (a sibling), else any node. */
+static lf_node *pick_sibling(gen *G, const lf_node *o) {
+    for (int tries = 0; tries < 10; tries++) {
+        lf_node *y = pick(G);
+        if (y != o && y->ndim == o->ndim && !memcmp(y->shape, o->shape, (size_t)o->ndim * sizeof *o->shape))
+            return y;
+    }
+    return pick(G);
+}
+
+/* Builds random graph i; returns the outputs in outs (1..3). */
+int gen_graph(gen *G, lf_node **outs) {
+    lf_graph *g = G->g;
+    int ninputs = rint_(&G->r, 1, 3);
+    for (int i = 0; i < ninputs; i++) push(G, new_input(G));
+    if (chance(&G->r, 20)) push(G, lf_iota(g, (lf_dtype)rint_(&G->r, 1, 4), rint_(&G->r, 1, 4)));
+    if (chance(&G->r, 20))
+        push(G, lf_fill(g, (lf_dtype)rint_(&G->r, 0, 4), SPECIAL[rint_(&G->r, 0, 15)], 1,
+                        (int64_t[]){rint_(&G->r, 1, 4)}));
+    int nops = rint_(&G->r, 3, 24);
+    for (int i = 0; i < nops; i++) {
+        int k = rint_(&G->r, 0, 10);
+        lf_node *x = k < 6 ? gen_elementwise(G) : k < 8 ? gen_view(G) : k < 10 ? gen_reduce(G)
+                                                                                : gen_row_pattern(G);
+        cr_assert(x != NULL, "builder failed: %s", lf_graph_errmsg(g));
+        if (chance(&G->r, 4)) lf_node_materialize(g, x);
+        push(G, x);
+    }
+    int nout = rint_(&G->r, 1, 3);
+    bool siblings = chance(&G->r, 40); /* several outputs over one space */
+    for (int i = 0; i < nout; i++)
+        outs[i] = i == 0 ? G->pool[G->n - 1] : siblings ? pick_sibling(G, outs[0]) : pick(G);
+    return nout;
+}

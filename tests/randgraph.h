@@ -1,0 +1,42 @@
+/* tests/randgraph.h: random lazyfuse graphs for differential tests.
+ *
+ * gen_graph builds one random DAG (mixed ops and dtypes, broadcasting,
+ * views with transposes and negative-step slices, reductions with keepdims,
+ * shared nodes, several outputs, NaN/Inf inputs, zero-size and odd shapes,
+ * softmax-, layer-norm- and three-pass-like row patterns, sibling
+ * reductions) from a private generator, so one graph replays alone from
+ * (seed, index). Used by test_fusion (fused/unfused vs the reference) and
+ * test_cuda_codegen (CUDA kernels compiled and emulated).
+ */
+#ifndef LF_TEST_RANDGRAPH_H
+#define LF_TEST_RANDGRAPH_H
+
+#include "lazyfuse.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A private generator per graph (splitmix64). */
+typedef struct rng {
+    uint64_t s;
+} rng;
+
+enum { POOL = 48 };
+
+typedef struct gen {
+    rng r;
+    lf_ctx *ctx;
+    lf_graph *g;
+    lf_node *pool[POOL];
+    int n;
+} gen;
+
+/* Builds a random graph into G->g (G->r seeded, G->ctx and G->g set, the
+ * pool empty); stores 1..3 outputs into outs and returns how many. */
+int gen_graph(gen *G, lf_node **outs);
+
+/* lf_reduce over axes, reshaped back to x's rank when !keep (the
+ * "reduce -> broadcast -> map" shape of softmax and layer norm either way). */
+lf_node *row_reduce(lf_graph *g, lf_reduce_op op, lf_node *x, int na, const int *axes, bool keep);
+
+#endif
