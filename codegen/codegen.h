@@ -125,6 +125,9 @@ typedef struct cg_dialect {
     const char *value_type[LF_NDTYPES]; /* type of expression values */
     const char *entry;             /* qualifier of exported kernel functions */
     const char *restrict_kw;       /* "restrict" (C) or "__restrict__" (CUDA) */
+    const char *value_attr;        /* before expression values: "" (C) or
+                                      "[[maybe_unused]] " (CUDA: a value only an
+                                      unused output needs would warn) */
     bool vector_math;              /* math calls go to a vector library */
     bool cuda;                     /* CUDA skeletons (grid-stride loops, block
                                       reductions) instead of the C ones */
@@ -203,10 +206,8 @@ uint64_t cg_source_hash(const char *text);
  *     words[NB + 2]             ticket: scratch + scratch_ticket
  *     words[NB + 3 .. nwords)   P: the layout's parameters (int64)
  *
- * The host compiles the source with plan.define among the NVRTC options (so
- * a module holds the one index-width variant it needs; cache modules by
- * source + define), then launches plan.launch[0 .. nlaunches) in order on
- * one stream, each
+ * The host compiles the source (every variant; see cg_cuda_plan.variant),
+ * then launches plan.launch[0 .. nlaunches) in order on one stream, each
  * with kernelParams = {words} (cuLaunchKernel copies them at launch). The
  * scratch (scratch_bytes, 0 when none) holds finished reductions, per-block
  * partials and one uint32 ticket per pass; its tickets must be zero before
@@ -230,11 +231,10 @@ typedef struct cg_cuda_plan {
     int nwords;                    /* 8-byte words of lf_args */
     int variant;                   /* which entries the launches use (1: 32-bit
                                       index, 2: 64-bit, 3 and 4: the same for
-                                      the elementwise vec entries) */
-    const char *define;            /* NVRTC option "-DLF_VARIANT=<variant>": the
-                                      module compiled with it holds exactly these
-                                      entries (compiling without it gives all,
-                                      at about 2-4 times the compile time) */
+                                      the elementwise vec entries); a module
+                                      compiled with -DLF_VARIANT=<variant> holds
+                                      only those (the backend compiles all
+                                      variants into one module today) */
 } cg_cuda_plan;
 
 /* The CUDA dialect: CUDA C++ for NVRTC, IEEE semantics as the C dialect

@@ -41,6 +41,7 @@ static const cg_dialect cuda_dialect = {
     .value_type = {"int", "int32_t", "int64_t", "float", "double"},
     .entry = "extern \"C\" __global__",
     .restrict_kw = "__restrict__",
+    .value_attr = "[[maybe_unused]] ",
     .vector_math = false,
     .cuda = true,
 };

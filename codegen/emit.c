@@ -273,7 +273,7 @@ static void hoist_invariants(emitter *e, int reg) {
         if (a->fn < 0 || !in_region(e, a, reg) || a->inner != CG_INNER_INVARIANT) continue;
         expr_buf v;
         load_value(e, a, NULL, v, sizeof v);
-        line(e, "const %s h%d = %s; /* n%d */", vtype(e, a->dtype), i, v, a->load->node->id);
+        line(e, "%sconst %s h%d = %s; /* n%d */", e->d->value_attr, vtype(e, a->dtype), i, v, a->load->node->id);
     }
 }
 
@@ -282,7 +282,7 @@ static void hoist_invariants(emitter *e, int reg) {
 static void unravel(emitter *e, const char *flat, int first, int n) {
     const cg_layout *lay = e->lay;
     for (int i = 0; i < lay->naccess; i++)
-        line(e, "lf_idx o%d_0 = (lf_idx)P[%d];", i, lay->access[i].param_offset);
+        line(e, "%slf_idx o%d_0 = (lf_idx)P[%d];", e->d->value_attr, i, lay->access[i].param_offset);
     if (n == 0) return;
     line(e, "{");
     e->depth++;
@@ -313,7 +313,7 @@ static void open_level(emitter *e, int ax, int reg, const char *lo, const char *
     for (int i = 0; i < lay->naccess; i++) {
         const cg_access *a = &lay->access[i];
         if (reg >= 0 && !in_region(e, a, reg)) continue;
-        line(e, "const lf_idx o%d_%d = o%d_%d + r%d * (lf_idx)P[%d];", i, L + 1, i, L, L,
+        line(e, "%sconst lf_idx o%d_%d = o%d_%d + r%d * (lf_idx)P[%d];", e->d->value_attr, i, L + 1, i, L, L,
              a->param_offset + 1 + ax);
     }
     if (track_pos) line(e, "const int64_t pos%d = pos%d * P[%d] + r%d;", L + 1, L, lay->param_extent + ax, L);
@@ -407,7 +407,7 @@ static void emit_fn(emitter *e, int f, const char *jv, acc_form form, const char
             break;
         }
         }
-        line(e, "const %s %sv%d = %s;%s", vtype(e, et[i]), prefix, i, v, note);
+        line(e, "%sconst %s %sv%d = %s;%s", e->d->value_attr, vtype(e, et[i]), prefix, i, v, note);
     }
 }
 
@@ -664,14 +664,16 @@ static void declare_buffers(emitter *e) {
         const fuse_slot *sl = &e->s->slots[lay->buf_slot[b]];
         const char *t = e->d->type[sl->dtype];
         if (lay->buf_written[b])
-            line(e, "%s *%s b%d = (%s *)B[%d]; /* n%d */", t, e->d->restrict_kw, b, t, b, sl->node->id);
-        else
-            line(e, "const %s *%s b%d = (const %s *)B[%d]; /* n%d */", t, e->d->restrict_kw, b, t, b,
+            line(e, "%s%s *%s b%d = (%s *)B[%d]; /* n%d */", e->d->value_attr, t, e->d->restrict_kw, b, t, b,
                  sl->node->id);
+        else
+            line(e, "%sconst %s *%s b%d = (const %s *)B[%d]; /* n%d */", e->d->value_attr, t, e->d->restrict_kw,
+                 b, t, b, sl->node->id);
     }
     for (int i = 0; i < lay->naccess; i++)
         if (lay->access[i].inner == CG_INNER_STRIDED)
-            line(e, "const lf_idx s%d = (lf_idx)P[%d];", i, lay->access[i].param_offset + lay->ndim);
+            line(e, "%sconst lf_idx s%d = (lf_idx)P[%d];", e->d->value_attr, i,
+                 lay->access[i].param_offset + lay->ndim);
 }
 
 static void open_fn(emitter *e, const char *sig) {
@@ -1018,7 +1020,7 @@ static void cuda_open_body(emitter *e, const char *name) {
 }
 
 /* Closes body `name` and prints its two entries; variant32/64 are the
- * LF_VARIANT values that compile them (cg_cuda_plan.define): a module built
+ * LF_VARIANT values that compile them (cg_cuda_plan.variant): a module built
  * with -DLF_VARIANT=v instantiates only variant v's bodies, one without it
  * all of them. */
 static void cuda_close_body(emitter *e, const char *name, int variant32, int variant64) {
@@ -1054,7 +1056,8 @@ static void cuda_position(emitter *e, int reg, const char *flat, int first, char
     line(e, "const lf_idx jin%d = rest%d %% (lf_idx)P[%d];", L, L, lay->param_extent + inner);
     line(e, "rest%d /= (lf_idx)P[%d];", L, lay->param_extent + inner);
     for (int i = 0; i < lay->naccess; i++)
-        if (reg < 0 || in_region(e, &lay->access[i], reg)) line(e, "lf_idx o%d_%d = o%d_%d;", i, L + 1, i, L);
+        if (reg < 0 || in_region(e, &lay->access[i], reg))
+            line(e, "%slf_idx o%d_%d = o%d_%d;", e->d->value_attr, i, L + 1, i, L);
     for (int ax = inner - 1; ax >= first; ax--) {
         if (ax > first) {
             line(e, "{");

@@ -77,10 +77,7 @@ static unsigned grid_for(int64_t items, int64_t per_block, int sm_count) {
 }
 
 static void add(cg_cuda_plan *plan, int entry, bool i32, unsigned grid, unsigned bx, unsigned by) {
-    static const char *const defines[] = {"", "-DLF_VARIANT=1", "-DLF_VARIANT=2", "-DLF_VARIANT=3",
-                                          "-DLF_VARIANT=4"};
     plan->variant = (entry == E_VEC ? 3 : 1) + (i32 ? 0 : 1);
-    plan->define = defines[plan->variant];
     cg_cuda_launch *l = &plan->launch[plan->nlaunches++];
     l->entry = entries[entry][i32 ? 0 : 1];
     l->grid[0] = grid;
@@ -114,7 +111,6 @@ void cg_cuda_plan_kernel(const cg_layout *lay, const int64_t *P, const uint64_t 
                          cg_cuda_plan *plan) {
     memset(plan, 0, sizeof *plan);
     plan->variant = 1;
-    plan->define = "-DLF_VARIANT=1";
     const fuse_kernel *kn = lay->kernel;
     int nb = lay->nbufs > 0 ? lay->nbufs : 1, np = lay->nparams > 0 ? lay->nparams : 1;
     plan->nwords = nb + 3 + np;

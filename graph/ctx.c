@@ -6,10 +6,17 @@
  * and one per graph that reads it (dropped when the graph is freed), so a
  * graph never reads freed memory.
  *
- * Backends: AUTO resolves to CPU (fusion planner + compiled C kernels, see
+ * Backends: AUTO resolves to CUDA when a device, its driver and NVRTC can be
+ * had, else to CPU (fusion planner + compiled C kernels, see
  * backends/driver.c and backends/cpu); REFERENCE is the unfused oracle; CUDA
- * is refused with LF_ERR_BACKEND in this version. The CPU backend's state
- * (ctx->cpu) is made on first use and freed here, after the graphs.
+ * (backends/cuda) fails with LF_ERR_BACKEND when it cannot be had. The CPU
+ * backend's state (ctx->cpu) is made on first use; the CUDA state
+ * (ctx->cuda) here, in lf_ctx_new. Both are freed in lf_ctx_destroy after
+ * the graphs (whose cached programs hold device memory) and the buffers.
+ *
+ * A CUDA context's buffers live in device memory (lf_buffer.dev, data NULL):
+ * allocation and host copies go through backends/driver.c's hooks, so this
+ * file never touches a device buffer's bytes itself.
  */
 #include "graph/graph.h"
 
@@ -41,11 +48,6 @@ lf_ctx *lf_ctx_new(const lf_ctx_options *opt) {
     if (opt) o = *opt;
     if ((unsigned)o.backend > LF_BACKEND_REFERENCE) {
         graph_error(NULL, LF_ERR_INVALID, "ctx_new: unknown backend %d", (int)o.backend);
-        return NULL;
-    }
-    if (o.backend == LF_BACKEND_CUDA) {
-        graph_error(NULL, LF_ERR_BACKEND,
-                    "ctx_new: the cuda backend is not part of this build of lazyfuse");
         return NULL;
     }
     if (o.threads < 0) {
@@ -85,18 +87,24 @@ lf_ctx *lf_ctx_new(const lf_ctx_options *opt) {
     }
     ctx->opt = o;
     ctx->backend = o.backend == LF_BACKEND_AUTO ? LF_BACKEND_CPU : o.backend;
+    if ((o.backend == LF_BACKEND_AUTO || o.backend == LF_BACKEND_CUDA) && driver_ctx_open(ctx) != LF_OK) {
+        graph_free((char *)ctx->opt.cache_dir);
+        graph_free(ctx);
+        return NULL;
+    }
     return ctx;
 }
 
 void lf_ctx_destroy(lf_ctx *ctx) {
     if (!ctx) return;
     while (ctx->graphs) graph_destroy(ctx->graphs);
-    if (ctx->cpu) ctx->cpu_free(ctx->cpu);
     while (ctx->buffers) {
         lf_buffer *b = ctx->buffers;
         b->refs = 1;
         graph_buffer_release(b);
     }
+    if (ctx->cpu) ctx->cpu_free(ctx->cpu);
+    if (ctx->cuda) ctx->cuda_free(ctx->cuda);
     graph_free((char *)ctx->opt.cache_dir);
     graph_free(ctx);
 }
@@ -161,8 +169,9 @@ lf_buffer *lf_buffer_new(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape
     }
     lf_buffer *b = graph_calloc(1, sizeof *b);
     size_t bytes = (size_t)numel * lf_dtype_size(t);
-    void *data = bytes ? graph_calloc(1, bytes) : NULL;
-    if (!b || (bytes && !data)) {
+    bool host = !ctx->cuda; /* else device memory, through the driver's hooks */
+    void *data = bytes && host ? graph_calloc(1, bytes) : NULL;
+    if (!b || (bytes && host && !data)) {
         graph_free(b);
         graph_free(data);
         graph_error(ctx, LF_ERR_NOMEM, "buffer_new: out of memory for %zu bytes", bytes);
@@ -175,6 +184,10 @@ lf_buffer *lf_buffer_new(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape
     b->numel = numel;
     b->bytes = bytes;
     b->data = data;
+    if (bytes && !host && driver_buffer_alloc(b, "buffer_new") != LF_OK) {
+        graph_free(b);
+        return NULL;
+    }
     b->refs = 1;
     b->next = ctx->buffers;
     if (ctx->buffers) ctx->buffers->prev = b;
@@ -188,6 +201,7 @@ void graph_buffer_release(lf_buffer *b) {
     if (b->prev) b->prev->next = b->next;
     else ctx->buffers = b->next;
     if (b->next) b->next->prev = b->prev;
+    if (b->dev) driver_buffer_free(b);
     graph_free(b->data);
     graph_free(b);
 }
@@ -220,6 +234,16 @@ lf_status lf_buffer_write(lf_buffer *b, const void *src, size_t bytes) {
     lf_status st = check_copy(b, src, bytes, "buffer_write");
     if (st != LF_OK) return st;
     if (!bytes) return LF_OK;
+    if (b->ctx->cuda) {
+        if (b->dtype != LF_BOOL) return driver_buffer_write(b, src, "buffer_write");
+        unsigned char *tmp = graph_malloc(bytes); /* normalized on the host first */
+        if (!tmp) return graph_error(b->ctx, LF_ERR_NOMEM, "buffer_write: out of memory");
+        const unsigned char *s = src;
+        for (size_t i = 0; i < bytes; i++) tmp[i] = s[i] != 0;
+        st = driver_buffer_write(b, tmp, "buffer_write");
+        graph_free(tmp);
+        return st;
+    }
     if (b->dtype == LF_BOOL) {
         const unsigned char *s = src;
         unsigned char *d = b->data;
@@ -233,7 +257,9 @@ lf_status lf_buffer_write(lf_buffer *b, const void *src, size_t bytes) {
 lf_status lf_buffer_read(const lf_buffer *b, void *dst, size_t bytes) {
     lf_status st = check_copy(b, dst, bytes, "buffer_read");
     if (st != LF_OK) return st;
-    if (bytes) memcpy(dst, b->data, bytes);
+    if (!bytes) return LF_OK;
+    if (b->ctx->cuda) return driver_buffer_read(b, dst, "buffer_read");
+    memcpy(dst, b->data, bytes);
     return LF_OK;
 }
 

@@ -76,6 +76,11 @@ struct lf_ctx {
     void *cpu;                   /* backends/cpu state (pool, kernel cache), made
                                     on first use; NULL before */
     void (*cpu_free)(void *);    /* frees it (set with it) */
+    void *cuda;                  /* backends/cuda state of a CUDA context (device,
+                                    stream, allocator, modules), made by
+                                    lf_ctx_new; NULL otherwise. Non-NULL exactly
+                                    when the buffers live on the device */
+    void (*cuda_free)(void *);   /* frees it (set with it; after graphs and buffers) */
 };
 
 struct lf_buffer {
@@ -85,7 +90,10 @@ struct lf_buffer {
     int64_t shape[LF_MAX_DIMS];    /* extents, >= 0 */
     int64_t numel;                 /* product of extents */
     size_t bytes;                  /* numel * dtype size */
-    void *data;                    /* host storage (NULL when bytes is 0) */
+    void *data;                    /* host storage (NULL when bytes is 0, and in
+                                      a device context: ctx->cuda set) */
+    uint64_t dev;                  /* device context: device address (0 when
+                                      bytes is 0); 0 otherwise */
     int refs;                      /* 1 for the user + 1 per graph reading it */
     bool user_freed;               /* lf_buffer_free was called */
     struct lf_buffer *prev, *next; /* ctx->buffers list */
@@ -93,6 +101,26 @@ struct lf_buffer {
 
 /* Drops one reference; frees the buffer when none is left. */
 void graph_buffer_release(lf_buffer *b);
+
+/* ---- backends/driver.c: what ctx.c asks of the backends --------------------
+ * A context whose ctx->cuda is set keeps its buffers in device memory; these
+ * hooks open that backend and move a buffer's bytes. Each records its error
+ * on the context (or on the thread for driver_ctx_open) naming `what`. */
+
+/* Opens the backend of a new context (ctx->opt.backend CUDA or AUTO) and
+ * resolves ctx->backend: CUDA when the device backend opens; for AUTO the
+ * CPU otherwise (one line on stderr the first time in the process, unless
+ * $LF_QUIET is set). LF_ERR_BACKEND when CUDA was asked for and cannot be
+ * had; LF_ERR_NOMEM. */
+lf_status driver_ctx_open(lf_ctx *ctx);
+/* Device storage of a new buffer of b->bytes (> 0) bytes, zero-filled, into
+ * b->dev. */
+lf_status driver_buffer_alloc(lf_buffer *b, const char *what);
+/* Frees b's device storage. */
+void driver_buffer_free(lf_buffer *b);
+/* Host <-> device copies of a whole device buffer (bytes > 0). */
+lf_status driver_buffer_write(lf_buffer *b, const void *src, const char *what);
+lf_status driver_buffer_read(const lf_buffer *b, void *dst, const char *what);
 
 /* ==== scalar.c: scalar values and operator semantics ======================= */
 
@@ -283,7 +311,8 @@ struct lf_graph {
     int version;                  /* bumped when a planning input changes
                                      (lf_node_materialize) */
     void *program;                /* a backend's cached executable for the last
-                                     evaluated outputs (backends/cpu), or NULL */
+                                     evaluated outputs (backends/cpu, backends/cuda),
+                                     or NULL */
     void (*program_free)(void *); /* frees it (set with it) */
 };
 

@@ -172,11 +172,19 @@ typedef enum lf_compile_mode {
 /* Fills *opt with the defaults. */
 LF_API void lf_ctx_options_init(lf_ctx_options *opt);
 /* Creates a context; opt may be NULL for defaults. NULL on failure, with the
- * reason in lf_errmsg(NULL). AUTO and CPU plan each eval with the fusion
- * pass, print each kernel as C, compile it with the system C compiler ($CC,
- * else cc) into a shared object that is loaded with dlopen, and run it on a
- * thread pool made once per context (see "CPU backend" below). REFERENCE
- * runs the unfused node-by-node evaluator; CUDA fails with LF_ERR_BACKEND. */
+ * reason in lf_errmsg(NULL). CPU plans each eval with the fusion pass, prints
+ * each kernel as C, compiles it with the system C compiler ($CC, else cc)
+ * into a shared object that is loaded with dlopen, and runs it on a thread
+ * pool made once per context (see "CPU backend" below). CUDA does the same
+ * with CUDA C++ compiled by NVRTC and launched on an NVIDIA GPU (see "CUDA
+ * backend" below); when it cannot be had (no driver, no device, no NVRTC,
+ * or a build configured with -Dcuda=disabled) lf_ctx_new fails with
+ * LF_ERR_BACKEND and a message naming what failed and the driver's error.
+ * AUTO takes CUDA when it can be had, else CPU, printing one line on stderr
+ * the first time in the process that says why CUDA could not be used (unless
+ * LF_QUIET is set in the environment; a build without the CUDA backend
+ * prints nothing). lf_ctx_backend says which one a context got. REFERENCE
+ * runs the unfused node-by-node evaluator. */
 LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
 /* CPU backend. Each kernel of the fused schedule is printed as C (LF_DEBUG=
  * source prints it to stderr), compiled by $CC (else cc) with -O3
@@ -206,6 +214,31 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * (replaces -march=native, e.g. x86-64-v3 under valgrind), LF_DEBUG=schedule
  * (the fused schedule when a program is built), LF_DEBUG=cache (disk-cache
  * write failures). */
+/* CUDA backend. Neither libcuda nor libnvrtc is linked: both are loaded at
+ * run time (LF_CUDA_LIBRARY and LF_NVRTC_LIBRARY, paths, override the search
+ * for libcuda.so.1 and for libnvrtc.so / .so.13 / .so.12 / lib64/ under
+ * $CUDA_HOME, $CUDA_PATH and /usr/local/cuda). The context uses device 0
+ * (LF_CUDA_DEVICE=n picks another), its primary CUDA context and one stream
+ * of its own. Buffers live in device memory, from a caching allocator (freed
+ * blocks are reused; when the device is full the cache is released and the
+ * allocation retried once, then lf_buffer_new fails with LF_ERR_NOMEM and the
+ * context stays usable). lf_buffer_write returns once the data is copied
+ * (the host memory may be reused); lf_eval queues the kernels and returns
+ * without waiting for them; lf_buffer_read waits for everything queued
+ * before it, and reports a kernel that failed on the device (LF_ERR_BACKEND).
+ * Each kernel of the fused schedule is printed as CUDA C++ (LF_DEBUG=source;
+ * LF_DEBUG=launch prints each launch's grid) and compiled by NVRTC for the
+ * device's architecture (sm_XY CUBIN; PTX of the newest older compute_XY when
+ * NVRTC predates the GPU) with -fmad=false and no fast-math flag. Compiled
+ * kernels are cached in memory per context and on disk in the same folder
+ * as the CPU backend's, keyed by a SHA-256 of the source, the NVRTC version
+ * and the target; a graph keeps its last program (as on the CPU), so a
+ * re-evaluation into the same buffers only launches. Results: as the CPU
+ * backend's, except that the transcendental functions are CUDA's device
+ * math library (its documented ulp bounds: e.g. 2 ulp for expf, 1 ulp for
+ * exp; same NaN and infinities), and float reductions sum in double in an
+ * order fixed by the shape. Compile failures are LF_ERR_BACKEND with NVRTC's
+ * log in lf_errmsg; failed launches name the driver's error. */
 /* Destroys the context and every buffer and graph still alive in it. NULL is
  * a no-op. */
 LF_API void lf_ctx_destroy(lf_ctx *ctx);
@@ -214,6 +247,13 @@ LF_API lf_backend lf_ctx_backend(const lf_ctx *ctx);
 LF_API const char *lf_backend_name(lf_backend b);
 /* The options the context was made with (cache_dir points into the context). */
 LF_API lf_ctx_options lf_ctx_get_options(const lf_ctx *ctx);
+/* What the context computes on, for reports and benchmarks: on CUDA the GPU's
+ * name, compute capability, multiprocessors and memory, and the driver's and
+ * NVRTC's versions ("NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB), CUDA
+ * driver 12.4, NVRTC 12.4"); else the CPU's model and online CPUs.
+ * snprintf-like: writes at most cap bytes (NUL included; buf may be NULL
+ * when cap is 0) and returns the full length, or -1 for a NULL ctx. */
+LF_API int lf_ctx_device_name(const lf_ctx *ctx, char *buf, size_t cap);
 
 /* ---- buffers ------------------------------------------------------------ */
 

@@ -42,13 +42,22 @@ static const char *POLAR =
     "(r1, t1, r2, t2) -> sqrt((r1*cos(t1) - r2*cos(t2))**2 + (r1*sin(t1) - r2*sin(t2))**2)";
 
 /* A context on the default backend with fusion on (1) or off (0). */
+/* The backend the fused and unfused plans run on: CUDA with
+ * LF_TEST_BACKEND=cuda (scripts/gpu-check.sh), else the CPU. */
+static lf_backend planned_backend(void) {
+    const char *b = getenv("LF_TEST_BACKEND");
+    return b && strcmp(b, "cuda") == 0 ? LF_BACKEND_CUDA : LF_BACKEND_CPU;
+}
+
 static lf_ctx *fctx(int fusion) {
     lf_ctx_options o;
     lf_ctx_options_init(&o);
     o.fusion = fusion;
+    o.backend = planned_backend();
     lf_ctx *ctx = lf_ctx_new(&o);
+    if (!ctx && o.backend == LF_BACKEND_CUDA) cr_skip_test("no usable CUDA device: %s", lf_errmsg(NULL));
     cr_assert(ctx != NULL, "lf_ctx_new: %s", lf_errmsg(NULL));
-    cr_assert_eq(lf_ctx_backend(ctx), LF_BACKEND_CPU);
+    cr_assert_eq(lf_ctx_backend(ctx), o.backend);
     return ctx;
 }
 
@@ -816,13 +825,13 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
         int nout = gen_graph(&G, outs);
         lf_buffer *res[3][3]; /* [fused, unfused, reference][output] */
         for (int mode = 0; mode < 3; mode++) {
-            ctx->backend = mode == 2 ? LF_BACKEND_REFERENCE : LF_BACKEND_CPU;
+            ctx->backend = mode == 2 ? LF_BACKEND_REFERENCE : planned_backend();
             ctx->opt.fusion = mode == 0;
             for (int i = 0; i < nout; i++) res[mode][i] = lf_buffer_new_like(ctx, outs[i]);
             lf_status st = lf_eval(G.g, nout, outs, res[mode]);
             cr_assert_eq(st, LF_OK, "graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d), mode %d: %s",
                          gi, seed, gi, mode, lf_errmsg(ctx));
-            if (mode == 0 && compiled_run()) {
+            if (mode == 0 && compiled_run() && ctx->backend == LF_BACKEND_CPU) {
                 /* compiled: 1 and 3 threads give bit-identical results */
                 for (int t = 1; t <= 3; t += 2) {
                     cr_assert_eq(cpu_set_threads(ctx, t), LF_OK);

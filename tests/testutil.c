@@ -58,9 +58,14 @@ int64_t tu_randint(int64_t lo, int64_t hi) {
 lf_ctx *tu_ctx(void) {
     lf_ctx_options o;
     lf_ctx_options_init(&o);
-    const char *b = getenv("LF_TEST_BACKEND"); /* meson runs some suites twice */
-    o.backend = b && strcmp(b, "cpu") == 0 ? LF_BACKEND_CPU : LF_BACKEND_REFERENCE;
+    const char *b = getenv("LF_TEST_BACKEND"); /* meson runs some suites again */
+    o.backend = !b                    ? LF_BACKEND_REFERENCE
+                : !strcmp(b, "cpu")  ? LF_BACKEND_CPU
+                : !strcmp(b, "cuda") ? LF_BACKEND_CUDA
+                                     : LF_BACKEND_REFERENCE;
     lf_ctx *ctx = lf_ctx_new(&o);
+    if (!ctx && o.backend == LF_BACKEND_CUDA && !getenv("LF_TEST_REQUIRE_CUDA"))
+        cr_skip_test("no usable CUDA device: %s", lf_errmsg(NULL));
     cr_assert(ctx != NULL, "lf_ctx_new: %s", lf_errmsg(NULL));
     return ctx;
 }

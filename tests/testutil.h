@@ -22,7 +22,10 @@ double tu_uniform(double lo, double hi);       /* uniform in [lo, hi) */
 int64_t tu_randint(int64_t lo, int64_t hi);    /* uniform in [lo, hi] */
 
 /* A context on the reference backend, or on the CPU backend (fusion planner
- * + schedule interpreter) when LF_TEST_BACKEND=cpu; asserts on failure. */
+ * + compiled kernels) when LF_TEST_BACKEND=cpu, or on the CUDA backend when
+ * LF_TEST_BACKEND=cuda; asserts on failure, except that without a usable
+ * CUDA device the calling test is skipped (cr_skip_test, with the reason)
+ * unless LF_TEST_REQUIRE_CUDA is set (scripts/gpu-check.sh sets it). */
 lf_ctx *tu_ctx(void);
 /* A buffer of dtype t and shape, filled from doubles (converted as a C cast
  * would; bool is v != 0). vals may be NULL (zero-filled). Asserts on failure. */

@@ -1,0 +1,698 @@
+/* backends/cuda/cuda.c: CUDA contexts, device buffers and lf_eval on the GPU.
+ *
+ * The pipeline mirrors backends/cpu/cpu.c: plan (fusion/) -> per kernel
+ * layout and CUDA source (codegen/, dialect cg_dialect_cuda) -> module from
+ * the cache or NVRTC -> per run, launch plans (cg_cuda_plan_kernel) and
+ * argument words (cg_cuda_fill_args) -> cuLaunchKernel on the context's
+ * stream, asynchronously.
+ *
+ * Module cache, two levels, as the CPU backend's:
+ *  - in memory, per context: keyed by the FNV hash of the source without
+ *    comments, confirmed by comparing that text; holds the loaded CUmodule
+ *    and the entry points looked up so far;
+ *  - on disk (backends/diskcache.c): the CUBIN (or PTX), keyed by a SHA-256
+ *    of that text, the NVRTC version, the target (sm_XY or compute_XY) and
+ *    the options; verified on load, and recompiled when the driver refuses
+ *    a verified entry.
+ * A graph's program keeps the schedule, each kernel's layout, parameters and
+ * module, the temporaries' device memory, each kernel's scratch, and the
+ * launch plan and argument words of the buffer addresses it last ran with:
+ * re-evaluating the same outputs into the same buffers plans, emits, looks up
+ * and allocates nothing, and only launches.
+ *
+ * What must stay true (see also cuda.h): every fallible step of an eval
+ * (planning, compiling, loading, entry lookups, allocating temporaries and
+ * scratch, the argument size check) is done for all kernels before the first
+ * launch; an output goes straight into the user's buffer only when no kernel
+ * reads that buffer and no other output names it (cpu.c's rule), else
+ * through a temporary copied at the end with cuMemcpyDtoDAsync; a scratch is
+ * zeroed when allocated and kernels leave its tickets zero.
+ */
+#include "backends/cuda/cuda.h"
+
+#include "backends/diskcache.h"
+#include "backends/sha256.h"
+#include "codegen/codegen.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    MAX_ENTRIES = 2 * CG_CUDA_MAX_LAUNCHES + 4, /* entry points cached per module */
+    CLASSIC_PARAM_BYTES = 4096,                 /* kernel argument limit before CUDA 12.1 */
+    LARGE_PARAM_BYTES = 32764                   /* limit from 12.1 on Volta and newer */
+};
+
+/* Sets the context's CUDA context current on this thread. */
+static CUresult make_current(cuda_state *cs) { return cs->drv.CtxSetCurrent(cs->cu); }
+
+/* ---- the state -------------------------------------------------------------------------- */
+
+struct cuda_module {
+    uint64_t hash;                 /* cg_source_hash of text */
+    char *text;                    /* source without comments */
+    CUmodule mod;                  /* loaded module */
+    int nentries;                  /* entry points looked up so far */
+    const char *entry[MAX_ENTRIES]; /* their names (static strings of emit_cuda.c) */
+    CUfunction fn[MAX_ENTRIES];
+    cuda_module *next;             /* bucket chain */
+};
+
+static void state_free(void *p) {
+    cuda_state *cs = p;
+    if (!cs) return;
+    if (cs->stream) {
+        make_current(cs);
+        cs->drv.StreamSynchronize(cs->stream);
+    }
+    for (int b = 0; b < CUDA_MODULE_BUCKETS; b++) {
+        cuda_module *m = cs->modules[b];
+        while (m) {
+            cuda_module *next = m->next;
+            if (m->mod) cs->drv.ModuleUnload(m->mod);
+            graph_free(m->text);
+            graph_free(m);
+            m = next;
+        }
+    }
+    if (cs->stream) {
+        cuda_mem_trim(cs);
+        cs->drv.StreamDestroy(cs->stream);
+    }
+    graph_free(cs->alloc.bins);
+    if (cs->retained) cs->drv.DevicePrimaryCtxRelease(cs->dev);
+    cuda_nvrtc_unload(&cs->nv);
+    cuda_driver_unload(&cs->drv);
+    graph_free(cs->cache_dir);
+    graph_free(cs);
+}
+
+/* The device number: $LF_CUDA_DEVICE, else 0; -1 when the variable is bad. */
+static int device_ordinal(void) {
+    const char *e = getenv("LF_CUDA_DEVICE");
+    if (!e || !*e) return 0;
+    char *end;
+    long v = strtol(e, &end, 10);
+    return (*end || v < 0 || v > 1 << 20) ? -1 : (int)v;
+}
+
+/* Whether diskcache_dir can form a folder name, so that NULL from it means
+ * out of memory. */
+static bool cache_dir_expected(const char *opt_dir) {
+    static const char *const vars[] = {"LF_CACHE_DIR", "XDG_CACHE_HOME", "HOME"};
+    if (opt_dir && *opt_dir) return true;
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v && (i != 1 || v[0] == '/')) return true;
+    }
+    return false;
+}
+
+lf_status cuda_open(lf_ctx *ctx, char *why, size_t cap) {
+    cuda_state *cs = graph_calloc(1, sizeof *cs);
+    if (!cs) {
+        snprintf(why, cap, "cuda: out of memory");
+        return LF_ERR_NOMEM;
+    }
+    char msg[1024], es[512];
+    lf_status st = LF_ERR_BACKEND;
+    CUresult r;
+    if (cuda_driver_load(&cs->drv, msg, sizeof msg) != 0) {
+        snprintf(why, cap, "cuda: %s", msg);
+        goto fail;
+    }
+    cuda_driver *d = &cs->drv;
+#define CHECK(call, what)                                                                   \
+    if ((r = (call)) != CUDA_SUCCESS) {                                                     \
+        snprintf(why, cap, "cuda: %s failed: %s", what, cuda_result_str(d, r, es, sizeof es)); \
+        goto fail;                                                                          \
+    }
+    CHECK(d->Init(0), "cuInit");
+    CHECK(d->DriverGetVersion(&cs->driver_version), "cuDriverGetVersion");
+    int count = 0;
+    CHECK(d->DeviceGetCount(&count), "cuDeviceGetCount");
+    if (count <= 0) {
+        snprintf(why, cap, "cuda: the driver (%s) reports no CUDA device", d->path);
+        goto fail;
+    }
+    cs->ordinal = device_ordinal();
+    if (cs->ordinal < 0 || cs->ordinal >= count) {
+        snprintf(why, cap, "cuda: LF_CUDA_DEVICE=%s is not a device number (0..%d)",
+                 getenv("LF_CUDA_DEVICE"), count - 1);
+        goto fail;
+    }
+    CHECK(d->DeviceGet(&cs->dev, cs->ordinal), "cuDeviceGet");
+    CHECK(d->DeviceGetName(cs->name, (int)sizeof cs->name - 1, cs->dev), "cuDeviceGetName");
+    CHECK(d->DeviceGetAttribute(&cs->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, cs->dev),
+          "cuDeviceGetAttribute(multiprocessors)");
+    CHECK(d->DeviceGetAttribute(&cs->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, cs->dev),
+          "cuDeviceGetAttribute(compute capability)");
+    CHECK(d->DeviceGetAttribute(&cs->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, cs->dev),
+          "cuDeviceGetAttribute(compute capability)");
+    CHECK(d->DeviceTotalMem(&cs->total_mem, cs->dev), "cuDeviceTotalMem");
+    CHECK(d->DevicePrimaryCtxRetain(&cs->cu, cs->dev), "cuDevicePrimaryCtxRetain");
+    cs->retained = true;
+    CHECK(d->CtxSetCurrent(cs->cu), "cuCtxSetCurrent");
+    CHECK(d->StreamCreate(&cs->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+#undef CHECK
+    if (cs->sm_count < 1) cs->sm_count = 1;
+    if (cuda_nvrtc_load(&cs->nv, msg, sizeof msg) != 0) {
+        snprintf(why, cap, "cuda: %s", msg);
+        goto fail;
+    }
+    int sm = cs->cc_major * 10 + cs->cc_minor;
+    cs->arch = cuda_nvrtc_target(&cs->nv, sm, &cs->ptx);
+    if (!cs->arch) {
+        snprintf(why, cap, "cuda: NVRTC %d.%d (%s) cannot compile for %s (sm_%d): its oldest target is sm_%d",
+                 cs->nv.major, cs->nv.minor, cs->nv.path, cs->name, sm, cs->nv.archs[0]);
+        goto fail;
+    }
+    cs->cache_dir = diskcache_dir(ctx->opt.cache_dir); /* NULL: no disk level */
+    if (!cs->cache_dir && cache_dir_expected(ctx->opt.cache_dir)) {
+        snprintf(why, cap, "cuda: out of memory");
+        st = LF_ERR_NOMEM;
+        goto fail;
+    }
+    ctx->cuda = cs;
+    ctx->cuda_free = state_free;
+    return LF_OK;
+fail:
+    state_free(cs);
+    return st;
+}
+
+int cuda_device_description(const lf_ctx *ctx, char *buf, size_t cap) {
+    const cuda_state *cs = ctx->cuda;
+    return snprintf(buf, cap, "%s (sm_%d%d, %d SMs, %.1f GiB), CUDA driver %d.%d, NVRTC %d.%d%s", cs->name,
+                    cs->cc_major, cs->cc_minor, cs->sm_count, (double)cs->total_mem / (1 << 30),
+                    cs->driver_version / 1000, cs->driver_version % 1000 / 10, cs->nv.major, cs->nv.minor,
+                    cs->ptx ? " (PTX, JIT by the driver)" : "");
+}
+
+void cuda_alloc_stats(const lf_ctx *ctx, cuda_alloc *out) {
+    memset(out, 0, sizeof *out);
+    if (ctx && ctx->cuda) *out = ((const cuda_state *)ctx->cuda)->alloc;
+    out->bins = NULL;
+}
+
+/* ---- buffers ---------------------------------------------------------------------------- */
+
+/* Records a failed device allocation of bytes for `what`. */
+static lf_status alloc_error(lf_ctx *ctx, cuda_state *cs, CUresult r, bool host_nomem, size_t bytes,
+                             const char *what) {
+    char es[512];
+    if (host_nomem) return graph_error(ctx, LF_ERR_NOMEM, "%s: out of memory", what);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        return graph_error(ctx, LF_ERR_NOMEM, "%s: cuda: out of device memory (%zu bytes)", what, bytes);
+    return graph_error(ctx, LF_ERR_BACKEND, "%s: cuda: allocating %zu bytes failed: %s", what, bytes,
+                       cuda_result_str(&cs->drv, r, es, sizeof es));
+}
+
+lf_status cuda_buffer_alloc(lf_ctx *ctx, size_t bytes, uint64_t *addr, const char *what) {
+    cuda_state *cs = ctx->cuda;
+    char es[512];
+    CUresult r = make_current(cs);
+    if (r != CUDA_SUCCESS)
+        return graph_error(ctx, LF_ERR_BACKEND, "%s: cuda: cuCtxSetCurrent failed: %s", what,
+                           cuda_result_str(&cs->drv, r, es, sizeof es));
+    bool host_nomem;
+    CUdeviceptr p;
+    r = cuda_mem_alloc(cs, bytes, true, &p, &host_nomem);
+    if (r != CUDA_SUCCESS) return alloc_error(ctx, cs, r, host_nomem, bytes, what);
+    *addr = p;
+    return LF_OK;
+}
+
+void cuda_buffer_free(lf_ctx *ctx, uint64_t addr, size_t bytes) {
+    cuda_state *cs = ctx->cuda;
+    make_current(cs);
+    cuda_mem_free(cs, addr, bytes);
+}
+
+lf_status cuda_buffer_write(lf_ctx *ctx, uint64_t dst, const void *src, size_t bytes, const char *what) {
+    cuda_state *cs = ctx->cuda;
+    char es[512];
+    CUresult r = make_current(cs);
+    if (r == CUDA_SUCCESS) r = cs->drv.MemcpyHtoDAsync(dst, src, bytes, cs->stream);
+    if (r == CUDA_SUCCESS) r = cs->drv.StreamSynchronize(cs->stream);
+    if (r != CUDA_SUCCESS)
+        return graph_error(ctx, LF_ERR_BACKEND, "%s: cuda: copying %zu bytes to the device failed: %s", what,
+                           bytes, cuda_result_str(&cs->drv, r, es, sizeof es));
+    return LF_OK;
+}
+
+lf_status cuda_buffer_read(lf_ctx *ctx, void *dst, uint64_t src, size_t bytes, const char *what) {
+    cuda_state *cs = ctx->cuda;
+    char es[512];
+    CUresult r = make_current(cs);
+    if (r == CUDA_SUCCESS) r = cs->drv.MemcpyDtoHAsync(dst, src, bytes, cs->stream);
+    if (r == CUDA_SUCCESS) r = cs->drv.StreamSynchronize(cs->stream);
+    if (r != CUDA_SUCCESS)
+        return graph_error(ctx, LF_ERR_BACKEND,
+                           "%s: cuda: copying %zu bytes from the device failed: %s (the error may "
+                           "come from a kernel of an earlier lf_eval)",
+                           what, bytes, cuda_result_str(&cs->drv, r, es, sizeof es));
+    return LF_OK;
+}
+
+/* ---- the module cache ------------------------------------------------------------------- */
+
+/* The disk-cache key of a kernel: SHA-256 hex + ".cubin" or ".ptx". */
+static void disk_key(const cuda_state *cs, const char *text, char key[80]) {
+    sha256_ctx c;
+    uint8_t d[32];
+    char hex[65], target[96];
+    snprintf(target, sizeof target, "lazyfuse-cuda-1 NVRTC %d.%d --gpu-architecture=%s_%d", cs->nv.major,
+             cs->nv.minor, cs->ptx ? "compute" : "sm", cs->arch);
+    sha256_init(&c);
+    sha256_update(&c, target, strlen(target) + 1);
+    for (int i = 0; cuda_nvrtc_options[i]; i++)
+        sha256_update(&c, cuda_nvrtc_options[i], strlen(cuda_nvrtc_options[i]) + 1);
+    sha256_update(&c, text, strlen(text));
+    sha256_final(&c, d);
+    sha256_hex(d, hex);
+    snprintf(key, 80, "%s.%s", hex, cs->ptx ? "ptx" : "cubin");
+}
+
+/* Finds or builds the module of kernel k (layout lay). */
+static lf_status module_get(lf_ctx *ctx, cuda_state *cs, const fuse_schedule *s, const cg_layout *lay, int k,
+                            cuda_module **out, lf_eval_stats *st) {
+    cg_text src = {0};
+    cg_emit_kernel(s, lay, cg_dialect_cuda(), &src);
+    char *text = src.nomem ? NULL : cg_strip_comments(src.s);
+    if (!text) {
+        cg_text_free(&src);
+        return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory generating CUDA kernel %d", k);
+    }
+    if (graph_debug_on("source")) fprintf(stderr, "/* ---- lazyfuse CUDA kernel %d ---- */\n%s\n", k, src.s);
+    uint64_t h = cg_source_hash(text);
+    cuda_module **bucket = &cs->modules[h % CUDA_MODULE_BUCKETS];
+    for (cuda_module *m = *bucket; m; m = m->next)
+        if (m->hash == h && !strcmp(m->text, text)) {
+            graph_free(text);
+            cg_text_free(&src);
+            st->kernels_memory_hits++;
+            *out = m;
+            return LF_OK;
+        }
+    cuda_module *m = graph_calloc(1, sizeof *m);
+    if (!m) {
+        graph_free(text);
+        cg_text_free(&src);
+        return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory caching CUDA kernel %d", k);
+    }
+    m->hash = h;
+    m->text = text;
+    lf_status status = LF_OK;
+    char key[80], es[512], err[1024];
+    disk_key(cs, text, key);
+    void *image = NULL;
+    size_t len = 0;
+    bool from_disk = false;
+    CUresult r = CUDA_SUCCESS;
+    if (cs->cache_dir) {
+        diskcache_result dr = diskcache_get(cs->cache_dir, key, &image, &len);
+        if (dr == DISKCACHE_NOMEM) {
+            status = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory reading the kernel cache");
+            goto fail;
+        }
+        from_disk = dr == DISKCACHE_HIT;
+    }
+    /* PTX must be NUL-terminated for cuModuleLoadData; nvrtcGetPTX's is */
+    if (from_disk && cs->ptx && (!len || ((char *)image)[len - 1])) from_disk = false;
+    if (from_disk && (r = cs->drv.ModuleLoadData(&m->mod, image)) != CUDA_SUCCESS) {
+        m->mod = NULL; /* verified but refused (another driver?): rebuild it */
+        from_disk = false;
+    }
+    if (!from_disk) {
+        graph_free(image);
+        image = NULL;
+        char *log = NULL, name[48];
+        snprintf(name, sizeof name, "lazyfuse_kernel_%d.cu", k);
+        status = cuda_nvrtc_compile(&cs->nv, src.s, name, cs->arch, cs->ptx, &image, &len, &log, err, sizeof err);
+        if (status != LF_OK) {
+            status = graph_error(ctx, status, "eval: compiling CUDA kernel %d failed: %s%s%s", k, err,
+                                 log ? "\n" : "", log ? log : "");
+            graph_free(log);
+            goto fail;
+        }
+        graph_free(log);
+        if (cs->cache_dir) {
+            char *perr = NULL;
+            if (diskcache_put(cs->cache_dir, key, image, len, &perr) != 0 && graph_debug_on("cache"))
+                fprintf(stderr, "lazyfuse: kernel cache not written: %s\n", perr ? perr : "?");
+            graph_free(perr);
+        }
+        r = cs->drv.ModuleLoadData(&m->mod, image);
+        if (r != CUDA_SUCCESS) {
+            m->mod = NULL;
+            char hint[256] = "";
+            if (cs->driver_version / 1000 < cs->nv.major)
+                snprintf(hint, sizeof hint,
+                         " (NVRTC %d.%d is newer than the CUDA driver %d.%d: set LF_NVRTC_LIBRARY to "
+                         "an NVRTC no newer than the driver, or update the driver)",
+                         cs->nv.major, cs->nv.minor, cs->driver_version / 1000, cs->driver_version % 1000 / 10);
+            status = graph_error(ctx, r == CUDA_ERROR_OUT_OF_MEMORY ? LF_ERR_NOMEM : LF_ERR_BACKEND,
+                                 "eval: loading CUDA kernel %d failed: %s%s", k,
+                                 cuda_result_str(&cs->drv, r, es, sizeof es), hint);
+            goto fail;
+        }
+        st->kernels_compiled++;
+    } else {
+        st->kernels_disk_hits++;
+    }
+    graph_free(image);
+    cg_text_free(&src);
+    m->next = *bucket;
+    *bucket = m;
+    *out = m;
+    return LF_OK;
+fail:
+    graph_free(image);
+    cg_text_free(&src);
+    graph_free(m->text);
+    graph_free(m);
+    return status;
+}
+
+/* The entry point `entry` of module m, looked up once. */
+static CUresult module_function(cuda_state *cs, cuda_module *m, const char *entry, CUfunction *fn) {
+    for (int i = 0; i < m->nentries; i++)
+        if (m->entry[i] == entry || !strcmp(m->entry[i], entry)) {
+            *fn = m->fn[i];
+            return CUDA_SUCCESS;
+        }
+    CUresult r = cs->drv.ModuleGetFunction(fn, m->mod, entry);
+    if (r == CUDA_SUCCESS && m->nentries < MAX_ENTRIES) {
+        m->entry[m->nentries] = entry;
+        m->fn[m->nentries++] = *fn;
+    }
+    return r;
+}
+
+/* ---- programs --------------------------------------------------------------------------- */
+
+typedef struct cuda_kernel {
+    cg_layout *lay;                /* loop nest and accesses */
+    int64_t *P;                    /* parameters */
+    cuda_module *mod;              /* compiled module (owned by the cache) */
+    uint64_t *addr;                /* buffer addresses the plan was made for (nbufs) */
+    bool planned;                  /* plan, fn and words are valid for addr */
+    cg_cuda_plan plan;             /* launches */
+    CUfunction fn[CG_CUDA_MAX_LAUNCHES]; /* entry of each launch */
+    uint64_t *words;               /* argument words (plan.nwords) */
+    int words_cap;                 /* allocated words */
+    CUdeviceptr scratch;           /* reductions' scratch (zeroed when made) */
+    size_t scratch_bytes;          /* its size (0: none) */
+} cuda_kernel;
+
+typedef struct cuda_program {
+    cuda_state *cs;                /* owner of the device memory below */
+    int version;                   /* graph version planned */
+    bool fused;                    /* fusion on */
+    int n;                         /* outputs */
+    int *out_ids;                  /* their node ids */
+    fuse_schedule *s;
+    cuda_kernel *k;                /* s->nkernels */
+    CUdeviceptr *blocks;           /* temporaries' memory blocks */
+    uint64_t *slot_addr;           /* per run: device address of each slot */
+    CUdeviceptr *fresh;            /* per run: outputs going through a temporary */
+    lf_eval_stats stats;           /* schedule statistics */
+} cuda_program;
+
+static void program_free(void *p) {
+    cuda_program *pr = p;
+    if (!pr) return;
+    cuda_state *cs = pr->cs;
+    make_current(cs);
+    if (pr->k)
+        for (int i = 0; i < pr->s->nkernels; i++) {
+            cuda_kernel *ck = &pr->k[i];
+            cuda_mem_free(cs, ck->scratch, ck->scratch_bytes);
+            graph_free(ck->lay);
+            graph_free(ck->P);
+            graph_free(ck->addr);
+            graph_free(ck->words);
+        }
+    if (pr->blocks)
+        for (int b = 0; b < pr->s->nblocks; b++) cuda_mem_free(cs, pr->blocks[b], pr->s->block_bytes[b]);
+    graph_free(pr->blocks);
+    graph_free(pr->slot_addr);
+    graph_free(pr->fresh);
+    graph_free(pr->k);
+    graph_free(pr->out_ids);
+    fuse_schedule_free(pr->s);
+    graph_free(pr);
+}
+
+static bool program_matches(const cuda_program *pr, const lf_graph *g, int n, lf_node *const *outs) {
+    if (pr->version != g->version || pr->n != n || pr->fused != (g->ctx->opt.fusion != 0)) return false;
+    for (int i = 0; i < n; i++)
+        if (pr->out_ids[i] != outs[i]->id) return false;
+    return true;
+}
+
+static lf_status program_build(lf_graph *g, cuda_state *cs, int n, lf_node *const *outs, cuda_program **out,
+                               lf_eval_stats *st) {
+    lf_ctx *ctx = g->ctx;
+    cuda_program *pr = graph_calloc(1, sizeof *pr);
+    if (!pr) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
+    pr->cs = cs;
+    pr->version = g->version;
+    pr->fused = ctx->opt.fusion != 0;
+    pr->n = n;
+    pr->out_ids = graph_calloc((size_t)n, sizeof *pr->out_ids);
+    if (!pr->out_ids) goto nomem;
+    for (int i = 0; i < n; i++) pr->out_ids[i] = outs[i]->id;
+    lf_status status = fuse_plan(g, n, outs, pr->fused, &pr->s);
+    if (status != LF_OK) {
+        program_free(pr);
+        return status;
+    }
+    fuse_schedule_stats(pr->s, &pr->stats);
+    const fuse_schedule *s = pr->s;
+    if (graph_debug_on("schedule")) fuse_schedule_print(s, stderr);
+    pr->k = graph_calloc((size_t)s->nkernels + 1, sizeof *pr->k);
+    pr->blocks = graph_calloc((size_t)s->nblocks + 1, sizeof *pr->blocks);
+    pr->slot_addr = graph_calloc((size_t)s->nslots + 1, sizeof *pr->slot_addr);
+    pr->fresh = graph_calloc((size_t)n + 1, sizeof *pr->fresh);
+    if (!pr->k || !pr->blocks || !pr->slot_addr || !pr->fresh) goto nomem;
+    for (int b = 0; b < s->nblocks; b++) {
+        if (!s->block_bytes[b]) continue;
+        bool host_nomem;
+        CUresult r = cuda_mem_alloc(cs, s->block_bytes[b], false, &pr->blocks[b], &host_nomem);
+        if (r != CUDA_SUCCESS) {
+            status = alloc_error(ctx, cs, r, host_nomem, s->block_bytes[b], "eval");
+            program_free(pr);
+            return status;
+        }
+    }
+    double t0 = graph_now_seconds();
+    for (int k = 0; k < s->nkernels; k++) {
+        cuda_kernel *ck = &pr->k[k];
+        ck->lay = graph_malloc(sizeof *ck->lay);
+        if (!ck->lay) goto nomem;
+        cg_layout_kernel(s, k, ck->lay);
+        ck->P = graph_calloc((size_t)ck->lay->nparams + 1, sizeof *ck->P);
+        ck->addr = graph_calloc((size_t)ck->lay->nbufs + 1, sizeof *ck->addr);
+        if (!ck->P || !ck->addr) goto nomem;
+        cg_fill_params(ck->lay, ck->P);
+        status = module_get(ctx, cs, s, ck->lay, k, &ck->mod, st);
+        if (status != LF_OK) {
+            program_free(pr);
+            return status;
+        }
+    }
+    st->compile_seconds = graph_now_seconds() - t0;
+    *out = pr;
+    return LF_OK;
+nomem:
+    program_free(pr);
+    return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory building the CUDA program");
+}
+
+/* ---- running ---------------------------------------------------------------------------- */
+
+/* Plans kernel k's launches for the addresses in ck->addr: scratch, entry
+ * points, the argument size check, the words. Fails before any launch. */
+static lf_status kernel_prepare(lf_ctx *ctx, cuda_state *cs, cuda_kernel *ck, int k) {
+    char es[512];
+    ck->planned = false;
+    cg_cuda_plan *plan = &ck->plan;
+    cg_cuda_plan_kernel(ck->lay, ck->P, ck->addr, cs->sm_count, plan);
+    if (plan->nlaunches < 0 || plan->nlaunches > CG_CUDA_MAX_LAUNCHES || plan->nwords < 0)
+        return graph_error(ctx, LF_ERR_BACKEND, "eval: CUDA kernel %d: bad launch plan (%d launches, %d words)",
+                           k, plan->nlaunches, plan->nwords);
+    if (plan->nlaunches == 0) {
+        ck->planned = true;
+        return LF_OK;
+    }
+    size_t arg_bytes = (size_t)plan->nwords * 8;
+    int limit = cs->driver_version >= 12010 && cs->cc_major >= 7 ? LARGE_PARAM_BYTES : CLASSIC_PARAM_BYTES;
+    if (arg_bytes > (size_t)limit)
+        return graph_error(ctx, LF_ERR_BACKEND,
+                           "eval: CUDA kernel %d takes %zu bytes of arguments, more than the %d that "
+                           "CUDA driver %d.%d allows on sm_%d%d (12.1 or newer allows %d on Volta or "
+                           "newer GPUs)",
+                           k, arg_bytes, limit, cs->driver_version / 1000, cs->driver_version % 1000 / 10,
+                           cs->cc_major, cs->cc_minor, LARGE_PARAM_BYTES);
+    if (plan->scratch_bytes > ck->scratch_bytes) {
+        cuda_mem_free(cs, ck->scratch, ck->scratch_bytes);
+        ck->scratch = 0;
+        ck->scratch_bytes = 0;
+        bool host_nomem;
+        CUresult r = cuda_mem_alloc(cs, plan->scratch_bytes, true, &ck->scratch, &host_nomem);
+        if (r != CUDA_SUCCESS) return alloc_error(ctx, cs, r, host_nomem, plan->scratch_bytes, "eval");
+        ck->scratch_bytes = plan->scratch_bytes;
+    }
+    for (int i = 0; i < plan->nlaunches; i++) {
+        const char *entry = plan->launch[i].entry;
+        CUresult r = entry ? module_function(cs, ck->mod, entry, &ck->fn[i]) : CUDA_ERROR_NOT_FOUND;
+        if (r != CUDA_SUCCESS)
+            return graph_error(ctx, LF_ERR_BACKEND, "eval: CUDA kernel %d lacks entry point %s: %s", k,
+                               entry ? entry : "(null)", cuda_result_str(&cs->drv, r, es, sizeof es));
+    }
+    if (plan->nwords > ck->words_cap) {
+        uint64_t *w = graph_realloc(ck->words, (size_t)plan->nwords * sizeof *w);
+        if (!w) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
+        ck->words = w;
+        ck->words_cap = plan->nwords;
+    }
+    cg_cuda_fill_args(ck->lay, plan, ck->P, ck->addr, ck->scratch, ck->words);
+    if (graph_debug_on("launch"))
+        for (int i = 0; i < plan->nlaunches; i++) {
+            const cg_cuda_launch *l = &plan->launch[i];
+            fprintf(stderr, "lazyfuse cuda: kernel %d launch %d: %s grid (%u,%u,%u) block (%u,%u,%u), %d words, "
+                    "scratch %zu B\n", k, i, l->entry, l->grid[0], l->grid[1], l->grid[2], l->block[0],
+                    l->block[1], l->block[2], plan->nwords, plan->scratch_bytes);
+        }
+    ck->planned = true;
+    return LF_OK;
+}
+
+/* Gives the run's output temporaries back to the allocator. */
+static void release_fresh(cuda_state *cs, cuda_program *pr) {
+    for (int i = 0; i < pr->n; i++) {
+        if (!pr->fresh[i]) continue;
+        cuda_mem_free(cs, pr->fresh[i], pr->s->slots[pr->s->out_slot[i]].bytes);
+        pr->fresh[i] = 0;
+    }
+}
+
+/* Runs the program writing into dsts; fails only before the first launch,
+ * except when the driver refuses a launch or copy. */
+static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_buffer *const *dsts) {
+    const fuse_schedule *s = pr->s;
+    int n = pr->n;
+    uint64_t *data = pr->slot_addr;
+    char es[512];
+    lf_status status = LF_OK;
+    for (int j = 0; j < s->nslots; j++) {
+        const fuse_slot *sl = &s->slots[j];
+        data[j] = sl->kind == FUSE_SLOT_INPUT ? sl->buffer->dev
+                  : sl->kind == FUSE_SLOT_TEMP ? pr->blocks[sl->block]
+                                               : 0;
+    }
+    /* outputs: in place when nothing reads the buffer and no other output names it */
+    for (int i = 0; i < n; i++) {
+        const fuse_slot *sl = &s->slots[s->out_slot[i]];
+        if (sl->kind != FUSE_SLOT_OUTPUT || sl->output != i) continue;
+        lf_buffer *d = dsts[i];
+        bool safe = true;
+        for (int j = 0; j < s->nslots && safe; j++)
+            if (s->slots[j].kind == FUSE_SLOT_INPUT && s->slots[j].buffer == d) safe = false;
+        for (int j = 0; j < n && safe; j++)
+            if (j != i && dsts[j] == d) safe = false;
+        if (safe) {
+            data[s->out_slot[i]] = d->dev;
+        } else if (sl->bytes) {
+            bool host_nomem;
+            CUresult r = cuda_mem_alloc(cs, sl->bytes, false, &pr->fresh[i], &host_nomem);
+            if (r != CUDA_SUCCESS) {
+                status = alloc_error(ctx, cs, r, host_nomem, sl->bytes, "eval");
+                goto fail;
+            }
+            data[s->out_slot[i]] = pr->fresh[i];
+        }
+    }
+    /* plan every kernel whose buffers moved; nothing is launched yet */
+    for (int k = 0; k < s->nkernels; k++) {
+        cuda_kernel *ck = &pr->k[k];
+        bool same = ck->planned;
+        for (int b = 0; b < ck->lay->nbufs; b++) {
+            uint64_t a = data[ck->lay->buf_slot[b]];
+            if (ck->addr[b] != a) {
+                ck->addr[b] = a;
+                same = false;
+            }
+        }
+        if (!same && (status = kernel_prepare(ctx, cs, ck, k)) != LF_OK) goto fail;
+    }
+    /* launch */
+    for (int k = 0; k < s->nkernels; k++) {
+        cuda_kernel *ck = &pr->k[k];
+        void *params[1] = {ck->words};
+        for (int i = 0; i < ck->plan.nlaunches; i++) {
+            const cg_cuda_launch *l = &ck->plan.launch[i];
+            CUresult r = cs->drv.LaunchKernel(ck->fn[i], l->grid[0], l->grid[1], l->grid[2], l->block[0],
+                                              l->block[1], l->block[2], 0, cs->stream, params, NULL);
+            if (r != CUDA_SUCCESS) {
+                status = graph_error(ctx, LF_ERR_BACKEND, "eval: launching CUDA kernel %d (%s) failed: %s%s", k,
+                                     l->entry, cuda_result_str(&cs->drv, r, es, sizeof es),
+                                     k || i ? " (earlier kernels of this eval ran: outputs may be partly "
+                                              "written)"
+                                            : "");
+                goto fail;
+            }
+        }
+    }
+    /* outputs not written in place */
+    for (int i = 0; i < n; i++) {
+        const fuse_slot *sl = &s->slots[s->out_slot[i]];
+        uint64_t src = sl->kind == FUSE_SLOT_OUTPUT ? data[s->out_slot[i]] : sl->buffer->dev;
+        if (sl->kind == FUSE_SLOT_OUTPUT && sl->output == i && !pr->fresh[i]) continue; /* in place */
+        if (!dsts[i]->bytes || src == dsts[i]->dev) continue;
+        CUresult r = cs->drv.MemcpyDtoDAsync(dsts[i]->dev, src, dsts[i]->bytes, cs->stream);
+        if (r != CUDA_SUCCESS) {
+            status = graph_error(ctx, LF_ERR_BACKEND, "eval: cuda: copying output %d failed: %s", i,
+                                 cuda_result_str(&cs->drv, r, es, sizeof es));
+            goto fail;
+        }
+    }
+fail:
+    release_fresh(cs, pr);
+    return status;
+}
+
+lf_status cuda_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts, lf_eval_stats *stats) {
+    lf_ctx *ctx = g->ctx;
+    cuda_state *cs = ctx->cuda;
+    memset(stats, 0, sizeof *stats);
+    char es[512];
+    CUresult r = make_current(cs);
+    if (r != CUDA_SUCCESS)
+        return graph_error(ctx, LF_ERR_BACKEND, "eval: cuda: cuCtxSetCurrent failed: %s",
+                           cuda_result_str(&cs->drv, r, es, sizeof es));
+    cuda_program *pr = g->program_free == program_free ? g->program : NULL;
+    if (pr && (pr->cs != cs || !program_matches(pr, g, n, outs))) pr = NULL;
+    if (pr) {
+        stats->program_reused = true;
+    } else {
+        lf_status st = program_build(g, cs, n, outs, &pr, stats);
+        if (st != LF_OK) return st;
+        if (g->program) g->program_free(g->program);
+        g->program = pr;
+        g->program_free = program_free;
+    }
+    lf_status st = program_run(ctx, cs, pr, dsts);
+    if (st != LF_OK) return st;
+    lf_eval_stats keep = *stats;
+    *stats = pr->stats;
+    stats->kernels_compiled = keep.kernels_compiled;
+    stats->kernels_disk_hits = keep.kernels_disk_hits;
+    stats->kernels_memory_hits = keep.kernels_memory_hits;
+    stats->program_reused = keep.program_reused;
+    stats->compile_seconds = keep.compile_seconds;
+    if (keep.program_reused) stats->plan_seconds = 0;
+    return LF_OK;
+}

@@ -1,0 +1,281 @@
+/* backends/cuda/cuda.h: the CUDA backend.
+ *
+ * verify -> plan -> codegen (CUDA C++) -> NVRTC or cache hit -> cuModuleLoadData
+ * -> launch on the context's stream.
+ *
+ * Neither libcuda (the driver) nor libnvrtc is linked: api.c loads both with
+ * dlopen, so a build with this backend runs on machines without a GPU (the
+ * AUTO backend then picks the CPU). A CUDA context holds a cuda_state (made
+ * by lf_ctx_new, freed by lf_ctx_destroy after its graphs and buffers): the
+ * driver's function table, device 0 (or $LF_CUDA_DEVICE), its retained
+ * primary context, one non-blocking stream, the caching allocator, NVRTC and
+ * the in-memory module cache. Its buffers live on the device (lf_buffer.dev;
+ * lf_buffer.data stays NULL).
+ *
+ * What must stay true:
+ *  - every driver call of a context goes to its one stream, so work is
+ *    ordered: a block the allocator hands out again is only touched by work
+ *    queued after the work that used it before; memory is given back to the
+ *    driver (cuMemFree) only after the stream is synchronized;
+ *  - a failed eval changes no buffer: everything that can fail (planning,
+ *    compiling, loading, allocating, launch planning) happens before the
+ *    first launch; a launch the driver refuses after others went out is
+ *    reported (LF_ERR_BACKEND), the outputs then hold partial results;
+ *  - launches are asynchronous: lf_buffer_read synchronizes the stream and
+ *    reports an earlier kernel's fault; lf_buffer_write returns after the
+ *    copy, so the host memory may be reused at once;
+ *  - the current CUDA context is set on entry to every operation, so a
+ *    context may move between threads (one at a time, as lazyfuse.h says);
+ *  - libraries are opened with RTLD_NODELETE: they stay mapped after
+ *    dlclose, as both keep process-wide state (threads, allocations) that
+ *    does not survive an unload.
+ */
+#ifndef LF_CUDA_H
+#define LF_CUDA_H
+
+#include "graph/graph.h"
+
+#ifdef LF_HAVE_CUDA_HEADERS
+#include <cuda.h>
+#include <nvrtc.h>
+#else
+/* The toolkit's headers are absent: the declarations this backend uses, with
+ * the ABI of cuda.h and nvrtc.h (CUDA 11.2 and later). */
+typedef int CUresult;
+typedef int CUdevice;
+typedef int CUdevice_attribute;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+enum {
+    CUDA_SUCCESS = 0,
+    CUDA_ERROR_INVALID_VALUE = 1,
+    CUDA_ERROR_OUT_OF_MEMORY = 2,
+    CUDA_ERROR_NOT_INITIALIZED = 3,
+    CUDA_ERROR_NO_DEVICE = 100,
+    CUDA_ERROR_INVALID_DEVICE = 101,
+    CUDA_ERROR_INVALID_IMAGE = 200,
+    CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
+    CUDA_ERROR_NOT_FOUND = 500,
+    CUDA_ERROR_LAUNCH_FAILED = 719,
+    CUDA_ERROR_NOT_SUPPORTED = 801,
+    CUDA_ERROR_UNKNOWN = 999
+};
+enum {
+    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+};
+enum { CU_STREAM_NON_BLOCKING = 1 };
+typedef int nvrtcResult;
+typedef struct _nvrtcProgram *nvrtcProgram;
+enum { NVRTC_SUCCESS = 0, NVRTC_ERROR_COMPILATION = 6 };
+#endif
+
+/* ==== api.c: the driver and NVRTC, loaded at run time ===================== */
+
+/* The driver functions this backend calls (versioned symbols: cuMemAlloc is
+ * cuMemAlloc_v2 since CUDA 3.2, etc.). Field names drop the "cu" so that
+ * cuda.h's #defines do not rename them. */
+typedef struct cuda_driver {
+    void *lib;                     /* dlopen handle */
+    char path[512];                /* what was opened (for messages) */
+    CUresult (*Init)(unsigned flags);
+    CUresult (*DriverGetVersion)(int *version);
+    CUresult (*GetErrorName)(CUresult r, const char **s);
+    CUresult (*GetErrorString)(CUresult r, const char **s);
+    CUresult (*DeviceGetCount)(int *count);
+    CUresult (*DeviceGet)(CUdevice *dev, int ordinal);
+    CUresult (*DeviceGetName)(char *name, int len, CUdevice dev);
+    CUresult (*DeviceGetAttribute)(int *value, CUdevice_attribute attr, CUdevice dev);
+    CUresult (*DeviceTotalMem)(size_t *bytes, CUdevice dev);
+    CUresult (*DevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
+    CUresult (*DevicePrimaryCtxRelease)(CUdevice dev);
+    CUresult (*CtxSetCurrent)(CUcontext ctx);
+    CUresult (*StreamCreate)(CUstream *stream, unsigned flags);
+    CUresult (*StreamDestroy)(CUstream stream);
+    CUresult (*StreamSynchronize)(CUstream stream);
+    CUresult (*MemAlloc)(CUdeviceptr *ptr, size_t bytes);
+    CUresult (*MemFree)(CUdeviceptr ptr);
+    CUresult (*MemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t bytes, CUstream s);
+    CUresult (*MemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t bytes, CUstream s);
+    CUresult (*MemcpyDtoDAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s);
+    CUresult (*MemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t n, CUstream s);
+    CUresult (*ModuleLoadData)(CUmodule *mod, const void *image);
+    CUresult (*ModuleUnload)(CUmodule mod);
+    CUresult (*ModuleGetFunction)(CUfunction *fn, CUmodule mod, const char *name);
+    CUresult (*LaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned shared_bytes, CUstream s,
+                             void **params, void **extra);
+} cuda_driver;
+
+/* Opens the driver library: $LF_CUDA_LIBRARY when set (a path), else
+ * libcuda.so.1, then libcuda.so; then resolves every function. Returns 0, or
+ * -1 with a message in why ("cannot load libcuda.so.1 (...): no NVIDIA
+ * driver on this machine", "libcuda.so.1 lacks cuMemAlloc_v2"). */
+int cuda_driver_load(cuda_driver *d, char *why, size_t cap);
+void cuda_driver_unload(cuda_driver *d);
+/* "CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected" (name and text
+ * from the driver; the number when it knows neither). Returns buf. */
+const char *cuda_result_str(const cuda_driver *d, CUresult r, char *buf, size_t cap);
+
+/* The NVRTC functions used. */
+typedef struct cuda_nvrtc {
+    void *lib;                     /* dlopen handle */
+    char path[512];                /* what was opened */
+    int major, minor;              /* nvrtcVersion */
+    int narchs;                    /* supported sm_XY, ascending (0: unknown) */
+    int archs[64];
+    nvrtcResult (*Version)(int *major, int *minor);
+    nvrtcResult (*GetNumSupportedArchs)(int *n);      /* optional (NVRTC >= 11.2) */
+    nvrtcResult (*GetSupportedArchs)(int *archs);     /* optional (NVRTC >= 11.2) */
+    const char *(*GetErrorString)(nvrtcResult r);
+    nvrtcResult (*CreateProgram)(nvrtcProgram *p, const char *src, const char *name, int nheaders,
+                                 const char *const *headers, const char *const *include_names);
+    nvrtcResult (*CompileProgram)(nvrtcProgram p, int nopts, const char *const *opts);
+    nvrtcResult (*GetProgramLogSize)(nvrtcProgram p, size_t *n);
+    nvrtcResult (*GetProgramLog)(nvrtcProgram p, char *log);
+    nvrtcResult (*GetCUBINSize)(nvrtcProgram p, size_t *n);  /* optional (NVRTC >= 11.1) */
+    nvrtcResult (*GetCUBIN)(nvrtcProgram p, char *cubin);    /* optional (NVRTC >= 11.1) */
+    nvrtcResult (*GetPTXSize)(nvrtcProgram p, size_t *n);
+    nvrtcResult (*GetPTX)(nvrtcProgram p, char *ptx);
+    nvrtcResult (*DestroyProgram)(nvrtcProgram *p);
+} cuda_nvrtc;
+
+/* Opens libnvrtc: $LF_NVRTC_LIBRARY when set (a path), else libnvrtc.so,
+ * libnvrtc.so.13, libnvrtc.so.12, then lib64/libnvrtc.so under $CUDA_HOME,
+ * $CUDA_PATH and /usr/local/cuda; resolves the functions and reads the
+ * version and supported architectures. Returns 0, or -1 with why. */
+int cuda_nvrtc_load(cuda_nvrtc *nv, char *why, size_t cap);
+void cuda_nvrtc_unload(cuda_nvrtc *nv);
+
+/* ==== nvrtc.c: compiling kernels ========================================== */
+
+/* The options every kernel is compiled with, after the architecture option:
+ * no fused multiply-add contraction (results must match the C backend's IEEE
+ * semantics) and C++17. NULL-terminated. */
+extern const char *const cuda_nvrtc_options[];
+
+/* What a device of compute capability sm (major*10 + minor) gets from this
+ * NVRTC: sm itself as a CUBIN when NVRTC knows sm_<sm> (or cannot list its
+ * architectures), else PTX for the newest compute_XY older than sm (the
+ * driver compiles it when loading). Returns the arch number and sets *ptx,
+ * or 0 when NVRTC knows no architecture at or below sm. */
+int cuda_nvrtc_target(const cuda_nvrtc *nv, int sm, bool *ptx);
+
+/* Compiles source (name: for the log) for arch (the --gpu-architecture
+ * option is sm_<arch>, or compute_<arch> when ptx). On success returns
+ * LF_OK, *image (graph_malloc'd: the CUBIN, or the NUL-terminated PTX) and
+ * *len. On failure returns LF_ERR_BACKEND with "nvrtc: ..." in err and the
+ * compiler's log in *log (graph_malloc'd, NULL when there is none), or
+ * LF_ERR_NOMEM. *log is set on success too when log is non-NULL (warnings;
+ * NULL when empty). */
+lf_status cuda_nvrtc_compile(const cuda_nvrtc *nv, const char *source, const char *name, int arch,
+                             bool ptx, void **image, size_t *len, char **log, char *err,
+                             size_t errcap);
+
+/* Whether libnvrtc can be loaded (tests skip NVRTC checks only when it
+ * cannot, with why). */
+bool cuda_nvrtc_available(char *why, size_t cap);
+
+/* For tests and tools, no GPU needed: loads NVRTC and compiles source to a
+ * CUBIN for sm_<sm> (e.g. 90) with the backend's options. Returns LF_OK with
+ * *cubin_bytes_out (may be NULL) set; LF_ERR_BACKEND with a message in err
+ * ("nvrtc: cannot load libnvrtc...", "nvrtc: NVRTC_ERROR_COMPILATION ...")
+ * and, for a compile error, the log in *log_out; LF_ERR_NOMEM. *log_out (may
+ * be NULL) is graph_malloc'd or NULL; the caller frees it with graph_free. */
+lf_status cuda_nvrtc_compile_for_arch(const char *source, int sm, char **log_out,
+                                      size_t *cubin_bytes_out, char *err, size_t errcap);
+
+/* ==== alloc.c: the caching allocator ====================================== */
+
+/* Freed blocks are kept per size class and handed out again; classes are
+ * multiples of 512 bytes up to 1 MiB, then four per power of two (at most
+ * 25% slack). */
+enum { CUDA_SMALL_LIMIT = 1 << 20, CUDA_SMALL_STEP = 512 };
+
+typedef struct cuda_block {
+    CUdeviceptr addr;              /* device address */
+    struct cuda_block *next;       /* free list of its class */
+} cuda_block;
+
+typedef struct cuda_alloc {
+    cuda_block **bins;             /* free lists by class index */
+    int nbins;
+    size_t cached_bytes;           /* bytes in the free lists */
+    size_t used_bytes;             /* bytes handed out (class sizes) */
+    size_t driver_allocs;          /* cuMemAlloc calls that succeeded */
+    size_t reuses;                 /* blocks handed out again */
+} cuda_alloc;
+
+struct cuda_state;
+/* The class size of a request of bytes (> 0). */
+size_t cuda_alloc_class(size_t bytes);
+/* Gives out a block of at least bytes (> 0): a cached one of its class, else
+ * cuMemAlloc; on CUDA_ERROR_OUT_OF_MEMORY synchronizes, frees every cached
+ * block and tries once more. Zeroes the requested bytes (on the stream) when
+ * zero is set. Returns CUDA_SUCCESS, the driver's error, or
+ * CUDA_ERROR_OUT_OF_MEMORY also when host memory for the bookkeeping runs
+ * out (*host_nomem then set). */
+CUresult cuda_mem_alloc(struct cuda_state *cs, size_t bytes, bool zero, CUdeviceptr *addr,
+                        bool *host_nomem);
+/* Returns a block (addr 0 is a no-op) of a request of bytes to the cache. */
+void cuda_mem_free(struct cuda_state *cs, CUdeviceptr addr, size_t bytes);
+/* Synchronizes the stream and gives every cached block back to the driver. */
+void cuda_mem_trim(struct cuda_state *cs);
+
+/* ==== cuda.c: contexts, buffers, eval ===================================== */
+
+enum { CUDA_MODULE_BUCKETS = 256 };
+
+typedef struct cuda_module cuda_module;
+
+typedef struct cuda_state {
+    cuda_driver drv;               /* libcuda */
+    cuda_nvrtc nv;                 /* libnvrtc */
+    int ordinal;                   /* device number */
+    CUdevice dev;                  /* the device */
+    CUcontext cu;                  /* its primary context (retained) */
+    bool retained;                 /* cu must be released */
+    CUstream stream;               /* the one stream, non-blocking */
+    int sm_count;                  /* multiprocessors */
+    int cc_major, cc_minor;        /* compute capability */
+    int arch;                      /* NVRTC target (cuda_nvrtc_target) */
+    bool ptx;                      /* target is compute_<arch> PTX */
+    int driver_version;            /* cuDriverGetVersion: 1000*major + 10*minor */
+    size_t total_mem;              /* device memory bytes */
+    char name[256];                /* device name */
+    char *cache_dir;               /* disk cache folder, NULL if none */
+    cuda_alloc alloc;              /* caching allocator */
+    cuda_module *modules[CUDA_MODULE_BUCKETS]; /* in-memory module cache */
+} cuda_state;
+
+/* Opens the CUDA backend for ctx (sets ctx->cuda and ctx->cuda_free). On
+ * failure returns LF_ERR_BACKEND with why ("cuda: cuInit failed:
+ * CUDA_ERROR_NO_DEVICE: ...") or LF_ERR_NOMEM, and ctx is unchanged. */
+lf_status cuda_open(lf_ctx *ctx, char *why, size_t cap);
+
+/* Device memory of a buffer (bytes > 0), zero-filled; records "what: cuda:
+ * ..." on ctx on failure (LF_ERR_NOMEM when out of device memory). */
+lf_status cuda_buffer_alloc(lf_ctx *ctx, size_t bytes, uint64_t *addr, const char *what);
+void cuda_buffer_free(lf_ctx *ctx, uint64_t addr, size_t bytes);
+/* Host -> device (returns when src may be reused) and device -> host (after
+ * the stream's earlier work): bytes > 0. */
+lf_status cuda_buffer_write(lf_ctx *ctx, uint64_t dst, const void *src, size_t bytes, const char *what);
+lf_status cuda_buffer_read(lf_ctx *ctx, void *dst, uint64_t src, size_t bytes, const char *what);
+
+/* Evaluates outs[0..n) of g into dsts (checked by graph_check_outputs) with
+ * CUDA kernels; fills *stats on success. */
+lf_status cuda_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
+                    lf_eval_stats *stats);
+
+/* "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB), CUDA driver 12.4, NVRTC
+ * 12.4" into buf (snprintf-like: returns the full length). */
+int cuda_device_description(const lf_ctx *ctx, char *buf, size_t cap);
+
+/* Allocator counters of a CUDA context (a test hook). */
+void cuda_alloc_stats(const lf_ctx *ctx, cuda_alloc *out);
+
+#endif

@@ -1,0 +1,819 @@
+/* tests/test_cuda.c: the CUDA backend (backends/cuda).
+ *
+ * Three groups, so that most of it runs on machines without a GPU:
+ *  1. no driver, and a fake driver (tests/fake_libcuda.c, loaded through
+ *     LF_CUDA_LIBRARY; meson passes its path in LF_TEST_FAKE_CUDA): context
+ *     creation and its errors, the AUTO fallback and its one warning, device
+ *     buffers (round trips, zeroing, bool normalization), the caching
+ *     allocator (reuse, out of memory with the context still usable), the
+ *     program and module caches (memory and disk), load and launch failures
+ *     leaving the outputs untouched, output aliasing, the host evaluators on
+ *     a device context, and destroy freeing everything. The fake runs no
+ *     kernel, but NVRTC is real: every eval here compiles the generated CUDA
+ *     source for the fake's sm_90;
+ *  2. NVRTC alone: a kernel compiles to a CUBIN for sm_90, and a syntax
+ *     error's log reaches the message. These skip only when libnvrtc cannot
+ *     be loaded at all, saying why;
+ *  3. a real device (skipped cleanly without one): results against the CPU
+ *     backend, reuse, out of device memory.
+ */
+#include "backends/cuda/cuda.h"
+#include "testutil.h"
+
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Same layout as fake_libcuda.c's. */
+typedef struct fake_counters {
+    long inits, allocs, frees, bad_frees, memsets, htod, dtoh, dtod, syncs, loads, unloads,
+        get_functions, launches, retains, releases, streams_created, streams_destroyed, set_current;
+    size_t live_bytes;
+    unsigned last_grid[3], last_block[3];
+} fake_counters;
+
+static const char *fake_path(void) {
+    const char *p = getenv("LF_TEST_FAKE_CUDA");
+    if (!p || !*p) cr_skip_test("LF_TEST_FAKE_CUDA is not set (meson test sets it to fake_libcuda.so)");
+    return p;
+}
+
+static void need_nvrtc(void) {
+    char why[1024];
+    if (!cuda_nvrtc_available(why, sizeof why)) {
+        fprintf(stderr, "test_cuda: skipping: libnvrtc cannot be loaded: %s\n", why);
+        cr_skip_test("libnvrtc cannot be loaded: %s", why);
+    }
+}
+
+static fake_counters counters(void) {
+    void *h = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+    cr_assert_not_null(h, "the fake driver is not loaded");
+    void (*get)(fake_counters *);
+    void *sym = dlsym(h, "fake_cuda_counters");
+    cr_assert_not_null(sym);
+    memcpy(&get, &sym, sizeof sym);
+    fake_counters c;
+    get(&c);
+    dlclose(h);
+    return c;
+}
+
+static lf_ctx *new_ctx(lf_backend b, const char *cache_dir) {
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    o.backend = b;
+    o.cache_dir = cache_dir;
+    return lf_ctx_new(&o);
+}
+
+/* A CUDA context on the fake driver (NVRTC must load: contexts need it). */
+static lf_ctx *fake_ctx(const char *cache_dir) {
+    setenv("LF_CUDA_LIBRARY", fake_path(), 1);
+    need_nvrtc();
+    lf_ctx *ctx = new_ctx(LF_BACKEND_CUDA, cache_dir);
+    cr_assert_not_null(ctx, "fake CUDA context: %s", lf_errmsg(NULL));
+    cr_assert_eq(lf_ctx_backend(ctx), LF_BACKEND_CUDA);
+    return ctx;
+}
+
+static void expect_msg(const char *msg, const char *frag) {
+    cr_expect(strstr(msg, frag) != NULL, "message lacks \"%s\": %s", frag, msg);
+}
+
+/* A fresh folder for a disk cache; rm_dir removes it and its files. */
+static char *tmp_dir(void) {
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/lf-test-cuda-XXXXXX");
+    cr_assert_not_null(mkdtemp(path), "mkdtemp: %s", strerror(errno));
+    return path;
+}
+
+static void rm_dir(const char *dir) {
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+/* stderr into a file until capture_end, which returns the text (malloc'd). */
+static int saved_fd = -1;
+static char capture_path[64];
+
+static void capture_start(void) {
+    fflush(stderr);
+    snprintf(capture_path, sizeof capture_path, "/tmp/lf-test-cuda-err-XXXXXX");
+    int fd = mkstemp(capture_path);
+    cr_assert_geq(fd, 0, "mkstemp: %s", strerror(errno));
+    saved_fd = dup(2);
+    cr_assert_geq(saved_fd, 0);
+    cr_assert_geq(dup2(fd, 2), 0);
+    close(fd);
+}
+
+static char *capture_end(void) {
+    fflush(stderr);
+    dup2(saved_fd, 2);
+    close(saved_fd);
+    saved_fd = -1;
+    FILE *fp = fopen(capture_path, "r");
+    cr_assert_not_null(fp);
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    rewind(fp);
+    char *s = malloc((size_t)n + 1);
+    cr_assert_not_null(s);
+    size_t got = fread(s, 1, (size_t)n, fp);
+    s[got] = 0;
+    fclose(fp);
+    unlink(capture_path);
+    return s;
+}
+
+static int count_substr(const char *s, const char *sub) {
+    int n = 0;
+    for (const char *p = strstr(s, sub); p; p = strstr(p + 1, sub)) n++;
+    return n;
+}
+
+/* y = x*2 + 1 over n floats of ctx, evaluated into a new buffer; checks it. */
+static void check_affine(lf_ctx *ctx, int64_t n) {
+    float *host = malloc((size_t)n * sizeof *host), *got = malloc((size_t)n * sizeof *got);
+    cr_assert(host && got);
+    for (int64_t i = 0; i < n; i++) host[i] = (float)i * 0.25f - 3.0f;
+    lf_buffer *xb = lf_buffer_new(ctx, LF_F32, 1, &n);
+    cr_assert_not_null(xb, "%s", lf_errmsg(ctx));
+    cr_assert_eq(lf_buffer_write(xb, host, (size_t)n * sizeof *host), LF_OK, "%s", lf_errmsg(ctx));
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *x = lf_input(g, xb);
+    lf_node *y = lf_add(g, lf_mul(g, x, lf_const(g, LF_F32, 2.0)), lf_const(g, LF_F32, 1.0));
+    lf_buffer *yb = tu_eval1(ctx, g, y);
+    cr_assert_eq(lf_buffer_read(yb, got, (size_t)n * sizeof *got), LF_OK, "%s", lf_errmsg(ctx));
+    for (int64_t i = 0; i < n; i++)
+        cr_assert_eq(got[i], host[i] * 2.0f + 1.0f, "y[%lld] = %g", (long long)i, got[i]);
+    lf_graph_free(g);
+    lf_buffer_free(xb);
+    lf_buffer_free(yb);
+    free(host);
+    free(got);
+}
+
+TestSuite(cuda, .timeout = 600);
+
+/* ==== 1. no driver, fake driver ================================================== */
+
+Test(cuda, no_driver_explicit_backend_fails) {
+    setenv("LF_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+    lf_ctx *ctx = new_ctx(LF_BACKEND_CUDA, NULL);
+    cr_assert_null(ctx);
+    const char *m = lf_errmsg(NULL);
+    expect_msg(m, "ctx_new: cuda: cannot load /nonexistent/libcuda.so.1");
+    expect_msg(m, "LF_CUDA_LIBRARY");
+}
+
+Test(cuda, no_driver_auto_falls_back_to_cpu_with_one_warning) {
+    setenv("LF_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+    unsetenv("LF_QUIET");
+    capture_start();
+    lf_ctx *a = new_ctx(LF_BACKEND_AUTO, NULL);
+    lf_ctx *b = new_ctx(LF_BACKEND_AUTO, NULL);
+    char *err = capture_end();
+    cr_assert_not_null(a, "%s", lf_errmsg(NULL));
+    cr_assert_not_null(b, "%s", lf_errmsg(NULL));
+    cr_expect_eq(lf_ctx_backend(a), LF_BACKEND_CPU);
+    cr_expect_eq(count_substr(err, "lazyfuse: no usable CUDA device ("), 1, "stderr was:\n%s", err);
+    expect_msg(err, "/nonexistent/libcuda.so.1");
+    expect_msg(err, "using the CPU backend");
+    free(err);
+    check_affine(a, 1000);
+    lf_ctx_destroy(a);
+    lf_ctx_destroy(b);
+}
+
+Test(cuda, auto_fallback_is_quiet_with_LF_QUIET) {
+    setenv("LF_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+    setenv("LF_QUIET", "1", 1);
+    capture_start();
+    lf_ctx *a = new_ctx(LF_BACKEND_AUTO, NULL);
+    char *err = capture_end();
+    cr_assert_not_null(a);
+    cr_expect_eq(lf_ctx_backend(a), LF_BACKEND_CPU);
+    cr_expect_eq(err[0], 0, "stderr was: %s", err);
+    free(err);
+    lf_ctx_destroy(a);
+}
+
+Test(cuda, fake_driver_without_device) {
+    setenv("LF_CUDA_LIBRARY", fake_path(), 1);
+    setenv("FAKE_CUDA_INIT", "100", 1);
+    unsetenv("LF_QUIET");
+    cr_assert_null(new_ctx(LF_BACKEND_CUDA, NULL));
+    const char *m = lf_errmsg(NULL);
+    expect_msg(m, "ctx_new: cuda: cuInit failed");
+    expect_msg(m, "CUDA_ERROR_NO_DEVICE");
+    expect_msg(m, "no CUDA-capable device is detected");
+    capture_start();
+    lf_ctx *a = new_ctx(LF_BACKEND_AUTO, NULL);
+    char *err = capture_end();
+    cr_assert_not_null(a);
+    cr_expect_eq(lf_ctx_backend(a), LF_BACKEND_CPU);
+    expect_msg(err, "no CUDA-capable device is detected");
+    free(err);
+    lf_ctx_destroy(a);
+    fake_counters c = counters();
+    cr_expect_eq(c.retains, c.releases);
+}
+
+Test(cuda, fake_driver_bad_device_number) {
+    setenv("LF_CUDA_LIBRARY", fake_path(), 1);
+    setenv("LF_CUDA_DEVICE", "3", 1);
+    cr_assert_null(new_ctx(LF_BACKEND_CUDA, NULL));
+    expect_msg(lf_errmsg(NULL), "LF_CUDA_DEVICE=3 is not a device number (0..0)");
+}
+
+Test(cuda, missing_nvrtc_is_named) {
+    setenv("LF_CUDA_LIBRARY", fake_path(), 1);
+    setenv("LF_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so", 1);
+    cr_assert_null(new_ctx(LF_BACKEND_CUDA, NULL));
+    expect_msg(lf_errmsg(NULL), "cannot load /nonexistent/libnvrtc.so (LF_NVRTC_LIBRARY)");
+    fake_counters c = counters();
+    cr_expect_eq(c.retains, c.releases, "primary context released on failure");
+    cr_expect_eq(c.streams_created, c.streams_destroyed);
+}
+
+Test(cuda, fake_context_describes_and_releases_its_device) {
+    size_t base = lf_debug_live_bytes();
+    lf_ctx *ctx = fake_ctx(NULL);
+    char name[512];
+    int len = lf_ctx_device_name(ctx, name, sizeof name);
+    cr_assert_gt(len, 0);
+    cr_expect_eq((size_t)len, strlen(name));
+    expect_msg(name, "Fake CUDA Device (sm_90, 132 SMs");
+    expect_msg(name, "CUDA driver 12.4");
+    expect_msg(name, "NVRTC ");
+    cr_expect_eq(lf_ctx_device_name(ctx, NULL, 0), len);
+    char small[8];
+    cr_expect_eq(lf_ctx_device_name(ctx, small, sizeof small), len);
+    cr_expect_eq(strlen(small), sizeof small - 1);
+    lf_ctx_destroy(ctx);
+    fake_counters c = counters();
+    cr_expect_eq(c.retains, 1);
+    cr_expect_eq(c.releases, 1);
+    cr_expect_eq(c.streams_created, 1);
+    cr_expect_eq(c.streams_destroyed, 1);
+    cr_expect_eq(c.live_bytes, 0);
+    cr_expect_eq(lf_debug_live_bytes(), base);
+}
+
+Test(cuda, device_name_of_host_contexts) {
+    lf_ctx *ctx = new_ctx(LF_BACKEND_CPU, NULL);
+    char name[256];
+    int len = lf_ctx_device_name(ctx, name, sizeof name);
+    cr_expect_gt(len, 0);
+    expect_msg(name, "CPU");
+    cr_expect_eq(lf_ctx_device_name(NULL, name, sizeof name), -1);
+    expect_msg(lf_errmsg(NULL), "ctx_device_name");
+    lf_ctx_destroy(ctx);
+}
+
+Test(cuda, fake_buffers_round_trip_every_dtype) {
+    lf_ctx *ctx = fake_ctx(NULL);
+    int64_t n = 1000;
+    for (int t = 0; t < LF_NDTYPES; t++) {
+        lf_buffer *b = lf_buffer_new(ctx, (lf_dtype)t, 1, &n);
+        cr_assert_not_null(b, "%s", lf_errmsg(ctx));
+        cr_expect_null(b->data, "device buffers have no host data");
+        cr_expect_neq(b->dev, 0);
+        size_t bytes = lf_buffer_bytes(b);
+        unsigned char *in = malloc(bytes), *out = malloc(bytes);
+        cr_assert(in && out);
+        /* new buffers are zero (the fake fills fresh memory with 0xAB) */
+        cr_assert_eq(lf_buffer_read(b, out, bytes), LF_OK, "%s", lf_errmsg(ctx));
+        for (size_t i = 0; i < bytes; i++) cr_assert_eq(out[i], 0, "%s byte %zu", lf_dtype_name((lf_dtype)t), i);
+        for (size_t i = 0; i < bytes; i++) in[i] = (unsigned char)(i * 7 + 3);
+        cr_assert_eq(lf_buffer_write(b, in, bytes), LF_OK, "%s", lf_errmsg(ctx));
+        cr_assert_eq(lf_buffer_read(b, out, bytes), LF_OK);
+        for (size_t i = 0; i < bytes; i++) {
+            unsigned char want = t == LF_BOOL ? in[i] != 0 : in[i];
+            cr_assert_eq(out[i], want, "%s byte %zu", lf_dtype_name((lf_dtype)t), i);
+        }
+        /* the host checks still hold */
+        cr_expect_eq(lf_buffer_write(b, in, bytes - 1), LF_ERR_INVALID);
+        cr_expect_eq(lf_buffer_read(b, NULL, bytes), LF_ERR_NULL);
+        free(in);
+        free(out);
+        lf_buffer_free(b);
+    }
+    /* zero-size buffers take no device memory */
+    fake_counters before = counters();
+    int64_t zero = 0;
+    lf_buffer *z = lf_buffer_new(ctx, LF_F64, 1, &zero);
+    cr_assert_not_null(z);
+    cr_expect_eq(z->dev, 0);
+    cr_expect_eq(lf_buffer_write(z, NULL, 0), LF_OK);
+    cr_expect_eq(lf_buffer_read(z, NULL, 0), LF_OK);
+    fake_counters after = counters();
+    cr_expect_eq(after.allocs, before.allocs);
+    cr_expect_eq(after.htod + after.dtoh, before.htod + before.dtoh);
+    lf_ctx_destroy(ctx);
+    cr_expect_eq(counters().live_bytes, 0);
+}
+
+Test(cuda, allocator_size_classes) {
+    cr_expect_eq(cuda_alloc_class(1), 512);
+    cr_expect_eq(cuda_alloc_class(512), 512);
+    cr_expect_eq(cuda_alloc_class(513), 1024);
+    cr_expect_eq(cuda_alloc_class(1 << 20), 1 << 20);
+    cr_expect_eq(cuda_alloc_class((1 << 20) + 1), (1 << 20) + (1 << 18));
+    cr_expect_eq(cuda_alloc_class(3 << 20), 3 << 20);
+    cr_expect_eq(cuda_alloc_class((3 << 20) - 1000), 3 << 20);
+    cr_expect_eq(cuda_alloc_class((size_t)7 << 30), (size_t)7 << 30);
+    cr_expect_eq(cuda_alloc_class(((size_t)7 << 30) + 1), (size_t)8 << 30);
+    for (size_t b = 1; b < ((size_t)1 << 40); b = b * 3 + 1) {
+        size_t c = cuda_alloc_class(b);
+        cr_assert_geq(c, b);
+        cr_assert_leq(c, b <= 512 ? 512 : b + b / 4 + 512, "class of %zu is %zu", b, c);
+        cr_assert_eq(cuda_alloc_class(c), c, "a class is its own class");
+    }
+}
+
+Test(cuda, fake_allocator_reuses_freed_blocks) {
+    lf_ctx *ctx = fake_ctx(NULL);
+    cuda_alloc a0, a1;
+    cuda_alloc_stats(ctx, &a0);
+    int64_t n1 = 1000, n2 = 900, big1 = 3 << 18, big2 = (3 << 18) - 4000;
+    lf_buffer *b = lf_buffer_new(ctx, LF_F32, 1, &n1);
+    lf_buffer_free(b);
+    b = lf_buffer_new(ctx, LF_F32, 1, &n2); /* 3600 bytes: the same 4 KiB class */
+    cr_assert_not_null(b);
+    lf_buffer *c = lf_buffer_new(ctx, LF_F32, 1, &big1);
+    lf_buffer_free(c);
+    c = lf_buffer_new(ctx, LF_F32, 1, &big2);
+    cr_assert_not_null(c);
+    cuda_alloc_stats(ctx, &a1);
+    cr_expect_eq(a1.driver_allocs - a0.driver_allocs, 2, "two driver allocations, two reuses");
+    cr_expect_eq(a1.reuses - a0.reuses, 2);
+    /* a reused block is zeroed again */
+    float got[900];
+    cr_assert_eq(lf_buffer_read(b, got, sizeof got), LF_OK);
+    for (int i = 0; i < 900; i++) cr_assert_eq(got[i], 0.0f);
+    lf_ctx_destroy(ctx);
+    fake_counters fc = counters();
+    cr_expect_eq(fc.live_bytes, 0);
+    cr_expect_eq(fc.bad_frees, 0);
+}
+
+Test(cuda, fake_out_of_device_memory_keeps_the_context_usable) {
+    setenv("FAKE_CUDA_MEM", "1048576", 1); /* a 1 MiB device */
+    lf_ctx *ctx = fake_ctx(NULL);
+    int64_t n = 150000; /* 600,000 bytes: class 600,064 */
+    lf_buffer *a = lf_buffer_new(ctx, LF_F32, 1, &n);
+    cr_assert_not_null(a, "%s", lf_errmsg(ctx));
+    lf_buffer *b = lf_buffer_new(ctx, LF_F32, 1, &n);
+    cr_assert_null(b);
+    cr_expect_str_eq(lf_errmsg(ctx), "buffer_new: cuda: out of device memory (600000 bytes)");
+    /* the cache holds a's block once freed: a request of another class gets
+       it back from the cache (freed, then the allocation retried) */
+    lf_buffer_free(a);
+    int64_t m = 200000; /* 800,000 bytes */
+    fake_counters before = counters();
+    lf_buffer *c = lf_buffer_new(ctx, LF_F32, 1, &m);
+    cr_assert_not_null(c, "%s", lf_errmsg(ctx));
+    fake_counters after = counters();
+    cr_expect_eq(after.frees - before.frees, 1, "the cached block went back to the driver");
+    float v[4] = {1, 2, 3, 4}, w[4];
+    int64_t four = 4;
+    lf_buffer *d = lf_buffer_new(ctx, LF_F32, 1, &four);
+    cr_assert_not_null(d, "%s", lf_errmsg(ctx));
+    cr_assert_eq(lf_buffer_write(d, v, sizeof v), LF_OK);
+    cr_assert_eq(lf_buffer_read(d, w, sizeof w), LF_OK);
+    cr_expect_arr_eq(v, w, sizeof v);
+    lf_ctx_destroy(ctx);
+    cr_expect_eq(counters().live_bytes, 0);
+}
+
+/* x (n floats, host values i/4 - 3), out (sentinel -777) and y = exp(x)*2+1
+ * and s = sum(x) on ctx. */
+typedef struct fixture {
+    lf_buffer *xb, *yb, *sb;
+    lf_graph *g;
+    lf_node *y, *s;
+} fixture;
+
+static fixture make_fixture(lf_ctx *ctx, int64_t n) {
+    fixture f;
+    float *host = malloc((size_t)n * sizeof *host);
+    cr_assert_not_null(host);
+    for (int64_t i = 0; i < n; i++) host[i] = (float)i * 0.25f - 3.0f;
+    f.xb = lf_buffer_new(ctx, LF_F32, 1, &n);
+    f.yb = lf_buffer_new(ctx, LF_F32, 1, &n);
+    f.sb = lf_buffer_new(ctx, LF_F32, 0, NULL);
+    cr_assert(f.xb && f.yb && f.sb, "%s", lf_errmsg(ctx));
+    cr_assert_eq(lf_buffer_write(f.xb, host, (size_t)n * sizeof *host), LF_OK);
+    for (int64_t i = 0; i < n; i++) host[i] = -777.0f;
+    cr_assert_eq(lf_buffer_write(f.yb, host, (size_t)n * sizeof *host), LF_OK);
+    cr_assert_eq(lf_buffer_write(f.sb, host, sizeof *host), LF_OK);
+    free(host);
+    f.g = lf_graph_new(ctx);
+    lf_node *x = lf_input(f.g, f.xb);
+    f.y = lf_add(f.g, lf_mul(f.g, lf_exp(f.g, x), lf_const(f.g, LF_F32, 2.0)), lf_const(f.g, LF_F32, 1.0));
+    f.s = lf_reduce(f.g, LF_RED_SUM, x, 0, NULL, false);
+    cr_assert(f.y && f.s, "%s", lf_graph_errmsg(f.g));
+    return f;
+}
+
+static lf_status fixture_eval(fixture *f) {
+    return lf_eval(f->g, 2, (lf_node *[]){f->y, f->s}, (lf_buffer *[]){f->yb, f->sb});
+}
+
+static void expect_sentinel(const lf_buffer *b) {
+    int64_t n = lf_buffer_numel(b);
+    float *got = malloc((size_t)n * sizeof *got);
+    cr_assert_not_null(got);
+    cr_assert_eq(lf_buffer_read(b, got, (size_t)n * sizeof *got), LF_OK);
+    for (int64_t i = 0; i < n; i++) cr_assert_eq(got[i], -777.0f, "a failed eval wrote element %lld", (long long)i);
+    free(got);
+}
+
+Test(cuda, fake_module_load_failure_is_a_backend_error) {
+    setenv("FAKE_CUDA_LOAD", "200", 1);
+    char *dir = tmp_dir();
+    lf_ctx *ctx = fake_ctx(dir);
+    fixture f = make_fixture(ctx, 1000);
+    cr_assert_eq(fixture_eval(&f), LF_ERR_BACKEND);
+    const char *m = lf_errmsg(ctx);
+    expect_msg(m, "eval: loading CUDA kernel");
+    expect_msg(m, "CUDA_ERROR_INVALID_IMAGE: device kernel image is invalid");
+    expect_sentinel(f.yb);
+    expect_sentinel(f.sb);
+    lf_eval_stats st;
+    lf_ctx_last_stats(ctx, &st);
+    cr_expect_eq(st.kernels, 0, "statistics are zero after a failed eval");
+    cr_expect_eq(counters().launches, 0);
+    lf_ctx_destroy(ctx);
+    cr_expect_eq(counters().live_bytes, 0);
+    rm_dir(dir);
+}
+
+Test(cuda, fake_launch_failure_is_a_backend_error) {
+    setenv("FAKE_CUDA_LAUNCH", "719", 1);
+    lf_ctx *ctx = fake_ctx(NULL);
+    fixture f = make_fixture(ctx, 1000);
+    cr_assert_eq(fixture_eval(&f), LF_ERR_BACKEND);
+    const char *m = lf_errmsg(ctx);
+    expect_msg(m, "eval: launching CUDA kernel 0");
+    expect_msg(m, "CUDA_ERROR_LAUNCH_FAILED");
+    expect_sentinel(f.yb); /* the first launch failed: nothing ran */
+    expect_sentinel(f.sb);
+    lf_ctx_destroy(ctx);
+    cr_expect_eq(counters().live_bytes, 0);
+}
+
+Test(cuda, fake_program_module_and_disk_caches) {
+    char *dir = tmp_dir();
+    lf_ctx *ctx = fake_ctx(dir);
+    fixture f = make_fixture(ctx, 100000);
+    lf_eval_stats st;
+    cr_assert_eq(fixture_eval(&f), LF_OK, "%s", lf_errmsg(ctx));
+    lf_ctx_last_stats(ctx, &st);
+    cr_expect_geq(st.kernels, 1);
+    cr_expect_eq(st.kernels_compiled, st.kernels, "first eval compiles every kernel");
+    cr_expect(!st.program_reused);
+    cr_expect_gt(st.compile_seconds, 0);
+    int kernels = st.kernels;
+    fake_counters c1 = counters();
+    cr_expect_eq(c1.loads, kernels);
+    cr_expect_gt(c1.launches, 0);
+    long launches_per_eval = c1.launches;
+    /* the same outputs into the same buffers: only launches */
+    cr_assert_eq(fixture_eval(&f), LF_OK, "%s", lf_errmsg(ctx));
+    lf_ctx_last_stats(ctx, &st);
+    cr_expect(st.program_reused);
+    cr_expect_eq(st.kernels_compiled + st.kernels_memory_hits + st.kernels_disk_hits, 0);
+    cr_expect_eq(st.kernels, kernels);
+    fake_counters c2 = counters();
+    cr_expect_eq(c2.launches - c1.launches, launches_per_eval);
+    cr_expect_eq(c2.allocs, c1.allocs, "a cached re-eval allocates nothing");
+    cr_expect_eq(c2.get_functions, c1.get_functions, "a cached re-eval looks nothing up");
+    cr_expect_eq(c2.loads, c1.loads);
+    /* host overhead of a cached re-eval (launches cost nothing on the fake) */
+    int reps = 2000;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < reps; i++) cr_assert_eq(fixture_eval(&f), LF_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double us = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / reps / 1e3;
+    fprintf(stderr, "test_cuda: cached re-eval, %d kernel(s), %ld launch(es): %.2f us of host time (fake driver)\n",
+            kernels, launches_per_eval, us);
+    /* other output buffers: planned again, no compile */
+    int64_t n = 100000;
+    lf_buffer *y2 = lf_buffer_new(ctx, LF_F32, 1, &n);
+    cr_assert_eq(lf_eval(f.g, 2, (lf_node *[]){f.y, f.s}, (lf_buffer *[]){y2, f.sb}), LF_OK, "%s", lf_errmsg(ctx));
+    lf_ctx_last_stats(ctx, &st);
+    cr_expect(st.program_reused);
+    cr_expect_eq(st.kernels_compiled, 0);
+    /* the same structure in a new graph: the in-memory module cache */
+    fixture f2 = make_fixture(ctx, 5000);
+    cr_assert_eq(fixture_eval(&f2), LF_OK, "%s", lf_errmsg(ctx));
+    lf_ctx_last_stats(ctx, &st);
+    cr_expect(!st.program_reused);
+    cr_expect_eq(st.kernels_compiled, 0, "sizes are parameters: nothing to compile");
+    cr_expect_eq(st.kernels_memory_hits, kernels);
+    cr_expect_eq(counters().loads, c1.loads);
+    lf_ctx_destroy(ctx);
+    /* a new context: the disk cache */
+    ctx = fake_ctx(dir);
+    fixture f3 = make_fixture(ctx, 777);
+    cr_assert_eq(fixture_eval(&f3), LF_OK, "%s", lf_errmsg(ctx));
+    lf_ctx_last_stats(ctx, &st);
+    cr_expect_eq(st.kernels_compiled, 0);
+    cr_expect_eq(st.kernels_disk_hits, kernels);
+    cr_expect_gt(tu_dir_entries(dir, false), 0);
+    lf_ctx_destroy(ctx);
+    fake_counters c3 = counters();
+    cr_expect_eq(c3.live_bytes, 0);
+    cr_expect_eq(c3.loads, c3.unloads);
+    cr_expect_eq(c3.bad_frees, 0);
+    rm_dir(dir);
+}
+
+Test(cuda, fake_output_that_is_also_an_input_goes_through_a_temporary) {
+    lf_ctx *ctx = fake_ctx(NULL);
+    int64_t n = 4096;
+    lf_buffer *xb = lf_buffer_new(ctx, LF_F32, 1, &n);
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *y = lf_mul(g, lf_input(g, xb), lf_const(g, LF_F32, 3.0));
+    cuda_alloc a0, a1;
+    fake_counters c0 = counters();
+    cr_assert_eq(lf_eval(g, 1, &y, &xb), LF_OK, "%s", lf_errmsg(ctx));
+    cuda_alloc_stats(ctx, &a0);
+    cr_assert_eq(lf_eval(g, 1, &y, &xb), LF_OK, "%s", lf_errmsg(ctx));
+    cuda_alloc_stats(ctx, &a1);
+    fake_counters c1 = counters();
+    cr_expect_eq(c1.dtod - c0.dtod, 2, "one device copy per eval");
+    cr_expect_eq(a1.used_bytes, a0.used_bytes, "the temporary went back to the cache");
+    cr_expect_eq(a1.driver_allocs, a0.driver_allocs, "and was reused");
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+    cr_expect_eq(counters().live_bytes, 0);
+}
+
+Test(cuda, fake_host_evaluators_on_a_device_context) {
+    /* tests switch ctx->backend to compare with the oracle: on a device
+       context that runs on host copies of the inputs */
+    lf_ctx *ctx = fake_ctx(NULL);
+    for (int b = 0; b < 2; b++) {
+        ctx->backend = b ? LF_BACKEND_CPU : LF_BACKEND_REFERENCE;
+        check_affine(ctx, 3000);
+    }
+    ctx->backend = LF_BACKEND_CUDA;
+    lf_ctx_destroy(ctx);
+    cr_expect_eq(counters().live_bytes, 0);
+}
+
+Test(cuda, fake_destroy_frees_what_the_user_left) {
+    size_t base = lf_debug_live_bytes();
+    lf_ctx *ctx = fake_ctx(NULL);
+    fixture f = make_fixture(ctx, 50000);
+    cr_assert_eq(fixture_eval(&f), LF_OK, "%s", lf_errmsg(ctx));
+    fixture f2 = make_fixture(ctx, 10);
+    (void)f2;
+    lf_ctx_destroy(ctx); /* graphs with programs, buffers, modules */
+    fake_counters c = counters();
+    cr_expect_eq(c.live_bytes, 0);
+    cr_expect_eq(c.loads, c.unloads);
+    cr_expect_eq(c.retains, c.releases);
+    cr_expect_eq(c.streams_created, c.streams_destroyed);
+    cr_expect_eq(c.bad_frees, 0);
+    cr_expect_eq(lf_debug_live_bytes(), base);
+}
+
+/* One context, build and eval on the fake driver with a warm disk cache;
+ * returns the first failing status. A failure must be LF_ERR_NOMEM saying
+ * "out of memory", and a failed eval must leave the outputs untouched. */
+static lf_status sweep_once(const char *dir) {
+    lf_ctx *ctx = new_ctx(LF_BACKEND_CUDA, dir);
+    if (!ctx) {
+        cr_assert(strstr(lf_errmsg(NULL), "out of memory"), "ctx_new: %s", lf_errmsg(NULL));
+        return LF_ERR_NOMEM;
+    }
+    int64_t n = 3000;
+    lf_buffer *xb = lf_buffer_new(ctx, LF_F32, 1, &n), *yb = lf_buffer_new(ctx, LF_F32, 1, &n),
+              *sb = lf_buffer_new(ctx, LF_F32, 0, NULL);
+    lf_graph *g = lf_graph_new(ctx);
+    lf_status st = LF_ERR_NOMEM;
+    if (!xb || !yb || !sb || !g) {
+        cr_assert(strstr(lf_errmsg(ctx), "out of memory"), "%s", lf_errmsg(ctx));
+        goto done;
+    }
+    float host[3000];
+    for (int i = 0; i < 3000; i++) host[i] = -777.0f;
+    cr_assert_eq(lf_buffer_write(yb, host, sizeof host), LF_OK, "%s", lf_errmsg(ctx));
+    lf_node *x = lf_input(g, xb);
+    lf_node *y = lf_add(g, lf_mul(g, lf_exp(g, x), lf_const(g, LF_F32, 2.0)), lf_const(g, LF_F32, 1.0));
+    lf_node *s = lf_reduce(g, LF_RED_SUM, x, 0, NULL, false);
+    st = lf_eval(g, 2, (lf_node *[]){y, s}, (lf_buffer *[]){yb, sb});
+    if (st != LF_OK) {
+        cr_assert_eq(st, LF_ERR_NOMEM, "%s: %s", lf_status_name(st), lf_errmsg(ctx));
+        cr_assert(strstr(lf_errmsg(ctx), "out of memory"), "%s", lf_errmsg(ctx));
+        expect_sentinel(yb);
+    } else {
+        st = lf_eval(g, 2, (lf_node *[]){y, s}, (lf_buffer *[]){yb, sb}); /* the cached program */
+        cr_assert(st == LF_OK || st == LF_ERR_NOMEM, "%s", lf_errmsg(ctx));
+    }
+done:
+    lf_ctx_destroy(ctx);
+    return st;
+}
+
+Test(cuda, fake_allocation_failure_sweep) {
+    char *dir = tmp_dir();
+    lf_ctx *warm = fake_ctx(dir); /* compile once: the sweep loads from disk */
+    fixture f = make_fixture(warm, 3000);
+    cr_assert_eq(fixture_eval(&f), LF_OK, "%s", lf_errmsg(warm));
+    lf_ctx_destroy(warm);
+    size_t base = lf_debug_live_bytes();
+    /* some failures are survived (no disk cache folder: compile instead; no
+       memory for a free list entry: give the block back to the driver), so
+       an LF_OK does not mean the last allocation was passed: sticky failures
+       first, until 25 runs in a row succeed, then each allocation alone */
+    int last_failed = 0, failures = 0;
+    for (int sticky = 1; sticky >= 0; sticky--) {
+        int ok_in_a_row = 0;
+        for (int k = 1; sticky ? ok_in_a_row < 25 : k <= last_failed + 25; k++) {
+            cr_assert_lt(k, 20000);
+            lf_debug_fail_alloc(k, sticky);
+            lf_status st = sweep_once(dir);
+            lf_debug_fail_alloc(0, false);
+            cr_assert_eq(lf_debug_live_bytes(), base, "allocation %d failed: leaked %zu bytes", k,
+                         lf_debug_live_bytes() - base);
+            fake_counters c = counters();
+            cr_assert_eq(c.live_bytes, 0, "allocation %d failed: device memory leaked", k);
+            cr_assert_eq(c.retains, c.releases);
+            cr_assert_eq(c.loads, c.unloads);
+            cr_assert_eq(c.bad_frees, 0);
+            if (st == LF_OK) {
+                ok_in_a_row++;
+            } else {
+                ok_in_a_row = 0;
+                failures++;
+                if (sticky) last_failed = k;
+            }
+        }
+    }
+    cr_assert_gt(last_failed, 20, "only %d allocations were swept", last_failed);
+    fprintf(stderr, "test_cuda: allocation sweep: %d allocations, %d failed evals\n", last_failed, failures);
+    rm_dir(dir);
+}
+
+/* ==== 2. NVRTC ===================================================================== */
+
+static const char *const SAXPY =
+    "extern \"C\" __global__ void saxpy(float a, const float *x, float *y, long long n) {\n"
+    "    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+    "    if (i < n) y[i] = a * x[i] + y[i];\n"
+    "}\n";
+
+Test(cuda, nvrtc_compiles_a_kernel_for_sm90) {
+    need_nvrtc();
+    char err[1024] = "", *log = NULL;
+    size_t bytes = 0;
+    lf_status st = cuda_nvrtc_compile_for_arch(SAXPY, 90, &log, &bytes, err, sizeof err);
+    cr_assert_eq(st, LF_OK, "%s\n%s", err, log ? log : "");
+    cr_expect_gt(bytes, 0);
+    graph_free(log);
+}
+
+Test(cuda, nvrtc_syntax_error_log_reaches_the_message) {
+    need_nvrtc();
+    char err[1024] = "", *log = NULL;
+    lf_status st = cuda_nvrtc_compile_for_arch("extern \"C\" __global__ void k(float *x) { x[0] = ; }", 90,
+                                               &log, NULL, err, sizeof err);
+    cr_assert_eq(st, LF_ERR_BACKEND);
+    expect_msg(err, "NVRTC_ERROR_COMPILATION");
+    expect_msg(err, "sm_90");
+    cr_assert_not_null(log);
+    expect_msg(log, "error");
+    expect_msg(log, "expected an expression");
+    graph_free(log);
+}
+
+Test(cuda, nvrtc_no_contraction_and_cpp17) {
+    need_nvrtc();
+    int fmad = 0, std = 0;
+    for (int i = 0; cuda_nvrtc_options[i]; i++) {
+        fmad += !strcmp(cuda_nvrtc_options[i], "-fmad=false");
+        std += !strcmp(cuda_nvrtc_options[i], "--std=c++17");
+        cr_expect(!strstr(cuda_nvrtc_options[i], "fast-math"), "%s", cuda_nvrtc_options[i]);
+    }
+    cr_expect_eq(fmad, 1);
+    cr_expect_eq(std, 1);
+    /* C++17 is on: if constexpr compiles */
+    char err[1024] = "", *log = NULL;
+    lf_status st = cuda_nvrtc_compile_for_arch(
+        "template <int N> __device__ int f() { if constexpr (N > 1) return N; else return 0; }\n"
+        "extern \"C\" __global__ void k(int *x) { x[0] = f<3>(); }\n",
+        90, &log, NULL, err, sizeof err);
+    cr_expect_eq(st, LF_OK, "%s\n%s", err, log ? log : "");
+    graph_free(log);
+}
+
+Test(cuda, nvrtc_target_choice) {
+    cuda_nvrtc nv;
+    memset(&nv, 0, sizeof nv);
+    int archs[] = {75, 80, 86, 89, 90};
+    nv.narchs = 5;
+    memcpy(nv.archs, archs, sizeof archs);
+    bool ptx;
+    cr_expect_eq(cuda_nvrtc_target(&nv, 90, &ptx), 90);
+    cr_expect(!ptx);
+    cr_expect_eq(cuda_nvrtc_target(&nv, 87, &ptx), 86);
+    cr_expect(ptx, "an unknown sm_87 gets compute_86 PTX");
+    cr_expect_eq(cuda_nvrtc_target(&nv, 120, &ptx), 90);
+    cr_expect(ptx);
+    cr_expect_eq(cuda_nvrtc_target(&nv, 70, &ptx), 0, "too old for this NVRTC");
+    nv.narchs = 0;
+    cr_expect_eq(cuda_nvrtc_target(&nv, 70, &ptx), 70);
+    cr_expect(!ptx);
+}
+
+/* ==== 3. a real device =============================================================== */
+
+/* A CUDA context on the machine's own driver, or a skip saying why not. */
+static lf_ctx *device_ctx(void) {
+    unsetenv("LF_CUDA_LIBRARY");
+    lf_ctx *ctx = new_ctx(LF_BACKEND_CUDA, NULL);
+    if (!ctx) {
+        if (getenv("LF_TEST_REQUIRE_CUDA")) cr_assert_fail("no usable CUDA device: %s", lf_errmsg(NULL));
+        cr_skip_test("no usable CUDA device: %s", lf_errmsg(NULL));
+    }
+    char name[512];
+    lf_ctx_device_name(ctx, name, sizeof name);
+    fprintf(stderr, "test_cuda: device: %s\n", name);
+    return ctx;
+}
+
+Test(cuda, device_results_match_the_cpu_backend) {
+    lf_ctx *ctx = device_ctx();
+    lf_ctx *cpu = new_ctx(LF_BACKEND_CPU, NULL);
+    cr_assert_not_null(cpu);
+    int64_t n = 1000003;
+    float *host = malloc((size_t)n * sizeof *host), *a = malloc((size_t)n * sizeof *a),
+          *b = malloc((size_t)n * sizeof *b);
+    cr_assert(host && a && b);
+    for (int64_t i = 0; i < n; i++) host[i] = (float)tu_uniform(-4, 4);
+    float sa = 0, sb = 0;
+    for (int round = 0; round < 3; round++)
+        for (int which = 0; which < 2; which++) {
+            lf_ctx *c = which ? cpu : ctx;
+            lf_buffer *xb = lf_buffer_new(c, LF_F32, 1, &n), *yb = lf_buffer_new(c, LF_F32, 1, &n),
+                      *sbuf = lf_buffer_new(c, LF_F32, 0, NULL);
+            cr_assert(xb && yb && sbuf, "%s", lf_errmsg(c));
+            cr_assert_eq(lf_buffer_write(xb, host, (size_t)n * sizeof *host), LF_OK, "%s", lf_errmsg(c));
+            lf_graph *g = lf_graph_new(c);
+            lf_fn *gauss = lf_fn_parse(g, "(x, m, s) -> exp(-0.5*((x-m)/s)**2) / (s*2.5066282746)");
+            lf_node *x = lf_input(g, xb);
+            lf_node *y = lf_zipwith(g, gauss, 3, (lf_node *[]){x, lf_const(g, LF_F32, 0.5), lf_const(g, LF_F32, 1.5)});
+            lf_node *s = lf_reduce(g, LF_RED_SUM, lf_mul(g, x, x), 0, NULL, false);
+            for (int rep = 0; rep < 2; rep++)
+                cr_assert_eq(lf_eval(g, 2, (lf_node *[]){y, s}, (lf_buffer *[]){yb, sbuf}), LF_OK, "%s",
+                             lf_errmsg(c));
+            cr_assert_eq(lf_buffer_read(yb, which ? b : a, (size_t)n * sizeof *a), LF_OK, "%s", lf_errmsg(c));
+            cr_assert_eq(lf_buffer_read(sbuf, which ? &sb : &sa, sizeof sa), LF_OK, "%s", lf_errmsg(c));
+            lf_graph_free(g);
+            lf_buffer_free(xb);
+            lf_buffer_free(yb);
+            lf_buffer_free(sbuf);
+        }
+    for (int64_t i = 0; i < n; i++) cr_assert(tu_close(a[i], b[i], 1e-5, 1e-7), "y[%lld]: %g vs %g", (long long)i, a[i], b[i]);
+    cr_expect(tu_close(sa, sb, 1e-6, 0), "sum %g vs %g", sa, sb);
+    free(host);
+    free(a);
+    free(b);
+    lf_ctx_destroy(cpu);
+    lf_ctx_destroy(ctx);
+}
+
+Test(cuda, device_out_of_memory_keeps_the_context_usable) {
+    lf_ctx *ctx = device_ctx();
+    int64_t huge = (int64_t)1 << 47; /* 512 TiB of f32 */
+    cr_assert_null(lf_buffer_new(ctx, LF_F32, 1, &huge));
+    expect_msg(lf_errmsg(ctx), "buffer_new: cuda: out of device memory (562949953421312 bytes)");
+    check_affine(ctx, 12345);
+    lf_ctx_destroy(ctx);
+}
+
+Test(cuda, device_auto_picks_cuda) {
+    lf_ctx *dev = device_ctx();
+    lf_ctx_destroy(dev);
+    lf_ctx *ctx = new_ctx(LF_BACKEND_AUTO, NULL);
+    cr_assert_not_null(ctx);
+    cr_expect_eq(lf_ctx_backend(ctx), LF_BACKEND_CUDA);
+    lf_ctx_destroy(ctx);
+}
