@@ -10,6 +10,10 @@
  * Fused and unfused outputs are compared.
  * A last "overhead" case times re-evaluating a built triad at n = 1024, and
  * rebuilding it each time (the in-memory kernel cache).
+ * --sweep runs the copy and every case at each n = 2^LO .. 2^HI (matmul and
+ * overhead once, at the end), with a progress line on stderr per step.
+ * --save-outputs writes each case's output (at the last n) as raw float32 so
+ * that benches/peers/ can check other systems against lazyfuse.
  *
  * What must stay true:
  * - gbps counts graph inputs and outputs only (each input read once, each
@@ -40,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +54,9 @@
 #define AUTO_REPS_SECONDS 0.5
 #define AUTO_REPS_MIN 5
 #define AUTO_REPS_MAX 200
+#define SWEEP_LO 10         /* --sweep with no range: n = 2^10 .. 2^26 */
+#define SWEEP_HI 26
+#define SWEEP_MAX_SIZES 64
 
 /* ---- cases ------------------------------------------------------------- */
 
@@ -98,6 +106,10 @@ typedef struct options {
     bool overhead;          /* "overhead" selected */
     const char *cache_dir;  /* --cache-dir DIR; NULL: fresh folders (or "default") */
     bool cache_default;     /* --cache-dir default: the library's own folder */
+    bool sweep;             /* --sweep */
+    int sweep_lo, sweep_hi, sweep_step; /* exponents of 2 */
+    bool n_given;           /* --n was given (excludes --sweep) */
+    const char *save_dir;   /* --save-outputs DIR */
 } options;
 
 static int usage(FILE *f) {
@@ -105,6 +117,11 @@ static int usage(FILE *f) {
             "usage: " PROG " [options]\n"
             "  --n N            elements of the main input (default 16777216 = 2^24);\n"
             "                   softmax_rows uses 4096 rows of N/4096\n"
+            "  --sweep [LO:HI[:STEP]]  run at every n = 2^LO, 2^(LO+STEP), .., 2^HI\n"
+            "                   (default 10:26:1; HI is always included) instead of one --n;\n"
+            "                   matmul_zip_reduce and overhead run once, after the sweep;\n"
+            "                   softmax_rows is left out where n < 4096. A progress line per\n"
+            "                   step goes to stderr\n"
             "  --case NAME      run only these cases (repeatable or comma list; see --list)\n"
             "  --backend B      cpu (default) or cuda\n"
             "  --mode M         fused, unfused or both (default both)\n"
@@ -115,6 +132,8 @@ static int usage(FILE *f) {
             "  --cache-dir D    kernel disk cache of every context: a folder, or 'default'\n"
             "                   (the library's); without it each case and mode gets a fresh\n"
             "                   empty folder (removed at exit), so first_s is a cold compile\n"
+            "  --save-outputs D write each case's output, at the (last) n, to D/CASE.f32 (raw\n"
+            "                   float32, C order; the fused one when fused ran); D is created\n"
             "  --json           one JSON object per line on stdout, progress on stderr\n"
             "  --list           list the cases and exit\n"
             "  --help           this text\n");
@@ -174,6 +193,21 @@ static void list_cases(void) {
            "overhead", OVERHEAD_N);
 }
 
+/* --sweep's "LO:HI[:STEP]" (exponents of 2, 0 <= LO <= HI <= 40, STEP >= 1),
+ * or the default range when range is NULL; 0 or a bad-flag exit code. */
+static int parse_sweep(options *o, const char *range) {
+    o->sweep = true;
+    o->sweep_lo = SWEEP_LO, o->sweep_hi = SWEEP_HI, o->sweep_step = 1;
+    if (!range) return 0;
+    int lo, hi, step = 1, used = 0;
+    int got = sscanf(range, "%d:%d%n:%d%n", &lo, &hi, &used, &step, &used);
+    if (got < 2 || range[used] || lo < 0 || hi < lo || hi > 40 || step < 1)
+        return bad_flag("--sweep: expected LO:HI or LO:HI:STEP with 0 <= LO <= HI <= 40 and "
+                        "STEP >= 1 (exponents of 2), got '%s'", range);
+    o->sweep_lo = lo, o->sweep_hi = hi, o->sweep_step = step;
+    return 0;
+}
+
 /* Parses argv into *o; returns -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, options *o) {
     memset(o, 0, sizeof *o);
@@ -202,9 +236,18 @@ static int parse_args(int argc, char **argv, options *o) {
             o->json = true;
             continue;
         }
+        if (!strcmp(flag, "--sweep")) {
+            /* the range is optional: "--sweep", "--sweep=10:20", "--sweep 10:20" */
+            const char *range = has_eq ? eq + 1
+                                : i + 1 < argc && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9' ? argv[++i]
+                                : NULL;
+            int rc = parse_sweep(o, range);
+            if (rc) return rc;
+            continue;
+        }
         static const char *const with_value[] = {"--n", "--case", "--backend", "--mode", "--reps",
                                                  "--threads", "--matmul-n", "--copy",
-                                                 "--cache-dir"};
+                                                 "--cache-dir", "--save-outputs"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
             known = known || !strcmp(flag, with_value[k]);
@@ -217,6 +260,10 @@ static int parse_args(int argc, char **argv, options *o) {
             if (!parse_i64(val, 1, (int64_t)1 << 40, &v))
                 return bad_flag("--n: expected an integer in 1..2^40, got '%s'", val);
             o->n = v;
+            o->n_given = true;
+        } else if (!strcmp(flag, "--save-outputs")) {
+            if (!*val) return bad_flag("--save-outputs: empty folder name");
+            o->save_dir = val;
         } else if (!strcmp(flag, "--matmul-n")) {
             if (!parse_i64(val, 1, 1 << 16, &v))
                 return bad_flag("--matmul-n: expected an integer in 1..65536, got '%s'", val);
@@ -256,6 +303,7 @@ static int parse_args(int argc, char **argv, options *o) {
         for (int i = 0; i < NCASES; i++) o->selected[i] = true;
         o->overhead = true;
     }
+    if (o->sweep && o->n_given) return bad_flag("--n and --sweep exclude each other");
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     o->nthreads = o->threads ? o->threads : (cpus > 0 ? (int)cpus : 1);
     return -1;
@@ -294,6 +342,19 @@ static void json_num(const char *key, double v, const char *fmt) {
         printf(fmt, v);
     } else
         printf(",\"%s\":null", key);
+}
+
+/* A JSON string: s quoted, with quotes, backslashes and control characters
+ * escaped. */
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') printf("\\%c", ch);
+        else if (ch < 0x20) printf("\\u%04x", ch);
+        else putchar(ch);
+    }
+    putchar('"');
 }
 
 /* Element i of a host array of dtype t, as a double. */
@@ -633,6 +694,8 @@ typedef struct run_result {
     lf_dtype dtype[SEED_MAX_OUTS];
     int64_t numel[SEED_MAX_OUTS];
     void *host[SEED_MAX_OUTS];       /* the outputs, read back after the timed evals */
+    double out_sum;                  /* sum of output 0's elements, in double */
+    char saved[4200];                /* --save-outputs: the file written, else "" */
 } run_result;
 
 static void run_result_free(run_result *r) {
@@ -669,9 +732,13 @@ static void cache_root_remove(void) {
     cache_root[0] = '\0';
 }
 
-/* "fresh", "default" or "dir": how first_s is to be read. */
+/* "fresh", "reused", "default" or "dir": how first_s is to be read. In a
+ * sweep each case and mode keeps its folder across the sizes, so after the
+ * first size the folder is "reused" (a kernel whose source does not depend
+ * on n is a disk-cache hit). */
+static bool first_size = true;
 static const char *cache_kind(const options *o) {
-    return o->cache_dir ? "dir" : cache_root[0] ? "fresh" : "default";
+    return o->cache_dir ? "dir" : cache_root[0] ? (first_size ? "fresh" : "reused") : "default";
 }
 
 /* A context on the chosen backend with fusion on or off; tag names its fresh
@@ -776,6 +843,11 @@ static bool run_case(const options *o, const bench_case *c, bool fused, run_resu
             free(r->host[k]);
             r->host[k] = NULL;
         }
+    }
+    r->out_sum = NAN;
+    if (r->host[0]) {
+        r->out_sum = 0;
+        for (int64_t i = 0; i < r->numel[0]; i++) r->out_sum += elem(r->host[0], r->dtype[0], i);
     }
     /* a fused schedule that stores no intermediate reads each input once and
      * writes each output once: its statistics must agree with the traffic
@@ -903,6 +975,14 @@ static void json_case(const options *o, const bench_case *c, const char *mode, c
     if (!isnan(speedup)) json_num("speedup", speedup, "%.4f");
     printf(",\"check\":\"%s\"", check);
     if (!isnan(diff)) json_num("max_rel_diff", diff, "%.3g");
+    if (r->host[0]) {
+        printf(",\"out_numel\":%" PRId64, r->numel[0]);
+        json_num("out_sum", r->out_sum, "%.9g");
+    }
+    if (r->saved[0]) {
+        printf(",\"output\":");
+        json_str(r->saved);
+    }
     printf("}\n");
 }
 
@@ -928,94 +1008,231 @@ static void table_header(void) {
            "first ms", "median ms", "GB/s", "% copy", "speedup", "GFLOP/s", "check");
 }
 
+/* ---- sweep sizes, progress, saved outputs -------------------------------------- */
+
+/* The sizes to run: --n, or the sweep's powers of two (the largest always). */
+static int sweep_sizes(const options *o, int64_t *sizes) {
+    if (!o->sweep) {
+        sizes[0] = o->n;
+        return 1;
+    }
+    int k = 0;
+    for (int e = o->sweep_lo; e <= o->sweep_hi && k < SWEEP_MAX_SIZES; e += o->sweep_step)
+        sizes[k++] = (int64_t)1 << e;
+    if (sizes[k - 1] != (int64_t)1 << o->sweep_hi) sizes[k++] = (int64_t)1 << o->sweep_hi;
+    return k;
+}
+
+/* Whether case c runs at size n of this run (in a sweep, matmul runs once
+ * after it, and softmax_rows, 4096 rows, needs n >= 4096). */
+static bool runs_at(const options *o, const bench_case *c, int64_t n) {
+    if (!o->sweep) return true;
+    if (c->shape == SHAPE_MATMUL) return false;
+    return c->shape != SHAPE_ROWS || n >= SOFTMAX_ROWS;
+}
+
+static int prog_done, prog_total;
+static double prog_t0;
+
+/* "2^20" for powers of two, else the number. */
+static void fmt_n(char *buf, size_t cap, int64_t n) {
+    if (n > 0 && (n & (n - 1)) == 0) {
+        int e = 0;
+        while (((int64_t)1 << e) != n) e++;
+        snprintf(buf, cap, "2^%d", e);
+    } else
+        snprintf(buf, cap, "%" PRId64, n);
+}
+
+/* One progress line on stderr before each step, in --json and --sweep runs
+ * (a plain table run prints its rows as they come). */
+static void progress(const options *o, const char *what, int64_t n) {
+    prog_done++;
+    if (!o->json && !o->sweep) return;
+    char nb[32];
+    fmt_n(nb, sizeof nb, n);
+    fprintf(stderr, PROG ": [%d/%d] %s %s: %s (%.0f s so far)\n", prog_done, prog_total,
+            n == o->matmul_n && strstr(what, "matmul") ? "side" : "n", nb, what, now_s() - prog_t0);
+}
+
+/* Writes the outputs of r to DIR/CASE.f32 (output k > 0: DIR/CASE.k.f32);
+ * keeps the first file's name in r->saved. */
+static bool save_outputs(const options *o, const bench_case *c, run_result *r) {
+    if (mkdir(o->save_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, PROG ": --save-outputs: mkdir %s: %s\n", o->save_dir, strerror(errno));
+        return false;
+    }
+    for (int k = 0; k < r->nout; k++) {
+        char path[4200];
+        if (k == 0) snprintf(path, sizeof path, "%s/%s.f32", o->save_dir, c->name);
+        else snprintf(path, sizeof path, "%s/%s.%d.f32", o->save_dir, c->name, k);
+        size_t bytes = (size_t)r->numel[k] * lf_dtype_size(r->dtype[k]);
+        FILE *f = r->host[k] ? fopen(path, "wb") : NULL;
+        bool ok = f && fwrite(r->host[k], 1, bytes, f) == bytes;
+        if (f && fclose(f) != 0) ok = false;
+        if (!ok) {
+            fprintf(stderr, PROG ": --save-outputs: cannot write %s: %s\n", path,
+                    r->host[k] ? strerror(errno) : "output not read back");
+            return false;
+        }
+        if (k == 0) snprintf(r->saved, sizeof r->saved, "%s", path);
+    }
+    return true;
+}
+
+/* Runs one case (both modes as asked) at o->n, compares, prints, saves. */
+static bool run_one(const options *o, const bench_case *c, const copy_result *copy, bool save) {
+    bool ok = true;
+    run_result f = {0}, u = {0};
+    int64_t n = c->shape == SHAPE_MATMUL ? o->matmul_n : o->n;
+    char what[64];
+    if (o->run_fused) {
+        snprintf(what, sizeof what, "%s fused", c->name);
+        progress(o, what, n);
+        if (!run_case(o, c, true, &f)) ok = false;
+    }
+    if (o->run_unfused) {
+        snprintf(what, sizeof what, "%s unfused", c->name);
+        progress(o, what, n);
+        if (!run_case(o, c, false, &u)) ok = false;
+    }
+    double diff;
+    const char *check = compare(c, &f, &u, &diff);
+    if (!strcmp(check, "MISMATCH"))
+        fprintf(stderr, PROG ": warning: %s: fused and unfused outputs differ (max relative "
+                        "difference %.3g > %.0e)\n", c->name, diff, c->tol);
+    if (save) {
+        run_result *r = f.ok ? &f : u.ok ? &u : NULL;
+        if (r && !save_outputs(o, c, r)) ok = false;
+    }
+    double speedup = f.ok && u.ok ? u.median_s / f.median_s : NAN;
+    double cg = copy->ok ? copy->gbps : 0;
+    if (f.ok) {
+        if (o->json) json_case(o, c, "fused", &f, check, diff, speedup, cg);
+        else table_case(c, o, "fused", &f, check, speedup, cg);
+    }
+    if (u.ok) {
+        if (o->json) json_case(o, c, "unfused", &u, check, diff, NAN, cg);
+        else table_case(c, o, "unfused", &u, check, NAN, cg);
+    }
+    fflush(stdout);
+    run_result_free(&f);
+    run_result_free(&u);
+    return ok;
+}
+
+/* Measures stream_copy at o->n and reports it; false when it could not run
+ * or its check failed. */
+static bool run_copy(const options *o, copy_result *copy) {
+    FILE *info = o->json ? stderr : stdout;
+    memset(copy, 0, sizeof *copy);
+    progress(o, "stream_copy", o->n);
+    copy->ok = o->backend == LF_BACKEND_CUDA ? cuda_copy(o, copy) : host_copy(o, copy);
+    bool ok = copy->ok;
+    if (copy->ok) {
+        if (!copy->check_ok) {
+            fprintf(stderr, PROG ": warning: stream_copy destination differs from its source\n");
+            ok = false;
+        }
+        fprintf(info, "stream_copy (%s): %.2f GB/s (median of %d, %.1f MiB copied each)\n", copy->what,
+                copy->gbps, copy->reps, (double)o->n * sizeof(float) / 1048576.0);
+        if (o->json) {
+            printf("{\"case\":\"stream_copy\",\"backend\":\"%s\",\"mode\":\"reference\",\"n\":%" PRId64,
+                   backend_str(o), o->n);
+            json_num("median_s", copy->median_s, "%.9g");
+            json_num("gbps", copy->gbps, "%.4f");
+            printf(",\"kernels\":1,\"temp_bytes\":0,\"reps\":%d,\"threads\":%d,\"bytes\":%.0f,"
+                   "\"copy\":\"%s\",\"check\":\"%s\"}\n",
+                   copy->reps, o->backend == LF_BACKEND_CUDA ? 0 : o->nthreads,
+                   2.0 * (double)o->n * sizeof(float),
+                   o->backend == LF_BACKEND_CUDA ? "cuMemcpyDtoD" : o->use_memcpy ? "memcpy" : "loop",
+                   copy->check_ok ? "ok" : "MISMATCH");
+            fflush(stdout);
+        }
+    } else
+        fprintf(info, "stream_copy: not measured (see above); %% copy left out\n");
+    return ok;
+}
+
 int main(int argc, char **argv) {
     options o;
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0) return rc;
     int failed = 0;
 
+    int64_t sizes[SWEEP_MAX_SIZES + 1];
+    int nsizes = sweep_sizes(&o, sizes);
+    int modes = (int)o.run_fused + (int)o.run_unfused;
+    bool matmul_after = false;
+    prog_t0 = now_s();
+    for (int si = 0; si < nsizes; si++) {
+        prog_total++; /* stream_copy */
+        for (int i = 0; i < NCASES; i++)
+            if (o.selected[i] && runs_at(&o, &cases[i], sizes[si])) prog_total += modes;
+    }
+    for (int i = 0; i < NCASES; i++)
+        if (o.sweep && o.selected[i] && cases[i].shape == SHAPE_MATMUL) matmul_after = true, prog_total += modes;
+    if (o.overhead) prog_total++;
+
     char model[256];
     cpu_model(model, sizeof model);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     FILE *info = o.json ? stderr : stdout;
-    fprintf(info, PROG ": backend %s, %d thread%s, n %" PRId64 ", reps %s\n", backend_str(&o), o.nthreads,
-            o.nthreads == 1 ? "" : "s", o.n, o.reps ? "fixed" : "auto (~0.5 s per case and mode, 5..200)");
+    char nlo[32], nhi[32];
+    fmt_n(nlo, sizeof nlo, sizes[0]);
+    fmt_n(nhi, sizeof nhi, sizes[nsizes - 1]);
+    if (o.sweep)
+        fprintf(info, PROG ": backend %s, %d thread%s, sweep n = %s .. %s (%d sizes), reps %s\n",
+                backend_str(&o), o.nthreads, o.nthreads == 1 ? "" : "s", nlo, nhi, nsizes,
+                o.reps ? "fixed" : "auto (~0.5 s per case and mode, 5..200)");
+    else
+        fprintf(info, PROG ": backend %s, %d thread%s, n %" PRId64 ", reps %s\n", backend_str(&o),
+                o.nthreads, o.nthreads == 1 ? "" : "s", o.n,
+                o.reps ? "fixed" : "auto (~0.5 s per case and mode, 5..200)");
     fprintf(info, "machine: %s, %ld online CPU%s\n", model, cpus, cpus == 1 ? "" : "s");
     cache_root_make(&o);
     if (cache_root[0])
         fprintf(info, "kernel cache: a fresh folder per case and mode under %s (removed at exit): "
-                      "first ms is a cold compile\n", cache_root);
+                      "first ms is a cold compile%s\n", cache_root,
+                o.sweep ? " at the first size (later sizes reuse the folder)" : "");
     else
         fprintf(info, "kernel cache: %s: first ms may be a disk-cache hit\n",
                 o.cache_dir ? o.cache_dir : "the library's default folder");
 
-    /* the bandwidth limit first, in the same process */
     copy_result copy = {0};
-    copy.ok = o.backend == LF_BACKEND_CUDA ? cuda_copy(&o, &copy) : host_copy(&o, &copy);
-    if (copy.ok) {
-        if (!copy.check_ok) {
-            fprintf(stderr, PROG ": warning: stream_copy destination differs from its source\n");
-            failed = 1;
+    for (int si = 0; si < nsizes; si++) {
+        o.n = sizes[si];
+        first_size = si == 0;
+        if (o.sweep && !o.json) {
+            char nb[32];
+            fmt_n(nb, sizeof nb, o.n);
+            printf("\n== n = %s (%" PRId64 ")\n", nb, o.n);
         }
-        fprintf(info, "stream_copy (%s): %.2f GB/s (median of %d, %.1f MiB copied each)\n", copy.what,
-                copy.gbps, copy.reps, (double)o.n * sizeof(float) / 1048576.0);
-        if (o.json) {
-            printf("{\"case\":\"stream_copy\",\"backend\":\"%s\",\"mode\":\"reference\",\"n\":%" PRId64,
-                   backend_str(&o), o.n);
-            json_num("median_s", copy.median_s, "%.9g");
-            json_num("gbps", copy.gbps, "%.4f");
-            printf(",\"kernels\":1,\"temp_bytes\":0,\"reps\":%d,\"threads\":%d,\"bytes\":%.0f,"
-                   "\"copy\":\"%s\",\"check\":\"%s\"}\n",
-                   copy.reps, o.backend == LF_BACKEND_CUDA ? 0 : o.nthreads,
-                   2.0 * (double)o.n * sizeof(float),
-                   o.backend == LF_BACKEND_CUDA ? "cuMemcpyDtoD" : o.use_memcpy ? "memcpy" : "loop",
-                   copy.check_ok ? "ok" : "MISMATCH");
+        /* the bandwidth limit first, in the same process */
+        if (!run_copy(&o, &copy)) failed = 1;
+        if (!o.json) {
+            printf("\n");
+            table_header();
             fflush(stdout);
         }
-    } else {
-        fprintf(info, "stream_copy: not measured (see above); %% copy left out\n");
-        failed = 1;
+        for (int i = 0; i < NCASES; i++) {
+            if (!o.selected[i] || !runs_at(&o, &cases[i], o.n)) continue;
+            bool save = o.save_dir && si == nsizes - 1;
+            if (!run_one(&o, &cases[i], &copy, save)) failed = 1;
+        }
     }
-    if (!o.json) {
-        printf("\n");
-        table_header();
-        fflush(stdout);
-    }
-
-    for (int i = 0; i < NCASES; i++) {
-        if (!o.selected[i]) continue;
-        const bench_case *c = &cases[i];
-        run_result f = {0}, u = {0};
-        if (o.run_fused) {
-            if (o.json) fprintf(stderr, PROG ": %s fused...\n", c->name);
-            if (!run_case(&o, c, true, &f)) failed = 1;
-        }
-        if (o.run_unfused) {
-            if (o.json) fprintf(stderr, PROG ": %s unfused...\n", c->name);
-            if (!run_case(&o, c, false, &u)) failed = 1;
-        }
-        double diff;
-        const char *check = compare(c, &f, &u, &diff);
-        if (!strcmp(check, "MISMATCH"))
-            fprintf(stderr, PROG ": warning: %s: fused and unfused outputs differ (max relative "
-                            "difference %.3g > %.0e)\n", c->name, diff, c->tol);
-        double speedup = f.ok && u.ok ? u.median_s / f.median_s : NAN;
-        double cg = copy.ok ? copy.gbps : 0;
-        if (f.ok) {
-            if (o.json) json_case(&o, c, "fused", &f, check, diff, speedup, cg);
-            else table_case(c, &o, "fused", &f, check, speedup, cg);
-        }
-        if (u.ok) {
-            if (o.json) json_case(&o, c, "unfused", &u, check, diff, NAN, cg);
-            else table_case(c, &o, "unfused", &u, check, NAN, cg);
-        }
-        fflush(stdout);
-        run_result_free(&f);
-        run_result_free(&u);
+    if (matmul_after) {
+        first_size = true; /* its own folders, not used by the sweep */
+        if (!o.json) printf("\n== matmul_zip_reduce, %" PRId64 " x %" PRId64 " (%% copy against the last "
+                            "stream_copy)\n\n", o.matmul_n, o.matmul_n);
+        if (!o.json) table_header();
+        for (int i = 0; i < NCASES; i++)
+            if (o.selected[i] && cases[i].shape == SHAPE_MATMUL && !run_one(&o, &cases[i], &copy, o.save_dir != NULL))
+                failed = 1;
     }
 
     if (o.overhead) {
-        if (o.json) fprintf(stderr, PROG ": overhead...\n");
+        progress(&o, "overhead", OVERHEAD_N);
         overhead_result ov;
         if (!run_overhead(&o, &ov)) failed = 1;
         else {
@@ -1023,12 +1240,12 @@ int main(int argc, char **argv) {
                 fprintf(stderr, PROG ": warning: overhead: triad result differs from a*b+c\n");
                 failed = 1;
             }
-            static const char *const modes[2] = {"cached_reeval", "rebuild_reeval"};
+            static const char *const modes_s[2] = {"cached_reeval", "rebuild_reeval"};
             double traffic = 4.0 * OVERHEAD_N * sizeof(float);
             if (o.json)
                 for (int k = 0; k < 2; k++) {
                     printf("{\"case\":\"overhead\",\"backend\":\"%s\",\"mode\":\"%s\",\"n\":%d",
-                           backend_str(&o), modes[k], OVERHEAD_N);
+                           backend_str(&o), modes_s[k], OVERHEAD_N);
                     json_num("median_s", ov.median_s[k], "%.9g");
                     json_num("gbps", traffic / ov.median_s[k] / 1e9, "%.4f");
                     printf(",\"kernels\":%d,\"temp_bytes\":%zu", ov.kernels[k], ov.temp_bytes[k]);
@@ -1045,6 +1262,7 @@ int main(int argc, char **argv) {
     if (!o.json && o.run_fused && o.run_unfused)
         printf("\nGB/s counts graph inputs and outputs only; %% copy is GB/s over stream_copy; "
                "speedup is unfused over fused median.\n");
+    if (o.sweep || o.json) fprintf(stderr, PROG ": done in %.0f s\n", now_s() - prog_t0);
     cache_root_remove();
     return failed;
 }

@@ -1,0 +1,74 @@
+"""benches/peers/arrayapi.py: the cases written as NumPy users write them,
+once, against an array module xp (numpy, cupy or jax.numpy).
+
+Every op makes a new array (the temporaries are the point: this is the
+unfused baseline). Python float literals stay float32 against float32 arrays
+(NumPy 1.x value-based casting, CuPy likewise, JAX weak types). `out`, when
+given, receives the last op (NumPy and CuPy take out=; jax.numpy does not).
+"""
+from common import CHAIN_MUL, CHAIN_ROUNDS, CHAIN_SUB, chain_adds
+
+
+def _last(xp, op, args, out):
+    return op(*args) if out is None else op(*args, out=out)
+
+
+def gaussian_pdf(xp, x, out=None):
+    m, s = 0.0, 1.0
+    return _last(xp, xp.divide, (xp.exp(-0.5 * ((x - m) / s) ** 2), s * 2.5066282746), out)
+
+
+def polar_distance(xp, r1, t1, r2, t2, out=None):
+    x1, y1 = r1 * xp.cos(t1), r1 * xp.sin(t1)
+    x2, y2 = r2 * xp.cos(t2), r2 * xp.sin(t2)
+    dx, dy = x1 - x2, y1 - y2
+    return _last(xp, xp.sqrt, (dx * dx + dy * dy,), out)
+
+
+def hypot(xp, x, y, out=None):
+    x, y = xp.abs(x), xp.abs(y)
+    t = xp.minimum(x, y)
+    m = xp.maximum(x, y)
+    t = t / m
+    return _last(xp, xp.multiply, (m, xp.sqrt(1.0 + t * t)), out)
+
+
+def triad(xp, a, b, c, out=None):
+    return _last(xp, xp.add, (a * b, c), out)
+
+
+def chain(xp, rounds, x, out=None):
+    # the constants are the float32 values lazyfuse uses, as Python floats
+    # (exact in float32, so every system rounds them back to the same value)
+    mul, sub = float(CHAIN_MUL), float(CHAIN_SUB)
+    adds = [float(a) for a in chain_adds(rounds)]
+    y = x
+    for i in range(rounds):
+        y = y * mul
+        y = y + adds[i]
+        y = xp.abs(y)
+        y = (y - sub) if i < rounds - 1 or out is None else xp.subtract(y, sub, out=out)
+    return y
+
+
+def sum_of_squares(xp, x, out=None):
+    return xp.sum(x * x)
+
+
+def softmax_rows(xp, x, out=None):
+    e = xp.exp(x - xp.max(x, axis=1, keepdims=True))
+    return _last(xp, xp.divide, (e, xp.sum(e, axis=1, keepdims=True)), out)
+
+
+def matmul_zip_reduce(xp, a, b, out=None):
+    # the lecture's A.view(I, J, 1) * B.view(1, J, K) summed over J: the
+    # I x J x K product is a real array here
+    return xp.sum(a[:, :, None] * b[None, :, :], axis=1)
+
+
+def for_case(name):
+    """fn(xp, *inputs, out=None) for the case called name."""
+    if name in CHAIN_ROUNDS:
+        rounds = CHAIN_ROUNDS[name]
+        return lambda xp, x, out=None: chain(xp, rounds, x, out)
+    return globals()[name]

@@ -1,0 +1,45 @@
+"""JAX on a CUDA device (untested here): the NumPy code with xp = jax.numpy
+under jax.jit (XLA fuses it). Inputs are put on the GPU before timing; each
+timed call waits with block_until_ready (JAX has no event API), after the
+compiling first call and a warm-up. Skipped when JAX has no GPU backend."""
+import arrayapi
+from base import Peer, SkipPeer
+from common import wall_timer
+
+
+class JaxJit(Peer):
+    name = 'jax_jit'
+    backend = 'cuda'
+    how = 'jax.jit over the NumPy code (jax.numpy), block_until_ready'
+
+    def load(self, threads):
+        try:
+            import jax
+            import jax.numpy as jnp
+        except ImportError as e:
+            raise SkipPeer(f'not installed ({e})')
+        try:
+            self.dev = jax.devices('gpu')[0]
+        except Exception as e:  # noqa: BLE001 - RuntimeError when no GPU backend
+            raise SkipPeer(f'no GPU backend ({e})')
+        self.jax, self.jnp = jax, jnp
+
+    def version(self):
+        return self.jax.__version__
+
+    def prepare(self, case, inputs, n, matmul_n):
+        jax, jnp = self.jax, self.jnp
+        fn = arrayapi.for_case(case.name)
+        d = [jax.device_put(x, self.dev) for x in inputs]
+        jitted = jax.jit(lambda *args: fn(jnp, *args))
+        return lambda: jitted(*d)
+
+    def time_one(self, call):
+        return wall_timer()(lambda: call().block_until_ready())
+
+    def to_host(self, out):
+        import numpy as np
+        return np.asarray(out)
+
+
+PEERS = [JaxJit()]

@@ -1,0 +1,84 @@
+"""numexpr: each case as one numexpr.evaluate string (numexpr compiles it to
+its virtual machine and runs it fused, in cache-sized blocks, on its thread
+pool), writing into a preallocated output with out=, as its documentation
+shows. numexpr has no min/max functions (hypot uses where) and no row
+reductions that keep dims (softmax takes max and sum from NumPy, the
+elementwise parts from numexpr, as numexpr users write it). Its sum()
+reduction runs on one thread."""
+from base import Peer, SkipPeer
+from common import CHAIN_MUL, CHAIN_ROUNDS, CHAIN_SUB, F32, chain_adds
+
+
+# numexpr 2.8 reads a float literal as float64 and then computes the whole
+# expression in float64 (and refuses a float32 out=: "cannot cast from
+# float64 to float32"). To keep the work float32, as lazyfuse's is, the
+# constants are passed as float32 variables: K holds them, the expressions
+# name them.
+K = {'neg_half': F32(-0.5), 'sqrt_2pi': F32(2.5066282746), 'm': F32(0.0), 's': F32(1.0),
+     'one': F32(1.0), 'cmul': CHAIN_MUL, 'csub': CHAIN_SUB}
+
+
+def chain_expr(rounds):
+    y = 'x'
+    for i, a in enumerate(chain_adds(rounds)):
+        K[f'add{i}'] = a
+        y = f'abs(({y}) * cmul + add{i}) - csub'
+    return y
+
+
+HYPOT_M = 'where(abs(x) > abs(y), abs(x), abs(y))'
+HYPOT_T = 'where(abs(x) > abs(y), abs(y), abs(x))'
+
+EXPRS = {
+    'gaussian_pdf': ('exp(neg_half*((x-m)/s)**2) / (s*sqrt_2pi)', ['x']),
+    'polar_distance': ('sqrt((r1*cos(t1) - r2*cos(t2))**2 + (r1*sin(t1) - r2*sin(t2))**2)',
+                       ['r1', 't1', 'r2', 't2']),
+    'hypot': (f'{HYPOT_M} * sqrt(one + ({HYPOT_T} / {HYPOT_M})**2)', ['x', 'y']),
+    'triad': ('a*b + c', ['a', 'b', 'c']),
+    'sum_of_squares': ('sum(x*x)', ['x']),
+    'matmul_zip_reduce': ('sum(a*b, axis=1)', ['a', 'b']),
+}
+for _name, _rounds in CHAIN_ROUNDS.items():
+    EXPRS[_name] = (chain_expr(_rounds), ['x'])
+
+
+class Numexpr(Peer):
+    name = 'numexpr'
+    how = 'numexpr.evaluate(expression, out=...), float32 constants as variables; fused, blocked, threaded'
+
+    def load(self, threads):
+        try:
+            import numexpr
+            import numpy
+        except ImportError as e:
+            raise SkipPeer(f'not installed ({e})')
+        self.ne, self.np = numexpr, numpy
+        numexpr.set_num_threads(threads)
+
+    def version(self):
+        return self.ne.__version__
+
+    def prepare(self, case, inputs, n, matmul_n):
+        ne, np = self.ne, self.np
+        if case.name == 'softmax_rows':
+            (x,) = inputs
+            out = np.empty_like(x)
+
+            def softmax():
+                m = np.max(x, axis=1, keepdims=True)
+                e = ne.evaluate('exp(x - m)')
+                s = np.sum(e, axis=1, keepdims=True)
+                return ne.evaluate('e / s', out=out)
+            return softmax
+        expr, names = EXPRS[case.name]
+        local = dict(K)
+        local.update(zip(names, inputs))
+        if case.name == 'matmul_zip_reduce':
+            local.update(a=inputs[0][:, :, None], b=inputs[1][None, :, :])
+        if case.reduction:
+            return lambda: ne.evaluate(expr, local_dict=local)
+        out = np.empty(case.out_shape(n, matmul_n), np.float32)
+        return lambda: ne.evaluate(expr, local_dict=local, out=out)
+
+
+PEERS = [Numexpr()]

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""benches/peers/run_peers.py: the lazyfuse-bench cases in other systems.
+
+    run_peers.py --lazyfuse RUN.jsonl [--systems cpu|cuda|all|LIST] [--case LIST]
+                 [--reps R] [--threads T] [--json OUT]
+
+With --lazyfuse (JSON lines of `lazyfuse-bench --json --save-outputs DIR`),
+every case that run saved is run at the same size, on the same inputs
+(common.lcg_f32 makes tools/seed_examples.c's data), and each peer's output
+is checked against lazyfuse's with lazyfuse-bench's own measure, at the
+tolerance common.PEER_TOL (1e-3; see there why not lazyfuse-bench's 1e-4).
+Without it, --n / --matmul-n give the size and the check is n/a.
+
+Each system is skipped with a message when it is not installed (or, for the
+GPU ones, when there is no device); a case a system has no way to express is
+n/a. Per case and system: the first call (compilation) is timed apart, one
+warm-up sizes the repetitions (~0.5 s, 5..200, unless --reps), each
+repetition is timed alone, and the median is reported. Progress goes to
+stderr; JSON lines to --json (default stdout):
+  {"kind":"system","system":..,"backend":..,"status":"ok"|"skipped","why":..,"version":..,"how":..}
+  {"kind":"case","case":..,"system":..,"backend":..,"n":..,"median_s":..,"gbps":..,"first_s":..,
+   "reps":..,"threads":..,"bytes":..,"check":"ok"|"MISMATCH"|"n/a","max_rel_diff":..}
+  or, for n/a and errors: {"kind":"case","case":..,"system":..,"status":"n/a"|"error","why":..}
+Exit status: 0, or 1 when a system raised an error, 2 for bad arguments.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+CPU_SYSTEMS = ['numpy', 'numpy_blas', 'numexpr', 'numba_vectorize', 'numba_njit']
+CUDA_SYSTEMS = ['cupy', 'cupy_kernel', 'cupy_fuse', 'jax_jit', 'torch_eager', 'torch_compile', 'numba_cuda']
+MODULE_OF = {'numpy': 'numpy_peer', 'numpy_blas': 'numpy_peer', 'numexpr': 'numexpr_peer',
+             'numba_vectorize': 'numba_peer', 'numba_njit': 'numba_peer', 'cupy': 'cupy_peer',
+             'cupy_kernel': 'cupy_peer', 'cupy_fuse': 'cupy_peer', 'jax_jit': 'jax_peer',
+             'torch_eager': 'torch_peer', 'torch_compile': 'torch_peer', 'numba_cuda': 'numba_cuda_peer'}
+CASE_NAMES = ['gaussian_pdf', 'polar_distance', 'hypot', 'triad', 'chain8', 'sum_of_squares',
+              'softmax_rows', 'matmul_zip_reduce', 'chain32']
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description='lazyfuse-bench cases in peer systems')
+    p.add_argument('--lazyfuse', metavar='RUN.jsonl',
+                   help='lazyfuse-bench --json --save-outputs run: sizes and reference outputs')
+    p.add_argument('--n', type=int, default=1 << 24, help='size without --lazyfuse (default 2^24)')
+    p.add_argument('--matmul-n', type=int, default=256, help='matmul side without --lazyfuse')
+    p.add_argument('--case', default='all', help='comma list of cases (default all)')
+    p.add_argument('--systems', default='cpu',
+                   help="cpu (default), cuda, all, none, or a comma list of: "
+                        + ', '.join(CPU_SYSTEMS + CUDA_SYSTEMS))
+    p.add_argument('--reps', type=int, default=0, help='timed calls per case (default ~0.5 s, 5..200)')
+    p.add_argument('--threads', type=int, default=0, help='threads (default 0: every online CPU)')
+    p.add_argument('--json', metavar='OUT', help='write JSON lines here (default stdout)')
+    a = p.parse_args(argv)
+    if a.systems == 'cpu':
+        a.systems = CPU_SYSTEMS
+    elif a.systems == 'cuda':
+        a.systems = CUDA_SYSTEMS
+    elif a.systems == 'all':
+        a.systems = CPU_SYSTEMS + CUDA_SYSTEMS
+    elif a.systems == 'none':
+        a.systems = []
+    else:
+        a.systems = [s for s in a.systems.split(',') if s]
+        bad = [s for s in a.systems if s not in MODULE_OF]
+        if bad:
+            p.error(f"unknown system(s): {', '.join(bad)}")
+    a.case = CASE_NAMES if a.case == 'all' else [c for c in a.case.split(',') if c]
+    bad = [c for c in a.case if c not in CASE_NAMES]
+    if bad:
+        p.error(f"unknown case(s): {', '.join(bad)}")
+    if a.threads < 0 or a.reps < 0 or a.n < 1 or a.matmul_n < 1:
+        p.error('--threads, --reps, --n and --matmul-n must not be negative')
+    if a.threads == 0:
+        a.threads = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
+    return a
+
+
+def say(msg):
+    print(f'peers: {msg}', file=sys.stderr, flush=True)
+
+
+def lazyfuse_refs(path):
+    """{case: (n, matmul_n or None, output path or None, line)} from a lazyfuse-bench run:
+    per case the fused line (else the unfused one) at its largest n."""
+    best = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith('{'):
+                continue
+            r = json.loads(line)
+            if r.get('case') not in CASE_NAMES or r.get('mode') not in ('fused', 'unfused'):
+                continue
+            key = (r['n'], r['mode'] == 'fused')
+            if r['case'] not in best or key > best[r['case']][0]:
+                best[r['case']] = (key, r)
+    return {c: r for c, (_, r) in best.items()}
+
+
+def main(argv):
+    a = parse_args(argv)
+    # thread counts of the libraries that read them at import time
+    for var in ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS', 'NUMEXPR_MAX_THREADS',
+                'NUMBA_NUM_THREADS'):
+        os.environ.setdefault(var, str(a.threads))
+    out = open(a.json, 'w') if a.json else sys.stdout
+
+    def emit(rec):
+        out.write(json.dumps(rec) + '\n')
+        out.flush()
+
+    backend_of = {s: ('cpu' if s in CPU_SYSTEMS else 'cuda') for s in MODULE_OF}
+    try:
+        import numpy as np
+        import common
+        from base import SkipPeer
+    except ImportError as e:
+        for s in a.systems:
+            say(f'{s}: skipped: NumPy is not installed for {sys.executable} ({e})')
+            emit({'kind': 'system', 'system': s, 'backend': backend_of[s], 'status': 'skipped',
+                  'why': f'NumPy not installed for {sys.executable}'})
+        return 0
+
+    # the sizes and reference outputs of the lazyfuse run
+    refs = lazyfuse_refs(a.lazyfuse) if a.lazyfuse else {}
+    if a.lazyfuse and not refs:
+        say(f'{a.lazyfuse}: no case lines; nothing to compare against')
+    matmul_n = refs['matmul_zip_reduce']['n'] if 'matmul_zip_reduce' in refs else a.matmul_n
+    cases = [c for c in a.case if not a.lazyfuse or c in refs]
+    for c in a.case:
+        if a.lazyfuse and c not in refs:
+            say(f'{c}: not in the lazyfuse run; left out')
+
+    # load the systems
+    peers = []
+    for s in a.systems:
+        mod = MODULE_OF[s]
+        try:
+            m = __import__(mod)
+            peer = next(p for p in m.PEERS if p.name == s)
+            peer.load(a.threads)
+        except SkipPeer as e:
+            say(f'{s}: skipped: {e}')
+            emit({'kind': 'system', 'system': s, 'backend': backend_of[s], 'status': 'skipped', 'why': str(e)})
+            continue
+        except Exception as e:  # noqa: BLE001 - a broken install: skip, say why
+            say(f'{s}: skipped: cannot load ({type(e).__name__}: {e})')
+            emit({'kind': 'system', 'system': s, 'backend': backend_of[s], 'status': 'skipped',
+                  'why': f'cannot load: {type(e).__name__}: {e}'})
+            continue
+        emit({'kind': 'system', 'system': s, 'backend': peer.backend, 'status': 'ok',
+              'version': peer.version(), 'how': peer.how, 'threads': a.threads,
+              'python': sys.executable})
+        say(f'{s} {peer.version()}: {peer.how}')
+        peers.append(peer)
+
+    failed = 0
+    total, done, t0 = len(cases) * len(peers), 0, time.time()
+    for cname in cases:
+        case = common.CASE_BY_NAME[cname]
+        ref_line = refs.get(cname)
+        n = a.n
+        if ref_line:
+            n = ref_line['n'] if case.shape != 'matmul' else a.n
+        if not peers:
+            break
+        inputs = case.make_inputs(n, matmul_n)
+        ref = None
+        if ref_line and ref_line.get('output'):
+            try:
+                ref = np.fromfile(ref_line['output'], dtype=np.float32).reshape(case.out_shape(n, matmul_n))
+            except (OSError, ValueError) as e:
+                say(f"{cname}: cannot read lazyfuse's output {ref_line['output']}: {e}; check n/a")
+        rn = case.reported_n(n, matmul_n)
+        in_bytes = sum(x.nbytes for x in inputs)
+        for peer in peers:
+            done += 1
+            say(f'[{done}/{total}] {cname} {peer.name} (n {rn}, {time.time() - t0:.0f} s so far)')
+            base = {'kind': 'case', 'case': cname, 'system': peer.name, 'backend': peer.backend, 'n': rn}
+            try:
+                call = peer.prepare(case, inputs, n, matmul_n)
+                first_s, median_s, reps = common.measure(call, peer.time_one, a.reps)
+                result = peer.to_host(call())
+            except common.NotApplicable as e:
+                emit(dict(base, status='n/a', why=str(e)))
+                continue
+            except Exception as e:  # noqa: BLE001 - report, go on with the others
+                say(f'{cname} {peer.name}: error: {type(e).__name__}: {e}')
+                emit(dict(base, status='error', why=f'{type(e).__name__}: {e}'))
+                failed = 1
+                continue
+            out_bytes = int(np.prod(case.out_shape(n, matmul_n), dtype=np.int64)) * 4
+            rec = dict(base, status='ok', median_s=median_s, first_s=first_s, reps=reps,
+                       threads=a.threads, bytes=in_bytes + out_bytes,
+                       gbps=(in_bytes + out_bytes) / median_s / 1e9)
+            if case.name == 'matmul_zip_reduce':
+                rec['gflops'] = 2.0 * matmul_n ** 3 / median_s / 1e9
+            if ref is not None:
+                d = common.max_rel_diff(np.asarray(result, dtype=np.float32).reshape(ref.shape), ref)
+                rec['max_rel_diff'] = d if d != float('inf') else None
+                tol = common.peer_tol(case)
+                rec['tol'] = tol
+                rec['check'] = 'ok' if d <= tol else 'MISMATCH'
+                if rec['check'] != 'ok':
+                    say(f'{cname} {peer.name}: MISMATCH against lazyfuse: max relative difference '
+                        f'{d:.3g} > {tol:g}')
+            else:
+                rec['check'] = 'n/a'
+            emit(rec)
+        del inputs
+    say(f'done in {time.time() - t0:.0f} s')
+    if out is not sys.stdout:
+        out.close()
+    return failed
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

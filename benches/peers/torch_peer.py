@@ -1,0 +1,74 @@
+"""PyTorch on a CUDA device (untested here): the NumPy code run on torch
+tensors through a small namespace shim (torch names differ: amax, dim=,
+keepdim=), eager (one kernel per op) and under torch.compile (Inductor
+fuses it into Triton kernels). Timed with torch.cuda.Event after the
+compiling first call and a warm-up."""
+import arrayapi
+from base import Peer, SkipPeer, cuda_event_timer
+
+
+class TorchNS:
+    """The few numpy names arrayapi uses, on torch."""
+
+    def __init__(self, torch):
+        t = torch
+        self.exp, self.cos, self.sin, self.sqrt, self.abs = t.exp, t.cos, t.sin, t.sqrt, t.abs
+        self.minimum, self.maximum = t.minimum, t.maximum
+        self.add, self.subtract, self.multiply, self.divide = t.add, t.sub, t.mul, t.div
+        self._t = t
+
+    def max(self, x, axis, keepdims=False):
+        return self._t.amax(x, dim=axis, keepdim=keepdims)
+
+    def sum(self, x, axis=None, keepdims=False):
+        if axis is None:
+            return self._t.sum(x)
+        return self._t.sum(x, dim=axis, keepdim=keepdims)
+
+
+class TorchBase(Peer):
+    backend = 'cuda'
+
+    def load(self, threads):
+        try:
+            import torch
+        except ImportError as e:
+            raise SkipPeer(f'not installed ({e})')
+        if not torch.cuda.is_available():
+            raise SkipPeer('no CUDA device (torch.cuda.is_available() is False)')
+        self.torch, self.ns = torch, TorchNS(torch)
+        self.time_one = cuda_event_timer(lambda: torch.cuda.Event(enable_timing=True),
+                                         lambda e0, e1: e0.elapsed_time(e1))
+
+    def version(self):
+        return self.torch.__version__
+
+    def to_host(self, out):
+        return out.detach().cpu().numpy()
+
+    def device_inputs(self, inputs):
+        return [self.torch.from_numpy(x).to('cuda') for x in inputs]
+
+
+class TorchEager(TorchBase):
+    name = 'torch_eager'
+    how = 'torch ops, eager: one kernel per op'
+
+    def prepare(self, case, inputs, n, matmul_n):
+        fn, ns = arrayapi.for_case(case.name), self.ns
+        d = self.device_inputs(inputs)
+        return lambda: fn(ns, *d)
+
+
+class TorchCompile(TorchBase):
+    name = 'torch_compile'
+    how = 'torch.compile of the same function (Inductor)'
+
+    def prepare(self, case, inputs, n, matmul_n):
+        fn, ns = arrayapi.for_case(case.name), self.ns
+        d = self.device_inputs(inputs)
+        compiled = self.torch.compile(lambda *args: fn(ns, *args), dynamic=False)
+        return lambda: compiled(*d)
+
+
+PEERS = [TorchEager(), TorchCompile()]

@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# scripts/bench.sh: the fusion benchmark as one command.
+#
+#   bash scripts/bench.sh            the full CPU run (about 10 minutes on 2 cores):
+#     1. installs what is missing (apt-get: meson, ninja-build, pkg-config, gcc,
+#        libcriterion-dev, and the peers python3-numpy, python3-numexpr,
+#        python3-numba, libopenblas0-pthread; through sudo when not root),
+#     2. builds lazyfuse-bench in a release build (build-rel/, -Dbuildtype=release),
+#     3. runs lazyfuse-bench fused and unfused over n = 2^10 .. 2^26 (--sweep),
+#        saving each case's output at the largest n,
+#     4. runs every installed peer (benches/peers/) on the same cases, sizes and
+#        inputs, checking each result against lazyfuse's,
+#     5. prints the merged table (rows: cases; columns: systems; each cell the
+#        median time and its ratio to lazyfuse fused), writes the same data as
+#        JSON (benches/results/cpu.json), draws the charts (benches/charts/) and
+#        regenerates benches/RESULTS.md.
+#
+# Options:
+#   --quick               a smoke run: n = 2^10 .. 2^20 in steps of 2^2, 3 reps;
+#                         writes under BUILD/bench-quick/ and leaves benches/ alone
+#   --sweep LO:HI[:STEP]  the sizes, as exponents of 2 (default 10:26:1); the
+#                         merged table and the peers use the largest
+#   --cases LIST          comma list of cases (default: all; see lazyfuse-bench --list)
+#   --reps R              timed repetitions per case (default: ~0.5 s worth, 5..200)
+#   --threads T           threads of lazyfuse and of the peers (default: all CPUs)
+#   --backend cpu|cuda    cuda: lazyfuse's CUDA backend and the GPU peers (CuPy,
+#                         JAX, PyTorch, Numba CUDA: install them yourself, with pip);
+#                         writes benches/results/cuda.json and charts *-cuda.svg
+#   --systems LIST        peers to run (default: the backend's; see run_peers.py --help)
+#   --no-peers            lazyfuse only
+#   --no-install          install nothing; fail or skip what is missing
+#   --build-dir DIR       release build folder (default build-rel)
+#   --out DIR             where JSON, charts and RESULTS.md go (default benches/:
+#                         DIR/results/, DIR/charts/, DIR/RESULTS.md)
+#   --no-results          do not regenerate RESULTS.md
+#
+# Environment: PEER_PYTHON, the Python the peers run with (default /usr/bin/python3
+# when it exists: Debian's python3-* packages are installed for it, while a
+# `python3` on PATH may be another one, e.g. pyenv's).
+#
+# The machine this runs on is usually shared: compare ratios inside one run,
+# not absolute times across runs (see /work/shared/design.md, "Measuring
+# performance"). Exit status: 0, or non-zero when a step failed.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+say() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
+usage() {
+    sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+}
+
+QUICK=0 SWEEP="" CASES="" REPS="" THREADS="" BACKEND=cpu SYSTEMS="" PEERS=1 INSTALL=1
+BUILD=build-rel OUT="" RESULTS=1
+CMDLINE="bash scripts/bench.sh${*:+ $*}"
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --quick) QUICK=1 ;;
+    --sweep) SWEEP="${2:?--sweep needs LO:HI[:STEP]}"; shift ;;
+    --cases) CASES="${2:?--cases needs a list}"; shift ;;
+    --reps) REPS="${2:?--reps needs a number}"; shift ;;
+    --threads) THREADS="${2:?--threads needs a number}"; shift ;;
+    --backend) BACKEND="${2:?--backend needs cpu or cuda}"; shift ;;
+    --systems) SYSTEMS="${2:?--systems needs a list}"; shift ;;
+    --no-peers) PEERS=0 ;;
+    --no-install) INSTALL=0 ;;
+    --build-dir) BUILD="${2:?--build-dir needs a folder}"; shift ;;
+    --out) OUT="${2:?--out needs a folder}"; shift ;;
+    --no-results) RESULTS=0 ;;
+    -h|--help) usage ;;
+    *) echo "bench: unknown option '$1'" >&2; usage ;;
+    esac
+    shift
+done
+case "$BACKEND" in cpu|cuda) ;; *) die "--backend: expected cpu or cuda, got '$BACKEND'" ;; esac
+if [ "$QUICK" -eq 1 ]; then
+    : "${SWEEP:=10:20:2}"
+    : "${REPS:=3}"
+    : "${OUT:=$BUILD/bench-quick}"
+fi
+: "${SWEEP:=10:26:1}"
+: "${OUT:=benches}"
+
+# ---- install ---------------------------------------------------------------------
+
+PACKAGES=(meson ninja-build pkg-config gcc libcriterion-dev)
+# libopenblas0-pthread: NumPy's A @ B (numpy_blas) on an optimized BLAS, as pip's NumPy
+# wheels have it, rather than Debian's default reference BLAS
+[ "$PEERS" -eq 1 ] && [ "$BACKEND" = cpu ] && PACKAGES+=(python3-numpy python3-numexpr python3-numba libopenblas0-pthread)
+
+installed() {
+    case "$(dpkg-query -W -f='${Status}\n' "$1" 2>/dev/null || true)" in
+    *"install ok installed"*) return 0 ;;
+    *) return 1 ;;
+    esac
+}
+
+install_deps() {
+    if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+        say "no apt-get here: install meson, ninja, a C compiler, Criterion and (for the peers)"
+        say "NumPy, numexpr and Numba yourself; missing peers are skipped"
+        return 0
+    fi
+    local missing=() p
+    for p in "${PACKAGES[@]}"; do
+        installed "$p" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || die "need root or sudo to install: ${missing[*]}"
+        sudo=(sudo env DEBIAN_FRONTEND=noninteractive)
+    fi
+    local apt=("${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600)
+    say "installing ${missing[*]}"
+    # the package lists may be stale or absent on a fresh machine: update first
+    "${apt[@]}" update
+    "${apt[@]}" install -y --no-install-recommends "${missing[@]}"
+}
+
+[ "$INSTALL" -eq 1 ] && install_deps
+
+if [ -n "${PEER_PYTHON:-}" ]; then
+    PY="$PEER_PYTHON"
+elif [ -x /usr/bin/python3 ]; then
+    PY=/usr/bin/python3
+else
+    PY="$(command -v python3 || true)"
+fi
+[ -n "$PY" ] || die "no python3: the peers, the merged table and the charts need one"
+
+# ---- build -------------------------------------------------------------------------
+
+say "release build in $BUILD"
+if [ -f "$BUILD/meson-private/coredata.dat" ]; then
+    meson configure "$BUILD" -Dbuildtype=release >/dev/null
+else
+    meson setup "$BUILD" -Dbuildtype=release
+fi
+ninja -C "$BUILD" benches/lazyfuse-bench
+BENCH="$BUILD/benches/lazyfuse-bench"
+
+# ---- run -----------------------------------------------------------------------------
+
+mkdir -p "$OUT/results" "$OUT/charts"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/lazyfuse-bench-run-XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+STATUS=0
+STARTED="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)"
+
+args=(--sweep "$SWEEP" --backend "$BACKEND" --json --save-outputs "$WORK/outputs")
+[ -n "$CASES" ] && args+=(--case "$CASES")
+[ -n "$REPS" ] && args+=(--reps "$REPS")
+[ -n "$THREADS" ] && args+=(--threads "$THREADS")
+say "lazyfuse-bench ${args[*]}"
+"$BENCH" "${args[@]}" > "$WORK/lazyfuse.jsonl" || { STATUS=1; say "lazyfuse-bench reported a failure (see above)"; }
+grep -q '"mode":"fused"\|"mode":"unfused"' "$WORK/lazyfuse.jsonl" || die "lazyfuse-bench measured no case; nothing to report"
+
+peer_args=(--lazyfuse "$WORK/lazyfuse.jsonl" --json "$WORK/peers.jsonl")
+if [ "$PEERS" -eq 1 ]; then
+    peer_args+=(--systems "${SYSTEMS:-$BACKEND}")
+else
+    peer_args+=(--systems none)
+fi
+[ -n "$REPS" ] && peer_args+=(--reps "$REPS")
+[ -n "$THREADS" ] && peer_args+=(--threads "$THREADS")
+say "peers with $PY: run_peers.py ${peer_args[*]}"
+"$PY" benches/peers/run_peers.py "${peer_args[@]}" || { STATUS=1; say "a peer failed (see above)"; }
+
+report_args=(--backend "$BACKEND" --lazyfuse "$WORK/lazyfuse.jsonl" --peers "$WORK/peers.jsonl"
+             --command "$CMDLINE" --started "$STARTED" --load-start "$LOAD_START"
+             --json "$OUT/results/$BACKEND.json"
+             --charts "$OUT/charts")
+if [ "$RESULTS" -eq 1 ] && [ "$QUICK" -eq 0 ]; then
+    report_args+=(--results "$OUT/RESULTS.md")
+fi
+"$PY" benches/report.py "${report_args[@]}" || { STATUS=1; say "the report failed"; }
+exit "$STATUS"
