@@ -27,8 +27,8 @@ from xml.sax.saxutils import escape
 
 CASE_ORDER = ['gaussian_pdf', 'polar_distance', 'hypot', 'triad', 'chain8', 'sum_of_squares',
               'softmax_rows', 'matmul_zip_reduce', 'chain32']
-SYSTEM_ORDER = ['lazyfuse fused', 'lazyfuse unfused', 'numpy', 'numpy_blas', 'numexpr',
-                'numba_vectorize', 'numba_njit', 'cupy', 'cupy_kernel', 'cupy_fuse', 'jax_jit',
+SYSTEM_ORDER = ['lazyfuse fused', 'lazyfuse unfused', 'numpy', 'numexpr',
+                'numba_vectorize', 'numba_njit', 'numpy_blas', 'cupy', 'cupy_kernel', 'cupy_fuse', 'jax_jit',
                 'torch_eager', 'torch_compile', 'numba_cuda']
 COLORS = {
     'lazyfuse fused': '#1f77b4', 'lazyfuse unfused': '#ff7f0e', 'stream_copy': '#555555',

@@ -44,6 +44,19 @@ LF_COLS = ['lazyfuse fused', 'lazyfuse unfused']
 # reported as "not analysed". Each claim here must hold for the run it
 # describes: rerun, check, edit.
 WHY = {
+    ('matmul_zip_reduce', 'numpy_blas'):
+        "NumPy's `A @ B` is OpenBLAS's sgemm, a hand-tuned GEMM: it packs A and B into "
+        'cache-sized panels and keeps a tile of C in float32 registers, updated with FMAs, so '
+        'each value loaded feeds many multiply-adds. lazyfuse sees the zip-reduce as a '
+        'reduction over the middle axis of a broadcast product and fuses it into one kernel '
+        'that never stores the 256^3 product (the point of the case: unfused, NumPy and Numba '
+        'are several times slower), but the kernel (`LF_DEBUG=source`) is a plain loop nest: per '
+        'output row, in blocks of 256 columns, for each j it multiplies a[i,j] by a row of B '
+        'and adds the products into 256 double accumulators kept in memory (lazyfuse '
+        'accumulates float sums in double), loading and storing each accumulator for every '
+        'j; B is re-read from cache for every row. No register tiling, no packing. Closing the '
+        'gap needs either recognising contractions as GEMM or tiling reductions over a middle '
+        'axis in registers.',
     ('check', 'sum_of_squares', 'numexpr'):
         "numexpr's `sum()` of a float32 expression returns float32 and, judging by its "
         'error, accumulates in float32 without pairwise summation: the error grows with n. Against a float64 sum of the same inputs '
@@ -52,6 +65,10 @@ WHY = {
         'accumulates float reductions in double. The time is shown, but it is the time '
         'of a less accurate answer.',
 }
+
+# Said under the near-ties (a peer within 25% of lazyfuse fused).
+NEAR_NOTE = ('Numba\'s `@njit(parallel=True)` loop is itself one fused pass over the inputs; '
+             'where the case is memory-bound at this n, both approach the same bandwidth limit.')
 
 # Why an issue-4 target is missed, by case (printed only when it is missed).
 # "Earlier analysis" is the hand-written benches/RESULTS.md of commit b1508a4.
@@ -442,6 +459,12 @@ def backend_section(doc, title, charts_rel):
         for c, s, r, chk in ls:
             note = ' (its result failed the check)' if chk == 'MISMATCH' else ''
             out.append(f'- **{c}**, {s}: {r:.2f}x{note}. {why_text(c, s)}')
+    near = [(c, s, cell['ratio']) for c in CASES for s, cell in m['cells'].get(c, {}).items()
+             if s not in LF_COLS and cell.get('ratio') is not None and 1 <= cell['ratio'] < 1.25]
+    if near:
+        out += ['', 'Closest behind lazyfuse fused (within 25%): '
+                + ', '.join(f'{s} on {c} ({r:.2f}x)' for c, s, r in near)
+                + '. ' + NEAR_NOTE]
     out.append('')
     diffs = [(c, s, m['cells'][c][s]) for c in m['cells'] for s in m['cells'][c]
              if m['cells'][c][s].get('check') == 'MISMATCH']

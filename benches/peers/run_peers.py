@@ -32,7 +32,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-CPU_SYSTEMS = ['numpy', 'numpy_blas', 'numexpr', 'numba_vectorize', 'numba_njit']
+# numpy_blas last: OpenBLAS's threads busy-wait for a while after a call,
+# which on a small machine would slow whatever is measured next
+CPU_SYSTEMS = ['numpy', 'numexpr', 'numba_vectorize', 'numba_njit', 'numpy_blas']
 CUDA_SYSTEMS = ['cupy', 'cupy_kernel', 'cupy_fuse', 'jax_jit', 'torch_eager', 'torch_compile', 'numba_cuda']
 MODULE_OF = {'numpy': 'numpy_peer', 'numpy_blas': 'numpy_peer', 'numexpr': 'numexpr_peer',
              'numba_vectorize': 'numba_peer', 'numba_njit': 'numba_peer', 'cupy': 'cupy_peer',
