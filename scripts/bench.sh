@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/bench.sh: the fusion benchmark as one command.
 #
-#   bash scripts/bench.sh            the full CPU run (about 10 minutes on 2 cores):
+#   bash scripts/bench.sh            the full CPU run (6 to 8 minutes on 2 cores, more
+#                                    when the machine is busy):
 #     1. installs what is missing (apt-get: meson, ninja-build, pkg-config, gcc,
 #        libcriterion-dev, and the peers python3-numpy, python3-numexpr,
 #        python3-numba, libopenblas0-pthread; through sudo when not root),
@@ -152,6 +153,10 @@ trap 'rm -rf "$WORK"' EXIT
 STATUS=0
 STARTED="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)"
+CODE="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+    CODE="$CODE (with uncommitted changes)"
+fi
 
 args=(--sweep "$SWEEP" --backend "$BACKEND" --json --save-outputs "$WORK/outputs")
 [ -n "$CASES" ] && args+=(--case "$CASES")
@@ -173,7 +178,7 @@ say "peers with $PY: run_peers.py ${peer_args[*]}"
 "$PY" benches/peers/run_peers.py "${peer_args[@]}" || { STATUS=1; say "a peer failed (see above)"; }
 
 report_args=(--backend "$BACKEND" --lazyfuse "$WORK/lazyfuse.jsonl" --peers "$WORK/peers.jsonl"
-             --command "$CMDLINE" --started "$STARTED" --load-start "$LOAD_START"
+             --command "$CMDLINE" --started "$STARTED" --load-start "$LOAD_START" --code "$CODE"
              --json "$OUT/results/$BACKEND.json"
              --charts "$OUT/charts")
 if [ "$RESULTS" -eq 1 ] && [ "$QUICK" -eq 0 ]; then

@@ -37,7 +37,8 @@ def blas_name(np):
     try:
         with open('/proc/self/maps') as f:
             paths = {line.split()[-1] for line in f if 'blas' in line.lower() and '/' in line}
-        libs = {'/'.join(os.path.realpath(p).split('/')[-2:]) for p in paths}
+        libs = {'/'.join(os.path.realpath(p).split('/')[-2:]) for p in paths
+                if os.path.basename(os.path.realpath(p)).startswith('lib')}
         return ', '.join(sorted(libs)) or 'unknown BLAS'
     except OSError:
         return 'unknown BLAS'
