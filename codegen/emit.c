@@ -117,17 +117,43 @@ static void fmt(char *out, size_t cap, const char *f, ...) {
     va_start(ap, f);
     int n = vsnprintf(out, cap, f, ap);
     va_end(ap);
-    if (n < 0 || (size_t)n >= cap) snprintf(out, cap, "\n#error lazyfuse: expression piece too long\n");
+    if (n >= 0 && (size_t)n < cap) return;
+    /* what snprintf would write, without its truncation warning for the
+     * smallest callers' buffers (16 bytes still hold "\n#error") */
+    static const char too_long[] = "\n#error lazyfuse: expression piece too long\n";
+    size_t m = sizeof too_long - 1 < cap - 1 ? sizeof too_long - 1 : cap - 1;
+    memcpy(out, too_long, m);
+    out[m] = 0;
 }
 
 static void line(emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void line(emitter *e, const char *fmt, ...) {
+static void vline(emitter *e, const char *fmt, va_list ap) {
     cg_printf(e->t, "%*s", 4 * e->depth, "");
+    text_vappend(e->t, fmt, ap);
+    cg_printf(e->t, "\n");
+}
+
+static void line(emitter *e, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    text_vappend(e->t, fmt, ap);
+    vline(e, fmt, ap);
     va_end(ap);
-    cg_printf(e->t, "\n");
+}
+
+/* A line opening a block (it ends in "{"); what follows is indented until
+ * close_block. */
+static void open_block(emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void open_block(emitter *e, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vline(e, fmt, ap);
+    va_end(ap);
+    e->depth++;
+}
+
+static void close_block(emitter *e) {
+    e->depth--;
+    line(e, "}");
 }
 
 static const char *vtype(const emitter *e, lf_dtype t) { return e->d->value_type[t]; }
@@ -284,8 +310,7 @@ static void unravel(emitter *e, const char *flat, int first, int n) {
     for (int i = 0; i < lay->naccess; i++)
         line(e, "%slf_idx o%d_0 = (lf_idx)P[%d];", e->d->value_attr, i, lay->access[i].param_offset);
     if (n == 0) return;
-    line(e, "{");
-    e->depth++;
+    open_block(e, "{");
     line(e, "lf_idx rest = %s, q;", flat);
     for (int ax = first + n - 1; ax >= first; ax--) {
         if (ax > first) {
@@ -297,8 +322,7 @@ static void unravel(emitter *e, const char *flat, int first, int n) {
         for (int i = 0; i < lay->naccess; i++)
             line(e, "o%d_0 += q * (lf_idx)P[%d];", i, lay->access[i].param_offset + 1 + ax);
     }
-    e->depth--;
-    line(e, "}");
+    close_block(e);
 }
 
 /* Opens a loop over loop axis ax (range [lo, hi) or the whole extent) and
@@ -307,9 +331,8 @@ static void unravel(emitter *e, const char *flat, int first, int n) {
 static void open_level(emitter *e, int ax, int reg, const char *lo, const char *hi, bool track_pos) {
     const cg_layout *lay = e->lay;
     int L = e->level;
-    if (lo) line(e, "for (lf_idx r%d = %s; r%d < %s; r%d++) {", L, lo, L, hi, L);
-    else line(e, "for (lf_idx r%d = 0; r%d < (lf_idx)P[%d]; r%d++) {", L, L, lay->param_extent + ax, L);
-    e->depth++;
+    if (lo) open_block(e, "for (lf_idx r%d = %s; r%d < %s; r%d++) {", L, lo, L, hi, L);
+    else open_block(e, "for (lf_idx r%d = 0; r%d < (lf_idx)P[%d]; r%d++) {", L, L, lay->param_extent + ax, L);
     for (int i = 0; i < lay->naccess; i++) {
         const cg_access *a = &lay->access[i];
         if (reg >= 0 && !in_region(e, a, reg)) continue;
@@ -322,8 +345,7 @@ static void open_level(emitter *e, int ax, int reg, const char *lo, const char *
 
 static void close_level(emitter *e) {
     e->level--;
-    e->depth--;
-    line(e, "}");
+    close_block(e);
 }
 
 /* ---- fns ------------------------------------------------------------------------------------ */
@@ -437,6 +459,13 @@ static void emit_stores(emitter *e, int reg, const char *jv, const char *prefix)
     }
 }
 
+/* Region reg's fn at innermost index jv, then its stores (emit_fn and
+ * emit_stores with the same prefix). */
+static void emit_body(emitter *e, int reg, const char *jv, acc_form form, const char *prefix) {
+    emit_fn(e, reg, jv, form, prefix);
+    emit_stores(e, reg, jv, prefix);
+}
+
 /* ---- reductions ------------------------------------------------------------------------------- */
 
 static bool red_float(const fuse_red *r) { return graph_dtype_is_float(r->in) || r->op == LF_RED_MEAN; }
@@ -480,15 +509,13 @@ static void emit_fold(emitter *e, const fuse_red *r, const char *a, const char *
     convert(v, sizeof v, x, r->in, fl ? LF_F64 : LF_I64);
     const char *cmp = red_min(r) ? "<" : ">";
     if (emit_add_or_mul(e, r, a, v)) return;
-    line(e, "{");
-    e->depth++;
+    open_block(e, "{");
     line(e, "const %s x = %s;", fl ? "double" : "int64_t", v);
     if (fl) line(e, "const int better = (%s == %s) & ((x != x) | (x %s %s));", a, a, cmp, a);
     else line(e, "const int better = x %s %s;", cmp, a);
     line(e, "%s = better ? x : %s;", a, a);
     if (red_arg(r)) line(e, "%s = better ? %s : %s;", g, pos, g);
-    e->depth--;
-    line(e, "}");
+    close_block(e);
 }
 
 /* Combines partial (b, bg) into (a, g), both of reduction r. */
@@ -576,15 +603,13 @@ static int open_reduced_nest(emitter *e, int reg, const char *lo, const char *hi
     fmt(jlo, 32, "%s", blocked ? lo : "0");
     if (blocked) fmt(jhi, 32, "%s", hi);
     else fmt(jhi, 32, "P[%d]", lay->param_extent + inner);
-    line(e, "if (%s < %s) {", jlo, jhi);
-    e->depth++;
+    open_block(e, "if (%s < %s) {", jlo, jhi);
     hoist_invariants(e, reg);
     return opened;
 }
 
 static void close_reduced_nest(emitter *e, int opened) {
-    e->depth--;
-    line(e, "}");
+    close_block(e);
     while (opened--) close_level(e);
 }
 
@@ -601,24 +626,18 @@ static void emit_lane_nest(emitter *e, int q, acc_form form, const char *lo, con
     char posx[64];
     fmt(posx, sizeof posx, "pos%d * P[%d] + jj", e->level, lay->param_extent + inner);
     line(e, "int64_t j = %s;", jlo);
-    line(e, "for (; j + %d <= %s; j += %d) {", CG_LANES, jhi, CG_LANES);
-    e->depth++;
+    open_block(e, "for (; j + %d <= %s; j += %d) {", CG_LANES, jhi, CG_LANES);
     /* not unrolled: GCC's loop vectorizer (not SLP) calls the simd math */
     line(e, "_Pragma(\"GCC unroll 1\")");
-    line(e, "for (int64_t l = 0; l < %d; l++) {", CG_LANES);
-    e->depth++;
+    open_block(e, "for (int64_t l = 0; l < %d; l++) {", CG_LANES);
     line(e, "const int64_t jj = j + l;");
     emit_pass_body(e, q, "jj", form, "l", posx);
-    e->depth--;
-    line(e, "}");
-    e->depth--;
-    line(e, "}");
-    line(e, "for (int64_t l = 0; j + l < %s; l++) {", jhi);
-    e->depth++;
+    close_block(e);
+    close_block(e);
+    open_block(e, "for (int64_t l = 0; j + l < %s; l++) {", jhi);
     line(e, "const int64_t jj = j + l;");
     emit_pass_body(e, q, "jj", form, "l", posx);
-    e->depth--;
-    line(e, "}");
+    close_block(e);
     close_reduced_nest(e, opened);
 }
 
@@ -628,16 +647,14 @@ static void combine_lanes(emitter *e, int q) {
     for (int j = 0; j < kn->nreds; j++) {
         const fuse_red *r = &kn->reds[j];
         if (r->pass != q) continue;
-        line(e, "for (int64_t l = 1; l < %d; l++) {", CG_LANES);
-        e->depth++;
+        open_block(e, "for (int64_t l = 1; l < %d; l++) {", CG_LANES);
         char a[32], g[32], b[32], bg[32];
         fmt(a, sizeof a, "acc%d[0]", j);
         fmt(g, sizeof g, "arg%d[0]", j);
         fmt(b, sizeof b, "acc%d[l]", j);
         fmt(bg, sizeof bg, "arg%d[l]", j);
         emit_combine(e, r, a, g, b, bg);
-        e->depth--;
-        line(e, "}");
+        close_block(e);
     }
 }
 
@@ -647,12 +664,9 @@ static void emit_row_nest(emitter *e, acc_form form, const char *lo, const char 
     int reg = kn->npasses + 1;
     char jlo[32], jhi[32];
     int opened = open_reduced_nest(e, reg, lo, hi, false, jlo, jhi);
-    line(e, "for (int64_t jj = %s; jj < %s; jj++) {", jlo, jhi);
-    e->depth++;
-    emit_fn(e, reg, "jj", form, "r");
-    emit_stores(e, reg, "jj", "r");
-    e->depth--;
-    line(e, "}");
+    open_block(e, "for (int64_t jj = %s; jj < %s; jj++) {", jlo, jhi);
+    emit_body(e, reg, "jj", form, "r");
+    close_block(e);
     close_reduced_nest(e, opened);
 }
 
@@ -677,14 +691,8 @@ static void declare_buffers(emitter *e) {
 }
 
 static void open_fn(emitter *e, const char *sig) {
-    line(e, "%s void lf_k_%s {", e->d->entry, sig);
-    e->depth++;
+    open_block(e, "%s void lf_k_%s {", e->d->entry, sig);
     e->level = 0;
-}
-
-static void close_fn(emitter *e) {
-    e->depth--;
-    line(e, "}");
 }
 
 #define ARGS_RUN "void *const *restrict B, const int64_t *restrict P, int64_t begin, int64_t end"
@@ -696,22 +704,17 @@ static void emit_elementwise(emitter *e) {
     declare_buffers(e);
     line(e, "const int64_t E = P[%d];", lay->param_extent + inner);
     line(e, "int64_t at = begin;");
-    line(e, "while (at < end) {");
-    e->depth++;
+    open_block(e, "while (at < end) {");
     line(e, "const int64_t row = at / E, j0 = at - row * E;");
     line(e, "const int64_t j1 = end - at < E - j0 ? j0 + (end - at) : E;");
     unravel(e, "row", 0, inner);
     hoist_invariants(e, 0);
-    line(e, "for (int64_t j = j0; j < j1; j++) {");
-    e->depth++;
-    emit_fn(e, 0, "j", ACC_SCALAR, "");
-    emit_stores(e, 0, "j", "");
-    e->depth--;
-    line(e, "}");
+    open_block(e, "for (int64_t j = j0; j < j1; j++) {");
+    emit_body(e, 0, "j", ACC_SCALAR, "");
+    close_block(e);
     line(e, "at += j1 - j0;");
-    e->depth--;
-    line(e, "}");
-    close_fn(e);
+    close_block(e);
+    close_block(e);
 }
 
 /* Declares res<r> for every reduction (n: array length or NULL). */
@@ -744,38 +747,29 @@ static void emit_inner(emitter *e) {
     const cg_layout *lay = e->lay;
     open_fn(e, "run(" ARGS_RUN ")");
     declare_buffers(e);
-    line(e, "for (int64_t out = begin; out < end; out++) {");
-    e->depth++;
+    open_block(e, "for (int64_t out = begin; out < end; out++) {");
     unravel(e, "out", 0, lay->nkept);
     declare_results(e, NULL);
     for (int q = 0; q < kn->npasses; q++) {
-        line(e, "{ /* pass %d */", q);
-        e->depth++;
+        open_block(e, "{ /* pass %d */", q);
         char lanes[16];
         fmt(lanes, sizeof lanes, "%d", CG_LANES);
         declare_accs(e, q, lanes, lanes);
         emit_lane_nest(e, q, ACC_SCALAR, NULL, NULL);
         combine_lanes(e, q);
         finish_into(e, q, "0", NULL);
-        e->depth--;
-        line(e, "}");
+        close_block(e);
     }
-    line(e, "{ /* epilogue */");
-    e->depth++;
-    emit_fn(e, kn->npasses, NULL, ACC_SCALAR, "e");
-    emit_stores(e, kn->npasses, NULL, "e");
-    e->depth--;
-    line(e, "}");
+    open_block(e, "{ /* epilogue */");
+    emit_body(e, kn->npasses, NULL, ACC_SCALAR, "e");
+    close_block(e);
     if (kn->row) {
-        line(e, "{ /* row pass */");
-        e->depth++;
+        open_block(e, "{ /* row pass */");
         emit_row_nest(e, ACC_SCALAR, NULL, NULL);
-        e->depth--;
-        line(e, "}");
+        close_block(e);
     }
-    e->depth--;
-    line(e, "}");
-    close_fn(e);
+    close_block(e);
+    close_block(e);
 }
 
 static void emit_outer(emitter *e) {
@@ -786,8 +780,7 @@ static void emit_outer(emitter *e) {
     declare_buffers(e);
     line(e, "const int64_t EK = P[%d], nblk = (EK + %d) / %d;", lay->param_extent + last,
          CG_OUTER_BLOCK - 1, CG_OUTER_BLOCK);
-    line(e, "for (int64_t u = begin; u < end; u++) {");
-    e->depth++;
+    open_block(e, "for (int64_t u = begin; u < end; u++) {");
     line(e, "const int64_t out = u / nblk, k0 = (u - out * nblk) * %d;", CG_OUTER_BLOCK);
     line(e, "const int64_t K = EK - k0 < %d ? EK - k0 : %d;", CG_OUTER_BLOCK, CG_OUTER_BLOCK);
     unravel(e, "out", 0, lay->nkept);
@@ -797,8 +790,7 @@ static void emit_outer(emitter *e) {
     fmt(blk, sizeof blk, "%d", CG_OUTER_BLOCK);
     declare_results(e, blk);
     for (int q = 0; q < kn->npasses; q++) {
-        line(e, "{ /* pass %d */", q);
-        e->depth++;
+        open_block(e, "{ /* pass %d */", q);
         bool pos = pass_tracks_pos(kn, q);
         declare_accs(e, q, blk, "K");
         if (pos) line(e, "const int64_t pos0 = 0;");
@@ -807,46 +799,32 @@ static void emit_outer(emitter *e) {
         hoist_invariants(e, q);
         char posx[16];
         fmt(posx, sizeof posx, "pos%d", e->level);
-        line(e, "for (int64_t kk = 0; kk < K; kk++) {");
-        e->depth++;
+        open_block(e, "for (int64_t kk = 0; kk < K; kk++) {");
         emit_pass_body(e, q, "kk", ACC_ARRAY, "kk", posx);
-        e->depth--;
-        line(e, "}");
+        close_block(e);
         while (opened--) close_level(e);
-        line(e, "for (int64_t kk = 0; kk < K; kk++) {");
-        e->depth++;
+        open_block(e, "for (int64_t kk = 0; kk < K; kk++) {");
         finish_into(e, q, "kk", "kk");
-        e->depth--;
-        line(e, "}");
-        e->depth--;
-        line(e, "}");
+        close_block(e);
+        close_block(e);
     }
     hoist_invariants(e, kn->npasses);
-    line(e, "for (int64_t kk = 0; kk < K; kk++) { /* epilogue */");
-    e->depth++;
-    emit_fn(e, kn->npasses, "kk", ACC_ARRAY, "e");
-    emit_stores(e, kn->npasses, "kk", "e");
-    e->depth--;
-    line(e, "}");
+    open_block(e, "for (int64_t kk = 0; kk < K; kk++) { /* epilogue */");
+    emit_body(e, kn->npasses, "kk", ACC_ARRAY, "e");
+    close_block(e);
     if (kn->row) {
         int reg = kn->npasses + 1, opened = 0;
-        line(e, "{ /* row pass */");
-        e->depth++;
+        open_block(e, "{ /* row pass */");
         for (int ax = lay->nkept; ax < last; ax++, opened++) open_level(e, ax, reg, NULL, NULL, false);
         hoist_invariants(e, reg);
-        line(e, "for (int64_t kk = 0; kk < K; kk++) {");
-        e->depth++;
-        emit_fn(e, reg, "kk", ACC_ARRAY, "r");
-        emit_stores(e, reg, "kk", "r");
-        e->depth--;
-        line(e, "}");
+        open_block(e, "for (int64_t kk = 0; kk < K; kk++) {");
+        emit_body(e, reg, "kk", ACC_ARRAY, "r");
+        close_block(e);
         while (opened--) close_level(e);
-        e->depth--;
-        line(e, "}");
+        close_block(e);
     }
-    e->depth--;
-    line(e, "}");
-    close_fn(e);
+    close_block(e);
+    close_block(e);
 }
 
 /* lo, hi: the outermost-axis range of block blk (FULL). */
@@ -875,8 +853,7 @@ static void emit_full(emitter *e) {
         open_fn(e, sig);
         line(e, "(void)R;");
         declare_buffers(e);
-        line(e, "for (int64_t blk = begin; blk < end; blk++) {");
-        e->depth++;
+        open_block(e, "for (int64_t blk = begin; blk < end; blk++) {");
         block_bounds(e);
         unravel(e, "0", 0, 0);
         char lanes[16];
@@ -892,9 +869,8 @@ static void emit_full(emitter *e) {
             else line(e, "part[blk * %d + %d].arg = -1;", nq, m);
             m++;
         }
-        e->depth--;
-        line(e, "}");
-        close_fn(e);
+        close_block(e);
+        close_block(e);
 
         fmt(sig, sizeof sig,
                  "fin%d(const int64_t *restrict P, lf_value *restrict R, const lf_partial *restrict "
@@ -905,48 +881,41 @@ static void emit_full(emitter *e) {
             const fuse_red *r = &kn->reds[j];
             if (r->pass != q) continue;
             bool fl = red_float(r);
-            line(e, "{ /* n%d %s */", r->node->id, graph_reds[r->op].text);
-            e->depth++;
+            open_block(e, "{ /* n%d %s */", r->node->id, graph_reds[r->op].text);
             line(e, "%s acc%d[1] = {%s};", fl ? "double" : "int64_t", j, red_init(r));
             line(e, "int64_t arg%d[1] = {-1};", j);
-            line(e, "for (int64_t b = 0; b < nblocks; b++) {");
-            e->depth++;
+            open_block(e, "for (int64_t b = 0; b < nblocks; b++) {");
             char a[32], g[32], b[64], bg[64];
             fmt(a, sizeof a, "acc%d[0]", j);
             fmt(g, sizeof g, "arg%d[0]", j);
             fmt(b, sizeof b, "part[b * %d + %d].v.%s", nq, m, fl ? "f" : "i");
             fmt(bg, sizeof bg, "part[b * %d + %d].arg", nq, m);
             emit_combine(e, r, a, g, b, bg);
-            e->depth--;
-            line(e, "}");
+            close_block(e);
             expr_buf v;
             finish_value(e, r, a, g, v, sizeof v);
             line(e, "R[%d].%s = %s;", j, graph_dtype_is_float(r->node->dtype) ? "f" : "i", v);
-            e->depth--;
-            line(e, "}");
+            close_block(e);
             m++;
         }
         line(e, "(void)P;");
-        close_fn(e);
+        close_block(e);
     }
     open_fn(e, "epi(void *const *restrict B, const int64_t *restrict P, lf_value *restrict R)");
     declare_buffers(e);
     unravel(e, "0", 0, 0);
-    emit_fn(e, kn->npasses, NULL, ACC_R, "e");
-    emit_stores(e, kn->npasses, NULL, "e");
-    close_fn(e);
+    emit_body(e, kn->npasses, NULL, ACC_R, "e");
+    close_block(e);
     if (kn->row) {
         open_fn(e, "row(void *const *restrict B, const int64_t *restrict P, lf_value *restrict R, "
                    "int64_t begin, int64_t end)");
         declare_buffers(e);
-        line(e, "for (int64_t blk = begin; blk < end; blk++) {");
-        e->depth++;
+        open_block(e, "for (int64_t blk = begin; blk < end; blk++) {");
         block_bounds(e);
         unravel(e, "0", 0, 0);
         emit_row_nest(e, ACC_R, "lo", "hi");
-        e->depth--;
-        line(e, "}");
-        close_fn(e);
+        close_block(e);
+        close_block(e);
     }
 }
 
@@ -1010,8 +979,7 @@ static const char *cuda_names[] = {"run", "vec", "rows", "cols", "row", "pass0",
 
 static void cuda_open_body(emitter *e, const char *name) {
     line(e, "template <typename lf_idx>");
-    line(e, "static __device__ __forceinline__ void lf_body_%s(const lf_args &a) {", name);
-    e->depth++;
+    open_block(e, "static __device__ __forceinline__ void lf_body_%s(const lf_args &a) {", name);
     e->level = 0;
     declare_buffers(e);
     line(e, "const lf_idx lf_tid = (lf_idx)blockIdx.x * blockDim.x + threadIdx.x;");
@@ -1024,7 +992,7 @@ static void cuda_open_body(emitter *e, const char *name) {
  * with -DLF_VARIANT=v instantiates only variant v's bodies, one without it
  * all of them. */
 static void cuda_close_body(emitter *e, const char *name, int variant32, int variant64) {
-    close_fn(e);
+    close_block(e);
     for (int w = 32; w <= 64; w += 32) {
         line(e, "#if !defined(LF_VARIANT) || LF_VARIANT == %d", w == 32 ? variant32 : variant64);
         line(e,
@@ -1098,10 +1066,8 @@ static void cuda_group_combine(emitter *e, int q, const char *G) {
         if (red_arg(r)) line(e, "sarg%d[slot] = arg%d[0];", j, j);
     }
     line(e, "__syncthreads();");
-    line(e, "for (int s = %s / 2; s > 0; s >>= 1) {", G);
-    e->depth++;
-    line(e, "if (tx < s) {");
-    e->depth++;
+    open_block(e, "for (int s = %s / 2; s > 0; s >>= 1) {", G);
+    open_block(e, "if (tx < s) {");
     for (int j = 0; j < kn->nreds; j++) {
         const fuse_red *r = &kn->reds[j];
         if (r->pass != q) continue;
@@ -1112,11 +1078,9 @@ static void cuda_group_combine(emitter *e, int q, const char *G) {
         fmt(bg, sizeof bg, "sarg%d[slot + s]", j);
         emit_combine(e, r, a, g, b, bg);
     }
-    e->depth--;
-    line(e, "}");
+    close_block(e);
     line(e, "__syncthreads();");
-    e->depth--;
-    line(e, "}");
+    close_block(e);
 }
 
 /* Finished value of reduction j from the group's shared slot `base`. */
@@ -1133,8 +1097,7 @@ static void cuda_elementwise(emitter *e) {
     cuda_open_body(e, "run");
     line(e, "const lf_idx E = (lf_idx)P[%d];", lay->param_extent + inner);
     cuda_extent_product(e, "T", 0, lay->ndim);
-    line(e, "for (lf_idx at = lf_tid; at < T; at += lf_stride) {");
-    e->depth++;
+    open_block(e, "for (lf_idx at = lf_tid; at < T; at += lf_stride) {");
     if (inner > 0) {
         line(e, "const lf_idx row = at / E, j = at - row * E;");
         unravel(e, "row", 0, inner);
@@ -1143,10 +1106,8 @@ static void cuda_elementwise(emitter *e) {
         unravel(e, "0", 0, 0);
     }
     hoist_invariants(e, 0);
-    emit_fn(e, 0, "j", ACC_SCALAR, "");
-    emit_stores(e, 0, "j", "");
-    e->depth--;
-    line(e, "}");
+    emit_body(e, 0, "j", ACC_SCALAR, "");
+    close_block(e);
     cuda_close_body(e, "run", 1, 2);
     if (!cg_cuda_vectorizable(lay)) return;
 
@@ -1154,8 +1115,7 @@ static void cuda_elementwise(emitter *e) {
     line(e, "const lf_idx T = (lf_idx)P[%d];", lay->param_extent);
     unravel(e, "0", 0, 0);
     hoist_invariants(e, 0);
-    line(e, "for (lf_idx g = lf_tid; g < T / 4; g += lf_stride) {");
-    e->depth++;
+    open_block(e, "for (lf_idx g = lf_tid; g < T / 4; g += lf_stride) {");
     line(e, "const lf_idx j0 = g * 4;");
     for (int i = 0; i < lay->naccess; i++) {
         const cg_access *a = &lay->access[i];
@@ -1167,29 +1127,22 @@ static void cuda_elementwise(emitter *e) {
             line(e, "lf_v4<%s> w%d;", t, i);
     }
     line(e, "#pragma unroll");
-    line(e, "for (int l = 0; l < 4; l++) {");
-    e->depth++;
+    open_block(e, "for (int l = 0; l < 4; l++) {");
     line(e, "const lf_idx j = j0 + l; (void)j;");
     e->vec = true;
-    emit_fn(e, 0, "j", ACC_SCALAR, "");
-    emit_stores(e, 0, "j", "");
+    emit_body(e, 0, "j", ACC_SCALAR, "");
     e->vec = false;
-    e->depth--;
-    line(e, "}");
+    close_block(e);
     for (int i = 0; i < lay->naccess; i++) {
         const cg_access *a = &lay->access[i];
         if (a->fn >= 0 || a->buf < 0) continue;
         const char *t = e->d->type[a->dtype];
         line(e, "*(lf_v4<%s> *)(b%d + o%d_0 + j0) = w%d;", t, a->buf, i, i);
     }
-    e->depth--;
-    line(e, "}");
-    line(e, "for (lf_idx j = T / 4 * 4 + lf_tid; j < T; j += lf_stride) {");
-    e->depth++;
-    emit_fn(e, 0, "j", ACC_SCALAR, "");
-    emit_stores(e, 0, "j", "");
-    e->depth--;
-    line(e, "}");
+    close_block(e);
+    open_block(e, "for (lf_idx j = T / 4 * 4 + lf_tid; j < T; j += lf_stride) {");
+    emit_body(e, 0, "j", ACC_SCALAR, "");
+    close_block(e);
     cuda_close_body(e, "vec", 3, 4);
 }
 
@@ -1199,22 +1152,19 @@ static void cuda_elementwise(emitter *e) {
 static void cuda_thread_positions(emitter *e, int q, int first, const char *base, const char *G,
                                   acc_form form) {
     const fuse_kernel *kn = e->kn;
-    line(e, "for (lf_idx p = tx; p < C; p += %s) {", G);
-    e->depth++;
+    open_block(e, "for (lf_idx p = tx; p < C; p += %s) {", G);
     line(e, "const lf_idx fl = %s + p; (void)fl;", base);
     int level = e->level;
     char jv[32];
     cuda_position(e, q, "fl", first, jv);
     hoist_invariants(e, q);
     if (q == kn->npasses + 1) {
-        emit_fn(e, q, jv, form, "r");
-        emit_stores(e, q, jv, "r");
+        emit_body(e, q, jv, form, "r");
     } else {
         emit_pass_body(e, q, jv, form, "0", "(int64_t)fl");
     }
     e->level = level;
-    e->depth--;
-    line(e, "}");
+    close_block(e);
 }
 
 static void cuda_inner(emitter *e) {
@@ -1226,22 +1176,18 @@ static void cuda_inner(emitter *e) {
     line(e, "(void)slot;");
     cuda_extent_product(e, "NOUT", 0, lay->nkept);
     line(e, "const lf_idx C = (lf_idx)P[%d];", lay->param_count);
-    line(e, "for (lf_idx base = (lf_idx)blockIdx.x * blockDim.y; base < NOUT; "
+    open_block(e, "for (lf_idx base = (lf_idx)blockIdx.x * blockDim.y; base < NOUT; "
             "base += (lf_idx)gridDim.x * blockDim.y) {");
-    e->depth++;
     line(e, "const lf_idx out = base + threadIdx.y;");
     line(e, "const bool live = out < NOUT;");
     unravel(e, "(live ? out : 0)", 0, lay->nkept);
     declare_results(e, NULL);
     for (int q = 0; q < kn->npasses; q++) {
-        line(e, "{ /* pass %d */", q);
-        e->depth++;
+        open_block(e, "{ /* pass %d */", q);
         declare_accs(e, q, "1", "1");
-        line(e, "if (live) {");
-        e->depth++;
+        open_block(e, "if (live) {");
         cuda_thread_positions(e, q, lay->nkept, "0", "G", ACC_SCALAR);
-        e->depth--;
-        line(e, "}");
+        close_block(e);
         cuda_group_combine(e, q, "G");
         for (int j = 0; j < kn->nreds; j++) {
             if (kn->reds[j].pass != q) continue;
@@ -1250,24 +1196,17 @@ static void cuda_inner(emitter *e) {
             line(e, "res%d = %s;", j, v);
         }
         line(e, "__syncthreads();");
-        e->depth--;
-        line(e, "}");
+        close_block(e);
     }
-    line(e, "if (live && tx == 0) { /* epilogue */");
-    e->depth++;
-    emit_fn(e, kn->npasses, NULL, ACC_SCALAR, "e");
-    emit_stores(e, kn->npasses, NULL, "e");
-    e->depth--;
-    line(e, "}");
+    open_block(e, "if (live && tx == 0) { /* epilogue */");
+    emit_body(e, kn->npasses, NULL, ACC_SCALAR, "e");
+    close_block(e);
     if (kn->row) {
-        line(e, "if (live) { /* row pass */");
-        e->depth++;
+        open_block(e, "if (live) { /* row pass */");
         cuda_thread_positions(e, kn->npasses + 1, lay->nkept, "0", "G", ACC_SCALAR);
-        e->depth--;
-        line(e, "}");
+        close_block(e);
     }
-    e->depth--;
-    line(e, "}");
+    close_block(e);
     cuda_close_body(e, "rows", 1, 2);
 }
 
@@ -1279,16 +1218,14 @@ static void cuda_outer(emitter *e) {
     line(e, "const lf_idx EK = (lf_idx)P[%d];", lay->param_extent + last);
     cuda_extent_product(e, "NOUT", 0, lay->nkept);
     line(e, "NOUT *= EK;");
-    line(e, "for (lf_idx u = lf_tid; u < NOUT; u += lf_stride) {");
-    e->depth++;
+    open_block(e, "for (lf_idx u = lf_tid; u < NOUT; u += lf_stride) {");
     line(e, "const lf_idx out = u / EK, k = u - out * EK;");
     unravel(e, "out", 0, lay->nkept);
     for (int i = 0; i < lay->naccess; i++)
         line(e, "o%d_0 += k * (lf_idx)P[%d];", i, lay->access[i].param_offset + 1 + last);
     declare_results(e, NULL);
     for (int q = 0; q < kn->npasses; q++) {
-        line(e, "{ /* pass %d */", q);
-        e->depth++;
+        open_block(e, "{ /* pass %d */", q);
         bool pos = pass_tracks_pos(kn, q);
         declare_accs(e, q, "1", "1");
         if (pos) line(e, "const int64_t pos0 = 0;");
@@ -1299,28 +1236,20 @@ static void cuda_outer(emitter *e) {
         emit_pass_body(e, q, NULL, ACC_SCALAR, "0", posx);
         while (opened--) close_level(e);
         finish_into(e, q, "0", NULL);
-        e->depth--;
-        line(e, "}");
+        close_block(e);
     }
-    line(e, "{ /* epilogue */");
-    e->depth++;
-    emit_fn(e, kn->npasses, NULL, ACC_SCALAR, "e");
-    emit_stores(e, kn->npasses, NULL, "e");
-    e->depth--;
-    line(e, "}");
+    open_block(e, "{ /* epilogue */");
+    emit_body(e, kn->npasses, NULL, ACC_SCALAR, "e");
+    close_block(e);
     if (kn->row) {
         int reg = kn->npasses + 1, opened = 0;
-        line(e, "{ /* row pass */");
-        e->depth++;
+        open_block(e, "{ /* row pass */");
         for (int ax = lay->nkept; ax < last; ax++, opened++) open_level(e, ax, reg, NULL, NULL, false);
-        emit_fn(e, reg, NULL, ACC_SCALAR, "r");
-        emit_stores(e, reg, NULL, "r");
+        emit_body(e, reg, NULL, ACC_SCALAR, "r");
         while (opened--) close_level(e);
-        e->depth--;
-        line(e, "}");
+        close_block(e);
     }
-    e->depth--;
-    line(e, "}");
+    close_block(e);
     cuda_close_body(e, "cols", 1, 2);
 }
 
@@ -1341,14 +1270,11 @@ static void cuda_full(emitter *e) {
         cuda_extent_product(e, "Cin", 1, lay->ndim - 1);
         line(e, "const lf_idx C = (hi - lo) * Cin;");
         declare_accs(e, q, "1", "1");
-        line(e, "{");
-        e->depth++;
+        open_block(e, "{");
         cuda_thread_positions(e, q, 0, "lo * Cin", "(lf_idx)blockDim.x", ACC_R);
-        e->depth--;
-        line(e, "}");
+        close_block(e);
         cuda_group_combine(e, q, "(int)blockDim.x");
-        line(e, "if (tx == 0) {");
-        e->depth++;
+        open_block(e, "if (tx == 0) {");
         for (int j = 0, m = 0; j < kn->nreds; j++) {
             const fuse_red *r = &kn->reds[j];
             if (r->pass != q) continue;
@@ -1359,11 +1285,9 @@ static void cuda_full(emitter *e) {
         }
         line(e, "__threadfence();");
         line(e, "lf_last = atomicAdd(&a.ticket[%d], 1u) == gridDim.x - 1;", q);
-        e->depth--;
-        line(e, "}");
+        close_block(e);
         line(e, "__syncthreads();");
-        line(e, "if (lf_last) { /* the last block combines the partials in a fixed order */");
-        e->depth++;
+        open_block(e, "if (lf_last) { /* the last block combines the partials in a fixed order */");
         line(e, "__threadfence();");
         for (int j = 0, m = 0; j < kn->nreds; j++) {
             const fuse_red *r = &kn->reds[j];
@@ -1371,8 +1295,7 @@ static void cuda_full(emitter *e) {
             bool fl = red_float(r);
             line(e, "acc%d[0] = %s;", j, red_init(r));
             if (red_arg(r)) line(e, "arg%d[0] = -1;", j);
-            line(e, "for (lf_idx b = tx; b < (lf_idx)gridDim.x; b += blockDim.x) {");
-            e->depth++;
+            open_block(e, "for (lf_idx b = tx; b < (lf_idx)gridDim.x; b += blockDim.x) {");
             line(e, "const %s pv = __ldcg(&a.part[b * %d + %d].v.%s);", fl ? "double" : "long long", nq, m,
                  fl ? "f" : "i");
             line(e, "const long long pa = __ldcg(&a.part[b * %d + %d].arg); (void)pa;", nq, m);
@@ -1380,13 +1303,11 @@ static void cuda_full(emitter *e) {
             fmt(a, sizeof a, "acc%d[0]", j);
             fmt(g, sizeof g, "arg%d[0]", j);
             emit_combine(e, r, a, g, "pv", "pa");
-            e->depth--;
-            line(e, "}");
+            close_block(e);
             m++;
         }
         cuda_group_combine(e, q, "(int)blockDim.x");
-        line(e, "if (tx == 0) {");
-        e->depth++;
+        open_block(e, "if (tx == 0) {");
         for (int j = 0; j < kn->nreds; j++) {
             const fuse_red *r = &kn->reds[j];
             if (r->pass != q) continue;
@@ -1396,17 +1317,12 @@ static void cuda_full(emitter *e) {
         }
         line(e, "a.ticket[%d] = 0;", q);
         if (q == kn->npasses - 1) {
-            line(e, "{ /* epilogue */");
-            e->depth++;
-            emit_fn(e, kn->npasses, NULL, ACC_R, "e");
-            emit_stores(e, kn->npasses, NULL, "e");
-            e->depth--;
-            line(e, "}");
+            open_block(e, "{ /* epilogue */");
+            emit_body(e, kn->npasses, NULL, ACC_R, "e");
+            close_block(e);
         }
-        e->depth--;
-        line(e, "}");
-        e->depth--;
-        line(e, "}");
+        close_block(e);
+        close_block(e);
         cuda_close_body(e, cuda_names[5 + q], 1, 2);
     }
     if (kn->row) {
