@@ -115,7 +115,7 @@ sanitize() {
         args+=(--leak-check full)
         for s in eval reduce views; do
             LF_TEST_REQUIRE_CUDA=1 LF_TEST_BACKEND=cuda "$cs" "${args[@]}" \
-                "build-gpu/tests/test_${s}_cuda" --jobs=1 || ok=1
+                "build-gpu/tests/test_${s}" --jobs=1 || ok=1
         done
     fi
     LF_TEST_REQUIRE_CUDA=1 LF_TEST_BACKEND=cuda LF_TEST_NGRAPHS=200 "$cs" "${args[@]}" \

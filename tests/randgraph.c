@@ -299,7 +299,12 @@ static lf_node *pick_sibling(gen *G, const lf_node *o) {
 }
 
 /* Builds random graph i; returns the outputs in outs (1..3). */
-int gen_graph(gen *G, lf_node **outs) {
+int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs) {
+    memset(G, 0, sizeof *G);
+    G->r.s = seed ^ (0xd1b54a32d192ed03ULL * (uint64_t)(index + 1));
+    G->ctx = ctx;
+    G->g = lf_graph_new(ctx);
+    cr_assert(G->g != NULL, "lf_graph_new: %s", lf_errmsg(ctx));
     lf_graph *g = G->g;
     int ninputs = rint_(&G->r, 1, 3);
     for (int i = 0; i < ninputs; i++) push(G, new_input(G));

@@ -31,9 +31,10 @@ typedef struct gen {
     int n;
 } gen;
 
-/* Builds a random graph into G->g (G->r seeded, G->ctx and G->g set, the
- * pool empty); stores 1..3 outputs into outs and returns how many. */
-int gen_graph(gen *G, lf_node **outs);
+/* Graph number `index` of a run seeded with `seed`: makes G->g, a new graph
+ * of ctx (the caller frees it), builds it from G's own generator, stores
+ * 1..3 outputs into outs and returns how many. */
+int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs);
 
 /* lf_reduce over axes, reshaped back to x's rank when !keep (the
  * "reduce -> broadcast -> map" shape of softmax and layer norm either way). */

@@ -144,12 +144,8 @@ Test(cuda_codegen, every_kernel_compiles_with_nvrtc, .timeout = 3000) {
     char what[96];
     for (int gi = 0; gi < ngraphs; gi++) {
         gen G;
-        memset(&G, 0, sizeof G);
-        G.r.s = seed ^ (0xd1b54a32d192ed03ULL * (uint64_t)(gi + 1));
-        G.ctx = ctx;
-        G.g = lf_graph_new(ctx);
         lf_node *outs[3];
-        int nout = gen_graph(&G, outs);
+        int nout = gen_graph(&G, ctx, seed, gi, outs);
         snprintf(what, sizeof what, "graph %d (LF_TEST_SEED=%" PRIu64 ")", gi, seed);
         run.what = what;
         compile_plans(&run, G.g, nout, outs);
@@ -489,12 +485,8 @@ Test(cuda_codegen, emulated_kernels_match_the_reference, .timeout = 3000) {
     int id = 0, launches = 0, vec_launches = 0, kernels = 0;
     for (int gi = first; gi < last; gi++) {
         gen G;
-        memset(&G, 0, sizeof G);
-        G.r.s = seed ^ (0xd1b54a32d192ed03ULL * (uint64_t)(gi + 1));
-        G.ctx = ctx;
-        G.g = lf_graph_new(ctx);
         lf_node *outs[3];
-        int nout = gen_graph(&G, outs);
+        int nout = gen_graph(&G, ctx, seed, gi, outs);
         char what[96];
         snprintf(what, sizeof what, "graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d)", gi, seed, gi);
         emu_check(ctx, G.g, nout, outs, what, dir, &id, gi % 2 == 1, &kernels, &launches, &vec_launches);

@@ -817,12 +817,8 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
     int *cover = getenv("LF_TEST_VERBOSE") ? coverbuf : NULL;
     for (int gi = first; gi < last; gi++) {
         gen G;
-        memset(&G, 0, sizeof G);
-        G.r.s = seed ^ (0xd1b54a32d192ed03ULL * (uint64_t)(gi + 1));
-        G.ctx = ctx;
-        G.g = lf_graph_new(ctx);
         lf_node *outs[3];
-        int nout = gen_graph(&G, outs);
+        int nout = gen_graph(&G, ctx, seed, gi, outs);
         lf_buffer *res[3][3]; /* [fused, unfused, reference][output] */
         for (int mode = 0; mode < 3; mode++) {
             ctx->backend = mode == 2 ? LF_BACKEND_REFERENCE : planned_backend();
