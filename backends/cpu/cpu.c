@@ -1,6 +1,7 @@
 /* backends/cpu/cpu.c: the compiled CPU backend (see cpu.h).
  *
- * Kernel cache, two levels:
+ * Kernel cache, two levels (the mechanism is backends/kcache.c, shared with
+ * the CUDA backend):
  *  - in memory, per context: keyed by the FNV hash of the kernel's source
  *    with comments removed (the structure: node ids live only in comments),
  *    confirmed by comparing that text; a hit touches no file system;
@@ -19,6 +20,7 @@
 #include "backends/cpu/cc.h"
 #include "backends/cpu/pool.h"
 #include "backends/diskcache.h"
+#include "backends/kcache.h"
 #include "backends/sha256.h"
 #include "codegen/codegen.h"
 
@@ -27,7 +29,6 @@
 #include <string.h>
 
 enum {
-    KCACHE_BUCKETS = 1024,
     PARALLEL_MIN_ELEMENTS = 1 << 16, /* below: the calling thread alone */
     ELEMENT_GRAIN = 256              /* chunk boundaries (elements) */
 };
@@ -45,15 +46,13 @@ static const char *const libs_scalar[] = {"-lm", NULL};
 /* ---- the in-memory kernel cache ---------------------------------------------------------- */
 
 typedef struct kentry {
-    uint64_t hash;                  /* cg_source_hash */
-    char *text;                     /* source without comments */
+    kcache_entry base;              /* hash, text, chain (backends/kcache.h) */
     void *handle;                   /* dlopen handle */
     cg_run_fn run;                  /* ELEMENTWISE, INNER, OUTER */
     cg_pass_fn pass[FUSE_MAX_PASSES]; /* FULL */
     cg_fin_fn fin[FUSE_MAX_PASSES];
     cg_epi_fn epi;
     cg_row_fn row;
-    struct kentry *next;            /* bucket chain */
 } kentry;
 
 typedef struct cpu_state {
@@ -70,23 +69,20 @@ typedef struct cpu_state {
                                        kernel ($LF_CPU_PARALLEL_MIN, a test hook) */
     char march[80];                 /* the -march flag used */
     const char *flags[32];          /* cc_flags with it */
-    kentry *buckets[KCACHE_BUCKETS];
+    kcache kernels;                 /* in-memory kernel cache (kentry) */
 } cpu_state;
+
+static void kentry_release(kcache_entry *base, void *arg) {
+    (void)arg;
+    kentry *e = (kentry *)base;
+    if (e->handle) dlclose(e->handle);
+}
 
 static void state_free(void *p) {
     cpu_state *cs = p;
     if (!cs) return;
     cpu_pool_free(cs->pool);
-    for (int b = 0; b < KCACHE_BUCKETS; b++) {
-        kentry *e = cs->buckets[b];
-        while (e) {
-            kentry *next = e->next;
-            if (e->handle) dlclose(e->handle);
-            graph_free(e->text);
-            graph_free(e);
-            e = next;
-        }
-    }
+    kcache_clear(&cs->kernels, kentry_release, NULL);
     graph_free(cs->cc_version);
     graph_free(cs->cc_problem);
     graph_free(cs->cpu_id);
@@ -212,47 +208,34 @@ static void disk_key(const cpu_state *cs, const char *text, char key[72]) {
 /* Finds or builds the compiled kernel of layout lay. */
 static lf_status kernel_get(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s, const cg_layout *lay,
                             int k, kentry **out, lf_eval_stats *st) {
-    cg_text src = {0};
-    cg_emit_kernel(s, lay, cg_dialect_c(cs->vector_math), &src);
-    char *text = src.nomem ? NULL : cg_strip_comments(src.s);
-    if (!text) {
+    cg_text src;
+    char *text;
+    uint64_t h;
+    lf_status status = kcache_source(ctx, s, lay, cg_dialect_c(cs->vector_math), k, "kernel", &src, &text, &h);
+    if (status != LF_OK) return status;
+    kentry *e = (kentry *)kcache_find(&cs->kernels, h, text);
+    if (e) {
+        graph_free(text);
         cg_text_free(&src);
-        return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory generating kernel %d", k);
+        st->kernels_memory_hits++;
+        *out = e;
+        return LF_OK;
     }
-    if (graph_debug_on("source"))
-        fprintf(stderr, "/* ---- lazyfuse kernel %d ---- */\n%s\n", k, src.s);
-    uint64_t h = cg_source_hash(text);
-    kentry **bucket = &cs->buckets[h % KCACHE_BUCKETS];
-    for (kentry *e = *bucket; e; e = e->next)
-        if (e->hash == h && !strcmp(e->text, text)) {
-            graph_free(text);
-            cg_text_free(&src);
-            st->kernels_memory_hits++;
-            *out = e;
-            return LF_OK;
-        }
-    kentry *e = graph_calloc(1, sizeof *e);
+    e = graph_calloc(1, sizeof *e);
     if (!e) {
         graph_free(text);
         cg_text_free(&src);
         return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory caching kernel %d", k);
     }
-    e->hash = h;
-    e->text = text;
-    lf_status status = LF_OK;
+    e->base.hash = h;
+    e->base.text = text;
     char key[72], *why = NULL;
     disk_key(cs, text, key);
     void *so = NULL;
     size_t len = 0;
     bool from_disk = false;
-    if (cs->cache_dir) {
-        diskcache_result r = diskcache_get(cs->cache_dir, key, &so, &len);
-        if (r == DISKCACHE_NOMEM) {
-            status = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory reading the kernel cache");
-            goto fail;
-        }
-        from_disk = r == DISKCACHE_HIT;
-    }
+    status = kcache_disk_get(ctx, cs->cache_dir, key, &so, &len, &from_disk);
+    if (status != LF_OK) goto fail;
     if (from_disk) {
         e->handle = cc_dlopen_bytes(so, len, &why);
         if (!e->handle) { /* verified but unloadable: rebuild it */
@@ -271,12 +254,7 @@ static lf_status kernel_get(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s, 
             graph_free(log);
             goto fail;
         }
-        if (cs->cache_dir) {
-            char *perr = NULL;
-            if (diskcache_put(cs->cache_dir, key, so, len, &perr) != 0 && graph_debug_on("cache"))
-                fprintf(stderr, "lazyfuse: kernel cache not written: %s\n", perr ? perr : "?");
-            graph_free(perr);
-        }
+        kcache_disk_put(cs->cache_dir, key, so, len);
         e->handle = cc_dlopen_bytes(so, len, &why);
         if (!e->handle) {
             status = why ? graph_error(ctx, LF_ERR_BACKEND, "eval: loading kernel %d failed: %s", k, why)
@@ -293,8 +271,7 @@ static lf_status kernel_get(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s, 
     }
     graph_free(so);
     cg_text_free(&src);
-    e->next = *bucket;
-    *bucket = e;
+    kcache_add(&cs->kernels, &e->base);
     *out = e;
     return LF_OK;
 fail:
@@ -302,7 +279,7 @@ fail:
     graph_free(so);
     cg_text_free(&src);
     if (e->handle) dlclose(e->handle);
-    graph_free(e->text);
+    graph_free(e->base.text);
     graph_free(e);
     return status;
 }

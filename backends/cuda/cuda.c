@@ -6,7 +6,7 @@
  * argument words (cg_cuda_fill_args) -> cuLaunchKernel on the context's
  * stream, asynchronously.
  *
- * Module cache, two levels, as the CPU backend's:
+ * Module cache, two levels (backends/kcache.c, as the CPU backend):
  *  - in memory, per context: keyed by the FNV hash of the source without
  *    comments, confirmed by comparing that text; holds the loaded CUmodule
  *    and the entry points looked up so far;
@@ -49,14 +49,18 @@ static CUresult make_current(cuda_state *cs) { return cs->drv.CtxSetCurrent(cs->
 /* ---- the state -------------------------------------------------------------------------- */
 
 struct cuda_module {
-    uint64_t hash;                 /* cg_source_hash of text */
-    char *text;                    /* source without comments */
+    kcache_entry base;             /* hash, text, chain (backends/kcache.h) */
     CUmodule mod;                  /* loaded module */
     int nentries;                  /* entry points looked up so far */
     const char *entry[MAX_ENTRIES]; /* their names (static strings of emit_cuda.c) */
     CUfunction fn[MAX_ENTRIES];
-    cuda_module *next;             /* bucket chain */
 };
+
+static void module_release(kcache_entry *base, void *arg) {
+    cuda_state *cs = arg;
+    cuda_module *m = (cuda_module *)base;
+    if (m->mod) cs->drv.ModuleUnload(m->mod);
+}
 
 static void state_free(void *p) {
     cuda_state *cs = p;
@@ -65,16 +69,7 @@ static void state_free(void *p) {
         make_current(cs);
         cs->drv.StreamSynchronize(cs->stream);
     }
-    for (int b = 0; b < CUDA_MODULE_BUCKETS; b++) {
-        cuda_module *m = cs->modules[b];
-        while (m) {
-            cuda_module *next = m->next;
-            if (m->mod) cs->drv.ModuleUnload(m->mod);
-            graph_free(m->text);
-            graph_free(m);
-            m = next;
-        }
-    }
+    kcache_clear(&cs->modules, module_release, cs);
     if (cs->stream) {
         cuda_mem_trim(cs);
         cs->drv.StreamDestroy(cs->stream);
@@ -277,47 +272,35 @@ static void disk_key(const cuda_state *cs, const char *text, char key[80]) {
 /* Finds or builds the module of kernel k (layout lay). */
 static lf_status module_get(lf_ctx *ctx, cuda_state *cs, const fuse_schedule *s, const cg_layout *lay, int k,
                             cuda_module **out, lf_eval_stats *st) {
-    cg_text src = {0};
-    cg_emit_kernel(s, lay, cg_dialect_cuda(), &src);
-    char *text = src.nomem ? NULL : cg_strip_comments(src.s);
-    if (!text) {
+    cg_text src;
+    char *text;
+    uint64_t h;
+    lf_status status = kcache_source(ctx, s, lay, cg_dialect_cuda(), k, "CUDA kernel", &src, &text, &h);
+    if (status != LF_OK) return status;
+    cuda_module *m = (cuda_module *)kcache_find(&cs->modules, h, text);
+    if (m) {
+        graph_free(text);
         cg_text_free(&src);
-        return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory generating CUDA kernel %d", k);
+        st->kernels_memory_hits++;
+        *out = m;
+        return LF_OK;
     }
-    if (graph_debug_on("source")) fprintf(stderr, "/* ---- lazyfuse CUDA kernel %d ---- */\n%s\n", k, src.s);
-    uint64_t h = cg_source_hash(text);
-    cuda_module **bucket = &cs->modules[h % CUDA_MODULE_BUCKETS];
-    for (cuda_module *m = *bucket; m; m = m->next)
-        if (m->hash == h && !strcmp(m->text, text)) {
-            graph_free(text);
-            cg_text_free(&src);
-            st->kernels_memory_hits++;
-            *out = m;
-            return LF_OK;
-        }
-    cuda_module *m = graph_calloc(1, sizeof *m);
+    m = graph_calloc(1, sizeof *m);
     if (!m) {
         graph_free(text);
         cg_text_free(&src);
         return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory caching CUDA kernel %d", k);
     }
-    m->hash = h;
-    m->text = text;
-    lf_status status = LF_OK;
+    m->base.hash = h;
+    m->base.text = text;
     char key[80], es[512], err[1024];
     disk_key(cs, text, key);
     void *image = NULL;
     size_t len = 0;
     bool from_disk = false;
     CUresult r = CUDA_SUCCESS;
-    if (cs->cache_dir) {
-        diskcache_result dr = diskcache_get(cs->cache_dir, key, &image, &len);
-        if (dr == DISKCACHE_NOMEM) {
-            status = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory reading the kernel cache");
-            goto fail;
-        }
-        from_disk = dr == DISKCACHE_HIT;
-    }
+    status = kcache_disk_get(ctx, cs->cache_dir, key, &image, &len, &from_disk);
+    if (status != LF_OK) goto fail;
     /* PTX must be NUL-terminated for cuModuleLoadData; nvrtcGetPTX's is */
     if (from_disk && cs->ptx && (!len || ((char *)image)[len - 1])) from_disk = false;
     if (from_disk && (r = cs->drv.ModuleLoadData(&m->mod, image)) != CUDA_SUCCESS) {
@@ -337,12 +320,7 @@ static lf_status module_get(lf_ctx *ctx, cuda_state *cs, const fuse_schedule *s,
             goto fail;
         }
         graph_free(log);
-        if (cs->cache_dir) {
-            char *perr = NULL;
-            if (diskcache_put(cs->cache_dir, key, image, len, &perr) != 0 && graph_debug_on("cache"))
-                fprintf(stderr, "lazyfuse: kernel cache not written: %s\n", perr ? perr : "?");
-            graph_free(perr);
-        }
+        kcache_disk_put(cs->cache_dir, key, image, len);
         r = cs->drv.ModuleLoadData(&m->mod, image);
         if (r != CUDA_SUCCESS) {
             m->mod = NULL;
@@ -363,14 +341,13 @@ static lf_status module_get(lf_ctx *ctx, cuda_state *cs, const fuse_schedule *s,
     }
     graph_free(image);
     cg_text_free(&src);
-    m->next = *bucket;
-    *bucket = m;
+    kcache_add(&cs->modules, &m->base);
     *out = m;
     return LF_OK;
 fail:
     graph_free(image);
     cg_text_free(&src);
-    graph_free(m->text);
+    graph_free(m->base.text);
     graph_free(m);
     return status;
 }

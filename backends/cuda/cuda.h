@@ -33,6 +33,7 @@
 #ifndef LF_CUDA_H
 #define LF_CUDA_H
 
+#include "backends/kcache.h"
 #include "graph/graph.h"
 
 #ifdef LF_HAVE_CUDA_HEADERS
@@ -228,8 +229,6 @@ void cuda_mem_trim(struct cuda_state *cs);
 
 /* ==== cuda.c: contexts, buffers, eval ===================================== */
 
-enum { CUDA_MODULE_BUCKETS = 256 };
-
 typedef struct cuda_module cuda_module;
 
 typedef struct cuda_state {
@@ -249,7 +248,7 @@ typedef struct cuda_state {
     char name[256];                /* device name */
     char *cache_dir;               /* disk cache folder, NULL if none */
     cuda_alloc alloc;              /* caching allocator */
-    cuda_module *modules[CUDA_MODULE_BUCKETS]; /* in-memory module cache */
+    kcache modules;                /* in-memory module cache (cuda_module) */
 } cuda_state;
 
 /* Opens the CUDA backend for ctx (sets ctx->cuda and ctx->cuda_free). On

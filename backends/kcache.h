@@ -1,0 +1,58 @@
+/* backends/kcache.h: the kernel cache both compiled backends share.
+ *
+ * Level 1, in memory, one per context: entries keyed by the structural hash
+ * of a kernel's source without comments (cg_strip_comments, cg_source_hash),
+ * confirmed by comparing that text, so a hit touches no file system and two
+ * structures that collide on the hash never share a kernel. A backend's entry
+ * struct starts with a kcache_entry and adds what it loaded (the CPU backend:
+ * a dlopen handle and function pointers; CUDA: a module and its entries).
+ * Level 2, on disk: backends/diskcache.c, under a key the backend derives
+ * (SHA-256 of the text plus what else decides the binary); these wrappers add
+ * the error and LF_DEBUG=cache reporting both backends want.
+ *
+ * What must stay true: an entry is in the table only once its binary is
+ * loaded; kcache_clear hands every entry to the backend's release function
+ * before freeing the text and the entry itself.
+ */
+#ifndef LF_KCACHE_H
+#define LF_KCACHE_H
+
+#include "codegen/codegen.h"
+
+enum { KCACHE_BUCKETS = 1024 };
+
+typedef struct kcache_entry {
+    uint64_t hash;                 /* cg_source_hash of text */
+    char *text;                    /* source without comments (owned) */
+    struct kcache_entry *next;     /* bucket chain */
+} kcache_entry;
+
+typedef struct kcache {
+    kcache_entry *bucket[KCACHE_BUCKETS];
+} kcache;
+
+/* Emits kernel k of s (layout lay) in dialect d: the full source into *src
+ * (the caller frees it with cg_text_free), the source without comments into
+ * *text (graph_malloc'd) and its hash into *hash; LF_DEBUG=source prints the
+ * source under "/ * ---- lazyfuse <what> <k> ---- * /". On failure returns
+ * LF_ERR_NOMEM ("eval: out of memory generating <what> <k>") with *src freed
+ * and *text NULL. what names the kernel kind: "kernel", "CUDA kernel". */
+lf_status kcache_source(lf_ctx *ctx, const fuse_schedule *s, const cg_layout *lay, const cg_dialect *d,
+                        int k, const char *what, cg_text *src, char **text, uint64_t *hash);
+/* The entry holding text (hash: its cg_source_hash), or NULL. */
+kcache_entry *kcache_find(const kcache *c, uint64_t hash, const char *text);
+/* Adds e (hash and text set; the cache owns both from now on). */
+void kcache_add(kcache *c, kcache_entry *e);
+/* Calls release(e, arg) for every entry, then frees its text and e. */
+void kcache_clear(kcache *c, void (*release)(kcache_entry *e, void *arg), void *arg);
+
+/* Reads entry key of dir (no dir: a miss). Sets *hit and, on a hit, *image
+ * and *len (graph_malloc'd). LF_ERR_NOMEM ("eval: out of memory reading the
+ * kernel cache") when reading ran out of memory; a corrupt entry is a miss. */
+lf_status kcache_disk_get(lf_ctx *ctx, const char *dir, const char *key, void **image, size_t *len,
+                          bool *hit);
+/* Writes image under key in dir (no dir: nothing); a failure only costs the
+ * disk level and is printed under LF_DEBUG=cache. */
+void kcache_disk_put(const char *dir, const char *key, const void *image, size_t len);
+
+#endif /* LF_KCACHE_H */
