@@ -1240,46 +1240,6 @@ Test(cpu, cache_thousand_rebuilds, .timeout = 300) {
 
 /* ==== 5. compiler problems ============================================================ */
 
-/* Redirects stderr (fd 2) into a file until capture_end, which returns the
- * text (malloc'd). */
-static int saved_fd = -1;
-static char capture_path[320];
-
-static void capture_start(void) {
-    fflush(stderr);
-    snprintf(capture_path, sizeof capture_path, "%s/stderr-XXXXXX", tmpdir);
-    int fd = mkstemp(capture_path);
-    cr_assert_geq(fd, 0, "mkstemp: %s", strerror(errno));
-    saved_fd = dup(2);
-    cr_assert_geq(saved_fd, 0);
-    cr_assert_geq(dup2(fd, 2), 0);
-    close(fd);
-}
-
-static char *capture_end(void) {
-    fflush(stderr);
-    dup2(saved_fd, 2);
-    close(saved_fd);
-    saved_fd = -1;
-    FILE *fp = fopen(capture_path, "r");
-    cr_assert_not_null(fp);
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    rewind(fp);
-    char *s = xmalloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, fp);
-    s[got] = 0;
-    fclose(fp);
-    unlink(capture_path);
-    return s;
-}
-
-static int count_substr(const char *s, const char *sub) {
-    int n = 0;
-    for (const char *p = strstr(s, sub); p; p = strstr(p + 1, sub)) n++;
-    return n;
-}
-
 /* A small graph of one elementwise kernel (structure 0) or one with a
  * reduction (structure 1). */
 static lf_graph *small_graph(lf_ctx *c, int structure, lf_node **out) {
@@ -1338,12 +1298,12 @@ static void expect_backend_error(lf_ctx *c, int structure, const char *what, con
 Test(cpu, cc_false_falls_back_once) {
     setenv("CC", "false", 1);
     lf_ctx *c = cpu_ctx(2, LF_COMPILE_AUTO, NULL);
-    capture_start();
+    tu_capture_stderr_start();
     expect_interpreted(c, 0, "CC=false, structure 0");
     expect_interpreted(c, 1, "CC=false, structure 1");
     expect_interpreted(c, 0, "CC=false, structure 0 again");
-    char *err = capture_end();
-    cr_assert_eq(count_substr(err, "no working C compiler"), 1, "want the fallback warning once, stderr was:\n%s", err);
+    char *err = tu_capture_stderr_end();
+    cr_assert_eq(tu_count_substr(err, "no working C compiler"), 1, "want the fallback warning once, stderr was:\n%s", err);
     cr_assert(strstr(err, "'false'"), "the warning does not name the compiler: %s", err);
     free(err);
     lf_ctx_destroy(c);
@@ -1355,9 +1315,9 @@ Test(cpu, cc_false_falls_back_once) {
 Test(cpu, cc_false_required) {
     setenv("CC", "false", 1);
     lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
-    capture_start();
+    tu_capture_stderr_start();
     expect_backend_error(c, 0, "CC=false, LF_COMPILE_REQUIRE", (const char *const[]){"false", "compiler", NULL});
-    char *err = capture_end();
+    char *err = tu_capture_stderr_end();
     cr_assert_eq(err[0], 0, "LF_COMPILE_REQUIRE printed on stderr: %s", err);
     free(err);
     lf_ctx_destroy(c);
@@ -1380,10 +1340,10 @@ Test(cpu, cc_missing) {
                          (const char *const[]){"not found", "/nonexistent/cc", "compiler", NULL});
     lf_ctx_destroy(c);
     c = cpu_ctx(2, LF_COMPILE_AUTO, NULL);
-    capture_start();
+    tu_capture_stderr_start();
     expect_interpreted(c, 1, "CC=/nonexistent/cc, auto");
-    char *err = capture_end();
-    cr_assert_eq(count_substr(err, "no working C compiler"), 1, "stderr was:\n%s", err);
+    char *err = tu_capture_stderr_end();
+    cr_assert_eq(tu_count_substr(err, "no working C compiler"), 1, "stderr was:\n%s", err);
     cr_assert(strstr(err, "not found"), "stderr was:\n%s", err);
     free(err);
     lf_ctx_destroy(c);
@@ -1399,11 +1359,11 @@ Test(cpu, cc_fails_on_the_kernel) {
     setenv("CC", cc, 1);
     for (int mode = 0; mode < 2; mode++) {
         lf_ctx *c = cpu_ctx(2, mode ? LF_COMPILE_REQUIRE : LF_COMPILE_AUTO, NULL);
-        capture_start();
+        tu_capture_stderr_start();
         expect_backend_error(c, mode, mode ? "a failing compile, REQUIRE" : "a failing compile, AUTO",
                              (const char *const[]){"compiling kernel", "/nonexistent/lf.h", NULL});
-        char *err = capture_end();
-        cr_assert_eq(count_substr(err, "no working C compiler"), 0, "a compiler that runs fell back: %s", err);
+        char *err = tu_capture_stderr_end();
+        cr_assert_eq(tu_count_substr(err, "no working C compiler"), 0, "a compiler that runs fell back: %s", err);
         free(err);
         cr_assert_eq(tu_dir_entries(cache_dir, false), -1, "a failed compile left a cache entry");
         /* the same context works once the compiler does */
@@ -1433,7 +1393,7 @@ Test(cpu, cc_fails_on_the_kernel) {
 Test(cpu, compile_never) {
     setenv("LF_COMPILE", "never", 1);
     setenv("CC", "false", 1);
-    capture_start();
+    tu_capture_stderr_start();
     lf_ctx *c = cpu_ctx(2, LF_COMPILE_AUTO, NULL);
     cr_assert_eq(lf_ctx_get_options(c).compile, LF_COMPILE_NEVER);
     expect_interpreted(c, 0, "LF_COMPILE=never");
@@ -1443,7 +1403,7 @@ Test(cpu, compile_never) {
     c = cpu_ctx(2, LF_COMPILE_NEVER, NULL);
     expect_interpreted(c, 1, "lf_ctx_options.compile = LF_COMPILE_NEVER");
     lf_ctx_destroy(c);
-    char *err = capture_end();
+    char *err = tu_capture_stderr_end();
     cr_assert_eq(err[0], 0, "LF_COMPILE=never printed on stderr: %s", err);
     free(err);
     unsetenv("CC");
@@ -1535,9 +1495,9 @@ Test(cpu, debug_source_dump) {
     lf_node *out;
     lf_graph *g = small_graph(c, 0, &out);
     lf_buffer *d = lf_buffer_new_like(c, out);
-    capture_start();
+    tu_capture_stderr_start();
     lf_status st = lf_eval(g, 1, &out, &d);
-    char *err = capture_end();
+    char *err = tu_capture_stderr_end();
     cr_assert_eq(st, LF_OK, "%s", lf_errmsg(c));
     cr_assert(strstr(err, "lf_k_run"), "no lf_k_run in the dump:\n%s", err);
     cr_assert(strstr(err, "/* n"), "no node comment in the dump:\n%s", err);

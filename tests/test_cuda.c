@@ -102,46 +102,6 @@ static void rm_dir(const char *dir) {
     cr_expect_eq(system(cmd), 0);
 }
 
-/* stderr into a file until capture_end, which returns the text (malloc'd). */
-static int saved_fd = -1;
-static char capture_path[64];
-
-static void capture_start(void) {
-    fflush(stderr);
-    snprintf(capture_path, sizeof capture_path, "/tmp/lf-test-cuda-err-XXXXXX");
-    int fd = mkstemp(capture_path);
-    cr_assert_geq(fd, 0, "mkstemp: %s", strerror(errno));
-    saved_fd = dup(2);
-    cr_assert_geq(saved_fd, 0);
-    cr_assert_geq(dup2(fd, 2), 0);
-    close(fd);
-}
-
-static char *capture_end(void) {
-    fflush(stderr);
-    dup2(saved_fd, 2);
-    close(saved_fd);
-    saved_fd = -1;
-    FILE *fp = fopen(capture_path, "r");
-    cr_assert_not_null(fp);
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    rewind(fp);
-    char *s = malloc((size_t)n + 1);
-    cr_assert_not_null(s);
-    size_t got = fread(s, 1, (size_t)n, fp);
-    s[got] = 0;
-    fclose(fp);
-    unlink(capture_path);
-    return s;
-}
-
-static int count_substr(const char *s, const char *sub) {
-    int n = 0;
-    for (const char *p = strstr(s, sub); p; p = strstr(p + 1, sub)) n++;
-    return n;
-}
-
 /* y = x*2 + 1 over n floats of ctx, evaluated into a new buffer; checks it. */
 static void check_affine(lf_ctx *ctx, int64_t n) {
     float *host = malloc((size_t)n * sizeof *host), *got = malloc((size_t)n * sizeof *got);
@@ -180,14 +140,14 @@ Test(cuda, no_driver_explicit_backend_fails) {
 Test(cuda, no_driver_auto_falls_back_to_cpu_with_one_warning) {
     setenv("LF_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
     unsetenv("LF_QUIET");
-    capture_start();
+    tu_capture_stderr_start();
     lf_ctx *a = new_ctx(LF_BACKEND_AUTO, NULL);
     lf_ctx *b = new_ctx(LF_BACKEND_AUTO, NULL);
-    char *err = capture_end();
+    char *err = tu_capture_stderr_end();
     cr_assert_not_null(a, "%s", lf_errmsg(NULL));
     cr_assert_not_null(b, "%s", lf_errmsg(NULL));
     cr_expect_eq(lf_ctx_backend(a), LF_BACKEND_CPU);
-    cr_expect_eq(count_substr(err, "lazyfuse: no usable CUDA device ("), 1, "stderr was:\n%s", err);
+    cr_expect_eq(tu_count_substr(err, "lazyfuse: no usable CUDA device ("), 1, "stderr was:\n%s", err);
     expect_msg(err, "/nonexistent/libcuda.so.1");
     expect_msg(err, "using the CPU backend");
     free(err);
@@ -199,9 +159,9 @@ Test(cuda, no_driver_auto_falls_back_to_cpu_with_one_warning) {
 Test(cuda, auto_fallback_is_quiet_with_LF_QUIET) {
     setenv("LF_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
     setenv("LF_QUIET", "1", 1);
-    capture_start();
+    tu_capture_stderr_start();
     lf_ctx *a = new_ctx(LF_BACKEND_AUTO, NULL);
-    char *err = capture_end();
+    char *err = tu_capture_stderr_end();
     cr_assert_not_null(a);
     cr_expect_eq(lf_ctx_backend(a), LF_BACKEND_CPU);
     cr_expect_eq(err[0], 0, "stderr was: %s", err);
@@ -218,9 +178,9 @@ Test(cuda, fake_driver_without_device) {
     expect_msg(m, "ctx_new: cuda: cuInit failed");
     expect_msg(m, "CUDA_ERROR_NO_DEVICE");
     expect_msg(m, "no CUDA-capable device is detected");
-    capture_start();
+    tu_capture_stderr_start();
     lf_ctx *a = new_ctx(LF_BACKEND_AUTO, NULL);
-    char *err = capture_end();
+    char *err = tu_capture_stderr_end();
     cr_assert_not_null(a);
     cr_expect_eq(lf_ctx_backend(a), LF_BACKEND_CPU);
     expect_msg(err, "no CUDA-capable device is detected");

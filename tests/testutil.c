@@ -3,12 +3,14 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static uint64_t rng_state;
 static bool rng_started;
@@ -149,5 +151,44 @@ int tu_dir_entries(const char *dir, bool hidden) {
     while ((e = readdir(d)))
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && (hidden || e->d_name[0] != '.')) n++;
     closedir(d);
+    return n;
+}
+
+static int capture_saved_fd = -1;
+static char capture_path[64];
+
+void tu_capture_stderr_start(void) {
+    fflush(stderr);
+    snprintf(capture_path, sizeof capture_path, "/tmp/lf-test-stderr-XXXXXX");
+    int fd = mkstemp(capture_path);
+    cr_assert_geq(fd, 0, "mkstemp: %s", strerror(errno));
+    capture_saved_fd = dup(2);
+    cr_assert_geq(capture_saved_fd, 0);
+    cr_assert_geq(dup2(fd, 2), 0);
+    close(fd);
+}
+
+char *tu_capture_stderr_end(void) {
+    fflush(stderr);
+    dup2(capture_saved_fd, 2);
+    close(capture_saved_fd);
+    capture_saved_fd = -1;
+    FILE *fp = fopen(capture_path, "r");
+    cr_assert_not_null(fp);
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    rewind(fp);
+    char *s = malloc((size_t)n + 1);
+    cr_assert_not_null(s);
+    size_t got = fread(s, 1, (size_t)n, fp);
+    s[got] = 0;
+    fclose(fp);
+    unlink(capture_path);
+    return s;
+}
+
+int tu_count_substr(const char *s, const char *sub) {
+    int n = 0;
+    for (const char *p = strstr(s, sub); p; p = strstr(p + 1, sub)) n++;
     return n;
 }

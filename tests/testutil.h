@@ -40,6 +40,12 @@ bool tu_close(double a, double b, double rtol, double atol);
 /* Entries of folder dir other than "." and ".." (names starting with a dot
  * only when hidden is true), or -1 when it cannot be opened. */
 int tu_dir_entries(const char *dir, bool hidden);
+/* Sends stderr into a temporary file until tu_capture_stderr_end, which
+ * restores it and returns what was written (malloc'd, NUL-terminated). */
+void tu_capture_stderr_start(void);
+char *tu_capture_stderr_end(void);
+/* Occurrences of sub in s (overlapping ones included). */
+int tu_count_substr(const char *s, const char *sub);
 /* Asserts that buffer b holds want[0..n) within tolerances, naming `what`. */
 void tu_expect(const char *what, const lf_buffer *b, const double *want, int64_t n,
                double rtol, double atol);
