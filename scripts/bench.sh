@@ -93,34 +93,16 @@ PACKAGES=(meson ninja-build pkg-config gcc libcriterion-dev)
 # wheels have it, rather than Debian's default reference BLAS
 [ "$PEERS" -eq 1 ] && [ "$BACKEND" = cpu ] && PACKAGES+=(python3-numpy python3-numexpr python3-numba libopenblas0-pthread)
 
-installed() {
-    case "$(dpkg-query -W -f='${Status}\n' "$1" 2>/dev/null || true)" in
-    *"install ok installed"*) return 0 ;;
-    *) return 1 ;;
-    esac
-}
+# shellcheck source=scripts/apt.sh
+. "$ROOT/scripts/apt.sh"
 
 install_deps() {
-    if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+    if ! have_apt; then
         say "no apt-get here: install meson, ninja, a C compiler, Criterion and (for the peers)"
         say "NumPy, numexpr and Numba yourself; missing peers are skipped"
         return 0
     fi
-    local missing=() p
-    for p in "${PACKAGES[@]}"; do
-        installed "$p" || missing+=("$p")
-    done
-    [ ${#missing[@]} -eq 0 ] && return 0
-    local sudo=()
-    if [ "$(id -u)" -ne 0 ]; then
-        command -v sudo >/dev/null 2>&1 || die "need root or sudo to install: ${missing[*]}"
-        sudo=(sudo env DEBIAN_FRONTEND=noninteractive)
-    fi
-    local apt=("${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600)
-    say "installing ${missing[*]}"
-    # the package lists may be stale or absent on a fresh machine: update first
-    "${apt[@]}" update
-    "${apt[@]}" install -y --no-install-recommends "${missing[@]}"
+    apt_install "${PACKAGES[@]}"
 }
 
 [ "$INSTALL" -eq 1 ] && install_deps

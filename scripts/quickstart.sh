@@ -45,15 +45,11 @@ usage() {
 
 # ---- install ---------------------------------------------------------------
 
-installed() {
-    case "$(dpkg-query -W -f='${Status}\n' "$1" 2>/dev/null || true)" in
-    *"install ok installed"*) return 0 ;;
-    *) return 1 ;;
-    esac
-}
+# shellcheck source=scripts/apt.sh
+. "$ROOT/scripts/apt.sh"
 
 install_deps() {
-    if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+    if ! have_apt; then
         # Not a Debian-like system: check the tools and leave installing to the user.
         local missing=()
         for tool in meson ninja pkg-config cc valgrind dot; do
@@ -63,19 +59,7 @@ install_deps() {
         [ ${#missing[@]} -eq 0 ] || die "no apt-get here; please install: ${missing[*]}"
         return 0
     fi
-    local missing=()
-    for p in "${PACKAGES[@]}"; do
-        installed "$p" || missing+=("$p")
-    done
-    [ ${#missing[@]} -eq 0 ] && return 0
-    local sudo=()
-    if [ "$(id -u)" -ne 0 ]; then
-        command -v sudo >/dev/null 2>&1 || die "need root or sudo to install: ${missing[*]}"
-        sudo=(sudo env DEBIAN_FRONTEND=noninteractive)
-    fi
-    say "installing ${missing[*]}"
-    "${sudo[@]}" apt-get update
-    "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+    apt_install "${PACKAGES[@]}"
 }
 
 # ---- build -------------------------------------------------------------------
