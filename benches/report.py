@@ -106,14 +106,8 @@ PARALLEL_MIN = 1 << 16
 # ---- reading -------------------------------------------------------------------------
 
 def read_jsonl(path):
-    out = []
-    if path and os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                line = line.strip()
-                if line.startswith('{'):
-                    out.append(json.loads(line))
-    return out
+    """The JSON lines of path ([] when there is no such file)."""
+    return chart.read_lines(path) if path and os.path.exists(path) else []
 
 
 def sh(cmd):
