@@ -206,7 +206,8 @@ uint64_t cg_source_hash(const char *text);
  *     words[NB + 2]             ticket: scratch + scratch_ticket
  *     words[NB + 3 .. nwords)   P: the layout's parameters (int64)
  *
- * The host compiles the source (every variant; see cg_cuda_plan.variant),
+ * The host compiles the source with every entry (emit.c's LF_VARIANT guards
+ * would let a module hold one index width only; the backend does not use them),
  * then launches plan.launch[0 .. nlaunches) in order on one stream, each
  * with kernelParams = {words} (cuLaunchKernel copies them at launch). The
  * scratch (scratch_bytes, 0 when none) holds finished reductions, per-block
@@ -229,12 +230,6 @@ typedef struct cg_cuda_plan {
     size_t scratch_bytes;          /* device scratch needed (0: none) */
     size_t scratch_R, scratch_part, scratch_ticket; /* byte offsets in it */
     int nwords;                    /* 8-byte words of lf_args */
-    int variant;                   /* which entries the launches use (1: 32-bit
-                                      index, 2: 64-bit, 3 and 4: the same for
-                                      the elementwise vec entries); a module
-                                      compiled with -DLF_VARIANT=<variant> holds
-                                      only those (the backend compiles all
-                                      variants into one module today) */
 } cg_cuda_plan;
 
 /* The CUDA dialect: CUDA C++ for NVRTC, IEEE semantics as the C dialect

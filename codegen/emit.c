@@ -988,9 +988,10 @@ static void cuda_open_body(emitter *e, const char *name) {
 }
 
 /* Closes body `name` and prints its two entries; variant32/64 are the
- * LF_VARIANT values that compile them (cg_cuda_plan.variant): a module built
- * with -DLF_VARIANT=v instantiates only variant v's bodies, one without it
- * all of them. */
+ * LF_VARIANT values that compile them (1 and 2: 32- and 64-bit run, rows,
+ * cols, row and pass entries; 3 and 4: the vec entries): a module built with
+ * -DLF_VARIANT=v instantiates only variant v's bodies, one without it all of
+ * them (what the backend compiles today). */
 static void cuda_close_body(emitter *e, const char *name, int variant32, int variant64) {
     close_block(e);
     for (int w = 32; w <= 64; w += 32) {

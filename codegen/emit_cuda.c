@@ -77,7 +77,6 @@ static unsigned grid_for(int64_t items, int64_t per_block, int sm_count) {
 }
 
 static void add(cg_cuda_plan *plan, int entry, bool i32, unsigned grid, unsigned bx, unsigned by) {
-    plan->variant = (entry == E_VEC ? 3 : 1) + (i32 ? 0 : 1);
     cg_cuda_launch *l = &plan->launch[plan->nlaunches++];
     l->entry = entries[entry][i32 ? 0 : 1];
     l->grid[0] = grid;
@@ -110,7 +109,6 @@ static unsigned row_group(int64_t C) {
 void cg_cuda_plan_kernel(const cg_layout *lay, const int64_t *P, const uint64_t *buf_addr, int sm_count,
                          cg_cuda_plan *plan) {
     memset(plan, 0, sizeof *plan);
-    plan->variant = 1;
     const fuse_kernel *kn = lay->kernel;
     int nb = lay->nbufs > 0 ? lay->nbufs : 1, np = lay->nparams > 0 ? lay->nparams : 1;
     plan->nwords = nb + 3 + np;
