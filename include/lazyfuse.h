@@ -238,7 +238,11 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * math library (its documented ulp bounds: e.g. 2 ulp for expf, 1 ulp for
  * exp; same NaN and infinities), and float reductions sum in double in an
  * order fixed by the shape. Compile failures are LF_ERR_BACKEND with NVRTC's
- * log in lf_errmsg; failed launches name the driver's error. */
+ * log in lf_errmsg; failed launches name the driver's error.
+ * Status: every kernel the code generator prints is compiled with NVRTC in
+ * CI and its logic checked against the reference evaluator in a host
+ * emulation, but this backend has not yet run on a GPU (scripts/gpu-check.sh
+ * holds the device checks). */
 /* Destroys the context and every buffer and graph still alive in it. NULL is
  * a no-op. */
 LF_API void lf_ctx_destroy(lf_ctx *ctx);
