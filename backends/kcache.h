@@ -31,18 +31,23 @@ typedef struct kcache {
     kcache_entry *bucket[KCACHE_BUCKETS];
 } kcache;
 
-/* Emits kernel k of s (layout lay) in dialect d: the full source into *src
- * (the caller frees it with cg_text_free), the source without comments into
- * *text (graph_malloc'd) and its hash into *hash; LF_DEBUG=source prints the
- * source under "/ * ---- lazyfuse <what> <k> ---- * /". On failure returns
- * LF_ERR_NOMEM ("eval: out of memory generating <what> <k>") with *src freed
- * and *text NULL. what names the kernel kind: "kernel", "CUDA kernel". */
-lf_status kcache_source(lf_ctx *ctx, const fuse_schedule *s, const cg_layout *lay, const cg_dialect *d,
-                        int k, const char *what, cg_text *src, char **text, uint64_t *hash);
-/* The entry holding text (hash: its cg_source_hash), or NULL. */
-kcache_entry *kcache_find(const kcache *c, uint64_t hash, const char *text);
-/* Adds e (hash and text set; the cache owns both from now on). */
+/* Looks kernel k of s (layout lay) up in c: emits it in dialect d (the full
+ * source into *src, LF_DEBUG=source printing it under
+ * "/ * ---- lazyfuse <what> <k> ---- * /"), keys it by its text without
+ * comments. A hit sets *hit and *out to the cached entry and frees *src.
+ * A miss sets *out to a new zeroed entry of entry_size bytes (the backend's
+ * struct, starting with a kcache_entry) holding the key: the backend loads
+ * its binary (compiling src->s), then kcache_add()s it, or kcache_discard()s
+ * it on failure; *src stays for it to free. LF_ERR_NOMEM ("eval: out of
+ * memory generating <what> <k>" / "caching <what> <k>") leaves nothing to
+ * free. what names the kernel kind: "kernel", "CUDA kernel". */
+lf_status kcache_lookup(lf_ctx *ctx, const kcache *c, const fuse_schedule *s, const cg_layout *lay,
+                        const cg_dialect *d, int k, const char *what, size_t entry_size, cg_text *src,
+                        kcache_entry **out, bool *hit);
+/* Adds a looked-up entry whose binary is loaded (the cache owns it now). */
 void kcache_add(kcache *c, kcache_entry *e);
+/* Frees a looked-up entry that was not added (its text and itself). */
+void kcache_discard(kcache_entry *e);
 /* Calls release(e, arg) for every entry, then frees its text and e. */
 void kcache_clear(kcache *c, void (*release)(kcache_entry *e, void *arg), void *arg);
 

@@ -209,28 +209,19 @@ static void disk_key(const cpu_state *cs, const char *text, char key[72]) {
 static lf_status kernel_get(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s, const cg_layout *lay,
                             int k, kentry **out, lf_eval_stats *st) {
     cg_text src;
-    char *text;
-    uint64_t h;
-    lf_status status = kcache_source(ctx, s, lay, cg_dialect_c(cs->vector_math), k, "kernel", &src, &text, &h);
+    kcache_entry *found;
+    bool hit;
+    lf_status status = kcache_lookup(ctx, &cs->kernels, s, lay, cg_dialect_c(cs->vector_math), k, "kernel",
+                                     sizeof(kentry), &src, &found, &hit);
     if (status != LF_OK) return status;
-    kentry *e = (kentry *)kcache_find(&cs->kernels, h, text);
-    if (e) {
-        graph_free(text);
-        cg_text_free(&src);
+    kentry *e = (kentry *)found;
+    if (hit) {
         st->kernels_memory_hits++;
         *out = e;
         return LF_OK;
     }
-    e = graph_calloc(1, sizeof *e);
-    if (!e) {
-        graph_free(text);
-        cg_text_free(&src);
-        return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory caching kernel %d", k);
-    }
-    e->base.hash = h;
-    e->base.text = text;
     char key[72], *why = NULL;
-    disk_key(cs, text, key);
+    disk_key(cs, e->base.text, key);
     void *so = NULL;
     size_t len = 0;
     bool from_disk = false;
@@ -279,8 +270,7 @@ fail:
     graph_free(so);
     cg_text_free(&src);
     if (e->handle) dlclose(e->handle);
-    graph_free(e->base.text);
-    graph_free(e);
+    kcache_discard(&e->base);
     return status;
 }
 

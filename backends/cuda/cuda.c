@@ -273,28 +273,19 @@ static void disk_key(const cuda_state *cs, const char *text, char key[80]) {
 static lf_status module_get(lf_ctx *ctx, cuda_state *cs, const fuse_schedule *s, const cg_layout *lay, int k,
                             cuda_module **out, lf_eval_stats *st) {
     cg_text src;
-    char *text;
-    uint64_t h;
-    lf_status status = kcache_source(ctx, s, lay, cg_dialect_cuda(), k, "CUDA kernel", &src, &text, &h);
+    kcache_entry *found;
+    bool hit;
+    lf_status status = kcache_lookup(ctx, &cs->modules, s, lay, cg_dialect_cuda(), k, "CUDA kernel",
+                                     sizeof(cuda_module), &src, &found, &hit);
     if (status != LF_OK) return status;
-    cuda_module *m = (cuda_module *)kcache_find(&cs->modules, h, text);
-    if (m) {
-        graph_free(text);
-        cg_text_free(&src);
+    cuda_module *m = (cuda_module *)found;
+    if (hit) {
         st->kernels_memory_hits++;
         *out = m;
         return LF_OK;
     }
-    m = graph_calloc(1, sizeof *m);
-    if (!m) {
-        graph_free(text);
-        cg_text_free(&src);
-        return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory caching CUDA kernel %d", k);
-    }
-    m->base.hash = h;
-    m->base.text = text;
     char key[80], es[512], err[1024];
-    disk_key(cs, text, key);
+    disk_key(cs, m->base.text, key);
     void *image = NULL;
     size_t len = 0;
     bool from_disk = false;
@@ -347,8 +338,7 @@ static lf_status module_get(lf_ctx *ctx, cuda_state *cs, const fuse_schedule *s,
 fail:
     graph_free(image);
     cg_text_free(&src);
-    graph_free(m->base.text);
-    graph_free(m);
+    kcache_discard(&m->base);
     return status;
 }
 
