@@ -52,8 +52,13 @@ static lf_node *pick(gen *G) {
     return G->pool[rint_(&G->r, lo, G->n - 1)];
 }
 
+/* Values in (-1, 0) and tiny negatives truncate to an integer zero: a cast
+ * back to float must give +0.0, which 1/x tells from -0.0 (GCC with
+ * -fno-trapping-math once turned (double)(int)x into trunc(x), -0.0). */
 static const double SPECIAL[] = {0.0, -0.0, 1.0, -1.0, 0.5, 2.5, -3.75, 7.0, 1e10, -1e-10,
-                                 NAN, INFINITY, -INFINITY, 3.0, -2.0, 100.0};
+                                 NAN, INFINITY, -INFINITY, 3.0, -2.0, 100.0, -0.5, -0.999,
+                                 -1e-300, 0.999};
+enum { NSPECIAL = sizeof SPECIAL / sizeof SPECIAL[0] };
 
 static lf_node *new_input(gen *G) {
     int ndim = rint_(&G->r, 0, 3);
@@ -66,7 +71,7 @@ static lf_node *new_input(gen *G) {
     double vals[125];
     for (int64_t i = 0; i < n; i++) {
         if (graph_dtype_is_float(t) && chance(&G->r, 25))
-            vals[i] = SPECIAL[rint_(&G->r, 0, 15)];
+            vals[i] = SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)];
         else if (graph_dtype_is_float(t))
             vals[i] = (double)rint_(&G->r, -400, 400) / 64.0;
         else
@@ -86,7 +91,7 @@ static lf_node *partner(gen *G, lf_node *x) {
         int64_t sh[LF_MAX_DIMS];
         if (graph_broadcast_shapes(x->ndim, x->shape, y->ndim, y->shape, &nd, sh)) return y;
     }
-    if (chance(&G->r, 50)) return lf_const(G->g, (lf_dtype)rint_(&G->r, 0, 4), SPECIAL[rint_(&G->r, 0, 15)]);
+    if (chance(&G->r, 50)) return lf_const(G->g, (lf_dtype)rint_(&G->r, 0, 4), SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)]);
     if (x->ndim >= 1 && chance(&G->r, 50)) /* reduce x over its last axis, keepdims */
         return lf_reduce(G->g, LF_RED_SUM, x, 1, (int[]){x->ndim - 1}, true);
     return x;
@@ -109,6 +114,11 @@ static const char *const FNS[] = {
     "(a, b) -> a ** 2 + b ** 3",
     "(a) -> -a",
     "(a, b) -> a % b",
+    /* every float -> integer -> float round trip, its zero's sign made visible */
+    "(a) -> 1.0 / f64(i32(a))",
+    "(a) -> 1.0 / f32(i64(a))",
+    "(a) -> 1 / (i32(a) + 0.0)",
+    "(a) -> 1.0 / (f32(i32(a)) * a)",
 };
 
 static lf_node *gen_elementwise(gen *G) {
@@ -310,7 +320,7 @@ int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs) {
     for (int i = 0; i < ninputs; i++) push(G, new_input(G));
     if (chance(&G->r, 20)) push(G, lf_iota(g, (lf_dtype)rint_(&G->r, 1, 4), rint_(&G->r, 1, 4)));
     if (chance(&G->r, 20))
-        push(G, lf_fill(g, (lf_dtype)rint_(&G->r, 0, 4), SPECIAL[rint_(&G->r, 0, 15)], 1,
+        push(G, lf_fill(g, (lf_dtype)rint_(&G->r, 0, 4), SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)], 1,
                         (int64_t[]){rint_(&G->r, 1, 4)}));
     int nops = rint_(&G->r, 3, 24);
     for (int i = 0; i < nops; i++) {
