@@ -428,24 +428,30 @@ lf_node *lf_slice(lf_graph *g, lf_node *x, int axis, int64_t start, int64_t stop
                    (long long)badv, a, (long long)n);
         return NULL;
     }
+    /* ceil(span / |step|) as (span - 1) / |step| + 1: span <= n + 1 and
+       |step| <= INT64_MAX, so nothing overflows at any step (INT64_MIN is
+       refused above) */
     int64_t len;
     if (step > 0) {
         if (s == LF_NONE) s = 0;
         if (e == LF_NONE) e = n;
-        len = e > s ? (e - s + step - 1) / step : 0;
+        len = e > s ? (e - s - 1) / step + 1 : 0;
     } else {
         /* walking backwards: start n means "from the last element", stop
            LF_NONE means "through element 0" (one before it, -1) */
         if (s == LF_NONE || s == n) s = n - 1;
         if (e == LF_NONE) e = -1;
-        len = s > e ? (s - e + (-step) - 1) / (-step) : 0;
+        len = s > e ? (s - e - 1) / -step + 1 : 0;
     }
     int64_t dense[LF_MAX_DIMS], shape[LF_MAX_DIMS], strides[LF_MAX_DIMS];
     graph_contiguous_strides(x->ndim, x->shape, dense);
     memcpy(shape, x->shape, sizeof shape);
     memcpy(strides, dense, sizeof strides);
     shape[a] = len;
-    strides[a] = step * dense[a];
+    /* with two or more elements |step| * (len - 1) < n, so step * dense[a]
+       stays inside the array's extent; with fewer the stride is never used
+       and a huge step would overflow it */
+    strides[a] = len > 1 ? step * dense[a] : dense[a];
     int64_t offset = len > 0 ? s * dense[a] : 0;
     return new_view(g, "slice", VIEW_SLICE, x, x->ndim, shape, offset, strides);
 }

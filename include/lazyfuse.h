@@ -324,8 +324,9 @@ LF_API lf_node *lf_expand_dims(lf_graph *g, lf_node *x, int axis);
 /* Python's x[start:stop:step] along one axis. start and stop may be negative
  * (counting from the end) or LF_NONE (from the natural end for step's sign);
  * after adding the extent to a negative value, start and stop must lie in
- * 0..extent, else LF_ERR_RANGE (bounds are checked, not clamped). step != 0;
- * negative steps walk backwards. */
+ * 0..extent, else LF_ERR_RANGE (bounds are checked, not clamped). step is
+ * any int64_t but 0 and INT64_MIN (LF_ERR_RANGE); negative steps walk
+ * backwards; a step longer than the slice takes one element, as in Python. */
 LF_API lf_node *lf_slice(lf_graph *g, lf_node *x, int axis, int64_t start, int64_t stop, int64_t step);
 
 /* ---- scalar functions --------------------------------------------------- */

@@ -523,6 +523,10 @@ Test(errors, slice_bad_axis_and_range) {
     BADSLICE(LF_ERR_RANGE, 0, LF_NONE, LF_NONE, 0, "step 0 with LF_NONE", "step");
     BADSLICE(LF_ERR_RANGE, 0, INT64_MAX, LF_NONE, 1, "start INT64_MAX", "start");
     BADSLICE(LF_ERR_RANGE, 0, LF_NONE, INT64_MIN + 1, 1, "stop INT64_MIN+1", "stop");
+    BADSLICE(LF_ERR_RANGE, 0, INT64_MIN + 1, LF_NONE, INT64_MAX, "start INT64_MIN+1", "start");
+    BADSLICE(LF_ERR_RANGE, 0, 0, INT64_MAX, INT64_MAX, "stop INT64_MAX", "stop");
+    BADSLICE(LF_ERR_RANGE, 0, INT64_MAX, INT64_MIN + 1, -1, "start MAX stop MIN+1", "start");
+    BADSLICE(LF_ERR_RANGE, 0, 0, 10, INT64_MIN, "step INT64_MIN", "step");
 #undef BADSLICE
     gg = fresh();
     cr_expect_null(lf_slice(gg, lf_const(gg, LF_F32, 1), 0, 0, 1, 1));

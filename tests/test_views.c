@@ -247,6 +247,33 @@ Test(views, slice_empty) {
     chk("sum of empty slice", lf_reduce(g, LF_RED_SUM, s, 0, NULL, false), 0, NULL, V(0));
 }
 
+/* Steps near INT64_MAX / INT64_MIN take one element (Python: len(range(0, 10,
+ * 2**63 - 1)) == 1); the length is computed without overflow, and a one-element
+ * slice of a 2-d array along its outer axis keeps a usable stride. */
+Test(views, slice_extreme_steps) {
+    lf_node *x = lf_iota(g, LF_F64, 10);
+    chk("[0:10:MAX]", lf_slice(g, x, 0, 0, 10, INT64_MAX), 1, SH(1), V(0));
+    chk("[5:10:MAX-1]", lf_slice(g, x, 0, 5, 10, INT64_MAX - 1), 1, SH(1), V(5));
+    chk("[::MAX]", lf_slice(g, x, 0, LF_NONE, LF_NONE, INT64_MAX), 1, SH(1), V(0));
+    chk("[9::MAX]", lf_slice(g, x, 0, 9, LF_NONE, INT64_MAX), 1, SH(1), V(9));
+    chk("[10::MAX]", lf_slice(g, x, 0, 10, LF_NONE, INT64_MAX), 1, SH(0), NULL);
+    chk("[::-MAX]", lf_slice(g, x, 0, LF_NONE, LF_NONE, -INT64_MAX), 1, SH(1), V(9));
+    chk("[9:0:MIN+1]", lf_slice(g, x, 0, 9, 0, INT64_MIN + 1), 1, SH(1), V(9));
+    chk("[0:9:MAX/2]", lf_slice(g, x, 0, 0, 9, INT64_MAX / 2), 1, SH(1), V(0));
+    chk("[:-1:MAX]", lf_slice(g, x, 0, LF_NONE, -1, INT64_MAX), 1, SH(1), V(0));
+    chk("[-10:10:MAX]", lf_slice(g, x, 0, -10, 10, INT64_MAX), 1, SH(1), V(0));
+    chk("[0:0:MAX]", lf_slice(g, x, 0, 0, 0, INT64_MAX), 1, SH(0), NULL);
+    chk("[0:10:9]", lf_slice(g, x, 0, 0, 10, 9), 1, SH(2), V(0, 9));
+    chk("[9:0:-9]", lf_slice(g, x, 0, 9, LF_NONE, -9), 1, SH(2), V(9, 0));
+    /* rows of a [4, 5] array: the stride would be step * 5 */
+    lf_node *m = iota_input(2, SH(4, 5));
+    chk("[1::MAX, :]", lf_slice(g, m, 0, 1, LF_NONE, INT64_MAX), 2, SH(1, 5), V(5, 6, 7, 8, 9));
+    chk("[3::-MAX, :]", lf_slice(g, m, 0, 3, LF_NONE, -INT64_MAX), 2, SH(1, 5), V(15, 16, 17, 18, 19));
+    lf_node *one = lf_slice(g, m, 0, 2, LF_NONE, INT64_MAX / 3);
+    chk("row 2 transposed", lf_transpose(g, one), 2, SH(5, 1), V(10, 11, 12, 13, 14));
+    chk("sum of row 2", lf_reduce(g, LF_RED_SUM, one, 0, NULL, false), 0, NULL, V(60));
+}
+
 /* start == extent is in range; with a negative step Python starts at the last element. */
 Test(views, slice_start_at_extent_negative_step) {
     lf_node *x = lf_iota(g, LF_F64, 5);
