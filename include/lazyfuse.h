@@ -262,7 +262,14 @@ LF_API int lf_ctx_device_name(const lf_ctx *ctx, char *buf, size_t cap);
 /* ---- buffers ------------------------------------------------------------ */
 
 /* A new zero-filled buffer of the given dtype and shape (ndim 0..8, extents
- * >= 0; zero-size is valid; shape may be NULL when ndim is 0). */
+ * >= 0; zero-size is valid; shape may be NULL when ndim is 0).
+ * Memory: a host buffer is zeroed lazily (the C library's calloc: large
+ * blocks are fresh zero pages), so creating one is fast and costs resident
+ * memory only as it is written. LF_ERR_NOMEM therefore comes when the address
+ * space cannot be had (RLIMIT_AS, vm.overcommit_memory=2, no memory at all);
+ * under a container's memory limit with overcommit, writing past the limit
+ * (lf_buffer_write, lf_eval filling it) ends the process by the kernel's OOM
+ * killer, as for any program: size buffers to the limit you run under. */
 LF_API lf_buffer *lf_buffer_new(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape);
 /* Frees a buffer. A graph that reads it keeps it alive until the graph is
  * freed. NULL is a no-op. */

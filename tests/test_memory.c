@@ -9,6 +9,7 @@
  *   live bytes are the same after every cycle, and (without sanitizers) the
  *   process's resident set does not grow.
  */
+#include "graph/graph.h"
 #include "testutil.h"
 
 #include <criterion/criterion.h>
@@ -181,4 +182,36 @@ Test(memory, hundred_thousand_cycles_in_flat_memory, .timeout = 600) {
     lf_ctx_destroy(ctx);
     if (RSS_MEANINGFUL())
         cr_assert_lt(growth, 4L << 20, "resident set grew by %ld bytes over 99,000 cycles", growth);
+}
+
+/* lf_buffer_new gives zeros without touching them: a 1 GiB buffer is
+ * address space until written (calloc maps zero pages), so creating one costs
+ * no resident memory and no time to fill; its contents still read as zeros,
+ * and a buffer made after a freed one (memory that may be reused) too. */
+Test(memory, big_buffer_zeroed_lazily, .timeout = 120) {
+    lf_ctx *ctx = tu_ctx();
+    if (lf_ctx_backend(ctx) != LF_BACKEND_CPU && lf_ctx_backend(ctx) != LF_BACKEND_REFERENCE)
+        cr_skip_test("host buffers only");
+    int64_t n = (int64_t)1 << 28; /* f32: 1 GiB */
+    long rss0 = rss_bytes();
+    lf_buffer *b = lf_buffer_new(ctx, LF_F32, 1, &n);
+    cr_assert_not_null(b, "%s", lf_errmsg(ctx));
+    long growth = rss_bytes() - rss0;
+    if (RSS_MEANINGFUL())
+        cr_assert_lt(growth, 64L << 20, "a new 1 GiB buffer made %ld bytes resident", growth);
+    const float *data = b->data;
+    for (int64_t i = 0; i < n; i += n / 1024 + 7) cr_assert_eq(data[i], 0.0f, "element %lld", (long long)i);
+    cr_assert_eq(data[n - 1], 0.0f);
+    lf_buffer_free(b);
+    /* small buffers come from reused heap memory: still zeros */
+    int64_t m = 1000;
+    for (int round = 0; round < 2; round++) {
+        lf_buffer *s = lf_buffer_new(ctx, LF_F64, 1, &m);
+        cr_assert_not_null(s);
+        double *d = s->data;
+        for (int64_t i = 0; i < m; i++) cr_assert_eq(d[i], 0.0, "round %d element %lld", round, (long long)i);
+        for (int64_t i = 0; i < m; i++) d[i] = 1.5; /* dirty the block for the next round */
+        lf_buffer_free(s);
+    }
+    lf_ctx_destroy(ctx);
 }
