@@ -119,8 +119,9 @@ lf_status lf_dump_dot(lf_graph *g, int n, lf_node *const *outs, lf_dot_mode mode
     if (n < 0 || (n > 0 && !outs)) return graph_error(ctx, LF_ERR_INVALID, "dump_dot: bad outputs");
     for (int i = 0; i < n; i++) {
         if (!outs[i]) return graph_error(ctx, LF_ERR_NULL, "dump_dot: output %d is NULL", i);
-        if (outs[i]->graph != g)
-            return graph_error(ctx, LF_ERR_STATE, "dump_dot: output %d belongs to another graph", i);
+        if (!graph_owns(g, outs[i]))
+            return graph_error(ctx, LF_ERR_STATE,
+                               "dump_dot: output %d belongs to another graph (or to a freed one)", i);
     }
     if (mode == LF_DOT_GRAPH) return graph_dot_write_graph(g, n, outs, out);
     if (mode != LF_DOT_FUSED) return graph_error(ctx, LF_ERR_INVALID, "dump_dot: unknown mode %d", (int)mode);

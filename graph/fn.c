@@ -99,6 +99,7 @@ lf_fn *graph_fn_create(lf_graph *g, int nparams, const char *const *names) {
     if (!ff) goto nomem;
     lf_fn *f = &ff->fn;
     f->graph = g;
+    f->serial = g->serial;
     f->nparams = nparams;
     f->result = -1;
     f->next = g->fns; /* linked first so graph_destroy frees a half-made fn */

@@ -13,6 +13,7 @@
  */
 #include "graph/graph.h"
 
+#include <stdatomic.h>
 #include <ctype.h>
 #include <math.h>
 #include <string.h>
@@ -41,8 +42,9 @@ bool graph_check_args(lf_graph *g, const char *what, int n, lf_node *const *node
             graph_fail(g, LF_ERR_NULL, "%s: input %d is NULL", what, i);
             return false;
         }
-        if (nodes[i]->graph != g) {
-            graph_fail(g, LF_ERR_STATE, "%s: input %d belongs to another graph", what, i);
+        if (!graph_owns(g, nodes[i])) {
+            graph_fail(g, LF_ERR_STATE, "%s: input %d belongs to another graph (or to a freed one)",
+                       what, i);
             return false;
         }
     }
@@ -59,6 +61,8 @@ lf_graph *lf_graph_new(lf_ctx *ctx) {
         graph_error(ctx, LF_ERR_NOMEM, "graph_new: out of memory");
         return NULL;
     }
+    static atomic_uint_fast64_t last_serial;
+    g->serial = (uint64_t)atomic_fetch_add(&last_serial, 1) + 1;
     g->ctx = ctx;
     g->next = ctx->graphs;
     if (ctx->graphs) ctx->graphs->prev = g;
@@ -74,6 +78,8 @@ void graph_destroy(lf_graph *g) {
             graph_free(n->u.map.etype);
             graph_free(n->u.map.ctype);
         }
+        n->serial = 0; /* a stale handle to this node fails graph_owns while the
+                          memory is not reused */
         graph_free(n);
     }
     graph_free(g->nodes);
@@ -139,6 +145,7 @@ static lf_node *new_node(lf_graph *g, const char *what, node_kind kind, lf_dtype
     lf_node *n = graph_calloc(1, sizeof *n);
     if (!n) goto nomem;
     n->graph = g;
+    n->serial = g->serial;
     n->id = g->nnodes;
     n->kind = kind;
     n->dtype = t;
@@ -473,8 +480,8 @@ static lf_node *make_map(lf_graph *g, const char *what, lf_fn *f, int n, lf_node
         graph_fail(g, LF_ERR_NULL, "%s: fn is NULL", what);
         return NULL;
     }
-    if (f->graph != g) {
-        graph_fail(g, LF_ERR_STATE, "%s: fn belongs to another graph", what);
+    if (!graph_owns(g, f)) {
+        graph_fail(g, LF_ERR_STATE, "%s: fn belongs to another graph (or to a freed one)", what);
         return NULL;
     }
     if (f->result < 0) {
@@ -662,8 +669,9 @@ lf_status graph_check_outputs(lf_graph *g, int n, lf_node *const *outs, lf_buffe
         const lf_buffer *b = dsts[i];
         char sa[160], sb[160];
         if (!o) return graph_error(ctx, LF_ERR_NULL, "eval: output %d is NULL", i);
-        if (o->graph != g)
-            return graph_error(ctx, LF_ERR_STATE, "eval: output %d belongs to another graph", i);
+        if (!graph_owns(g, o))
+            return graph_error(ctx, LF_ERR_STATE, "eval: output %d belongs to another graph (or to a freed one)",
+                               i);
         if (!b) return graph_error(ctx, LF_ERR_NULL, "eval: buffer %d is NULL", i);
         if (b->ctx != ctx)
             return graph_error(ctx, LF_ERR_STATE, "eval: buffer %d belongs to another context", i);

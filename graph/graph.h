@@ -202,6 +202,7 @@ typedef struct fn_expr {
 
 struct lf_fn {
     lf_graph *graph;                 /* owner (memory and errors) */
+    uint64_t serial;                 /* the owner's serial (graph_owns) */
     int nparams;                     /* 1..LF_MAX_ARGS */
     char *param_names[LF_MAX_ARGS];  /* names for printing (graph_malloc'd) */
     fn_expr *exprs;                  /* expressions in topological order */
@@ -262,6 +263,7 @@ typedef enum view_kind {
 
 struct lf_node {
     lf_graph *graph;                /* owner */
+    uint64_t serial;                /* the owner's serial (graph_owns); 0 once freed */
     int id;                         /* creation order: a topological order */
     node_kind kind;                 /* what the node computes */
     lf_dtype dtype;                 /* element type */
@@ -298,6 +300,10 @@ struct lf_node {
 
 struct lf_graph {
     lf_ctx *ctx;                  /* owner */
+    uint64_t serial;              /* unique in the process, never 0: a node or fn
+                                     is g's only if it carries g's serial too, so
+                                     one of a freed graph whose address a new
+                                     graph reuses is still told apart */
     lf_status status;             /* first error, sticky */
     char errmsg[LF_ERRMSG_CAP];   /* its message */
     lf_node **nodes;              /* all nodes by id */
@@ -320,8 +326,12 @@ struct lf_graph {
  * last message. Returns st. */
 lf_status graph_fail(lf_graph *g, lf_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* True when node n (or fn: the same two fields) was made by graph g: the
+ * owner pointer and the graph's serial both match. */
+#define graph_owns(g, x) ((x)->graph == (g) && (x)->serial == (g)->serial)
 /* Checks that a builder may proceed: g non-NULL and not failed, every node
- * non-NULL and of graph g. Records an error naming `what` otherwise. */
+ * non-NULL and of graph g (graph_owns). Records an error naming `what`
+ * otherwise. */
 bool graph_check_args(lf_graph *g, const char *what, int n, lf_node *const *nodes);
 /* Checks lf_eval's arguments: the graph has no sticky error (else its
  * message is copied to the context and its status returned), and every

@@ -289,7 +289,16 @@ LF_API size_t lf_buffer_bytes(const lf_buffer *b);
 /* ---- graphs ------------------------------------------------------------- */
 
 LF_API lf_graph *lf_graph_new(lf_ctx *ctx);
-/* Frees the graph, its nodes and fns, and releases the buffers it read. */
+/* Frees the graph, its nodes and fns, and releases the buffers it read.
+ * Their handles are dangling afterwards: using a node or fn of a freed graph
+ * is undefined behaviour, as for any freed memory. Builders and lf_eval check
+ * that each node and fn they get was made by the graph they get (its address
+ * and a serial number unique in the process), so passing a stale node to a
+ * newer graph, even one malloc placed at the freed graph's address, is
+ * usually the error LF_ERR_STATE "... belongs to another graph (or to a freed
+ * one)"; usually, not always, since the freed memory may hold anything by
+ * then. Calls that take only a node or an fn (lf_node_dtype, lf_fn_op, ...)
+ * cannot check. */
 LF_API void lf_graph_free(lf_graph *g);
 /* LF_OK, or the graph's first (sticky) error. */
 LF_API lf_status lf_graph_status(const lf_graph *g);
