@@ -115,7 +115,7 @@ static bool is_digit(int c) { return c >= '0' && c <= '9'; }
 static bool is_alnum(int c) { return is_alpha(c) || is_digit(c); }
 
 static bool tok_is(const token *t, const char *s) {
-    return (t->kind == T_NAME || t->kind == T_SYM) && strlen(s) == t->len &&
+    return (t->kind == T_NAME || t->kind == T_SYM) && s[0] == t->s[0] && strlen(s) == t->len &&
            memcmp(t->s, s, t->len) == 0;
 }
 
@@ -201,6 +201,7 @@ static void lex(parser *p, token *t) {
         size_t best = 0; /* longest symbol that matches here */
         for (int i = 0; i < LF_NOPS + NEXTRA; i++) {
             const char *sym = i < LF_NOPS ? graph_ops[i].text : extra_syms[i - LF_NOPS];
+            if (sym[0] != c) continue;
             size_t n = strlen(sym);
             if (n > best && !is_alpha(sym[0]) && strncmp(p->pos, sym, n) == 0) best = n;
         }
