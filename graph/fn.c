@@ -5,7 +5,8 @@
  * hash-consed: adding one identical to an existing expression returns the
  * existing id, so common subexpressions are stored once, and structural
  * equality of two fns is a bottom-up lookup of one's expressions in the
- * other's table (no recursion, linear time).
+ * other's table (no recursion, linear time). Nothing here recurses over
+ * expressions (an fn may be nested to any depth; see graph.h).
  *
  * Typing is per use: the same fn applied to f32 or to i32 inputs gets
  * different expression dtypes (graph_fn_types). Literals are weak (see

@@ -186,7 +186,13 @@ void graph_red_fold(graph_red_acc *a, lf_reduce_op op, lf_dtype acc_t, lf_scalar
 lf_scalar graph_red_finish(const graph_red_acc *a, lf_reduce_op op, lf_dtype acc_t, int64_t count,
                            lf_dtype out);
 
-/* ==== fn.c: scalar functions: builder, hash-consing, typing, evaluation ==== */
+/* ==== fn.c: scalar functions: builder, hash-consing, typing, evaluation ====
+ *
+ * An fn has no depth limit (the builder nests as deep as memory allows and
+ * the parser reads back whatever lf_fn_print writes), so code that walks an
+ * fn's expressions goes through exprs in id order (it is topological), or
+ * keeps an explicit stack on the heap, and never recurses from the result:
+ * a walk must use the same thread stack at any depth. */
 
 typedef enum expr_kind { EXPR_PARAM, EXPR_CONST, EXPR_OP, EXPR_CAST } expr_kind;
 
@@ -241,9 +247,11 @@ lf_fn *graph_fn_for_cast(lf_graph *g, lf_dtype t);
 /* ==== parse.c: expression strings <-> fns ================================= */
 
 /* Parses src into a new fn of g (lf_fn_parse is this). On error records
- * "parse error at LINE:COL: MESSAGE" (LF_ERR_PARSE) and returns NULL. */
+ * "parse error at LINE:COL: MESSAGE" (LF_ERR_PARSE; LF_ERR_NOMEM when out of
+ * memory) and returns NULL. Any nesting depth: the parser's stack of open
+ * constructs is graph_malloc'd, its thread stack use is constant. */
 lf_fn *graph_fn_parse(lf_graph *g, const char *src);
-/* Prints f as "(a, b) -> expr" (lf_fn_print is this). */
+/* Prints f as "(a, b) -> expr" (lf_fn_print is this); iterative, any depth. */
 int graph_fn_print(const lf_fn *f, char *buf, size_t cap);
 
 /* ==== graph.c: graphs and nodes =========================================== */

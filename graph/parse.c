@@ -3,16 +3,22 @@
  * Parser: "(a, b, ...) -> expr" becomes a new fn of the graph. A lexer makes
  * tokens on demand (numbers, names, symbols) with their line and column; a
  * precedence-climbing parser builds the expression bottom-up with
- * graph_fn_add, so the fn is hash-consed as it grows. Operator and call names
- * come from the op table (graph_ops); this file adds only the grammar
- * (precedence levels), the aliases (pow, &&, ||, !), the casts (named by
- * lf_dtype_name) and the constants pi, e, inf, nan.
+ * graph_fn_add, so the fn is hash-consed as it grows. It keeps the
+ * constructs still open in a stack of frames on the heap instead of
+ * recursing (see "parser" below), so its stack use does not grow with
+ * nesting: any input is a result or an error on a small thread stack, and
+ * depth is limited only by memory (one 40-byte frame per open parenthesis,
+ * prefix operator, call and operator awaiting its right operand). Operator
+ * and call names come from the op table (graph_ops); this file adds only the
+ * grammar (precedence levels), the aliases (pow, &&, ||, !), the casts
+ * (named by lf_dtype_name) and the constants pi, e, inf, nan.
  *
  * Invariants:
  *  - the first error wins: it is recorded once, as "parse error at L:C: msg"
  *    with C the column of the offending token's first character (the end of
  *    input for a missing token), and every caller then unwinds (-1 / NULL);
- *  - recursion is bounded by MAX_DEPTH, so no input overflows the stack;
+ *  - nothing recurses (parser, printer): stack use is the same at any depth,
+ *    and the text lf_fn_print writes for an fn of any depth parses back;
  *  - unary minus applied directly to a literal or constant name folds into a
  *    negative constant, unless the literal is the base of ** (-2**2 is
  *    -(2**2)); the printer relies on this to write negative constants as
@@ -21,11 +27,10 @@
  * Printer: minimal parentheses from the same precedence levels, integer
  * constants with %lld, float constants with the fewest of 15..17 significant
  * digits that read back exactly (always with '.', 'e', "inf" or "nan"). It is
- * iterative (an explicit work stack), so fns nested deeper than the parser
- * accepts still print, and it writes nothing past the buffer; the full length
- * comes from per-expression lengths computed first. Number formatting uses
- * the C library (strtod, snprintf), so the program's locale must use '.' as
- * the decimal point, as the "C" locale does.
+ * iterative (an explicit work stack) and writes nothing past the buffer; the
+ * full length comes from per-expression lengths computed first. Number
+ * formatting uses the C library (strtod, snprintf), so the program's locale
+ * must use '.' as the decimal point, as the "C" locale does.
  */
 #include "graph/graph.h"
 
@@ -34,9 +39,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_DEPTH 1000 /* most nested sub-expressions (parentheses, operands);
-                        * a few hundred bytes of stack per level */
 
 /* Precedence levels, rising; ATOM is a name, literal, call or parenthesis. */
 enum { P_NONE, P_OR, P_AND, P_NOT, P_CMP, P_ADD, P_MUL, P_UNARY, P_POW, P_ATOM };
@@ -105,7 +107,6 @@ typedef struct parser {
     int nparams;                    /* parameters seen so far */
     const char *pname[LF_MAX_ARGS]; /* parameter names, pointing into the source */
     size_t plen[LF_MAX_ARGS];       /* their lengths */
-    int depth;                      /* current nesting of parse_expr */
     bool failed;                    /* an error was recorded */
 } parser;
 
@@ -114,7 +115,7 @@ static bool is_digit(int c) { return c >= '0' && c <= '9'; }
 static bool is_alnum(int c) { return is_alpha(c) || is_digit(c); }
 
 static bool tok_is(const token *t, const char *s) {
-    return (t->kind == T_NAME || t->kind == T_SYM) && strlen(s) == t->len &&
+    return (t->kind == T_NAME || t->kind == T_SYM) && s[0] == t->s[0] && strlen(s) == t->len &&
            memcmp(t->s, s, t->len) == 0;
 }
 
@@ -200,6 +201,7 @@ static void lex(parser *p, token *t) {
         size_t best = 0; /* longest symbol that matches here */
         for (int i = 0; i < LF_NOPS + NEXTRA; i++) {
             const char *sym = i < LF_NOPS ? graph_ops[i].text : extra_syms[i - LF_NOPS];
+            if (sym[0] != c) continue;
             size_t n = strlen(sym);
             if (n > best && !is_alpha(sym[0]) && strncmp(p->pos, sym, n) == 0) best = n;
         }
@@ -345,47 +347,88 @@ static int mk_int(parser *p, int64_t v) {
 
 /* ==== parser ==================================================================== */
 
-static int parse_expr(parser *p, int minprec);
+/* The grammar is read by one loop over an explicit stack of frames on the
+ * heap, never by recursion: a frame is a construct still waiting for an
+ * operand. Each kind is what one function of a recursive-descent parser
+ * would keep in its locals:
+ *   F_EXPR    an expression whose binary operators have level >= prec: the
+ *             left operand so far and the operator waiting for its right one;
+ *   F_PREFIX  a prefix operator (-, +, not, !) waiting for its operand;
+ *   F_PAREN   '(' waiting for its expression, then ')';
+ *   F_CALL    a call or cast waiting for its next argument.
+ * The loop alternates two steps: with `want` set it reads the start of an
+ * operand for the F_EXPR frame on top (a prefix operator or '(' or a call's
+ * '(' pushes frames; a literal or name is a value at once); otherwise it
+ * hands the value just finished to the frame on top, which consumes what
+ * follows (an infix operator, ')' or ',') and either asks for another
+ * operand or is done and passes its own value down. Tokens are consumed
+ * and expressions added in the same order as the recursive form, so the
+ * messages and expression ids are those of a recursive-descent parser. */
+typedef enum frame_kind { F_EXPR, F_PREFIX, F_PAREN, F_CALL } frame_kind;
 
-/* A call: name '(' args ')', the name being the current token. */
-static int parse_call(parser *p) {
-    token name = p->tok;
-    lf_op op = find_op(&name, OPSYN_CALL);
-    lf_dtype cast = cast_dtype(&name);
-    if (op == LF_NOPS && cast == LF_NDTYPES) {
-        if (param_index(p, &name) >= 0 || reserved(&name))
-            return fail_at(p, &name, "'" TOKFMT "' is not a function", TOKARG(&name));
-        return fail_at(p, &name, "unknown function '" TOKFMT "'", TOKARG(&name));
-    }
-    if (!next(p) || !next(p)) return -1; /* the name and '(' */
-    int arity = op != LF_NOPS ? graph_ops[op].arity : 1;
-    int args[3] = {-1, -1, -1}, nargs = 0;
-    if (!tok_is(&p->tok, ")")) {
-        for (;;) {
-            int a = parse_expr(p, P_NONE);
-            if (a < 0) return -1;
-            if (nargs < 3) args[nargs] = a;
-            nargs++;
-            if (!tok_is(&p->tok, ",")) break;
-            if (!next(p)) return -1;
+typedef struct frame {
+    unsigned char kind; /* frame_kind */
+    unsigned char prec; /* F_EXPR: least level of the binary operators it takes */
+    bool compared;      /* F_EXPR: its last operator was a comparison */
+    lf_op op;           /* F_EXPR: the operator waiting for its right operand
+                         * (LF_NOPS before the first); F_PREFIX: the operator
+                         * (LF_NOPS: unary plus); F_CALL: the op called
+                         * (LF_NOPS: a cast) */
+    int arg[3];         /* F_EXPR: arg[0] the left operand; F_CALL: arguments */
+    int nargs;          /* F_CALL: arguments read (saturates at INT_MAX) */
+    int line, col;      /* F_CALL: position of the name */
+    const char *name;   /* F_CALL: the name, in the source */
+} frame;
+
+typedef struct fstack {
+    frame *f;   /* graph_malloc'd */
+    size_t n;   /* frames in use */
+    size_t cap; /* frames allocated */
+} fstack;
+
+/* Pushes a blank frame of kind k; NULL (error recorded) when out of memory. */
+static frame *push(parser *p, fstack *st, frame_kind k) {
+    if (st->n == st->cap) {
+        size_t cap = st->cap ? 2 * st->cap : 64;
+        frame *f = cap <= SIZE_MAX / 2 / sizeof *f ? graph_realloc(st->f, cap * sizeof *f) : NULL;
+        if (!f) {
+            graph_fail(p->g, LF_ERR_NOMEM, "fn_parse: out of memory");
+            p->failed = true;
+            return NULL;
         }
+        st->f = f;
+        st->cap = cap;
     }
-    if (!expect(p, ")")) return -1;
-    if (nargs != arity)
-        return fail_at(p, &name, "'" TOKFMT "' takes %d argument%s, got %d", TOKARG(&name), arity,
-                       arity == 1 ? "" : "s", nargs);
-    if (op != LF_NOPS) return mk_op(p, op, args[0], args[1], args[2]);
-    fn_expr e = graph_fn_blank_expr(EXPR_CAST);
-    e.cast_to = cast;
-    e.arg[0] = args[0];
-    return add(p, &e);
+    frame *f = &st->f[st->n++];
+    memset(f, 0, sizeof *f);
+    f->kind = (unsigned char)k;
+    f->op = LF_NOPS;
+    f->arg[0] = f->arg[1] = f->arg[2] = -1;
+    return f;
 }
 
-/* A name: parameter, constant or call. */
+static bool push_expr(parser *p, fstack *st, int prec) {
+    frame *f = push(p, st, F_EXPR);
+    if (f) f->prec = (unsigned char)prec;
+    return f != NULL;
+}
+
+/* A literal (the current token is a number). */
+static int parse_number(parser *p) {
+    const token *t = &p->tok;
+    bool is_int = t->is_int;
+    lf_scalar v;
+    if (is_int) v.i = (int64_t)t->u;
+    else v.f = t->f;
+    if (is_int && (t->too_big || t->u > INT64_MAX))
+        return fail_at(p, t, "integer literal out of range");
+    if (!next(p)) return -1;
+    return is_int ? mk_int(p, v.i) : mk_float(p, v.f);
+}
+
+/* A name that is not called: parameter or constant. */
 static int parse_name(parser *p) {
     const token *t = &p->tok;
-    token after = peek(p);
-    if (tok_is(&after, "(")) return parse_call(p);
     int i = param_index(p, t);
     if (i >= 0) {
         if (!next(p)) return -1;
@@ -403,27 +446,50 @@ static int parse_name(parser *p) {
     return fail_at(p, t, "unknown name '" TOKFMT "'", TOKARG(t));
 }
 
-/* A literal, name, call or parenthesized expression. */
-static int parse_atom(parser *p) {
-    const token *t = &p->tok;
-    if (t->kind == T_NUM) {
-        bool is_int = t->is_int;
-        lf_scalar v;
-        if (is_int) v.i = (int64_t)t->u;
-        else v.f = t->f;
-        if (is_int && (t->too_big || t->u > INT64_MAX))
-            return fail_at(p, t, "integer literal out of range");
-        if (!next(p)) return -1;
-        return is_int ? mk_int(p, v.i) : mk_float(p, v.f);
+/* The name token of call frame f, for messages. */
+static token call_name(const frame *f) {
+    token t;
+    memset(&t, 0, sizeof t);
+    t.kind = T_NAME;
+    t.s = f->name;
+    while (is_alnum(t.s[t.len])) t.len++;
+    t.line = f->line;
+    t.col = f->col;
+    return t;
+}
+
+/* The start of a call: name '(' with the name the current token. Checks the
+ * name, consumes both tokens and fills call frame f. */
+static bool open_call(parser *p, frame *f) {
+    token name = p->tok;
+    lf_op op = find_op(&name, OPSYN_CALL);
+    if (op == LF_NOPS && cast_dtype(&name) == LF_NDTYPES) {
+        if (param_index(p, &name) >= 0 || reserved(&name))
+            fail_at(p, &name, "'" TOKFMT "' is not a function", TOKARG(&name));
+        else
+            fail_at(p, &name, "unknown function '" TOKFMT "'", TOKARG(&name));
+        return false;
     }
-    if (t->kind == T_NAME) return parse_name(p);
-    if (tok_is(t, "(")) {
-        if (!next(p)) return -1;
-        int e = parse_expr(p, P_NONE);
-        if (e < 0 || !expect(p, ")")) return -1;
-        return e;
-    }
-    return unexpected(p);
+    f->op = op;
+    f->name = name.s;
+    f->line = name.line;
+    f->col = name.col;
+    return next(p) && next(p); /* the name and '(' */
+}
+
+/* The end of a call: ')' after the arguments of frame f. */
+static int close_call(parser *p, const frame *f) {
+    if (!expect(p, ")")) return -1;
+    token name = call_name(f);
+    int arity = f->op != LF_NOPS ? graph_ops[f->op].arity : 1;
+    if (f->nargs != arity)
+        return fail_at(p, &name, "'" TOKFMT "' takes %d argument%s, got %d", TOKARG(&name), arity,
+                       arity == 1 ? "" : "s", f->nargs);
+    if (f->op != LF_NOPS) return mk_op(p, f->op, f->arg[0], f->arg[1], f->arg[2]);
+    fn_expr e = graph_fn_blank_expr(EXPR_CAST);
+    e.cast_to = cast_dtype(&name);
+    e.arg[0] = f->arg[0];
+    return add(p, &e);
 }
 
 /* "- literal" (the current token is '-'): folds into a negative constant
@@ -452,48 +518,103 @@ static int fold_negative(parser *p) {
     return -2;
 }
 
-/* Prefix operators (-, +, not, !) and then an atom; minprec is the level of
- * the surrounding context ('not' is not allowed above its own level). */
-static int parse_prefix(parser *p, int minprec) {
+/* Reads the start of an operand of the F_EXPR frame on top of st (minprec
+ * is its level: 'not' is not allowed above its own). Returns the operand's
+ * id when it is complete (a literal, a name, a folded negative constant),
+ * -2 when frames were pushed to read the rest, -1 on error. */
+static int start_operand(parser *p, fstack *st, int minprec) {
     const token *t = &p->tok;
     lf_op op = find_op(t, OPSYN_PREFIX);
     bool plus = tok_is(t, graph_ops[LF_OP_ADD].text);
-    if (op == LF_NOPS && !plus) return parse_atom(p);
-    int prec = plus ? P_UNARY : op_prec(op);
-    if (prec < minprec)
-        return fail_at(p, t, "'" TOKFMT "' needs parentheses here", TOKARG(t));
-    if (op == LF_OP_NEG) {
-        int k = fold_negative(p);
-        if (k != -2) return k;
+    if (op != LF_NOPS || plus) {
+        int prec = plus ? P_UNARY : op_prec(op);
+        if (prec < minprec)
+            return fail_at(p, t, "'" TOKFMT "' needs parentheses here", TOKARG(t));
+        if (op == LF_OP_NEG) {
+            int k = fold_negative(p);
+            if (k != -2) return k;
+        }
+        if (!next(p)) return -1;
+        frame *f = push(p, st, F_PREFIX);
+        if (!f) return -1;
+        f->op = plus ? LF_NOPS : op;
+        return push_expr(p, st, prec) ? -2 : -1;
     }
-    if (!next(p)) return -1;
-    int a = parse_expr(p, prec);
-    if (a < 0 || plus) return a;
-    return mk_op(p, op, a, -1, -1);
+    if (t->kind == T_NUM) return parse_number(p);
+    if (t->kind == T_NAME) {
+        token after = peek(p);
+        if (!tok_is(&after, "(")) return parse_name(p);
+        frame *f = push(p, st, F_CALL);
+        if (!f || !open_call(p, f)) return -1;
+        if (tok_is(&p->tok, ")")) { /* no arguments */
+            int id = close_call(p, f);
+            st->n--;
+            return id;
+        }
+        return push_expr(p, st, P_NONE) ? -2 : -1;
+    }
+    if (tok_is(t, "(")) {
+        if (!next(p)) return -1;
+        return push(p, st, F_PAREN) && push_expr(p, st, P_NONE) ? -2 : -1;
+    }
+    return unexpected(p);
 }
 
-/* An expression whose binary operators all have level >= minprec. */
-static int parse_expr(parser *p, int minprec) {
-    if (++p->depth > MAX_DEPTH) return fail_at(p, &p->tok, "expression nested too deeply");
-    int left = parse_prefix(p, minprec);
-    bool compared = false;
-    while (left >= 0) {
+/* Gives value v to the frame on top of st, which reads on. Returns the
+ * value that frame passes down when it is done (it is popped), -2 when it
+ * pushed a frame for another operand, -1 on error. */
+static int give(parser *p, fstack *st, int v) {
+    frame *f = &st->f[st->n - 1];
+    switch ((frame_kind)f->kind) {
+    case F_EXPR: {
+        if (f->op != LF_NOPS && (v = mk_op(p, f->op, f->arg[0], v, -1)) < 0) return -1;
         lf_op op = find_op(&p->tok, OPSYN_INFIX);
-        if (op == LF_NOPS || op_prec(op) < minprec) break;
-        int prec = op_prec(op);
-        if (prec == P_CMP && compared) {
-            left = fail_at(p, &p->tok, "comparisons do not chain (use 'and')");
-            break;
+        if (op == LF_NOPS || op_prec(op) < f->prec) {
+            st->n--;
+            return v;
         }
-        compared = prec == P_CMP;
+        int prec = op_prec(op);
+        if (prec == P_CMP && f->compared)
+            return fail_at(p, &p->tok, "comparisons do not chain (use 'and')");
+        f->compared = prec == P_CMP;
+        f->op = op;
+        f->arg[0] = v;
         if (!next(p)) return -1;
         /* ** is right-associative and its exponent may be negated (2**-1). */
-        int right = parse_expr(p, op == LF_OP_POW ? P_UNARY : prec + 1);
-        if (right < 0) return -1;
-        left = mk_op(p, op, left, right, -1);
+        return push_expr(p, st, op == LF_OP_POW ? P_UNARY : prec + 1) ? -2 : -1;
     }
-    p->depth--;
-    return left;
+    case F_PREFIX:
+        st->n--;
+        return f->op == LF_NOPS ? v : mk_op(p, f->op, v, -1, -1);
+    case F_PAREN:
+        st->n--;
+        return expect(p, ")") ? v : -1;
+    case F_CALL:
+        if (f->nargs < 3) f->arg[f->nargs] = v;
+        if (f->nargs < INT_MAX) f->nargs++;
+        if (tok_is(&p->tok, ",")) {
+            if (!next(p)) return -1;
+            return push_expr(p, st, P_NONE) ? -2 : -1;
+        }
+        v = close_call(p, f);
+        st->n--;
+        return v;
+    }
+    return -1;
+}
+
+/* The expression after "->". Returns its id or -1. */
+static int parse_body(parser *p) {
+    fstack st = {NULL, 0, 0};
+    int v = push_expr(p, &st, P_NONE) ? -2 : -1;
+    for (bool want = true; v != -1;) {
+        if (want) v = start_operand(p, &st, st.f[st.n - 1].prec);
+        else v = give(p, &st, v);
+        if (v >= 0 && st.n == 0) break; /* the outermost expression is done */
+        want = v == -2;                 /* frames were pushed: read their operand */
+    }
+    graph_free(st.f);
+    return v;
 }
 
 /* "(a, b, ...)" then "->". */
@@ -572,7 +693,7 @@ lf_fn *graph_fn_parse(lf_graph *g, const char *src) {
     p.pos = src;
     p.line = p.col = 1;
     if (!next(&p) || !parse_params(&p) || !make_fn(&p)) return NULL;
-    int e = parse_expr(&p, P_NONE);
+    int e = parse_body(&p);
     if (e >= 0 && p.tok.kind != T_EOF)
         e = fail_at(&p, &p.tok, "unexpected '" TOKFMT "' after the expression", TOKARG(&p.tok));
     if (e < 0 || p.failed) return NULL;

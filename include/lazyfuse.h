@@ -362,8 +362,12 @@ typedef enum lf_op {
  * integer literal, 2.0 / 2e0 / .5 / 5. are float literals (both weak, see
  * above). A minus directly before a number or named constant makes a negative
  * constant (write -(2) for the negation); -2**2 is still -(2**2). Parameter
- * names are 1 to 8 distinct identifiers that are not builtin names. Nesting is
- * limited to 1,000 levels. Numbers are read and printed in the "C" locale.
+ * names are 1 to 8 distinct identifiers that are not builtin names. Nesting
+ * depth is not limited: the parser keeps what is still open on the heap (about
+ * 40 bytes a level), not on the thread's stack, so deep input needs no more
+ * stack than shallow (a few KiB; any input is parsed or refused on a 64 KiB
+ * thread stack); running out of memory is LF_ERR_NOMEM. Numbers are read and
+ * printed in the "C" locale.
  * On error returns NULL and the message says "parse error at LINE:COL: ...". */
 LF_API lf_fn *lf_fn_parse(lf_graph *g, const char *src);
 /* Builder: a new fn of nparams parameters (1..8) named p0, p1, ... Expressions
@@ -380,7 +384,9 @@ LF_API int lf_fn_cast(lf_fn *f, lf_dtype t, int a);
 /* Sets the result expression; the fn is usable once it has one. */
 LF_API lf_status lf_fn_set_result(lf_fn *f, int e);
 LF_API int lf_fn_arity(const lf_fn *f);
-/* Prints f in the parser's syntax; parsing the text gives an equal fn.
+/* Prints f in the parser's syntax; parsing the text gives an equal fn, however
+ * deep f is (no fn walk in lazyfuse recurses over its expressions: printing,
+ * typing, fusion, codegen and evaluation use the same stack at any depth).
  * snprintf-like: writes at most cap bytes (NUL included) and returns the full
  * length, or -1 for a NULL or unfinished fn, a text longer than INT_MAX, or an
  * allocation failure. */
