@@ -2,33 +2,41 @@
  *
  * The compiler command is $CC when set and non-empty, else "cc"; it may hold
  * several words ("ccache gcc"), split on blanks (no quoting). The compiler
- * runs through posix_spawnp with stdin from /dev/null and stdout + stderr
- * captured in a file; no shell is involved. Messages are graph_malloc'd
- * (NULL only when even that allocation failed); every out-parameter for a
- * message may itself be NULL.
+ * runs as a child process (fork + execve, no shell) in a process group of
+ * its own, with stdin from /dev/null and stdout + stderr captured in a file;
+ * it is killed (SIGKILL) when the thread that started it dies
+ * (PR_SET_PDEATHSIG), and its whole process group is killed when it runs
+ * past its time limit. Messages are graph_malloc'd (NULL only when even that
+ * allocation failed); every out-parameter for a message may itself be NULL.
+ *
+ * Time limits: timeout_s > 0 is the limit in seconds (INFINITY: none); 0,
+ * a negative value or NaN means LF_COMPILE_TIMEOUT_DEFAULT (lazyfuse.h).
  */
 #ifndef LF_CPU_CC_H
 #define LF_CPU_CC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Probes the compiler by running `<cc words> --version`. Returns 0 and
  * *version = the first output line (graph_malloc'd, possibly empty), or -1
  * and *why = a one-line reason ("C compiler 'false' failed: exit status 1",
- * "C compiler 'nosuchcc' not found"). */
-int cc_probe(char **version, char **why);
+ * "C compiler 'nosuchcc' not found", "C compiler 'x' --version did not finish
+ * within 120 s (killed)"). */
+int cc_probe(double timeout_s, char **version, char **why);
 
 /* Compiles `source` (C text) into a shared object in a private temp folder
  * (mkdtemp under $TMPDIR or /tmp): writes k.c, runs
- * `<cc words> <flags...> -o <tmp>/k.so <tmp>/k.c <libs...>`, waits. On exit
- * status 0 and a readable k.so: returns 0 with *so / *len = the .so bytes
- * (graph_malloc'd). Else returns -1 with *log = "C compiler failed (exit
- * status N): <log text, trimmed to at most 8 KiB, temp folder prefix
- * removed>" or a reason the compiler could not run. Always removes the temp
- * folder and everything in it. flags and libs are NULL-terminated arrays
- * (either may be NULL for none). */
-int cc_compile(const char *source, const char *const *flags, const char *const *libs, void **so,
-               size_t *len, char **log);
+ * `<cc words> <flags...> -o <tmp>/k.so <tmp>/k.c <libs...>`, waits at most
+ * timeout_s. On exit status 0 and a readable k.so: returns 0 with *so /
+ * *len = the .so bytes (graph_malloc'd). Else returns -1 with *log = "C
+ * compiler failed (exit status N): <log text, trimmed to at most 8 KiB, temp
+ * folder prefix removed>", "the C compiler did not finish within N s
+ * (killed; ...)", or a reason the compiler could not run. Always removes
+ * the temp folder and everything in it. flags and libs are NULL-terminated
+ * arrays (either may be NULL for none). */
+int cc_compile(const char *source, const char *const *flags, const char *const *libs, double timeout_s,
+               void **so, size_t *len, char **log);
 
 /* Loads a shared object held in memory (memfd + dlopen of /proc/self/fd/N
  * with RTLD_NOW | RTLD_LOCAL; a temp file unlinked after dlopen when memfd or
@@ -36,5 +44,9 @@ int cc_compile(const char *source, const char *const *flags, const char *const *
  * earlier one is still loaded. Returns the dlopen handle (dlclose it), or
  * NULL with *why (includes dlerror()). */
 void *cc_dlopen_bytes(const void *so, size_t len, char **why);
+
+/* Test hook: when on, waits for the compiler by polling waitpid (the path
+ * taken where pidfd_open is missing) instead of polling a pidfd. */
+void cc_debug_poll_wait(bool on);
 
 #endif
