@@ -229,7 +229,8 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * runs in a process group of its own and is killed when the program dies
  * (PR_SET_PDEATHSIG), so a program killed during a compile leaves no
  * compiler driver running (a step it started, such as cc1 or ld, finishes
- * and exits). Environment:
+ * and exits); the temp folder of that compile ($TMPDIR/lazyfuse-cc-<pid>-...)
+ * is removed by the first compile of a later process. Environment:
  * LF_COMPILE=never (interpreter), LF_CPU_MARCH (replaces -march=native, e.g.
  * x86-64-v3 under valgrind), LF_COMPILE_TIMEOUT (above), LF_DEBUG=schedule
  * (the fused schedule when a program is built), LF_DEBUG=cache (disk-cache

@@ -1,5 +1,5 @@
 /* tests/test_cc.c: the C compiler as a subprocess (backends/cpu/cc.c) when it
- * misbehaves: hangs, or outlives its parent.
+ * misbehaves: hangs, outlives its parent, leaves litter.
  *
  * - Timeout: a $CC that never finishes (it starts a background `sleep` and
  *   then execs one) and a 1 s limit: lf_eval fails with LF_ERR_BACKEND within
@@ -10,6 +10,10 @@
  *   environment plumbing (default, precedence, rejected values).
  * - Death of the parent: a process hung in a compile is killed with SIGKILL;
  *   the compiler (the pid the fake $CC wrote) dies with it (PDEATHSIG).
+ * - Stale temp folders: that killed compile leaves lazyfuse-cc-<pid>-... with
+ *   its source; the next process's first compile removes it, and only what
+ *   is safe to remove (not a live pid's, not another host's tag, not another
+ *   user's, not a symlink, not a plain file).
  *
  * The test process makes itself a child subreaper, so that the processes a
  * killed compiler leaves behind become its children and are reaped here:
@@ -333,7 +337,7 @@ Test(cc, probe_times_out, .timeout = 60) {
     expect_no_leak();
 }
 
-/* ---- item 7: the compiler dies with its parent ------------------------- */
+/* ---- item 7: the compiler dies with its parent; item 11: its litter ------ */
 
 /* Forks a process that evaluates with the hanging $CC (no time limit of its
  * own: the default 120 s) and returns its pid once the compiler runs. */
@@ -375,4 +379,93 @@ static pid_t kill_hung_eval(pid_t kid) {
 
 Test(cc, compiler_dies_with_its_parent, .timeout = 60) {
     kill_hung_eval(start_hung_eval());
+}
+
+static void make_dir(const char *path) { cr_assert_eq(mkdir(path, 0700), 0, "mkdir %s: %s", path, strerror(errno)); }
+
+static void make_file(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+    close(fd);
+}
+
+static bool exists(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+/* A pid that was alive a moment ago and is dead now. */
+static pid_t dead_pid(void) {
+    pid_t p = fork();
+    cr_assert_geq(p, 0);
+    if (p == 0) _exit(0);
+    cr_assert_eq(waitpid(p, NULL, 0), p);
+    return p;
+}
+
+Test(cc, stale_temp_folders_are_removed, .timeout = 60) {
+    pid_t kid = start_hung_eval();
+    kill_hung_eval(kid);
+    /* the killed process's folder, with the kernel's source */
+    char prefix[64], litter[512] = "", tag[64] = "";
+    int np = snprintf(prefix, sizeof prefix, "lazyfuse-cc-%d-", (int)kid);
+    DIR *d = opendir(tmpd);
+    cr_assert_not_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, (size_t)np)) {
+            snprintf(litter, sizeof litter, "%s/%s", tmpd, e->d_name);
+            snprintf(tag, sizeof tag, "%.*s", (int)strcspn(e->d_name + np, "-"), e->d_name + np);
+        }
+    closedir(d);
+    cr_assert(litter[0], "no %s* folder in TMPDIR: the name does not carry the owner's pid", prefix);
+    char src[600];
+    snprintf(src, sizeof src, "%s/k.c", litter);
+    cr_assert(exists(src), "the killed compile's folder has no k.c");
+
+    /* what must go and what must stay, all with names of the same shape */
+    pid_t dead = dead_pid();
+    char p[12][512];
+    snprintf(p[0], 512, "%s/lazyfuse-cc-%d-%s-aaaaaa", tmpd, (int)dead, tag); /* stale: removed */
+    snprintf(p[1], 512, "%s/lazyfuse-cc-%d-%s-aaaaaa/sub", tmpd, (int)dead, tag);
+    snprintf(p[2], 512, "%s/lazyfuse-cc-%d-%s-aaaaaa/sub/file", tmpd, (int)dead, tag);
+    snprintf(p[3], 512, "%s/lazyfuse-cc-%d-zzzzzzzz-bbbbbb", tmpd, (int)dead);  /* other host or pid namespace */
+    snprintf(p[4], 512, "%s/lazyfuse-cc-1-%s-cccccc", tmpd, tag);               /* pid 1 is alive */
+    snprintf(p[5], 512, "%s/lazyfuse-cc-%d-%s-dddddd", tmpd, (int)getpid(), tag); /* ours, alive */
+    snprintf(p[6], 512, "%s/lazyfuse-cc-%d-%s-eeeeee", tmpd, (int)dead, tag);   /* a symlink */
+    snprintf(p[7], 512, "%s/target", root);
+    snprintf(p[8], 512, "%s/target/precious", root);
+    snprintf(p[9], 512, "%s/lazyfuse-cc-%d-%s-ffffff", tmpd, (int)dead, tag);   /* a plain file */
+    snprintf(p[10], 512, "%s/lazyfuse-cc-%d-%s-gggggg", tmpd, (int)dead, tag);  /* another user's */
+    make_dir(p[0]);
+    make_dir(p[1]);
+    make_file(p[2]);
+    make_dir(p[3]);
+    make_dir(p[4]);
+    make_dir(p[5]);
+    make_dir(p[7]);
+    make_file(p[8]);
+    cr_assert_eq(symlink(p[7], p[6]), 0);
+    make_file(p[9]);
+    bool root_user = geteuid() == 0;
+    if (root_user) {
+        make_dir(p[10]);
+        cr_assert_eq(chown(p[10], 4242, 4242), 0, "chown: %s", strerror(errno));
+    }
+
+    /* this process's first compile sweeps */
+    unsetenv("CC");
+    lf_ctx *c = cpu_ctx(LF_COMPILE_REQUIRE);
+    cr_assert_eq(eval_small(c, 4, NULL), LF_OK, "%s", lf_errmsg(c));
+    lf_ctx_destroy(c);
+    cr_assert(!exists(litter), "the killed process's temp folder %s is still there", litter);
+    cr_assert(!exists(p[0]), "a dead pid's folder (with a subfolder) is still there");
+    cr_assert(exists(p[3]), "a folder of another host's tag was removed");
+    cr_assert(exists(p[4]), "a live pid's folder was removed");
+    cr_assert(exists(p[5]), "this process's own folder was removed");
+    cr_assert(exists(p[6]) && exists(p[8]), "a symlink (or what it points to) was removed");
+    cr_assert(exists(p[9]), "a plain file was removed");
+    if (root_user) cr_assert(exists(p[10]), "another user's folder was removed");
+    else cr_log_warn("not root: the other-user case was not checked");
+    expect_no_leak();
 }

@@ -26,7 +26,12 @@
  *   group also means a terminal's Ctrl-C reaches the program only; a
  *   program that dies of it takes the compiler along as above.
  * - cc_compile owns a private mkdtemp folder and removes it, and everything
- *   the compiler left in it, on every path.
+ *   the compiler left in it, on every path. The compiler runs with TMPDIR
+ *   set to it, so its own temp files are in it too. Its name carries the
+ *   owner's pid and a host tag, so that the folder of a process killed
+ *   during a compile is recognized and removed by the first compile of a
+ *   later process (sweep_stale: dead pid, same tag, a folder owned by the
+ *   effective uid; never a symlink, never another user's).
  * - cc_dlopen_bytes gives every call a dlopen name never used before in this
  *   process. glibc returns an already loaded object when the name matches, so
  *   reusing "/proc/self/fd/N" after fd N was recycled would hand back the
@@ -45,6 +50,7 @@
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -56,6 +62,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -424,25 +431,115 @@ done:
     return rc;
 }
 
-/* ---- compile -------------------------------------------------------------- */
+/* ---- removing folders ------------------------------------------------------ */
+
+/* Removes everything in the open folder fd (depth-bounded) and closes fd. */
+static void remove_tree(int fd, int depth) {
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *name = e->d_name;
+        if (!strcmp(name, ".") || !strcmp(name, "..")) continue;
+        if (unlinkat(dirfd(d), name, 0) == 0 || (errno != EISDIR && errno != EPERM)) continue;
+        int sub = depth < 16 ? openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+        if (sub >= 0) remove_tree(sub, depth + 1);
+        unlinkat(dirfd(d), name, AT_REMOVEDIR);
+    }
+    closedir(d);
+}
 
 /* Removes name (relative to folder fd parent) and, when it is a folder,
- * everything under it (depth-bounded). Allocates nothing from graph_malloc, so
- * cleanup works when memory has run out. */
-static void remove_at(int parent, const char *name, int depth) {
+ * everything under it (depth-bounded). Never follows a symlink (one is
+ * removed itself). Allocates nothing from graph_malloc, so cleanup works
+ * when memory has run out. */
+static void remove_at(int parent, const char *name) {
     if (unlinkat(parent, name, 0) == 0 || (errno != EISDIR && errno != EPERM)) return;
-    int fd = depth < 16 ? openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) remove_at(dirfd(d), e->d_name, depth + 1);
-        closedir(d);
-    } else if (fd >= 0) {
-        close(fd);
-    }
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) remove_tree(fd, 1);
     unlinkat(parent, name, AT_REMOVEDIR);
 }
+
+/* ---- stale temp folders ------------------------------------------------------ */
+
+/* A compile's folder is $TMPDIR/lazyfuse-cc-<pid>-<tag>-XXXXXX. The pid says
+ * whose it is; the tag (a hash of the boot id, the pid namespace and the
+ * host name) says in which pid space that pid means anything: TMPDIR may be
+ * shared with other containers (whose pids we cannot see: kill says ESRCH
+ * for a live process there) or other hosts (an NFS home). */
+static char host_tag[9];
+static pthread_once_t first_use_once = PTHREAD_ONCE_INIT;
+
+static uint32_t fnv1a(uint32_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 16777619u;
+    return h;
+}
+
+static void make_tag(void) {
+    uint32_t h = 2166136261u;
+    char buf[128];
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n > 0) h = fnv1a(h, buf, (size_t)n);
+        close(fd);
+    }
+    struct stat st;
+    if (stat("/proc/self/ns/pid", &st) == 0) {
+        uint64_t id[2] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino};
+        h = fnv1a(h, id, sizeof id);
+    }
+    struct utsname u;
+    if (uname(&u) == 0) h = fnv1a(h, u.nodename, strlen(u.nodename));
+    snprintf(host_tag, sizeof host_tag, "%08x", (unsigned)h);
+}
+
+/* Removes the folders under base left by compiles of processes that died
+ * (kill -9 during a compile): named as above with this tag and a pid that
+ * is not alive (kill(pid, 0): ESRCH; EPERM means alive), and a folder (not
+ * a symlink: lstat) owned by the effective uid, never another user's. The
+ * folder is opened with O_NOFOLLOW and checked again through its fd (same
+ * inode, same owner) before anything in it is removed. */
+static void sweep_stale(const char *base) {
+    DIR *d = opendir(base);
+    if (!d) return;
+    static const char head[] = "lazyfuse-cc-";
+    uid_t me = geteuid();
+    pid_t self = getpid();
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *name = e->d_name, *p = name + sizeof head - 1;
+        if (strncmp(name, head, sizeof head - 1) || *p < '1' || *p > '9') continue;
+        char *rest;
+        errno = 0;
+        long long pid = strtoll(p, &rest, 10);
+        if (errno || pid > INT_MAX || *rest != '-' || strncmp(rest + 1, host_tag, 8) || rest[9] != '-') continue;
+        if ((pid_t)pid == self || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        struct stat st, st2;
+        if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != me)
+            continue;
+        int fd = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) continue;
+        if (fstat(fd, &st2) != 0 || st2.st_dev != st.st_dev || st2.st_ino != st.st_ino || st2.st_uid != me) {
+            close(fd);
+            continue;
+        }
+        remove_tree(fd, 1);
+        unlinkat(dirfd(d), name, AT_REMOVEDIR);
+    }
+    closedir(d);
+}
+
+static void first_use(void) {
+    make_tag();
+    sweep_stale(tmp_base());
+}
+
+/* ---- the log, for a message ------------------------------------------------ */
 
 /* Deletes every "<prefix>" occurrence from s (NUL-terminated) in place. */
 static void strip_all(char *s, const char *prefix) {
@@ -478,6 +575,8 @@ static char *fail_msg(const char *what, int logfd, const char *dir) {
     graph_free(text);
     return m;
 }
+
+/* ---- compile -------------------------------------------------------------- */
 
 /* Reads a whole file into graph_malloc'd memory; -1 with errno on failure. */
 static int slurp(const char *path, void **data, size_t *len) {
@@ -515,6 +614,23 @@ static int slurp(const char *path, void **data, size_t *len) {
     return 0;
 }
 
+/* environ with TMPDIR=dir (one allocation: pointers, then the string). */
+static char **env_with_tmpdir(const char *dir) {
+    size_t n = 0, dl = strlen(dir);
+    while (environ[n]) n++;
+    char **envp = graph_malloc((n + 2) * sizeof *envp + 7 + dl + 1);
+    if (!envp) return NULL;
+    char *kv = (char *)(envp + n + 2);
+    memcpy(kv, "TMPDIR=", 7);
+    memcpy(kv + 7, dir, dl + 1);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "TMPDIR=", 7)) envp[k++] = environ[i];
+    envp[k++] = kv;
+    envp[k] = NULL;
+    return envp;
+}
+
 int cc_compile(const char *source, const char *const *flags, const char *const *libs, double timeout_s,
                void **so, size_t *len, char **log) {
     const char *cmd = cc_command();
@@ -522,11 +638,12 @@ int cc_compile(const char *source, const char *const *flags, const char *const *
     *so = NULL;
     *len = 0;
     if (log) *log = NULL;
+    pthread_once(&first_use_once, first_use);
     char *msg = NULL, *dir = NULL, *cpath = NULL, *sopath = NULL, *logpath = NULL;
-    char **argv = NULL;
+    char **argv = NULL, **envp = NULL;
     int logfd = -1, rc = -1;
     bool made_dir = false;
-    if (!(dir = graph_strdupf("%s/lazyfuse-cc-XXXXXX", tmp_base()))) goto done;
+    if (!(dir = graph_strdupf("%s/lazyfuse-cc-%d-%s-XXXXXX", tmp_base(), (int)getpid(), host_tag))) goto done;
     if (!mkdtemp(dir)) {
         msg = graph_strdupf("cannot create a temp folder in '%s': %s", tmp_base(), strerror(errno));
         goto done;
@@ -550,10 +667,10 @@ int cc_compile(const char *source, const char *const *flags, const char *const *
         goto done;
     }
     argv = build_argv(cmd, flags, (const char *const[]){"-o", sopath, cpath}, 3, libs);
-    if (!argv) goto done;
+    if (!argv || !(envp = env_with_tmpdir(dir))) goto done;
     int status;
     bool late;
-    int err = spawn_wait(argv, environ, logfd, limit, &status, &late);
+    int err = spawn_wait(argv, envp, logfd, limit, &status, &late);
     if (err) {
         msg = spawn_error(cmd, err);
         goto done;
@@ -577,7 +694,8 @@ int cc_compile(const char *source, const char *const *flags, const char *const *
     rc = 0;
 done:
     if (logfd >= 0) close(logfd);
-    if (made_dir) remove_at(AT_FDCWD, dir, 0);
+    if (made_dir) remove_at(AT_FDCWD, dir);
+    graph_free(envp);
     graph_free(argv);
     graph_free(logpath);
     graph_free(sopath);

@@ -26,14 +26,20 @@
 int cc_probe(double timeout_s, char **version, char **why);
 
 /* Compiles `source` (C text) into a shared object in a private temp folder
- * (mkdtemp under $TMPDIR or /tmp): writes k.c, runs
- * `<cc words> <flags...> -o <tmp>/k.so <tmp>/k.c <libs...>`, waits at most
- * timeout_s. On exit status 0 and a readable k.so: returns 0 with *so /
+ * (mkdtemp of $TMPDIR/lazyfuse-cc-<pid>-<tag>-XXXXXX, or under /tmp; <tag>
+ * names the host and pid namespace, 8 hex digits): writes k.c, runs
+ * `<cc words> <flags...> -o <tmp>/k.so <tmp>/k.c <libs...>` with TMPDIR set
+ * to that folder (so the compiler's own temp files land there too), waits at
+ * most timeout_s. On exit status 0 and a readable k.so: returns 0 with *so /
  * *len = the .so bytes (graph_malloc'd). Else returns -1 with *log = "C
  * compiler failed (exit status N): <log text, trimmed to at most 8 KiB, temp
  * folder prefix removed>", "the C compiler did not finish within N s
  * (killed; ...)", or a reason the compiler could not run. Always removes
- * the temp folder and everything in it. flags and libs are NULL-terminated
+ * the temp folder and everything in it.
+ * The first call in a process also removes stale folders of the same
+ * naming under the same $TMPDIR: those whose <pid> is dead (kill(pid, 0)
+ * fails with ESRCH) and whose <tag> is this one's, if they are folders (not
+ * symlinks) owned by the effective uid. flags and libs are NULL-terminated
  * arrays (either may be NULL for none). */
 int cc_compile(const char *source, const char *const *flags, const char *const *libs, double timeout_s,
                void **so, size_t *len, char **log);
