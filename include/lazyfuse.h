@@ -217,7 +217,10 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * axes (the order depends on the shape only, never on the thread count, so
  * results are deterministic); min/max/argmin/argmax and integer reductions are
  * exact. Compiler failures are LF_ERR_BACKEND with the compiler's log in
- * lf_errmsg. Compile time limit: opt.compile_timeout when not 0, else
+ * lf_errmsg, made printable (other bytes as \xNN) and bounded: its first 20
+ * lines, its first line containing "error", and "(N more lines; set
+ * LF_DEBUG=cc for the full log)"; LF_DEBUG=cc copies the whole log to
+ * stderr. Compile time limit: opt.compile_timeout when not 0, else
  * LF_COMPILE_TIMEOUT (seconds, e.g. "300", "0.5" or "inf"; 0 or empty: the
  * default; a negative or unreadable value makes lf_ctx_new fail with
  * LF_ERR_INVALID), else LF_COMPILE_TIMEOUT_DEFAULT (120 s); lf_ctx_get_options
@@ -234,7 +237,7 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * LF_COMPILE=never (interpreter), LF_CPU_MARCH (replaces -march=native, e.g.
  * x86-64-v3 under valgrind), LF_COMPILE_TIMEOUT (above), LF_DEBUG=schedule
  * (the fused schedule when a program is built), LF_DEBUG=cache (disk-cache
- * write failures). */
+ * write failures), LF_DEBUG=cc (the compiler's whole log on failure). */
 /* CUDA backend. Neither libcuda nor libnvrtc is linked: both are loaded at
  * run time (LF_CUDA_LIBRARY and LF_NVRTC_LIBRARY, paths, override the search
  * for libcuda.so.1 and for libnvrtc.so / .so.13 / .so.12 / lib64/ under

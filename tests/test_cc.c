@@ -1,5 +1,5 @@
 /* tests/test_cc.c: the C compiler as a subprocess (backends/cpu/cc.c) when it
- * misbehaves: hangs, outlives its parent, leaves litter.
+ * misbehaves: hangs, dies with its parent, leaves litter, floods its log.
  *
  * - Timeout: a $CC that never finishes (it starts a background `sleep` and
  *   then execs one) and a 1 s limit: lf_eval fails with LF_ERR_BACKEND within
@@ -14,6 +14,10 @@
  *   its source; the next process's first compile removes it, and only what
  *   is safe to remove (not a live pid's, not another host's tag, not another
  *   user's, not a symlink, not a plain file).
+ * - The log in lf_errmsg: a compiler that prints binary garbage, 10,000
+ *   lines and then an error gives a message that is printable, at most
+ *   CC_MSG_MAX bytes, holds the first lines and the first error line, and
+ *   counts the rest; LF_DEBUG=cc prints the whole log on stderr.
  *
  * The test process makes itself a child subreaper, so that the processes a
  * killed compiler leaves behind become its children and are reaped here:
@@ -467,5 +471,82 @@ Test(cc, stale_temp_folders_are_removed, .timeout = 60) {
     cr_assert(exists(p[9]), "a plain file was removed");
     if (root_user) cr_assert(exists(p[10]), "another user's folder was removed");
     else cr_log_warn("not root: the other-user case was not checked");
+    expect_no_leak();
+}
+
+/* ---- item 14: the compiler's log in lf_errmsg ---------------------------- */
+
+/* 1 line of binary garbage (NUL and an escape sequence included), 1 line
+ * with UTF-8 quotes, a CRLF line, 10,000 notes, a line naming the source
+ * with its temp folder, then failure: 10,004 lines. */
+static const char *const FLOOD =
+    "case \"$1\" in --version) echo fake-cc 1.0; exit 0;; esac\n"
+    "for a; do case $a in *.c) src=$a;; esac; done\n"
+    "printf 'garbage \\001\\002\\033[31m\\377\\376\\000 end\\n'\n"
+    "printf 'quoted \\342\\200\\230x\\342\\200\\231\\n'\n"
+    "printf 'crlf line\\r\\n'\n"
+    "seq 1 10000 | sed 's/^/note: line /'\n"
+    "echo \"$src:9:9: error: the one that matters\"\n"
+    "exit 1\n";
+
+/* True when s holds only printable ASCII, newlines, tabs and the two UTF-8
+ * quotes FLOOD prints; else *bad = the first offending offset. */
+static bool printable(const char *s, size_t *bad) {
+    for (size_t i = 0; s[i]; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '\n' || ch == '\t' || (ch >= 0x20 && ch < 0x7f)) continue;
+        if (!strncmp(s + i, "\342\200\230", 3) || !strncmp(s + i, "\342\200\231", 3)) {
+            i += 2;
+            continue;
+        }
+        *bad = i;
+        return false;
+    }
+    return true;
+}
+
+Test(cc, long_binary_log_is_printable_and_bounded, .timeout = 60) {
+    fake_cc("flood.sh", FLOOD);
+    lf_ctx *c = cpu_ctx(LF_COMPILE_REQUIRE);
+    lf_status st = eval_small(c, 5, NULL);
+    const char *msg = lf_errmsg(c);
+    cr_assert_eq(st, LF_ERR_BACKEND, "%s: %s", lf_status_name(st), msg);
+    size_t bad = 0;
+    cr_assert(printable(msg, &bad), "byte %zu of the message is 0x%02x: %s", bad, (unsigned char)msg[bad], msg);
+    cr_assert_lt(strlen(msg), (size_t)CC_MSG_MAX + 64, "message of %zu bytes", strlen(msg));
+    cr_assert(strstr(msg, "garbage \\x01\\x02\\x1b[31m\\xff\\xfe\\x00 end\n"), "garbage shown as: %s", msg);
+    cr_assert(strstr(msg, "quoted \342\200\230x\342\200\231\n"), "UTF-8 was not kept: %s", msg);
+    cr_assert(strstr(msg, "crlf line\nnote: line 1\n"), "CR not dropped: %s", msg);
+    cr_assert(strstr(msg, "note: line 17\n") && !strstr(msg, "note: line 18\n"), "want the first 20 lines: %s", msg);
+    cr_assert(strstr(msg, "k.c:9:9: error: the one that matters"), "the first error line is missing: %s", msg);
+    cr_assert_null(strstr(msg, tmpd), "the temp folder leaks into the message: %s", msg);
+    cr_assert(strstr(msg, "(9983 more lines; set LF_DEBUG=cc for the full log)"), "the count: %s", msg);
+    /* LF_DEBUG=cc: the same message, and the whole log on stderr */
+    char *first = strdup(msg);
+    setenv("LF_DEBUG", "cc", 1);
+    fflush(stderr);
+    int saved = dup(2), fd = open(in_root("stderr"), O_RDWR | O_CREAT | O_TRUNC, 0600);
+    cr_assert(saved >= 0 && fd >= 0 && dup2(fd, 2) == 2);
+    st = eval_small(c, 5, NULL);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    unsetenv("LF_DEBUG");
+    cr_assert_eq(st, LF_ERR_BACKEND);
+    cr_assert_str_eq(lf_errmsg(c), first);
+    /* raw, NUL included (the log as the compiler wrote it); NUL -> '@' to search it */
+    off_t n = lseek(fd, 0, SEEK_END);
+    char *err = calloc(1, (size_t)n + 1);
+    cr_assert_eq(pread(fd, err, (size_t)n, 0), n);
+    close(fd);
+    cr_assert(memmem(err, (size_t)n, "\001\002\033[31m\377\376\000 end\n", 11), "the garbage is not raw on stderr");
+    for (off_t i = 0; i < n; i++)
+        if (!err[i]) err[i] = '@';
+    cr_assert(strstr(err, "note: line 1\n") && strstr(err, "note: line 5000\n") && strstr(err, "note: line 10000\n") &&
+                  strstr(err, "error: the one that matters"),
+              "LF_DEBUG=cc did not print the full log (%zu bytes on stderr): %.300s", strlen(err), err);
+    free(err);
+    free(first);
+    lf_ctx_destroy(c);
     expect_no_leak();
 }

@@ -32,6 +32,9 @@
  *   during a compile is recognized and removed by the first compile of a
  *   later process (sweep_stale: dead pid, same tag, a folder owned by the
  *   effective uid; never a symlink, never another user's).
+ * - A failed compile's message is printable and bounded (CC_MSG_MAX): the
+ *   log's first lines and first error line, and a count of the rest
+ *   (fail_msg); LF_DEBUG=cc copies the whole log to stderr.
  * - cc_dlopen_bytes gives every call a dlopen name never used before in this
  *   process. glibc returns an already loaded object when the name matches, so
  *   reusing "/proc/self/fd/N" after fd N was recycled would hand back the
@@ -58,6 +61,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -71,7 +75,7 @@
 #define MFD_EXEC 0x0010U /* Linux 6.3: ask for an executable memfd explicitly */
 #endif
 
-enum { LOG_CAP = 8192, PROBE_CAP = 4096 };
+enum { PROBE_CAP = 4096 };
 
 /* Hands msg to *out, or frees it when out is NULL. */
 static void give(char **out, char *msg) {
@@ -541,39 +545,164 @@ static void first_use(void) {
 
 /* ---- the log, for a message ------------------------------------------------ */
 
-/* Deletes every "<prefix>" occurrence from s (NUL-terminated) in place. */
-static void strip_all(char *s, const char *prefix) {
-    size_t pl = strlen(prefix);
-    if (!pl) return;
-    char *w = s;
-    for (const char *r = s; *r;) {
-        if (!strncmp(r, prefix, pl)) r += pl;
-        else *w++ = *r++;
-    }
-    *w = '\0';
+enum {
+    SHOW_LINES = 20,   /* first lines shown */
+    SHOW_BYTES = 960,  /* ... in at most this many bytes */
+    ERR_BYTES = 256,   /* the first "error" line, when not among them */
+    LINE_KEEP = 512    /* bytes of a line looked at */
+};
+/* head (< 240) + ": " + shown + "\n[...]\n" + error line + the count
+ * line (< 70) + NUL */
+_Static_assert(240 + 2 + SHOW_BYTES + 7 + ERR_BYTES + 70 + 1 <= CC_MSG_MAX, "CC_MSG_MAX too small");
+
+typedef struct logsum {
+    const char *dir;                /* removed with its '/' from every line */
+    size_t dirlen;
+    char line[LINE_KEEP];           /* the current line's first bytes */
+    size_t ll;
+    bool cut;                       /* the line was longer */
+    char shown[SHOW_BYTES + 1];     /* the first lines, made printable */
+    size_t sl;
+    uint64_t nshown;                /* lines in shown (a cut one included) */
+    bool full;                      /* shown ran out of room */
+    char err[ERR_BYTES + 1];        /* the first "error" line after them */
+    size_t el;
+    uint64_t err_at;                /* its line number (1-based), 0 if none */
+    bool err_seen;                  /* an "error" line is shown or kept */
+    uint64_t lines;                 /* lines so far */
+} logsum;
+
+/* Length of the UTF-8 sequence at s (n bytes left) when it is well formed
+ * and encodes a printable code point (U+00A0 and up: no C1 controls), else
+ * 0. */
+static size_t utf8_printable(const unsigned char *s, size_t n) {
+    size_t len = s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 && s[0] < 0xE0 ? 2 : 0;
+    if (!len || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    if (len == 2) return s[0] == 0xC2 && s[1] < 0xA0 ? 0 : 2;
+    if (len == 3) return (s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0) ? 0 : 3;
+    return (s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90) ? 0 : 4;
 }
 
-/* The failure message: "C compiler failed (<what>): <log text>". */
-static char *fail_msg(const char *what, int logfd, const char *dir) {
-    size_t n = 0;
-    bool more = false;
-    char *text = read_from_start(logfd, LOG_CAP - 32, &n, &more);
-    if (!text) return errno == ENOMEM ? NULL : graph_strdupf("C compiler failed (%s)", what);
-    char *prefix = graph_strdupf("%s/", dir);
-    if (!prefix) {
-        graph_free(text);
-        return NULL;
+/* Appends sep, then src[0..n) made printable, to dst (*dl bytes used, cap
+ * the array's size): printable ASCII, tab and printable UTF-8 as they are,
+ * every other byte as \xNN. When src does not fit, or cut, it ends with
+ * "[...]", for which room is always kept; when not even sep fits, nothing
+ * is added. Returns false when it did not fit. */
+static bool put_printable(char *dst, size_t *dl, size_t cap, const char *sep, const char *src, size_t n,
+                          bool cut) {
+    const unsigned char *s = (const unsigned char *)src;
+    size_t k = *dl, room = cap - 1 - 5, sl = strlen(sep);
+    if (k + sl > room) return false; /* full: the count line tells the rest */
+    memcpy(dst + k, sep, sl);
+    k += sl;
+    bool fit = true;
+    for (size_t i = 0; i < n;) {
+        size_t u = s[i] == '\t' || (s[i] >= 0x20 && s[i] < 0x7f) ? 1 : utf8_printable(s + i, n - i);
+        size_t w = u ? u : 4;
+        if (k + w > room) {
+            fit = false;
+            break;
+        }
+        if (u) memcpy(dst + k, s + i, u);
+        else snprintf(dst + k, 5, "\\x%02x", s[i]);
+        k += w;
+        i += u ? u : 1;
     }
-    strip_all(text, prefix);
-    graph_free(prefix);
-    n = strlen(text);
-    while (n && (text[n - 1] == '\n' || text[n - 1] == ' ' || text[n - 1] == '\r' ||
-                 text[n - 1] == '\t'))
-        text[--n] = '\0';
-    char *m = graph_strdupf("C compiler failed (%s): %s%s", what, n ? text : "(no output)",
-                   more ? "\n[log truncated]" : "");
-    graph_free(text);
+    if (!fit || cut) {
+        memcpy(dst + k, "[...]", 5);
+        k += 5;
+    }
+    dst[k] = '\0';
+    *dl = k;
+    return fit;
+}
+
+static bool has_error(const char *s, size_t n) {
+    for (size_t i = 0; i + 5 <= n; i++)
+        if (!strncasecmp(s + i, "error", 5)) return true;
+    return false;
+}
+
+static void end_line(logsum *L) {
+    L->lines++;
+    size_t n = L->ll;
+    if (n && L->line[n - 1] == '\r' && !L->cut) n--;
+    size_t w = 0; /* drop "<dir>/" */
+    for (size_t r = 0; r < n;) {
+        if (n - r > L->dirlen && !memcmp(L->line + r, L->dir, L->dirlen) && L->line[r + L->dirlen] == '/') r += L->dirlen + 1;
+        else L->line[w++] = L->line[r++];
+    }
+    n = w;
+    bool err = has_error(L->line, n);
+    if (L->nshown < SHOW_LINES && !L->full) {
+        L->full = !put_printable(L->shown, &L->sl, sizeof L->shown, L->nshown ? "\n" : "", L->line, n, L->cut);
+        L->nshown++;
+        L->err_seen |= err;
+    } else if (err && !L->err_seen) {
+        put_printable(L->err, &L->el, sizeof L->err, "", L->line, n, L->cut);
+        L->err_at = L->lines;
+        L->err_seen = true;
+    }
+    L->ll = 0;
+    L->cut = false;
+}
+
+/* Summarizes the log in logfd (read from offset 0 to its end) for a
+ * message: "<head>: <summary>" (see cc.h), "<head>: (no output)" for an
+ * empty log when say_empty, else "<head>". NULL when out of memory. */
+static char *fail_msg(const char *head, int logfd, const char *dir, bool say_empty) {
+    logsum *L = graph_malloc(sizeof *L);
+    if (!L) return NULL;
+    memset(L, 0, sizeof *L);
+    L->dir = dir;
+    L->dirlen = strlen(dir);
+    char buf[8192];
+    off_t off = 0;
+    int read_err = 0;
+    for (;;) {
+        ssize_t k = pread(logfd, buf, sizeof buf, off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) read_err = errno;
+        if (k <= 0) break;
+        off += k;
+        for (ssize_t i = 0; i < k; i++) {
+            if (buf[i] == '\n') end_line(L);
+            else if (L->ll < LINE_KEEP) L->line[L->ll++] = buf[i];
+            else L->cut = true;
+        }
+    }
+    if (L->ll || L->cut) end_line(L);
+    while (L->sl && strchr(" \t\n", L->shown[L->sl - 1])) L->shown[--L->sl] = '\0';
+    uint64_t more = L->lines - L->nshown - (L->err_at ? 1 : 0);
+    char count[96] = "";
+    if (more)
+        snprintf(count, sizeof count, "\n(%llu more line%s; set LF_DEBUG=cc for the full log)",
+                 (unsigned long long)more, more == 1 ? "" : "s");
+    char *m;
+    if (read_err) m = graph_strdupf("%s (cannot read its log: %s)", head, strerror(read_err));
+    else if (!L->sl && !L->err_at) m = say_empty ? graph_strdupf("%s: (no output)%s", head, count) : graph_strdupf("%s%s", head, count);
+    else
+        m = graph_strdupf("%s: %s%s%s%s", head, L->shown, !L->err_at ? "" : L->err_at == L->nshown + 1 ? "\n" : "\n[...]\n",
+                          L->err, count);
+    graph_free(L);
     return m;
+}
+
+/* Copies the whole log to stderr (LF_DEBUG=cc). */
+static void dump_log(const char *head, int logfd) {
+    fprintf(stderr, "lazyfuse: C compiler log (%s):\n", head);
+    char buf[8192];
+    off_t off = 0;
+    for (;;) {
+        ssize_t k = pread(logfd, buf, sizeof buf, off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        fwrite(buf, 1, (size_t)k, stderr);
+        off += k;
+    }
+    fprintf(stderr, "lazyfuse: end of C compiler log\n");
 }
 
 /* ---- compile -------------------------------------------------------------- */
@@ -671,24 +800,32 @@ int cc_compile(const char *source, const char *const *flags, const char *const *
     int status;
     bool late;
     int err = spawn_wait(argv, envp, logfd, limit, &status, &late);
+    char head[240];
     if (err) {
         msg = spawn_error(cmd, err);
         goto done;
     }
     if (late) {
-        msg = graph_strdupf("the C compiler did not finish within %g s (killed; lf_ctx_options.compile_timeout or "
-                            "LF_COMPILE_TIMEOUT set the limit)", limit);
+        snprintf(head, sizeof head,
+                 "the C compiler did not finish within %g s (killed; lf_ctx_options.compile_timeout or "
+                 "LF_COMPILE_TIMEOUT set the limit)", limit);
+        if (graph_debug_on("cc")) dump_log(head, logfd);
+        msg = fail_msg(head, logfd, dir, false);
         goto done;
     }
     char what[160];
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        msg = fail_msg(status_str(what, sizeof what, status), logfd, dir);
+        snprintf(head, sizeof head, "C compiler failed (%s)", status_str(what, sizeof what, status));
+        if (graph_debug_on("cc")) dump_log(head, logfd);
+        msg = fail_msg(head, logfd, dir, true);
         goto done;
     }
     if (slurp(sopath, so, len) != 0) {
         if (errno == ENOMEM) goto done;
         snprintf(what, sizeof what, "exit status 0, but no readable k.so: %s", strerror(errno));
-        msg = fail_msg(what, logfd, dir);
+        snprintf(head, sizeof head, "C compiler failed (%s)", what);
+        if (graph_debug_on("cc")) dump_log(head, logfd);
+        msg = fail_msg(head, logfd, dir, true);
         goto done;
     }
     rc = 0;

@@ -18,6 +18,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* The longest message cc_compile returns, NUL included: short enough that
+ * it fits whole in lf_errmsg behind an "eval: compiling kernel N failed: ". */
+enum { CC_MSG_MAX = 1536 };
+
 /* Probes the compiler by running `<cc words> --version`. Returns 0 and
  * *version = the first output line (graph_malloc'd, possibly empty), or -1
  * and *why = a one-line reason ("C compiler 'false' failed: exit status 1",
@@ -31,11 +35,17 @@ int cc_probe(double timeout_s, char **version, char **why);
  * `<cc words> <flags...> -o <tmp>/k.so <tmp>/k.c <libs...>` with TMPDIR set
  * to that folder (so the compiler's own temp files land there too), waits at
  * most timeout_s. On exit status 0 and a readable k.so: returns 0 with *so /
- * *len = the .so bytes (graph_malloc'd). Else returns -1 with *log = "C
- * compiler failed (exit status N): <log text, trimmed to at most 8 KiB, temp
- * folder prefix removed>", "the C compiler did not finish within N s
- * (killed; ...)", or a reason the compiler could not run. Always removes
- * the temp folder and everything in it.
+ * *len = the .so bytes (graph_malloc'd). Else returns -1 with *log = a
+ * message of at most CC_MSG_MAX bytes: "C compiler failed (exit status N):
+ * <log summary>", "the C compiler did not finish within N s (killed; ...)"
+ * [": <log summary>"], or a reason the compiler could not run. The log
+ * summary is the log made printable (bytes other than printable ASCII, tab
+ * and valid UTF-8 from U+00A0 up are written \xNN; a CR ending a line is
+ * dropped; the temp folder's "<dir>/" is removed): its first 20 lines (1000
+ * bytes at most, a longer line cut with "[...]"), the first line containing
+ * "error" (any case) when it is not among them, and "(N more lines; set
+ * LF_DEBUG=cc for the full log)"; with LF_DEBUG=cc the whole log is also
+ * copied to stderr. Always removes the temp folder and everything in it.
  * The first call in a process also removes stale folders of the same
  * naming under the same $TMPDIR: those whose <pid> is dead (kill(pid, 0)
  * fails with ESRCH) and whose <tag> is this one's, if they are folders (not
