@@ -20,6 +20,7 @@
  */
 #include "graph/graph.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,7 @@ void lf_ctx_options_init(lf_ctx_options *opt) {
     opt->fusion = -1;
     opt->cache_dir = NULL;
     opt->compile = LF_COMPILE_AUTO;
+    opt->compile_timeout = 0;
 }
 
 const char *lf_backend_name(lf_backend b) {
@@ -62,6 +64,27 @@ lf_ctx *lf_ctx_new(const lf_ctx_options *opt) {
         graph_error(NULL, LF_ERR_INVALID, "ctx_new: compile must be 0, 1 or 2 (lf_compile_mode), got %d",
                     o.compile);
         return NULL;
+    }
+    if (isnan(o.compile_timeout) || o.compile_timeout < 0) {
+        graph_error(NULL, LF_ERR_INVALID,
+                    "ctx_new: compile_timeout must be a number of seconds > 0 (0: the default), got %g",
+                    o.compile_timeout);
+        return NULL;
+    }
+    if (o.compile_timeout == 0) { /* the option wins, then the environment, then the default */
+        const char *env = getenv("LF_COMPILE_TIMEOUT");
+        if (env && env[strspn(env, " \t")]) {
+            char *end;
+            double t = strtod(env, &end);
+            if (end == env || end[strspn(end, " \t")] || isnan(t) || t < 0) {
+                graph_error(NULL, LF_ERR_INVALID,
+                            "ctx_new: LF_COMPILE_TIMEOUT must be a number of seconds > 0 (0: the default), got '%.64s'",
+                            env);
+                return NULL;
+            }
+            o.compile_timeout = t;
+        }
+        if (o.compile_timeout == 0) o.compile_timeout = LF_COMPILE_TIMEOUT_DEFAULT;
     }
     if (o.compile == LF_COMPILE_AUTO) {
         const char *env = getenv("LF_COMPILE");

@@ -157,7 +157,14 @@ typedef struct lf_ctx_options {
     const char *cache_dir; /* kernel cache folder; NULL means $LF_CACHE_DIR, else
                               $XDG_CACHE_HOME/lazyfuse, else ~/.cache/lazyfuse */
     int compile;           /* CPU kernels, one of lf_compile_mode (default AUTO) */
+    double compile_timeout; /* seconds one run of the C compiler may take: 0
+                               means $LF_COMPILE_TIMEOUT, else
+                               LF_COMPILE_TIMEOUT_DEFAULT ("CPU backend" below);
+                               INFINITY: no limit; < 0 or NaN: lf_ctx_new fails */
 } lf_ctx_options;
+
+/* The compile time limit when neither the option nor the environment sets one. */
+#define LF_COMPILE_TIMEOUT_DEFAULT 120.0
 
 /* What the CPU backend does about compiling kernels (lf_ctx_options.compile). */
 typedef enum lf_compile_mode {
@@ -210,10 +217,27 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * axes (the order depends on the shape only, never on the thread count, so
  * results are deterministic); min/max/argmin/argmax and integer reductions are
  * exact. Compiler failures are LF_ERR_BACKEND with the compiler's log in
- * lf_errmsg. Environment: LF_COMPILE=never (interpreter), LF_CPU_MARCH
- * (replaces -march=native, e.g. x86-64-v3 under valgrind), LF_DEBUG=schedule
+ * lf_errmsg, made printable (other bytes as \xNN) and bounded: its first 20
+ * lines, its first line containing "error", and "(N more lines; set
+ * LF_DEBUG=cc for the full log)"; LF_DEBUG=cc copies the whole log to
+ * stderr. Compile time limit: opt.compile_timeout when not 0, else
+ * LF_COMPILE_TIMEOUT (seconds, e.g. "300", "0.5" or "inf"; 0 or empty: the
+ * default; a negative or unreadable value makes lf_ctx_new fail with
+ * LF_ERR_INVALID), else LF_COMPILE_TIMEOUT_DEFAULT (120 s); lf_ctx_get_options
+ * reports the limit in force. It bounds each run of the compiler (the
+ * `--version` probe too); when it passes, the compiler's process group is
+ * killed (SIGKILL) and the eval fails with LF_ERR_BACKEND "... the C compiler
+ * did not finish within N s (killed; ...)" (a probe that times out counts as
+ * no working compiler: AUTO falls back to the interpreter). The compiler
+ * runs in a process group of its own and is killed when the program dies
+ * (PR_SET_PDEATHSIG), so a program killed during a compile leaves no
+ * compiler driver running (a step it started, such as cc1 or ld, finishes
+ * and exits); the temp folder of that compile ($TMPDIR/lazyfuse-cc-<pid>-...)
+ * is removed by the first compile of a later process. Environment:
+ * LF_COMPILE=never (interpreter), LF_CPU_MARCH (replaces -march=native, e.g.
+ * x86-64-v3 under valgrind), LF_COMPILE_TIMEOUT (above), LF_DEBUG=schedule
  * (the fused schedule when a program is built), LF_DEBUG=cache (disk-cache
- * write failures). */
+ * write failures), LF_DEBUG=cc (the compiler's whole log on failure). */
 /* CUDA backend. Neither libcuda nor libnvrtc is linked: both are loaded at
  * run time (LF_CUDA_LIBRARY and LF_NVRTC_LIBRARY, paths, override the search
  * for libcuda.so.1 and for libnvrtc.so / .so.13 / .so.12 / lib64/ under

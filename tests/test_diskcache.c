@@ -515,7 +515,7 @@ TestSuite(cc, .init = setup, .fini = teardown);
 Test(cc, probe_real_compiler) {
     unsetenv("CC");
     char *version = NULL, *why = NULL;
-    int rc = cc_probe(&version, &why);
+    int rc = cc_probe(0, &version, &why);
     cr_assert_eq(rc, 0, "cc_probe: %s", why ? why : "(no message)");
     cr_assert_null(why);
     cr_assert_not_null(version);
@@ -523,11 +523,11 @@ Test(cc, probe_real_compiler) {
     cr_expect_null(strchr(version, '\n'), "more than one line: %s", version);
     graph_free(version);
     setenv("CC", "  cc   -O0  ", 1); /* several words, extra blanks */
-    rc = cc_probe(&version, &why);
+    rc = cc_probe(0, &version, &why);
     cr_assert_eq(rc, 0, "cc_probe with CC='  cc   -O0  ': %s", why ? why : "(no message)");
     graph_free(version);
     setenv("CC", "", 1); /* empty: "cc" */
-    rc = cc_probe(&version, &why);
+    rc = cc_probe(0, &version, &why);
     cr_assert_eq(rc, 0, "cc_probe with CC='': %s", why ? why : "(no message)");
     graph_free(version);
     expect_no_leak();
@@ -536,22 +536,22 @@ Test(cc, probe_real_compiler) {
 Test(cc, probe_failing_and_missing) {
     char *version = (char *)1, *why = NULL;
     setenv("CC", "false", 1);
-    cr_assert_eq(cc_probe(&version, &why), -1);
+    cr_assert_eq(cc_probe(0, &version, &why), -1);
     cr_assert_null(version);
     cr_assert_not_null(why);
     cr_expect(strstr(why, "'false'") && strstr(why, "exit status 1"), "message: %s", why);
     graph_free(why);
     setenv("CC", "/nonexistent/cc", 1);
-    cr_assert_eq(cc_probe(&version, &why), -1);
+    cr_assert_eq(cc_probe(0, &version, &why), -1);
     cr_assert_not_null(why);
     cr_expect(strstr(why, "'/nonexistent/cc'") && strstr(why, "not found"), "message: %s", why);
     graph_free(why);
     setenv("CC", "nosuchcc-lazyfuse", 1);
-    cr_assert_eq(cc_probe(&version, &why), -1);
+    cr_assert_eq(cc_probe(0, &version, &why), -1);
     cr_assert_not_null(why);
     cr_expect(strstr(why, "not found"), "message: %s", why);
     graph_free(why);
-    cr_expect_eq(cc_probe(NULL, NULL), -1); /* out-parameters may be NULL */
+    cr_expect_eq(cc_probe(0, NULL, NULL), -1); /* out-parameters may be NULL */
     expect_no_leak();
 }
 
@@ -562,7 +562,7 @@ static void *build_and_load(const char *src) {
     void *so = NULL;
     size_t len = 0;
     char *log = NULL;
-    int rc = cc_compile(src, SO_FLAGS, NULL, &so, &len, &log);
+    int rc = cc_compile(src, SO_FLAGS, NULL, 0, &so, &len, &log);
     cr_assert_eq(rc, 0, "cc_compile: %s", log ? log : "(no message)");
     cr_assert_null(log);
     cr_assert_gt(len, 4);
@@ -622,7 +622,7 @@ Test(cc, compile_error_has_log) {
     void *so = (void *)1;
     size_t len = 99;
     char *log = NULL;
-    int rc = cc_compile("int broken(int x) { return x +; }\n", SO_FLAGS, NULL, &so, &len, &log);
+    int rc = cc_compile("int broken(int x) { return x +; }\n", SO_FLAGS, NULL, 0, &so, &len, &log);
     cr_assert_eq(rc, -1);
     cr_assert_null(so);
     cr_assert_eq(len, 0);
@@ -649,10 +649,10 @@ Test(cc, long_log_is_trimmed) {
     size_t len = 0;
     char *log = NULL;
     const char *const flags[] = {"-fPIC", "-shared", "-fmax-errors=0", NULL};
-    cr_assert_eq(cc_compile(src, flags, NULL, &so, &len, &log), -1);
+    cr_assert_eq(cc_compile(src, flags, NULL, 0, &so, &len, &log), -1);
     cr_assert_not_null(log);
     cr_expect_leq(strlen(log), 8192 + 64, "log of %zu bytes", strlen(log));
-    cr_expect(strstr(log, "[log truncated]"), "log: %.200s", log);
+    cr_expect(strstr(log, "more lines; set LF_DEBUG=cc for the full log)"), "log: %.200s", log);
     graph_free(log);
     cr_expect_eq(count_entries(tmpdir), 0);
     expect_no_leak();
@@ -664,23 +664,23 @@ Test(cc, compiler_failures) {
     size_t len = 0;
     char *log = NULL;
     setenv("CC", "/nonexistent/cc", 1);
-    cr_assert_eq(cc_compile("int x;", SO_FLAGS, NULL, &so, &len, &log), -1);
+    cr_assert_eq(cc_compile("int x;", SO_FLAGS, NULL, 0, &so, &len, &log), -1);
     cr_assert_not_null(log);
     cr_expect(strstr(log, "not found"), "log: %s", log);
     graph_free(log);
     setenv("CC", "true", 1); /* exit 0 but makes no k.so */
-    cr_assert_eq(cc_compile("int x;", SO_FLAGS, NULL, &so, &len, &log), -1);
+    cr_assert_eq(cc_compile("int x;", SO_FLAGS, NULL, 0, &so, &len, &log), -1);
     cr_assert_not_null(log);
     cr_expect(strstr(log, "k.so"), "log: %s", log);
     graph_free(log);
     unsetenv("CC");
     const char *const libs[] = {"-lno_such_library_lazyfuse", NULL}; /* libs reach the linker */
-    cr_assert_eq(cc_compile("int x;", SO_FLAGS, libs, &so, &len, &log), -1);
+    cr_assert_eq(cc_compile("int x;", SO_FLAGS, libs, 0, &so, &len, &log), -1);
     cr_assert_not_null(log);
     cr_expect(strstr(log, "no_such_library_lazyfuse"), "log: %s", log);
     graph_free(log);
     setenv("TMPDIR", in_tmp("no/such/dir"), 1);
-    cr_assert_eq(cc_compile("int x;", SO_FLAGS, NULL, &so, &len, &log), -1);
+    cr_assert_eq(cc_compile("int x;", SO_FLAGS, NULL, 0, &so, &len, &log), -1);
     cr_assert_not_null(log);
     cr_expect(strstr(log, "temp folder"), "log: %s", log);
     graph_free(log);
@@ -707,7 +707,7 @@ Test(cc, allocation_failures_leak_nothing) {
         size_t len = 0;
         char *log = NULL;
         lf_debug_fail_alloc(nth, false);
-        int rc = cc_compile("int lf_probe_fn(int x){return x*3;}\n", SO_FLAGS, NULL, &so, &len, &log);
+        int rc = cc_compile("int lf_probe_fn(int x){return x*3;}\n", SO_FLAGS, NULL, 0, &so, &len, &log);
         lf_debug_fail_alloc(0, false);
         done = rc == 0;
         graph_free(so);
@@ -722,7 +722,7 @@ Test(cc, allocation_failures_leak_nothing) {
     for (int64_t nth = 1; nth < 100 && !done; nth++) {
         char *v = NULL, *why = NULL;
         lf_debug_fail_alloc(nth, false);
-        done = cc_probe(&v, &why) == 0;
+        done = cc_probe(0, &v, &why) == 0;
         lf_debug_fail_alloc(0, false);
         graph_free(v);
         graph_free(why);

@@ -2,33 +2,57 @@
  *
  * The compiler command is $CC when set and non-empty, else "cc"; it may hold
  * several words ("ccache gcc"), split on blanks (no quoting). The compiler
- * runs through posix_spawnp with stdin from /dev/null and stdout + stderr
- * captured in a file; no shell is involved. Messages are graph_malloc'd
- * (NULL only when even that allocation failed); every out-parameter for a
- * message may itself be NULL.
+ * runs as a child process (fork + execve, no shell) in a process group of
+ * its own, with stdin from /dev/null and stdout + stderr captured in a file;
+ * it is killed (SIGKILL) when the thread that started it dies
+ * (PR_SET_PDEATHSIG), and its whole process group is killed when it runs
+ * past its time limit. Messages are graph_malloc'd (NULL only when even that
+ * allocation failed); every out-parameter for a message may itself be NULL.
+ *
+ * Time limits: timeout_s > 0 is the limit in seconds (INFINITY: none); 0,
+ * a negative value or NaN means LF_COMPILE_TIMEOUT_DEFAULT (lazyfuse.h).
  */
 #ifndef LF_CPU_CC_H
 #define LF_CPU_CC_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+/* The longest message cc_compile returns, NUL included: short enough that
+ * it fits whole in lf_errmsg behind an "eval: compiling kernel N failed: ". */
+enum { CC_MSG_MAX = 1536 };
 
 /* Probes the compiler by running `<cc words> --version`. Returns 0 and
  * *version = the first output line (graph_malloc'd, possibly empty), or -1
  * and *why = a one-line reason ("C compiler 'false' failed: exit status 1",
- * "C compiler 'nosuchcc' not found"). */
-int cc_probe(char **version, char **why);
+ * "C compiler 'nosuchcc' not found", "C compiler 'x' --version did not finish
+ * within 120 s (killed)"). */
+int cc_probe(double timeout_s, char **version, char **why);
 
 /* Compiles `source` (C text) into a shared object in a private temp folder
- * (mkdtemp under $TMPDIR or /tmp): writes k.c, runs
- * `<cc words> <flags...> -o <tmp>/k.so <tmp>/k.c <libs...>`, waits. On exit
- * status 0 and a readable k.so: returns 0 with *so / *len = the .so bytes
- * (graph_malloc'd). Else returns -1 with *log = "C compiler failed (exit
- * status N): <log text, trimmed to at most 8 KiB, temp folder prefix
- * removed>" or a reason the compiler could not run. Always removes the temp
- * folder and everything in it. flags and libs are NULL-terminated arrays
- * (either may be NULL for none). */
-int cc_compile(const char *source, const char *const *flags, const char *const *libs, void **so,
-               size_t *len, char **log);
+ * (mkdtemp of $TMPDIR/lazyfuse-cc-<pid>-<tag>-XXXXXX, or under /tmp; <tag>
+ * names the host and pid namespace, 8 hex digits): writes k.c, runs
+ * `<cc words> <flags...> -o <tmp>/k.so <tmp>/k.c <libs...>` with TMPDIR set
+ * to that folder (so the compiler's own temp files land there too), waits at
+ * most timeout_s. On exit status 0 and a readable k.so: returns 0 with *so /
+ * *len = the .so bytes (graph_malloc'd). Else returns -1 with *log = a
+ * message of at most CC_MSG_MAX bytes: "C compiler failed (exit status N):
+ * <log summary>", "the C compiler did not finish within N s (killed; ...)"
+ * [": <log summary>"], or a reason the compiler could not run. The log
+ * summary is the log made printable (bytes other than printable ASCII, tab
+ * and valid UTF-8 from U+00A0 up are written \xNN; a CR ending a line is
+ * dropped; the temp folder's "<dir>/" is removed): its first 20 lines (1000
+ * bytes at most, a longer line cut with "[...]"), the first line containing
+ * "error" (any case) when it is not among them, and "(N more lines; set
+ * LF_DEBUG=cc for the full log)"; with LF_DEBUG=cc the whole log is also
+ * copied to stderr. Always removes the temp folder and everything in it.
+ * The first call in a process also removes stale folders of the same
+ * naming under the same $TMPDIR: those whose <pid> is dead (kill(pid, 0)
+ * fails with ESRCH) and whose <tag> is this one's, if they are folders (not
+ * symlinks) owned by the effective uid. flags and libs are NULL-terminated
+ * arrays (either may be NULL for none). */
+int cc_compile(const char *source, const char *const *flags, const char *const *libs, double timeout_s,
+               void **so, size_t *len, char **log);
 
 /* Loads a shared object held in memory (memfd + dlopen of /proc/self/fd/N
  * with RTLD_NOW | RTLD_LOCAL; a temp file unlinked after dlopen when memfd or
@@ -36,5 +60,9 @@ int cc_compile(const char *source, const char *const *flags, const char *const *
  * earlier one is still loaded. Returns the dlopen handle (dlclose it), or
  * NULL with *why (includes dlerror()). */
 void *cc_dlopen_bytes(const void *so, size_t len, char **why);
+
+/* Test hook: when on, waits for the compiler by polling waitpid (the path
+ * taken where pidfd_open is missing) instead of polling a pidfd. */
+void cc_debug_poll_wait(bool on);
 
 #endif

@@ -140,7 +140,7 @@ static char *read_cpu_id(void) {
 static bool probe(lf_ctx *ctx, cpu_state *cs) {
     if (cs->compiler) return true;
     char *why = NULL;
-    if (cc_probe(&cs->cc_version, &why) != 0) {
+    if (cc_probe(ctx->opt.compile_timeout, &cs->cc_version, &why) != 0) {
         if (!why) return false; /* no memory for the reason: not a verdict */
         cs->compiler = -1;
         cs->cc_problem = why;
@@ -243,7 +243,8 @@ static lf_status kernel_get(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s, 
     }
     if (!from_disk) {
         char *log = NULL;
-        if (cc_compile(src.s, cs->flags, cs->vector_math ? libs_vector : libs_scalar, &so, &len, &log) != 0) {
+        if (cc_compile(src.s, cs->flags, cs->vector_math ? libs_vector : libs_scalar, ctx->opt.compile_timeout, &so,
+                       &len, &log) != 0) {
             status = log ? graph_error(ctx, LF_ERR_BACKEND, "eval: compiling kernel %d failed: %s", k, log)
                          : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory compiling kernel %d", k);
             graph_free(log);

@@ -1,0 +1,552 @@
+/* tests/test_cc.c: the C compiler as a subprocess (backends/cpu/cc.c) when it
+ * misbehaves: hangs, dies with its parent, leaves litter, floods its log.
+ *
+ * - Timeout: a $CC that never finishes (it starts a background `sleep` and
+ *   then execs one) and a 1 s limit: lf_eval fails with LF_ERR_BACKEND within
+ *   a few seconds, every process of the compiler's process group is gone, no
+ *   temp folder is left, and the context compiles again once $CC works. The
+ *   same with the pidfd wait switched off (the waitpid polling fallback), for
+ *   a compiler that hangs in `--version` (the probe), and the option /
+ *   environment plumbing (default, precedence, rejected values).
+ * - Death of the parent: a process hung in a compile is killed with SIGKILL;
+ *   the compiler (the pid the fake $CC wrote) dies with it (PDEATHSIG).
+ * - Stale temp folders: that killed compile leaves lazyfuse-cc-<pid>-... with
+ *   its source; the next process's first compile removes it, and only what
+ *   is safe to remove (not a live pid's, not another host's tag, not another
+ *   user's, not a symlink, not a plain file).
+ * - The log in lf_errmsg: a compiler that prints binary garbage, 10,000
+ *   lines and then an error gives a message that is printable, at most
+ *   CC_MSG_MAX bytes, holds the first lines and the first error line, and
+ *   counts the rest; LF_DEBUG=cc prints the whole log on stderr.
+ *
+ * The test process makes itself a child subreaper, so that the processes a
+ * killed compiler leaves behind become its children and are reaped here:
+ * "gone" then means kill(pid, 0) == ESRCH even where PID 1 reaps nothing
+ * (as in some containers). Waits poll for a condition with a deadline; none
+ * sleeps a fixed time and hopes.
+ */
+#include "backends/cpu/cc.h"
+#include "graph/graph.h"
+#include "lazyfuse.h"
+#include "testutil.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static size_t base_bytes;
+static char root[128];   /* private folder per test, removed after it */
+static char tmpd[192];   /* root/tmp: $TMPDIR, where cc makes its folders */
+static char cache[192];  /* root/cache: $LF_CACHE_DIR */
+static pid_t group_left; /* a compiler process group to kill in teardown */
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f) {
+    (void)st, (void)flag, (void)f;
+    remove(p);
+    return 0;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void pause_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void reap_orphans(void) {
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+}
+
+/* Polls until kill(target, 0) fails with ESRCH (target: a pid, or -pgid for
+ * a whole group), reaping orphans meanwhile; false after `seconds`. */
+static bool gone_within(pid_t target, double seconds) {
+    double end = now() + seconds;
+    for (;;) {
+        reap_orphans();
+        if (kill(target, 0) != 0 && errno == ESRCH) return true;
+        if (now() > end) return false;
+        pause_ms(10);
+    }
+}
+
+static void setup(void) {
+    base_bytes = lf_debug_live_bytes();
+    group_left = 0;
+    snprintf(root, sizeof root, "/tmp/lf-test-cc-XXXXXX");
+    cr_assert_not_null(mkdtemp(root), "mkdtemp: %s", strerror(errno));
+    snprintf(tmpd, sizeof tmpd, "%s/tmp", root);
+    snprintf(cache, sizeof cache, "%s/cache", root);
+    cr_assert_eq(mkdir(tmpd, 0700), 0);
+    setenv("TMPDIR", tmpd, 1);
+    setenv("LF_CACHE_DIR", cache, 1);
+    unsetenv("LF_COMPILE_TIMEOUT");
+    unsetenv("LF_DEBUG");
+    unsetenv("LF_COMPILE");
+    unsetenv("CC");
+    /* orphans of killed compilers become our children (see the top comment) */
+    cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0, "PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
+}
+
+static void teardown(void) {
+    lf_debug_fail_alloc(0, false);
+    if (group_left > 0) {
+        kill(-group_left, SIGKILL);
+        gone_within(-group_left, 5);
+    }
+    reap_orphans();
+    nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+TestSuite(cc, .init = setup, .fini = teardown);
+
+static void expect_no_leak(void) {
+    cr_assert_eq(lf_debug_live_bytes(), base_bytes, "leaked %zd bytes",
+                 (ssize_t)(lf_debug_live_bytes() - base_bytes));
+}
+
+/* "<root>/<name>" in a static rotating buffer. */
+static const char *in_root(const char *name) {
+    static char bufs[4][256];
+    static int i;
+    char *b = bufs[i++ & 3];
+    snprintf(b, 256, "%s/%s", root, name);
+    return b;
+}
+
+/* Writes a shell script <root>/<name> and sets $CC to run it through sh (so
+ * that valgrind's --trace-children-skip, which names sh, leaves it alone).
+ * "@ROOT@" in body stands for the test's folder. */
+static void fake_cc(const char *name, const char *body) {
+    char path[256], text[4096];
+    snprintf(path, sizeof path, "%s/%s", root, name);
+    size_t k = 0;
+    for (const char *p = body; *p && k + 200 < sizeof text;) {
+        if (!strncmp(p, "@ROOT@", 6)) {
+            k += (size_t)snprintf(text + k, sizeof text - k, "%s", root);
+            p += 6;
+        } else {
+            text[k++] = *p++;
+        }
+    }
+    text[k] = '\0';
+    FILE *fp = fopen(path, "w");
+    cr_assert_not_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+    char cc[300];
+    snprintf(cc, sizeof cc, "sh %s", path);
+    setenv("CC", cc, 1);
+}
+
+/* Answers --version (the probe works), writes its pid (= its process group:
+ * cc starts the compiler in a group of its own) to <root>/pgid, starts a
+ * background sleep in the group and turns into a sleep itself. */
+static const char *const HANG =
+    "case \"$1\" in --version) echo fake-cc 1.0; exit 0;; esac\n"
+    "echo $$ > @ROOT@/pgid.tmp && mv @ROOT@/pgid.tmp @ROOT@/pgid\n"
+    "sleep 1000 &\n"
+    "exec sleep 1000\n";
+
+/* Waits up to `seconds` for <root>/<name> and returns the pid it holds. */
+static pid_t read_pid(const char *name, double seconds) {
+    double end = now() + seconds;
+    FILE *fp;
+    while (!(fp = fopen(in_root(name), "r"))) {
+        cr_assert(now() < end, "%s never appeared: the fake compiler did not start", name);
+        reap_orphans();
+        pause_ms(10);
+    }
+    long pid = 0;
+    cr_assert_eq(fscanf(fp, "%ld", &pid), 1);
+    fclose(fp);
+    cr_assert_gt(pid, 1);
+    return (pid_t)pid;
+}
+
+static lf_ctx *cpu_ctx(int compile) {
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    o.backend = LF_BACKEND_CPU;
+    o.threads = 1;
+    o.compile = compile;
+    lf_ctx *c = lf_ctx_new(&o);
+    cr_assert_not_null(c, "lf_ctx_new: %s", lf_errmsg(NULL));
+    return c;
+}
+
+/* Evaluates iota(8) + k into a fresh buffer (k picks the kernel structure:
+ * literal constants are part of it); the result checked when LF_OK. */
+static lf_status eval_small(lf_ctx *c, int k, lf_eval_stats *stats) {
+    lf_graph *g = lf_graph_new(c);
+    cr_assert_not_null(g);
+    lf_node *y = lf_add(g, lf_iota(g, LF_F64, 8), lf_const(g, LF_F64, k));
+    cr_assert_not_null(y, "%s", lf_graph_errmsg(g));
+    lf_buffer *b = lf_buffer_new_like(c, y);
+    lf_status st = lf_eval(g, 1, &y, &b);
+    if (st == LF_OK) {
+        double v[8];
+        lf_buffer_read(b, v, sizeof v);
+        for (int i = 0; i < 8; i++) cr_assert_eq(v[i], i + k, "element %d: %g", i, v[i]);
+    }
+    if (stats) lf_ctx_last_stats(c, stats);
+    lf_buffer_free(b);
+    lf_graph_free(g);
+    return st;
+}
+
+/* ---- item 7: the timeout ------------------------------------------------- */
+
+/* A hanging compile under a 1 s limit: the error, its time, the group gone. */
+static void hang_and_time_out(const char *what) {
+    fake_cc("hang.sh", HANG);
+    setenv("LF_COMPILE_TIMEOUT", "1", 1);
+    lf_ctx *c = cpu_ctx(LF_COMPILE_REQUIRE);
+    double t0 = now();
+    lf_status st = eval_small(c, 1, NULL);
+    double dt = now() - t0;
+    const char *msg = lf_errmsg(c);
+    cr_assert_eq(st, LF_ERR_BACKEND, "%s: %s, want LF_ERR_BACKEND: %s", what, lf_status_name(st), msg);
+    cr_assert(strstr(msg, "did not finish within 1 s") && strstr(msg, "killed"), "%s: message: %s", what, msg);
+    /* 1 s, then SIGKILL and a reap: "a few seconds" with room for valgrind */
+    cr_assert_lt(dt, 10.0, "%s: the eval returned after %.1f s", what, dt);
+    pid_t pg = read_pid("pgid", 0);
+    group_left = pg;
+    cr_assert(gone_within(-pg, 5), "%s: a process of the compiler's group %d is still alive", what, (int)pg);
+    group_left = 0;
+    cr_assert_eq(tu_dir_entries(tmpd, true), 0, "%s: the compile left something in TMPDIR", what);
+    /* the context is fine once the compiler is */
+    unsetenv("CC");
+    unsetenv("LF_COMPILE_TIMEOUT");
+    lf_eval_stats s;
+    cr_assert_eq(eval_small(c, 1, &s), LF_OK, "%s: after the timeout: %s", what, lf_errmsg(c));
+    cr_assert_eq(s.kernels_compiled, 1);
+    lf_ctx_destroy(c);
+    expect_no_leak();
+}
+
+Test(cc, timeout_kills_the_compilers_group, .timeout = 60) {
+    hang_and_time_out("pidfd wait");
+}
+
+/* The same through the fallback wait (waitpid polling without a pidfd). */
+Test(cc, timeout_without_pidfd, .timeout = 60) {
+    cc_debug_poll_wait(true);
+    hang_and_time_out("waitpid polling");
+    cc_debug_poll_wait(false);
+}
+
+/* The limit's sources: the option, else LF_COMPILE_TIMEOUT, else 120 s; what
+ * lf_ctx_get_options reports; rejected values; and a limit passed to
+ * cc_compile directly (0: the default) with a compiler that works. */
+Test(cc, timeout_option_and_environment) {
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    cr_assert_eq(o.compile_timeout, 0);
+    o.backend = LF_BACKEND_REFERENCE;
+    struct {
+        double opt;
+        const char *env;
+        double want; /* NAN: lf_ctx_new fails */
+        const char *frag;
+    } cases[] = {
+        {0, NULL, LF_COMPILE_TIMEOUT_DEFAULT, NULL},
+        {0, "", LF_COMPILE_TIMEOUT_DEFAULT, NULL},
+        {0, "7", 7, NULL},
+        {0, " 2.5 ", 2.5, NULL},
+        {0, "0", LF_COMPILE_TIMEOUT_DEFAULT, NULL},
+        {0, "inf", INFINITY, NULL},
+        {3, "7", 3, NULL},            /* the option wins */
+        {INFINITY, NULL, INFINITY, NULL},
+        {0.25, "junk", 0.25, NULL},   /* the environment is not read at all */
+        {-1, NULL, NAN, "compile_timeout must be a number of seconds > 0"},
+        {NAN, NULL, NAN, "compile_timeout must be a number of seconds > 0"},
+        {-INFINITY, NULL, NAN, "compile_timeout"},
+        {0, "-5", NAN, "LF_COMPILE_TIMEOUT must be a number of seconds > 0 (0: the default), got '-5'"},
+        {0, "nan", NAN, "LF_COMPILE_TIMEOUT"},
+        {0, "ten", NAN, "got 'ten'"},
+        {0, "10s", NAN, "got '10s'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].env) setenv("LF_COMPILE_TIMEOUT", cases[i].env, 1);
+        else unsetenv("LF_COMPILE_TIMEOUT");
+        o.compile_timeout = cases[i].opt;
+        lf_ctx *c = lf_ctx_new(&o);
+        if (isnan(cases[i].want)) {
+            cr_assert_null(c, "case %zu: lf_ctx_new accepted %g / '%s'", i, cases[i].opt, cases[i].env);
+            cr_assert(strstr(lf_errmsg(NULL), cases[i].frag), "case %zu: message: %s", i, lf_errmsg(NULL));
+            continue;
+        }
+        cr_assert_not_null(c, "case %zu: %s", i, lf_errmsg(NULL));
+        cr_assert_eq(lf_ctx_get_options(c).compile_timeout, cases[i].want, "case %zu: %g", i,
+                     lf_ctx_get_options(c).compile_timeout);
+        lf_ctx_destroy(c);
+    }
+    unsetenv("LF_COMPILE_TIMEOUT");
+    void *so = NULL;
+    size_t len = 0;
+    char *log = NULL;
+    cr_assert_eq(cc_compile("int lf_cc_t(void){return 1;}\n", (const char *const[]){"-fPIC", "-shared", NULL}, NULL,
+                            0, &so, &len, &log),
+                 0, "%s", log);
+    graph_free(so);
+    cr_assert_eq(tu_dir_entries(tmpd, true), 0);
+    expect_no_leak();
+}
+
+/* The compiler hangs in `--version` too: the probe has the same limit. AUTO
+ * falls back to the interpreter naming why; REQUIRE is LF_ERR_BACKEND. */
+Test(cc, probe_times_out, .timeout = 60) {
+    fake_cc("hang-all.sh", "echo $$ > @ROOT@/pgid.tmp && mv @ROOT@/pgid.tmp @ROOT@/pgid\nexec sleep 1000\n");
+    setenv("LF_COMPILE_TIMEOUT", "0.5", 1);
+    lf_ctx *c = cpu_ctx(LF_COMPILE_REQUIRE);
+    double t0 = now();
+    lf_status st = eval_small(c, 2, NULL);
+    cr_assert_eq(st, LF_ERR_BACKEND, "%s: %s", lf_status_name(st), lf_errmsg(c));
+    cr_assert(strstr(lf_errmsg(c), "did not finish within 0.5 s"), "message: %s", lf_errmsg(c));
+    cr_assert_lt(now() - t0, 10.0);
+    pid_t pg = read_pid("pgid", 0);
+    cr_assert(gone_within(pg, 5), "the probed compiler %d is still alive", (int)pg);
+    lf_ctx_destroy(c);
+    remove(in_root("pgid"));
+    c = cpu_ctx(LF_COMPILE_AUTO);
+    tu_capture_stderr_start();
+    lf_eval_stats s;
+    st = eval_small(c, 2, &s);
+    char *err = tu_capture_stderr_end();
+    cr_assert_eq(st, LF_OK, "AUTO: %s", lf_errmsg(c));
+    cr_assert_eq(s.kernels_compiled, 0);
+    cr_assert(strstr(err, "did not finish within 0.5 s"), "the fallback warning does not say why: %s", err);
+    free(err);
+    lf_ctx_destroy(c);
+    expect_no_leak();
+}
+
+/* ---- item 7: the compiler dies with its parent; item 11: its litter ------ */
+
+/* Forks a process that evaluates with the hanging $CC (no time limit of its
+ * own: the default 120 s) and returns its pid once the compiler runs. */
+static pid_t start_hung_eval(void) {
+    fake_cc("hang.sh", HANG);
+    fflush(NULL);
+    pid_t kid = fork();
+    cr_assert_geq(kid, 0, "fork: %s", strerror(errno));
+    if (kid == 0) {
+        lf_ctx_options o;
+        lf_ctx_options_init(&o);
+        o.backend = LF_BACKEND_CPU;
+        o.compile = LF_COMPILE_REQUIRE;
+        lf_ctx *c = lf_ctx_new(&o);
+        lf_graph *g = c ? lf_graph_new(c) : NULL;
+        lf_node *y = g ? lf_add(g, lf_iota(g, LF_F64, 8), lf_const(g, LF_F64, 3)) : NULL;
+        lf_buffer *b = y ? lf_buffer_new_like(c, y) : NULL;
+        if (b) lf_eval(g, 1, &y, &b);
+        _exit(3); /* not reached while the compiler hangs */
+    }
+    return kid;
+}
+
+/* SIGKILLs kid and returns the compiler's pid once that died too. */
+static pid_t kill_hung_eval(pid_t kid) {
+    pid_t comp = read_pid("pgid", 20);
+    group_left = comp;
+    cr_assert_eq(kill(kid, SIGKILL), 0);
+    int ws;
+    cr_assert_eq(waitpid(kid, &ws, 0), kid);
+    cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL, "the evaluating process ended otherwise: %d", ws);
+    cr_assert(gone_within(comp, 5), "the compiler (pid %d) outlived its parent by 5 s", (int)comp);
+    /* the background sleep in its group has no PDEATHSIG (see cc.c) */
+    kill(-comp, SIGKILL);
+    cr_assert(gone_within(-comp, 5));
+    group_left = 0;
+    return comp;
+}
+
+Test(cc, compiler_dies_with_its_parent, .timeout = 60) {
+    kill_hung_eval(start_hung_eval());
+}
+
+static void make_dir(const char *path) { cr_assert_eq(mkdir(path, 0700), 0, "mkdir %s: %s", path, strerror(errno)); }
+
+static void make_file(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+    close(fd);
+}
+
+static bool exists(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+/* A pid that was alive a moment ago and is dead now. */
+static pid_t dead_pid(void) {
+    pid_t p = fork();
+    cr_assert_geq(p, 0);
+    if (p == 0) _exit(0);
+    cr_assert_eq(waitpid(p, NULL, 0), p);
+    return p;
+}
+
+Test(cc, stale_temp_folders_are_removed, .timeout = 60) {
+    pid_t kid = start_hung_eval();
+    kill_hung_eval(kid);
+    /* the killed process's folder, with the kernel's source */
+    char prefix[64], litter[512] = "", tag[64] = "";
+    int np = snprintf(prefix, sizeof prefix, "lazyfuse-cc-%d-", (int)kid);
+    DIR *d = opendir(tmpd);
+    cr_assert_not_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, (size_t)np)) {
+            snprintf(litter, sizeof litter, "%s/%s", tmpd, e->d_name);
+            snprintf(tag, sizeof tag, "%.*s", (int)strcspn(e->d_name + np, "-"), e->d_name + np);
+        }
+    closedir(d);
+    cr_assert(litter[0], "no %s* folder in TMPDIR: the name does not carry the owner's pid", prefix);
+    char src[600];
+    snprintf(src, sizeof src, "%s/k.c", litter);
+    cr_assert(exists(src), "the killed compile's folder has no k.c");
+
+    /* what must go and what must stay, all with names of the same shape */
+    pid_t dead = dead_pid();
+    char p[12][512];
+    snprintf(p[0], 512, "%s/lazyfuse-cc-%d-%s-aaaaaa", tmpd, (int)dead, tag); /* stale: removed */
+    snprintf(p[1], 512, "%s/lazyfuse-cc-%d-%s-aaaaaa/sub", tmpd, (int)dead, tag);
+    snprintf(p[2], 512, "%s/lazyfuse-cc-%d-%s-aaaaaa/sub/file", tmpd, (int)dead, tag);
+    snprintf(p[3], 512, "%s/lazyfuse-cc-%d-zzzzzzzz-bbbbbb", tmpd, (int)dead);  /* other host or pid namespace */
+    snprintf(p[4], 512, "%s/lazyfuse-cc-1-%s-cccccc", tmpd, tag);               /* pid 1 is alive */
+    snprintf(p[5], 512, "%s/lazyfuse-cc-%d-%s-dddddd", tmpd, (int)getpid(), tag); /* ours, alive */
+    snprintf(p[6], 512, "%s/lazyfuse-cc-%d-%s-eeeeee", tmpd, (int)dead, tag);   /* a symlink */
+    snprintf(p[7], 512, "%s/target", root);
+    snprintf(p[8], 512, "%s/target/precious", root);
+    snprintf(p[9], 512, "%s/lazyfuse-cc-%d-%s-ffffff", tmpd, (int)dead, tag);   /* a plain file */
+    snprintf(p[10], 512, "%s/lazyfuse-cc-%d-%s-gggggg", tmpd, (int)dead, tag);  /* another user's */
+    make_dir(p[0]);
+    make_dir(p[1]);
+    make_file(p[2]);
+    make_dir(p[3]);
+    make_dir(p[4]);
+    make_dir(p[5]);
+    make_dir(p[7]);
+    make_file(p[8]);
+    cr_assert_eq(symlink(p[7], p[6]), 0);
+    make_file(p[9]);
+    bool root_user = geteuid() == 0;
+    if (root_user) {
+        make_dir(p[10]);
+        cr_assert_eq(chown(p[10], 4242, 4242), 0, "chown: %s", strerror(errno));
+    }
+
+    /* this process's first compile sweeps */
+    unsetenv("CC");
+    lf_ctx *c = cpu_ctx(LF_COMPILE_REQUIRE);
+    cr_assert_eq(eval_small(c, 4, NULL), LF_OK, "%s", lf_errmsg(c));
+    lf_ctx_destroy(c);
+    cr_assert(!exists(litter), "the killed process's temp folder %s is still there", litter);
+    cr_assert(!exists(p[0]), "a dead pid's folder (with a subfolder) is still there");
+    cr_assert(exists(p[3]), "a folder of another host's tag was removed");
+    cr_assert(exists(p[4]), "a live pid's folder was removed");
+    cr_assert(exists(p[5]), "this process's own folder was removed");
+    cr_assert(exists(p[6]) && exists(p[8]), "a symlink (or what it points to) was removed");
+    cr_assert(exists(p[9]), "a plain file was removed");
+    if (root_user) cr_assert(exists(p[10]), "another user's folder was removed");
+    else cr_log_warn("not root: the other-user case was not checked");
+    expect_no_leak();
+}
+
+/* ---- item 14: the compiler's log in lf_errmsg ---------------------------- */
+
+/* 1 line of binary garbage (NUL and an escape sequence included), 1 line
+ * with UTF-8 quotes, a CRLF line, 10,000 notes, a line naming the source
+ * with its temp folder, then failure: 10,004 lines. */
+static const char *const FLOOD =
+    "case \"$1\" in --version) echo fake-cc 1.0; exit 0;; esac\n"
+    "for a; do case $a in *.c) src=$a;; esac; done\n"
+    "printf 'garbage \\001\\002\\033[31m\\377\\376\\000 end\\n'\n"
+    "printf 'quoted \\342\\200\\230x\\342\\200\\231\\n'\n"
+    "printf 'crlf line\\r\\n'\n"
+    "seq 1 10000 | sed 's/^/note: line /'\n"
+    "echo \"$src:9:9: error: the one that matters\"\n"
+    "exit 1\n";
+
+/* True when s holds only printable ASCII, newlines, tabs and the two UTF-8
+ * quotes FLOOD prints; else *bad = the first offending offset. */
+static bool printable(const char *s, size_t *bad) {
+    for (size_t i = 0; s[i]; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '\n' || ch == '\t' || (ch >= 0x20 && ch < 0x7f)) continue;
+        if (!strncmp(s + i, "\342\200\230", 3) || !strncmp(s + i, "\342\200\231", 3)) {
+            i += 2;
+            continue;
+        }
+        *bad = i;
+        return false;
+    }
+    return true;
+}
+
+Test(cc, long_binary_log_is_printable_and_bounded, .timeout = 60) {
+    fake_cc("flood.sh", FLOOD);
+    lf_ctx *c = cpu_ctx(LF_COMPILE_REQUIRE);
+    lf_status st = eval_small(c, 5, NULL);
+    const char *msg = lf_errmsg(c);
+    cr_assert_eq(st, LF_ERR_BACKEND, "%s: %s", lf_status_name(st), msg);
+    size_t bad = 0;
+    cr_assert(printable(msg, &bad), "byte %zu of the message is 0x%02x: %s", bad, (unsigned char)msg[bad], msg);
+    cr_assert_lt(strlen(msg), (size_t)CC_MSG_MAX + 64, "message of %zu bytes", strlen(msg));
+    cr_assert(strstr(msg, "garbage \\x01\\x02\\x1b[31m\\xff\\xfe\\x00 end\n"), "garbage shown as: %s", msg);
+    cr_assert(strstr(msg, "quoted \342\200\230x\342\200\231\n"), "UTF-8 was not kept: %s", msg);
+    cr_assert(strstr(msg, "crlf line\nnote: line 1\n"), "CR not dropped: %s", msg);
+    cr_assert(strstr(msg, "note: line 17\n") && !strstr(msg, "note: line 18\n"), "want the first 20 lines: %s", msg);
+    cr_assert(strstr(msg, "k.c:9:9: error: the one that matters"), "the first error line is missing: %s", msg);
+    cr_assert_null(strstr(msg, tmpd), "the temp folder leaks into the message: %s", msg);
+    cr_assert(strstr(msg, "(9983 more lines; set LF_DEBUG=cc for the full log)"), "the count: %s", msg);
+    /* LF_DEBUG=cc: the same message, and the whole log on stderr */
+    char *first = strdup(msg);
+    setenv("LF_DEBUG", "cc", 1);
+    fflush(stderr);
+    int saved = dup(2), fd = open(in_root("stderr"), O_RDWR | O_CREAT | O_TRUNC, 0600);
+    cr_assert(saved >= 0 && fd >= 0 && dup2(fd, 2) == 2);
+    st = eval_small(c, 5, NULL);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    unsetenv("LF_DEBUG");
+    cr_assert_eq(st, LF_ERR_BACKEND);
+    cr_assert_str_eq(lf_errmsg(c), first);
+    /* raw, NUL included (the log as the compiler wrote it); NUL -> '@' to search it */
+    off_t n = lseek(fd, 0, SEEK_END);
+    char *err = calloc(1, (size_t)n + 1);
+    cr_assert_eq(pread(fd, err, (size_t)n, 0), n);
+    close(fd);
+    cr_assert(memmem(err, (size_t)n, "\001\002\033[31m\377\376\000 end\n", 11), "the garbage is not raw on stderr");
+    for (off_t i = 0; i < n; i++)
+        if (!err[i]) err[i] = '@';
+    cr_assert(strstr(err, "note: line 1\n") && strstr(err, "note: line 5000\n") && strstr(err, "note: line 10000\n") &&
+                  strstr(err, "error: the one that matters"),
+              "LF_DEBUG=cc did not print the full log (%zu bytes on stderr): %.300s", strlen(err), err);
+    free(err);
+    free(first);
+    lf_ctx_destroy(c);
+    expect_no_leak();
+}
