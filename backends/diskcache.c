@@ -24,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static bool key_ok(const char *key) {
@@ -245,4 +247,59 @@ done:
     if (why) *why = msg;
     else graph_free(msg);
     return rc;
+}
+
+/* ---- remove and lock ------------------------------------------------------ */
+
+void diskcache_remove(const char *dir, const char *key) {
+    if (!dir || !key_ok(key)) return;
+    char *path = graph_strdupf("%s/%s", dir, key);
+    if (path) unlink(path);
+    graph_free(path);
+}
+
+/* Opens and locks <dir>/.lock-<key>. The holder unlinks the file before it
+ * unlocks (diskcache_unlock), so a waiter that wakes holding the lock of an
+ * unlinked file must start over: the lock counts only while fd's inode is
+ * still the one the path names. */
+int diskcache_lock(const char *dir, const char *key, double timeout_s, char **path_out) {
+    *path_out = NULL;
+    if (!dir || !key_ok(key)) return -1;
+    char *path = graph_strdupf("%s/.lock-%s", dir, key);
+    if (!path) return -1;
+    if (mkdirs(dir) != 0) {
+        graph_free(path);
+        return -1;
+    }
+    double deadline = graph_now_seconds() + (timeout_s > 0 ? timeout_s : 0);
+    long wait_ns = 1000000; /* 1 ms, doubling to 50 ms */
+    for (;;) {
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+        if (fd < 0) break;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            struct stat a, b;
+            if (fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+                *path_out = path;
+                return fd;
+            }
+            close(fd); /* unlinked by the holder we waited for: take the new file */
+            continue;
+        }
+        int e = errno;
+        close(fd);
+        if (e != EWOULDBLOCK && e != EINTR) break;
+        if (graph_now_seconds() >= deadline) break;
+        struct timespec ts = {0, wait_ns};
+        nanosleep(&ts, NULL);
+        if (wait_ns < 50000000) wait_ns *= 2;
+    }
+    graph_free(path);
+    return -1;
+}
+
+void diskcache_unlock(int fd, char *path) {
+    if (fd < 0) return;
+    if (path) unlink(path);
+    close(fd);
+    graph_free(path);
 }

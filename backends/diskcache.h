@@ -44,4 +44,22 @@ diskcache_result diskcache_get(const char *dir, const char *key, void **data, si
  * is removed on failure. Callers treat failure as "no disk cache". */
 int diskcache_put(const char *dir, const char *key, const void *data, size_t len, char **why);
 
+/* Removes entry key of dir (an entry that verified but failed to load or
+ * bind: the caller rebuilds it). Best effort; nothing for a bad key. */
+void diskcache_remove(const char *dir, const char *key);
+
+/* Serializes building entry key among processes: takes flock(LOCK_EX) on
+ * <dir>/.lock-<key> (created 0600 if missing, never through a symlink),
+ * waiting at most timeout_s (polling with LOCK_NB, 1 ms doubling to 50 ms),
+ * so that N processes starting cold compile a kernel once: the first
+ * compiles and stores, the others wake, find the entry and load it. Returns
+ * the locked fd and sets *path (graph_malloc'd), or -1 with *path NULL when
+ * the lock cannot be had in time (a holder stopped, an unwritable folder):
+ * the caller then builds the entry without it. The lock dies with its holder
+ * (flock), so a killed compile never blocks the others for good. */
+int diskcache_lock(const char *dir, const char *key, double timeout_s, char **path);
+/* Releases a lock of diskcache_lock: unlinks the lock file (so none is left
+ * behind), then closes fd, and frees path. fd < 0 is a no-op. */
+void diskcache_unlock(int fd, char *path);
+
 #endif

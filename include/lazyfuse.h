@@ -207,7 +207,13 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * A graph keeps its last compiled program, so re-evaluating the same outputs
  * plans and looks up nothing. Sizes, strides and offsets are run-time
  * parameters: one compiled kernel serves every size of the same structure;
- * literal constants are part of the structure.
+ * literal constants are part of the structure. A compiled object is stored
+ * on disk only once it has loaded and its functions are bound, and an entry
+ * that verifies but does not load or bind is removed and rebuilt (never the
+ * eval's failure). Processes sharing a cache folder compile each kernel once:
+ * on a disk miss a process locks <folder>/.lock-<entry> (flock; removed when
+ * released; it dies with its holder), and the others wait for it (at most the
+ * compile time limit + 10 s, then compile themselves) and load its entry.
  * Results: bit-identical to LF_BACKEND_REFERENCE for every operator, cast
  * and iota, except (1) the transcendental functions (exp ... erf, pow,
  * atan2, hypot, sigmoid), which call glibc's vector math library (libmvec)

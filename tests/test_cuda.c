@@ -416,6 +416,9 @@ Test(cuda, fake_module_load_failure_is_a_backend_error) {
     lf_ctx_last_stats(ctx, &st);
     cr_expect_eq(st.kernels, 0, "statistics are zero after a failed eval");
     cr_expect_eq(counters().launches, 0);
+    /* load first, then store: the image the driver refused is not cached
+       (issue 12, item 3) */
+    cr_expect_leq(tu_dir_entries(dir, false), 0, "a module the driver refused was stored on disk");
     lf_ctx_destroy(ctx);
     cr_expect_eq(counters().live_bytes, 0);
     rm_dir(dir);

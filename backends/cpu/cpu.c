@@ -7,7 +7,10 @@
  *    confirmed by comparing that text; a hit touches no file system;
  *  - on disk (backends/diskcache.c): the shared object, keyed by the
  *    SHA-256 of that text, the compile flags, the compiler's version line
- *    and the CPU (flags include -march=native), verified on load.
+ *    and the CPU (flags include -march=native), verified on load. An object
+ *    is stored only after it loaded and bound here; an entry that fails to
+ *    load or bind is removed and rebuilt; a disk miss compiles under the
+ *    entry's lock (diskcache_lock), so concurrent processes compile once.
  * A graph's program caches the lookups themselves: re-evaluating the same
  * outputs of an unchanged graph goes straight to the kernels.
  *
@@ -29,6 +32,7 @@
 #include "codegen/codegen.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -209,7 +213,52 @@ static void disk_key(const cpu_state *cs, const char *text, char key[72]) {
     snprintf(key, 72, "%s.so", hex);
 }
 
-/* Finds or builds the compiled kernel of layout lay. */
+/* Loads a shared object and resolves the kernel's functions: true, or false
+ * with nothing loaded (e->handle NULL) and *why saying what failed (NULL:
+ * out of memory; *lacks: a function is missing, *why names it). */
+static bool load_and_bind(kentry *e, const cg_layout *lay, const void *so, size_t len, char **why, bool *lacks) {
+    *lacks = false;
+    e->handle = cc_dlopen_bytes(so, len, why);
+    if (!e->handle) return false;
+    if (bind_functions(e, lay, why)) return true;
+    *lacks = true;
+    dlclose(e->handle);
+    e->handle = NULL;
+    return false;
+}
+
+/* Loads kernel key from the disk cache: true on a hit that loads and binds.
+ * An entry that verifies but does not load or bind (planted, or stored by a
+ * broken compiler) is removed so that the caller rebuilds it; that is never
+ * the eval's failure. */
+static lf_status disk_load(lf_ctx *ctx, cpu_state *cs, const cg_layout *lay, const char *key, kentry *e,
+                           bool *loaded) {
+    void *so = NULL;
+    size_t len = 0;
+    bool hit = false;
+    *loaded = false;
+    lf_status status = kcache_disk_get(ctx, cs->cache_dir, key, &so, &len, &hit);
+    if (status != LF_OK || !hit) return status;
+    char *why = NULL;
+    bool lacks;
+    if (load_and_bind(e, lay, so, len, &why, &lacks)) {
+        *loaded = true;
+    } else {
+        if (graph_debug_on("cache"))
+            fprintf(stderr, "lazyfuse: kernel cache entry %s/%s %s%s; removed, rebuilding it\n", cs->cache_dir,
+                    key, lacks ? "lacks function " : "does not load: ", why ? why : "?");
+        diskcache_remove(cs->cache_dir, key);
+    }
+    graph_free(why);
+    graph_free(so);
+    return LF_OK;
+}
+
+/* Finds or builds the compiled kernel of layout lay. A compiled object is
+ * stored on disk only once it has loaded and bound here (bind first, then
+ * store), so a broken compile never poisons the cache. A disk miss takes the
+ * entry's lock (diskcache_lock) before compiling and looks again once it has
+ * it: N processes starting cold compile each kernel once. */
 static lf_status kernel_get(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s, const cg_layout *lay,
                             int k, kentry **out, lf_eval_stats *st) {
     cg_text src;
@@ -224,24 +273,22 @@ static lf_status kernel_get(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s, 
         *out = e;
         return LF_OK;
     }
-    char key[72], *why = NULL;
-    disk_key(cs, e->base.text, key);
+    char key[72], *why = NULL, *lock_path = NULL;
+    int lock = -1;
     void *so = NULL;
     size_t len = 0;
-    bool from_disk = false;
-    status = kcache_disk_get(ctx, cs->cache_dir, key, &so, &len, &from_disk);
-    if (status != LF_OK) goto fail;
-    if (from_disk) {
-        e->handle = cc_dlopen_bytes(so, len, &why);
-        if (!e->handle) { /* verified but unloadable: rebuild it */
-            graph_free(why);
-            why = NULL;
-            graph_free(so);
-            so = NULL;
-            from_disk = false;
-        }
+    disk_key(cs, e->base.text, key);
+    bool loaded = false;
+    status = disk_load(ctx, cs, lay, key, e, &loaded);
+    if (status == LF_OK && !loaded && cs->cache_dir) {
+        /* wait as long as the holder's compile may take */
+        lock = diskcache_lock(cs->cache_dir, key, ctx->opt.compile_timeout + 10, &lock_path);
+        if (lock >= 0) status = disk_load(ctx, cs, lay, key, e, &loaded); /* built while we waited? */
     }
-    if (!from_disk) {
+    if (status != LF_OK) goto fail;
+    if (loaded) {
+        st->kernels_disk_hits++;
+    } else {
         char *log = NULL;
         if (cc_compile(src.s, cs->flags, cs->vector_math ? libs_vector : libs_scalar, ctx->opt.compile_timeout, &so,
                        &len, &log) != 0) {
@@ -250,27 +297,27 @@ static lf_status kernel_get(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s, 
             graph_free(log);
             goto fail;
         }
-        kcache_disk_put(cs->cache_dir, key, so, len);
-        e->handle = cc_dlopen_bytes(so, len, &why);
-        if (!e->handle) {
-            status = why ? graph_error(ctx, LF_ERR_BACKEND, "eval: loading kernel %d failed: %s", k, why)
-                         : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory loading kernel %d", k);
+        bool lacks;
+        if (!load_and_bind(e, lay, so, len, &why, &lacks)) {
+            if (lacks)
+                status = graph_error(ctx, LF_ERR_BACKEND, "eval: kernel %d lacks function %s (not cached)", k,
+                                     why ? why : "?");
+            else
+                status = why ? graph_error(ctx, LF_ERR_BACKEND, "eval: loading kernel %d failed: %s", k, why)
+                             : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory loading kernel %d", k);
             goto fail;
         }
+        kcache_disk_put(cs->cache_dir, key, so, len);
         st->kernels_compiled++;
-    } else {
-        st->kernels_disk_hits++;
     }
-    if (!bind_functions(e, lay, &why)) {
-        status = graph_error(ctx, LF_ERR_BACKEND, "eval: kernel %d lacks function %s", k, why ? why : "?");
-        goto fail;
-    }
+    diskcache_unlock(lock, lock_path);
     graph_free(so);
     cg_text_free(&src);
     kcache_add(&cs->kernels, &e->base);
     *out = e;
     return LF_OK;
 fail:
+    diskcache_unlock(lock, lock_path);
     graph_free(why);
     graph_free(so);
     cg_text_free(&src);

@@ -295,8 +295,9 @@ static lf_status module_get(lf_ctx *ctx, cuda_state *cs, const fuse_schedule *s,
     /* PTX must be NUL-terminated for cuModuleLoadData; nvrtcGetPTX's is */
     if (from_disk && cs->ptx && (!len || ((char *)image)[len - 1])) from_disk = false;
     if (from_disk && (r = cs->drv.ModuleLoadData(&m->mod, image)) != CUDA_SUCCESS) {
-        m->mod = NULL; /* verified but refused (another driver?): rebuild it */
+        m->mod = NULL; /* verified but refused (planted, another driver?): remove and rebuild it */
         from_disk = false;
+        diskcache_remove(cs->cache_dir, key);
     }
     if (!from_disk) {
         graph_free(image);
@@ -311,8 +312,7 @@ static lf_status module_get(lf_ctx *ctx, cuda_state *cs, const fuse_schedule *s,
             goto fail;
         }
         graph_free(log);
-        kcache_disk_put(cs->cache_dir, key, image, len);
-        r = cs->drv.ModuleLoadData(&m->mod, image);
+        r = cs->drv.ModuleLoadData(&m->mod, image); /* load first, then store: a refused image is not cached */
         if (r != CUDA_SUCCESS) {
             m->mod = NULL;
             char hint[256] = "";
@@ -326,6 +326,7 @@ static lf_status module_get(lf_ctx *ctx, cuda_state *cs, const fuse_schedule *s,
                                  cuda_result_str(&cs->drv, r, es, sizeof es), hint);
             goto fail;
         }
+        kcache_disk_put(cs->cache_dir, key, image, len);
         st->kernels_compiled++;
     } else {
         st->kernels_disk_hits++;
