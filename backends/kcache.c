@@ -6,6 +6,8 @@
 
 #include "backends/diskcache.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 lf_status kcache_lookup(lf_ctx *ctx, const kcache *c, const fuse_schedule *s, const cg_layout *lay,
@@ -68,14 +70,50 @@ void kcache_clear(kcache *c, void (*release)(kcache_entry *e, void *arg), void *
     }
 }
 
+/* Prints an unsafe folder's or entry's warning once per process for each
+ * kind (folder: 0, entry: 1), unless LF_QUIET is set. */
+static void warn_unsafe(int kind, const char *why) {
+    static int warned[2];
+    if (__atomic_exchange_n(&warned[kind], 1, __ATOMIC_RELAXED) || getenv("LF_QUIET")) return;
+    if (kind == 0)
+        fprintf(stderr,
+                "lazyfuse: %s; not using it: kernels are compiled and kept in memory only (make it private with "
+                "chmod go-w, or point LF_CACHE_DIR at a folder of your own)\n",
+                why ? why : "the kernel cache folder is not private");
+    else
+        fprintf(stderr, "lazyfuse: %s; not loading it: removed, the kernel is rebuilt\n",
+                why ? why : "a kernel cache entry is not private");
+}
+
+lf_status kcache_disk_open(lf_ctx *ctx, char **dir) {
+    if (!*dir) return LF_OK;
+    char *why = NULL;
+    diskcache_dir_status r = diskcache_open(*dir, &why);
+    if (r == DISKCACHE_DIR_NOMEM) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory opening the kernel cache");
+    if (r == DISKCACHE_DIR_UNSAFE) warn_unsafe(0, why);
+    else if (r == DISKCACHE_DIR_UNUSABLE && graph_debug_on("cache"))
+        fprintf(stderr, "lazyfuse: no disk kernel cache: %s\n", why ? why : "?");
+    graph_free(why);
+    if (r != DISKCACHE_DIR_OK) {
+        graph_free(*dir);
+        *dir = NULL;
+    }
+    return LF_OK;
+}
+
 lf_status kcache_disk_get(lf_ctx *ctx, const char *dir, const char *key, void **image, size_t *len,
                           bool *hit) {
     *image = NULL;
     *len = 0;
     *hit = false;
     if (!dir) return LF_OK;
-    diskcache_result r = diskcache_get(dir, key, image, len);
+    char *why = NULL;
+    diskcache_result r = diskcache_get(dir, key, image, len, &why);
     if (r == DISKCACHE_NOMEM) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory reading the kernel cache");
+    if (r == DISKCACHE_UNSAFE_DIR || r == DISKCACHE_UNSAFE_ENTRY) warn_unsafe(r == DISKCACHE_UNSAFE_ENTRY, why);
+    if (r == DISKCACHE_CORRUPT && graph_debug_on("cache"))
+        fprintf(stderr, "lazyfuse: kernel cache entry %s/%s is corrupt; removed, rebuilding it\n", dir, key);
+    graph_free(why);
     *hit = r == DISKCACHE_HIT;
     return LF_OK;
 }

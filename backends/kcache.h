@@ -51,9 +51,18 @@ void kcache_discard(kcache_entry *e);
 /* Calls release(e, arg) for every entry, then frees its text and e. */
 void kcache_clear(kcache *c, void (*release)(kcache_entry *e, void *arg), void *arg);
 
+/* Opens the disk level of a context: *dir (graph_malloc'd, may be NULL) is
+ * kept when diskcache_open finds it usable; otherwise it is freed and set to
+ * NULL (no disk level, the memory level works as ever), with a warning on
+ * stderr once per process when the folder is unsafe (not private to us;
+ * LF_QUIET silences it) and a line under LF_DEBUG=cache when it cannot be
+ * created. LF_ERR_NOMEM ("eval: out of memory opening the kernel cache"). */
+lf_status kcache_disk_open(lf_ctx *ctx, char **dir);
 /* Reads entry key of dir (no dir: a miss). Sets *hit and, on a hit, *image
  * and *len (graph_malloc'd). LF_ERR_NOMEM ("eval: out of memory reading the
- * kernel cache") when reading ran out of memory; a corrupt entry is a miss. */
+ * kernel cache") when reading ran out of memory; a corrupt entry is a miss,
+ * and so is an unsafe folder or entry, with the warning of kcache_disk_open
+ * (an unsafe entry: once per process). */
 lf_status kcache_disk_get(lf_ctx *ctx, const char *dir, const char *key, void **image, size_t *len,
                           bool *hit);
 /* Writes image under key in dir (no dir: nothing); a failure only costs the

@@ -204,6 +204,15 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * $XDG_CACHE_HOME/lazyfuse / ~/.cache/lazyfuse, keyed by a SHA-256 of the
  * source, the flags, the compiler's version and the CPU, verified on load (a
  * corrupt entry is rebuilt; an unwritable folder only costs the disk level).
+ * An entry carries its own key and is refused under another name; an entry
+ * file over 64 MiB is corrupt and removed unread. The disk cache holds code
+ * that runs in your process, so it is used only when the folder is owned by
+ * the effective user and not writable by group or others (as ssh and git
+ * ask of their files); otherwise it is neither read nor written, stderr says
+ * so once per process (unless $LF_QUIET is set) and kernels are cached in
+ * memory only. An entry that is not private (another user's, or writable by
+ * others) is removed unread and rebuilt, with a warning. Opening a folder
+ * removes the temp and lock files that killed processes left in it.
  * A graph keeps its last compiled program, so re-evaluating the same outputs
  * plans and looks up nothing. Sizes, strides and offsets are run-time
  * parameters: one compiled kernel serves every size of the same structure;

@@ -1322,7 +1322,7 @@ Test(cpu, cache_entry_without_functions_is_rebuilt) {
     /* the reduction's object (no lf_k_run) stored under the elementwise key */
     void *so;
     size_t len;
-    cr_assert_eq(diskcache_get(cache_dir, reduction, &so, &len), DISKCACHE_HIT);
+    cr_assert_eq(diskcache_get(cache_dir, reduction, &so, &len, NULL), DISKCACHE_HIT);
     cr_assert_eq(diskcache_put(cache_dir, elementwise, so, len, NULL), 0);
     graph_free(so); /* graph_malloc'd */
     c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
@@ -1333,6 +1333,108 @@ Test(cpu, cache_entry_without_functions_is_rebuilt) {
     cr_assert_eq(eval_one_kernel(c, 0, 3.0, &st), LF_OK, "%s", lf_errmsg(c));
     EXPECT_STATS("after the rebuild", st, 1, 0, 1, 0, false);
     lf_ctx_destroy(c);
+}
+
+/* Issue 12, item 1: a cache folder that others can write (or that another
+ * user owns) could hold a planted object that would run as us: such a folder
+ * is neither read nor written, one warning says so (once per process), and
+ * the in-memory cache works as ever. The valid entry in it is not loaded. */
+static void expect_folder_refused(const char *needle) {
+    lf_eval_stats st;
+    struct stat before, after;
+    char entry[256], path[600];
+    only_entry(entry, sizeof entry, NULL);
+    snprintf(path, sizeof path, "%s/%s", cache_dir, entry);
+    cr_assert_eq(stat(path, &before), 0);
+    tu_capture_stderr_start();
+    for (int round = 0; round < 2; round++) { /* two contexts: one warning */
+        lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+        lf_status r1 = eval_one_kernel(c, 0, 3.0, &st);
+        lf_eval_stats st2;
+        lf_status r2 = eval_one_kernel(c, 0, 3.0, &st2);
+        lf_ctx_destroy(c);
+        cr_assert(r1 == LF_OK && r2 == LF_OK);
+        EXPECT_STATS("an unsafe cache folder", st, 1, 1, 0, 0, false);
+        EXPECT_STATS("an unsafe cache folder, memory level", st2, 1, 0, 0, 1, false);
+    }
+    char *err = tu_capture_stderr_end();
+    cr_expect_eq(tu_count_substr(err, "not using it"), getenv("LF_QUIET") ? 0 : 1, "stderr: %s", err);
+    if (!getenv("LF_QUIET"))
+        cr_expect(strstr(err, cache_dir) && strstr(err, needle), "the warning names the folder and why: %s", err);
+    free(err);
+    cr_assert_eq(stat(path, &after), 0);
+    cr_expect(before.st_ino == after.st_ino && before.st_mtime == after.st_mtime, "the entry was rewritten");
+    cr_expect_eq(tu_dir_entries(cache_dir, true), 1, "something was written into the folder");
+}
+
+/* Stores the one-kernel graph's entry in the (private) cache folder. */
+static void store_one_entry(void) {
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    lf_eval_stats st;
+    cr_assert_eq(eval_one_kernel(c, 0, 3.0, &st), LF_OK, "%s", lf_errmsg(c));
+    EXPECT_STATS("first eval", st, 1, 1, 0, 0, false);
+    lf_ctx_destroy(c);
+}
+
+Test(cpu, cache_folder_writable_by_others_is_not_used) {
+    store_one_entry();
+    cr_assert_eq(chmod(cache_dir, 0777), 0);
+    expect_folder_refused("writable by group and others (mode 0777)");
+    expect_no_leak();
+}
+
+Test(cpu, cache_folder_warning_quiet) {
+    store_one_entry();
+    cr_assert_eq(chmod(cache_dir, 0770), 0);
+    setenv("LF_QUIET", "1", 1);
+    expect_folder_refused("writable by its group");
+    unsetenv("LF_QUIET");
+    expect_no_leak();
+}
+
+Test(cpu, cache_folder_of_another_user_is_not_used) {
+    store_one_entry();
+    if (geteuid() != 0) {
+        teardown();
+        cr_skip_test("chown to another uid needs root");
+    }
+    cr_assert_eq(chown(cache_dir, 12345, 12345), 0, "chown: %s", strerror(errno));
+    expect_folder_refused("owned by uid 12345");
+    cr_assert_eq(chown(cache_dir, 0, 0), 0);
+    expect_no_leak();
+}
+
+/* An entry owned by another uid in our own folder (root wrote it, or it is
+ * left from a time the folder was open) is not loaded: it is removed with a
+ * warning, and the kernel is compiled and stored again, as ours. */
+Test(cpu, cache_entry_of_another_user_is_rebuilt) {
+    store_one_entry();
+    if (geteuid() != 0) {
+        teardown();
+        cr_skip_test("chown to another uid needs root");
+    }
+    char entry[256], path[600];
+    only_entry(entry, sizeof entry, NULL);
+    snprintf(path, sizeof path, "%s/%s", cache_dir, entry);
+    cr_assert_eq(chown(path, 12345, 12345), 0);
+    tu_capture_stderr_start();
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    lf_eval_stats st;
+    lf_status r = eval_one_kernel(c, 0, 3.0, &st);
+    lf_ctx_destroy(c);
+    char *err = tu_capture_stderr_end();
+    cr_assert_eq(r, LF_OK);
+    EXPECT_STATS("an entry of another uid", st, 1, 1, 0, 0, false);
+    cr_expect(strstr(err, "owned by uid 12345") && strstr(err, "not loading it"), "stderr: %s", err);
+    free(err);
+    struct stat sb;
+    cr_assert_eq(stat(path, &sb), 0, "the kernel was not stored again");
+    cr_expect_eq(sb.st_uid, geteuid());
+    c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    cr_assert_eq(eval_one_kernel(c, 0, 3.0, &st), LF_OK);
+    EXPECT_STATS("after the rebuild", st, 1, 0, 1, 0, false);
+    lf_ctx_destroy(c);
+    expect_no_leak();
 }
 
 /* Issue 12, item 12: 8 processes starting cold on one cache folder compile

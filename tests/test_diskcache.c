@@ -14,6 +14,7 @@
  */
 #include "backends/cpu/cc.h"
 #include "backends/diskcache.h"
+#include "backends/procs.h"
 #include "backends/sha256.h"
 #include "graph/graph.h"
 #include "lazyfuse.h"
@@ -29,8 +30,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -226,7 +238,7 @@ static void put_ok(const char *dir, const char *key, const void *data, size_t le
 static void get_eq(const char *dir, const char *key, const void *want, size_t n) {
     void *data = (void *)1;
     size_t len = 99;
-    diskcache_result r = diskcache_get(dir, key, &data, &len);
+    diskcache_result r = diskcache_get(dir, key, &data, &len, NULL);
     cr_assert_eq(r, DISKCACHE_HIT, "get %s: result %d", key, r);
     cr_assert_eq(len, n);
     if (n) cr_assert_eq(memcmp(data, want, n), 0, "payload of %s differs", key);
@@ -237,7 +249,7 @@ static void get_eq(const char *dir, const char *key, const void *want, size_t n)
 static void get_is(const char *dir, const char *key, diskcache_result want) {
     void *data = (void *)1;
     size_t len = 99;
-    diskcache_result r = diskcache_get(dir, key, &data, &len);
+    diskcache_result r = diskcache_get(dir, key, &data, &len, NULL);
     cr_assert_eq(r, want, "get %s: result %d, wanted %d", key, r, want);
     cr_assert_null(data);
     cr_assert_eq(len, 0);
@@ -253,20 +265,25 @@ Test(diskcache, round_trip) {
     get_eq(dir, "k1.so", big, sizeof big);
     get_eq(dir, "k0.so", NULL, 0);
     get_eq(dir, "k3.bin", "xyz", 3);
-    cr_expect_eq(file_size(in_tmp("a/b/c/k3.bin")), 3 + DISKCACHE_TRAILER);
+    cr_expect_eq(file_size(in_tmp("a/b/c/k3.bin")), 3 + 6 + DISKCACHE_TRAILER);
     /* Overwriting replaces the entry. */
     put_ok(dir, "k3.bin", "hello", 5);
     get_eq(dir, "k3.bin", "hello", 5);
-    /* The trailer is as documented: magic, little-endian length, SHA-256. */
-    unsigned char t[DISKCACHE_TRAILER];
+    /* The file is as documented: payload, key, then the trailer: magic,
+     * little-endian payload and key lengths, SHA-256 of (key length, key,
+     * payload). */
+    unsigned char f[5 + 6 + DISKCACHE_TRAILER], *t = f + 11;
     int fd = open(in_tmp("a/b/c/k3.bin"), O_RDONLY);
-    cr_assert_eq(pread(fd, t, sizeof t, 5), (ssize_t)sizeof t);
+    cr_assert_eq(read(fd, f, sizeof f), (ssize_t)sizeof f);
     close(fd);
-    cr_expect_eq(memcmp(t, "LFKCACH1", 8), 0);
+    cr_expect_eq(memcmp(f, "hellok3.bin", 11), 0);
+    cr_expect_eq(memcmp(t, "LFKCACH2", 8), 0);
     cr_expect_eq(memcmp(t + 8, "\5\0\0\0\0\0\0\0", 8), 0);
-    char hex[65];
-    sha256_hex(t + 16, hex);
-    cr_expect_str_eq(hex, "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824");
+    cr_expect_eq(memcmp(t + 16, "\6\0\0\0\0\0\0\0", 8), 0);
+    char hex[65], want[65];
+    sha256_hex(t + 24, hex);
+    sha_hex_of("\6\0\0\0\0\0\0\0k3.binhello", 19, want);
+    cr_expect_str_eq(hex, want);
     struct stat st;
     cr_assert_eq(stat(in_tmp("a"), &st), 0);
     cr_expect_eq(st.st_mode & 0777, 0700, "created folder mode %o", st.st_mode & 0777);
@@ -295,7 +312,7 @@ static void damaged(const char *what, void (*how)(const char *path)) {
     how(path);
     void *data = (void *)1;
     size_t len = 99;
-    diskcache_result r = diskcache_get(tmpdir, "e.so", &data, &len);
+    diskcache_result r = diskcache_get(tmpdir, "e.so", &data, &len, NULL);
     cr_assert_eq(r, DISKCACHE_CORRUPT, "%s: result %d", what, r);
     cr_assert_null(data, "%s: data handed out", what);
     cr_assert_eq(len, 0);
@@ -328,18 +345,95 @@ Test(diskcache, damage_is_corrupt_and_removed) {
     expect_no_leak();
 }
 
-/* A file holding exactly a valid-looking trailer for a 0-byte payload but a
- * wrong checksum, and one that is all trailer with the right checksum. */
+/* Files holding exactly a valid-looking trailer and key for a 0-byte payload:
+ * one with a wrong checksum, and one with the right one. */
 Test(diskcache, trailer_only_files) {
-    unsigned char t[DISKCACHE_TRAILER] = "LFKCACH1";
-    write_file(in_tmp("z.so"), t, sizeof t); /* SHA all zero: wrong */
+    unsigned char f[4 + DISKCACHE_TRAILER] = "z.soLFKCACH2", *t = f + 4;
+    t[16] = 4;
+    write_file(in_tmp("z.so"), f, sizeof f); /* SHA all zero: wrong */
     get_is(tmpdir, "z.so", DISKCACHE_CORRUPT);
     cr_expect(!exists(in_tmp("z.so")));
     sha256_ctx c;
     sha256_init(&c);
-    sha256_final(&c, t + 16);
-    write_file(in_tmp("z.so"), t, sizeof t);
+    sha256_update(&c, "\4\0\0\0\0\0\0\0z.so", 12);
+    sha256_final(&c, t + 24);
+    write_file(in_tmp("z.so"), f, sizeof f);
     get_eq(tmpdir, "z.so", NULL, 0);
+    expect_no_leak();
+}
+
+/* Issue 12, item 2: an entry is tied to its name. A valid entry copied over
+ * another entry's file (or renamed to another name) is refused and removed,
+ * before a byte of its payload is handed out; the original still loads. */
+Test(diskcache, entry_under_another_name_is_refused) {
+    put_ok(tmpdir, "a.so", "payload of a", 12);
+    put_ok(tmpdir, "b.so", "payload of b", 12);
+    int in = open(in_tmp("a.so"), O_RDONLY);
+    char buf[256];
+    ssize_t n = read(in, buf, sizeof buf);
+    close(in);
+    cr_assert_gt(n, 0);
+    write_file(in_tmp("b.so"), buf, (size_t)n); /* cp a.so b.so */
+    get_is(tmpdir, "b.so", DISKCACHE_CORRUPT);
+    cr_expect(!exists(in_tmp("b.so")), "the misnamed entry was not removed");
+    get_eq(tmpdir, "a.so", "payload of a", 12);
+    /* a key of the same length and one of another length */
+    cr_assert_eq(rename(in_tmp("a.so"), in_tmp("c.so")), 0);
+    get_is(tmpdir, "c.so", DISKCACHE_CORRUPT);
+    put_ok(tmpdir, "a.so", "payload of a", 12);
+    cr_assert_eq(rename(in_tmp("a.so"), in_tmp("longer-name.so")), 0);
+    get_is(tmpdir, "longer-name.so", DISKCACHE_CORRUPT);
+    expect_no_leak();
+}
+
+/* Issue 12, item 4: an entry larger than DISKCACHE_MAX_ENTRY is corrupt and
+ * removed without being read (a 1 TiB sparse file once made every eval fail
+ * with LF_ERR_NOMEM, a 3 GiB one cost 98 s), and nothing that large is
+ * stored. */
+Test(diskcache, oversized_entries_are_removed_unread) {
+    static const off_t sizes[] = {(off_t)DISKCACHE_MAX_ENTRY + 1, (off_t)3 << 30, (off_t)1 << 40};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        put_ok(tmpdir, "big.so", "small", 5);
+        cr_assert_eq(truncate(in_tmp("big.so"), sizes[i]), 0, "truncate to %lld: %s", (long long)sizes[i],
+                     strerror(errno));
+        size_t live = lf_debug_live_bytes();
+        lf_debug_fail_alloc(1, true); /* any allocation would fail: nothing may be read into memory */
+        get_is(tmpdir, "big.so", DISKCACHE_CORRUPT);
+        lf_debug_fail_alloc(0, false);
+        cr_expect_eq(lf_debug_live_bytes(), live);
+        cr_expect(!exists(in_tmp("big.so")), "the %lld-byte entry was not removed", (long long)sizes[i]);
+    }
+    /* at the bound itself: a payload filling the bound exactly is stored
+       (64 MiB hashed twice: too slow under valgrind) */
+    size_t n = RUNNING_ON_VALGRIND ? 1000 : DISKCACHE_MAX_ENTRY - DISKCACHE_TRAILER - strlen("max.so");
+    unsigned char *big = calloc(1, n + 1);
+    cr_assert_not_null(big);
+    big[n / 2] = 7;
+    if (!RUNNING_ON_VALGRIND) {
+        put_ok(tmpdir, "max.so", big, n);
+        get_eq(tmpdir, "max.so", big, n);
+    }
+    /* one byte more is refused before the data is read */
+    char *why = NULL;
+    size_t over = DISKCACHE_MAX_ENTRY - DISKCACHE_TRAILER - strlen("max.so") + 1;
+    cr_assert_eq(diskcache_put(tmpdir, "max.so", big, over, &why), -1); /* refused before reading big */
+    cr_assert_not_null(why);
+    cr_expect(strstr(why, "bound"), "message: %s", why);
+    graph_free(why);
+    free(big);
+    get_is(tmpdir, "huge.so", DISKCACHE_MISS);
+    expect_no_leak();
+}
+
+/* An entry that is a symlink is never followed: removed as corrupt, its
+ * target untouched. */
+Test(diskcache, symlinked_entry_is_not_followed) {
+    put_ok(in_tmp("elsewhere"), "t.so", "target", 6);
+    cr_assert_eq(symlink(in_tmp("elsewhere/t.so"), in_tmp("t.so")), 0);
+    get_is(tmpdir, "t.so", DISKCACHE_CORRUPT);
+    struct stat st;
+    cr_expect_neq(lstat(in_tmp("t.so"), &st), 0, "the link was not removed");
+    get_eq(in_tmp("elsewhere"), "t.so", "target", 6);
     expect_no_leak();
 }
 
@@ -411,6 +505,196 @@ Test(diskcache, bad_keys_rejected) {
     expect_no_leak();
 }
 
+/* ---- trust: who may write the folder and the entries (issue 12, item 1) ---- */
+
+/* Expects every operation on dir to refuse it as unsafe, with a message
+ * naming it and the reason (needle), and the valid entry "e.so" stored before
+ * to be neither read nor removed. */
+static void refused_folder(const char *dir, const char *needle) {
+    char *why = NULL;
+    void *data = NULL;
+    size_t len = 0;
+    cr_assert_eq(diskcache_get(dir, "e.so", &data, &len, &why), DISKCACHE_UNSAFE_DIR);
+    cr_assert_null(data);
+    cr_assert_not_null(why);
+    cr_expect(strstr(why, dir) && strstr(why, needle), "get's message: %s", why);
+    graph_free(why);
+    cr_assert_eq(diskcache_open(dir, &why), DISKCACHE_DIR_UNSAFE);
+    cr_expect(why && strstr(why, needle), "open's message: %s", why ? why : "(null)");
+    graph_free(why);
+    put_fails(dir, "new.so", needle);
+    cr_expect(!exists(in_tmp("shared/new.so")), "written into an unsafe folder");
+    cr_expect_eq(diskcache_lock(dir, "new.so", 0.1, &why), -1, "locked in an unsafe folder");
+    cr_expect(!exists(in_tmp("shared/.lock-new.so")));
+    diskcache_remove(dir, "e.so");
+    cr_expect(exists(in_tmp("shared/e.so")), "removed from an unsafe folder");
+}
+
+Test(diskcache, folder_writable_by_others_is_not_used) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", in_tmp("shared")); /* in_tmp's buffers rotate */
+    put_ok(dir, "e.so", "planted", 7); /* valid entry, as an attacker could write it */
+    static const struct { mode_t mode; const char *needle; } modes[] = {
+        {0777, "writable by group and others (mode 0777)"},
+        {01777, "writable by group and others (mode 1777)"}, /* sticky, like /tmp: still not ours alone */
+        {0720, "writable by its group (mode 0720)"},
+        {0702, "writable by others (mode 0702)"},
+    };
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        cr_assert_eq(chmod(dir, modes[i].mode), 0);
+        refused_folder(dir, modes[i].needle);
+    }
+    cr_assert_eq(chmod(dir, 0755), 0); /* readable by others is fine */
+    get_eq(dir, "e.so", "planted", 7);
+    cr_assert_eq(diskcache_open(dir, NULL), DISKCACHE_DIR_OK);
+    expect_no_leak();
+}
+
+Test(diskcache, folder_of_another_user_is_not_used) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", in_tmp("shared")); /* in_tmp's buffers rotate */
+    put_ok(dir, "e.so", "planted", 7);
+    if (geteuid() != 0) {
+        teardown();
+        cr_skip_test("chown to another uid needs root");
+    }
+    cr_assert_eq(chown(dir, 12345, 12345), 0, "chown: %s", strerror(errno));
+    refused_folder(dir, "owned by uid 12345");
+    /* also through a symlink of ours to it: the folder is what counts */
+    cr_assert_eq(symlink(dir, in_tmp("link")), 0);
+    cr_assert_eq(diskcache_open(in_tmp("link"), NULL), DISKCACHE_DIR_UNSAFE);
+    cr_assert_eq(chown(dir, 0, 0), 0);
+    get_eq(dir, "e.so", "planted", 7);
+    expect_no_leak();
+}
+
+/* An entry of another uid, or one writable by others, in our own folder is
+ * not read and is removed (the folder is ours: we may). */
+Test(diskcache, entry_not_private_is_removed_unread) {
+    put_ok(tmpdir, "w.so", "writable", 8);
+    cr_assert_eq(chmod(in_tmp("w.so"), 0622), 0);
+    char *why = NULL;
+    void *data = NULL;
+    size_t len = 0;
+    cr_assert_eq(diskcache_get(tmpdir, "w.so", &data, &len, &why), DISKCACHE_UNSAFE_ENTRY);
+    cr_assert_null(data);
+    cr_expect(why && strstr(why, "w.so") && strstr(why, "writable by"), "message: %s", why ? why : "(null)");
+    graph_free(why);
+    cr_expect(!exists(in_tmp("w.so")), "the entry was not removed");
+    put_ok(tmpdir, "o.so", "owned", 5);
+    if (geteuid() != 0) {
+        expect_no_leak();
+        teardown();
+        cr_skip_test("an entry of another uid needs root (the mode case passed)");
+    }
+    cr_assert_eq(chown(in_tmp("o.so"), 12345, 12345), 0);
+    cr_assert_eq(diskcache_get(tmpdir, "o.so", &data, &len, &why), DISKCACHE_UNSAFE_ENTRY);
+    cr_expect(why && strstr(why, "owned by uid 12345"), "message: %s", why ? why : "(null)");
+    graph_free(why);
+    cr_expect(!exists(in_tmp("o.so")), "the entry was not removed");
+    put_ok(tmpdir, "o.so", "owned", 5); /* rebuilt: ours again */
+    get_eq(tmpdir, "o.so", "owned", 5);
+    expect_no_leak();
+}
+
+/* ---- leftovers of killed processes (issue 12, item 11) --------------------- */
+
+/* Whether dir holds a file whose name starts with head. */
+static bool has_file_starting(const char *dir, const char *head) {
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    struct dirent *e;
+    bool found = false;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, head, strlen(head))) found = true;
+    closedir(d);
+    return found;
+}
+
+/* A writer killed with SIGKILL in the middle of diskcache_put leaves its
+ * temp file; a lock holder killed so leaves its lock file. The next
+ * diskcache_open removes both, and leaves the temp files of live writers,
+ * of other hosts, and a lock somebody holds. */
+Test(diskcache, open_removes_what_killed_processes_left, .timeout = 120) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", in_tmp("c"));
+    put_ok(dir, "keep.so", "keep", 4);
+    /* 1. a writer killed mid-write: it writes 32 MiB entries in a loop; we
+       kill it as soon as a temp file shows up (again if it happened to
+       finish that entry meanwhile) */
+    bool left = false;
+    for (int attempt = 0; attempt < 5 && !left; attempt++) {
+        pid_t w = fork();
+        cr_assert_geq(w, 0);
+        if (w == 0) {
+            size_t n = (size_t)32 << 20;
+            char *big = malloc(n);
+            if (!big) _exit(3);
+            memset(big, 'x', n);
+            for (;;) diskcache_put(dir, "w.so", big, n, NULL);
+        }
+        bool seen = false;
+        for (int i = 0; i < 200000 && !seen; i++) {
+            seen = has_file_starting(dir, ".tmp-");
+            if (!seen) usleep(100);
+        }
+        kill(w, SIGKILL);
+        int status;
+        cr_assert_eq(waitpid(w, &status, 0), w);
+        cr_assert(seen, "the writer never made a temp file");
+        left = has_file_starting(dir, ".tmp-");
+    }
+    cr_assert(left, "no temp file survived a kill in 5 attempts");
+    /* 2. a lock holder killed while holding it */
+    int pfd[2];
+    cr_assert_eq(pipe(pfd), 0);
+    pid_t h = fork();
+    cr_assert_geq(h, 0);
+    if (h == 0) {
+        char *path = NULL;
+        int fd = diskcache_lock(dir, "l.so", 5, &path);
+        char c = fd >= 0 ? 'y' : 'n';
+        if (write(pfd[1], &c, 1) != 1) _exit(2);
+        for (;;) pause();
+    }
+    char c = 0;
+    cr_assert_eq(read(pfd[0], &c, 1), 1);
+    cr_assert_eq(c, 'y', "the child could not lock");
+    kill(h, SIGKILL);
+    int status;
+    cr_assert_eq(waitpid(h, &status, 0), h);
+    close(pfd[0]), close(pfd[1]);
+    cr_assert(exists(in_tmp("c/.lock-l.so")), "the killed holder left no lock file");
+    /* 3. what must stay: our own live temp file, one of another host, a held lock */
+    char name[128], live[128], foreign[128];
+    snprintf(name, sizeof name, "c/.tmp-%ld-%s-0-x.so", (long)getpid(), procs_host_tag());
+    snprintf(live, sizeof live, "%s", in_tmp(name));
+    write_file(live, "live", 4);
+    snprintf(foreign, sizeof foreign, "%s", in_tmp("c/.tmp-999999-0badc0de-0-x.so"));
+    write_file(foreign, "other host", 10);
+    char *held_path = NULL;
+    int held = diskcache_lock(dir, "held.so", 1, &held_path);
+    cr_assert_geq(held, 0);
+    cr_assert_eq(diskcache_open(dir, NULL), DISKCACHE_DIR_OK);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, ".tmp-", 5)) continue;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        cr_expect(!strcmp(p, live) || !strcmp(p, foreign), "a dead writer's temp file was left: %s", e->d_name);
+    }
+    closedir(d);
+    cr_expect(exists(live), "a live writer's temp file was removed");
+    cr_expect(exists(foreign), "another host's temp file was removed");
+    cr_expect(!exists(in_tmp("c/.lock-l.so")), "the killed holder's lock file was left");
+    cr_expect(exists(in_tmp("c/.lock-held.so")), "a held lock was removed");
+    diskcache_unlock(held, held_path);
+    cr_expect(!exists(in_tmp("c/.lock-held.so")));
+    get_eq(dir, "keep.so", "keep", 4);
+    expect_no_leak();
+}
+
 /* ---- concurrency, allocation failure -------------------------------------- */
 
 enum { WRITERS = 6, ROUNDS = 25, PAYLOAD = 200000 };
@@ -436,7 +720,7 @@ Test(diskcache, concurrent_writers_leave_one_entry) {
                 /* Readers racing the writers only ever see whole entries. */
                 void *data = NULL;
                 size_t len = 0;
-                diskcache_result res = diskcache_get(dir, "same.so", &data, &len);
+                diskcache_result res = diskcache_get(dir, "same.so", &data, &len, NULL);
                 if (res == DISKCACHE_CORRUPT || (res == DISKCACHE_HIT && len != PAYLOAD)) bad = 2;
                 graph_free(data);
             }
@@ -452,7 +736,7 @@ Test(diskcache, concurrent_writers_leave_one_entry) {
     cr_assert_eq(count_entries(dir), 1, "temp files left behind");
     void *data = NULL;
     size_t len = 0;
-    cr_assert_eq(diskcache_get(dir, "same.so", &data, &len), DISKCACHE_HIT);
+    cr_assert_eq(diskcache_get(dir, "same.so", &data, &len, NULL), DISKCACHE_HIT);
     cr_assert_eq(len, PAYLOAD);
     int who = -1;
     for (int w = 0; w < WRITERS && who < 0; w++) {
@@ -485,7 +769,7 @@ Test(diskcache, allocation_failures_leak_nothing) {
         void *data = NULL;
         size_t len = 0;
         lf_debug_fail_alloc(nth, false);
-        diskcache_result r = diskcache_get(dir, "k.so", &data, &len);
+        diskcache_result r = diskcache_get(dir, "k.so", &data, &len, NULL);
         lf_debug_fail_alloc(0, false);
         cr_assert(r == DISKCACHE_HIT || r == DISKCACHE_NOMEM, "get: result %d", r);
         cr_assert(r == DISKCACHE_HIT || data == NULL);

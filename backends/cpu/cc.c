@@ -44,6 +44,7 @@
  */
 #include "backends/cpu/cc.h"
 #include "backends/fileio.h"
+#include "backends/procs.h"
 #include "graph/graph.h"
 
 #include <dirent.h>
@@ -66,7 +67,6 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -469,38 +469,10 @@ static void remove_at(int parent, const char *name) {
 
 /* ---- stale temp folders ------------------------------------------------------ */
 
-/* A compile's folder is $TMPDIR/lazyfuse-cc-<pid>-<tag>-XXXXXX. The pid says
- * whose it is; the tag (a hash of the boot id, the pid namespace and the
- * host name) says in which pid space that pid means anything: TMPDIR may be
- * shared with other containers (whose pids we cannot see: kill says ESRCH
- * for a live process there) or other hosts (an NFS home). */
-static char host_tag[9];
+/* A compile's folder is $TMPDIR/lazyfuse-cc-<pid>-<tag>-XXXXXX: the pid says
+ * whose it is, the host tag (backends/procs.h) in which pid space that pid
+ * means anything. */
 static pthread_once_t first_use_once = PTHREAD_ONCE_INIT;
-
-static uint32_t fnv1a(uint32_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 16777619u;
-    return h;
-}
-
-static void make_tag(void) {
-    uint32_t h = 2166136261u;
-    char buf[128];
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t n = read(fd, buf, sizeof buf);
-        if (n > 0) h = fnv1a(h, buf, (size_t)n);
-        close(fd);
-    }
-    struct stat st;
-    if (stat("/proc/self/ns/pid", &st) == 0) {
-        uint64_t id[2] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino};
-        h = fnv1a(h, id, sizeof id);
-    }
-    struct utsname u;
-    if (uname(&u) == 0) h = fnv1a(h, u.nodename, strlen(u.nodename));
-    snprintf(host_tag, sizeof host_tag, "%08x", (unsigned)h);
-}
 
 /* Removes the folders under base left by compiles of processes that died
  * (kill -9 during a compile): named as above with this tag and a pid that
@@ -513,16 +485,13 @@ static void sweep_stale(const char *base) {
     if (!d) return;
     static const char head[] = "lazyfuse-cc-";
     uid_t me = geteuid();
-    pid_t self = getpid();
     struct dirent *e;
     while ((e = readdir(d))) {
-        const char *name = e->d_name, *p = name + sizeof head - 1;
-        if (strncmp(name, head, sizeof head - 1) || *p < '1' || *p > '9') continue;
-        char *rest;
-        errno = 0;
-        long long pid = strtoll(p, &rest, 10);
-        if (errno || pid > INT_MAX || *rest != '-' || strncmp(rest + 1, host_tag, 8) || rest[9] != '-') continue;
-        if ((pid_t)pid == self || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        const char *name = e->d_name;
+        pid_t pid;
+        if (strncmp(name, head, sizeof head - 1) || !procs_parse_owner(name + sizeof head - 1, &pid) ||
+            !procs_dead_here(pid))
+            continue;
         struct stat st, st2;
         if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != me)
             continue;
@@ -539,7 +508,6 @@ static void sweep_stale(const char *base) {
 }
 
 static void first_use(void) {
-    make_tag();
     sweep_stale(tmp_base());
 }
 
@@ -772,7 +740,7 @@ int cc_compile(const char *source, const char *const *flags, const char *const *
     char **argv = NULL, **envp = NULL;
     int logfd = -1, rc = -1;
     bool made_dir = false;
-    if (!(dir = graph_strdupf("%s/lazyfuse-cc-%d-%s-XXXXXX", tmp_base(), (int)getpid(), host_tag))) goto done;
+    if (!(dir = graph_strdupf("%s/lazyfuse-cc-%d-%s-XXXXXX", tmp_base(), (int)getpid(), procs_host_tag()))) goto done;
     if (!mkdtemp(dir)) {
         msg = graph_strdupf("cannot create a temp folder in '%s': %s", tmp_base(), strerror(errno));
         goto done;

@@ -11,6 +11,8 @@
  *    is stored only after it loaded and bound here; an entry that fails to
  *    load or bind is removed and rebuilt; a disk miss compiles under the
  *    entry's lock (diskcache_lock), so concurrent processes compile once.
+ *    The folder is opened at the context's first compile (kcache_disk_open):
+ *    one that is not private to us is not used at all (diskcache.h, Trust).
  * A graph's program caches the lookups themselves: re-evaluating the same
  * outputs of an unchanged graph goes straight to the kernels.
  *
@@ -161,7 +163,7 @@ static bool probe(lf_ctx *ctx, cpu_state *cs) {
 #endif
     cs->cpu_id = read_cpu_id();
     cs->cache_dir = diskcache_dir(ctx->opt.cache_dir);
-    return true;
+    return kcache_disk_open(ctx, &cs->cache_dir) == LF_OK; /* an unsafe folder: NULL, with a warning */
 }
 
 /* Resolves the kernel's functions in a loaded object. */

@@ -168,6 +168,11 @@ lf_status cuda_open(lf_ctx *ctx, char *why, size_t cap) {
         st = LF_ERR_NOMEM;
         goto fail;
     }
+    if (kcache_disk_open(NULL, &cs->cache_dir) != LF_OK) { /* an unsafe folder: NULL, with a warning */
+        snprintf(why, cap, "cuda: out of memory");
+        st = LF_ERR_NOMEM;
+        goto fail;
+    }
     ctx->cuda = cs;
     ctx->cuda_free = state_free;
     return LF_OK;
