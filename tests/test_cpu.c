@@ -59,14 +59,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
 
 /* ---- per-test setup ------------------------------------------------------------ */
 
@@ -1442,7 +1434,7 @@ Test(cpu, cache_entry_of_another_user_is_rebuilt) {
  * load its entry. No lock file is left. */
 Test(cpu, cache_cold_start_compiles_once, .timeout = 300) {
     enum { PMAX = 8 };
-    int P = RUNNING_ON_VALGRIND ? 4 : PMAX; /* 8 valgrinded processes on 2 cores: too slow */
+    int P = tu_on_valgrind() ? 4 : PMAX; /* 8 valgrinded processes on 2 cores: too slow */
     int go[2], res[2];
     cr_assert_eq(pipe(go), 0);
     cr_assert_eq(pipe(res), 0);

@@ -35,14 +35,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -405,11 +397,11 @@ Test(diskcache, oversized_entries_are_removed_unread) {
     }
     /* at the bound itself: a payload filling the bound exactly is stored
        (64 MiB hashed twice: too slow under valgrind) */
-    size_t n = RUNNING_ON_VALGRIND ? 1000 : DISKCACHE_MAX_ENTRY - DISKCACHE_TRAILER - strlen("max.so");
+    size_t n = tu_on_valgrind() ? 1000 : DISKCACHE_MAX_ENTRY - DISKCACHE_TRAILER - strlen("max.so");
     unsigned char *big = calloc(1, n + 1);
     cr_assert_not_null(big);
     big[n / 2] = 7;
-    if (!RUNNING_ON_VALGRIND) {
+    if (!tu_on_valgrind()) {
         put_ok(tmpdir, "max.so", big, n);
         get_eq(tmpdir, "max.so", big, n);
     }

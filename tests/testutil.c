@@ -11,6 +11,16 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+
+bool tu_on_valgrind(void) { return RUNNING_ON_VALGRIND; }
 
 static uint64_t rng_state;
 static bool rng_started;

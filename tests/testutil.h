@@ -44,6 +44,8 @@ int tu_dir_entries(const char *dir, bool hidden);
  * restores it and returns what was written (malloc'd, NUL-terminated). */
 void tu_capture_stderr_start(void);
 char *tu_capture_stderr_end(void);
+/* Whether the test runs under valgrind (false when valgrind.h is absent). */
+bool tu_on_valgrind(void);
 /* Occurrences of sub in s (overlapping ones included). */
 int tu_count_substr(const char *s, const char *sub);
 /* Asserts that buffer b holds want[0..n) within tolerances, naming `what`. */
