@@ -47,7 +47,9 @@
  *    epilogue and the row pass may name any reduction of the kernel;
  *  - each fn has at most LF_MAX_ARGS parameters (kernels are split to fit),
  *    a kernel has at most FUSE_MAX_PASSES passes and LF_MAX_ARGS reductions,
- *    and a kernel that roots joined has at most FUSE_MAX_STORES stores.
+ *    and a kernel that roots joined has at most FUSE_MAX_STORES stores;
+ *  - a kernel has at most FUSE_MAX_OPS operations (kernels are split to fit;
+ *    only a single node whose own fn is larger exceeds it, alone).
  */
 #ifndef LF_FUSION_H
 #define LF_FUSION_H
@@ -106,9 +108,12 @@ typedef struct fuse_store {
 
 enum {
     FUSE_MAX_PASSES = 8,           /* most reduction passes of one kernel */
-    FUSE_MAX_STORES = 16           /* most stores a merge makes a kernel have (a
+    FUSE_MAX_STORES = 16,          /* most stores a merge makes a kernel have (a
                                       kernel's buffers: its loads' slots, at most
                                       LF_MAX_ARGS per fn, and its stores) */
+    FUSE_MAX_OPS = 500             /* most operations (ops and casts of the
+                                      inlined nodes' fns) of one kernel, so that
+                                      compile time grows linearly (plan.c) */
 };
 
 /* One reduction folded by a reduction kernel. */

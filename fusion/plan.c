@@ -68,13 +68,28 @@
  *     loads (the parameter limit of an fn) makes a root of its inlined node
  *     that gathers the most loads, and the plan is redone. (Merges never
  *     exceed the limit: a root that would is not merged.)
- *   Fusion off. Every needed node except inputs, views and constants (values,
+ *   Size cap. A kernel has at most FUSE_MAX_OPS (500) operations: the ops
+    and casts of the fns of its inlined map nodes, each counted once per
+    instance (distinct node and index map), which is what the emitter prints
+    (hash-consing only makes it smaller); not a tree count. A root whose
+    instances have more is split: walking them in node order, the map node
+    just before the count would pass the cap becomes a root (stored, loaded
+    by the rest) and the count restarts, so a chain of N ops is ceil(N/cap)
+    kernels; a merge that would pass the cap is not made. Why 500: gcc -O3
+    time grows faster than the body (a chain of v*0.999+0.001 maps, one
+    kernel, this machine: 250 ops 0.075 s, 500 0.12 s, 1000 0.24 s, 2000
+    0.54 s, 4000 1.6 s, 20,000 14.7 s); up to about 1000 ops the time per op
+    is flat (0.24 ms), 500 leaves room for costlier bodies, and one stored
+    temporary per 500 ops costs nothing next to the arithmetic. One node
+    whose own fn has more than the cap is a kernel of its own, unsplit.
+  Fusion off. Every needed node except inputs, views and constants (values,
  *     not ops: a literal in the kernels that use them) is a root: one
  *     kernel per op with full temporaries (the unfused baseline).
  *
  * A planning round finds the instances, forms the kernels (merges), then
- * applies the multiple-consumer rule and splitting; a round that adds a root
- * is redone, so the last round's merges hold for the final roots.
+ * applies the multiple-consumer rule and splitting (the load limit, one
+ * root a round; else the size cap, every split point of every kernel at
+ * once); a round that adds a root is redone, so the last round's merges hold for the final roots.
  *
  * Invariants (see fusion.h for what a schedule guarantees): instance and
  * merge records live in a scratch arena that is reset each round; the kernels'
@@ -323,6 +338,8 @@ typedef struct planner {
     bool *root;              /* kernel root */
     int *output;             /* first output index of the node, -1 */
     int *ops;                /* fused expression size (MAP nodes) */
+    int *fnops;              /* operations of the node's own fn (MAP nodes) */
+    int *kops;               /* per root: operations of its instances (round) */
     bool *trans;             /* fused expression has a transcendental op */
     bool *cand;              /* expensive shared node (this round) */
     inst **first;            /* per node: its instances (round) */
@@ -366,6 +383,7 @@ typedef struct unit {
     pload *epi;
     int nreds;                     /* reductions */
     int nroots;                    /* roots in it (each stores at most once) */
+    int nops;                      /* operations of its roots' instances */
     bool out_red, out_row;         /* a reduction / a body or row root is an output */
     struct unit *next;             /* next kernel by root id */
 } unit;
@@ -415,7 +433,8 @@ static lf_status find_instances(planner *p) {
     p->ninst = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->ninst);
     p->klist = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->klist);
     p->kcount = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->kcount);
-    if (!p->first || !p->ninst || !p->klist || !p->kcount) return nomem(p);
+    p->kops = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->kops);
+    if (!p->first || !p->ninst || !p->klist || !p->kcount || !p->kops) return nomem(p);
     for (int id = nn - 1; id >= 0; id--) {
         if (!p->needed[id]) continue;
         const lf_node *n = p->g->nodes[id];
@@ -460,6 +479,11 @@ static lf_status find_instances(planner *p) {
     for (inst *i = p->all; i; i = i->next_all) p->klist[i->kernel][p->kcount[i->kernel]++] = i;
     for (int k = 0; k < nn; k++)
         if (p->kcount[k] > 1) qsort(p->klist[k], (size_t)p->kcount[k], sizeof *p->klist[k], cmp_inst);
+    for (inst *i = p->all; i; i = i->next_all)
+        if (i->node->kind == NODE_MAP && !is_leaf(p, i->node, i->kernel)) {
+            int64_t t = (int64_t)p->kops[i->kernel] + p->fnops[i->node->id];
+            p->kops[i->kernel] = t > COST_CAP ? COST_CAP : (int)t;
+        }
     return LF_OK;
 }
 
@@ -693,8 +717,14 @@ static pload *new_list(planner *p) {
     return scratch_alloc(&p->tmp, (LF_MAX_ARGS + 1) * sizeof(pload));
 }
 
+/* Whether root e's code fits in kernel u under FUSE_MAX_OPS. */
+static bool ops_fit(const planner *p, int e, const unit *u) {
+    return (int64_t)u->nops + p->kops[e] <= FUSE_MAX_OPS;
+}
+
 static void join(planner *p, int e, unit *u, role r) {
     u->nroots++;
+    u->nops += p->kops[e];
     p->merged_into[e] = u->host;
     p->host[e] = u->host;
     p->role[e] = (unsigned char)r;
@@ -708,7 +738,7 @@ static int join_reduce(planner *p, int r) {
     scan sc;
     for (unit *u = p->units; u; u = u->next) {
         if (!u->red || u->mask != rn->u.reduce.axes || u->nroots >= FUSE_MAX_STORES ||
-            !same_shape(u->ndim, u->shape, in->ndim, in->shape))
+            !same_shape(u->ndim, u->shape, in->ndim, in->shape) || !ops_fit(p, r, u))
             continue;
         scan_root(p, r, u, ROLE_PASS, &sc);
         if (!sc.ok) continue;
@@ -748,7 +778,7 @@ static bool join_epilogue(planner *p, int e) {
     }
     if (r < 0) return false;
     unit *u = p->unit[unit_of(p, r)];
-    if (!u || !u->red || u->nroots >= FUSE_MAX_STORES ||
+    if (!u || !u->red || u->nroots >= FUSE_MAX_STORES || !ops_fit(p, e, u) ||
         !same_shape(en->ndim, en->shape, u->out->ndim, u->out->shape))
         return false;
     scan sc;
@@ -770,7 +800,9 @@ static int join_space(planner *p, int e) {
     bool out = p->output[e] >= 0;
     scan sc;
     for (unit *u = p->units; u; u = u->next) {
-        if (u->nroots >= FUSE_MAX_STORES || !same_shape(u->ndim, u->shape, en->ndim, en->shape)) continue;
+        if (u->nroots >= FUSE_MAX_STORES || !same_shape(u->ndim, u->shape, en->ndim, en->shape) ||
+            !ops_fit(p, e, u))
+            continue;
         scan_root(p, e, u, u->red ? ROLE_ROW : ROLE_BODY, &sc);
         if (!sc.ok) continue;
         pload *ls = u->red ? u->row : u->pl[0];
@@ -802,6 +834,7 @@ static unit *start_unit(planner *p, int e, unit **tail) {
     memcpy(u->shape, space->shape, sizeof u->shape);
     u->npasses = 1;
     u->nroots = 1;
+    u->nops = p->kops[e];
     if (u->red) {
         u->mask = en->u.reduce.axes;
         u->out = en;
@@ -880,6 +913,35 @@ static int find_victim(planner *p) {
         if (best) return best->node->id;
     }
     return -1;
+}
+
+/* Splits the kernels with more than FUSE_MAX_OPS operations: walking a
+ * kernel's inlined map instances in node order (producers first) and
+ * counting their fns' operations, the last node before the count would pass
+ * the cap becomes a root and the count restarts after it. Returns how many
+ * roots it made. */
+static int split_big(planner *p) {
+    int added = 0;
+    for (int k = 0; k < p->nn; k++) {
+        if (!p->kcount[k] || p->kops[k] <= FUSE_MAX_OPS) continue;
+        int64_t run = 0;
+        const inst *last = NULL;
+        for (int j = 0; j < p->kcount[k]; j++) {
+            const inst *i = p->klist[k][j];
+            const lf_node *n = i->node;
+            if (n->kind != NODE_MAP || is_leaf(p, n, k)) continue;
+            if (run + p->fnops[n->id] > FUSE_MAX_OPS && last) {
+                p->root[last->node->id] = true;
+                added++;
+                run = 0;
+                last = NULL;
+                if (is_leaf(p, n, k)) continue; /* another instance of the new root */
+            }
+            run += p->fnops[n->id];
+            if (n->id != k) last = i;
+        }
+    }
+    return added;
 }
 
 /* ---- pass 2: building the schedule ------------------------------------------------------------ */
@@ -1394,6 +1456,7 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     p->root = scratch_calloc(K, (size_t)nn, sizeof *p->root);
     p->output = scratch_calloc(K, (size_t)nn, sizeof *p->output);
     p->ops = scratch_calloc(K, (size_t)nn, sizeof *p->ops);
+    p->fnops = scratch_calloc(K, (size_t)nn, sizeof *p->fnops);
     p->trans = scratch_calloc(K, (size_t)nn, sizeof *p->trans);
     p->cand = scratch_calloc(K, (size_t)nn, sizeof *p->cand);
     p->merged_into = scratch_calloc(K, (size_t)nn, sizeof *p->merged_into);
@@ -1402,7 +1465,7 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     p->slot_of = scratch_calloc(K, (size_t)nn, sizeof *p->slot_of);
     p->host = scratch_calloc(K, (size_t)nn, sizeof *p->host);
     p->oslot = scratch_calloc(K, (size_t)nn, sizeof *p->oslot);
-    if (!p->host || !p->oslot) return nomem(p);
+    if (!p->host || !p->oslot || !p->fnops) return nomem(p);
     if (!p->needed || !p->root || !p->output || !p->ops || !p->trans || !p->cand ||
         !p->merged_into || !p->role || !p->pass || !p->slot_of)
         return nomem(p);
@@ -1427,6 +1490,13 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
             ((x->kind != NODE_VIEW && x->kind != NODE_CONST) || x->materialize))
             s->unfused_temp_bytes += (size_t)x->numel * lf_dtype_size(x->dtype);
     }
+    for (int id = 0; id < nn; id++) /* each map's own operations (the split rule) */
+        if (p->needed[id] && g->nodes[id]->kind == NODE_MAP) {
+            const lf_fn *f = g->nodes[id]->u.map.fn;
+            int c = 0;
+            for (int e = 0; e < f->nexprs; e++) c += f->exprs[e].kind == EXPR_OP || f->exprs[e].kind == EXPR_CAST;
+            p->fnops[id] = c ? c : 1;
+        }
     /* rounds: instances, kernels (merges), shared expensive nodes, splits */
     for (;;) {
         lf_status st;
@@ -1439,8 +1509,11 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
             if (added) continue;
         }
         int victim = find_victim(p);
-        if (victim < 0) break;
-        p->root[victim] = true;
+        if (victim >= 0) {
+            p->root[victim] = true;
+            continue;
+        }
+        if (!split_big(p)) break;
     }
     /* the schedule */
     lf_status st = plan_slots(p, s, n, outs);
