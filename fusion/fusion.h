@@ -47,7 +47,9 @@
  *    epilogue and the row pass may name any reduction of the kernel;
  *  - each fn has at most LF_MAX_ARGS parameters (kernels are split to fit),
  *    a kernel has at most FUSE_MAX_PASSES passes and LF_MAX_ARGS reductions,
- *    and a kernel that roots joined has at most FUSE_MAX_STORES stores.
+ *    and a kernel that roots joined has at most FUSE_MAX_STORES stores;
+ *  - a kernel has at most FUSE_MAX_OPS operations (kernels are split to fit;
+ *    only a single node whose own fn is larger exceeds it, alone).
  */
 #ifndef LF_FUSION_H
 #define LF_FUSION_H
@@ -106,9 +108,12 @@ typedef struct fuse_store {
 
 enum {
     FUSE_MAX_PASSES = 8,           /* most reduction passes of one kernel */
-    FUSE_MAX_STORES = 16           /* most stores a merge makes a kernel have (a
+    FUSE_MAX_STORES = 16,          /* most stores a merge makes a kernel have (a
                                       kernel's buffers: its loads' slots, at most
                                       LF_MAX_ARGS per fn, and its stores) */
+    FUSE_MAX_OPS = 500             /* most operations (ops and casts of the
+                                      inlined nodes' fns) of one kernel, so that
+                                      compile time grows linearly (plan.c) */
 };
 
 /* One reduction folded by a reduction kernel. */
@@ -206,7 +211,10 @@ typedef struct fuse_schedule {
     size_t *block_bytes;           /* size of each (the largest slot in it) */
     bool fused;                    /* planned with fusion on */
     size_t unfused_temp_bytes;     /* intermediates the unfused baseline stores */
-    double plan_seconds;           /* time fuse_plan took */
+    size_t bytes_read;             /* lf_eval_stats' traffic figures, computed */
+    size_t bytes_written;          /* by fuse_plan (one walk over the loads) */
+    size_t bytes_materialized;
+    double plan_seconds;           /* time fuse_plan took (the above included) */
 } fuse_schedule;
 
 /* Plans outs[0..n) of g (checked by graph_check_outputs). fusion false gives
@@ -216,7 +224,8 @@ typedef struct fuse_schedule {
 lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_schedule **out);
 /* Frees a schedule (NULL is a no-op). */
 void fuse_schedule_free(fuse_schedule *s);
-/* Fills the statistics of lazyfuse.h for s (plan_seconds included). */
+/* Fills the statistics of lazyfuse.h for s (plan_seconds included): a copy
+ * of what fuse_plan computed, O(1). */
 void fuse_schedule_stats(const fuse_schedule *s, lf_eval_stats *st);
 /* Element index into the source of map m at loop multi-index idx. */
 int64_t fuse_map_apply(const fuse_map *m, const int64_t *idx);

@@ -68,13 +68,39 @@
  *     loads (the parameter limit of an fn) makes a root of its inlined node
  *     that gathers the most loads, and the plan is redone. (Merges never
  *     exceed the limit: a root that would is not merged.)
- *   Fusion off. Every needed node except inputs, views and constants (values,
+ *   Size cap. A kernel has at most FUSE_MAX_OPS (500) operations: the ops
+    and casts of the fns of its inlined map nodes, each counted once per
+    instance (distinct node and index map), which is what the emitter prints
+    (hash-consing only makes it smaller); not a tree count. A root whose
+    instances have more is split: walking them in node order, the map node
+    just before the count would pass the cap becomes a root (stored, loaded
+    by the rest) and the count restarts, so a chain of N ops is ceil(N/cap)
+    kernels; a merge that would pass the cap is not made. Why 500: gcc -O3
+    time grows faster than the body (a chain of v*0.999+0.001 maps, one
+    kernel, this machine: 250 ops 0.075 s, 500 0.12 s, 1000 0.24 s, 2000
+    0.54 s, 4000 1.6 s, 20,000 14.7 s); up to about 1000 ops the time per op
+    is flat (0.24 ms), 500 leaves room for costlier bodies, and one stored
+    temporary per 500 ops costs nothing next to the arithmetic. One node
+    whose own fn has more than the cap is a kernel of its own, unsplit.
+  Fusion off. Every needed node except inputs, views and constants (values,
  *     not ops: a literal in the kernels that use them) is a root: one
  *     kernel per op with full temporaries (the unfused baseline).
  *
  * A planning round finds the instances, forms the kernels (merges), then
- * applies the multiple-consumer rule and splitting; a round that adds a root
- * is redone, so the last round's merges hold for the final roots.
+ * applies the multiple-consumer rule and splitting (the load limit, one
+ * root a round; else the size cap, every split point of every kernel at
+ * once); a round that adds a root is redone, so the last round's merges hold for the final roots.
+ *
+ * Cost. Planning is linear in the instances and kernels it makes (times
+ * the rounds): instances are found in a hash table keyed by (node, kernel,
+ * index map); a kernel's instances are listed in node order without sorting;
+ * kernels with FUSE_MAX_STORES roots leave the list joins scan, elementwise
+ * kernels whose body has LF_MAX_ARGS loads are parked in an index by load
+ * (only a root sharing one could join them), so the order in which joins
+ * try kernels is unchanged; a kernel's roots are chained for building it;
+ * the traffic statistics are computed once here (counted in plan_seconds).
+ * The rounds of the multiple-consumer rule remain: a stencil pyramid of
+ * depth D takes about D/3 rounds over O(D^2) instances.
  *
  * Invariants (see fusion.h for what a schedule guarantees): instance and
  * merge records live in a scratch arena that is reset each round; the kernels'
@@ -301,6 +327,8 @@ struct inst {
     inst *in[LF_MAX_ARGS];   /* instances of the inputs (inlined nodes only) */
     inst *next_node;         /* next instance of the same node */
     inst *next_all;          /* every instance of the round */
+    inst *next_hash;         /* next in its bucket of the instance table */
+    uint64_t hash;           /* of (node, kernel, map) */
     int expr;                /* pass 2: expression id in the kernel's fn */
     int nload;               /* loads at or beneath this instance (victims) */
 };
@@ -323,11 +351,15 @@ typedef struct planner {
     bool *root;              /* kernel root */
     int *output;             /* first output index of the node, -1 */
     int *ops;                /* fused expression size (MAP nodes) */
+    int *fnops;              /* operations of the node's own fn (MAP nodes) */
+    int *kops;               /* per root: operations of its instances (round) */
     bool *trans;             /* fused expression has a transcendental op */
     bool *cand;              /* expensive shared node (this round) */
     inst **first;            /* per node: its instances (round) */
     int *ninst;              /* per node: instance count (round) */
     inst *all;               /* every instance (round) */
+    inst **htab;             /* instances by (node, kernel, map): buckets (round) */
+    size_t hcap, hcount;     /* buckets (a power of two) and instances in them */
     inst ***klist;           /* per root: its kernel's instances by node id */
     int *kcount;             /* per root: their number */
     int *merged_into;        /* root -> the root of the kernel it joined, -1 */
@@ -335,9 +367,15 @@ typedef struct planner {
     unsigned char *role;     /* per root: its part in its kernel (role) */
     int *pass;               /* per reduce root: its pass in its kernel */
     struct unit **unit;      /* per kernel root: its merge record (round) */
-    struct unit *units;      /* every kernel of the round, by root id */
+    struct unit *units;      /* the open kernels of the round, by root id */
+    struct unit *units_tail; /* the last of them */
+    struct unit *parked;     /* elementwise kernels whose body loads are full */
+    struct park **pidx;      /* parked kernels by each of their loads (buckets) */
+    size_t pcap, pcount;     /* buckets (a power of two) and entries */
     int *oslot;              /* per node: its output slot, -1 */
     int *slot_of;            /* per node: slot holding its value, -1 */
+    int *next_member;        /* per root: the next root of its kernel (node
+                                order, from the kernel's own root), -1 */
 } planner;
 
 /* A root's part in the kernel it belongs to. */
@@ -366,9 +404,22 @@ typedef struct unit {
     pload *epi;
     int nreds;                     /* reductions */
     int nroots;                    /* roots in it (each stores at most once) */
+    int nops;                      /* operations of its roots' instances */
     bool out_red, out_row;         /* a reduction / a body or row root is an output */
-    struct unit *next;             /* next kernel by root id */
+    bool parked;                   /* off the open list: elementwise, LF_MAX_ARGS
+                                      body loads, so only a root all of whose
+                                      loads it has (found by the index) joins */
+    bool closed;                   /* FUSE_MAX_STORES roots: nothing joins */
+    struct unit *next, *prev;      /* the open list (by root id), or the parked list */
 } unit;
+
+/* An entry of the index of parked kernels: one of its body loads. */
+typedef struct park {
+    uint64_t hash;                 /* of the load */
+    const pload *load;             /* in u->pl[0] */
+    unit *u;
+    struct park *next;             /* in its bucket */
+} park;
 
 static lf_status nomem(planner *p) {
     return graph_error(p->g->ctx, LF_ERR_NOMEM, "eval: out of memory while planning fusion");
@@ -382,11 +433,61 @@ static bool is_leaf(const planner *p, const lf_node *n, int k) {
 
 /* ---- pass 1: instances ------------------------------------------------------------------- */
 
+static uint64_t mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15u + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdu;
+}
+
+static uint64_t inst_hash(const lf_node *n, int k, const fuse_map *m) {
+    uint64_t h = mix(mix(0, (uint64_t)n->id), (uint64_t)k);
+    for (int j = 0; j < m->nsteps; j++) {
+        const fuse_step *st = &m->steps[j];
+        h = mix(mix(h, (uint64_t)st->ndim), (uint64_t)st->offset);
+        for (int d = 0; d < st->ndim; d++) h = mix(mix(h, (uint64_t)st->shape[d]), (uint64_t)st->strides[d]);
+    }
+    return h ^ (h >> 29);
+}
+
+static uint64_t load_hash(const pload *l) {
+    uint64_t h = mix(mix(0, (uint64_t)l->src), (uint64_t)(uintptr_t)l->key);
+    if (l->src != FUSE_SRC_ACC)
+        for (int j = 0; j < l->map->nsteps; j++) {
+            const fuse_step *st = &l->map->steps[j];
+            h = mix(mix(h, (uint64_t)st->ndim), (uint64_t)st->offset);
+            for (int d = 0; d < st->ndim; d++) h = mix(mix(h, (uint64_t)st->shape[d]), (uint64_t)st->strides[d]);
+        }
+    return h ^ (h >> 29);
+}
+
+/* Doubles the instance table (scratch: the old buckets stay until the round ends). */
+static bool grow_table(planner *p) {
+    size_t cap = p->hcap ? 2 * p->hcap : 1024;
+    inst **t = scratch_calloc(&p->tmp, cap, sizeof *t);
+    if (!t) return false;
+    for (size_t b = 0; b < p->hcap; b++)
+        for (inst *i = p->htab[b], *next; i; i = next) {
+            next = i->next_hash;
+            i->next_hash = t[i->hash & (cap - 1)];
+            t[i->hash & (cap - 1)] = i;
+        }
+    p->htab = t;
+    p->hcap = cap;
+    return true;
+}
+
+/* The instance of n in kernel k at map m, made if new (a hash table: a node
+ * read at many index maps costs no scan). */
 static inst *add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) {
-    for (inst *i = p->first[n->id]; i; i = i->next_node)
-        if (i->kernel == k && map_equal(i->map, m)) return i;
+    uint64_t h = inst_hash(n, k, m);
+    for (inst *i = p->hcap ? p->htab[h & (p->hcap - 1)] : NULL; i; i = i->next_hash)
+        if (i->hash == h && i->node == n && i->kernel == k && map_equal(i->map, m)) return i;
+    if (p->hcount >= p->hcap / 2 && !grow_table(p)) return NULL;
     inst *i = scratch_calloc(&p->tmp, 1, sizeof *i);
     if (!i) return NULL;
+    i->hash = h;
+    i->next_hash = p->htab[h & (p->hcap - 1)];
+    p->htab[h & (p->hcap - 1)] = i;
+    p->hcount++;
     i->node = n;
     i->kernel = k;
     i->map = m;
@@ -399,11 +500,6 @@ static inst *add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) {
     return i;
 }
 
-static int cmp_inst(const void *a, const void *b) {
-    const inst *x = *(inst *const *)a, *y = *(inst *const *)b;
-    return (x->node->id > y->node->id) - (x->node->id < y->node->id);
-}
-
 /* Walks the needed nodes top-down, giving each root a seed instance and
  * propagating every inlined instance to its inputs; then lists each
  * kernel's instances in node order. */
@@ -411,11 +507,14 @@ static lf_status find_instances(planner *p) {
     scratch_free(&p->tmp);
     int nn = p->nn;
     p->all = NULL;
+    p->htab = NULL;
+    p->hcap = p->hcount = 0;
     p->first = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->first);
     p->ninst = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->ninst);
     p->klist = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->klist);
     p->kcount = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->kcount);
-    if (!p->first || !p->ninst || !p->klist || !p->kcount) return nomem(p);
+    p->kops = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->kops);
+    if (!p->first || !p->ninst || !p->klist || !p->kcount || !p->kops) return nomem(p);
     for (int id = nn - 1; id >= 0; id--) {
         if (!p->needed[id]) continue;
         const lf_node *n = p->g->nodes[id];
@@ -457,9 +556,13 @@ static lf_status find_instances(planner *p) {
         if (!p->klist[k]) return nomem(p);
         p->kcount[k] = 0;
     }
-    for (inst *i = p->all; i; i = i->next_all) p->klist[i->kernel][p->kcount[i->kernel]++] = i;
-    for (int k = 0; k < nn; k++)
-        if (p->kcount[k] > 1) qsort(p->klist[k], (size_t)p->kcount[k], sizeof *p->klist[k], cmp_inst);
+    for (int id = 0; id < nn; id++) /* in node order, without sorting */
+        for (inst *i = p->first[id]; i; i = i->next_node) p->klist[i->kernel][p->kcount[i->kernel]++] = i;
+    for (inst *i = p->all; i; i = i->next_all)
+        if (i->node->kind == NODE_MAP && !is_leaf(p, i->node, i->kernel)) {
+            int64_t t = (int64_t)p->kops[i->kernel] + p->fnops[i->node->id];
+            p->kops[i->kernel] = t > COST_CAP ? COST_CAP : (int)t;
+        }
     return LF_OK;
 }
 
@@ -693,8 +796,66 @@ static pload *new_list(planner *p) {
     return scratch_alloc(&p->tmp, (LF_MAX_ARGS + 1) * sizeof(pload));
 }
 
+/* Whether root e's code fits in kernel u under FUSE_MAX_OPS. */
+static bool ops_fit(const planner *p, int e, const unit *u) {
+    return (int64_t)u->nops + p->kops[e] <= FUSE_MAX_OPS;
+}
+
+/* Takes u off the open list. */
+static void unlink_open(planner *p, unit *u) {
+    if (u->prev) u->prev->next = u->next;
+    else p->units = u->next;
+    if (u->next) u->next->prev = u->prev;
+    else p->units_tail = u->prev;
+    u->next = u->prev = NULL;
+}
+
+/* Keeps the open list short: a kernel with FUSE_MAX_STORES roots is closed;
+ * an elementwise one whose body has LF_MAX_ARGS loads is parked (indexed by
+ * its loads: only a root that shares one can still join). The order in which
+ * join_space tries kernels is unchanged. false: out of memory. */
+static bool retire(planner *p, unit *u) {
+    if (u->closed) return true;
+    if (u->nroots >= FUSE_MAX_STORES) {
+        if (!u->parked) unlink_open(p, u);
+        u->closed = true;
+        return true;
+    }
+    if (u->parked || u->red || u->npl[0] < LF_MAX_ARGS) return true;
+    if ((p->pcount + (size_t)u->npl[0]) * 2 > p->pcap) {
+        size_t cap = p->pcap ? 2 * p->pcap : 256;
+        while ((p->pcount + (size_t)u->npl[0]) * 2 > cap) cap *= 2;
+        park **t = scratch_calloc(&p->tmp, cap, sizeof *t);
+        if (!t) return false;
+        for (size_t b = 0; b < p->pcap; b++)
+            for (park *x = p->pidx[b], *next; x; x = next) {
+                next = x->next;
+                x->next = t[x->hash & (cap - 1)];
+                t[x->hash & (cap - 1)] = x;
+            }
+        p->pidx = t;
+        p->pcap = cap;
+    }
+    for (int j = 0; j < u->npl[0]; j++) {
+        park *x = scratch_alloc(&p->tmp, sizeof *x);
+        if (!x) return false;
+        x->load = &u->pl[0][j];
+        x->hash = load_hash(x->load);
+        x->u = u;
+        x->next = p->pidx[x->hash & (p->pcap - 1)];
+        p->pidx[x->hash & (p->pcap - 1)] = x;
+        p->pcount++;
+    }
+    unlink_open(p, u);
+    u->parked = true;
+    u->next = p->parked; /* the parked list: zero-load roots try them all */
+    p->parked = u;
+    return true;
+}
+
 static void join(planner *p, int e, unit *u, role r) {
     u->nroots++;
+    u->nops += p->kops[e];
     p->merged_into[e] = u->host;
     p->host[e] = u->host;
     p->role[e] = (unsigned char)r;
@@ -708,7 +869,7 @@ static int join_reduce(planner *p, int r) {
     scan sc;
     for (unit *u = p->units; u; u = u->next) {
         if (!u->red || u->mask != rn->u.reduce.axes || u->nroots >= FUSE_MAX_STORES ||
-            !same_shape(u->ndim, u->shape, in->ndim, in->shape))
+            !same_shape(u->ndim, u->shape, in->ndim, in->shape) || !ops_fit(p, r, u))
             continue;
         scan_root(p, r, u, ROLE_PASS, &sc);
         if (!sc.ok) continue;
@@ -732,60 +893,117 @@ static int join_reduce(planner *p, int r) {
         u->out_red |= p->output[r] >= 0;
         join(p, r, u, ROLE_PASS);
         p->pass[r] = q;
-        return 1;
+        return retire(p, u) ? 1 : -1;
     }
     return 0;
 }
 
 /* Elementwise root e joins the reduction kernel of the latest reduction it
  * reads as an epilogue. */
-static bool join_epilogue(planner *p, int e) {
+static int join_epilogue(planner *p, int e) {
     const lf_node *en = p->g->nodes[e];
     int r = -1;
     for (int j = 0; j < p->kcount[e]; j++) {
         const lf_node *x = p->klist[e][j]->node;
         if (x->kind == NODE_REDUCE && x->id != e && p->root[x->id] && x->id > r) r = x->id;
     }
-    if (r < 0) return false;
+    if (r < 0) return 0;
     unit *u = p->unit[unit_of(p, r)];
-    if (!u || !u->red || u->nroots >= FUSE_MAX_STORES ||
+    if (!u || !u->red || u->nroots >= FUSE_MAX_STORES || !ops_fit(p, e, u) ||
         !same_shape(en->ndim, en->shape, u->out->ndim, u->out->shape))
-        return false;
+        return 0;
     scan sc;
     scan_root(p, e, u, ROLE_EPI, &sc);
-    if (!sc.ok) return false;
+    if (!sc.ok) return 0;
     int m = union_size(u->epi, u->nepi, &sc, true, LF_MAX_ARGS);
-    if (m < 0 || m + u->nreds > LF_MAX_ARGS) return false;
+    if (m < 0 || m + u->nreds > LF_MAX_ARGS) return 0;
     union_add(u->epi, &u->nepi, &sc, true);
     join(p, e, u, ROLE_EPI);
-    return true;
+    return retire(p, u) ? 1 : -1;
 }
 
 /* Elementwise root e joins the earliest kernel over its space: a reduction
  * kernel's row pass (reduce -> broadcast -> map, or a sibling of the row
  * pass), or an elementwise kernel's body (a sibling). 1 joined, 0 not, -1
  * out of memory. */
-static int join_space(planner *p, int e) {
+static int cmp_host(const void *a, const void *b) {
+    int x = (*(unit *const *)a)->host, y = (*(unit *const *)b)->host;
+    return (x > y) - (x < y);
+}
+
+/* Whether elementwise root e (scanned into sc for u) can join u's body or
+ * row pass, and if so joins it. 1 joined, 0 not, -1 out of memory. */
+static int try_space(planner *p, int e, unit *u) {
     const lf_node *en = p->g->nodes[e];
     bool out = p->output[e] >= 0;
     scan sc;
-    for (unit *u = p->units; u; u = u->next) {
-        if (u->nroots >= FUSE_MAX_STORES || !same_shape(u->ndim, u->shape, en->ndim, en->shape)) continue;
-        scan_root(p, e, u, u->red ? ROLE_ROW : ROLE_BODY, &sc);
-        if (!sc.ok) continue;
-        pload *ls = u->red ? u->row : u->pl[0];
-        int n = u->red ? u->nrow : u->npl[0];
-        bool link = sc.acc || (ls && (shares(ls, n, &sc) || (out && u->out_row)));
-        if (!link || union_size(ls, ls ? n : 0, &sc, false, LF_MAX_ARGS) < 0) continue;
-        if (!ls) { /* the row pass starts */
-            if (!(u->row = new_list(p))) return -1;
-            u->nrow = 0;
+    if (u->nroots >= FUSE_MAX_STORES || !same_shape(u->ndim, u->shape, en->ndim, en->shape) ||
+        !ops_fit(p, e, u))
+        return 0;
+    scan_root(p, e, u, u->red ? ROLE_ROW : ROLE_BODY, &sc);
+    if (!sc.ok) return 0;
+    pload *ls = u->red ? u->row : u->pl[0];
+    int n = u->red ? u->nrow : u->npl[0];
+    bool link = sc.acc || (ls && (shares(ls, n, &sc) || (out && u->out_row)));
+    if (!link || union_size(ls, ls ? n : 0, &sc, false, LF_MAX_ARGS) < 0) return 0;
+    if (!ls) { /* the row pass starts */
+        if (!(u->row = new_list(p))) return -1;
+        u->nrow = 0;
+    }
+    if (u->red) union_add(u->row, &u->nrow, &sc, false);
+    else union_add(u->pl[0], &u->npl[0], &sc, false);
+    u->out_row |= out;
+    join(p, e, u, u->red ? ROLE_ROW : ROLE_BODY);
+    return retire(p, u) ? 1 : -1;
+}
+
+/* Elementwise root e joins the earliest kernel over its space: a reduction
+ * kernel's row pass (reduce -> broadcast -> map, or a sibling of the row
+ * pass), or an elementwise kernel's body (a sibling). The kernels tried are
+ * the open ones and the parked ones that have e's first load (all parked
+ * ones when e has no load), in root order. 1 joined, 0 not, -1 out of memory. */
+static int join_space(planner *p, int e) {
+    pload first;
+    bool has = false;
+    for (int j = 0; j < p->kcount[e] && !has; j++) {
+        const inst *i = p->klist[e][j];
+        has = is_leaf(p, i->node, e) && leaf_load(p, i, -1, &first);
+    }
+    int nc = 0;
+    unit **cand = NULL;
+    if (p->parked) {
+        int cap = 0;
+        if (has) {
+            uint64_t h = load_hash(&first);
+            for (park *x = p->pidx[h & (p->pcap - 1)]; x; x = x->next) cap++;
+        } else {
+            for (unit *u = p->parked; u; u = u->next) cap++;
         }
-        if (u->red) union_add(u->row, &u->nrow, &sc, false);
-        else union_add(u->pl[0], &u->npl[0], &sc, false);
-        u->out_row |= out;
-        join(p, e, u, u->red ? ROLE_ROW : ROLE_BODY);
-        return 1;
+        if (cap && !(cand = scratch_alloc(&p->tmp, (size_t)cap * sizeof *cand))) return -1;
+        if (has) {
+            uint64_t h = load_hash(&first);
+            for (park *x = p->pidx[h & (p->pcap - 1)]; x; x = x->next)
+                if (!x->u->closed && x->hash == h && x->load->src == first.src && x->load->key == first.key &&
+                    map_equal(x->load->map, first.map))
+                    cand[nc++] = x->u;
+        } else {
+            for (unit *u = p->parked; u; u = u->next)
+                if (!u->closed) cand[nc++] = u;
+        }
+        if (nc > 1) qsort(cand, (size_t)nc, sizeof *cand, cmp_host);
+    }
+    unit *u = p->units;
+    int c = 0;
+    while (u || c < nc) {
+        unit *t;
+        if (u && (c >= nc || u->host < cand[c]->host)) {
+            t = u;
+            u = u->next; /* before t can leave the open list */
+        } else {
+            t = cand[c++];
+        }
+        int r = try_space(p, e, t);
+        if (r) return r;
     }
     return 0;
 }
@@ -802,6 +1020,7 @@ static unit *start_unit(planner *p, int e, unit **tail) {
     memcpy(u->shape, space->shape, sizeof u->shape);
     u->npasses = 1;
     u->nroots = 1;
+    u->nops = p->kops[e];
     if (u->red) {
         u->mask = en->u.reduce.axes;
         u->out = en;
@@ -820,10 +1039,12 @@ static unit *start_unit(planner *p, int e, unit **tail) {
     p->role[e] = u->red ? ROLE_PASS : ROLE_BODY;
     p->pass[e] = 0;
     p->unit[e] = u;
-    if (*tail) (*tail)->next = u;
+    (void)tail;
+    u->prev = p->units_tail;
+    if (p->units_tail) p->units_tail->next = u;
     else p->units = u;
-    *tail = u;
-    return u;
+    p->units_tail = u;
+    return retire(p, u) ? u : NULL;
 }
 
 /* Forms the kernels of this round: every needed root, in node order, joins
@@ -836,7 +1057,9 @@ static lf_status plan_merges(planner *p) {
         p->role[id] = p->g->nodes[id]->kind == NODE_REDUCE ? ROLE_PASS : ROLE_BODY;
         p->pass[id] = 0;
     }
-    p->units = NULL;
+    p->units = p->units_tail = p->parked = NULL;
+    p->pidx = NULL;
+    p->pcap = p->pcount = 0;
     p->unit = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->unit);
     if (!p->unit) return nomem(p);
     if (!p->fusion) return LF_OK;
@@ -846,7 +1069,7 @@ static lf_status plan_merges(planner *p) {
         if (!p->needed[e] || !p->root[e]) continue;
         int joined;
         if (en->kind == NODE_REDUCE) joined = join_reduce(p, e);
-        else joined = join_epilogue(p, e) ? 1 : join_space(p, e);
+        else if ((joined = join_epilogue(p, e)) == 0) joined = join_space(p, e);
         if (joined < 0) return nomem(p);
         if (!joined && !start_unit(p, e, &tail)) return nomem(p);
     }
@@ -880,6 +1103,35 @@ static int find_victim(planner *p) {
         if (best) return best->node->id;
     }
     return -1;
+}
+
+/* Splits the kernels with more than FUSE_MAX_OPS operations: walking a
+ * kernel's inlined map instances in node order (producers first) and
+ * counting their fns' operations, the last node before the count would pass
+ * the cap becomes a root and the count restarts after it. Returns how many
+ * roots it made. */
+static int split_big(planner *p) {
+    int added = 0;
+    for (int k = 0; k < p->nn; k++) {
+        if (!p->kcount[k] || p->kops[k] <= FUSE_MAX_OPS) continue;
+        int64_t run = 0;
+        const inst *last = NULL;
+        for (int j = 0; j < p->kcount[k]; j++) {
+            const inst *i = p->klist[k][j];
+            const lf_node *n = i->node;
+            if (n->kind != NODE_MAP || is_leaf(p, n, k)) continue;
+            if (run + p->fnops[n->id] > FUSE_MAX_OPS && last) {
+                p->root[last->node->id] = true;
+                added++;
+                run = 0;
+                last = NULL;
+                if (is_leaf(p, n, k)) continue; /* another instance of the new root */
+            }
+            run += p->fnops[n->id];
+            if (n->id != k) last = i;
+        }
+    }
+    return added;
 }
 
 /* ---- pass 2: building the schedule ------------------------------------------------------------ */
@@ -1100,11 +1352,11 @@ static int cmp_int(const void *a, const void *b) {
 /* Records the graph nodes kernel k (and its epilogues) computes. */
 static bool kernel_nodes(planner *p, fuse_kernel *kn, int k) {
     int cap = 0;
-    for (int e = 0; e < p->nn; e++)
+    for (int e = k; e >= 0; e = p->next_member[e])
         if (e == k || p->merged_into[e] == k) cap += p->kcount[e];
     kn->nodes = graph_malloc((size_t)(cap ? cap : 1) * sizeof *kn->nodes);
     if (!kn->nodes) return false;
-    for (int e = 0; e < p->nn; e++) {
+    for (int e = k; e >= 0; e = p->next_member[e]) {
         if (e != k && p->merged_into[e] != k) continue;
         for (int j = 0; j < p->kcount[e]; j++) {
             const lf_node *x = p->klist[e][j]->node;
@@ -1145,7 +1397,7 @@ static bool emit_root(planner *p, fuse_kernel *kn, lf_fn *f, const kbuild *kb, i
 static lf_status build_fn(planner *p, fuse_schedule *s, fuse_kernel *kn, int k, role r, int q,
                           kbuild *kb, fuse_pass *out) {
     int grp = r != ROLE_BODY ? k : -1;
-    for (int e = k; e < p->nn; e++)
+    for (int e = k; e >= 0; e = p->next_member[e])
         if (unit_of(p, e) == k && p->root[e] && p->role[e] == r && (r != ROLE_PASS || p->pass[e] == q))
             collect_loads(p, e, grp, kb);
     out->fn = start_fn(p, s, kb, &out->loads, &out->nloads);
@@ -1156,7 +1408,7 @@ static lf_status build_fn(planner *p, fuse_schedule *s, fuse_kernel *kn, int k, 
         e.param = j;
         if (kb->loads[j].src == FUSE_SRC_ACC && graph_fn_add(out->fn, &e) < 0) return nomem(p);
     }
-    for (int e = k; e < p->nn; e++) {
+    for (int e = k; e >= 0; e = p->next_member[e]) {
         if (unit_of(p, e) != k || !p->root[e] || p->role[e] != r || (r == ROLE_PASS && p->pass[e] != q))
             continue;
         inst *seed;
@@ -1217,12 +1469,12 @@ static lf_status build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *
     memcpy(kn->out_shape, rn->shape, sizeof kn->out_shape);
     kn->out_numel = rn->numel;
     /* the reductions, by pass then node id */
-    for (int e = k; e < p->nn; e++) kn->nreds += unit_of(p, e) == k && p->root[e] && p->role[e] == ROLE_PASS;
+    for (int e = k; e >= 0; e = p->next_member[e]) kn->nreds += unit_of(p, e) == k && p->root[e] && p->role[e] == ROLE_PASS;
     kn->reds = graph_calloc((size_t)kn->nreds, sizeof *kn->reds);
     if (!kn->reds) return nomem(p);
     int nr = 0;
     for (int q = 0; q < kn->npasses; q++)
-        for (int e = k; e < p->nn; e++) {
+        for (int e = k; e >= 0; e = p->next_member[e]) {
             const lf_node *x = p->g->nodes[e];
             if (unit_of(p, e) != k || !p->root[e] || p->role[e] != ROLE_PASS || p->pass[e] != q) continue;
             kn->reds[nr++] = (fuse_red){x->u.reduce.op, q, -1, x->inputs[0]->dtype, x};
@@ -1335,6 +1587,40 @@ static lf_status plan_memory(planner *p, fuse_schedule *s) {
     return LF_OK;
 }
 
+/* The traffic statistics of lazyfuse.h (bytes_read: per kernel, per slot it
+ * loads, the largest min(slot bytes, loop iterations x element size) over
+ * its loads of that slot), in one walk over the loads. */
+static lf_status plan_traffic(planner *p, fuse_schedule *s) {
+    int *mark = scratch_calloc(&p->keep, (size_t)s->nslots + 1, sizeof *mark);
+    size_t *cur = scratch_calloc(&p->keep, (size_t)s->nslots + 1, sizeof *cur);
+    if (!mark || !cur) return nomem(p);
+    for (int j = 0; j < s->nslots; j++) {
+        mark[j] = -1;
+        if (s->slots[j].kind == FUSE_SLOT_TEMP) s->bytes_materialized += s->slots[j].bytes;
+    }
+    for (int k = 0; k < s->nkernels; k++) {
+        const fuse_kernel *kn = &s->kernels[k];
+        for (int j = 0; j < kn->nstores; j++) s->bytes_written += s->slots[kn->stores[j].slot].bytes;
+        for (int f = 0; f < kn->npasses + 2; f++) {
+            int n;
+            int64_t iters;
+            const fuse_load *ls = fuse_kernel_fn_loads(kn, f, &n, &iters);
+            for (int j = 0; j < n; j++) {
+                if (ls[j].src != FUSE_SRC_SLOT) continue;
+                int sl = ls[j].slot;
+                size_t want = (size_t)iters * lf_dtype_size(s->slots[sl].dtype);
+                if (want > s->slots[sl].bytes) want = s->slots[sl].bytes;
+                if (mark[sl] != k) mark[sl] = k, cur[sl] = 0;
+                if (want > cur[sl]) {
+                    s->bytes_read += want - cur[sl];
+                    cur[sl] = want;
+                }
+            }
+        }
+    }
+    return LF_OK;
+}
+
 /* ---- the planner ----------------------------------------------------------------------------------- */
 
 /* Frees what a kernel owns (its fns belong to the schedule's arena). */
@@ -1394,6 +1680,7 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     p->root = scratch_calloc(K, (size_t)nn, sizeof *p->root);
     p->output = scratch_calloc(K, (size_t)nn, sizeof *p->output);
     p->ops = scratch_calloc(K, (size_t)nn, sizeof *p->ops);
+    p->fnops = scratch_calloc(K, (size_t)nn, sizeof *p->fnops);
     p->trans = scratch_calloc(K, (size_t)nn, sizeof *p->trans);
     p->cand = scratch_calloc(K, (size_t)nn, sizeof *p->cand);
     p->merged_into = scratch_calloc(K, (size_t)nn, sizeof *p->merged_into);
@@ -1402,7 +1689,8 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     p->slot_of = scratch_calloc(K, (size_t)nn, sizeof *p->slot_of);
     p->host = scratch_calloc(K, (size_t)nn, sizeof *p->host);
     p->oslot = scratch_calloc(K, (size_t)nn, sizeof *p->oslot);
-    if (!p->host || !p->oslot) return nomem(p);
+    p->next_member = scratch_calloc(K, (size_t)nn, sizeof *p->next_member);
+    if (!p->host || !p->oslot || !p->fnops || !p->next_member) return nomem(p);
     if (!p->needed || !p->root || !p->output || !p->ops || !p->trans || !p->cand ||
         !p->merged_into || !p->role || !p->pass || !p->slot_of)
         return nomem(p);
@@ -1427,6 +1715,13 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
             ((x->kind != NODE_VIEW && x->kind != NODE_CONST) || x->materialize))
             s->unfused_temp_bytes += (size_t)x->numel * lf_dtype_size(x->dtype);
     }
+    for (int id = 0; id < nn; id++) /* each map's own operations (the split rule) */
+        if (p->needed[id] && g->nodes[id]->kind == NODE_MAP) {
+            const lf_fn *f = g->nodes[id]->u.map.fn;
+            int c = 0;
+            for (int e = 0; e < f->nexprs; e++) c += f->exprs[e].kind == EXPR_OP || f->exprs[e].kind == EXPR_CAST;
+            p->fnops[id] = c ? c : 1;
+        }
     /* rounds: instances, kernels (merges), shared expensive nodes, splits */
     for (;;) {
         lf_status st;
@@ -1439,8 +1734,19 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
             if (added) continue;
         }
         int victim = find_victim(p);
-        if (victim < 0) break;
-        p->root[victim] = true;
+        if (victim >= 0) {
+            p->root[victim] = true;
+            continue;
+        }
+        if (!split_big(p)) break;
+    }
+    /* each kernel's roots, so that building it visits only them */
+    for (int id = 0; id < nn; id++) p->next_member[id] = -1;
+    for (int id = nn - 1; id >= 0; id--) { /* each goes right after its kernel's root */
+        if (!p->needed[id] || !p->root[id] || p->merged_into[id] < 0) continue;
+        int k = p->merged_into[id];
+        p->next_member[id] = p->next_member[k];
+        p->next_member[k] = id;
     }
     /* the schedule */
     lf_status st = plan_slots(p, s, n, outs);
@@ -1458,7 +1764,8 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
             s->nkernels--;
         }
     }
-    return plan_memory(p, s);
+    if ((st = plan_memory(p, s)) != LF_OK) return st;
+    return plan_traffic(p, s);
 }
 
 lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_schedule **out) {
@@ -1495,39 +1802,16 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
 
 /* ---- statistics and printing ---------------------------------------------------------------------- */
 
-/* Bytes kernel kn reads from slot `slot`: over its loads of that slot (every
- * fn), the largest min(slot bytes, loop iterations x element size). */
-static size_t slot_reads(const fuse_schedule *s, const fuse_kernel *kn, int slot) {
-    size_t best = 0;
-    for (int f = 0; f < kn->npasses + 2; f++) {
-        int n;
-        int64_t iters;
-        const fuse_load *ls = fuse_kernel_fn_loads(kn, f, &n, &iters);
-        for (int j = 0; j < n; j++) {
-            if (ls[j].src != FUSE_SRC_SLOT || ls[j].slot != slot) continue;
-            const fuse_slot *sl = &s->slots[slot];
-            size_t want = (size_t)iters * lf_dtype_size(sl->dtype);
-            if (want > sl->bytes) want = sl->bytes;
-            if (want > best) best = want;
-        }
-    }
-    return best;
-}
-
 void fuse_schedule_stats(const fuse_schedule *s, lf_eval_stats *st) {
     memset(st, 0, sizeof *st);
     st->kernels = s->nkernels;
     st->plan_seconds = s->plan_seconds;
-    for (int j = 0; j < s->nslots; j++)
-        if (s->slots[j].kind == FUSE_SLOT_TEMP) st->bytes_materialized += s->slots[j].bytes;
-    st->temp_bytes_avoided = s->unfused_temp_bytes > st->bytes_materialized
-                                 ? s->unfused_temp_bytes - st->bytes_materialized
+    st->bytes_read = s->bytes_read;
+    st->bytes_written = s->bytes_written;
+    st->bytes_materialized = s->bytes_materialized;
+    st->temp_bytes_avoided = s->unfused_temp_bytes > s->bytes_materialized
+                                 ? s->unfused_temp_bytes - s->bytes_materialized
                                  : 0;
-    for (int k = 0; k < s->nkernels; k++) {
-        const fuse_kernel *kn = &s->kernels[k];
-        for (int j = 0; j < kn->nstores; j++) st->bytes_written += s->slots[kn->stores[j].slot].bytes;
-        for (int j = 0; j < s->nslots; j++) st->bytes_read += slot_reads(s, kn, j);
-    }
 }
 
 static void print_loads(FILE *fp, const char *what, const fuse_load *ls, int n) {

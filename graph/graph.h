@@ -37,6 +37,11 @@ char *graph_strdupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 double graph_now_seconds(void);
 /* Whether $LF_DEBUG (a comma-separated list) names `what`. */
 bool graph_debug_on(const char *what);
+/* Output aliasing for a backend's run: unsafe[i] is set when dsts[i] is one
+ * of ins[0..nin) (buffers the program reads) or is named by another output,
+ * else cleared. Expected O(n + nin) (a hash set; was a scan per output).
+ * false when out of memory, with nothing left allocated. */
+bool graph_dst_aliases(int n, lf_buffer *const *dsts, int nin, const lf_buffer *const *ins, bool *unsafe);
 
 /* Records an error message for ctx (or the calling thread when ctx is NULL)
  * and returns st, so that `return graph_error(ctx, LF_ERR_..., ...)` reads. */

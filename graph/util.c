@@ -237,3 +237,34 @@ void graph_broadcast_strides(int nin, const int64_t *in, int nout, const int64_t
         strides[i] = (j >= 0 && in[j] == out[i] && in[j] != 1) ? dense[j] : 0;
     }
 }
+
+/* ---- output aliasing ---------------------------------------------------------- */
+
+typedef struct alias_entry {
+    const lf_buffer *buf;  /* NULL: empty */
+    int count;             /* outputs naming it */
+    bool input;            /* the program reads it */
+} alias_entry;
+
+static alias_entry *alias_find(alias_entry *t, size_t mask, const lf_buffer *b) {
+    uint64_t h = (uint64_t)(uintptr_t)b * 0x9e3779b97f4a7c15u;
+    size_t j = (size_t)(h >> 17) & mask;
+    while (t[j].buf && t[j].buf != b) j = (j + 1) & mask;
+    t[j].buf = b;
+    return &t[j];
+}
+
+bool graph_dst_aliases(int n, lf_buffer *const *dsts, int nin, const lf_buffer *const *ins, bool *unsafe) {
+    size_t cap = 16;
+    while (cap < 2 * ((size_t)n + (size_t)nin)) cap *= 2;
+    alias_entry *t = graph_calloc(cap, sizeof *t);
+    if (!t) return false;
+    for (int j = 0; j < nin; j++) alias_find(t, cap - 1, ins[j])->input = true;
+    for (int i = 0; i < n; i++) alias_find(t, cap - 1, dsts[i])->count++;
+    for (int i = 0; i < n; i++) {
+        const alias_entry *e = alias_find(t, cap - 1, dsts[i]);
+        unsafe[i] = e->input || e->count > 1;
+    }
+    graph_free(t);
+    return true;
+}

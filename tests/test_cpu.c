@@ -1793,6 +1793,43 @@ Test(cpu, output_aliasing) {
     expect_no_leak();
 }
 
+/* The aliasing checks run again on every eval of a reused program (they are
+ * a hash set now, not a scan per output): an input or a twice-named buffer
+ * as a destination is still caught on the cached path. */
+Test(cpu, output_aliasing_on_the_reused_program) {
+    setenv("LF_CPU_PARALLEL_MIN", "1", 1);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    float x0[AN];
+    for (int i = 0; i < AN; i++) x0[i] = (float)tu_uniform(-10, 10);
+    lf_buffer *xb = raw_buf(c, LF_F32, 1, SH(AN), x0), *zb = raw_buf(c, LF_F32, 1, SH(AN), NULL);
+    lf_buffer *wb = raw_buf(c, LF_F32, 1, SH(AN), NULL);
+    lf_graph *g = lf_graph_new(c);
+    lf_node *x = lf_input(g, xb);
+    lf_node *rev = lf_slice(g, x, 0, LF_NONE, LF_NONE, -1);
+    lf_node *two = lf_const(g, LF_F32, 2), *one = lf_const(g, LF_F32, 1);
+    lf_node *yrev = lf_add(g, lf_mul(g, rev, two), one);
+    lf_node *y = lf_add(g, lf_mul(g, x, two), one);
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+    lf_eval_stats st;
+    /* planned with safe destinations, then reused with aliased ones */
+    cr_assert_eq(lf_eval(g, 1, &yrev, &zb), LF_OK, "%s", lf_errmsg(c));
+    alias_case("reused: x[::-1]*2+1 into x", g, 1, (lf_node *[]){yrev}, (lf_buffer *[]){xb}, xb, zb, x0);
+    cr_assert_eq(lf_eval(g, 1, &yrev, &zb), LF_OK, "%s", lf_errmsg(c));
+    cr_assert_eq(lf_ctx_last_stats(c, &st), LF_OK);
+    cr_expect(st.program_reused);
+    cr_assert_eq(lf_eval(g, 2, (lf_node *[]){y, yrev}, (lf_buffer *[]){zb, wb}), LF_OK, "%s", lf_errmsg(c));
+    alias_case("reused: two outputs into z", g, 2, (lf_node *[]){y, yrev}, (lf_buffer *[]){zb, zb}, xb, zb, x0);
+    alias_case("reused: two outputs into x", g, 2, (lf_node *[]){y, yrev}, (lf_buffer *[]){xb, xb}, xb, zb, x0);
+    cr_assert_eq(lf_eval(g, 2, (lf_node *[]){y, yrev}, (lf_buffer *[]){zb, wb}), LF_OK, "%s", lf_errmsg(c));
+    cr_assert_eq(lf_ctx_last_stats(c, &st), LF_OK);
+    cr_expect(st.program_reused);
+    lf_buffer_free(wb);
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+    unsetenv("LF_CPU_PARALLEL_MIN");
+    expect_no_leak();
+}
+
 /* ==== 7. LF_DEBUG=source ============================================================= */
 
 Test(cpu, debug_source_dump) {

@@ -11,7 +11,9 @@
  *   where the row rule does not apply the old rules take over; several
  *   outputs over one space and several reductions of one input are one
  *   kernel; merges respect LF_MAX_ARGS and FUSE_MAX_STORES; allocation
- *   failures inside row kernels are clean.
+ *   failures inside row kernels are clean; a chain of 3 x FUSE_MAX_OPS
+ *   operations is split into 3 kernels; 10^4 outputs of one eval are
+ *   right (planned and on the reused program).
  * - Differential test: random DAGs (mixed ops and dtypes, broadcasting,
  *   views with transposes and negative-step slices, reductions with keepdims,
  *   shared nodes, several outputs, NaN/Inf inputs, zero-size and odd shapes;
@@ -365,6 +367,78 @@ Test(fusion, many_inputs_split_to_fit_the_parameter_limit) {
     lf_eval_stats st = eval_checked(ctx, g, 1, &acc);
     cr_expect_gt(st.kernels, 1);
     cr_expect_leq(st.kernels, 4);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+/* A chain of 3 x FUSE_MAX_OPS operations is split into 3 kernels of at most
+ * FUSE_MAX_OPS each (two stored temporaries), and still matches the reference. */
+Test(fusion, long_chain_split_at_the_size_cap) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    int64_t n = 64;
+    lf_fn *f = lf_fn_parse(g, "(v) -> v * 0.999 + 0.001"); /* two operations */
+    lf_node *v = lf_input(g, ramp(ctx, LF_F32, 1, &n));
+    for (int i = 0; i < 3 * FUSE_MAX_OPS / 2; i++) v = lf_map(g, f, v);
+    fuse_schedule *s = NULL;
+    cr_assert_eq(fuse_plan(g, 1, &v, true, &s), LF_OK, "%s", lf_errmsg(ctx));
+    cr_expect_eq(s->nkernels, 3);
+    for (int k = 0; k < s->nkernels; k++) {
+        int ops = 0;
+        for (int e = 0; e < s->kernels[k].body->nexprs; e++)
+            ops += s->kernels[k].body->exprs[e].kind == EXPR_OP;
+        cr_expect_leq(ops, FUSE_MAX_OPS, "kernel %d has %d ops", k, ops);
+        cr_expect_geq(ops, FUSE_MAX_OPS - 2, "kernel %d has %d ops", k, ops);
+    }
+    fuse_schedule_free(s);
+    lf_eval_stats st = eval_checked(ctx, g, 1, &v);
+    cr_expect_eq(st.kernels, 3);
+    cr_expect_eq(st.bytes_materialized, 2 * (size_t)n * 4);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+/* 10^4 outputs in one eval, each reading one input at its own index map
+ * (the planner's instance table and its index of kernels whose loads are
+ * full keep this linear): every output is right, and siblings merge up to
+ * the parameter limit (LF_MAX_ARGS distinct loads a kernel). */
+Test(fusion, ten_thousand_outputs) {
+    enum { NOUT = 10000, W = 4 };
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    int64_t len = NOUT + W - 1;
+    float *x = malloc((size_t)len * sizeof *x);
+    for (int64_t i = 0; i < len; i++) x[i] = (float)i;
+    lf_buffer *xb = lf_buffer_new(ctx, LF_F32, 1, &len);
+    cr_assert_eq(lf_buffer_write(xb, x, (size_t)len * sizeof *x), LF_OK);
+    lf_node *xn = lf_input(g, xb);
+    lf_fn *f = lf_fn_parse(g, "(v) -> v * 2 + 1");
+    lf_node **outs = malloc(NOUT * sizeof *outs);
+    lf_buffer **dsts = malloc(NOUT * sizeof *dsts);
+    for (int i = 0; i < NOUT; i++) {
+        outs[i] = lf_map(g, f, lf_slice(g, xn, 0, i, i + W, 1));
+        dsts[i] = lf_buffer_new(ctx, LF_F32, 1, (int64_t[]){W});
+        cr_assert(dsts[i]);
+    }
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+    for (int rep = 0; rep < 2; rep++) { /* planned, then the reused program */
+        cr_assert_eq(lf_eval(g, NOUT, outs, dsts), LF_OK, "%s", lf_errmsg(ctx));
+        lf_eval_stats st;
+        cr_assert_eq(lf_ctx_last_stats(ctx, &st), LF_OK);
+        cr_expect_eq(st.kernels, NOUT / LF_MAX_ARGS);
+        cr_expect_eq(st.bytes_written, (size_t)NOUT * W * 4);
+        for (int i = 0; i < NOUT; i++) {
+            float y[W];
+            cr_assert_eq(lf_buffer_read(dsts[i], y, sizeof y), LF_OK);
+            for (int j = 0; j < W; j++)
+                cr_assert_eq(y[j], 2.0f * (float)(i + j) + 1.0f, "output %d[%d] = %g", i, j, y[j]);
+        }
+    }
+    for (int i = 0; i < NOUT; i++) lf_buffer_free(dsts[i]);
+    free(dsts);
+    free(outs);
+    free(x);
+    lf_buffer_free(xb);
     lf_graph_free(g);
     lf_ctx_destroy(ctx);
 }

@@ -483,8 +483,14 @@ static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buf
     int n = pr->n;
     void **data = graph_calloc((size_t)s->nslots + 1, sizeof *data);
     void **fresh = graph_calloc((size_t)n + 1, sizeof *fresh);
+    const lf_buffer **ins = graph_calloc((size_t)s->nslots + 1, sizeof *ins);
+    bool *unsafe = graph_calloc((size_t)n + 1, sizeof *unsafe);
+    int nin = 0;
     lf_status status = LF_OK;
-    if (!data || !fresh) goto nomem;
+    if (!data || !fresh || !ins || !unsafe) goto nomem;
+    for (int j = 0; j < s->nslots; j++)
+        if (s->slots[j].kind == FUSE_SLOT_INPUT) ins[nin++] = s->slots[j].buffer;
+    if (!graph_dst_aliases(n, dsts, nin, ins, unsafe)) goto nomem;
     for (int j = 0; j < s->nslots; j++) {
         const fuse_slot *sl = &s->slots[j];
         if (sl->kind == FUSE_SLOT_INPUT) data[j] = sl->buffer->data;
@@ -495,12 +501,7 @@ static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buf
         const fuse_slot *sl = &s->slots[s->out_slot[i]];
         if (sl->kind != FUSE_SLOT_OUTPUT || sl->output != i) continue;
         lf_buffer *d = dsts[i];
-        bool safe = true;
-        for (int j = 0; j < s->nslots && safe; j++)
-            if (s->slots[j].kind == FUSE_SLOT_INPUT && s->slots[j].buffer == d) safe = false;
-        for (int j = 0; j < n && safe; j++)
-            if (j != i && dsts[j] == d) safe = false;
-        if (safe) {
+        if (!unsafe[i]) {
             data[s->out_slot[i]] = d->data;
         } else if (sl->bytes) {
             if (!(fresh[i] = graph_malloc(sl->bytes))) goto nomem;
@@ -527,6 +528,8 @@ done:
         for (int i = 0; i < n; i++) graph_free(fresh[i]);
     graph_free(fresh);
     graph_free(data);
+    graph_free(ins);
+    graph_free(unsafe);
     return status;
 }
 

@@ -567,27 +567,38 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
                                                : 0;
     }
     /* outputs: in place when nothing reads the buffer and no other output names it */
+    const lf_buffer **ins = graph_calloc((size_t)s->nslots + 1, sizeof *ins);
+    bool *unsafe = graph_calloc((size_t)n + 1, sizeof *unsafe);
+    int nin = 0;
+    if (ins && unsafe)
+        for (int j = 0; j < s->nslots; j++)
+            if (s->slots[j].kind == FUSE_SLOT_INPUT) ins[nin++] = s->slots[j].buffer;
+    if (!ins || !unsafe || !graph_dst_aliases(n, dsts, nin, ins, unsafe)) {
+        graph_free(ins);
+        graph_free(unsafe);
+        status = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory running the CUDA program");
+        goto fail;
+    }
+    graph_free(ins);
     for (int i = 0; i < n; i++) {
         const fuse_slot *sl = &s->slots[s->out_slot[i]];
         if (sl->kind != FUSE_SLOT_OUTPUT || sl->output != i) continue;
         lf_buffer *d = dsts[i];
-        bool safe = true;
-        for (int j = 0; j < s->nslots && safe; j++)
-            if (s->slots[j].kind == FUSE_SLOT_INPUT && s->slots[j].buffer == d) safe = false;
-        for (int j = 0; j < n && safe; j++)
-            if (j != i && dsts[j] == d) safe = false;
+        bool safe = !unsafe[i];
         if (safe) {
             data[s->out_slot[i]] = d->dev;
         } else if (sl->bytes) {
             bool host_nomem;
             CUresult r = cuda_mem_alloc(cs, sl->bytes, false, &pr->fresh[i], &host_nomem);
             if (r != CUDA_SUCCESS) {
+                graph_free(unsafe);
                 status = alloc_error(ctx, cs, r, host_nomem, sl->bytes, "eval");
                 goto fail;
             }
             data[s->out_slot[i]] = pr->fresh[i];
         }
     }
+    graph_free(unsafe);
     /* plan every kernel whose buffers moved; nothing is launched yet */
     for (int k = 0; k < s->nkernels; k++) {
         cuda_kernel *ck = &pr->k[k];
