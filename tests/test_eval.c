@@ -10,8 +10,11 @@
  * round half to even, saturating casts, NaN and Inf propagation, where /
  * select, sigmoid, rsqrt, erf. Also broadcasting edge cases (size-0 and 0-d
  * operands, eight-input zipwith), sources (const, fill, iota, arange),
- * several outputs in one lf_eval, in-place evaluation, and the seeds'
- * gaussian_pdf against a plain C loop.
+ * several outputs in one lf_eval, in-place evaluation, the seeds'
+ * gaussian_pdf against a plain C loop, and random nodes (Random123's
+ * Philox4x32-10 known answers, every distribution and dtype against a plain C
+ * Philox and the formulas of lazyfuse.h, the normal against libm's
+ * Box-Muller, moments / tails / KS of 10^6 draws, zero-size, views).
  */
 #include "testutil.h"
 
