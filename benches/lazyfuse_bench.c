@@ -86,6 +86,8 @@ static const bench_case cases[] = {
     {"softmax_rows", "softmax_rows", SHAPE_ROWS, 1, 1e-4},
     {"matmul_zip_reduce", "matmul_zip_reduce", SHAPE_MATMUL, 2, 1e-3},
     {"chain32", "chain", SHAPE_ELEMWISE, 1, 1e-4},
+    {"random_fused", "random_fused", SHAPE_ELEMWISE, 1, 0},
+    {"random_fill", "random_fill", SHAPE_ELEMWISE, 0, 0},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 #define SOFTMAX_ROWS 4096

@@ -80,7 +80,8 @@ typedef struct cg_access {
                                       per loop axis) */
     int param_steps;               /* P index of the extra map steps, or -1 */
     int param_iota;                /* iota: P index of start, step (int64 when
-                                      iota_exact, else double bits), or -1 */
+                                      iota_exact, else double bits); random:
+                                      P index of the seed (uint64 bits); or -1 */
     bool iota_exact;               /* iota computed in wrapping int64 */
 } cg_access;
 

@@ -17,6 +17,11 @@
  * the reference evaluator outside reductions.
  */
 #include "codegen/codegen.h"
+#include "graph/random.h"
+
+/* graph/random.h's code as text (LF_INLINE is not a macro here) */
+#define STRINGIZE_(...) #__VA_ARGS__
+#define STRINGIZE(...) STRINGIZE_(__VA_ARGS__)
 
 #define PRELUDE_C                                                                               \
     "/* lazyfuse generated kernel (C dialect). */\n"                                           \
@@ -78,6 +83,8 @@ const char cg_prelude_helpers[] =
     "    union { int64_t i; double f; } a = {start_bits}, b = {step_bits};\n"
     "    return a.f + (double)i * b.f;\n"
     "}\n"
+    "/* random nodes: Philox4x32-10 of (seed, flat index), graph/random.h */\n"
+    STRINGIZE(GRAPH_RANDOM_CODE) "\n"
     "/* the extra steps of an index map (a reshape of a non-contiguous view) */\n"
     "LF_FUNC int64_t lf_steps(const int64_t *d, int64_t lin) {\n"
     "    int64_t n = *d++;\n"

@@ -285,6 +285,17 @@ static void load_value(const emitter *e, const cg_access *a, const char *jv, cha
         return;
     }
     expr_buf raw;
+    const lf_node *nd = a->load->node;
+    if (nd->kind == NODE_RANDOM) { /* Philox of (seed, flat index): graph/random.h */
+        bool wide = a->dtype == LF_F64 || a->dtype == LF_I64;
+        lf_random_dist dist = nd->u.random.dist;
+        if (dist == LF_RANDOM_NORMAL) fmt(raw, sizeof raw, "lf_random_normal(%s, (uint64_t)P[%d])", idx, a->param_iota);
+        else
+            fmt(raw, sizeof raw, "lf_random_%s(%s, (uint64_t)P[%d], %d)", dist == LF_RANDOM_BITS ? "bits" : "uniform",
+                idx, a->param_iota, wide);
+        convert(out, cap, raw, dist == LF_RANDOM_BITS ? LF_I64 : LF_F64, a->dtype);
+        return;
+    }
     if (a->iota_exact)
         fmt(raw, sizeof raw, "lf_iota_int(%s, P[%d], P[%d])", idx, a->param_iota, a->param_iota + 1);
     else

@@ -71,7 +71,9 @@ static void collect_accesses(const fuse_schedule *s, const fuse_kernel *kn, cg_l
             else memcpy(a->strides, st->strides, sizeof a->strides);
             a->param_steps = ls[j].map.nsteps > 1 ? 0 : -1;
             a->param_iota = -1;
-            if (ls[j].src == FUSE_SRC_IOTA) {
+            if (ls[j].src == FUSE_SRC_IOTA && ls[j].node->kind == NODE_RANDOM) {
+                a->param_iota = 0; /* the seed */
+            } else if (ls[j].src == FUSE_SRC_IOTA) {
                 const lf_node *nd = ls[j].node;
                 double st0 = nd->u.iota.start, sp = nd->u.iota.step;
                 a->param_iota = 0;
@@ -228,7 +230,7 @@ void cg_layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
         cg_access *ac = &lay->access[a];
         if (ac->param_iota < 0) continue;
         ac->param_iota = p;
-        p += 2;
+        p += ac->load->node->kind == NODE_RANDOM ? 1 : 2; /* seed, or start and step */
     }
     for (int a = 0; a < lay->naccess; a++) {
         cg_access *ac = &lay->access[a];
@@ -249,7 +251,9 @@ void cg_fill_params(const cg_layout *lay, int64_t *P) {
         const cg_access *ac = &lay->access[a];
         P[ac->param_offset] = ac->offset;
         for (int i = 0; i < lay->ndim; i++) P[ac->param_offset + 1 + i] = ac->strides[i];
-        if (ac->param_iota >= 0) {
+        if (ac->param_iota >= 0 && ac->load->node->kind == NODE_RANDOM) {
+            memcpy(&P[ac->param_iota], &ac->load->node->u.random.seed, sizeof(uint64_t));
+        } else if (ac->param_iota >= 0) {
             const lf_node *nd = ac->load->node;
             double st0 = nd->u.iota.start, sp = nd->u.iota.step;
             if (ac->iota_exact) {

@@ -8,8 +8,9 @@
  * The model. A kernel is one loop nest over an iteration space (a shape;
  * for a reduction, the shape of the reduction's input, with a bit mask of
  * the reduced axes). Every value the kernel needs from memory is a load: a
- * source (a slot of the buffer plan, or an iota computed from its index) and
- * an index map from the loop's multi-index to the source's element. Views
+ * source (a slot of the buffer plan, or an iota or random node computed from
+ * its index) and an index map from the loop's multi-index to the source's
+ * element. Views
  * and broadcasting never materialize: they become index maps. The kernel's
  * arithmetic is composed lf_fns whose parameters are the loads; composing
  * the graph's fns by hash-consing gives CSE across them.
@@ -79,7 +80,9 @@ typedef struct fuse_map {
 
 typedef enum fuse_src {
     FUSE_SRC_SLOT,  /* element of a slot of the buffer plan */
-    FUSE_SRC_IOTA,  /* start + i*step of an iota node, computed, never stored */
+    FUSE_SRC_IOTA,  /* computed from its element index, never stored: start +
+                       i*step of an iota node, or Philox of a random node (the
+                       node's kind says which) */
     FUSE_SRC_ACC    /* a finished reduction of this kernel (reds[red]) for the
                        current output element; no map. Epilogue, row pass,
                        and passes after the reduction's own */

@@ -17,7 +17,8 @@
  * double, integer sums and products in wrapping int64, and the result is
  * rounded once; min/max propagate NaN; argmin/argmax keep the first extreme
  * (the first NaN if any); an empty sum is 0, an empty product 1, an empty
- * mean NaN. Iotas are computed as the reference computes them.
+ * mean NaN. Iotas and random nodes are computed as the reference computes
+ * them.
  *
  * Memory: inputs are read in place; every output gets fresh memory (the
  * caller copies it into the user's buffers, so a failed eval changes
@@ -51,8 +52,10 @@ static void load_all(const fuse_load *ls, int n, void *const *data, const int64_
         const fuse_load *l = &ls[j];
         if (l->src == FUSE_SRC_ACC) continue; /* set by the caller */
         int64_t e = fuse_map_apply(&l->map, idx);
-        args[j] = l->src == FUSE_SRC_IOTA ? iota_value(l->node, e)
-                                          : graph_scalar_load(data[l->slot], l->dtype, e);
+        if (l->src == FUSE_SRC_IOTA)
+            args[j] = l->node->kind == NODE_RANDOM ? graph_random_value(l->node, e) : iota_value(l->node, e);
+        else
+            args[j] = graph_scalar_load(data[l->slot], l->dtype, e);
     }
 }
 

@@ -14,6 +14,14 @@
  *     is inlined into each kernel that uses it, with its fn rebuilt into the
  *     kernel's composed body; constants become literals cast to their dtype;
  *     inputs and iotas become loads.
+ *   Random nodes are sources like iotas: never a root unless an output or
+ *     marked (or fusion is off), never stored otherwise; each use is a
+ *     FUSE_SRC_IOTA load whose index map yields the element's flat index in
+ *     the random node's own shape (through any view or broadcast), from which
+ *     the kernel computes Philox4x32-10 of (seed, index) in registers. The
+ *     seed is a kernel parameter (P, as iota's start and step: a new seed
+ *     does not recompile); the distribution and dtype are structure (they
+ *     pick the helper the source calls).
  *   map -> reduce. A reduction kernel loops over its input's shape; the
  *     input's elementwise producers are inlined into the body, so the value
  *     folded is computed in registers and never stored.
@@ -427,7 +435,8 @@ static lf_status nomem(planner *p) {
 
 /* A node whose use in kernel k is a load or a literal, not inlined code. */
 static bool is_leaf(const planner *p, const lf_node *n, int k) {
-    if (n->kind == NODE_INPUT || n->kind == NODE_CONST || n->kind == NODE_IOTA) return true;
+    if (n->kind == NODE_INPUT || n->kind == NODE_CONST || n->kind == NODE_IOTA || n->kind == NODE_RANDOM)
+        return true;
     return p->root[n->id] && n->id != k;
 }
 
@@ -675,7 +684,7 @@ static bool leaf_load(const planner *p, const inst *i, int grp, pload *out) {
     } else if (p->root[n->id] && n->id != i->kernel) {
         out->src = FUSE_SRC_SLOT;
         out->key = n;
-    } else { /* NODE_IOTA computed in place */
+    } else { /* NODE_IOTA or NODE_RANDOM computed in place */
         out->src = FUSE_SRC_IOTA;
         out->key = n;
     }
@@ -1819,7 +1828,8 @@ static void print_loads(FILE *fp, const char *what, const fuse_load *ls, int n) 
     fprintf(fp, "; %s", what);
     for (int j = 0; j < n; j++) {
         if (ls[j].src == FUSE_SRC_ACC) fprintf(fp, " acc%d", ls[j].red);
-        else fprintf(fp, " %s%d(%d steps)", src[ls[j].src], ls[j].slot, ls[j].map.nsteps);
+        else fprintf(fp, " %s%d(%d steps)", ls[j].node->kind == NODE_RANDOM ? "random" : src[ls[j].src], ls[j].slot,
+                     ls[j].map.nsteps);
     }
 }
 

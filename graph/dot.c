@@ -56,6 +56,12 @@ const char *graph_dot_node_label(const lf_node *n, char *buf, size_t cap) {
     case NODE_IOTA:
         append(buf, cap, &len, "iota %g + i*%g", n->u.iota.start, n->u.iota.step);
         break;
+    case NODE_RANDOM: {
+        static const char *const dist[] = {"uniform", "normal", "bits"};
+        append(buf, cap, &len, "random %s seed %llu", dist[n->u.random.dist],
+               (unsigned long long)n->u.random.seed);
+        break;
+    }
     case NODE_VIEW: append(buf, cap, &len, "%s", view_name(n->u.view.op)); break;
     case NODE_MAP: {
         int k = graph_fn_print(n->u.map.fn, fn, sizeof fn);

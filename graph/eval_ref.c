@@ -72,6 +72,10 @@ static void eval_iota(const lf_node *n, void *out) {
     }
 }
 
+static void eval_random(const lf_node *n, void *out) {
+    for (int64_t i = 0; i < n->numel; i++) graph_scalar_store(out, n->dtype, i, graph_random_value(n, i));
+}
+
 static void eval_view(const lf_node *n, const void *in, void *out) {
     walker w;
     walk_start(&w, n->ndim, n->shape, 1);
@@ -191,6 +195,7 @@ lf_status graph_eval_reference(lf_graph *g, int n, lf_node *const *outs, void **
         switch (node->kind) {
         case NODE_CONST: eval_const(node, out); break;
         case NODE_IOTA: eval_iota(node, out); break;
+        case NODE_RANDOM: eval_random(node, out); break;
         case NODE_VIEW: eval_view(node, ins[0], out); break;
         case NODE_MAP: eval_map(node, ins, scratch, out); break;
         case NODE_REDUCE:

@@ -263,6 +263,29 @@ lf_node *lf_iota(lf_graph *g, lf_dtype t, int64_t len) {
     return n;
 }
 
+lf_node *lf_random(lf_graph *g, lf_dtype t, lf_random_dist dist, int ndim, const int64_t *shape,
+                   uint64_t seed) {
+    if (!graph_check_args(g, "random", 0, NULL) || !check_dtype(g, "random", t)) return NULL;
+    static const char *const names[] = {"uniform", "normal", "bits"};
+    if ((unsigned)dist > LF_RANDOM_BITS) {
+        graph_fail(g, LF_ERR_INVALID, "random: unknown distribution %d", (int)dist);
+        return NULL;
+    }
+    bool ok = dist == LF_RANDOM_BITS ? graph_dtype_is_int(t) : graph_dtype_is_float(t);
+    if (!ok) {
+        graph_fail(g, LF_ERR_DTYPE, "random: dtype %s makes no sense for the %s distribution (%s)",
+                   lf_dtype_name(t), names[dist], dist == LF_RANDOM_BITS ? "i32 or i64" : "f32 or f64");
+        return NULL;
+    }
+    if (!check_shape(g, "random", ndim, shape)) return NULL;
+    lf_node *n = new_node(g, "random", NODE_RANDOM, t, ndim, shape, 0, NULL);
+    if (n) {
+        n->u.random.seed = seed;
+        n->u.random.dist = dist;
+    }
+    return n;
+}
+
 /* ---- views ---------------------------------------------------------------------------- */
 
 static lf_node *new_view(lf_graph *g, const char *what, view_kind op, lf_node *x, int ndim,

@@ -172,6 +172,9 @@ lf_scalar graph_scalar_apply(lf_op op, lf_dtype ct, lf_scalar a, lf_scalar b, lf
 /* Loads element i of a dense array of dtype t, and stores into one. */
 lf_scalar graph_scalar_load(const void *base, lf_dtype t, int64_t i);
 void graph_scalar_store(void *base, lf_dtype t, int64_t i, lf_scalar v);
+/* Element i (flat row-major index) of random node n, in n's dtype: the
+ * helpers of graph/random.h, which the kernels' prelude prints verbatim. */
+lf_scalar graph_random_value(const lf_node *n, int64_t i);
 
 /* Reductions, element by element: the one definition every evaluator uses.
  * Elements are folded in row-major order of their position in the reduced
@@ -265,6 +268,7 @@ typedef enum node_kind {
     NODE_INPUT,   /* reads a buffer */
     NODE_CONST,   /* every element is one value (0-d constant or fill) */
     NODE_IOTA,    /* start + i*step, 1-d */
+    NODE_RANDOM,  /* Philox4x32-10 of (seed, flat index), any shape */
     NODE_VIEW,    /* strided read of its input's dense layout */
     NODE_MAP,     /* fn applied elementwise to broadcast inputs */
     NODE_REDUCE   /* reduction over a set of axes */
@@ -292,6 +296,10 @@ struct lf_node {
         struct {
             double start, step;     /* NODE_IOTA: element i is start + i*step */
         } iota;
+        struct {
+            uint64_t seed;              /* NODE_RANDOM: the Philox key */
+            lf_random_dist dist;        /* its distribution (dtype checked) */
+        } random;
         struct {
             view_kind op;               /* which builder made it (labels) */
             int64_t offset;             /* element offset into the input */

@@ -15,6 +15,7 @@
  *    extreme (the first NaN) for min/max/argmin/argmax, and round once.
  */
 #include "graph/graph.h"
+#include "graph/random.h"
 
 #include <math.h>
 #include <string.h>
@@ -309,4 +310,26 @@ lf_scalar graph_red_finish(const graph_red_acc *a, lf_reduce_op op, lf_dtype acc
     }
     if (op == LF_RED_MEAN) r.f = r.f / (double)count; /* 0/0 is NaN for empty sets */
     return graph_scalar_convert(r, acc_t, out);
+}
+
+/* ---- random ------------------------------------------------------------------------ */
+
+/* The helpers the kernels' prelude prints (graph/random.h), compiled here
+ * for the reference evaluator and the schedule interpreter. */
+#define LF_INLINE static inline
+GRAPH_RANDOM_CODE
+#undef LF_INLINE
+
+lf_scalar graph_random_value(const lf_node *n, int64_t i) {
+    uint64_t seed = n->u.random.seed;
+    bool wide = n->dtype == LF_F64 || n->dtype == LF_I64;
+    lf_scalar v;
+    switch (n->u.random.dist) {
+    case LF_RANDOM_BITS:
+        v.i = lf_random_bits(i, seed, wide);
+        return graph_scalar_convert(v, LF_I64, n->dtype);
+    case LF_RANDOM_UNIFORM: v.f = lf_random_uniform(i, seed, wide); break;
+    default: v.f = lf_random_normal(i, seed); break;
+    }
+    return graph_scalar_convert(v, LF_F64, n->dtype);
 }

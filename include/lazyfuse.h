@@ -364,6 +364,47 @@ LF_API lf_node *lf_iota(lf_graph *g, lf_dtype t, int64_t n);
  * NumPy's arange: ceil((stop-start)/step) elements. step must not be 0. */
 LF_API lf_node *lf_arange(lf_graph *g, lf_dtype t, double start, double stop, double step);
 
+/* Counter-based random numbers (Philox4x32-10, Salmon et al., SC 2011,
+ * "Parallel random numbers: as easy as 1, 2, 3"). Element i (the row-major
+ * flat index in the node's own shape) is a pure function of (seed, i), so
+ * every backend, every thread count and every view of the node give the
+ * same bits. A random node is a source like lf_iota: it fuses into its
+ * consumers, which compute it in registers; it is stored only when it is an
+ * output or marked with lf_node_materialize. A new seed does not recompile
+ * (it is a kernel parameter); another distribution or dtype does.
+ *
+ * Element i, exactly:
+ *   (x0, x1, x2, x3) = Philox4x32-10(counter = (lo32(i), hi32(i), 0, 0),
+ *                                    key = (lo32(seed), hi32(seed)))
+ *   (one block per element; i as uint64; lo32/hi32 its 32-bit halves)
+ *   LF_RANDOM_BITS (i32, i64): i32 is x0 as a signed 32-bit value, i64 is
+ *     x1 * 2^32 + x0 as a signed 64-bit value (two's complement).
+ *   LF_RANDOM_UNIFORM in [0, 1): f32 is (x0 >> 8) * 2^-24 (24 bits, exact
+ *     in float), f64 is ((x1 * 2^32 + x0) >> 11) * 2^-53 (53 bits).
+ *   LF_RANDOM_NORMAL (mean 0, sd 1): Box-Muller, z = sqrt(-2 ln u1) *
+ *     cos(2 pi u2) with u1 = (2 a + 1) * 2^-53 in (0, 1), a = (x1 * 2^32 +
+ *     x0) >> 12 (52 bits), and u2 = b * 2^-53, b = (x3 * 2^32 + x2) >> 11
+ *     (the sine of the pair is not used). It is computed in double with +,
+ *     -, *, / and sqrt only (correctly rounded on every target, no fused
+ *     multiply-add): ln by exponent extraction from the integer 2a+1 and
+ *     the atanh series to 1/23; cos(2 pi u2) by octant reduction on the
+ *     integer b and Taylor series of sin and cos on [0, pi/4] to 1/20!. No
+ *     libm, libmvec or device math call is involved, so the values are
+ *     bit-identical everywhere. Both functions are within about 2^-50
+ *     (relative) of the exact ones; |z| <= 8.6. f32 is the f64 value
+ *     rounded to float. Uniform and normal nodes of one seed share x0, x1:
+ *     use different seeds for independent streams.
+ * dtype: UNIFORM and NORMAL take f32 or f64, BITS takes i32 or i64 (else
+ * LF_ERR_DTYPE); an unknown dist is LF_ERR_INVALID; ndim and shape as
+ * lf_fill (zero-size shapes are valid). */
+typedef enum lf_random_dist {
+    LF_RANDOM_UNIFORM, /* [0, 1) */
+    LF_RANDOM_NORMAL,  /* mean 0, standard deviation 1 */
+    LF_RANDOM_BITS     /* raw Philox output bits */
+} lf_random_dist;
+LF_API lf_node *lf_random(lf_graph *g, lf_dtype t, lf_random_dist dist, int ndim, const int64_t *shape,
+                          uint64_t seed);
+
 /* ---- views (no data is copied; they become index arithmetic) ------------ */
 
 /* New shape of the same element count; one extent may be -1 (inferred). */

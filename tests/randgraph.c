@@ -319,6 +319,12 @@ int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs) {
     int ninputs = rint_(&G->r, 1, 3);
     for (int i = 0; i < ninputs; i++) push(G, new_input(G));
     if (chance(&G->r, 20)) push(G, lf_iota(g, (lf_dtype)rint_(&G->r, 1, 4), rint_(&G->r, 1, 4)));
+    if (chance(&G->r, 25)) { /* a random node over the first input's shape */
+        const lf_node *s0 = G->pool[0];
+        lf_random_dist dist = (lf_random_dist)rint_(&G->r, 0, 2);
+        lf_dtype t = (lf_dtype)(dist == LF_RANDOM_BITS ? rint_(&G->r, 1, 2) : rint_(&G->r, 3, 4));
+        push(G, lf_random(g, t, dist, s0->ndim, s0->shape, rnext(&G->r)));
+    }
     if (chance(&G->r, 20))
         push(G, lf_fill(g, (lf_dtype)rint_(&G->r, 0, 4), SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)], 1,
                         (int64_t[]){rint_(&G->r, 1, 4)}));

@@ -378,6 +378,72 @@ static void build_elementwise(lf_graph *g, int64_t s, void *const *h, outset *o)
 
 Test(cpu, sizes_elementwise, .timeout = 300) { sweep("elementwise", gen_elementwise, build_elementwise); }
 
+/* (a2) random nodes (Philox of seed and flat index): bit-identical to the
+ * reference at every size and thread count, fused with a map, through a
+ * reversed view and a broadcast, and summed. */
+static void gen_random(int64_t s, void **h) { h[0] = rand_f32(s, -4, 4); }
+
+static void build_random(lf_graph *g, int64_t s, void *const *h, outset *o) {
+    lf_node *x = in_node(g, LF_F32, 1, &s, h[0]);
+    lf_node *nz = lf_random(g, LF_F32, LF_RANDOM_NORMAL, 1, &s, 0x5eed0000000000a1ull);
+    add_out(o, "x + 0.1*normal f32", lf_add(g, x, lf_mul(g, lf_const(g, LF_F32, 0.1), nz)), 0);
+    lf_node *u = lf_random(g, LF_F64, LF_RANDOM_UNIFORM, 1, &s, 7);
+    add_out(o, "uniform f64 [::-1]", lf_slice(g, u, 0, LF_NONE, LF_NONE, -1), 0);
+    add_out(o, "bits i32", lf_random(g, LF_I32, LF_RANDOM_BITS, 1, &s, UINT64_MAX), 0);
+    add_out(o, "bits i64 * 3", lf_mul(g, lf_random(g, LF_I64, LF_RANDOM_BITS, 1, &s, 1ull << 40), lf_const(g, LF_I64, 3)), 0);
+    lf_node *n2 = lf_random(g, LF_F64, LF_RANDOM_NORMAL, 2, (int64_t[]){s, 3}, 99);
+    add_out(o, "normal f64 [s,3].T", lf_transpose(g, n2), 0);
+    add_out(o, "uniform f32 [3] broadcast over s",
+            lf_sub(g, lf_expand_dims(g, x, 1), lf_random(g, LF_F32, LF_RANDOM_UNIFORM, 1, SH(3), 3)), 0);
+    add_out(o, "sum(uniform f64)", lf_reduce(g, LF_RED_SUM, u, 0, NULL, false), 1e-12);
+}
+
+Test(cpu, sizes_random, .timeout = 300) { sweep("random", gen_random, build_random); }
+
+/* x + 0.1*normal(seed) is one kernel that stores nothing but its output and
+ * reads only x (a random load reads no memory); a new seed reuses the
+ * compiled kernel (the seed is a parameter). */
+Test(cpu, random_fuses_without_temporaries) {
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    int64_t n = 1001;
+    float *xh = rand_f32(n, -1, 1);
+    for (int round = 0; round < 2; round++) {
+        lf_graph *g = lf_graph_new(c);
+        lf_node *x = in_node(g, LF_F32, 1, &n, xh);
+        lf_node *nz = lf_random(g, LF_F32, LF_RANDOM_NORMAL, 1, &n, 1000 + (uint64_t)round);
+        lf_node *y = lf_add(g, x, lf_mul(g, lf_const(g, LF_F32, 0.1), nz));
+        lf_buffer *d = lf_buffer_new_like(c, y);
+        cr_assert_eq(lf_eval(g, 1, &y, &d), LF_OK, "%s", lf_errmsg(c));
+        lf_eval_stats st;
+        lf_ctx_last_stats(c, &st);
+        cr_expect_eq(st.kernels, 1, "x + 0.1*normal: %d kernels", st.kernels);
+        cr_expect_eq(st.bytes_materialized, 0, "x + 0.1*normal stored %zu bytes of temporaries", st.bytes_materialized);
+        cr_expect_eq(st.bytes_read, (size_t)n * 4, "bytes read %zu: the random node must read nothing", st.bytes_read);
+        cr_expect_eq(st.bytes_written, (size_t)n * 4);
+        cr_expect_geq(st.temp_bytes_avoided, (size_t)n * 4 * 2, "unfused stores the normal and the product");
+        if (round == 1) cr_expect_eq(st.kernels_compiled, 0, "a new seed recompiled (%d compiles)", st.kernels_compiled);
+        /* the same values as the reference, bit for bit */
+        float *got = raw_read(d);
+        lf_ctx *r = ref_ctx();
+        lf_graph *rg = lf_graph_new(r);
+        lf_node *ry = lf_add(rg, in_node(rg, LF_F32, 1, &n, xh),
+                             lf_mul(rg, lf_const(rg, LF_F32, 0.1),
+                                    lf_random(rg, LF_F32, LF_RANDOM_NORMAL, 1, &n, 1000 + (uint64_t)round)));
+        lf_buffer *rd = lf_buffer_new_like(r, ry);
+        cr_assert_eq(lf_eval(rg, 1, &ry, &rd), LF_OK, "%s", lf_errmsg(r));
+        float *want = raw_read(rd);
+        expect_match("x + 0.1*normal vs the reference", LF_F32, got, want, n, 0);
+        free(got);
+        free(want);
+        lf_ctx_destroy(r);
+        lf_buffer_free(d);
+        lf_graph_free(g);
+    }
+    free(xh);
+    lf_ctx_destroy(c);
+    expect_no_leak();
+}
+
 /* (b) sum, mean, max, argmax over everything, f32 and i32 (small integers:
  * many ties, argmax takes the first). */
 static void gen_full(int64_t s, void **h) {

@@ -60,7 +60,9 @@ static void check_dot(const char *name, const char *text) {
         snprintf(decl, sizeof decl, " %s [", to);
         cr_assert(strstr(text, decl), "%s: edge to undeclared node %s", name, to);
     }
-    cr_assert_gt(edges, 0, "%s: no edges", name);
+    /* a one-node graph (random_fill's graph view: a lone source that is the
+       output) has no edge to draw */
+    if (count(text, "[label=") > 1) cr_assert_gt(edges, 0, "%s: no edges", name);
 }
 
 /* Runs `dot -Tsvg` on text when dot is installed; asserts it accepts it. */

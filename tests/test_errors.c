@@ -574,6 +574,47 @@ Test(errors, eval_output_mismatch) {
     tu_expect("good eval after bad ones", ok, V(1, 2, 3), 3, 0, 0);
 }
 
+Test(errors, random_bad_arguments) {
+    lf_graph *gg = fresh();
+    cr_expect_null(lf_random(gg, LF_I32, LF_RANDOM_NORMAL, 1, SH(4), 1));
+    EXPECT_ERR("random normal i32", gg, LF_ERR_DTYPE, "random: dtype i32 makes no sense for the normal distribution");
+    gg = fresh();
+    cr_expect_null(lf_random(gg, LF_BOOL, LF_RANDOM_UNIFORM, 1, SH(4), 1));
+    EXPECT_ERR("random uniform bool", gg, LF_ERR_DTYPE, "random:", "bool", "uniform", "f32 or f64");
+    gg = fresh();
+    cr_expect_null(lf_random(gg, LF_F32, LF_RANDOM_BITS, 1, SH(4), 1));
+    EXPECT_ERR("random bits f32", gg, LF_ERR_DTYPE, "random:", "f32", "bits", "i32 or i64");
+    gg = fresh();
+    cr_expect_null(lf_random(gg, (lf_dtype)17, LF_RANDOM_BITS, 1, SH(4), 1));
+    EXPECT_ERR("random dtype 17", gg, LF_ERR_DTYPE, "random:", "17");
+    gg = fresh();
+    cr_expect_null(lf_random(gg, LF_F32, (lf_random_dist)3, 1, SH(4), 1));
+    EXPECT_ERR("random dist 3", gg, LF_ERR_INVALID, "random:", "distribution 3");
+    gg = fresh();
+    cr_expect_null(lf_random(gg, LF_F32, (lf_random_dist)-1, 1, SH(4), 1));
+    EXPECT_ERR("random dist -1", gg, LF_ERR_INVALID, "random:", "distribution -1");
+    gg = fresh();
+    cr_expect_null(lf_random(gg, LF_F64, LF_RANDOM_NORMAL, 2, NULL, 1));
+    EXPECT_ERR("random NULL shape", gg, LF_ERR_NULL, "random:", "NULL");
+    gg = fresh();
+    cr_expect_null(lf_random(gg, LF_F64, LF_RANDOM_NORMAL, LF_MAX_DIMS + 1, SH(1, 1, 1, 1, 1, 1, 1, 1, 1), 1));
+    EXPECT_ERR("random too many dims", gg, LF_ERR_SHAPE, "random:", "dimensions");
+    gg = fresh();
+    cr_expect_null(lf_random(gg, LF_F64, LF_RANDOM_NORMAL, -1, SH(1), 1));
+    EXPECT_ERR("random ndim -1", gg, LF_ERR_SHAPE, "random:", "-1");
+    gg = fresh();
+    cr_expect_null(lf_random(gg, LF_F32, LF_RANDOM_UNIFORM, 2, SH(3, -2), 1));
+    EXPECT_ERR("random negative extent", gg, LF_ERR_SHAPE, "random:", "-2", "axis 1");
+    gg = fresh();
+    cr_expect_null(lf_random(gg, LF_F64, LF_RANDOM_UNIFORM, 2, SH(INT64_MAX / 4, 8), 1));
+    EXPECT_ERR("random overflow", gg, LF_ERR_OVERFLOW, "random:", "overflow");
+    /* sticky: a later good call still fails with the first error */
+    cr_expect_null(lf_random(gg, LF_F64, LF_RANDOM_UNIFORM, 1, SH(2), 1));
+    EXPECT_ERR("random sticky", gg, LF_ERR_OVERFLOW, "random:", "overflow");
+    cr_expect_null(lf_random(NULL, LF_F32, LF_RANDOM_UNIFORM, 1, SH(2), 1));
+    EXPECT_MSG("random NULL graph", lf_errmsg(NULL), "random", "NULL");
+}
+
 Test(errors, bad_dtypes_and_enums) {
     lf_graph *gg = fresh();
     cr_expect_null(lf_iota(gg, LF_BOOL, 3));

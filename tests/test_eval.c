@@ -10,8 +10,11 @@
  * round half to even, saturating casts, NaN and Inf propagation, where /
  * select, sigmoid, rsqrt, erf. Also broadcasting edge cases (size-0 and 0-d
  * operands, eight-input zipwith), sources (const, fill, iota, arange),
- * several outputs in one lf_eval, in-place evaluation, and the seeds'
- * gaussian_pdf against a plain C loop.
+ * several outputs in one lf_eval, in-place evaluation, the seeds'
+ * gaussian_pdf against a plain C loop, and random nodes (Random123's
+ * Philox4x32-10 known answers, every distribution and dtype against a plain C
+ * Philox and the formulas of lazyfuse.h, the normal against libm's
+ * Box-Muller, moments / tails / KS of 10^6 draws, zero-size, views).
  */
 #include "testutil.h"
 
@@ -1562,4 +1565,221 @@ Test(eval, map_chains_and_builder) {
         lf_dtype wt = t == LF_BOOL ? LF_I32 : (lf_dtype)t;
         chk("x*x+1 per dtype", m, wt, 3, t == LF_BOOL ? (double[]){1, 2, 2} : (double[]){1, 2, 10});
     }
+}
+
+/* ---- random nodes: Philox4x32-10 ------------------------------------------ */
+
+/* A plain Philox4x32-10, written here from Salmon et al. (SC 2011). */
+static void philox(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+    uint32_t c[4] = {ctr[0], ctr[1], ctr[2], ctr[3]}, k0 = key[0], k1 = key[1];
+    for (int r = 0; r < 10; r++) {
+        uint64_t a = (uint64_t)0xD2511F53u * c[0], b = (uint64_t)0xCD9E8D57u * c[2];
+        uint32_t n[4] = {(uint32_t)(b >> 32) ^ c[1] ^ k0, (uint32_t)b, (uint32_t)(a >> 32) ^ c[3] ^ k1,
+                         (uint32_t)a};
+        memcpy(c, n, sizeof c);
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    memcpy(out, c, sizeof c);
+}
+
+/* The block of element i of a random node of this seed (lazyfuse.h). */
+static void rblock(uint64_t seed, int64_t i, uint32_t x[4]) {
+    uint32_t ctr[4] = {(uint32_t)(uint64_t)i, (uint32_t)((uint64_t)i >> 32), 0, 0};
+    uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    philox(ctr, key, x);
+}
+
+/* Random123's kat_vectors, philox4x32 10: counter, key, expected. */
+static const uint32_t kat[3][10] = {
+    {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+    {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0x408f276d, 0x41c83b0e,
+     0xa20bc7c6, 0x6d5451fd},
+    {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0xd16cfe09, 0x94fdcceb,
+     0x5001e420, 0x24126ea1},
+};
+
+/* The library's own Philox (the text every kernel's prelude carries). */
+#include "graph/random.h"
+#define LF_INLINE static inline __attribute__((unused))
+GRAPH_RANDOM_CODE
+#undef LF_INLINE
+
+static void eval_raw(lf_node *n, void *out, size_t bytes) {
+    lf_buffer *b = tu_eval1(ctx, g, n);
+    cr_assert_eq(lf_buffer_read(b, out, bytes), LF_OK, "%s", lf_errmsg(ctx));
+    lf_buffer_free(b);
+}
+
+Test(eval, random_philox_known_answers) {
+    for (int v = 0; v < 3; v++) {
+        uint32_t x[4], y[4];
+        philox(kat[v], kat[v] + 4, x);
+        lf_philox4x32_10(kat[v][0], kat[v][1], kat[v][2], kat[v][3], kat[v][4], kat[v][5], y);
+        for (int j = 0; j < 4; j++) {
+            cr_expect_eq(x[j], kat[v][6 + j], "test philox, vector %d word %d: %08x", v, j, x[j]);
+            cr_expect_eq(y[j], kat[v][6 + j], "library philox, vector %d word %d: %08x", v, j, y[j]);
+        }
+    }
+    /* through the API: element 0 of seed 0 is the first vector's x1:x0 */
+    int64_t one = 1, b;
+    eval_raw(lf_random(g, LF_I64, LF_RANDOM_BITS, 1, &one, 0), &b, sizeof b);
+    cr_expect_eq((uint64_t)b, 0xe169c58d6627e8d5ull, "bits i64 [0] of seed 0: %016" PRIx64, (uint64_t)b);
+}
+
+/* Every dtype and distribution against the formulas of lazyfuse.h over a
+ * 3-d shape, for seeds with both halves set. */
+Test(eval, random_matches_plain_philox) {
+    static const uint64_t seeds[] = {0, 1, 42, 0xdeadbeefcafef00dull, UINT64_MAX};
+    int64_t sh[3] = {3, 5, 7}, n = 105;
+    for (size_t s = 0; s < sizeof seeds / sizeof *seeds; s++) {
+        uint64_t seed = seeds[s];
+        int32_t bi32[105];
+        int64_t bi64[105];
+        float uf[105];
+        double ud[105], nd[105];
+        float nf[105];
+        eval_raw(lf_random(g, LF_I32, LF_RANDOM_BITS, 3, sh, seed), bi32, sizeof bi32);
+        eval_raw(lf_random(g, LF_I64, LF_RANDOM_BITS, 3, sh, seed), bi64, sizeof bi64);
+        eval_raw(lf_random(g, LF_F32, LF_RANDOM_UNIFORM, 3, sh, seed), uf, sizeof uf);
+        eval_raw(lf_random(g, LF_F64, LF_RANDOM_UNIFORM, 3, sh, seed), ud, sizeof ud);
+        eval_raw(lf_random(g, LF_F64, LF_RANDOM_NORMAL, 3, sh, seed), nd, sizeof nd);
+        eval_raw(lf_random(g, LF_F32, LF_RANDOM_NORMAL, 3, sh, seed), nf, sizeof nf);
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t x[4];
+            rblock(seed, i, x);
+            uint64_t w = (uint64_t)x[1] << 32 | x[0];
+            cr_expect_eq((uint32_t)bi32[i], x[0], "seed %" PRIu64 " i32 bits [%" PRId64 "]", seed, i);
+            cr_expect_eq((uint64_t)bi64[i], w, "seed %" PRIu64 " i64 bits [%" PRId64 "]", seed, i);
+            cr_expect_eq(uf[i], (float)(x[0] >> 8) * 0x1p-24f, "seed %" PRIu64 " f32 uniform [%" PRId64 "]", seed, i);
+            cr_expect_eq(ud[i], (double)(w >> 11) * 0x1p-53, "seed %" PRIu64 " f64 uniform [%" PRId64 "]", seed, i);
+            cr_expect(uf[i] >= 0 && uf[i] < 1 && ud[i] >= 0 && ud[i] < 1);
+            /* the normal against libm's Box-Muller of the same u1, u2 */
+            double u1 = (double)((w >> 12) * 2 + 1) * 0x1p-53;
+            double u2 = (double)(((uint64_t)x[3] << 32 | x[2]) >> 11) * 0x1p-53;
+            double z = sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
+            cr_expect(fabs(nd[i] - z) <= 1e-14 * (1 + fabs(z)), "seed %" PRIu64 " normal [%" PRId64 "]: %.17g vs libm %.17g",
+                      seed, i, nd[i], z);
+            cr_expect_eq(nf[i], (float)nd[i], "f32 normal is the f64 one rounded");
+        }
+    }
+}
+
+/* Moments, tail fractions and a Kolmogorov-Smirnov statistic of 10^6 draws;
+ * the bounds are 5 standard errors (KS: 1.95/sqrt(n), the 0.1% level), so a
+ * wrong transform fails and a correct one passes (the seeds are fixed). */
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void random_stats(lf_dtype t, lf_random_dist dist, uint64_t seed) {
+    int64_t n = 1000000;
+    double *v = malloc((size_t)n * sizeof *v);
+    cr_assert(v);
+    lf_buffer *b = tu_eval1(ctx, g, lf_random(g, t, dist, 1, &n, seed));
+    tu_read(b, v);
+    lf_buffer_free(b);
+    double sum = 0, sq = 0, t1 = 0, t2 = 0, t3 = 0;
+    for (int64_t i = 0; i < n; i++) {
+        sum += v[i];
+        double a = fabs(v[i]);
+        t1 += a > 1;
+        t2 += a > 2;
+        t3 += a > 3;
+    }
+    double mean = sum / (double)n;
+    for (int64_t i = 0; i < n; i++) sq += (v[i] - mean) * (v[i] - mean);
+    double var = sq / (double)(n - 1), rn = sqrt((double)n);
+    bool normal = dist == LF_RANDOM_NORMAL;
+    double want_mean = normal ? 0 : 0.5, want_var = normal ? 1 : 1.0 / 12;
+    /* sd of the variance estimate: sqrt((mu4 - s^4) / n); mu4 = 3 (normal), 1/80 (uniform) */
+    double var_se = normal ? sqrt(2.0) / rn : sqrt(1.0 / 80 - 1.0 / 144) / rn;
+    cr_expect(fabs(mean - want_mean) < 5 * sqrt(want_var) / rn, "%s mean %.6f", dtn[t], mean);
+    cr_expect(fabs(var - want_var) < 5 * var_se, "%s variance %.6f", dtn[t], var);
+    if (normal) {
+        const double p[3] = {0.31731050786291, 0.04550026389635, 0.00269979606326};
+        double got[3] = {t1 / (double)n, t2 / (double)n, t3 / (double)n};
+        for (int k = 0; k < 3; k++)
+            cr_expect(fabs(got[k] - p[k]) < 5 * sqrt(p[k] * (1 - p[k]) / (double)n), "%s P(|z| > %d) = %.6f, want %.6f",
+                      dtn[t], k + 1, got[k], p[k]);
+    }
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    double d = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double F = normal ? 0.5 * erfc(-v[i] / sqrt(2.0)) : v[i];
+        double lo = F - (double)i / (double)n, hi = (double)(i + 1) / (double)n - F;
+        if (lo > d) d = lo;
+        if (hi > d) d = hi;
+    }
+    cr_expect(d < 1.95 / rn, "%s KS statistic %.6f, bound %.6f", dtn[t], d, 1.95 / rn);
+    cr_log_info("random %s %s: mean %.6f variance %.6f KS D %.6f (0.1%% bound %.6f)", normal ? "normal" : "uniform",
+                dtn[t], mean, var, d, 1.95 / rn);
+    free(v);
+}
+
+Test(eval, random_normal_statistics, .timeout = 120) {
+    random_stats(LF_F64, LF_RANDOM_NORMAL, 2024);
+    random_stats(LF_F32, LF_RANDOM_NORMAL, 7);
+}
+
+Test(eval, random_uniform_statistics, .timeout = 120) {
+    random_stats(LF_F64, LF_RANDOM_UNIFORM, 99);
+    random_stats(LF_F32, LF_RANDOM_UNIFORM, 123456789);
+}
+
+Test(eval, random_zero_size_and_0d) {
+    lf_node *e = lf_random(g, LF_F32, LF_RANDOM_NORMAL, 2, (int64_t[]){3, 0}, 5);
+    chk_shape(e, 2, (int64_t[]){3, 0});
+    cr_assert_eq(lf_buffer_numel(tu_eval1(ctx, g, e)), 0);
+    cr_assert_eq(lf_buffer_numel(tu_eval1(ctx, g, lf_random(g, LF_I32, LF_RANDOM_BITS, 1, (int64_t[]){0}, 5))), 0);
+    /* 0-d: element 0; shape may be NULL */
+    lf_node *z = lf_random(g, LF_F64, LF_RANDOM_UNIFORM, 0, NULL, 77);
+    double v;
+    eval_raw(z, &v, sizeof v);
+    uint32_t x[4];
+    rblock(77, 0, x);
+    cr_expect_eq(v, (double)(((uint64_t)x[1] << 32 | x[0]) >> 11) * 0x1p-53);
+    /* a sum over an empty random is 0 */
+    chk("sum of empty random", lf_reduce(g, LF_RED_SUM, e, 0, NULL, false), LF_F32, 1, (double[]){0});
+}
+
+/* Views of a random node read the node's own elements: the value at a view
+ * position is the element of the flat index the view maps it to. */
+Test(eval, random_views) {
+    int64_t sh[2] = {4, 6};
+    uint64_t seed = 31337;
+    lf_node *r = lf_random(g, LF_F64, LF_RANDOM_NORMAL, 2, sh, seed);
+    double base[24];
+    eval_raw(r, base, sizeof base);
+    double want[48];
+    /* transpose: t[i][j] = r[j][i] */
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 4; j++) want[i * 4 + j] = base[j * 6 + i];
+    chk("transpose(random)", lf_transpose(g, r), LF_F64, 24, want);
+    /* slice r[1:4, 5:0:-2] */
+    int k = 0;
+    for (int i = 1; i < 4; i++)
+        for (int j = 5; j > 0; j -= 2) want[k++] = base[i * 6 + j];
+    chk("random[1:4, 5:0:-2]",
+        lf_slice(g, lf_slice(g, r, 0, 1, 4, 1), 1, 5, 0, -2), LF_F64, k, want);
+    /* broadcast a row: [1,6] -> [8,6] */
+    lf_node *row = lf_slice(g, r, 0, 2, 3, 1);
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 6; j++) want[i * 6 + j] = base[2 * 6 + j];
+    chk("broadcast(random[2:3])", lf_broadcast_to(g, row, 2, (int64_t[]){8, 6}), LF_F64, 48, want);
+    /* a fused map over a transposed view: 2*t + 1 */
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 4; j++) want[i * 4 + j] = 2 * base[j * 6 + i] + 1;
+    chk("2*transpose(random)+1",
+        lf_add(g, lf_mul(g, lf_transpose(g, r), lf_const(g, LF_F64, 2)), lf_const(g, LF_F64, 1)), LF_F64, 24, want);
+    /* a reshape of a reversed view (two map steps) */
+    lf_node *rev = lf_reshape(g, lf_slice(g, lf_transpose(g, r), 0, LF_NONE, LF_NONE, -1), 1, (int64_t[]){24});
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 4; j++) want[i * 4 + j] = base[j * 6 + (5 - i)];
+    chk("reshape(transpose(random)[::-1])", rev, LF_F64, 24, want);
+    /* the same node as an output and inside a sum: one value per element */
+    double s = 0;
+    for (int i = 0; i < 24; i++) s += base[i];
+    chk_tol("sum(random)", lf_reduce(g, LF_RED_SUM, r, 0, NULL, false), LF_F64, 1, &s, 1e-12);
 }

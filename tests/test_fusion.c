@@ -599,6 +599,72 @@ static fuse_schedule *plan_on(lf_graph *g, int n, lf_node **outs) {
     return s;
 }
 
+/* A random node is a source like iota: fused into every consumer, at any
+ * index map, never stored unless it is an output or marked; unfused it is a
+ * kernel of its own and a temporary. */
+static lf_node *noisy(lf_graph *g, lf_ctx *ctx) {
+    int64_t n = N;
+    lf_node *x = lf_input(g, ramp(ctx, LF_F32, 1, &n));
+    lf_node *nz = lf_random(g, LF_F32, LF_RANDOM_NORMAL, 1, &n, 0xfeed);
+    return lf_add(g, x, lf_mul(g, lf_const(g, LF_F32, 0.1), nz));
+}
+
+Test(fusion, random_is_a_source_never_stored) {
+    lf_eval_stats on, off;
+    run_example("x + 0.1*normal", noisy, &on, &off);
+    cr_expect_eq(on.kernels, 1);
+    cr_expect_eq(on.bytes_materialized, 0);
+    cr_expect_eq(on.bytes_read, N * 4, "read %zu: a random load reads nothing", on.bytes_read);
+    cr_expect_eq(on.bytes_written, N * 4);
+    cr_expect_eq(off.kernels, 3, "unfused: random, *, +; got %d", off.kernels);
+    cr_expect_eq(off.bytes_materialized, 2 * N * 4);
+    cr_expect_eq(on.temp_bytes_avoided, 2 * N * 4);
+
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    /* two index maps of one random node (r + r.T, then a broadcast row) in one kernel */
+    lf_node *r = lf_random(g, LF_F64, LF_RANDOM_UNIFORM, 2, (int64_t[]){9, 9}, 3);
+    lf_node *y = lf_add(g, lf_add(g, r, lf_transpose(g, r)), lf_slice(g, r, 0, 4, 5, 1));
+    lf_eval_stats st = eval_checked(ctx, g, 1, &y);
+    cr_expect_eq(st.kernels, 1);
+    cr_expect_eq(st.bytes_materialized, 0);
+    cr_expect_eq(st.bytes_read, 0, "read %zu", st.bytes_read);
+    /* shared by a reduction and a map (different kernels): recomputed, never stored */
+    lf_node *s = lf_reduce(g, LF_RED_SUM, r, 1, (int[]){1}, true);
+    lf_node *z = lf_sub(g, r, lf_mul(g, r, r));
+    lf_node *outs[2] = {s, z};
+    st = eval_checked(ctx, g, 2, outs);
+    cr_expect_eq(st.bytes_materialized, 0);
+    /* marked: stored once, loaded by the consumer */
+    cr_assert_eq(lf_node_materialize(g, r), LF_OK);
+    st = eval_checked(ctx, g, 1, &y);
+    cr_expect_eq(st.kernels, 2);
+    cr_expect_eq(st.bytes_materialized, 81 * 8);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+/* Allocation failures of an eval with random sources (fused, marked, as an
+ * output) are clean. */
+Test(fusion, random_eval_allocation_failures_are_clean) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *x = lf_input(g, ramp(ctx, LF_F64, 2, (int64_t[]){4, 6}));
+    lf_node *r = lf_random(g, LF_F64, LF_RANDOM_NORMAL, 2, (int64_t[]){4, 6}, 11);
+    lf_node *u = lf_random(g, LF_F64, LF_RANDOM_UNIFORM, 1, (int64_t[]){6}, 12);
+    cr_assert_eq(lf_node_materialize(g, u), LF_OK);
+    lf_node *o1 = lf_reduce(g, LF_RED_MAX, lf_add(g, lf_transpose(g, lf_transpose(g, r)), x), 1, (int[]){1}, false);
+    lf_node *o2 = lf_mul(g, x, u);
+    lf_node *outs[3] = {o1, o2, r};
+    lf_buffer *d[3] = {lf_buffer_new_like(ctx, o1), lf_buffer_new_like(ctx, o2), lf_buffer_new_like(ctx, r)};
+    int failures = sweep_eval_failures(ctx, g, 3, outs, d);
+    cr_expect_gt(failures, 10, "only %d allocations swept", failures);
+    eval_checked(ctx, g, 3, outs);
+    for (int i = 0; i < 3; i++) lf_buffer_free(d[i]);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
 Test(fusion, softmax_rows_is_one_row_kernel) {
     lf_eval_stats on, off;
     run_example("softmax_rows", softmax_rows, &on, &off);

@@ -3,7 +3,8 @@
  * (the notes' first @jit example, step by step), matmul as zip then reduce
  * (the fusion lecture's A.view(I, J, 1) * B.view(1, J, K) summed over J),
  * plus STREAM's triad (a*b+c), the sum of squares, a row softmax, and
- * elementwise chains of 8 and 32 ops. The graphs of existing names must not
+ * elementwise chains of 8 and 32 ops, and the random primitive (fused into a
+ * map, and alone filling a buffer). The graphs of existing names must not
  * change: tests, the visualizer and recorded benchmark runs mean them. */
 #include "seed_examples.h"
 
@@ -122,6 +123,22 @@ static int chain32(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
     return chain_ops(ctx, g, n, outs, 8, 12);
 }
 
+/* The seed talk's random primitive, fused: x + 0.1 * normal(seed), f32; the
+ * normal is computed in the kernel and never stored. */
+static int random_fused(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    lf_node *x = input_f32(ctx, g, 1, &n, -1, 1, 17);
+    lf_node *z = lf_random(g, LF_F32, LF_RANDOM_NORMAL, 1, &n, 20140101);
+    outs[0] = lf_add(g, x, lf_mul(g, c32(g, 0.1), z));
+    return outs[0] ? 1 : 0;
+}
+
+/* Uniform f32 in [0, 1) written into a buffer: no input at all. */
+static int random_fill(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    (void)ctx;
+    outs[0] = lf_random(g, LF_F32, LF_RANDOM_UNIFORM, 1, &n, 42);
+    return outs[0] ? 1 : 0;
+}
+
 const seed_example seed_examples[] = {
     {"gaussian_pdf", "exp(-0.5*((x-m)/s)**2) / (s*sqrt(2 pi)), one parsed fn", 1 << 24, gaussian_pdf},
     {"polar_distance", "distance of two points in polar form, a DAG of 15 builtin ops", 1 << 24, polar_distance},
@@ -132,6 +149,8 @@ const seed_example seed_examples[] = {
     {"matmul_zip_reduce", "sum over j of A[i,j,None] * B[None,j,k], n x n x n", 256, matmul_zip_reduce},
     {"chain8", "a chain of 8 cheap elementwise ops", 1 << 24, chain8},
     {"chain", "a chain of 32 cheap elementwise ops", 1 << 24, chain32},
+    {"random_fused", "x + 0.1 * normal(seed), f32 (Philox computed in the kernel)", 1 << 24, random_fused},
+    {"random_fill", "uniform f32 in [0, 1) into a buffer (Philox, no input)", 1 << 24, random_fill},
 };
 const int seed_nexamples = (int)(sizeof seed_examples / sizeof seed_examples[0]);
 
