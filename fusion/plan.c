@@ -107,11 +107,16 @@
  * (only a root sharing one could join them), so the order in which joins
  * try kernels is unchanged; a kernel's roots are chained for building it;
  * the traffic statistics are computed once here (counted in plan_seconds).
- * The rounds of the multiple-consumer rule remain: a stencil pyramid of
- * depth D takes about D/3 rounds over O(D^2) instances.
+ * The rounds of the multiple-consumer rule remain (a stencil pyramid of
+ * depth D takes about D/3), but a round re-derives only the instances at or
+ * below the highest node whose root status changed (find_instances), and
+ * updates only those kernels' lists; the scans of merges and of the rule
+ * stay O(instances) a round.
  *
- * Invariants (see fusion.h for what a schedule guarantees): instance and
- * merge records live in a scratch arena that is reset each round; the kernels'
+ * Invariants (see fusion.h for what a schedule guarantees): instance
+ * records live in a scratch arena kept across rounds (reset when the records
+ * taken back outnumber the live ones), merge records in one reset each round;
+ * the kernels' instance lists are graph_malloc'd and freed with the plan; the kernels'
  * fns live in a private graph (schedule->arena) that no user sees, so a
  * failed fn allocation never marks the user's graph as failed; every
  * allocation failure returns LF_ERR_NOMEM with everything freed.
@@ -354,7 +359,15 @@ typedef struct planner {
     int nn;                  /* its node count */
     bool fusion;             /* fusion on */
     scratch keep;            /* arrays that live for the whole plan */
-    scratch tmp;             /* instance records of one round */
+    scratch tmp;             /* merge records and lists of one round */
+    scratch iar;             /* instance records, maps, the instance table
+                                (kept across rounds, see find_instances) */
+    bool *iroot;             /* root[] when the instances were derived */
+    inst **ck;               /* per node: the newest instance before it was
+                                processed (the rewind point) */
+    size_t ilive, idead;     /* instances kept and rewound since iar was reset */
+    int64_t *kops64;         /* per root: kops uncapped (kept across rounds) */
+    bool ivalid;             /* instances of an earlier round are kept */
     bool *needed;            /* reachable from an output */
     bool *root;              /* kernel root */
     int *output;             /* first output index of the node, -1 */
@@ -471,7 +484,7 @@ static uint64_t load_hash(const pload *l) {
 /* Doubles the instance table (scratch: the old buckets stay until the round ends). */
 static bool grow_table(planner *p) {
     size_t cap = p->hcap ? 2 * p->hcap : 1024;
-    inst **t = scratch_calloc(&p->tmp, cap, sizeof *t);
+    inst **t = scratch_calloc(&p->iar, cap, sizeof *t);
     if (!t) return false;
     for (size_t b = 0; b < p->hcap; b++)
         for (inst *i = p->htab[b], *next; i; i = next) {
@@ -491,12 +504,13 @@ static inst *add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) {
     for (inst *i = p->hcap ? p->htab[h & (p->hcap - 1)] : NULL; i; i = i->next_hash)
         if (i->hash == h && i->node == n && i->kernel == k && map_equal(i->map, m)) return i;
     if (p->hcount >= p->hcap / 2 && !grow_table(p)) return NULL;
-    inst *i = scratch_calloc(&p->tmp, 1, sizeof *i);
+    inst *i = scratch_calloc(&p->iar, 1, sizeof *i);
     if (!i) return NULL;
     i->hash = h;
     i->next_hash = p->htab[h & (p->hcap - 1)];
     p->htab[h & (p->hcap - 1)] = i;
     p->hcount++;
+    p->ilive++;
     i->node = n;
     i->kernel = k;
     i->map = m;
@@ -509,33 +523,92 @@ static inst *add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) {
     return i;
 }
 
+/* Takes back every instance made since node top was processed (they are
+ * the newest), so that nodes top..0 can be processed again. */
+static void rewind_instances(planner *p, int top) {
+    inst *stop = p->ck[top];
+    while (p->all != stop) {
+        inst *i = p->all;
+        p->all = i->next_all;
+        inst **b = &p->htab[i->hash & (p->hcap - 1)];
+        while (*b != i) b = &(*b)->next_hash;
+        *b = i->next_hash;
+        p->hcount--;
+        assert(p->first[i->node->id] == i);
+        p->first[i->node->id] = i->next_node;
+        p->ninst[i->node->id]--;
+        p->ilive--;
+        p->idead++;
+    }
+    for (int id = 0; id <= top; id++) /* kept instances made by nodes above top */
+        for (inst *i = p->first[id]; i; i = i->next_node) memset(i->in, 0, sizeof i->in);
+}
+
 /* Walks the needed nodes top-down, giving each root a seed instance and
  * propagating every inlined instance to its inputs; then lists each
- * kernel's instances in node order. */
+ * kernel's instances in node order.
+ *
+ * Incremental across rounds: what processing node id does depends only on
+ * the roots at or above id (inputs have smaller ids than their users) and
+ * on the instances made before it, so when the roots changed at most at
+ * node top since the last round, the instances made before top was
+ * processed are exactly those a fresh walk makes: the newer ones are taken
+ * back (rewind_instances) and nodes top..0 walked again. The records taken
+ * back stay in p->iar until it is reset, which happens when they outnumber
+ * the live ones. */
 static lf_status find_instances(planner *p) {
     scratch_free(&p->tmp);
-    int nn = p->nn;
-    p->all = NULL;
-    p->htab = NULL;
-    p->hcap = p->hcount = 0;
-    p->first = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->first);
-    p->ninst = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->ninst);
-    p->klist = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->klist);
-    p->kcount = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->kcount);
-    p->kops = scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->kops);
-    if (!p->first || !p->ninst || !p->klist || !p->kcount || !p->kops) return nomem(p);
-    for (int id = nn - 1; id >= 0; id--) {
+    int nn = p->nn, top = nn - 1;
+    if (p->ivalid) {
+        top = -1;
+        for (int id = nn - 1; id >= 0 && top < 0; id--)
+            if (p->root[id] != p->iroot[id]) top = id;
+        if (p->idead > p->ilive + 4096) top = nn - 1;
+    }
+    /* the instances of nodes top..0 leave their kernels' lists and counts */
+    int *lowold = scratch_calloc(&p->tmp, (size_t)nn, sizeof *lowold);
+    int *lownew = scratch_calloc(&p->tmp, (size_t)nn, sizeof *lownew);
+    if (!lowold || !lownew) return nomem(p);
+    for (int id = 0; p->ivalid && top < nn - 1 && id <= top; id++)
+        for (inst *i = p->first[id]; i; i = i->next_node) {
+            int k = i->kernel;
+            p->kcount[k]--;
+            lowold[k]++;
+            if (i->node->kind == NODE_MAP && !(p->iroot[id] && id != k)) p->kops64[k] -= p->fnops[id];
+        }
+    if (!p->ivalid || top == nn - 1) {
+        for (int k = 0; k < nn; k++) {
+            graph_free(p->klist[k]);
+            p->klist[k] = NULL;
+        }
+        memset(p->kcount, 0, (size_t)nn * sizeof *p->kcount);
+        memset(p->kops64, 0, (size_t)nn * sizeof *p->kops64);
+        scratch_free(&p->iar);
+        p->all = NULL;
+        p->htab = NULL;
+        p->hcap = p->hcount = 0;
+        p->ilive = p->idead = 0;
+        memset(p->first, 0, (size_t)nn * sizeof *p->first);
+        memset(p->ninst, 0, (size_t)nn * sizeof *p->ninst);
+        top = nn - 1;
+    } else if (top >= 0) {
+        rewind_instances(p, top);
+    }
+    p->ivalid = false; /* until this walk completes */
+    memcpy(p->iroot, p->root, (size_t)nn * sizeof *p->root);
+    for (int id = top; id >= 0; id--) {
+        p->ck[id] = p->all;
         if (!p->needed[id]) continue;
         const lf_node *n = p->g->nodes[id];
         if (p->root[id]) {
-            fuse_map *m = map_identity(&p->tmp, n);
+            fuse_map *m = map_identity(&p->iar, n);
             if (!m || !add_inst(p, n, id, m)) return nomem(p);
         }
         for (inst *i = p->first[id]; i; i = i->next_node) {
             if (is_leaf(p, n, i->kernel)) continue;
             if (n->kind == NODE_VIEW) {
                 fuse_step st = make_step(n->ndim, n->shape, n->u.view.offset, n->u.view.strides);
-                const fuse_map *m = map_compose(&p->tmp, i->map, &st);
+                const fuse_map *m = map_compose(&p->iar, i->map, &st);
                 if (!m || !(i->in[0] = add_inst(p, n->inputs[0], i->kernel, m))) return nomem(p);
             } else if (n->kind == NODE_MAP) {
                 for (int k = 0; k < n->ninputs; k++) {
@@ -547,31 +620,43 @@ static lf_status find_instances(planner *p) {
                         int64_t bs[LF_MAX_DIMS];
                         graph_broadcast_strides(x->ndim, x->shape, n->ndim, n->shape, bs);
                         fuse_step st = make_step(n->ndim, n->shape, 0, bs);
-                        m = map_compose(&p->tmp, i->map, &st);
+                        m = map_compose(&p->iar, i->map, &st);
                     }
                     if (!m || !(i->in[k] = add_inst(p, x, i->kernel, m))) return nomem(p);
                 }
             } else if (n->kind == NODE_REDUCE) {
                 const lf_node *x = n->inputs[0];
-                fuse_map *m = map_identity(&p->tmp, x);
+                fuse_map *m = map_identity(&p->iar, x);
                 if (!m || !(i->in[0] = add_inst(p, x, i->kernel, m))) return nomem(p);
             }
         }
     }
-    for (inst *i = p->all; i; i = i->next_all) p->kcount[i->kernel]++;
-    for (int k = 0; k < nn; k++) {
-        if (!p->kcount[k]) continue;
-        p->klist[k] = scratch_alloc(&p->tmp, (size_t)p->kcount[k] * sizeof *p->klist[k]);
-        if (!p->klist[k]) return nomem(p);
-        p->kcount[k] = 0;
-    }
-    for (int id = 0; id < nn; id++) /* in node order, without sorting */
-        for (inst *i = p->first[id]; i; i = i->next_node) p->klist[i->kernel][p->kcount[i->kernel]++] = i;
-    for (inst *i = p->all; i; i = i->next_all)
-        if (i->node->kind == NODE_MAP && !is_leaf(p, i->node, i->kernel)) {
-            int64_t t = (int64_t)p->kops[i->kernel] + p->fnops[i->node->id];
-            p->kops[i->kernel] = t > COST_CAP ? COST_CAP : (int)t;
+    p->ivalid = true;
+    /* a kernel's list: its instances of nodes 0..top in node order (without
+     * sorting), then the kept ones of the nodes above top */
+    for (int id = 0; id <= top; id++)
+        for (inst *i = p->first[id]; i; i = i->next_node) {
+            lownew[i->kernel]++;
+            if (i->node->kind == NODE_MAP && !is_leaf(p, i->node, i->kernel)) p->kops64[i->kernel] += p->fnops[id];
         }
+    int *fill = lowold; /* reused: per touched kernel, the next position */
+    for (int k = 0; k < nn; k++) {
+        if (!lowold[k] && !lownew[k]) continue;
+        int keep = p->kcount[k], cnt = keep + lownew[k];
+        inst **l = NULL;
+        if (cnt) {
+            l = graph_malloc((size_t)cnt * sizeof *l);
+            if (!l) return nomem(p);
+            if (keep) memcpy(l + lownew[k], p->klist[k] + lowold[k], (size_t)keep * sizeof *l);
+        }
+        graph_free(p->klist[k]);
+        p->klist[k] = l;
+        p->kcount[k] = cnt;
+        p->kops[k] = p->kops64[k] > COST_CAP ? COST_CAP : (int)p->kops64[k];
+        fill[k] = 0;
+    }
+    for (int id = 0; id <= top; id++)
+        for (inst *i = p->first[id]; i; i = i->next_node) p->klist[i->kernel][fill[i->kernel]++] = i;
     return LF_OK;
 }
 
@@ -1699,6 +1784,16 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     p->host = scratch_calloc(K, (size_t)nn, sizeof *p->host);
     p->oslot = scratch_calloc(K, (size_t)nn, sizeof *p->oslot);
     p->next_member = scratch_calloc(K, (size_t)nn, sizeof *p->next_member);
+    p->first = scratch_calloc(K, (size_t)nn, sizeof *p->first);
+    p->ninst = scratch_calloc(K, (size_t)nn, sizeof *p->ninst);
+    p->iroot = scratch_calloc(K, (size_t)nn, sizeof *p->iroot);
+    p->ck = scratch_calloc(K, (size_t)nn, sizeof *p->ck);
+    p->klist = scratch_calloc(K, (size_t)nn, sizeof *p->klist);
+    p->kcount = scratch_calloc(K, (size_t)nn, sizeof *p->kcount);
+    p->kops = scratch_calloc(K, (size_t)nn, sizeof *p->kops);
+    p->kops64 = scratch_calloc(K, (size_t)nn, sizeof *p->kops64);
+    if (!p->first || !p->ninst || !p->iroot || !p->ck || !p->klist || !p->kcount || !p->kops || !p->kops64)
+        return nomem(p);
     if (!p->host || !p->oslot || !p->fnops || !p->next_member) return nomem(p);
     if (!p->needed || !p->root || !p->output || !p->ops || !p->trans || !p->cand ||
         !p->merged_into || !p->role || !p->pass || !p->slot_of)
@@ -1797,6 +1892,8 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     p.fusion = fusion;
     lf_status st = plan(&p, s, n, outs);
     scratch_free(&p.tmp);
+    scratch_free(&p.iar);
+    for (int k = 0; p.klist && k < p.nn; k++) graph_free(p.klist[k]);
     scratch_free(&p.keep);
     if (st != LF_OK) {
         fuse_schedule_free(s);

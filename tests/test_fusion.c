@@ -1052,3 +1052,38 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
                 coverbuf[3], coverbuf[4], coverbuf[5], coverbuf[6], coverbuf[7], coverbuf[8], coverbuf[9]);
     lf_ctx_destroy(ctx);
 }
+
+/* A stencil pyramid (level k+1 = (a + b) * 0.5 of level k's two shifted
+ * slices): the multiple-consumer rule materializes every third level over
+ * about D/3 rounds, each re-deriving only the instances below its new roots;
+ * the kernels are those of the full rounds (134 for depth 400). */
+Test(fusion, stencil_pyramid_rounds) {
+    enum { DEPTH = 400, TOP = 64 };
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    int64_t len = TOP + DEPTH;
+    float *x = malloc((size_t)len * sizeof *x);
+    for (int64_t i = 0; i < len; i++) x[i] = 1.0f;
+    lf_buffer *xb = lf_buffer_new(ctx, LF_F32, 1, &len);
+    lf_buffer *yb = lf_buffer_new(ctx, LF_F32, 1, (int64_t[]){TOP});
+    cr_assert_eq(lf_buffer_write(xb, x, (size_t)len * sizeof *x), LF_OK);
+    lf_fn *f = lf_fn_parse(g, "(a, b) -> (a + b) * 0.5");
+    lf_node *v = lf_input(g, xb);
+    for (int k = 0; k < DEPTH; k++) {
+        int64_t m = lf_node_dim(v, 0);
+        lf_node *ab[2] = {lf_slice(g, v, 0, 0, m - 1, 1), lf_slice(g, v, 0, 1, m, 1)};
+        v = lf_zipwith(g, f, 2, ab);
+    }
+    cr_assert_eq(lf_eval(g, 1, &v, &yb), LF_OK, "%s", lf_errmsg(ctx));
+    lf_eval_stats st;
+    cr_assert_eq(lf_ctx_last_stats(ctx, &st), LF_OK);
+    cr_expect_eq(st.kernels, 134);
+    float y[TOP];
+    cr_assert_eq(lf_buffer_read(yb, y, sizeof y), LF_OK);
+    for (int j = 0; j < TOP; j++) cr_assert_eq(y[j], 1.0f, "y[%d] = %g", j, y[j]);
+    free(x);
+    lf_buffer_free(xb);
+    lf_buffer_free(yb);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
