@@ -14,8 +14,9 @@
  *     structure; what the source bakes in is only structure (rank, dtypes,
  *     which accesses are contiguous or invariant in the innermost loop, the
  *     fns and their literals).
- *  2. emission (emit.c): one emitter walks the layout and the kernel's fns and
- *     prints the loop skeleton of the strategy and the expressions; a dialect
+ *  2. emission (kernel.c picks the dialect's skeleton: emit_c.c, emit_cuda.c;
+ *     both print through the shared walker of emit.c, see emit.h): the loop
+ *     skeleton of the strategy and the fns' expressions inside; a dialect
  *     (dialect_c.c, dialect_cuda.c) supplies the language's strings: the
  *     prelude of helper functions, type names, math function names and the
  *     kernel qualifiers.
@@ -142,7 +143,7 @@ extern const char cg_prelude_helpers[];
 /* The C dialect; vector_math says whether libmvec is used (declared simd). */
 const cg_dialect *cg_dialect_c(bool vector_math);
 
-/* ==== emit.c: source text ================================================ */
+/* ==== emit.c, kernel.c: source text ===================================== */
 
 /* A growing string (graph_malloc'd). */
 typedef struct cg_text {
@@ -194,7 +195,7 @@ char *cg_strip_comments(const char *text);
  * source). */
 uint64_t cg_source_hash(const char *text);
 
-/* ==== emit_cuda.c: the CUDA kernels' launches ===========================
+/* ==== emit_cuda.c: the CUDA kernels and their launches ==================
  *
  * The CUDA dialect (cg_dialect_cuda) prints one translation unit per kernel
  * for NVRTC: no #include, every entry point `extern "C" __global__` taking
@@ -207,7 +208,7 @@ uint64_t cg_source_hash(const char *text);
  *     words[NB + 2]             ticket: scratch + scratch_ticket
  *     words[NB + 3 .. nwords)   P: the layout's parameters (int64)
  *
- * The host compiles the source with every entry (emit.c's LF_VARIANT guards
+ * The host compiles the source with every entry (emit_cuda.c's LF_VARIANT guards
  * would let a module hold one index width only; the backend does not use them),
  * then launches plan.launch[0 .. nlaunches) in order on one stream, each
  * with kernelParams = {words} (cuLaunchKernel copies them at launch). The

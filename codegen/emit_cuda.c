@@ -1,13 +1,15 @@
-/* codegen/emit_cuda.c: launch plans of the CUDA kernels (host side).
+/* codegen/emit_cuda.c: the CUDA kernels: their skeletons (device side,
+ * cg_emit_cuda, printed through the walker of emit.h) and their launch plans
+ * (host side).
  *
- * For one laid-out kernel and its parameters P, says which entry points of
- * the module emit.c printed (cg_dialect_cuda) to launch, in order, with
+ * The launch plans: for one laid-out kernel and its parameters P, say which
+ * entry points of the module cg_emit_cuda printed to launch, in order, with
  * which grid and block, how much device scratch the launches share, and
- * fills the argument words (the lf_args layout of codegen.h).
+ * fill the argument words (the lf_args layout of codegen.h).
  *
  * What must stay true:
  *  - every entry named here exists in the emitted module (names follow
- *    emit.c's cuda_names, suffixed 32 or 64);
+ *    cuda_names below, suffixed 32 or 64);
  *  - the 32-bit variant is chosen only when every index the kernel computes
  *    fits in an int: element counts plus a grid stride, and for every
  *    access |offset| + sum |stride| * (extent - 1);
@@ -18,7 +20,7 @@
  *  - a FULL kernel always launches at least one block per pass (it writes
  *    the finished value even for an empty reduction).
  */
-#include "codegen/codegen.h"
+#include "codegen/emit.h"
 
 #include <string.h>
 
@@ -176,4 +178,434 @@ void cg_cuda_fill_args(const cg_layout *lay, const cg_cuda_plan *plan, const int
         words[nb + 2] = scratch + plan->scratch_ticket;
     }
     for (int i = 0; i < lay->nparams; i++) words[nb + 3 + i] = (uint64_t)P[i];
+}
+
+/* ---- CUDA skeletons ------------------------------------------------------------------------
+ * Each body is a template over the index type lf_idx, instantiated by two
+ * extern "C" __global__ entries, lf_k_<name>32 (int) and lf_k_<name>64
+ * (long long); emit_cuda.c picks 32 when every index of the launch fits.
+ * The single kernel parameter `a` (lf_args) holds B, R, part, ticket and P;
+ * the macros B, P and R name its fields so the walker (emit.c) prints
+ * the same text as for C. Every thread of a block reaches every
+ * __syncthreads (loops that contain one have block-uniform bounds).
+ *
+ *  - run (ELEMENTWISE): grid-stride loop over flat elements.
+ *  - vec (ELEMENTWISE, one contiguous axis; emitted when
+ *    cg_cuda_vectorizable): each thread takes 4 consecutive elements with
+ *    one 4-element (16-byte for f32) load per input and store per output;
+ *    a scalar loop takes the tail. Used when every pointer is aligned.
+ *  - rows (INNER): a group of blockDim.x threads per output element,
+ *    blockDim.y outputs per block; thread x folds positions x, x + G, ...,
+ *    then the group combines through shared memory in a fixed tree.
+ *  - cols (OUTER): a thread per output, consecutive threads on consecutive
+ *    innermost outputs (coalesced reads); each folds its reduced positions
+ *    in the reference's order.
+ *  - pass<q> (FULL): a block per CG block of the outermost axis writes its
+ *    partial; the last block to finish (an integer ticket, no float
+ *    atomics) combines the partials in a fixed tree, writes R and, after
+ *    the last pass, runs the epilogue; row: grid-stride over positions.
+ */
+
+/* Calls to the device math library in fn (sqrt, rsqrt and fma are single
+ * instructions and do not count). */
+static int math_calls(const lf_fn *fn) {
+    int n = 0;
+    for (int i = 0; i < fn->nexprs; i++) {
+        const fn_expr *x = &fn->exprs[i];
+        if (x->kind != EXPR_OP) continue;
+        lf_op op = x->op;
+        if ((graph_ops[op].typing == OPTY_FLOAT && op != LF_OP_SQRT && op != LF_OP_RSQRT && op != LF_OP_FMA) ||
+            op == LF_OP_POW || op == LF_OP_MOD)
+            n++;
+    }
+    return n;
+}
+
+bool cg_cuda_vectorizable(const cg_layout *lay) {
+    if (lay->strategy != CG_ELEMENTWISE || lay->ndim != 1) return false;
+    /* four lanes of many inlined math calls compile slowly (polar_distance:
+     * 230 ms) and such kernels gain little from wide loads */
+    if (math_calls(lay->kernel->passes[0].fn) > 3) return false;
+    for (int i = 0; i < lay->naccess; i++) {
+        const cg_access *a = &lay->access[i];
+        if (a->param_steps >= 0 || a->inner == CG_INNER_STRIDED) return false;
+        if (a->fn < 0 && a->inner != CG_INNER_CONTIGUOUS) return false;
+    }
+    return true;
+}
+
+static const char *cuda_names[] = {"run", "vec", "rows", "cols", "row", "pass0", "pass1",
+                                   "pass2", "pass3", "pass4", "pass5", "pass6", "pass7"};
+
+static void cuda_open_body(cg_emitter *e, const char *name) {
+    cg_line(e, "template <typename lf_idx>");
+    cg_open_block(e, "static __device__ __forceinline__ void lf_body_%s(const lf_args &a) {", name);
+    e->level = 0;
+    cg_declare_buffers(e);
+    cg_line(e, "const lf_idx lf_tid = (lf_idx)blockIdx.x * blockDim.x + threadIdx.x;");
+    cg_line(e, "const lf_idx lf_stride = (lf_idx)gridDim.x * blockDim.x;");
+    cg_line(e, "(void)lf_tid; (void)lf_stride;");
+}
+
+/* Closes body `name` and prints its two entries; variant32/64 are the
+ * LF_VARIANT values that compile them (1 and 2: 32- and 64-bit run, rows,
+ * cols, row and pass entries; 3 and 4: the vec entries): a module built with
+ * -DLF_VARIANT=v instantiates only variant v's bodies, one without it all of
+ * them (what the backend compiles today). */
+static void cuda_close_body(cg_emitter *e, const char *name, int variant32, int variant64) {
+    cg_close_block(e);
+    for (int w = 32; w <= 64; w += 32) {
+        cg_line(e, "#if !defined(LF_VARIANT) || LF_VARIANT == %d", w == 32 ? variant32 : variant64);
+        cg_line(e,
+             "extern \"C\" __global__ void __launch_bounds__(256) lf_k_%s%d(const lf_args a) "
+             "{ lf_body_%s<%s>(a); }",
+             name, w, name, w == 32 ? "int" : "long long");
+        cg_line(e, "#endif");
+    }
+}
+
+/* lf_idx <name> = product of the extents of loop axes [first, first + n). */
+static void cuda_extent_product(cg_emitter *e, const char *name, int first, int n) {
+    cg_line(e, "lf_idx %s = 1;", name);
+    for (int ax = first; ax < first + n; ax++)
+        cg_line(e, "%s *= (lf_idx)P[%d];", name, e->lay->param_extent + ax);
+}
+
+/* Opens the offsets of region reg (all regions when reg < 0) at flat
+ * position `flat` of loop axes [first, ndim): the outer ones go into the
+ * next level's offsets; returns the innermost index expression in jv. */
+static void cuda_position(cg_emitter *e, int reg, const char *flat, int first, char jv[32]) {
+    const cg_layout *lay = e->lay;
+    int inner = lay->ndim - 1, L = e->level;
+    if (first >= inner) {
+        cg_fmt(jv, 32, "%s", flat);
+        return;
+    }
+    cg_line(e, "lf_idx rest%d = %s;", L, flat);
+    cg_line(e, "const lf_idx jin%d = rest%d %% (lf_idx)P[%d];", L, L, lay->param_extent + inner);
+    cg_line(e, "rest%d /= (lf_idx)P[%d];", L, lay->param_extent + inner);
+    for (int i = 0; i < lay->naccess; i++)
+        if (reg < 0 || cg_in_region(e, &lay->access[i], reg))
+            cg_line(e, "%slf_idx o%d_%d = o%d_%d;", e->d->value_attr, i, L + 1, i, L);
+    for (int ax = inner - 1; ax >= first; ax--) {
+        if (ax > first) {
+            cg_line(e, "{");
+            cg_line(e, "    const lf_idx q = rest%d %% (lf_idx)P[%d];", L, lay->param_extent + ax);
+            cg_line(e, "    rest%d /= (lf_idx)P[%d];", L, lay->param_extent + ax);
+        } else {
+            cg_line(e, "{");
+            cg_line(e, "    const lf_idx q = rest%d;", L);
+        }
+        for (int i = 0; i < lay->naccess; i++)
+            if (reg < 0 || cg_in_region(e, &lay->access[i], reg))
+                cg_line(e, "    o%d_%d += q * (lf_idx)P[%d];", i, L + 1, lay->access[i].param_offset + 1 + ax);
+        cg_line(e, "}");
+    }
+    e->level++;
+    cg_fmt(jv, 32, "jin%d", L);
+}
+
+/* Shared arrays of pass q's reductions (every reduction when q < 0). */
+static void cuda_declare_shared(cg_emitter *e, int q) {
+    const fuse_kernel *kn = e->kn;
+    for (int j = 0; j < kn->nreds; j++) {
+        const fuse_red *r = &kn->reds[j];
+        if (q >= 0 && r->pass != q) continue;
+        cg_line(e, "__shared__ %s sacc%d[256];", cg_red_float(r) ? "double" : "int64_t", j);
+        if (cg_red_arg(r)) cg_line(e, "__shared__ int64_t sarg%d[256];", j);
+    }
+}
+
+/* Combines the acc<r>[0] of pass q over a group of G threads (thread tx at
+ * shared index slot) into sacc<r>[slot - tx] through a fixed tree. */
+static void cuda_group_combine(cg_emitter *e, int q, const char *G) {
+    const fuse_kernel *kn = e->kn;
+    for (int j = 0; j < kn->nreds; j++) {
+        const fuse_red *r = &kn->reds[j];
+        if (r->pass != q) continue;
+        cg_line(e, "sacc%d[slot] = acc%d[0];", j, j);
+        if (cg_red_arg(r)) cg_line(e, "sarg%d[slot] = arg%d[0];", j, j);
+    }
+    cg_line(e, "__syncthreads();");
+    cg_open_block(e, "for (int s = %s / 2; s > 0; s >>= 1) {", G);
+    cg_open_block(e, "if (tx < s) {");
+    for (int j = 0; j < kn->nreds; j++) {
+        const fuse_red *r = &kn->reds[j];
+        if (r->pass != q) continue;
+        char a[32], g[32], b[48], bg[48];
+        cg_fmt(a, sizeof a, "sacc%d[slot]", j);
+        cg_fmt(g, sizeof g, "sarg%d[slot]", j);
+        cg_fmt(b, sizeof b, "sacc%d[slot + s]", j);
+        cg_fmt(bg, sizeof bg, "sarg%d[slot + s]", j);
+        cg_emit_combine(e, r, a, g, b, bg);
+    }
+    cg_close_block(e);
+    cg_line(e, "__syncthreads();");
+    cg_close_block(e);
+}
+
+/* Finished value of reduction j from the group's shared slot `base`. */
+static void cuda_finished(cg_emitter *e, int j, const char *base, char *out, size_t cap) {
+    char a[48], g[48];
+    cg_fmt(a, sizeof a, "sacc%d[%s]", j, base);
+    cg_fmt(g, sizeof g, "sarg%d[%s]", j, base);
+    cg_finish_value(e, &e->kn->reds[j], a, g, out, cap);
+}
+
+static void cuda_elementwise(cg_emitter *e) {
+    const cg_layout *lay = e->lay;
+    int inner = lay->ndim - 1;
+    cuda_open_body(e, "run");
+    cg_line(e, "const lf_idx E = (lf_idx)P[%d];", lay->param_extent + inner);
+    cuda_extent_product(e, "T", 0, lay->ndim);
+    cg_open_block(e, "for (lf_idx at = lf_tid; at < T; at += lf_stride) {");
+    if (inner > 0) {
+        cg_line(e, "const lf_idx row = at / E, j = at - row * E;");
+        cg_unravel(e, "row", 0, inner);
+    } else {
+        cg_line(e, "const lf_idx j = at; (void)E;");
+        cg_unravel(e, "0", 0, 0);
+    }
+    cg_hoist_invariants(e, 0);
+    cg_emit_body(e, 0, "j", ACC_SCALAR, "");
+    cg_close_block(e);
+    cuda_close_body(e, "run", 1, 2);
+    if (!cg_cuda_vectorizable(lay)) return;
+
+    cuda_open_body(e, "vec");
+    cg_line(e, "const lf_idx T = (lf_idx)P[%d];", lay->param_extent);
+    cg_unravel(e, "0", 0, 0);
+    cg_hoist_invariants(e, 0);
+    cg_open_block(e, "for (lf_idx g = lf_tid; g < T / 4; g += lf_stride) {");
+    cg_line(e, "const lf_idx j0 = g * 4;");
+    for (int i = 0; i < lay->naccess; i++) {
+        const cg_access *a = &lay->access[i];
+        if (a->buf < 0 || a->inner != CG_INNER_CONTIGUOUS) continue;
+        const char *t = e->d->type[a->dtype];
+        if (a->fn >= 0)
+            cg_line(e, "const lf_v4<%s> w%d = *(const lf_v4<%s> *)(b%d + o%d_0 + j0);", t, i, t, a->buf, i);
+        else
+            cg_line(e, "lf_v4<%s> w%d;", t, i);
+    }
+    cg_line(e, "#pragma unroll");
+    cg_open_block(e, "for (int l = 0; l < 4; l++) {");
+    cg_line(e, "const lf_idx j = j0 + l; (void)j;");
+    e->vec = true;
+    cg_emit_body(e, 0, "j", ACC_SCALAR, "");
+    e->vec = false;
+    cg_close_block(e);
+    for (int i = 0; i < lay->naccess; i++) {
+        const cg_access *a = &lay->access[i];
+        if (a->fn >= 0 || a->buf < 0) continue;
+        const char *t = e->d->type[a->dtype];
+        cg_line(e, "*(lf_v4<%s> *)(b%d + o%d_0 + j0) = w%d;", t, a->buf, i, i);
+    }
+    cg_close_block(e);
+    cg_open_block(e, "for (lf_idx j = T / 4 * 4 + lf_tid; j < T; j += lf_stride) {");
+    cg_emit_body(e, 0, "j", ACC_SCALAR, "");
+    cg_close_block(e);
+    cuda_close_body(e, "vec", 3, 4);
+}
+
+/* The loop of one thread over its positions p = tx, tx + G, ... < C of the
+ * reduced axes [first, ndim) for pass q (or, q == npasses + 1, the row
+ * pass); flat positions are base + p. */
+static void cuda_thread_positions(cg_emitter *e, int q, int first, const char *base, const char *G,
+                                  acc_form form) {
+    const fuse_kernel *kn = e->kn;
+    cg_open_block(e, "for (lf_idx p = tx; p < C; p += %s) {", G);
+    cg_line(e, "const lf_idx fl = %s + p; (void)fl;", base);
+    int level = e->level;
+    char jv[32];
+    cuda_position(e, q, "fl", first, jv);
+    cg_hoist_invariants(e, q);
+    if (q == kn->npasses + 1) {
+        cg_emit_body(e, q, jv, form, "r");
+    } else {
+        cg_emit_pass_body(e, q, jv, form, "0", "(int64_t)fl");
+    }
+    e->level = level;
+    cg_close_block(e);
+}
+
+static void cuda_inner(cg_emitter *e) {
+    const fuse_kernel *kn = e->kn;
+    const cg_layout *lay = e->lay;
+    cuda_open_body(e, "rows");
+    cuda_declare_shared(e, -1);
+    cg_line(e, "const int tx = threadIdx.x, G = blockDim.x, slot = threadIdx.y * G + tx;");
+    cg_line(e, "(void)slot;");
+    cuda_extent_product(e, "NOUT", 0, lay->nkept);
+    cg_line(e, "const lf_idx C = (lf_idx)P[%d];", lay->param_count);
+    cg_open_block(e, "for (lf_idx base = (lf_idx)blockIdx.x * blockDim.y; base < NOUT; "
+            "base += (lf_idx)gridDim.x * blockDim.y) {");
+    cg_line(e, "const lf_idx out = base + threadIdx.y;");
+    cg_line(e, "const bool live = out < NOUT;");
+    cg_unravel(e, "(live ? out : 0)", 0, lay->nkept);
+    cg_declare_results(e, NULL);
+    for (int q = 0; q < kn->npasses; q++) {
+        cg_open_block(e, "{ /* pass %d */", q);
+        cg_declare_accs(e, q, "1", "1");
+        cg_open_block(e, "if (live) {");
+        cuda_thread_positions(e, q, lay->nkept, "0", "G", ACC_SCALAR);
+        cg_close_block(e);
+        cuda_group_combine(e, q, "G");
+        for (int j = 0; j < kn->nreds; j++) {
+            if (kn->reds[j].pass != q) continue;
+            expr_buf v;
+            cuda_finished(e, j, "threadIdx.y * G", v, sizeof v);
+            cg_line(e, "res%d = %s;", j, v);
+        }
+        cg_line(e, "__syncthreads();");
+        cg_close_block(e);
+    }
+    cg_open_block(e, "if (live && tx == 0) { /* epilogue */");
+    cg_emit_body(e, kn->npasses, NULL, ACC_SCALAR, "e");
+    cg_close_block(e);
+    if (kn->row) {
+        cg_open_block(e, "if (live) { /* row pass */");
+        cuda_thread_positions(e, kn->npasses + 1, lay->nkept, "0", "G", ACC_SCALAR);
+        cg_close_block(e);
+    }
+    cg_close_block(e);
+    cuda_close_body(e, "rows", 1, 2);
+}
+
+static void cuda_outer(cg_emitter *e) {
+    const fuse_kernel *kn = e->kn;
+    const cg_layout *lay = e->lay;
+    int last = lay->ndim - 1;
+    cuda_open_body(e, "cols");
+    cg_line(e, "const lf_idx EK = (lf_idx)P[%d];", lay->param_extent + last);
+    cuda_extent_product(e, "NOUT", 0, lay->nkept);
+    cg_line(e, "NOUT *= EK;");
+    cg_open_block(e, "for (lf_idx u = lf_tid; u < NOUT; u += lf_stride) {");
+    cg_line(e, "const lf_idx out = u / EK, k = u - out * EK;");
+    cg_unravel(e, "out", 0, lay->nkept);
+    for (int i = 0; i < lay->naccess; i++)
+        cg_line(e, "o%d_0 += k * (lf_idx)P[%d];", i, lay->access[i].param_offset + 1 + last);
+    cg_declare_results(e, NULL);
+    for (int q = 0; q < kn->npasses; q++) {
+        cg_open_block(e, "{ /* pass %d */", q);
+        bool pos = cg_pass_tracks_pos(kn, q);
+        cg_declare_accs(e, q, "1", "1");
+        if (pos) cg_line(e, "const int64_t pos0 = 0;");
+        int opened = 0;
+        for (int ax = lay->nkept; ax < last; ax++, opened++) cg_open_level(e, ax, q, NULL, NULL, pos);
+        char posx[16];
+        cg_fmt(posx, sizeof posx, "pos%d", e->level);
+        cg_emit_pass_body(e, q, NULL, ACC_SCALAR, "0", posx);
+        while (opened--) cg_close_level(e);
+        cg_finish_into(e, q, "0", NULL);
+        cg_close_block(e);
+    }
+    cg_open_block(e, "{ /* epilogue */");
+    cg_emit_body(e, kn->npasses, NULL, ACC_SCALAR, "e");
+    cg_close_block(e);
+    if (kn->row) {
+        int reg = kn->npasses + 1, opened = 0;
+        cg_open_block(e, "{ /* row pass */");
+        for (int ax = lay->nkept; ax < last; ax++, opened++) cg_open_level(e, ax, reg, NULL, NULL, false);
+        cg_emit_body(e, reg, NULL, ACC_SCALAR, "r");
+        while (opened--) cg_close_level(e);
+        cg_close_block(e);
+    }
+    cg_close_block(e);
+    cuda_close_body(e, "cols", 1, 2);
+}
+
+static void cuda_full(cg_emitter *e) {
+    const fuse_kernel *kn = e->kn;
+    const cg_layout *lay = e->lay;
+    for (int q = 0; q < kn->npasses; q++) {
+        int nq = cg_pass_reductions(kn, q);
+        cuda_open_body(e, cuda_names[5 + q]);
+        cuda_declare_shared(e, q);
+        cg_line(e, "__shared__ int lf_last;");
+        cg_line(e, "const int tx = threadIdx.x, slot = tx;");
+        cg_line(e, "const lf_idx blk = blockIdx.x;");
+        cg_line(e, "const lf_idx lo = blk * (lf_idx)P[%d];", lay->param_full_block);
+        cg_line(e, "const lf_idx hi = (lf_idx)P[%d] - lo < (lf_idx)P[%d] ? (lf_idx)P[%d] : lo + (lf_idx)P[%d];",
+             lay->param_extent, lay->param_full_block, lay->param_extent, lay->param_full_block);
+        cg_unravel(e, "0", 0, 0);
+        cuda_extent_product(e, "Cin", 1, lay->ndim - 1);
+        cg_line(e, "const lf_idx C = (hi - lo) * Cin;");
+        cg_declare_accs(e, q, "1", "1");
+        cg_open_block(e, "{");
+        cuda_thread_positions(e, q, 0, "lo * Cin", "(lf_idx)blockDim.x", ACC_R);
+        cg_close_block(e);
+        cuda_group_combine(e, q, "(int)blockDim.x");
+        cg_open_block(e, "if (tx == 0) {");
+        for (int j = 0, m = 0; j < kn->nreds; j++) {
+            const fuse_red *r = &kn->reds[j];
+            if (r->pass != q) continue;
+            cg_line(e, "a.part[blk * %d + %d].v.%s = sacc%d[0];", nq, m, cg_red_float(r) ? "f" : "i", j);
+            if (cg_red_arg(r)) cg_line(e, "a.part[blk * %d + %d].arg = sarg%d[0];", nq, m, j);
+            else cg_line(e, "a.part[blk * %d + %d].arg = -1;", nq, m);
+            m++;
+        }
+        cg_line(e, "__threadfence();");
+        cg_line(e, "lf_last = atomicAdd(&a.ticket[%d], 1u) == gridDim.x - 1;", q);
+        cg_close_block(e);
+        cg_line(e, "__syncthreads();");
+        cg_open_block(e, "if (lf_last) { /* the last block combines the partials in a fixed order */");
+        cg_line(e, "__threadfence();");
+        for (int j = 0, m = 0; j < kn->nreds; j++) {
+            const fuse_red *r = &kn->reds[j];
+            if (r->pass != q) continue;
+            bool fl = cg_red_float(r);
+            cg_line(e, "acc%d[0] = %s;", j, cg_red_init(r));
+            if (cg_red_arg(r)) cg_line(e, "arg%d[0] = -1;", j);
+            cg_open_block(e, "for (lf_idx b = tx; b < (lf_idx)gridDim.x; b += blockDim.x) {");
+            cg_line(e, "const %s pv = __ldcg(&a.part[b * %d + %d].v.%s);", fl ? "double" : "long long", nq, m,
+                 fl ? "f" : "i");
+            cg_line(e, "const long long pa = __ldcg(&a.part[b * %d + %d].arg); (void)pa;", nq, m);
+            char a[32], g[32];
+            cg_fmt(a, sizeof a, "acc%d[0]", j);
+            cg_fmt(g, sizeof g, "arg%d[0]", j);
+            cg_emit_combine(e, r, a, g, "pv", "pa");
+            cg_close_block(e);
+            m++;
+        }
+        cuda_group_combine(e, q, "(int)blockDim.x");
+        cg_open_block(e, "if (tx == 0) {");
+        for (int j = 0; j < kn->nreds; j++) {
+            const fuse_red *r = &kn->reds[j];
+            if (r->pass != q) continue;
+            expr_buf v;
+            cuda_finished(e, j, "0", v, sizeof v);
+            cg_line(e, "R[%d].%s = %s;", j, graph_dtype_is_float(r->node->dtype) ? "f" : "i", v);
+        }
+        cg_line(e, "a.ticket[%d] = 0;", q);
+        if (q == kn->npasses - 1) {
+            cg_open_block(e, "{ /* epilogue */");
+            cg_emit_body(e, kn->npasses, NULL, ACC_R, "e");
+            cg_close_block(e);
+        }
+        cg_close_block(e);
+        cg_close_block(e);
+        cuda_close_body(e, cuda_names[5 + q], 1, 2);
+    }
+    if (kn->row) {
+        cuda_open_body(e, "row");
+        cg_unravel(e, "0", 0, 0);
+        cuda_extent_product(e, "C", 0, lay->ndim);
+        cg_line(e, "const lf_idx tx = lf_tid;");
+        cuda_thread_positions(e, kn->npasses + 1, 0, "0", "lf_stride", ACC_R);
+        cuda_close_body(e, "row", 1, 2);
+    }
+}
+
+void cg_emit_cuda(cg_emitter *e) {
+    const cg_layout *lay = e->lay;
+    cg_printf(e->t, "struct lf_args {\n    void *B[%d];\n    lf_value *R;\n    lf_partial *part;\n"
+                    "    unsigned int *ticket;\n    long long P[%d];\n};\n",
+              lay->nbufs > 0 ? lay->nbufs : 1, lay->nparams > 0 ? lay->nparams : 1);
+    cg_printf(e->t, "#define B (a.B)\n#define P (a.P)\n#define R (a.R)\n");
+    switch (lay->strategy) {
+    case CG_ELEMENTWISE: cuda_elementwise(e); break;
+    case CG_REDUCE_INNER: cuda_inner(e); break;
+    case CG_REDUCE_OUTER: cuda_outer(e); break;
+    case CG_REDUCE_FULL: cuda_full(e); break;
+    }
 }

@@ -1,0 +1,105 @@
+/* codegen/emit.h: the emitter's shared walker, for the files that print a
+ * kernel's skeleton (private to codegen/).
+ *
+ *   emit.c       the walker: text, lines and blocks, loads and stores
+ *                (accesses), fns, reductions (fold, combine, finish), loop
+ *                levels and the reduced nests both dialects open
+ *   emit_c.c     the C skeletons of each kernel kind (cg_emit_c)
+ *   emit_cuda.c  the CUDA skeletons (cg_emit_cuda) and launch plans
+ *   kernel.c     cg_emit_kernel: the prelude, then the dialect's skeleton;
+ *                the one place that knows both
+ *
+ * A skeleton prints the loops of its kernel kind with cg_line/cg_open_block
+ * and calls the walker for everything inside them, so both dialects print
+ * the same expressions, loads, stores and folds.
+ */
+#ifndef LF_CODEGEN_EMIT_H
+#define LF_CODEGEN_EMIT_H
+
+#include "codegen/codegen.h"
+
+/* The state of printing one kernel. */
+typedef struct cg_emitter {
+    cg_text *t;                    /* the output */
+    const fuse_schedule *s;
+    const cg_layout *lay;
+    const fuse_kernel *kn;         /* lay->kernel */
+    const cg_dialect *d;
+    int depth;                     /* indentation */
+    int level;                     /* current loop level (names o<a>_<level>) */
+    bool vec;                      /* CUDA vector body: contiguous loads and stores go
+                                      through the 4-element registers w<a>.x[l] */
+} cg_emitter;
+
+/* One expression piece of generated text. */
+typedef char expr_buf[768];
+
+/* How ACC loads read finished reductions: res<r> (SCALAR), res<r>[j]
+ * (ARRAY) or R[r] (R). */
+typedef enum acc_form { ACC_SCALAR, ACC_ARRAY, ACC_R } acc_form;
+
+/* ---- lines ---- */
+/* snprintf for expression pieces; a piece that does not fit becomes a line
+ * that stops the compile, never silently wrong code. */
+void cg_fmt(char *out, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
+/* One indented line. */
+void cg_line(cg_emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A line ending in "{"; what follows is indented until cg_close_block. */
+void cg_open_block(cg_emitter *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cg_close_block(cg_emitter *e);
+/* The dialect's value type of dtype t. */
+const char *cg_vtype(const cg_emitter *e, lf_dtype t);
+
+/* ---- accesses and loop levels ---- */
+/* Whether access a belongs to region reg (an fn index; stores: the
+ * elementwise body, the epilogue's or the row pass's). */
+bool cg_in_region(const cg_emitter *e, const cg_access *a, int reg);
+/* Loads of region reg invariant in the innermost loop, as h<a> locals. */
+void cg_hoist_invariants(cg_emitter *e, int reg);
+/* Unravels flat index `flat` over loop axes first .. first+n-1. */
+void cg_unravel(cg_emitter *e, const char *flat, int first, int n);
+/* Opens the loop over axis ax (region reg's offsets follow it); lo/hi bound
+ * it (NULL: the whole extent); track_pos keeps the reduced position. */
+void cg_open_level(cg_emitter *e, int ax, int reg, const char *lo, const char *hi, bool track_pos);
+void cg_close_level(cg_emitter *e);
+/* Opens the reduced nest of region reg (INNER and FULL) and writes the
+ * innermost range into jlo/jhi; returns the levels opened, which
+ * cg_close_reduced_nest takes. */
+int cg_open_reduced_nest(cg_emitter *e, int reg, const char *lo, const char *hi, bool track_pos,
+                         char jlo[32], char jhi[32]);
+void cg_close_reduced_nest(cg_emitter *e, int opened);
+
+/* ---- fns and stores ---- */
+/* Region reg's fn at innermost index jv, then its stores. */
+void cg_emit_body(cg_emitter *e, int reg, const char *jv, acc_form form, const char *prefix);
+/* The body of pass q at innermost index jv, folding into lane/element slot
+ * at position pos. */
+void cg_emit_pass_body(cg_emitter *e, int q, const char *jv, acc_form form, const char *slot,
+                       const char *pos);
+
+/* ---- reductions ---- */
+bool cg_red_float(const fuse_red *r);  /* accumulates in double */
+bool cg_red_arg(const fuse_red *r);    /* argmin / argmax */
+const char *cg_red_init(const fuse_red *r);
+/* Combines accumulator b/bg into a/g. */
+void cg_emit_combine(cg_emitter *e, const fuse_red *r, const char *a, const char *g, const char *b,
+                     const char *bg);
+/* The finished value (the reduce node's dtype) of accumulator a/g. */
+void cg_finish_value(const cg_emitter *e, const fuse_red *r, const char *a, const char *g, char *out,
+                     size_t cap);
+/* Whether pass q folds an argmin/argmax (positions are tracked). */
+bool cg_pass_tracks_pos(const fuse_kernel *kn, int q);
+/* Declares lane accumulators acc<r>[n], arg<r>[n] of pass q's reductions. */
+void cg_declare_accs(cg_emitter *e, int q, const char *n, const char *count);
+/* Declares b<k> for every buffer and s<a> for strided accesses. */
+void cg_declare_buffers(cg_emitter *e);
+/* Declares res<r> for every reduction (n: array length or NULL). */
+void cg_declare_results(cg_emitter *e, const char *n);
+/* res<r> (or res<r>[dst_fmt_prefix]) = the finished acc<r>[slot] of pass q. */
+void cg_finish_into(cg_emitter *e, int q, const char *slot, const char *dst_fmt_prefix);
+
+/* ---- the skeletons ---- */
+void cg_emit_c(cg_emitter *e);    /* emit_c.c */
+void cg_emit_cuda(cg_emitter *e); /* emit_cuda.c */
+
+#endif /* LF_CODEGEN_EMIT_H */

@@ -1,0 +1,289 @@
+/* codegen/emit_c.c: the C skeletons of each kernel kind (see emit.h for the
+ * walker they call and emit.c's top comment for the strategies).
+ *
+ *  - ELEMENTWISE: lf_k_run(B, P, begin, end) over flat elements: per row
+ *    segment the outer axes are unravelled once, then a unit-stride inner
+ *    loop the compiler vectorizes; loads invariant in it are hoisted.
+ *  - REDUCE_INNER: lf_k_run over output elements; each pass folds into
+ *    CG_LANES lanes (emit_lane_nest), combined in lane order.
+ *  - REDUCE_OUTER: lf_k_run over (outer output, block of innermost outputs),
+ *    each output accumulating in reduced order.
+ *  - REDUCE_FULL: lf_k_pass<q> (a partial per block of the outermost reduced
+ *    axis), lf_k_fin<q> (partials in block order), lf_k_epi, lf_k_row.
+ *
+ * What must stay true: every function named in codegen.h ("Names of the
+ * generated functions") is printed for its strategy, with the signatures of
+ * the cg_*_fn types; the order of every fold depends on the shape alone.
+ */
+#include "codegen/emit.h"
+
+/* The reduced nest of pass q (INNER and FULL): levels over the reduced axes
+ * but the innermost, then the innermost axis split into lanes. lo/hi bound
+ * the outermost reduced axis (FULL blocks) or are NULL. */
+static void emit_lane_nest(cg_emitter *e, int q, acc_form form, const char *lo, const char *hi) {
+    const cg_layout *lay = e->lay;
+    bool pos = cg_pass_tracks_pos(e->kn, q);
+    int inner = lay->ndim - 1;
+    char jlo[32], jhi[32];
+    if (pos) cg_line(e, "const int64_t pos%d = 0;", e->level);
+    int opened = cg_open_reduced_nest(e, q, lo, hi, pos, jlo, jhi);
+    char posx[64];
+    cg_fmt(posx, sizeof posx, "pos%d * P[%d] + jj", e->level, lay->param_extent + inner);
+    cg_line(e, "int64_t j = %s;", jlo);
+    cg_open_block(e, "for (; j + %d <= %s; j += %d) {", CG_LANES, jhi, CG_LANES);
+    /* not unrolled: GCC's loop vectorizer (not SLP) calls the simd math */
+    cg_line(e, "_Pragma(\"GCC unroll 1\")");
+    cg_open_block(e, "for (int64_t l = 0; l < %d; l++) {", CG_LANES);
+    cg_line(e, "const int64_t jj = j + l;");
+    cg_emit_pass_body(e, q, "jj", form, "l", posx);
+    cg_close_block(e);
+    cg_close_block(e);
+    cg_open_block(e, "for (int64_t l = 0; j + l < %s; l++) {", jhi);
+    cg_line(e, "const int64_t jj = j + l;");
+    cg_emit_pass_body(e, q, "jj", form, "l", posx);
+    cg_close_block(e);
+    cg_close_reduced_nest(e, opened);
+}
+
+/* Combines pass q's lanes into acc<r>[0] / arg<r>[0] in lane order. */
+static void combine_lanes(cg_emitter *e, int q) {
+    const fuse_kernel *kn = e->kn;
+    for (int j = 0; j < kn->nreds; j++) {
+        const fuse_red *r = &kn->reds[j];
+        if (r->pass != q) continue;
+        cg_open_block(e, "for (int64_t l = 1; l < %d; l++) {", CG_LANES);
+        char a[32], g[32], b[32], bg[32];
+        cg_fmt(a, sizeof a, "acc%d[0]", j);
+        cg_fmt(g, sizeof g, "arg%d[0]", j);
+        cg_fmt(b, sizeof b, "acc%d[l]", j);
+        cg_fmt(bg, sizeof bg, "arg%d[l]", j);
+        cg_emit_combine(e, r, a, g, b, bg);
+        cg_close_block(e);
+    }
+}
+
+/* The row pass over the reduced nest (INNER and FULL). */
+static void emit_row_nest(cg_emitter *e, acc_form form, const char *lo, const char *hi) {
+    const fuse_kernel *kn = e->kn;
+    int reg = kn->npasses + 1;
+    char jlo[32], jhi[32];
+    int opened = cg_open_reduced_nest(e, reg, lo, hi, false, jlo, jhi);
+    cg_open_block(e, "for (int64_t jj = %s; jj < %s; jj++) {", jlo, jhi);
+    cg_emit_body(e, reg, "jj", form, "r");
+    cg_close_block(e);
+    cg_close_reduced_nest(e, opened);
+}
+
+/* ---- function skeletons --------------------------------------------------------------------- */
+
+
+static void open_fn(cg_emitter *e, const char *sig) {
+    cg_open_block(e, "%s void lf_k_%s {", e->d->entry, sig);
+    e->level = 0;
+}
+
+#define ARGS_RUN "void *const *restrict B, const int64_t *restrict P, int64_t begin, int64_t end"
+
+static void emit_elementwise(cg_emitter *e) {
+    const cg_layout *lay = e->lay;
+    int inner = lay->ndim - 1;
+    open_fn(e, "run(" ARGS_RUN ")");
+    cg_declare_buffers(e);
+    cg_line(e, "const int64_t E = P[%d];", lay->param_extent + inner);
+    cg_line(e, "int64_t at = begin;");
+    cg_open_block(e, "while (at < end) {");
+    cg_line(e, "const int64_t row = at / E, j0 = at - row * E;");
+    cg_line(e, "const int64_t j1 = end - at < E - j0 ? j0 + (end - at) : E;");
+    cg_unravel(e, "row", 0, inner);
+    cg_hoist_invariants(e, 0);
+    cg_open_block(e, "for (int64_t j = j0; j < j1; j++) {");
+    cg_emit_body(e, 0, "j", ACC_SCALAR, "");
+    cg_close_block(e);
+    cg_line(e, "at += j1 - j0;");
+    cg_close_block(e);
+    cg_close_block(e);
+}
+
+
+
+static void emit_inner(cg_emitter *e) {
+    const fuse_kernel *kn = e->kn;
+    const cg_layout *lay = e->lay;
+    open_fn(e, "run(" ARGS_RUN ")");
+    cg_declare_buffers(e);
+    cg_open_block(e, "for (int64_t out = begin; out < end; out++) {");
+    cg_unravel(e, "out", 0, lay->nkept);
+    cg_declare_results(e, NULL);
+    for (int q = 0; q < kn->npasses; q++) {
+        cg_open_block(e, "{ /* pass %d */", q);
+        char lanes[16];
+        cg_fmt(lanes, sizeof lanes, "%d", CG_LANES);
+        cg_declare_accs(e, q, lanes, lanes);
+        emit_lane_nest(e, q, ACC_SCALAR, NULL, NULL);
+        combine_lanes(e, q);
+        cg_finish_into(e, q, "0", NULL);
+        cg_close_block(e);
+    }
+    cg_open_block(e, "{ /* epilogue */");
+    cg_emit_body(e, kn->npasses, NULL, ACC_SCALAR, "e");
+    cg_close_block(e);
+    if (kn->row) {
+        cg_open_block(e, "{ /* row pass */");
+        emit_row_nest(e, ACC_SCALAR, NULL, NULL);
+        cg_close_block(e);
+    }
+    cg_close_block(e);
+    cg_close_block(e);
+}
+
+static void emit_outer(cg_emitter *e) {
+    const fuse_kernel *kn = e->kn;
+    const cg_layout *lay = e->lay;
+    int last = lay->ndim - 1;
+    open_fn(e, "run(" ARGS_RUN ")");
+    cg_declare_buffers(e);
+    cg_line(e, "const int64_t EK = P[%d], nblk = (EK + %d) / %d;", lay->param_extent + last,
+         CG_OUTER_BLOCK - 1, CG_OUTER_BLOCK);
+    cg_open_block(e, "for (int64_t u = begin; u < end; u++) {");
+    cg_line(e, "const int64_t out = u / nblk, k0 = (u - out * nblk) * %d;", CG_OUTER_BLOCK);
+    cg_line(e, "const int64_t K = EK - k0 < %d ? EK - k0 : %d;", CG_OUTER_BLOCK, CG_OUTER_BLOCK);
+    cg_unravel(e, "out", 0, lay->nkept);
+    for (int i = 0; i < lay->naccess; i++)
+        cg_line(e, "o%d_0 += k0 * P[%d];", i, lay->access[i].param_offset + 1 + last);
+    char blk[16];
+    cg_fmt(blk, sizeof blk, "%d", CG_OUTER_BLOCK);
+    cg_declare_results(e, blk);
+    for (int q = 0; q < kn->npasses; q++) {
+        cg_open_block(e, "{ /* pass %d */", q);
+        bool pos = cg_pass_tracks_pos(kn, q);
+        cg_declare_accs(e, q, blk, "K");
+        if (pos) cg_line(e, "const int64_t pos0 = 0;");
+        int opened = 0;
+        for (int ax = lay->nkept; ax < last; ax++, opened++) cg_open_level(e, ax, q, NULL, NULL, pos);
+        cg_hoist_invariants(e, q);
+        char posx[16];
+        cg_fmt(posx, sizeof posx, "pos%d", e->level);
+        cg_open_block(e, "for (int64_t kk = 0; kk < K; kk++) {");
+        cg_emit_pass_body(e, q, "kk", ACC_ARRAY, "kk", posx);
+        cg_close_block(e);
+        while (opened--) cg_close_level(e);
+        cg_open_block(e, "for (int64_t kk = 0; kk < K; kk++) {");
+        cg_finish_into(e, q, "kk", "kk");
+        cg_close_block(e);
+        cg_close_block(e);
+    }
+    cg_hoist_invariants(e, kn->npasses);
+    cg_open_block(e, "for (int64_t kk = 0; kk < K; kk++) { /* epilogue */");
+    cg_emit_body(e, kn->npasses, "kk", ACC_ARRAY, "e");
+    cg_close_block(e);
+    if (kn->row) {
+        int reg = kn->npasses + 1, opened = 0;
+        cg_open_block(e, "{ /* row pass */");
+        for (int ax = lay->nkept; ax < last; ax++, opened++) cg_open_level(e, ax, reg, NULL, NULL, false);
+        cg_hoist_invariants(e, reg);
+        cg_open_block(e, "for (int64_t kk = 0; kk < K; kk++) {");
+        cg_emit_body(e, reg, "kk", ACC_ARRAY, "r");
+        cg_close_block(e);
+        while (opened--) cg_close_level(e);
+        cg_close_block(e);
+    }
+    cg_close_block(e);
+    cg_close_block(e);
+}
+
+/* lo, hi: the outermost-axis range of block blk (FULL). */
+static void block_bounds(cg_emitter *e) {
+    const cg_layout *lay = e->lay;
+    cg_line(e, "const int64_t lo = blk * P[%d];", lay->param_full_block);
+    cg_line(e, "const int64_t hi = P[%d] - lo < P[%d] ? P[%d] : lo + P[%d];", lay->param_extent,
+         lay->param_full_block, lay->param_extent, lay->param_full_block);
+}
+
+
+static void emit_full(cg_emitter *e) {
+    const fuse_kernel *kn = e->kn;
+    for (int q = 0; q < kn->npasses; q++) {
+        int nq = cg_pass_reductions(kn, q);
+        char sig[256];
+        cg_fmt(sig, sizeof sig,
+                 "pass%d(void *const *restrict B, const int64_t *restrict P, lf_value *restrict R, "
+                 "int64_t begin, int64_t end, lf_partial *restrict part)",
+                 q);
+        open_fn(e, sig);
+        cg_line(e, "(void)R;");
+        cg_declare_buffers(e);
+        cg_open_block(e, "for (int64_t blk = begin; blk < end; blk++) {");
+        block_bounds(e);
+        cg_unravel(e, "0", 0, 0);
+        char lanes[16];
+        cg_fmt(lanes, sizeof lanes, "%d", CG_LANES);
+        cg_declare_accs(e, q, lanes, lanes);
+        emit_lane_nest(e, q, ACC_R, "lo", "hi");
+        combine_lanes(e, q);
+        for (int j = 0, m = 0; j < kn->nreds; j++) {
+            const fuse_red *r = &kn->reds[j];
+            if (r->pass != q) continue;
+            cg_line(e, "part[blk * %d + %d].v.%s = acc%d[0];", nq, m, cg_red_float(r) ? "f" : "i", j);
+            if (cg_red_arg(r)) cg_line(e, "part[blk * %d + %d].arg = arg%d[0];", nq, m, j);
+            else cg_line(e, "part[blk * %d + %d].arg = -1;", nq, m);
+            m++;
+        }
+        cg_close_block(e);
+        cg_close_block(e);
+
+        cg_fmt(sig, sizeof sig,
+                 "fin%d(const int64_t *restrict P, lf_value *restrict R, const lf_partial *restrict "
+                 "part, int64_t nblocks)",
+                 q);
+        open_fn(e, sig);
+        for (int j = 0, m = 0; j < kn->nreds; j++) {
+            const fuse_red *r = &kn->reds[j];
+            if (r->pass != q) continue;
+            bool fl = cg_red_float(r);
+            cg_open_block(e, "{ /* n%d %s */", r->node->id, graph_reds[r->op].text);
+            cg_line(e, "%s acc%d[1] = {%s};", fl ? "double" : "int64_t", j, cg_red_init(r));
+            cg_line(e, "int64_t arg%d[1] = {-1};", j);
+            cg_open_block(e, "for (int64_t b = 0; b < nblocks; b++) {");
+            char a[32], g[32], b[64], bg[64];
+            cg_fmt(a, sizeof a, "acc%d[0]", j);
+            cg_fmt(g, sizeof g, "arg%d[0]", j);
+            cg_fmt(b, sizeof b, "part[b * %d + %d].v.%s", nq, m, fl ? "f" : "i");
+            cg_fmt(bg, sizeof bg, "part[b * %d + %d].arg", nq, m);
+            cg_emit_combine(e, r, a, g, b, bg);
+            cg_close_block(e);
+            expr_buf v;
+            cg_finish_value(e, r, a, g, v, sizeof v);
+            cg_line(e, "R[%d].%s = %s;", j, graph_dtype_is_float(r->node->dtype) ? "f" : "i", v);
+            cg_close_block(e);
+            m++;
+        }
+        cg_line(e, "(void)P;");
+        cg_close_block(e);
+    }
+    open_fn(e, "epi(void *const *restrict B, const int64_t *restrict P, lf_value *restrict R)");
+    cg_declare_buffers(e);
+    cg_unravel(e, "0", 0, 0);
+    cg_emit_body(e, kn->npasses, NULL, ACC_R, "e");
+    cg_close_block(e);
+    if (kn->row) {
+        open_fn(e, "row(void *const *restrict B, const int64_t *restrict P, lf_value *restrict R, "
+                   "int64_t begin, int64_t end)");
+        cg_declare_buffers(e);
+        cg_open_block(e, "for (int64_t blk = begin; blk < end; blk++) {");
+        block_bounds(e);
+        cg_unravel(e, "0", 0, 0);
+        emit_row_nest(e, ACC_R, "lo", "hi");
+        cg_close_block(e);
+        cg_close_block(e);
+    }
+}
+
+
+void cg_emit_c(cg_emitter *e) {
+    switch (e->lay->strategy) {
+    case CG_ELEMENTWISE: emit_elementwise(e); break;
+    case CG_REDUCE_INNER: emit_inner(e); break;
+    case CG_REDUCE_OUTER: emit_outer(e); break;
+    case CG_REDUCE_FULL: emit_full(e); break;
+    }
+}
