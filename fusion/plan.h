@@ -1,0 +1,229 @@
+/* fusion/plan.h: the fusion planner's internals, shared by the files that
+ * make it up (private to fusion/; the planner's interface is fusion.h).
+ *
+ *   plan.c          the rules (its top comment), the planning rounds, manual control
+ *   plan_maps.c     the scratch arena and index maps
+ *   plan_vertical.c pass 1: instances of inlined nodes (vertical fusion), the
+ *                   multiple-consumer rule, loads
+ *   plan_merge.c    forming kernels: epilogues, row kernels, horizontal and
+ *                   multi-output merges, splitting (load and size caps)
+ *   plan_build.c    pass 2: the buffer plan, building each kernel, the memory
+ *                   plan, traffic statistics and printing
+ *
+ * A rule family of its own (scan, gather/scatter, sort) goes in a file of
+ * its own next to these, opening with its rule as plan.c's top comment
+ * states it.
+ */
+#ifndef LF_FUSION_PLAN_H
+#define LF_FUSION_PLAN_H
+
+#include "fusion/fusion.h"
+
+enum { CHEAP_OPS = 8, COST_CAP = 1 << 20 };
+
+/* ---- plan_maps.c: scratch arena and index maps ---- */
+
+typedef union chunk {
+    struct {
+        union chunk *next;  /* older chunk */
+        size_t used, cap;   /* bytes used and available after the header */
+    } h;
+    max_align_t align;      /* keeps the data after the header aligned */
+} chunk;
+
+typedef struct scratch {
+    chunk *head;            /* newest chunk */
+} scratch;
+
+void *fuse_scratch_alloc(scratch *a, size_t bytes);
+void *fuse_scratch_calloc(scratch *a, size_t n, size_t size);
+void fuse_scratch_free(scratch *a);
+fuse_step fuse_make_step(int ndim, const int64_t *shape, int64_t offset, const int64_t *strides);
+/* The identity linearization of a shape (row-major). */
+fuse_step fuse_identity_step(int ndim, const int64_t *shape);
+bool fuse_step_equal(const fuse_step *a, const fuse_step *b);
+bool fuse_map_equal(const fuse_map *a, const fuse_map *b);
+fuse_map *fuse_map_identity(scratch *a, const lf_node *n);
+/* m followed by step (which unravels m's result by its own shape), folded. */
+fuse_map *fuse_map_compose(scratch *a, const fuse_map *m, const fuse_step *step);
+/* Mixes v into hash h (the instance table's and the parked loads' hashes). */
+uint64_t fuse_hash_mix(uint64_t h, uint64_t v);
+/* Mixes every step of map m into h. */
+uint64_t fuse_map_hash(uint64_t h, const fuse_map *m);
+
+/* ---- planner state ----------------------------------------------------------------- */
+
+/* One use of a node inside one kernel, at one index map. */
+typedef struct inst inst;
+struct inst {
+    const lf_node *node;     /* the node computed (inlined) or loaded (leaf) */
+    int kernel;              /* id of the root whose kernel this is in */
+    const fuse_map *map;     /* kernel loop index -> element of node (scratch) */
+    inst *in[LF_MAX_ARGS];   /* instances of the inputs (inlined nodes only) */
+    inst *next_node;         /* next instance of the same node */
+    inst *next_all;          /* every instance of the round */
+    inst *next_hash;         /* next in its bucket of the instance table */
+    uint64_t hash;           /* of (node, kernel, map) */
+    int expr;                /* pass 2: expression id in the kernel's fn */
+    int nload;               /* loads at or beneath this instance (victims) */
+};
+
+/* A load being collected: source identity and index map. */
+typedef struct pload {
+    fuse_src src;            /* kind */
+    const void *key;         /* buffer (inputs) or node (others): identity */
+    const lf_node *node;     /* the node loaded */
+    const fuse_map *map;     /* index map (scratch) */
+} pload;
+
+typedef struct planner {
+    lf_graph *g;             /* graph planned */
+    int nn;                  /* its node count */
+    bool fusion;             /* fusion on */
+    scratch keep;            /* arrays that live for the whole plan */
+    scratch tmp;             /* merge records and lists of one round */
+    scratch iar;             /* instance records, maps, the instance table
+                                (kept across rounds, see find_instances) */
+    bool *iroot;             /* root[] when the instances were derived */
+    inst **ck;               /* per node: the newest instance before it was
+                                processed (the rewind point) */
+    size_t ilive, idead;     /* instances kept and rewound since iar was reset */
+    int64_t *kops64;         /* per root: kops uncapped (kept across rounds) */
+    bool ivalid;             /* instances of an earlier round are kept */
+    bool *needed;            /* reachable from an output */
+    bool *root;              /* kernel root */
+    int *output;             /* first output index of the node, -1 */
+    int *ops;                /* fused expression size (MAP nodes) */
+    int *fnops;              /* operations of the node's own fn (MAP nodes) */
+    int *kops;               /* per root: operations of its instances (round) */
+    bool *trans;             /* fused expression has a transcendental op */
+    bool *cand;              /* expensive shared node (this round) */
+    inst **first;            /* per node: its instances (round) */
+    int *ninst;              /* per node: instance count (round) */
+    inst *all;               /* every instance (round) */
+    inst **htab;             /* instances by (node, kernel, map): buckets (round) */
+    size_t hcap, hcount;     /* buckets (a power of two) and instances in them */
+    inst ***klist;           /* per root: its kernel's instances by node id */
+    int *kcount;             /* per root: their number */
+    int *merged_into;        /* root -> the root of the kernel it joined, -1 */
+    int *host;               /* per root: root id of the kernel computing it */
+    unsigned char *role;     /* per root: its part in its kernel (role) */
+    int *pass;               /* per reduce root: its pass in its kernel */
+    struct unit **unit;      /* per kernel root: its merge record (round) */
+    struct unit *units;      /* the open kernels of the round, by root id */
+    struct unit *units_tail; /* the last of them */
+    struct unit *parked;     /* elementwise kernels whose body loads are full */
+    struct park **pidx;      /* parked kernels by each of their loads (buckets) */
+    size_t pcap, pcount;     /* buckets (a power of two) and entries */
+    int *oslot;              /* per node: its output slot, -1 */
+    int *slot_of;            /* per node: slot holding its value, -1 */
+    int *next_member;        /* per root: the next root of its kernel (node
+                                order, from the kernel's own root), -1 */
+} planner;
+
+/* A root's part in the kernel it belongs to. */
+typedef enum role {
+    ROLE_BODY,   /* elementwise kernel: its body (the root and its siblings) */
+    ROLE_PASS,   /* reduction kernel: a reduction folded in pass p->pass[id] */
+    ROLE_EPI,    /* reduction kernel: the epilogue */
+    ROLE_ROW     /* reduction kernel: the row pass */
+} role;
+
+/* A kernel being formed: its root and what has joined it, with the loads of
+ * each of its fns so far (at most LF_MAX_ARGS + 1 each: one more is "full"). */
+typedef struct unit {
+    int host;                      /* root id of the kernel */
+    bool red;                      /* reduction kernel */
+    int ndim;                      /* iteration space */
+    int64_t shape[LF_MAX_DIMS];
+    uint32_t mask;                 /* reduced axes */
+    const lf_node *out;            /* reduction: the root reduce node */
+    int npasses;                   /* reduction passes (elementwise: 1, the body) */
+    int npl[FUSE_MAX_PASSES];      /* loads of each pass (ACC included) */
+    pload *pl[FUSE_MAX_PASSES];
+    int nrow;                      /* row pass loads (ACC included), row NULL: none */
+    pload *row;
+    int nepi;                      /* epilogue loads, ACC excluded */
+    pload *epi;
+    int nreds;                     /* reductions */
+    int nroots;                    /* roots in it (each stores at most once) */
+    int nops;                      /* operations of its roots' instances */
+    bool out_red, out_row;         /* a reduction / a body or row root is an output */
+    bool parked;                   /* off the open list: elementwise, LF_MAX_ARGS
+                                      body loads, so only a root all of whose
+                                      loads it has (found by the index) joins */
+    bool closed;                   /* FUSE_MAX_STORES roots: nothing joins */
+    struct unit *next, *prev;      /* the open list (by root id), or the parked list */
+} unit;
+
+/* An entry of the index of parked kernels: one of its body loads. */
+typedef struct park {
+    uint64_t hash;                 /* of the load */
+    const pload *load;             /* in u->pl[0] */
+    unit *u;
+    struct park *next;             /* in its bucket */
+} park;
+
+/* ---- plan.c ---- */
+lf_status fuse_nomem(planner *p);
+/* A node whose use in kernel k is a load or a literal, not inlined code. */
+bool fuse_is_leaf(const planner *p, const lf_node *n, int k);
+
+/* ---- plan_vertical.c ---- */
+/* Walks the needed nodes top-down, giving each root a seed instance and
+ * propagating every inlined instance to its inputs; then lists each
+ * kernel's instances in node order.
+ *
+ * Incremental across rounds: what processing node id does depends only on
+ * the roots at or above id (inputs have smaller ids than their users) and
+ * on the instances made before it, so when the roots changed at most at
+ * node top since the last round, the instances made before top was
+ * processed are exactly those a fresh walk makes: the newer ones are taken
+ * back (rewind_instances) and nodes top..0 walked again. The records taken
+ * back stay in p->iar until it is reset, which happens when they outnumber
+ * the live ones. */
+lf_status fuse_find_instances(planner *p);
+/* Size and transcendence of each map node's fused expression, bottom-up. */
+void fuse_compute_costs(planner *p);
+/* Makes roots of the expensive shared nodes that have no other such node
+ * beneath them. Returns how many. */
+int fuse_add_shared_roots(planner *p);
+/* The root of the kernel that root k's code is part of. */
+int fuse_unit_of(const planner *p, int k);
+/* The load a leaf instance stands for (false for constants). grp is the root
+ * of the reduction kernel whose fn is being built or checked (-1 for none):
+ * its reductions are read as FUSE_SRC_ACC. */
+bool fuse_leaf_load(const planner *p, const inst *i, int grp, pload *out);
+int fuse_find_load(const pload *ls, int n, const pload *l);
+/* Distinct loads of kernel k's instances (skipping a reduction's seed);
+ * counts at most cap + 1. */
+int fuse_count_loads(const planner *p, int k, pload *ls, int cap);
+
+/* ---- plan_merge.c ---- */
+/* Forms the kernels of this round: every needed root, in node order, joins
+ * an earlier kernel or starts its own (see the rules at the top). */
+lf_status fuse_plan_merges(planner *p);
+/* A node to make a root because its kernel has too many loads, or -1 when
+ * all kernels fit: the inlined map node whose subtree gathers the most loads
+ * (counted as a tree, so an upper bound) while still fitting in one kernel. */
+int fuse_find_victim(planner *p);
+/* Splits the kernels with more than FUSE_MAX_OPS operations: walking a
+ * kernel's inlined map instances in node order (producers first) and
+ * counting their fns' operations, the last node before the count would pass
+ * the cap becomes a root and the count restarts after it. Returns how many
+ * roots it made. */
+int fuse_split_big(planner *p);
+
+/* ---- plan_build.c ---- */
+/* The buffer plan: input, output and temporary slots. */
+lf_status fuse_plan_slots(planner *p, fuse_schedule *s, int n, lf_node *const *outs);
+/* Builds the kernel of root k (and of the roots that joined it) into kn. */
+lf_status fuse_build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *kn);
+/* Slot lifetimes and the sharing of memory blocks between temporaries. */
+lf_status fuse_plan_memory(planner *p, fuse_schedule *s);
+/* The traffic statistics of lazyfuse.h (bytes_read: per kernel, per slot it
+ * loads, the largest min(slot bytes, loop iterations x element size) over
+ * its loads of that slot), in one walk over the loads. */
+lf_status fuse_plan_traffic(planner *p, fuse_schedule *s);
+
+#endif /* LF_FUSION_PLAN_H */

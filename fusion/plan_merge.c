@@ -1,0 +1,447 @@
+/* fusion/plan_merge.c: forming kernels (the rules of plan.c's top comment
+ * "reduce -> map (epilogue)", "reduce -> broadcast -> map (row kernels)",
+ * "Horizontal / multi-output", "Splitting", and the size cap): every needed
+ * root joins an earlier kernel or starts its own, within the caps on loads,
+ * stores, passes and operations.
+ */
+#include "fusion/plan.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- forming kernels: epilogues, row kernels, horizontal merges ---------------------------- */
+
+/* A hash of load l (its source, identity and index map). */
+static uint64_t load_hash(const pload *l) {
+    uint64_t h = fuse_hash_mix(fuse_hash_mix(0, (uint64_t)l->src), (uint64_t)(uintptr_t)l->key);
+    if (l->src != FUSE_SRC_ACC) h = fuse_map_hash(h, l->map);
+    return h ^ (h >> 29);
+}
+
+/* The map through which a reduce -> broadcast -> map reads reduction r at
+ * each point of r's input space: r's element for the point's outer index. */
+static fuse_step outer_step(const lf_node *r) {
+    const lf_node *in = r->inputs[0];
+    int64_t cs[LF_MAX_DIMS], st[LF_MAX_DIMS] = {0};
+    graph_contiguous_strides(r->ndim, r->shape, cs);
+    for (int d = 0, j = 0; d < in->ndim; d++) {
+        bool red = r->u.reduce.axes & (1u << d);
+        if (!red) st[d] = cs[j];
+        if (!red || r->u.reduce.keepdims) j++;
+    }
+    return fuse_make_step(in->ndim, in->shape, 0, st);
+}
+
+static bool map_is_step(const fuse_map *m, const fuse_step *st) {
+    return m->nsteps == 1 && fuse_step_equal(&m->steps[0], st);
+}
+
+static bool same_shape(int na, const int64_t *a, int nb, const int64_t *b) {
+    return na == nb && !memcmp(a, b, (size_t)na * sizeof *a);
+}
+
+/* What root e would bring to kernel u in role r. */
+typedef struct scan {
+    pload ls[LF_MAX_ARGS + 1];     /* its distinct loads (ACC included) */
+    int n;
+    bool ok;                       /* everything it reads is available to u */
+    bool acc;                      /* it reads u's reductions */
+    int phase;                     /* the latest pass of those, -1 */
+} scan;
+
+static void scan_root(const planner *p, int e, const unit *u, role r, scan *sc) {
+    const lf_node *en = p->g->nodes[e];
+    sc->n = 0;
+    sc->ok = true;
+    sc->acc = false;
+    sc->phase = -1;
+    for (int j = 0; j < p->kcount[e]; j++) {
+        const inst *i = p->klist[e][j];
+        const lf_node *x = i->node;
+        pload l;
+        if (!fuse_is_leaf(p, x, e) || !fuse_leaf_load(p, i, u->red ? u->host : -1, &l)) continue;
+        if (l.src == FUSE_SRC_ACC) {
+            fuse_step want = r == ROLE_EPI ? fuse_identity_step(en->ndim, en->shape) : outer_step(x);
+            if (!map_is_step(i->map, &want)) goto fail;
+            sc->acc = true;
+            if (p->pass[x->id] > sc->phase) sc->phase = p->pass[x->id];
+        } else if (l.src == FUSE_SRC_SLOT && x->kind != NODE_INPUT && p->host[x->id] >= u->host) {
+            goto fail; /* computed at or after u's place */
+        }
+        if (fuse_find_load(sc->ls, sc->n, &l) >= 0) continue;
+        if (sc->n > LF_MAX_ARGS) goto fail;
+        sc->ls[sc->n++] = l;
+    }
+    return;
+fail:
+    sc->ok = false;
+}
+
+/* Loads of the union of ls[0..n) and sc's (ACC too unless skip_acc), or -1
+ * when more than cap. */
+static int union_size(const pload *ls, int n, const scan *sc, bool skip_acc, int cap) {
+    int m = n;
+    for (int j = 0; j < sc->n; j++) {
+        if (skip_acc && sc->ls[j].src == FUSE_SRC_ACC) continue;
+        if (fuse_find_load(ls, n, &sc->ls[j]) < 0 && ++m > cap) return -1;
+    }
+    return m;
+}
+
+/* Adds sc's loads to list ls (capacity LF_MAX_ARGS + 1; the union fits). */
+static void union_add(pload *ls, int *n, const scan *sc, bool skip_acc) {
+    for (int j = 0; j < sc->n; j++) {
+        if (skip_acc && sc->ls[j].src == FUSE_SRC_ACC) continue;
+        if (fuse_find_load(ls, *n, &sc->ls[j]) < 0) ls[(*n)++] = sc->ls[j];
+    }
+}
+
+/* Whether sc shares a slot or iota load (source and index map) with ls. */
+static bool shares(const pload *ls, int n, const scan *sc) {
+    for (int j = 0; j < sc->n; j++)
+        if (sc->ls[j].src != FUSE_SRC_ACC && fuse_find_load(ls, n, &sc->ls[j]) >= 0) return true;
+    return false;
+}
+
+static pload *new_list(planner *p) {
+    return fuse_scratch_alloc(&p->tmp, (LF_MAX_ARGS + 1) * sizeof(pload));
+}
+
+/* Whether root e's code fits in kernel u under FUSE_MAX_OPS. */
+static bool ops_fit(const planner *p, int e, const unit *u) {
+    return (int64_t)u->nops + p->kops[e] <= FUSE_MAX_OPS;
+}
+
+/* Takes u off the open list. */
+static void unlink_open(planner *p, unit *u) {
+    if (u->prev) u->prev->next = u->next;
+    else p->units = u->next;
+    if (u->next) u->next->prev = u->prev;
+    else p->units_tail = u->prev;
+    u->next = u->prev = NULL;
+}
+
+/* Keeps the open list short: a kernel with FUSE_MAX_STORES roots is closed;
+ * an elementwise one whose body has LF_MAX_ARGS loads is parked (indexed by
+ * its loads: only a root that shares one can still join). The order in which
+ * join_space tries kernels is unchanged. false: out of memory. */
+static bool retire(planner *p, unit *u) {
+    if (u->closed) return true;
+    if (u->nroots >= FUSE_MAX_STORES) {
+        if (!u->parked) unlink_open(p, u);
+        u->closed = true;
+        return true;
+    }
+    if (u->parked || u->red || u->npl[0] < LF_MAX_ARGS) return true;
+    if ((p->pcount + (size_t)u->npl[0]) * 2 > p->pcap) {
+        size_t cap = p->pcap ? 2 * p->pcap : 256;
+        while ((p->pcount + (size_t)u->npl[0]) * 2 > cap) cap *= 2;
+        park **t = fuse_scratch_calloc(&p->tmp, cap, sizeof *t);
+        if (!t) return false;
+        for (size_t b = 0; b < p->pcap; b++)
+            for (park *x = p->pidx[b], *next; x; x = next) {
+                next = x->next;
+                x->next = t[x->hash & (cap - 1)];
+                t[x->hash & (cap - 1)] = x;
+            }
+        p->pidx = t;
+        p->pcap = cap;
+    }
+    for (int j = 0; j < u->npl[0]; j++) {
+        park *x = fuse_scratch_alloc(&p->tmp, sizeof *x);
+        if (!x) return false;
+        x->load = &u->pl[0][j];
+        x->hash = load_hash(x->load);
+        x->u = u;
+        x->next = p->pidx[x->hash & (p->pcap - 1)];
+        p->pidx[x->hash & (p->pcap - 1)] = x;
+        p->pcount++;
+    }
+    unlink_open(p, u);
+    u->parked = true;
+    u->next = p->parked; /* the parked list: zero-load roots try them all */
+    p->parked = u;
+    return true;
+}
+
+static void join(planner *p, int e, unit *u, role r) {
+    u->nroots++;
+    u->nops += p->kops[e];
+    p->merged_into[e] = u->host;
+    p->host[e] = u->host;
+    p->role[e] = (unsigned char)r;
+}
+
+/* Reduction r joins an earlier reduction kernel over its space and axes as
+ * a later pass (it reads the kernel's results) or in its first pass
+ * (horizontal). Returns 1 if it joined, 0 if not, -1 out of memory. */
+static int join_reduce(planner *p, int r) {
+    const lf_node *rn = p->g->nodes[r], *in = rn->inputs[0];
+    scan sc;
+    for (unit *u = p->units; u; u = u->next) {
+        if (!u->red || u->mask != rn->u.reduce.axes || u->nroots >= FUSE_MAX_STORES ||
+            !same_shape(u->ndim, u->shape, in->ndim, in->shape) || !ops_fit(p, r, u))
+            continue;
+        scan_root(p, r, u, ROLE_PASS, &sc);
+        if (!sc.ok) continue;
+        int q = sc.phase + 1;
+        if (q >= FUSE_MAX_PASSES || q > u->npasses || u->nreds + 1 + u->nepi > LF_MAX_ARGS) continue;
+        bool link = sc.acc || (p->output[r] >= 0 && u->out_red);
+        for (int k = 0; k < u->npasses && !link; k++) link = shares(u->pl[k], u->npl[k], &sc);
+        if (!link && u->row) link = shares(u->row, u->nrow, &sc);
+        if (!link) continue;
+        if (q == u->npasses) {
+            if (!(u->pl[q] = new_list(p))) return -1;
+            u->npl[q] = 0;
+            u->npasses++;
+        }
+        if (union_size(u->pl[q], u->npl[q], &sc, false, LF_MAX_ARGS) < 0) {
+            if (u->npl[q] == 0) u->npasses--; /* the new pass stays empty */
+            continue;
+        }
+        union_add(u->pl[q], &u->npl[q], &sc, false);
+        u->nreds++;
+        u->out_red |= p->output[r] >= 0;
+        join(p, r, u, ROLE_PASS);
+        p->pass[r] = q;
+        return retire(p, u) ? 1 : -1;
+    }
+    return 0;
+}
+
+/* Elementwise root e joins the reduction kernel of the latest reduction it
+ * reads as an epilogue. */
+static int join_epilogue(planner *p, int e) {
+    const lf_node *en = p->g->nodes[e];
+    int r = -1;
+    for (int j = 0; j < p->kcount[e]; j++) {
+        const lf_node *x = p->klist[e][j]->node;
+        if (x->kind == NODE_REDUCE && x->id != e && p->root[x->id] && x->id > r) r = x->id;
+    }
+    if (r < 0) return 0;
+    unit *u = p->unit[fuse_unit_of(p, r)];
+    if (!u || !u->red || u->nroots >= FUSE_MAX_STORES || !ops_fit(p, e, u) ||
+        !same_shape(en->ndim, en->shape, u->out->ndim, u->out->shape))
+        return 0;
+    scan sc;
+    scan_root(p, e, u, ROLE_EPI, &sc);
+    if (!sc.ok) return 0;
+    int m = union_size(u->epi, u->nepi, &sc, true, LF_MAX_ARGS);
+    if (m < 0 || m + u->nreds > LF_MAX_ARGS) return 0;
+    union_add(u->epi, &u->nepi, &sc, true);
+    join(p, e, u, ROLE_EPI);
+    return retire(p, u) ? 1 : -1;
+}
+
+/* Elementwise root e joins the earliest kernel over its space: a reduction
+ * kernel's row pass (reduce -> broadcast -> map, or a sibling of the row
+ * pass), or an elementwise kernel's body (a sibling). 1 joined, 0 not, -1
+ * out of memory. */
+static int cmp_host(const void *a, const void *b) {
+    int x = (*(unit *const *)a)->host, y = (*(unit *const *)b)->host;
+    return (x > y) - (x < y);
+}
+
+/* Whether elementwise root e (scanned into sc for u) can join u's body or
+ * row pass, and if so joins it. 1 joined, 0 not, -1 out of memory. */
+static int try_space(planner *p, int e, unit *u) {
+    const lf_node *en = p->g->nodes[e];
+    bool out = p->output[e] >= 0;
+    scan sc;
+    if (u->nroots >= FUSE_MAX_STORES || !same_shape(u->ndim, u->shape, en->ndim, en->shape) ||
+        !ops_fit(p, e, u))
+        return 0;
+    scan_root(p, e, u, u->red ? ROLE_ROW : ROLE_BODY, &sc);
+    if (!sc.ok) return 0;
+    pload *ls = u->red ? u->row : u->pl[0];
+    int n = u->red ? u->nrow : u->npl[0];
+    bool link = sc.acc || (ls && (shares(ls, n, &sc) || (out && u->out_row)));
+    if (!link || union_size(ls, ls ? n : 0, &sc, false, LF_MAX_ARGS) < 0) return 0;
+    if (!ls) { /* the row pass starts */
+        if (!(u->row = new_list(p))) return -1;
+        u->nrow = 0;
+    }
+    if (u->red) union_add(u->row, &u->nrow, &sc, false);
+    else union_add(u->pl[0], &u->npl[0], &sc, false);
+    u->out_row |= out;
+    join(p, e, u, u->red ? ROLE_ROW : ROLE_BODY);
+    return retire(p, u) ? 1 : -1;
+}
+
+/* Elementwise root e joins the earliest kernel over its space: a reduction
+ * kernel's row pass (reduce -> broadcast -> map, or a sibling of the row
+ * pass), or an elementwise kernel's body (a sibling). The kernels tried are
+ * the open ones and the parked ones that have e's first load (all parked
+ * ones when e has no load), in root order. 1 joined, 0 not, -1 out of memory. */
+static int join_space(planner *p, int e) {
+    pload first;
+    bool has = false;
+    for (int j = 0; j < p->kcount[e] && !has; j++) {
+        const inst *i = p->klist[e][j];
+        has = fuse_is_leaf(p, i->node, e) && fuse_leaf_load(p, i, -1, &first);
+    }
+    int nc = 0;
+    unit **cand = NULL;
+    if (p->parked) {
+        int cap = 0;
+        if (has) {
+            uint64_t h = load_hash(&first);
+            for (park *x = p->pidx[h & (p->pcap - 1)]; x; x = x->next) cap++;
+        } else {
+            for (unit *u = p->parked; u; u = u->next) cap++;
+        }
+        if (cap && !(cand = fuse_scratch_alloc(&p->tmp, (size_t)cap * sizeof *cand))) return -1;
+        if (has) {
+            uint64_t h = load_hash(&first);
+            for (park *x = p->pidx[h & (p->pcap - 1)]; x; x = x->next)
+                if (!x->u->closed && x->hash == h && x->load->src == first.src && x->load->key == first.key &&
+                    fuse_map_equal(x->load->map, first.map))
+                    cand[nc++] = x->u;
+        } else {
+            for (unit *u = p->parked; u; u = u->next)
+                if (!u->closed) cand[nc++] = u;
+        }
+        if (nc > 1) qsort(cand, (size_t)nc, sizeof *cand, cmp_host);
+    }
+    unit *u = p->units;
+    int c = 0;
+    while (u || c < nc) {
+        unit *t;
+        if (u && (c >= nc || u->host < cand[c]->host)) {
+            t = u;
+            u = u->next; /* before t can leave the open list */
+        } else {
+            t = cand[c++];
+        }
+        int r = try_space(p, e, t);
+        if (r) return r;
+    }
+    return 0;
+}
+
+/* Root e starts a kernel of its own. */
+static unit *start_unit(planner *p, int e, unit **tail) {
+    const lf_node *en = p->g->nodes[e];
+    unit *u = fuse_scratch_calloc(&p->tmp, 1, sizeof *u);
+    if (!u || !(u->pl[0] = new_list(p)) || !(u->epi = new_list(p))) return NULL;
+    u->host = e;
+    u->red = en->kind == NODE_REDUCE;
+    const lf_node *space = u->red ? en->inputs[0] : en;
+    u->ndim = space->ndim;
+    memcpy(u->shape, space->shape, sizeof u->shape);
+    u->npasses = 1;
+    u->nroots = 1;
+    u->nops = p->kops[e];
+    if (u->red) {
+        u->mask = en->u.reduce.axes;
+        u->out = en;
+        u->nreds = 1;
+        u->out_red = p->output[e] >= 0;
+    } else {
+        u->out_row = p->output[e] >= 0;
+    }
+    /* its own loads; more than LF_MAX_ARGS makes it full (it will be split) */
+    for (int j = 0; j < p->kcount[e] && u->npl[0] <= LF_MAX_ARGS; j++) {
+        const inst *i = p->klist[e][j];
+        pload l;
+        if (!fuse_is_leaf(p, i->node, e) || !fuse_leaf_load(p, i, -1, &l)) continue;
+        if (fuse_find_load(u->pl[0], u->npl[0], &l) < 0) u->pl[0][u->npl[0]++] = l;
+    }
+    p->role[e] = u->red ? ROLE_PASS : ROLE_BODY;
+    p->pass[e] = 0;
+    p->unit[e] = u;
+    (void)tail;
+    u->prev = p->units_tail;
+    if (p->units_tail) p->units_tail->next = u;
+    else p->units = u;
+    p->units_tail = u;
+    return retire(p, u) ? u : NULL;
+}
+
+/* Forms the kernels of this round: every needed root, in node order, joins
+ * an earlier kernel or starts its own (see the rules at the top). */
+lf_status fuse_plan_merges(planner *p) {
+    int nn = p->nn;
+    for (int id = 0; id < nn; id++) {
+        p->merged_into[id] = -1;
+        p->host[id] = id;
+        p->role[id] = p->g->nodes[id]->kind == NODE_REDUCE ? ROLE_PASS : ROLE_BODY;
+        p->pass[id] = 0;
+    }
+    p->units = p->units_tail = p->parked = NULL;
+    p->pidx = NULL;
+    p->pcap = p->pcount = 0;
+    p->unit = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->unit);
+    if (!p->unit) return fuse_nomem(p);
+    if (!p->fusion) return LF_OK;
+    unit *tail = NULL;
+    for (int e = 0; e < nn; e++) {
+        const lf_node *en = p->g->nodes[e];
+        if (!p->needed[e] || !p->root[e]) continue;
+        int joined;
+        if (en->kind == NODE_REDUCE) joined = join_reduce(p, e);
+        else if ((joined = join_epilogue(p, e)) == 0) joined = join_space(p, e);
+        if (joined < 0) return fuse_nomem(p);
+        if (!joined && !start_unit(p, e, &tail)) return fuse_nomem(p);
+    }
+    return LF_OK;
+}
+
+/* A node to make a root because its kernel has too many loads, or -1 when
+ * all kernels fit: the inlined map node whose subtree gathers the most loads
+ * (counted as a tree, so an upper bound) while still fitting in one kernel. */
+int fuse_find_victim(planner *p) {
+    pload ls[LF_MAX_ARGS + 2];
+    for (int k = 0; k < p->nn; k++) {
+        if (!p->kcount[k] || p->merged_into[k] >= 0) continue;
+        if (fuse_count_loads(p, k, ls, LF_MAX_ARGS) <= LF_MAX_ARGS) continue;
+        inst *best = NULL;
+        for (int j = 0; j < p->kcount[k]; j++) {
+            inst *i = p->klist[k][j];
+            const lf_node *n = i->node;
+            if (fuse_is_leaf(p, n, k)) {
+                i->nload = n->kind == NODE_CONST ? 0 : 1;
+                continue;
+            }
+            int64_t s = 0;
+            for (int a = 0; a < n->ninputs; a++) s += i->in[a]->nload;
+            i->nload = s > COST_CAP ? COST_CAP : (int)s;
+            /* the largest inlined subtree that fits in a kernel of its own */
+            if (n->kind == NODE_MAP && n->id != k && i->nload >= 2 && i->nload <= LF_MAX_ARGS &&
+                (!best || i->nload > best->nload || (i->nload == best->nload && n->id > best->node->id)))
+                best = i;
+        }
+        if (best) return best->node->id;
+    }
+    return -1;
+}
+
+/* Splits the kernels with more than FUSE_MAX_OPS operations: walking a
+ * kernel's inlined map instances in node order (producers first) and
+ * counting their fns' operations, the last node before the count would pass
+ * the cap becomes a root and the count restarts after it. Returns how many
+ * roots it made. */
+int fuse_split_big(planner *p) {
+    int added = 0;
+    for (int k = 0; k < p->nn; k++) {
+        if (!p->kcount[k] || p->kops[k] <= FUSE_MAX_OPS) continue;
+        int64_t run = 0;
+        const inst *last = NULL;
+        for (int j = 0; j < p->kcount[k]; j++) {
+            const inst *i = p->klist[k][j];
+            const lf_node *n = i->node;
+            if (n->kind != NODE_MAP || fuse_is_leaf(p, n, k)) continue;
+            if (run + p->fnops[n->id] > FUSE_MAX_OPS && last) {
+                p->root[last->node->id] = true;
+                added++;
+                run = 0;
+                last = NULL;
+                if (fuse_is_leaf(p, n, k)) continue; /* another instance of the new root */
+            }
+            run += p->fnops[n->id];
+            if (n->id != k) last = i;
+        }
+    }
+    return added;
+}
