@@ -932,6 +932,51 @@ static bool same_value(lf_dtype t, double a, double b) {
     return a == b;
 }
 
+/* Whether a float sum or mean of graph g is dominated by cancellation on
+ * the reference (|result| <= 1e-9 * the sum of |terms| somewhere, with some
+ * term nonzero): its sign and low digits are then rounding noise. The
+ * compiled backends round float sums in another order than the reference
+ * (16 lanes and fixed blocks, lazyfuse.h "CPU backend"), and a discontinuous
+ * consumer (a comparison, argmax, a division by zero) turns that noise into
+ * any value (LF_TEST_SEED=64323225818024 graph 24 of commit 1ee0b22: mean(x -
+ * mean(x)) of 30 integers is 8.9e-17 in order and -2.8e-17 in lanes, and
+ * argmax(x * it) picks another element). Checked only after a mismatch: it
+ * adds nodes to g and evaluates them on ctx's reference backend. */
+static bool has_cancelling_reduction(lf_ctx *ctx, lf_graph *g) {
+    lf_backend saved = ctx->backend;
+    ctx->backend = LF_BACKEND_REFERENCE;
+    bool found = false;
+    int nn = g->nnodes;
+    for (int id = 0; id < nn && !found; id++) {
+        lf_node *r = g->nodes[id];
+        if (r->kind != NODE_REDUCE || (r->u.reduce.op != LF_RED_SUM && r->u.reduce.op != LF_RED_MEAN)) continue;
+        lf_node *x = r->inputs[0];
+        if (!graph_dtype_is_float(x->dtype)) continue;
+        int axes[LF_MAX_DIMS], na = 0;
+        for (int d = 0; d < x->ndim; d++)
+            if (r->u.reduce.axes & (1u << d)) axes[na++] = d;
+        lf_node *mag = lf_reduce(g, LF_RED_SUM, lf_abs(g, lf_cast(g, x, LF_F64)), na, axes, r->u.reduce.keepdims);
+        lf_node *val = lf_cast(g, r, LF_F64);
+        cr_assert(mag && val, "%s", lf_graph_errmsg(g));
+        lf_node *both[2] = {val, mag};
+        lf_buffer *b[2] = {lf_buffer_new_like(ctx, val), lf_buffer_new_like(ctx, mag)};
+        cr_assert_eq(lf_eval(g, 2, both, b), LF_OK, "%s", lf_errmsg(ctx));
+        int64_t m = lf_buffer_numel(b[0]);
+        double *v = malloc((size_t)(m ? m : 1) * sizeof *v), *a = malloc((size_t)(m ? m : 1) * sizeof *a);
+        tu_read(b[0], v);
+        tu_read(b[1], a);
+        if (r->u.reduce.op == LF_RED_MEAN) /* the mean of the terms: compare with their mean magnitude */
+            for (int64_t j = 0; j < m; j++) a[j] /= (double)(x->numel / (r->numel ? r->numel : 1));
+        for (int64_t j = 0; j < m && !found; j++) found = a[j] > 0 && isfinite(a[j]) && fabs(v[j]) <= 1e-9 * a[j];
+        free(v);
+        free(a);
+        lf_buffer_free(b[0]);
+        lf_buffer_free(b[1]);
+    }
+    ctx->backend = saved;
+    return found;
+}
+
 enum { NGRAPHS = 20000 };
 
 /* Graphs the differential test runs: $LF_TEST_NGRAPHS or NGRAPHS (meson runs
@@ -953,7 +998,7 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
     const char *only = getenv("LF_TEST_GRAPH");
     int first = only ? atoi(only) : 0, last = only ? first + 1 : ngraphs();
     lf_ctx *ctx = fctx(1);
-    int kernels_fused = 0, kernels_unfused = 0, coverbuf[10] = {0};
+    int kernels_fused = 0, kernels_unfused = 0, coverbuf[10] = {0}, ill_conditioned = 0;
     int *cover = getenv("LF_TEST_VERBOSE") ? coverbuf : NULL;
     for (int gi = first; gi < last; gi++) {
         gen G;
@@ -1014,6 +1059,8 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
             for (int j = 0; j < 10; j++) cover[j] += seen[j];
             fuse_schedule_free(s);
         }
+        int cancelling = -1; /* has_cancelling_reduction, when asked */
+        bool skipped = false; /* the graph's outputs were not compared */
         for (int i = 0; i < nout; i++) {
             int64_t m = lf_buffer_numel(res[2][i]);
             double *v[3];
@@ -1024,6 +1071,17 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
             for (int mode = 0; mode < 2; mode++)
                 for (int64_t j = 0; j < m; j++)
                     if (!same_value(outs[i]->dtype, v[mode][j], v[2][j])) {
+                        if (compiled_run() && cancelling == -1) cancelling = has_cancelling_reduction(ctx, G.g);
+                        if (compiled_run() && cancelling == 1) {
+                            if (!skipped)
+                                fprintf(stderr, "graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d): a float "
+                                        "sum is cancellation noise and the outputs depend on it; not compared\n",
+                                        gi, seed, gi);
+                            ill_conditioned += !skipped;
+                            skipped = true;
+                            mode = 2;
+                            break;
+                        }
                         if (mode == 0) {
                             fuse_schedule *s = NULL;
                             if (fuse_plan(G.g, nout, outs, true, &s) == LF_OK) fuse_schedule_print(s, stderr);
@@ -1042,6 +1100,9 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
         }
         lf_graph_free(G.g);
     }
+    /* the escape above is for rare graphs; a rule that makes many is a bug */
+    cr_expect_leq(ill_conditioned, 1 + (last - first) / 50, "%d of %d graphs had cancelling float sums feeding their outputs",
+                  ill_conditioned, last - first);
     if (getenv("LF_TEST_VERBOSE"))
         fprintf(stderr,
                 "differential: %d graphs, %d kernels fused, %d unfused; graphs with: two-step "
