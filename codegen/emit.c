@@ -207,6 +207,7 @@ static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][size
         case LF_OP_MUL: fmt(out, cap, "((%s) * (%s))", x[0], x[1]); return;
         case LF_OP_DIV: fmt(out, cap, "((%s) / (%s))", x[0], x[1]); return;
         case LF_OP_MOD: fmt(out, cap, "lf_pymod_%s(%s, %s)", tag, x[0], x[1]); return;
+        case LF_OP_FLOORDIV: fmt(out, cap, "lf_floordiv_%s(%s, %s)", tag, x[0], x[1]); return;
         case LF_OP_MIN: fmt(out, cap, "lf_fmin_%s(%s, %s)", tag, x[0], x[1]); return;
         case LF_OP_MAX: fmt(out, cap, "lf_fmax_%s(%s, %s)", tag, x[0], x[1]); return;
         case LF_OP_NEG: fmt(out, cap, "(-(%s))", x[0]); return;
@@ -223,9 +224,13 @@ static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][size
         else fmt(out, cap, "%s%s(%s, %s, %s)", oi->cname, sx, x[0], x[1], x[2]);
         return;
     }
-    if (ct == LF_BOOL) {
+    if (ct == LF_BOOL) { /* values are 0 or 1 */
         if (op == LF_OP_MIN) fmt(out, cap, "((%s) && (%s))", x[0], x[1]);
         else if (op == LF_OP_MAX) fmt(out, cap, "((%s) || (%s))", x[0], x[1]);
+        else if (op == LF_OP_BITAND) fmt(out, cap, "((%s) & (%s))", x[0], x[1]);
+        else if (op == LF_OP_BITOR) fmt(out, cap, "((%s) | (%s))", x[0], x[1]);
+        else if (op == LF_OP_BITXOR) fmt(out, cap, "((%s) ^ (%s))", x[0], x[1]);
+        else if (op == LF_OP_BITNOT) fmt(out, cap, "(!(%s))", x[0]);
         else fmt(out, cap, "(%s)", x[0]);
         return;
     }
@@ -236,6 +241,13 @@ static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][size
     case LF_OP_MUL: fmt(out, cap, "(%s)((%s)(%s) * (%s)(%s))", T, U, x[0], U, x[1]); return;
     case LF_OP_NEG: fmt(out, cap, "(%s)((%s)0 - (%s)(%s))", T, U, U, x[0]); return;
     case LF_OP_MOD: fmt(out, cap, "(%s)lf_imod(%s, %s)", T, x[0], x[1]); return;
+    case LF_OP_FLOORDIV: fmt(out, cap, "(%s)(%s)lf_ifloordiv(%s, %s)", T, U, x[0], x[1]); return;
+    case LF_OP_BITAND: fmt(out, cap, "(%s)((%s) & (%s))", T, x[0], x[1]); return;
+    case LF_OP_BITOR: fmt(out, cap, "(%s)((%s) | (%s))", T, x[0], x[1]); return;
+    case LF_OP_BITXOR: fmt(out, cap, "(%s)((%s) ^ (%s))", T, x[0], x[1]); return;
+    case LF_OP_BITNOT: fmt(out, cap, "(%s)(~(%s))", T, x[0]); return;
+    case LF_OP_LSHIFT: fmt(out, cap, "lf_shl_%s(%s, %s)", ct == LF_I32 ? "i32" : "i64", x[0], x[1]); return;
+    case LF_OP_RSHIFT: fmt(out, cap, "lf_shr_%s(%s, %s)", ct == LF_I32 ? "i32" : "i64", x[0], x[1]); return;
     case LF_OP_POW: fmt(out, cap, "(%s)(%s)lf_ipow(%s, %s)", T, U, x[0], x[1]); return;
     case LF_OP_MIN: fmt(out, cap, "((%s) < (%s) ? (%s) : (%s))", x[1], x[0], x[1], x[0]); return;
     case LF_OP_MAX: fmt(out, cap, "((%s) > (%s) ? (%s) : (%s))", x[1], x[0], x[1], x[0]); return;
