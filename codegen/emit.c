@@ -180,6 +180,7 @@ static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][size
         case LF_OP_MUL: cg_fmt(out, cap, "((%s) * (%s))", x[0], x[1]); return;
         case LF_OP_DIV: cg_fmt(out, cap, "((%s) / (%s))", x[0], x[1]); return;
         case LF_OP_MOD: cg_fmt(out, cap, "lf_pymod_%s(%s, %s)", tag, x[0], x[1]); return;
+        case LF_OP_FLOORDIV: cg_fmt(out, cap, "lf_floordiv_%s(%s, %s)", tag, x[0], x[1]); return;
         case LF_OP_MIN: cg_fmt(out, cap, "lf_fmin_%s(%s, %s)", tag, x[0], x[1]); return;
         case LF_OP_MAX: cg_fmt(out, cap, "lf_fmax_%s(%s, %s)", tag, x[0], x[1]); return;
         case LF_OP_NEG: cg_fmt(out, cap, "(-(%s))", x[0]); return;
@@ -196,9 +197,13 @@ static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][size
         else cg_fmt(out, cap, "%s%s(%s, %s, %s)", oi->cname, sx, x[0], x[1], x[2]);
         return;
     }
-    if (ct == LF_BOOL) {
+    if (ct == LF_BOOL) { /* values are 0 or 1 */
         if (op == LF_OP_MIN) cg_fmt(out, cap, "((%s) && (%s))", x[0], x[1]);
         else if (op == LF_OP_MAX) cg_fmt(out, cap, "((%s) || (%s))", x[0], x[1]);
+        else if (op == LF_OP_BITAND) cg_fmt(out, cap, "((%s) & (%s))", x[0], x[1]);
+        else if (op == LF_OP_BITOR) cg_fmt(out, cap, "((%s) | (%s))", x[0], x[1]);
+        else if (op == LF_OP_BITXOR) cg_fmt(out, cap, "((%s) ^ (%s))", x[0], x[1]);
+        else if (op == LF_OP_BITNOT) cg_fmt(out, cap, "(!(%s))", x[0]);
         else cg_fmt(out, cap, "(%s)", x[0]);
         return;
     }
@@ -209,6 +214,13 @@ static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][size
     case LF_OP_MUL: cg_fmt(out, cap, "(%s)((%s)(%s) * (%s)(%s))", T, U, x[0], U, x[1]); return;
     case LF_OP_NEG: cg_fmt(out, cap, "(%s)((%s)0 - (%s)(%s))", T, U, U, x[0]); return;
     case LF_OP_MOD: cg_fmt(out, cap, "(%s)lf_imod(%s, %s)", T, x[0], x[1]); return;
+    case LF_OP_FLOORDIV: cg_fmt(out, cap, "(%s)(%s)lf_ifloordiv(%s, %s)", T, U, x[0], x[1]); return;
+    case LF_OP_BITAND: cg_fmt(out, cap, "(%s)((%s) & (%s))", T, x[0], x[1]); return;
+    case LF_OP_BITOR: cg_fmt(out, cap, "(%s)((%s) | (%s))", T, x[0], x[1]); return;
+    case LF_OP_BITXOR: cg_fmt(out, cap, "(%s)((%s) ^ (%s))", T, x[0], x[1]); return;
+    case LF_OP_BITNOT: cg_fmt(out, cap, "(%s)(~(%s))", T, x[0]); return;
+    case LF_OP_LSHIFT: cg_fmt(out, cap, "lf_shl_%s(%s, %s)", ct == LF_I32 ? "i32" : "i64", x[0], x[1]); return;
+    case LF_OP_RSHIFT: cg_fmt(out, cap, "lf_shr_%s(%s, %s)", ct == LF_I32 ? "i32" : "i64", x[0], x[1]); return;
     case LF_OP_POW: cg_fmt(out, cap, "(%s)(%s)lf_ipow(%s, %s)", T, U, x[0], x[1]); return;
     case LF_OP_MIN: cg_fmt(out, cap, "((%s) < (%s) ? (%s) : (%s))", x[1], x[0], x[1], x[0]); return;
     case LF_OP_MAX: cg_fmt(out, cap, "((%s) > (%s) ? (%s) : (%s))", x[1], x[0], x[1], x[0]); return;

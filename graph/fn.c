@@ -340,10 +340,12 @@ lf_dtype graph_fn_types(const lf_fn *f, const lf_dtype *params, lf_dtype *etype,
             lf_dtype j = join(oi->arity - first, t + first, w + first, &rweak);
             lf_dtype ct = j, et = j;
             switch (oi->typing) {
-            case OPTY_ARITH: ct = et = (j == LF_BOOL ? LF_I32 : j); break;
+            case OPTY_ARITH:
+            case OPTY_SHIFT: ct = et = (j == LF_BOOL ? LF_I32 : j); break;
             case OPTY_DIV:
             case OPTY_FLOAT: ct = et = graph_dtype_is_float(j) ? j : LF_F64; break;
             case OPTY_SAME:
+            case OPTY_BITS: /* a float here is refused by graph_fn_bad_operand */
             case OPTY_SELECT: break;
             case OPTY_CMP: et = LF_BOOL; rweak = false; break;
             case OPTY_LOGIC: ct = et = LF_BOOL; rweak = false; break;
@@ -358,6 +360,21 @@ lf_dtype graph_fn_types(const lf_fn *f, const lf_dtype *params, lf_dtype *etype,
     }
     if (weak != weakbuf) graph_free(weak);
     return etype[f->result];
+}
+
+int graph_fn_bad_operand(const lf_fn *f, const lf_dtype *etype, int *operand) {
+    for (int i = 0; i < f->nexprs; i++) {
+        const fn_expr *e = &f->exprs[i];
+        if (e->kind != EXPR_OP) continue;
+        const op_info *oi = &graph_ops[e->op];
+        if (oi->typing != OPTY_BITS && oi->typing != OPTY_SHIFT) continue;
+        for (int k = 0; k < oi->arity; k++)
+            if (graph_dtype_is_float(etype[e->arg[k]])) {
+                *operand = k;
+                return i;
+            }
+    }
+    return -1;
 }
 
 /* ---- evaluation ------------------------------------------------------------------------ */

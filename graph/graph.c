@@ -533,6 +533,20 @@ static lf_node *make_map(lf_graph *g, const char *what, lf_fn *f, int n, lf_node
     lf_dtype *etype = graph_malloc((size_t)f->nexprs * sizeof *etype);
     lf_dtype *ctype = graph_malloc((size_t)f->nexprs * sizeof *ctype);
     lf_dtype rt = (etype && ctype) ? graph_fn_types(f, params, etype, ctype) : LF_NDTYPES;
+    int bad_k, bad = rt != LF_NDTYPES ? graph_fn_bad_operand(f, etype, &bad_k) : -1;
+    if (bad >= 0) { /* a float operand of & | ^ ~ << >> */
+        const fn_expr *e = &f->exprs[bad];
+        const char *name = lf_dtype_name(etype[e->arg[bad_k]]);
+        if (graph_ops[e->op].arity == 1)
+            graph_fail(g, LF_ERR_DTYPE, "%s: %s: operand must be an integer or bool, got %s", what,
+                       graph_ops[e->op].text, name);
+        else
+            graph_fail(g, LF_ERR_DTYPE, "%s: %s: operands must be integers or bool, got %s", what,
+                       graph_ops[e->op].text, name);
+        graph_free(etype);
+        graph_free(ctype);
+        return NULL;
+    }
     lf_node *node = rt != LF_NDTYPES ? new_node(g, what, NODE_MAP, rt, ndim, shape, n, xs) : NULL;
     if (!node) {
         graph_free(etype);

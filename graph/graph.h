@@ -138,7 +138,8 @@ typedef union lf_scalar {
 
 typedef enum op_syntax { OPSYN_INFIX, OPSYN_PREFIX, OPSYN_CALL } op_syntax;
 typedef enum op_typing {
-    OPTY_ARITH, OPTY_DIV, OPTY_FLOAT, OPTY_SAME, OPTY_CMP, OPTY_LOGIC, OPTY_PRED, OPTY_SELECT
+    OPTY_ARITH, OPTY_DIV, OPTY_FLOAT, OPTY_SAME, OPTY_CMP, OPTY_LOGIC, OPTY_PRED, OPTY_SELECT,
+    OPTY_BITS, OPTY_SHIFT
 } op_typing;
 
 typedef struct op_info {
@@ -241,6 +242,13 @@ int graph_fn_add(lf_fn *f, const fn_expr *e);
  * result dtype, or LF_NDTYPES when out of memory. Arrays have f->nexprs
  * entries; f must have a result. */
 lf_dtype graph_fn_types(const lf_fn *f, const lf_dtype *params, lf_dtype *etype, lf_dtype *ctype);
+/* The first expression of f typed by etype (from graph_fn_types) whose
+ * operator refuses one of its operands' dtypes (a float operand of a BITS or
+ * SHIFT operator: & | ^ ~ << >>), with that operand's index in *operand; -1
+ * when every operand is accepted. Checked where a map node is built, so
+ * nothing after the graph (fusion, evaluators, codegen) meets such an
+ * expression. */
+int graph_fn_bad_operand(const lf_fn *f, const lf_dtype *etype, int *operand);
 /* Evaluates f on one set of arguments (args[i] in dtype params[i]); vals is
  * scratch of f->nexprs entries; returns the value in etype[f->result]. */
 lf_scalar graph_fn_eval(const lf_fn *f, const lf_dtype *params, const lf_dtype *etype,

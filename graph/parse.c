@@ -41,7 +41,10 @@
 #include <string.h>
 
 /* Precedence levels, rising; ATOM is a name, literal, call or parenthesis. */
-enum { P_NONE, P_OR, P_AND, P_NOT, P_CMP, P_ADD, P_MUL, P_UNARY, P_POW, P_ATOM };
+enum {
+    P_NONE, P_OR, P_AND, P_NOT, P_CMP, P_BOR, P_BXOR, P_BAND, P_SHIFT, P_ADD, P_MUL, P_UNARY,
+    P_POW, P_ATOM
+};
 
 /* The grammar's level of each operator written as a symbol or keyword. A new
  * INFIX or PREFIX operator in the op table needs a line here. */
@@ -52,9 +55,13 @@ static int op_prec(lf_op op) {
     case LF_OP_NOT: return P_NOT;
     case LF_OP_LT: case LF_OP_LE: case LF_OP_GT: case LF_OP_GE: case LF_OP_EQ: case LF_OP_NE:
         return P_CMP;
+    case LF_OP_BITOR: return P_BOR;
+    case LF_OP_BITXOR: return P_BXOR;
+    case LF_OP_BITAND: return P_BAND;
+    case LF_OP_LSHIFT: case LF_OP_RSHIFT: return P_SHIFT;
     case LF_OP_ADD: case LF_OP_SUB: return P_ADD;
-    case LF_OP_MUL: case LF_OP_DIV: case LF_OP_MOD: return P_MUL;
-    case LF_OP_NEG: return P_UNARY;
+    case LF_OP_MUL: case LF_OP_DIV: case LF_OP_FLOORDIV: case LF_OP_MOD: return P_MUL;
+    case LF_OP_NEG: case LF_OP_BITNOT: return P_UNARY;
     case LF_OP_POW: return P_POW;
     default: return P_ATOM;
     }
@@ -768,6 +775,7 @@ static bool operand_parens(const lf_fn *f, const fn_expr *e, int k) {
         need = P_UNARY;
         break;
     case LF_OP_NOT: need = P_NOT; break;
+    case LF_OP_BITNOT: need = P_UNARY; break; /* ~2 does not fold: no "~(2)" needed */
     default: {
         int prec = op_prec(e->op);
         need = k == 0 && prec != P_CMP ? prec : prec + 1; /* left-assoc; CMP does not chain */
@@ -777,7 +785,7 @@ static bool operand_parens(const lf_fn *f, const fn_expr *e, int k) {
 }
 
 /* Whether an infix operator is printed with spaces around it ("a + b",
- * "a and b"; but "a*b", "a**b"). */
+ * "a and b", "a & b", "a << b"; but "a*b", "a//b", "a**b"). */
 static bool spaced(lf_op op) { return op_prec(op) != P_MUL && op_prec(op) != P_POW; }
 
 /* A work item: print expression id (with parentheses when paren), or text. */

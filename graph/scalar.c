@@ -5,6 +5,10 @@
  * plainly correct and free of undefined behaviour for every input:
  *  - integer arithmetic wraps (done in uint64_t, then narrowed);
  *  - integer x % 0 and x % -1 are 0; integer x ** negative is 0 unless |x| == 1;
+ *  - integer x // 0 is 0 and MIN // -1 wraps to MIN (NumPy's results); float
+ *    // is NumPy's npy_floor_divide (fmod-based, see float_floordiv);
+ *  - shifts by a count outside [0, width) give 0, or -1 for >> of a negative
+ *    value (NumPy's npy_lshift / npy_rshift); >> is arithmetic;
  *  - float -> integer casts truncate, saturate, and send NaN to 0;
  *  - f32 results are rounded to float after every operation (+ - * / and
  *    sqrt are computed in double and rounded once, which is exact rounding;
@@ -127,6 +131,39 @@ static double float_mod(double a, double b, bool f32) {
     return r;
 }
 
+/* NumPy's floor division (npy_floor_divide, npy_divmod: CPython's float
+ * divmod): b == 0 gives a / b; else the quotient of a - fmod(a, b), moved
+ * down by one when the remainder's sign differs from b's, snapped to the
+ * nearest integer, and a zero quotient takes the sign of a / b. f32 runs
+ * the same steps in float. */
+static double float_floordiv(double a, double b) {
+    if (b == 0) return a / b;
+    double mod = fmod(a, b), div = (a - mod) / b;
+    if (mod != 0) { /* NaN too */
+        if ((b < 0) != (mod < 0)) div -= 1.0;
+    }
+    if (div != 0) { /* NaN too */
+        double fl = floor(div);
+        if (div - fl > 0.5) fl += 1.0;
+        return fl;
+    }
+    return copysign(0.0, a / b);
+}
+
+static float float_floordivf(float a, float b) {
+    if (b == 0) return a / b;
+    float mod = fmodf(a, b), div = (a - mod) / b;
+    if (mod != 0) { /* NaN too */
+        if ((b < 0) != (mod < 0)) div -= 1.0f;
+    }
+    if (div != 0) { /* NaN too */
+        float fl = floorf(div);
+        if (div - fl > 0.5f) fl += 1.0f;
+        return fl;
+    }
+    return copysignf(0.0f, a / b);
+}
+
 static double float_fn2(lf_op op, bool f32, double a, double b) {
     float af = (float)a, bf = (float)b;
     switch (op) {
@@ -135,6 +172,7 @@ static double float_fn2(lf_op op, bool f32, double a, double b) {
     case LF_OP_MUL: return a * b;
     case LF_OP_DIV: return a / b;
     case LF_OP_MOD: return float_mod(a, b, f32);
+    case LF_OP_FLOORDIV: return f32 ? float_floordivf(af, bf) : float_floordiv(a, b);
     case LF_OP_POW: return f32 ? powf(af, bf) : pow(a, b);
     case LF_OP_MIN: return (isnan(a) || isnan(b)) ? NAN : (b < a ? b : a);
     case LF_OP_MAX: return (isnan(a) || isnan(b)) ? NAN : (b > a ? b : a);
@@ -168,6 +206,26 @@ static int64_t int_mod(int64_t a, int64_t b) {
     return r;
 }
 
+/* Floor division: x // 0 is 0, MIN // -1 wraps to MIN (NumPy). */
+static int64_t int_floordiv(int64_t a, int64_t b, lf_dtype t) {
+    if (b == 0) return 0;
+    if (b == -1) return wrap(t, 0 - (uint64_t)a);
+    int64_t q = a / b;
+    if (a % b != 0 && (a < 0) != (b < 0)) q--;
+    return q;
+}
+
+/* Shifts in a width of 32 (i32) or 64 bits; a count outside [0, width)
+ * gives 0, or -1 for >> of a negative value (NumPy). >> is arithmetic,
+ * written without shifting a negative number. */
+static int64_t int_shift(lf_op op, lf_dtype t, int64_t a, int64_t b) {
+    uint64_t w = t == LF_I32 ? 32 : 64;
+    bool in_range = (uint64_t)b < w; /* a negative count is huge here */
+    if (op == LF_OP_LSHIFT) return in_range ? wrap(t, (uint64_t)a << b) : 0;
+    if (!in_range) return a < 0 ? -1 : 0;
+    return a < 0 ? ~(~a >> b) : a >> b;
+}
+
 static int64_t int_op(lf_op op, lf_dtype t, int64_t a, int64_t b) {
     uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
     switch (op) {
@@ -175,6 +233,13 @@ static int64_t int_op(lf_op op, lf_dtype t, int64_t a, int64_t b) {
     case LF_OP_SUB: return wrap(t, ua - ub);
     case LF_OP_MUL: return wrap(t, ua * ub);
     case LF_OP_MOD: return int_mod(a, b);
+    case LF_OP_FLOORDIV: return int_floordiv(a, b, t);
+    case LF_OP_BITAND: return a & b;
+    case LF_OP_BITOR: return a | b;
+    case LF_OP_BITXOR: return a ^ b;
+    case LF_OP_BITNOT: return ~a;
+    case LF_OP_LSHIFT:
+    case LF_OP_RSHIFT: return int_shift(op, t, a, b);
     case LF_OP_POW: return int_pow(a, b, t);
     case LF_OP_NEG: return wrap(t, 0 - ua);
     case LF_OP_MIN: return b < a ? b : a;
@@ -232,8 +297,16 @@ lf_scalar graph_scalar_apply(lf_op op, lf_dtype ct, lf_scalar a, lf_scalar b, lf
         r.f = f32 ? (double)(float)x : x;
         return r;
     }
-    if (ct == LF_BOOL) { /* only SAME ops reach here with bool: min, max, abs, sign, rounding */
-        r.i = op == LF_OP_MIN ? (a.i && b.i) : op == LF_OP_MAX ? (a.i || b.i) : a.i;
+    if (ct == LF_BOOL) { /* only SAME and BITS ops reach here with bool */
+        switch (op) {
+        case LF_OP_MIN:
+        case LF_OP_BITAND: r.i = a.i && b.i; break;
+        case LF_OP_MAX:
+        case LF_OP_BITOR: r.i = a.i || b.i; break;
+        case LF_OP_BITXOR: r.i = !a.i != !b.i; break;
+        case LF_OP_BITNOT: r.i = !a.i; break;
+        default: r.i = a.i; break; /* abs, sign, rounding */
+        }
         return r;
     }
     r.i = int_op(op, ct, a.i, b.i);

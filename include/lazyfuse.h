@@ -52,11 +52,30 @@
  *     becomes i64); a float literal takes the other operand's dtype when that
  *     is floating, else f64. A result that is still weak at the end becomes
  *     i64 (integer) or f64 (float). So x*0.5 with x f32 is f32.
- *   Arithmetic (+ - * % ** unary -) gives the promoted dtype; bool operands
+ *   Arithmetic (+ - * // % ** unary -) gives the promoted dtype; bool operands
  *     are taken as i32. Integer arithmetic wraps (two's complement); integer
  *     x % 0 is 0; integer x ** negative is 0 unless x is 1 or -1. % follows
  *     the sign of the divisor (Python, NumPy).
  *   / is true division: integers give f64.
+ *   // is floor division (np.floor_divide), typed as arithmetic. Integers
+ *     round toward -inf; x // 0 is 0 (NumPy's result, without its warning);
+ *     MIN // -1 wraps to MIN. Floats follow NumPy's npy_floor_divide bit
+ *     for bit: b == 0 gives a / b (+-inf, or NaN for 0 // 0 and NaN // 0);
+ *     else mod = fmod(a, b), div = (a - mod) / b, minus 1 when mod is
+ *     nonzero and its sign differs from b's; then a nonzero div is snapped
+ *     to floor(div) (+1 when div - floor(div) > 0.5) and a zero div becomes
+ *     copysign(0, a / b). So inf // x and x // nan are NaN, 1 // inf is 0,
+ *     -1 // inf is -1, and -0.0 // 1 is -0.0. f32 runs these steps in float.
+ *   & | ^ take integer or bool operands only (a float operand is an
+ *     LF_ERR_DTYPE error when the node is built: "&: operands must be
+ *     integers or bool, got f32"); they give the promoted dtype, bitwise on
+ *     integers and logical on bool (bool ^ bool is "differs"). ~ is bitwise
+ *     not on integers and logical not on bool.
+ *   << >> take integer or bool operands only (bool is taken as i32) and give
+ *     the promoted dtype; >> is arithmetic (sign-filling). A count outside
+ *     [0, width) (width 32 for i32, 64 for i64; negative counts included)
+ *     gives 0, or -1 for >> of a negative value: NumPy's npy_lshift and
+ *     npy_rshift. << wraps (the bits shifted out are lost).
  *   Float functions (sqrt, exp, sin, ...): f32 stays f32, f64 stays f64,
  *     bool and integers give f64.
  *   min, max, abs, sign, floor, ceil, round, trunc keep the promoted dtype.
@@ -433,9 +452,11 @@ typedef enum lf_op {
     LF_NOPS
 } lf_op;
 
-/* Parses "(a, b, ...) -> expr". Operators, by rising precedence:
+/* Parses "(a, b, ...) -> expr". Operators, by rising precedence (Python's):
  *   or (also ||);  and (also &&);  not (also !);  < <= > >= == != (no chains);
- *   + -;  * / %;  unary - +;  ** (right-associative: -x**2 is -(x**2)).
+ *   |;  ^;  &;  << >>;  + -;  * / // %;  unary - + ~;
+ *   ** (right-associative: -x**2 is -(x**2), ~x**2 is ~(x**2)).
+ * So x & 7 == 3 is (x & 7) == 3, and x >> 2 & 3 is (x >> 2) & 3.
  * Calls: every CALL operator in lazyfuse_ops.def (min, max, abs, ..., where),
  * pow(a, b) (same as a**b), and casts bool(x), i32(x), i64(x), f32(x), f64(x).
  * Names: the parameters, and the constants pi, e, inf, nan. Numbers: 2 is an
@@ -497,7 +518,9 @@ LF_BINARY_(mod, MOD) LF_BINARY_(pow, POW) LF_BINARY_(lt, LT) LF_BINARY_(le, LE)
 LF_BINARY_(gt, GT) LF_BINARY_(ge, GE) LF_BINARY_(eq, EQ) LF_BINARY_(ne, NE)
 LF_BINARY_(logical_and, AND) LF_BINARY_(logical_or, OR)
 LF_BINARY_(minimum, MIN) LF_BINARY_(maximum, MAX) LF_BINARY_(atan2, ATAN2)
-LF_BINARY_(hypot, HYPOT)
+LF_BINARY_(hypot, HYPOT) LF_BINARY_(floor_divide, FLOORDIV) LF_BINARY_(bitwise_and, BITAND)
+LF_BINARY_(bitwise_or, BITOR) LF_BINARY_(bitwise_xor, BITXOR) LF_BINARY_(left_shift, LSHIFT)
+LF_BINARY_(right_shift, RSHIFT) LF_UNARY_(bitwise_not, BITNOT)
 LF_UNARY_(neg, NEG) LF_UNARY_(logical_not, NOT) LF_UNARY_(abs, ABS) LF_UNARY_(sign, SIGN)
 LF_UNARY_(floor, FLOOR) LF_UNARY_(ceil, CEIL) LF_UNARY_(round, ROUND) LF_UNARY_(trunc, TRUNC)
 LF_UNARY_(sqrt, SQRT) LF_UNARY_(rsqrt, RSQRT) LF_UNARY_(cbrt, CBRT) LF_UNARY_(exp, EXP)

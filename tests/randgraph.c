@@ -119,7 +119,18 @@ static const char *const FNS[] = {
     "(a) -> 1.0 / f32(i64(a))",
     "(a) -> 1 / (i32(a) + 0.0)",
     "(a) -> 1.0 / (f32(i32(a)) * a)",
+    /* integer operators (issue 13): hashing and binning, any input dtype */
+    "(a, b) -> a // b",
+    "(a) -> a // 3 - a // -2.5",
+    "(a) -> (i32(a)*31 + 7) // 4 & 15",
+    "(a, b) -> i32(a) >> i32(b) | i32(b) << i32(a)",
+    "(a, b) -> (i64(a) << (i64(b) & 63)) ^ ~i64(b)",
+    "(a) -> ~i32(a) ^ i32(a) >> 31",
+    "(a, b) -> bool(a) ^ bool(b) | ~bool(a) & bool(b)",
 };
+
+/* The integer operators, drawn when every operand is an integer or bool. */
+static bool intlike(const lf_node *x) { return !graph_dtype_is_float(lf_node_dtype(x)); }
 
 static lf_node *gen_elementwise(gen *G) {
     lf_graph *g = G->g;
@@ -129,6 +140,7 @@ static lf_node *gen_elementwise(gen *G) {
         static const lf_op un[] = {LF_OP_NEG, LF_OP_ABS, LF_OP_SQRT, LF_OP_EXP, LF_OP_SIN,
                                    LF_OP_FLOOR, LF_OP_ISNAN, LF_OP_NOT, LF_OP_SIGN, LF_OP_LOG,
                                    LF_OP_TANH, LF_OP_ROUND};
+        if (intlike(x) && chance(&G->r, 30)) return lf_bitwise_not(g, x);
         return lf_apply(g, un[rint_(&G->r, 0, 11)], x, NULL, NULL);
     }
     case 1:
@@ -138,6 +150,12 @@ static lf_node *gen_elementwise(gen *G) {
                                     LF_OP_POW, LF_OP_HYPOT, LF_OP_ATAN2};
         lf_node *y = partner(G, x);
         if (chance(&G->r, 50)) { lf_node *t = x; x = y; y = t; }
+        if (intlike(x) && intlike(y) && chance(&G->r, 40)) {
+            static const lf_op iop[] = {LF_OP_FLOORDIV, LF_OP_BITAND, LF_OP_BITOR,
+                                        LF_OP_BITXOR,   LF_OP_LSHIFT, LF_OP_RSHIFT};
+            return lf_apply(g, iop[rint_(&G->r, 0, 5)], x, y, NULL);
+        }
+        if (chance(&G->r, 8)) return lf_floor_divide(g, x, y);
         return lf_apply(g, bin[rint_(&G->r, 0, 12)], x, y, NULL);
     }
     case 3: { /* select */

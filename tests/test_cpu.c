@@ -597,7 +597,7 @@ static void float_specials(lf_dtype t) {
     lf_node *y = float_input(g, t, 2, SH(1, NSB), SPECIAL_BIN, NSB);
     static const lf_op bin[] = {LF_OP_ADD, LF_OP_SUB, LF_OP_MUL, LF_OP_DIV, LF_OP_MOD, LF_OP_MIN,
                                 LF_OP_MAX, LF_OP_LT,  LF_OP_LE,  LF_OP_GT,  LF_OP_GE,  LF_OP_EQ,
-                                LF_OP_NE,  LF_OP_AND, LF_OP_OR};
+                                LF_OP_NE,  LF_OP_AND, LF_OP_OR,  LF_OP_FLOORDIV};
     enum { NBIN = sizeof bin / sizeof bin[0] };
     lf_node *outs[NBIN + 2];
     for (int i = 0; i < NBIN; i++) outs[i] = lf_apply(g, bin[i], x, y, NULL);
@@ -690,8 +690,10 @@ static void int_specials(lf_dtype t) {
     for (int i = 0; i < NV; i++) v32[i] = (int32_t)(uint32_t)(uint64_t)v64[i]; /* wraps */
     const void *vals = t == LF_I32 ? (const void *)v32 : (const void *)v64;
     lf_node *x = in_node(g, t, 2, SH(NV, 1), vals), *y = in_node(g, t, 2, SH(1, NV), vals);
-    static const lf_op bin[] = {LF_OP_ADD, LF_OP_SUB, LF_OP_MUL, LF_OP_DIV, LF_OP_MOD, LF_OP_POW,
-                                LF_OP_MIN, LF_OP_MAX, LF_OP_LT,  LF_OP_GE,  LF_OP_EQ,  LF_OP_AND};
+    static const lf_op bin[] = {LF_OP_ADD,    LF_OP_SUB,      LF_OP_MUL,    LF_OP_DIV,   LF_OP_MOD,
+                                LF_OP_POW,    LF_OP_MIN,      LF_OP_MAX,    LF_OP_LT,    LF_OP_GE,
+                                LF_OP_EQ,     LF_OP_AND,      LF_OP_FLOORDIV, LF_OP_BITAND, LF_OP_BITOR,
+                                LF_OP_BITXOR, LF_OP_LSHIFT,   LF_OP_RSHIFT};
     enum { NBIN = sizeof bin / sizeof bin[0] };
     lf_node *outs[NBIN + 1];
     for (int i = 0; i < NBIN; i++) outs[i] = lf_apply(g, bin[i], x, y, NULL);
@@ -702,12 +704,14 @@ static void int_specials(lf_dtype t) {
     lf_node *u = in_node(g, t, 1, SH(NV), vals);
     lf_node *uo[] = {lf_neg(g, u),          lf_abs(g, u),          lf_sign(g, u),         lf_floor(g, u),
                      lf_round(g, u),        lf_cast(g, u, LF_I32), lf_cast(g, u, LF_I64), lf_cast(g, u, LF_F32),
-                     lf_cast(g, u, LF_F64), lf_cast(g, u, LF_BOOL), lf_isnan(g, u),       lf_sqrt(g, u)};
+                     lf_cast(g, u, LF_F64), lf_cast(g, u, LF_BOOL), lf_isnan(g, u),       lf_sqrt(g, u),
+                     lf_bitwise_not(g, u)};
     snprintf(what, sizeof what, "%s unary operators and casts on corner values", lf_dtype_name(t));
     check_vs_reference(what, g, (int)(sizeof uo / sizeof uo[0]), uo, NULL);
     lf_graph_free(g);
     lf_ctx_destroy(c);
-    static const lf_op un[] = {LF_OP_NEG, LF_OP_ABS, LF_OP_SIGN, LF_OP_FLOOR, LF_OP_NOT, LF_OP_SQRT};
+    static const lf_op un[] = {LF_OP_NEG, LF_OP_ABS, LF_OP_SIGN, LF_OP_FLOOR, LF_OP_NOT, LF_OP_SQRT,
+                               LF_OP_BITNOT};
     snprintf(what, sizeof what, "%s operators one kernel each", lf_dtype_name(t));
     ops_alone(what, t, vals, NV, bin, NBIN, un, (int)(sizeof un / sizeof un[0]));
 }
@@ -737,6 +741,65 @@ Test(cpu, integer_corners) {
         cr_expect_eq(pw[i], want_pow[i], "%d ** %d = %d, want %d", a[i], b[i], pw[i], want_pow[i]);
         cr_expect_eq(add[i], want_add[i], "%d + %d = %d, want %d (wrapping)", a[i], b[i], add[i], want_add[i]);
     }
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+    expect_no_leak();
+}
+
+/* The integer operators of issue 13, compiled: the documented values
+ * themselves (NumPy's), not only agreement with the reference. */
+Test(cpu, integer_operator_values) {
+    lf_ctx *c = cpu_ctx(1, LF_COMPILE_REQUIRE, NULL);
+    lf_graph *g = lf_graph_new(c);
+    enum { N = 12 };
+    int32_t a[N] = {7, -7, INT32_MIN, INT32_MIN, 5, -5, 1, -1, 29, -29, 3, INT32_MAX};
+    int32_t b[N] = {2, 2, -1, 0, 32, 32, -1, -1, 2, 2, 31, INT32_MIN};
+    lf_node *x = in_node(g, LF_I32, 1, SH(N), a), *y = in_node(g, LF_I32, 1, SH(N), b);
+    lf_node *outs[] = {lf_floor_divide(g, x, y), lf_left_shift(g, x, y), lf_right_shift(g, x, y),
+                       lf_bitwise_xor(g, x, lf_bitwise_not(g, y))};
+    lf_buffer *d[4];
+    for (int i = 0; i < 4; i++) d[i] = lf_buffer_new_like(c, outs[i]);
+    cr_assert_eq(lf_eval(g, 4, outs, d), LF_OK, "%s", lf_errmsg(c));
+    int32_t got[4][N];
+    for (int i = 0; i < 4; i++) lf_buffer_read(d[i], got[i], sizeof got[i]);
+    int32_t want_fd[N] = {3, -4, INT32_MIN, 0, 0, -1, -1, 1, 14, -15, 0, -1};
+    int32_t want_shl[N] = {28, -28, 0, INT32_MIN, 0, 0, 0, 0, 116, -116, INT32_MIN, 0};
+    int32_t want_shr[N] = {1, -2, -1, INT32_MIN, 0, -1, 0, -1, 7, -8, 0, 0};
+    for (int i = 0; i < N; i++) {
+        cr_expect_eq(got[0][i], want_fd[i], "%d // %d = %d, want %d", a[i], b[i], got[0][i], want_fd[i]);
+        cr_expect_eq(got[1][i], want_shl[i], "%d << %d = %d, want %d", a[i], b[i], got[1][i], want_shl[i]);
+        cr_expect_eq(got[2][i], want_shr[i], "%d >> %d = %d, want %d", a[i], b[i], got[2][i], want_shr[i]);
+        cr_expect_eq(got[3][i], a[i] ^ ~b[i], "%d ^ ~%d = %d", a[i], b[i], got[3][i]);
+    }
+    lf_graph_free(g);
+    /* bool: logical; float //: NumPy's signs of zero, inf and NaN */
+    g = lf_graph_new(c);
+    uint8_t p[4] = {0, 0, 1, 1}, q[4] = {0, 1, 0, 1};
+    lf_node *bp = in_node(g, LF_BOOL, 1, SH(4), p), *bq = in_node(g, LF_BOOL, 1, SH(4), q);
+    double fa[] = {-0.0, 0.0, -1.0, 1.0, 1.0, 0.0, INFINITY, -7.5, 7.0, 1e300};
+    double fb[] = {3.0, -3.0, INFINITY, INFINITY, 0.0, 0.0, 1.0, 2.0, -2.0, 1e-300};
+    double fw[] = {-0.0, -0.0, -1.0, 0.0, INFINITY, NAN, NAN, -4.0, -4.0, INFINITY};
+    enum { NF = sizeof fa / sizeof fa[0] };
+    lf_node *fx = in_node(g, LF_F64, 1, SH(NF), fa), *fy = in_node(g, LF_F64, 1, SH(NF), fb);
+    lf_node *bo[] = {lf_bitwise_and(g, bp, bq), lf_bitwise_or(g, bp, bq), lf_bitwise_xor(g, bp, bq),
+                     lf_bitwise_not(g, bp), lf_floor_divide(g, fx, fy)};
+    lf_buffer *e[5];
+    for (int i = 0; i < 5; i++) e[i] = lf_buffer_new_like(c, bo[i]);
+    cr_assert_eq(lf_eval(g, 5, bo, e), LF_OK, "%s", lf_errmsg(c));
+    for (int i = 0; i < 4; i++) cr_expect_eq(lf_node_dtype(bo[i]), LF_BOOL);
+    uint8_t r[4][4];
+    for (int i = 0; i < 4; i++) lf_buffer_read(e[i], r[i], 4);
+    for (int k = 0; k < 4; k++) {
+        cr_expect_eq(r[0][k], p[k] & q[k]);
+        cr_expect_eq(r[1][k], p[k] | q[k]);
+        cr_expect_eq(r[2][k], p[k] ^ q[k]);
+        cr_expect_eq(r[3][k], !p[k]);
+    }
+    double fr[NF];
+    lf_buffer_read(e[4], fr, sizeof fr);
+    for (int i = 0; i < NF; i++)
+        cr_expect(isnan(fw[i]) ? isnan(fr[i]) : fr[i] == fw[i] && signbit(fr[i]) == signbit(fw[i]),
+                  "%g // %g = %g, want %g", fa[i], fb[i], fr[i], fw[i]);
     lf_graph_free(g);
     lf_ctx_destroy(c);
     expect_no_leak();

@@ -830,6 +830,75 @@ Test(errors, parse_error) {
     cr_expect_eq(lf_graph_status(gg), LF_ERR_PARSE);
 }
 
+/* A float operand of & | ^ ~ << >> is a typing error when the node is
+ * built (map, zipwith, the convenience builders), naming the operator and
+ * the dtype; integer and bool operands build; the error is sticky. */
+Test(errors, bitwise_operator_on_float) {
+    static const struct {
+        const char *src;
+        lf_dtype t;
+        const char *want;
+    } c[] = {
+        {"(x) -> x & 1", LF_F32, "map: &: operands must be integers or bool, got f32"},
+        {"(x) -> 3 | x", LF_F64, "map: |: operands must be integers or bool, got f64"},
+        {"(x) -> x ^ x", LF_F32, "map: ^: operands must be integers or bool, got f32"},
+        {"(x) -> ~x", LF_F64, "map: ~: operand must be an integer or bool, got f64"},
+        {"(x) -> x << 2", LF_F32, "map: <<: operands must be integers or bool, got f32"},
+        {"(x) -> 1 >> x", LF_F64, "map: >>: operands must be integers or bool, got f64"},
+        {"(x) -> x & 1.5", LF_I32, "map: &: operands must be integers or bool, got f64"},
+        {"(x) -> (x + 0.5) >> 1", LF_I64, "map: >>: operands must be integers or bool, got f64"},
+        {"(x) -> sqrt(x) & 1", LF_I32, "map: &: operands must be integers or bool, got f64"},
+        {"(x) -> ~(x / 2)", LF_I32, "map: ~: operand must be an integer or bool, got f64"},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        lf_graph *gg = fresh();
+        lf_node *x = fill(gg, c[i].t, 1, SH(2));
+        lf_fn *f = lf_fn_parse(gg, c[i].src);
+        cr_assert(f != NULL, "%s: %s", c[i].src, lf_graph_errmsg(gg));
+        cr_expect_null(lf_map(gg, f, x), "%s on %s built", c[i].src, lf_dtype_name(c[i].t));
+        cr_expect_eq(lf_graph_status(gg), LF_ERR_DTYPE, "%s", c[i].src);
+        cr_expect_str_eq(lf_graph_errmsg(gg), c[i].want, "%s", c[i].src);
+        cr_expect_str_eq(lf_errmsg(ctx), c[i].want, "%s (context message)", c[i].src);
+        cr_expect_null(lf_map(gg, lf_fn_parse(gg, "(x) -> x"), x), "sticky after %s", c[i].src);
+        lf_graph_free(gg);
+    }
+    /* the same fns on integer and bool inputs build */
+    lf_graph *gg = fresh();
+    lf_node *xi = fill(gg, LF_I32, 1, SH(2)), *xb = fill(gg, LF_BOOL, 1, SH(2));
+    for (size_t i = 0; i < 6; i++) {
+        lf_fn *f = lf_fn_parse(gg, c[i].src);
+        cr_expect(lf_map(gg, f, xi) != NULL, "%s on i32: %s", c[i].src, lf_graph_errmsg(gg));
+        cr_expect(lf_map(gg, f, xb) != NULL, "%s on bool: %s", c[i].src, lf_graph_errmsg(gg));
+    }
+    lf_graph_free(gg);
+    /* zipwith and the convenience builders */
+    gg = fresh();
+    lf_node *a = fill(gg, LF_I64, 1, SH(2)), *b = fill(gg, LF_F32, 1, SH(2));
+    lf_fn *f = lf_fn_parse(gg, "(a, b) -> a ^ b");
+    cr_expect_null(lf_zipwith(gg, f, 2, (lf_node *[]){a, b}));
+    EXPECT_ERR("zipwith i64 ^ f32", gg, LF_ERR_DTYPE, "zipwith: ^: operands must be integers or bool, got f32");
+    lf_graph_free(gg);
+    gg = fresh();
+    a = fill(gg, LF_I32, 1, SH(2));
+    b = fill(gg, LF_F64, 1, SH(2));
+    cr_expect_null(lf_bitwise_and(gg, b, a));
+    EXPECT_ERR("bitwise_and", gg, LF_ERR_DTYPE, "bitand: &: operands must be integers or bool, got f64");
+    lf_graph_free(gg);
+    gg = fresh();
+    cr_expect_null(lf_bitwise_not(gg, fill(gg, LF_F32, 1, SH(2))));
+    EXPECT_ERR("bitwise_not", gg, LF_ERR_DTYPE, "bitnot: ~: operand must be an integer or bool, got f32");
+    lf_graph_free(gg);
+    gg = fresh();
+    cr_expect_null(lf_right_shift(gg, fill(gg, LF_I32, 1, SH(2)), fill(gg, LF_F32, 1, SH(2))));
+    EXPECT_ERR("right_shift", gg, LF_ERR_DTYPE, "rshift: >>: operands", "got f32");
+    lf_graph_free(gg);
+    /* floor division takes floats */
+    gg = fresh();
+    cr_expect(lf_floor_divide(gg, fill(gg, LF_F32, 1, SH(2)), fill(gg, LF_I32, 1, SH(2))) != NULL,
+              "%s", lf_graph_errmsg(gg));
+    lf_graph_free(gg);
+}
+
 /* ---- graphs and contexts ----------------------------------------------------------------- */
 
 Test(errors, nodes_of_another_graph) {

@@ -131,7 +131,8 @@ Test(parse, polar_distance) {
 /* ---- every operator, alias, cast and constant -------------------------------------------- */
 
 static bool tight(const char *op) {
-    return !strcmp(op, "*") || !strcmp(op, "/") || !strcmp(op, "%") || !strcmp(op, "**");
+    return !strcmp(op, "*") || !strcmp(op, "/") || !strcmp(op, "//") || !strcmp(op, "%") ||
+           !strcmp(op, "**");
 }
 
 Test(parse, every_operator) {
@@ -150,7 +151,7 @@ Test(parse, every_operator) {
             break;
         case OPSYN_PREFIX:
             snprintf(src, sizeof src, "%s%s%sa", params, oi->text,
-                     strcmp(oi->text, "-") ? " " : "");
+                     strcmp(oi->text, "-") && strcmp(oi->text, "~") ? " " : "");
             break;
         case OPSYN_CALL:
             snprintf(src, sizeof src, "%s%s(a%s%s)", params, oi->text, oi->arity > 1 ? ", b" : "",
@@ -373,6 +374,82 @@ Test(parse, precedence_by_evaluation) {
     }
 }
 
+/* The integer operators: Python's levels, checked on i64 values. */
+Test(parse, integer_operator_precedence) {
+    static const struct {
+        const char *src;
+        double a, b, c, want;
+    } c[] = {
+        {"(a, b, c) -> a | b ^ c", 1, 3, 1, 3},       /* 1 | (3 ^ 1) */
+        {"(a, b, c) -> (a | b) ^ c", 1, 3, 1, 2},
+        {"(a, b, c) -> a ^ b & c", 1, 3, 2, 3},       /* 1 ^ (3 & 2) */
+        {"(a, b, c) -> (a ^ b) & c", 1, 3, 2, 2},
+        {"(a, b, c) -> a & b << c", 12, 3, 2, 12},    /* 12 & (3 << 2) */
+        {"(a, b, c) -> (a & b) << c", 12, 3, 2, 0},
+        {"(a, b, c) -> a << b + c", 1, 2, 1, 8},      /* 1 << (2 + 1) */
+        {"(a, b, c) -> (a << b) + c", 1, 2, 1, 5},
+        {"(a, b, c) -> a >> b >> c", 64, 2, 1, 8},    /* left-associative */
+        {"(a, b, c) -> a >> (b >> c)", 64, 2, 1, 32},
+        {"(a, b, c) -> a + b // c", 1, 7, 2, 4},
+        {"(a, b, c) -> (a + b) // c", 1, 7, 2, 4},
+        {"(a, b, c) -> a // b*c", 7, 2, 3, 9},        /* (7 // 2)*3 */
+        {"(a, b, c) -> a // (b*c)", 7, 2, 3, 1},
+        {"(a, b, c) -> -a // b", 7, 2, 0, -4},
+        {"(a, b, c) -> a // b // c", 100, 3, 4, 8},
+        {"(a, b, c) -> ~a + b", 0, 5, 0, 4},          /* (~0) + 5 */
+        {"(a, b, c) -> ~(a + b)", 0, 5, 0, -6},
+        {"(a, b, c) -> ~a**b", 2, 2, 0, -5},          /* ~(2**2) */
+        {"(a, b, c) -> (~a)**b", 2, 2, 0, 9},
+        {"(a, b, c) -> -~a", 2, 0, 0, 3},
+        {"(a, b, c) -> ~-a", 2, 0, 0, 1},
+        {"(a, b, c) -> ~~a", 5, 0, 0, 5},
+        {"(a, b, c) -> a**~b", 2, -3, 0, 4},         /* 2**(~-3) = 2**2 */
+        {"(a, b, c) -> a & 7 == b", 13, 5, 0, 1},     /* (13 & 7) == 5 */
+        {"(a, b, c) -> a | b < c", 1, 2, 4, 1},       /* (1 | 2) < 4 */
+        {"(a, b, c) -> not a & b", 2, 1, 0, 1},       /* not (2 & 1) */
+        {"(a, b, c) -> a & b and c", 3, 1, 1, 1},
+        {"(a, b, c) -> (a >> 2) & 7", 29, 0, 0, 7},
+        {"(a, b, c) -> a >> 2 & 7", 29, 0, 0, 7},
+        {"(a, b, c) -> (a*b) // 4 & 7", 9, 11, 0, 0}, /* (99 // 4) & 7 = 24 & 7 */
+        {"(a, b, c) -> a ^ -1", 5, 0, 0, -6},
+        {"(a, b, c) -> a << -1", 5, 0, 0, 0},
+        {"(a, b, c) -> a >> 64", -5, 0, 0, -1},
+        {"(a, b, c) -> a // 0", 5, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        double args[3] = {c[i].a, c[i].b, c[i].c};
+        lf_fn *f = parse_ok(c[i].src);
+        double got = eval_fn(f, LF_I64, args, NULL);
+        cr_assert_eq(got, c[i].want, "%s at (%g, %g, %g): %g, want %g", c[i].src, c[i].a, c[i].b,
+                     c[i].c, got, c[i].want);
+        char *s = roundtrip(f);
+        lf_fn *f2 = parse_ok(s);
+        cr_assert_eq(eval_fn(f2, LF_I64, args, NULL), c[i].want, "%s", s);
+        free(s);
+    }
+    /* printed forms: minimal parentheses, spaces as written here */
+    static const char *const printed[][2] = {
+        {"(a, b) -> (a | b) ^ a & b", "(a, b) -> (a | b) ^ a & b"},
+        {"(a, b) -> ((a >> 2) & 7) | (b << 1)", "(a, b) -> a >> 2 & 7 | b << 1"},
+        {"(a, b) -> a // (b // 2)", "(a, b) -> a//(b//2)"},
+        {"(a, b) -> (a + b) << 2", "(a, b) -> a + b << 2"},
+        {"(a, b) -> a + (b << 2)", "(a, b) -> a + (b << 2)"},
+        {"(a, b) -> ~(a & b)", "(a, b) -> ~(a & b)"},
+        {"(a, b) -> ~(-a)", "(a, b) -> ~-a"},
+        {"(a, b) -> ~(-2)", "(a, b) -> ~(-2)"},
+        {"(a, b) -> -(~2)", "(a, b) -> -~2"},
+        {"(a, b) -> (~a)**2", "(a, b) -> (~a)**2"},
+        {"(a, b) -> (a & b) == 0", "(a, b) -> a & b == 0"},
+        {"(a, b) -> a & (b == 0)", "(a, b) -> a & (b == 0)"},
+        {"(a, b) -> a - (b ^ 1)", "(a, b) -> a - (b ^ 1)"},
+    };
+    for (size_t i = 0; i < sizeof printed / sizeof printed[0]; i++) {
+        char *s = roundtrip(parse_ok(printed[i][0]));
+        cr_assert_str_eq(s, printed[i][1], "printed from %s: %s", printed[i][0], s);
+        free(s);
+    }
+}
+
 Test(parse, precedence_by_structure) {
     static const char *const same[][2] = {
         {"(a, b, c) -> a - b - c", "(a, b, c) -> (a - b) - c"},
@@ -383,6 +460,14 @@ Test(parse, precedence_by_structure) {
         {"(a, b, c) -> a + b*c**2", "(a, b, c) -> a + (b*(c**2))"},
         {"(a, b, c) -> a < b + c", "(a, b, c) -> a < (b + c)"},
         {"(a, b, c) -> not a == b", "(a, b, c) -> not (a == b)"},
+        {"(a, b, c) -> a | b ^ c & a", "(a, b, c) -> a | (b ^ (c & a))"},
+        {"(a, b, c) -> a & b << c + a", "(a, b, c) -> a & (b << (c + a))"},
+        {"(a, b, c) -> a + b // c % a", "(a, b, c) -> a + ((b // c) % a)"},
+        {"(a, b, c) -> ~a**b", "(a, b, c) -> ~(a**b)"},
+        {"(a, b, c) -> a | b == c", "(a, b, c) -> (a | b) == c"},
+        {"(a, b, c) -> a << b << c", "(a, b, c) -> (a << b) << c"},
+        {"(a, b, c) -> a&&b&c", "(a, b, c) -> a and (b & c)"},
+        {"(a, b, c) -> a||b|c", "(a, b, c) -> a or (b | c)"},
     };
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
         cr_assert(lf_fn_equal(parse_ok(same[i][0]), parse_ok(same[i][1])), "%s vs %s",
@@ -670,7 +755,17 @@ Test(parse, error_messages) {
         {"(f64) -> 1", "parse error at 1:2: parameter name 'f64' is a builtin name"},
         {"(x) -> x $ 1", "parse error at 1:10: unexpected character '$'"},
         {"(x) -> x = 1", "parse error at 1:10: unexpected character '='"},
-        {"(x) -> x & 1", "parse error at 1:10: unexpected character '&'"},
+        {"(x) -> x @ 1", "parse error at 1:10: unexpected character '@'"},
+        {"(x) -> x & ", "parse error at 1:12: unexpected end of input"},
+        {"(x) -> x << << 2", "parse error at 1:13: unexpected '<<'"},
+        {"(x) -> x ~ 1", "parse error at 1:10: unexpected '~' after the expression"},
+        {"(x) -> x // // 2", "parse error at 1:13: unexpected '//'"},
+        {"(x) -> x >>> 2", "parse error at 1:12: unexpected '>'"},
+        {"(x) -> x < y & 1", "parse error at 1:12: unknown name 'y'"},
+        {"(a, b, c) -> a & b < c == 1",
+         "parse error at 1:24: comparisons do not chain (use 'and')"},
+        {"(x) -> x & not x", "parse error at 1:12: 'not' needs parentheses here"},
+        {"(x) ->\n  x |\n  ^ 2", "parse error at 3:3: unexpected '^'"},
         {"(x) -> x + \x01", "parse error at 1:12: unexpected byte 0x01"},
         {"(x) -> x + \xc3\xa9", "parse error at 1:12: unexpected byte 0xC3"},
         {"(x) ->\n  x +\n  * 2", "parse error at 3:3: unexpected '*'"},

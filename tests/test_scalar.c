@@ -213,3 +213,170 @@ Test(scalar, op_table_is_consistent) {
     cr_assert_str_eq(lf_reduce_op_name(LF_RED_ARGMAX), "argmax");
     cr_assert_str_eq(lf_op_name((lf_op)-1), "?");
 }
+
+/* ---- integer operators (issue 13): // & | ^ ~ << >> ------------------------------------ */
+
+static int64_t ap(lf_op op, lf_dtype t, int64_t a, int64_t b) {
+    return graph_scalar_apply(op, t, I(a), I(b), I(0)).i;
+}
+
+Test(scalar, integer_floor_division) {
+    static const struct { lf_dtype t; int64_t a, b, want; } c[] = {
+        {LF_I32, 7, 2, 3},          {LF_I32, -7, 2, -4},       {LF_I32, 7, -2, -4},
+        {LF_I32, -7, -2, 3},        {LF_I32, 6, -3, -2},       {LF_I32, -6, 3, -2},
+        {LF_I32, 0, -5, 0},         {LF_I32, 5, 0, 0},         {LF_I32, -5, 0, 0},
+        {LF_I32, 0, 0, 0},          {LF_I32, INT32_MIN, -1, INT32_MIN},
+        {LF_I32, INT32_MIN, 1, INT32_MIN}, {LF_I32, INT32_MAX, -1, -INT32_MAX},
+        {LF_I32, INT32_MIN, 2, INT32_MIN / 2}, {LF_I32, INT32_MIN, 3, -715827883},
+        {LF_I32, INT32_MAX, INT32_MIN, -1}, {LF_I32, INT32_MIN, INT32_MAX, -2},
+        {LF_I64, INT64_MIN, -1, INT64_MIN}, {LF_I64, INT64_MIN, 0, 0},
+        {LF_I64, INT64_MAX, 2, INT64_MAX / 2}, {LF_I64, -INT64_MAX, 2, INT64_MIN / 2},
+        {LF_I64, -1, INT64_MAX, -1}, {LF_I64, 1, INT64_MIN, -1}, {LF_I64, -1, INT64_MIN, 0},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        cr_expect_eq(ap(LF_OP_FLOORDIV, c[i].t, c[i].a, c[i].b), c[i].want,
+                     "%s: %lld // %lld = %lld, want %lld", lf_dtype_name(c[i].t),
+                     (long long)c[i].a, (long long)c[i].b,
+                     (long long)ap(LF_OP_FLOORDIV, c[i].t, c[i].a, c[i].b), (long long)c[i].want);
+    /* x == (x // y)*y + x % y whenever y != 0 (Python's identity) */
+    static const int64_t v[] = {0, 1, -1, 2, -2, 7, -7, 100, -100, INT32_MAX, INT32_MIN + 1};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        for (size_t j = 0; j < sizeof v / sizeof v[0]; j++) {
+            if (v[j] == 0) continue;
+            int64_t q = ap(LF_OP_FLOORDIV, LF_I64, v[i], v[j]), r = ap(LF_OP_MOD, LF_I64, v[i], v[j]);
+            cr_expect_eq(q * v[j] + r, v[i], "%lld, %lld", (long long)v[i], (long long)v[j]);
+        }
+}
+
+Test(scalar, bitwise_and_or_xor_not) {
+    static const struct { lf_op op; lf_dtype t; int64_t a, b, want; } c[] = {
+        {LF_OP_BITAND, LF_I32, 12, 10, 8},   {LF_OP_BITOR, LF_I32, 12, 10, 14},
+        {LF_OP_BITXOR, LF_I32, 12, 10, 6},   {LF_OP_BITNOT, LF_I32, 12, 0, -13},
+        {LF_OP_BITAND, LF_I32, -1, 0x55, 0x55}, {LF_OP_BITOR, LF_I32, INT32_MIN, 1, INT32_MIN + 1},
+        {LF_OP_BITXOR, LF_I32, -1, INT32_MAX, INT32_MIN}, {LF_OP_BITNOT, LF_I32, INT32_MIN, 0, INT32_MAX},
+        {LF_OP_BITNOT, LF_I32, -1, 0, 0},    {LF_OP_BITNOT, LF_I64, INT64_MAX, 0, INT64_MIN},
+        {LF_OP_BITAND, LF_I64, INT64_MIN, -1, INT64_MIN}, {LF_OP_BITXOR, LF_I64, -2, 1, -1},
+        {LF_OP_BITAND, LF_I64, INT64_C(0x123456789), INT64_C(0xff00000000), INT64_C(0x100000000)},
+        /* bool: logical, 0 or 1 */
+        {LF_OP_BITAND, LF_BOOL, 1, 1, 1},    {LF_OP_BITAND, LF_BOOL, 1, 0, 0},
+        {LF_OP_BITOR, LF_BOOL, 0, 0, 0},     {LF_OP_BITOR, LF_BOOL, 0, 1, 1},
+        {LF_OP_BITXOR, LF_BOOL, 1, 1, 0},    {LF_OP_BITXOR, LF_BOOL, 1, 0, 1},
+        {LF_OP_BITNOT, LF_BOOL, 1, 0, 0},    {LF_OP_BITNOT, LF_BOOL, 0, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        cr_expect_eq(ap(c[i].op, c[i].t, c[i].a, c[i].b), c[i].want, "%s %s on %lld, %lld",
+                     graph_ops[c[i].op].text, lf_dtype_name(c[i].t), (long long)c[i].a,
+                     (long long)c[i].b);
+}
+
+/* NumPy's npy_lshift / npy_rshift: counts outside [0, width) give 0, or -1
+ * for >> of a negative value; never C's undefined behaviour. */
+Test(scalar, shifts_at_every_count) {
+    static const struct { lf_op op; lf_dtype t; int64_t a, b, want; } c[] = {
+        {LF_OP_LSHIFT, LF_I32, 1, 0, 1},       {LF_OP_LSHIFT, LF_I32, 1, 31, INT32_MIN},
+        {LF_OP_LSHIFT, LF_I32, 3, 31, INT32_MIN}, {LF_OP_LSHIFT, LF_I32, -1, 4, -16},
+        {LF_OP_LSHIFT, LF_I32, INT32_MIN, 1, 0}, {LF_OP_LSHIFT, LF_I32, 0x40000000, 1, INT32_MIN},
+        {LF_OP_LSHIFT, LF_I32, 1, 32, 0},      {LF_OP_LSHIFT, LF_I32, -1, 32, 0},
+        {LF_OP_LSHIFT, LF_I32, 1, 33, 0},      {LF_OP_LSHIFT, LF_I32, 1, -1, 0},
+        {LF_OP_LSHIFT, LF_I32, 5, INT32_MIN, 0}, {LF_OP_LSHIFT, LF_I32, 5, INT32_MAX, 0},
+        {LF_OP_LSHIFT, LF_I64, 1, 63, INT64_MIN}, {LF_OP_LSHIFT, LF_I64, 1, 32, INT64_C(1) << 32},
+        {LF_OP_LSHIFT, LF_I64, 1, 64, 0},      {LF_OP_LSHIFT, LF_I64, -1, -64, 0},
+        {LF_OP_LSHIFT, LF_I64, 7, INT64_MIN, 0}, {LF_OP_LSHIFT, LF_I64, -3, 1, -6},
+        {LF_OP_RSHIFT, LF_I32, 29, 2, 7},      {LF_OP_RSHIFT, LF_I32, -29, 2, -8},
+        {LF_OP_RSHIFT, LF_I32, -1, 31, -1},    {LF_OP_RSHIFT, LF_I32, INT32_MIN, 31, -1},
+        {LF_OP_RSHIFT, LF_I32, INT32_MAX, 31, 0}, {LF_OP_RSHIFT, LF_I32, INT32_MAX, 30, 1},
+        {LF_OP_RSHIFT, LF_I32, 5, 32, 0},      {LF_OP_RSHIFT, LF_I32, -5, 32, -1},
+        {LF_OP_RSHIFT, LF_I32, 5, -1, 0},      {LF_OP_RSHIFT, LF_I32, -5, -1, -1},
+        {LF_OP_RSHIFT, LF_I32, -5, INT32_MIN, -1}, {LF_OP_RSHIFT, LF_I32, 0, 100, 0},
+        {LF_OP_RSHIFT, LF_I64, INT64_MIN, 63, -1}, {LF_OP_RSHIFT, LF_I64, INT64_MAX, 63, 0},
+        {LF_OP_RSHIFT, LF_I64, INT64_MIN, 1, INT64_MIN / 2}, {LF_OP_RSHIFT, LF_I64, -1, 64, -1},
+        {LF_OP_RSHIFT, LF_I64, 1, 64, 0},      {LF_OP_RSHIFT, LF_I64, -7, -2, -1},
+        {LF_OP_RSHIFT, LF_I64, INT64_C(1) << 40, 40, 1},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        cr_expect_eq(ap(c[i].op, c[i].t, c[i].a, c[i].b), c[i].want, "%s: %lld %s %lld = %lld",
+                     lf_dtype_name(c[i].t), (long long)c[i].a, graph_ops[c[i].op].text,
+                     (long long)c[i].b, (long long)ap(c[i].op, c[i].t, c[i].a, c[i].b));
+}
+
+/* Same bits, NaN for NaN (the sign of a NaN is not specified). */
+static bool same_float(double got, double want) {
+    if (isnan(want)) return isnan(got);
+    return got == want && signbit(got) == signbit(want);
+}
+
+/* np.floor_divide on floats: want for f64, want32 for the operands rounded
+ * to f32 (both columns printed by NumPy 2.4's np.floor_divide). */
+Test(scalar, float_floor_division_matches_numpy) {
+    static const struct { double a, b, want, want32; } c[] = {
+        {7.0, 2.0, 3.0, 3.0},          {-7.0, 2.0, -4.0, -4.0},      {7.0, -2.0, -4.0, -4.0},
+        {-7.0, -2.0, 3.0, 3.0},        {7.5, 2.0, 3.0, 3.0},         {-7.5, 2.0, -4.0, -4.0},
+        {1.0, 0.1, 9.0, 9.0},          {0.3, 0.1, 2.0, 3.0},         {6.0, 3.0, 2.0, 2.0},
+        {-6.0, 3.0, -2.0, -2.0},       {0.0, 3.0, 0.0, 0.0},         {-0.0, 3.0, -0.0, -0.0},
+        {0.0, -3.0, -0.0, -0.0},       {-0.0, -3.0, 0.0, 0.0},       {0.5, 2.0, 0.0, 0.0},
+        {-0.5, 2.0, -1.0, -1.0},       {0.5, -2.0, -1.0, -1.0},      {-0.5, -2.0, 0.0, 0.0},
+        {1.0, 0.0, INFINITY, INFINITY}, {-1.0, 0.0, -INFINITY, -INFINITY},
+        {1.0, -0.0, -INFINITY, -INFINITY}, {0.0, 0.0, NAN, NAN},     {NAN, 0.0, NAN, NAN},
+        {INFINITY, 0.0, INFINITY, INFINITY}, {1.0, INFINITY, 0.0, 0.0},
+        {-1.0, INFINITY, -1.0, -1.0},  {1.0, -INFINITY, -1.0, -1.0}, {-1.0, -INFINITY, 0.0, 0.0},
+        {0.0, INFINITY, 0.0, 0.0},     {-0.0, INFINITY, -0.0, -0.0}, {INFINITY, 1.0, NAN, NAN},
+        {-INFINITY, 1.0, NAN, NAN},    {INFINITY, INFINITY, NAN, NAN}, {NAN, 1.0, NAN, NAN},
+        {1.0, NAN, NAN, NAN},          {1e308, 1e-308, INFINITY, INFINITY},
+        {1e300, 3.0, 3.3333333333333335e+299, NAN}, {-1e-300, 1e300, -1.0, -0.0},
+        {16777216.0, 3.0, 5592405.0, 5592405.0},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        double got = graph_scalar_apply(LF_OP_FLOORDIV, LF_F64, F(c[i].a), F(c[i].b), F(0)).f;
+        cr_expect(same_float(got, c[i].want), "f64 %g // %g = %.17g, want %.17g", c[i].a, c[i].b,
+                  got, c[i].want);
+        double a32 = (double)(float)c[i].a, b32 = (double)(float)c[i].b;
+        double g32 = graph_scalar_apply(LF_OP_FLOORDIV, LF_F32, F(a32), F(b32), F(0)).f;
+        cr_expect(same_float(g32, c[i].want32), "f32 %g // %g = %.9g, want %.9g", a32, b32, g32,
+                  c[i].want32);
+    }
+}
+
+/* Typing: & | ^ ~ keep bool and promote; << >> take bool as i32; // is
+ * arithmetic; a float operand of a bitwise operator is found. */
+Test(scalar, integer_operator_typing) {
+    lf_ctx *ctx = lf_ctx_new(NULL);
+    cr_assert(ctx != NULL);
+    lf_graph *g = lf_graph_new(ctx);
+    static const struct { const char *src; lf_dtype a, b, want; int bad; } c[] = {
+        {"(a, b) -> a & b", LF_BOOL, LF_BOOL, LF_BOOL, -1},
+        {"(a, b) -> a | b", LF_BOOL, LF_I32, LF_I32, -1},
+        {"(a, b) -> a ^ b", LF_I32, LF_I64, LF_I64, -1},
+        {"(a, b) -> ~a", LF_BOOL, LF_BOOL, LF_BOOL, -1},
+        {"(a, b) -> ~a", LF_I32, LF_BOOL, LF_I32, -1},
+        {"(a, b) -> a << b", LF_BOOL, LF_BOOL, LF_I32, -1},
+        {"(a, b) -> a >> b", LF_I32, LF_BOOL, LF_I32, -1},
+        {"(a, b) -> a >> b", LF_I32, LF_I64, LF_I64, -1},
+        {"(a, b) -> a & 1", LF_I32, LF_I32, LF_I32, -1},
+        {"(a, b) -> a & 1", LF_BOOL, LF_I32, LF_I64, -1}, /* bool meets an integer literal */
+        {"(a, b) -> 6 & 3", LF_F32, LF_I32, LF_I64, -1},
+        {"(a, b) -> a // b", LF_BOOL, LF_BOOL, LF_I32, -1},
+        {"(a, b) -> a // b", LF_I32, LF_I32, LF_I32, -1},
+        {"(a, b) -> a // b", LF_F32, LF_F32, LF_F32, -1},
+        {"(a, b) -> a // 2", LF_F32, LF_F32, LF_F32, -1},
+        {"(a, b) -> a // b", LF_I32, LF_F32, LF_F64, -1},
+        {"(a, b) -> a & b", LF_F32, LF_I32, LF_F64, 0},
+        {"(a, b) -> a | b", LF_I32, LF_F64, LF_F64, 1},
+        {"(a, b) -> ~a", LF_F64, LF_I32, LF_F64, 0},
+        {"(a, b) -> a << 1.0", LF_I32, LF_I32, LF_F64, 1},
+        {"(a, b) -> i32(a) >> b", LF_F32, LF_I32, LF_I32, -1},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        lf_fn *f = lf_fn_parse(g, c[i].src);
+        cr_assert(f != NULL, "%s", lf_graph_errmsg(g));
+        lf_dtype params[2] = {c[i].a, c[i].b}, et[16], ct[16];
+        cr_assert(f->nexprs <= 16);
+        cr_expect_eq(graph_fn_types(f, params, et, ct), c[i].want, "%s on %s, %s", c[i].src,
+                     lf_dtype_name(c[i].a), lf_dtype_name(c[i].b));
+        int k = -1, bad = graph_fn_bad_operand(f, et, &k);
+        cr_expect_eq(bad >= 0 ? k : -1, c[i].bad, "%s on %s, %s: bad operand %d", c[i].src,
+                     lf_dtype_name(c[i].a), lf_dtype_name(c[i].b), bad >= 0 ? k : -1);
+        if (bad >= 0) cr_expect_eq(bad, f->result);
+    }
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
