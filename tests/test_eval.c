@@ -1734,6 +1734,89 @@ Test(eval, random_matches_plain_philox) {
     }
 }
 
+/* The normal of a block as graph/random.h computed it before it was made
+ * branch-free (issue 13): a loop that normalizes j, branches on sqrt(2) and
+ * on the octant. The branch-free text must give the same value, bit for bit. */
+static double normal_loop_ref(const uint32_t x[4]) {
+    uint64_t j = (((uint64_t)x[1] << 32 | x[0]) >> 12) * 2 + 1;
+    int s = 0;
+    for (int b = 32; b; b >>= 1)
+        if (j < (uint64_t)1 << (53 - b)) {
+            j <<= b;
+            s += b;
+        }
+    double m = (double)j * (1.0 / 4503599627370496.0), e = -(double)(s + 1);
+    if (m > 1.4142135623730951) {
+        m = m * 0.5;
+        e = e + 1.0;
+    }
+    double f = (m - 1.0) / (m + 1.0), z = f * f, p = 1.0 / 23;
+    static const double inv[] = {21, 19, 17, 15, 13, 11, 9, 7, 5, 3};
+    for (int k = 0; k < 10; k++) p = p * z + 1.0 / inv[k];
+    double lg = e * 6.93147180369123816490e-01 + (e * 1.90821492927058770002e-10 + 2.0 * f * (p * z) + 2.0 * f);
+    double rad = sqrt(-2.0 * lg);
+    uint64_t b = ((uint64_t)x[3] << 32 | x[2]) >> 11, r = b & (((uint64_t)1 << 50) - 1);
+    int o = (int)(b >> 50);
+    double a = (double)((o & 1) ? ((uint64_t)1 << 50) - r : r) * (1.0 / 1125899906842624.0) * 0.78539816339744830962;
+    double a2 = a * a;
+    /* 1/19!, 1/17!, .., 1/3! and 1/20!, .., 1/2! with their signs */
+    static const double sc[] = {1.0 / 121645100408832000.0, -1.0 / 355687428096000.0, 1.0 / 1307674368000.0,
+                                -1.0 / 6227020800.0,        1.0 / 39916800.0,        -1.0 / 362880.0,
+                                1.0 / 5040.0,               -1.0 / 120.0,            1.0 / 6.0};
+    static const double cc[] = {1.0 / 2432902008176640000.0, -1.0 / 6402373705728000.0, 1.0 / 20922789888000.0,
+                                -1.0 / 87178291200.0,        1.0 / 479001600.0,         -1.0 / 3628800.0,
+                                1.0 / 40320.0,               -1.0 / 720.0,              1.0 / 24.0,
+                                -0.5};
+    double sn = sc[0], cs = cc[0];
+    for (int k = 1; k < 9; k++) sn = sn * a2 + sc[k];
+    sn = a - a * (a2 * sn);
+    for (int k = 1; k < 10; k++) cs = cs * a2 + cc[k];
+    cs = 1.0 + a2 * cs;
+    double cw = (o & 1) ? sn : cs, sw = (o & 1) ? cs : sn;
+    int q = o >> 1;
+    double c = q == 0 ? cw : q == 1 ? -sw : q == 2 ? -cw : sw;
+    return rad * c;
+}
+
+/* Blocks chosen at the edges of the branch-free steps (every exponent of
+ * u1, both sides of sqrt(2), every octant and its ends), then 10^6 elements
+ * of two seeds: same bits as the loop-and-branch text, and libm's
+ * Box-Muller within 1e-14 (relative to 1 + |z|). */
+Test(eval, random_normal_branch_free_same_values, .timeout = 60) {
+    uint64_t hi1[] = {0, 1, 2, 3, 0x6A09E667F3BCCull, 0x6A09E667F3BCDull, 0x6A09E667F3BCEull,
+                      ((uint64_t)1 << 52) - 1, 0x123456789ABCull};
+    uint64_t hi2[] = {0, 1, ((uint64_t)1 << 50) - 1, (uint64_t)1 << 50, ((uint64_t)1 << 50) + 1, 0x123456789ABCDull};
+    int checked = 0;
+    for (int sh = 0; sh < 53; sh++)
+        for (size_t u = 0; u < sizeof hi1 / sizeof *hi1; u++)
+            for (int o = 0; o < 8; o++)
+                for (size_t v = 0; v < sizeof hi2 / sizeof *hi2; v++) {
+                    uint64_t a = (hi1[u] & (((uint64_t)1 << 52) - 1)) >> sh; /* 52-bit a of u1 */
+                    uint64_t bb = ((uint64_t)o << 50) | (hi2[v] & (((uint64_t)1 << 50) - 1));
+                    if (v == 3) bb = (uint64_t)o << 50; /* (1 << 50) masked: the octant's start */
+                    uint64_t w1 = a << 12, w2 = bb << 11;
+                    uint32_t x[4] = {(uint32_t)w1, (uint32_t)(w1 >> 32), (uint32_t)w2, (uint32_t)(w2 >> 32)};
+                    double got = lf_random_normal_of(x), want = normal_loop_ref(x);
+                    cr_expect_eq(memcmp(&got, &want, sizeof got), 0, "block %08x %08x %08x %08x: %.17g, loop text %.17g", x[0],
+                                 x[1], x[2], x[3], got, want);
+                    double u1 = (double)(a * 2 + 1) * 0x1p-53, u2 = (double)bb * 0x1p-53;
+                    double z = sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
+                    cr_expect(fabs(got - z) <= 1e-14 * (1 + fabs(z)), "block %08x %08x %08x %08x: %.17g vs libm %.17g", x[0],
+                              x[1], x[2], x[3], got, z);
+                    checked++;
+                }
+    cr_expect_eq(checked, 53 * 9 * 8 * 6);
+    int64_t bad = 0;
+    for (uint64_t seed = 5; seed < 7; seed++)
+        for (int64_t i = 0; i < 500000; i++) {
+            uint32_t x[4];
+            rblock(seed, i, x);
+            double got = lf_random_normal(i, seed), want = normal_loop_ref(x);
+            bad += memcmp(&got, &want, sizeof got) != 0;
+        }
+    cr_expect_eq(bad, 0, "%" PRId64 " of 10^6 elements differ from the loop text", bad);
+}
+
 /* Moments, tail fractions and a Kolmogorov-Smirnov statistic of 10^6 draws;
  * the bounds are 5 standard errors (KS: 1.95/sqrt(n), the 0.1% level), so a
  * wrong transform fails and a correct one passes (the seeds are fixed). */
