@@ -1145,3 +1145,25 @@ Test(fusion, scan_batched_axes_and_consumers) {
         lf_ctx_destroy(ctx);
     }
 }
+
+/* Every allocation of a fused eval with scans (a long row over threads, a
+ * batched scan with an epilogue, a shifted read) fails in turn, cleanly. */
+Test(fusion, scan_eval_allocation_failures_are_clean) {
+    setenv("LF_CPU_PARALLEL_MIN", "1", 1);
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    int64_t n = 2 * LF_SCAN_BLOCK + 3;
+    lf_node *x = lf_input(g, ramp(ctx, LF_F32, 1, &n));
+    lf_node *m = lf_input(g, ramp(ctx, LF_F64, 2, (int64_t[]){5, 7}));
+    lf_node *c = lf_scan(g, LF_RED_SUM, lf_mul(g, x, x), 0, false);
+    lf_node *o1 = lf_div(g, c, lf_const(g, LF_F32, 3));
+    lf_node *o2 = lf_add(g, lf_scan(g, LF_RED_MAX, m, 0, true), lf_slice(g, lf_scan(g, LF_RED_PROD, m, 1, false), 1, LF_NONE, LF_NONE, -1));
+    lf_node *outs[2] = {o1, o2};
+    lf_buffer *d[2] = {lf_buffer_new_like(ctx, o1), lf_buffer_new_like(ctx, o2)};
+    int failures = sweep_eval_failures(ctx, g, 2, outs, d);
+    cr_expect_gt(failures, 10, "only %d allocations swept", failures);
+    eval_checked(ctx, g, 2, outs);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+    unsetenv("LF_CPU_PARALLEL_MIN");
+}
