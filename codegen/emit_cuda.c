@@ -127,8 +127,11 @@ static void plan_scan(const cg_layout *lay, const int64_t *P, int sm_count, cg_c
         l->block[0] = THREADS;
         l->block[1] = l->block[2] = 1;
     }
-    plan->scratch_R = plan->scratch_ticket = plan->scratch_part = 0;
-    plan->scratch_bytes = (size_t)(rows * nb) * sizeof(cg_partial);
+    /* no R and no ticket is used; they keep their places (and stay zero) */
+    plan->scratch_R = 0;
+    plan->scratch_ticket = sizeof(cg_value);
+    plan->scratch_part = 2 * sizeof(cg_value);
+    plan->scratch_bytes = plan->scratch_part + (size_t)(rows * nb) * sizeof(cg_partial);
 }
 
 void cg_cuda_plan_kernel(const cg_layout *lay, const int64_t *P, const uint64_t *buf_addr, int sm_count,
