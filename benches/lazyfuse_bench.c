@@ -88,6 +88,9 @@ static const bench_case cases[] = {
     {"chain32", "chain", SHAPE_ELEMWISE, 1, 1e-4},
     {"random_fused", "random_fused", SHAPE_ELEMWISE, 1, 0},
     {"random_fill", "random_fill", SHAPE_ELEMWISE, 0, 0},
+    {"cumsum", "cumsum", SHAPE_ELEMWISE, 1, 1e-4},
+    {"cumsum_rows", "cumsum_rows", SHAPE_ROWS, 1, 1e-4},
+    {"scan_fused", "scan_fused", SHAPE_ELEMWISE, 1, 1e-4},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 #define SOFTMAX_ROWS 4096

@@ -47,9 +47,13 @@ typedef enum cg_strategy {
                         partial results, combined in block order */
     CG_REDUCE_INNER, /* innermost axis reduced: work = output elements, each
                         folds its reduced positions with CG_LANES lanes */
-    CG_REDUCE_OUTER  /* innermost axis kept: work = (outer output, block of
+    CG_REDUCE_OUTER, /* innermost axis kept: work = (outer output, block of
                         CG_OUTER_BLOCK innermost outputs); the innermost loop
                         runs over outputs, accumulators are arrays */
+    CG_SCAN          /* a scan kernel (fuse_kernel.scan): kept axes, then the
+                        scanned axis innermost; work = rows (out_numel),
+                        count = the row length; the epilogue and the stores
+                        run at every position of the row */
 } cg_strategy;
 
 enum {
@@ -171,6 +175,16 @@ typedef struct cg_partial {
     cg_value v;
     int64_t arg;
 } cg_partial;
+
+/* Scan kernels (CG_SCAN) print lf_k_run (rows [begin, end), each in one
+ * pass) and, for a single long row split over threads, three functions over
+ * the row's LF_SCAN_BLOCK blocks: lf_k_pass0(B, P, R, begin, end, part)
+ * writes each block's total (folded from the identity) into part[blk].v,
+ * lf_k_fin0(P, R, part, nblocks) turns the totals into the blocks' offsets in
+ * block order (in place), and lf_k_scan(B, P, R, begin, end, part), a
+ * cg_pass_fn, scans each block from its offset and runs the epilogue and the
+ * stores. Both ways give the order of lazyfuse.h. */
+int64_t cg_scan_blocks(const cg_layout *lay);
 
 /* Reductions folded in pass q of kn: a FULL kernel's partials hold that many
  * entries per block, in reduction order. */

@@ -511,6 +511,57 @@ static void emit_fold(cg_emitter *e, const fuse_red *r, const char *a, const cha
     cg_close_block(e);
 }
 
+const char *cg_scan_identity(const fuse_red *r) {
+    bool fl = cg_red_float(r);
+    switch (r->op) {
+    case LF_RED_PROD: return fl ? "1.0" : "INT64_C(1)";
+    case LF_RED_MIN:
+        if (fl) return "INFINITY";
+        return r->in == LF_BOOL ? "INT64_C(1)" : r->in == LF_I32 ? "INT64_C(2147483647)" : "INT64_MAX";
+    case LF_RED_MAX:
+        if (fl) return "-INFINITY";
+        return r->in == LF_BOOL ? "INT64_C(0)" : r->in == LF_I32 ? "(-INT64_C(2147483647) - 1)" : "INT64_MIN";
+    default: return fl ? "0.0" : "INT64_C(0)";
+    }
+}
+
+void cg_emit_scan_fold(cg_emitter *e, const fuse_red *r, const char *a, const char *x) {
+    emit_fold(e, r, a, "", x, "0");
+}
+
+void cg_emit_scan_fold_acc(cg_emitter *e, const fuse_red *r, const char *a, const char *b) {
+    bool fl = cg_red_float(r);
+    if (emit_add_or_mul(e, r, a, b)) return;
+    cg_open_block(e, "{");
+    cg_line(e, "const %s x = %s;", fl ? "double" : "int64_t", b);
+    const char *cmp = r->op == LF_RED_MIN ? "<" : ">";
+    if (fl) cg_line(e, "const int better = (%s == %s) & ((x != x) | (x %s %s));", a, a, cmp, a);
+    else cg_line(e, "const int better = x %s %s;", cmp, a);
+    cg_line(e, "%s = better ? x : %s;", a, a);
+    cg_close_block(e);
+}
+
+/* One element at innermost index jv: the scanned value folded into
+ * acc0[slot] (and tot[slot] when tot); with epi, res0 is the running value
+ * (before the fold when exclusive) and the epilogue and its stores run. */
+void cg_emit_scan_element(cg_emitter *e, const char *jv, const char *slot, bool tot, bool epi) {
+    const fuse_kernel *kn = e->kn;
+    const fuse_red *r = &kn->reds[0];
+    if (epi) cg_declare_results(e, NULL);
+    if (epi && kn->scan_exclusive) cg_finish_into(e, 0, slot, NULL);
+    cg_emit_pass_body(e, 0, jv, ACC_SCALAR, slot, "0");
+    if (tot) {
+        char t[32], x[32];
+        cg_fmt(t, sizeof t, "tot[%s]", slot);
+        cg_fmt(x, sizeof x, "v%d", r->expr);
+        cg_emit_scan_fold(e, r, t, x);
+    }
+    if (epi) {
+        if (!kn->scan_exclusive) cg_finish_into(e, 0, slot, NULL);
+        cg_emit_body(e, kn->npasses, jv, ACC_SCALAR, "e");
+    }
+}
+
 /* Combines partial (b, bg) into (a, g), both of reduction r. */
 void cg_emit_combine(cg_emitter *e, const fuse_red *r, const char *a, const char *g, const char *b,
                          const char *bg) {

@@ -98,6 +98,21 @@ void cg_declare_results(cg_emitter *e, const char *n);
 /* res<r> (or res<r>[dst_fmt_prefix]) = the finished acc<r>[slot] of pass q. */
 void cg_finish_into(cg_emitter *e, int q, const char *slot, const char *dst_fmt_prefix);
 
+/* ---- scans (CG_SCAN) ---- */
+/* The scan's identity in its accumulator type (graph_scan_identity). */
+const char *cg_scan_identity(const fuse_red *r);
+/* Folds value x (dtype r->in) into accumulator a, as the reductions do. */
+void cg_emit_scan_fold(cg_emitter *e, const fuse_red *r, const char *a, const char *x);
+/* Folds accumulator b into accumulator a as if it were an element (a block
+ * total into an offset: graph_scan_step's O[b+1] = O[b] (+) T[b]). */
+void cg_emit_scan_fold_acc(cg_emitter *e, const fuse_red *r, const char *a, const char *b);
+
+/* One element of a scan at innermost index jv: the body, its value folded
+ * into acc0[slot] (and into tot[slot] when tot); with epi, res0 (declared
+ * here) is the running value (before the fold when exclusive) and the
+ * epilogue and its stores follow. */
+void cg_emit_scan_element(cg_emitter *e, const char *jv, const char *slot, bool tot, bool epi);
+
 /* ---- the skeletons ---- */
 void cg_emit_c(cg_emitter *e);    /* emit_c.c */
 void cg_emit_cuda(cg_emitter *e); /* emit_cuda.c */

@@ -10,6 +10,16 @@
  *    each output accumulating in reduced order.
  *  - REDUCE_FULL: lf_k_pass<q> (a partial per block of the outermost reduced
  *    axis), lf_k_fin<q> (partials in block order), lf_k_epi, lf_k_row.
+ *  - SCAN: lf_k_run over rows, each row in one pass that keeps two
+ *    accumulators (the running value, which starts each LF_SCAN_BLOCK block
+ *    at the block's offset, and the block's total from the identity, folded
+ *    into the offset at the block's end: two independent dependency chains,
+ *    so one pass costs what a plain sequential loop costs); for one long row
+ *    on several threads, lf_k_pass0 (block totals), lf_k_fin0 (offsets in
+ *    block order) and lf_k_scan (each block from its offset), the latter two
+ *    taking SCAN_GROUP consecutive blocks at once so that a thread runs
+ *    SCAN_GROUP independent chains (the row is read twice: the price of the
+ *    parallel pass). Every way folds in the order of lazyfuse.h.
  *
  * What must stay true: every function named in codegen.h ("Names of the
  * generated functions") is printed for its strategy, with the signatures of
@@ -279,11 +289,103 @@ static void emit_full(cg_emitter *e) {
 }
 
 
+/* ---- scans (CG_SCAN) ----------------------------------------------------------------------- */
+
+enum { SCAN_GROUP = 4 }; /* blocks one thread scans at once (independent chains) */
+
+static const char *scan_acc_type(const fuse_kernel *kn) { return cg_red_float(&kn->reds[0]) ? "double" : "int64_t"; }
+
+/* The blocks [begin, end) of the one row: groups of SCAN_GROUP full blocks,
+ * then one at a time. init(l) is each block's starting value; epi: scan
+ * with the epilogue, else fold the totals into part. */
+static void scan_blocks(cg_emitter *e, bool epi) {
+    const fuse_kernel *kn = e->kn;
+    const char *T = scan_acc_type(kn), *X = cg_red_float(&kn->reds[0]) ? "f" : "i";
+    const char *id = cg_scan_identity(&kn->reds[0]);
+    int B = LF_SCAN_BLOCK, G = SCAN_GROUP;
+    cg_line(e, "int64_t blk = begin;");
+    cg_open_block(e, "for (; blk + %d <= end && (blk + %d) * %d <= E; blk += %d) {", G, G, B, G);
+    cg_line(e, "%s acc0[%d];", T, G);
+    if (epi) cg_line(e, "for (int64_t l = 0; l < %d; l++) acc0[l] = part[blk + l].v.%s;", G, X);
+    else cg_line(e, "for (int64_t l = 0; l < %d; l++) acc0[l] = %s;", G, id);
+    cg_open_block(e, "for (int64_t j = 0; j < %d; j++) {", B);
+    cg_line(e, "_Pragma(\"GCC unroll %d\")", G);
+    cg_open_block(e, "for (int64_t l = 0; l < %d; l++) {", G);
+    cg_line(e, "const int64_t jj = (blk + l) * %d + j;", B);
+    cg_emit_scan_element(e, "jj", "l", false, epi);
+    cg_close_block(e);
+    cg_close_block(e);
+    if (!epi) cg_line(e, "for (int64_t l = 0; l < %d; l++) part[blk + l].v.%s = acc0[l], part[blk + l].arg = -1;", G, X);
+    cg_close_block(e);
+    cg_open_block(e, "for (; blk < end; blk++) {");
+    cg_line(e, "%s acc0[1] = {%s};", T, epi ? "0" : id);
+    if (epi) cg_line(e, "acc0[0] = part[blk].v.%s;", X);
+    cg_line(e, "const int64_t j1 = E - blk * %d < %d ? E : (blk + 1) * %d;", B, B, B);
+    cg_open_block(e, "for (int64_t jj = blk * %d; jj < j1; jj++) {", B);
+    cg_emit_scan_element(e, "jj", "0", false, epi);
+    cg_close_block(e);
+    if (!epi) cg_line(e, "part[blk].v.%s = acc0[0], part[blk].arg = -1;", X);
+    cg_close_block(e);
+}
+
+static void emit_scan(cg_emitter *e) {
+    const fuse_kernel *kn = e->kn;
+    const cg_layout *lay = e->lay;
+    const fuse_red *r = &kn->reds[0];
+    const char *T = scan_acc_type(kn), *X = cg_red_float(r) ? "f" : "i", *id = cg_scan_identity(r);
+    int inner = lay->ndim - 1, B = LF_SCAN_BLOCK;
+    /* rows, each in one pass */
+    open_fn(e, "run(" ARGS_RUN ")");
+    cg_declare_buffers(e);
+    cg_line(e, "const int64_t E = P[%d];", lay->param_extent + inner);
+    cg_open_block(e, "for (int64_t out = begin; out < end; out++) {");
+    cg_unravel(e, "out", 0, lay->nkept);
+    cg_hoist_invariants(e, 0);
+    cg_hoist_invariants(e, kn->npasses);
+    cg_line(e, "%s off = %s;", T, id);
+    cg_open_block(e, "for (int64_t j0 = 0; j0 < E; j0 += %d) {", B);
+    cg_line(e, "const int64_t j1 = E - j0 < %d ? E : j0 + %d;", B, B);
+    cg_line(e, "%s acc0[1] = {off}, tot[1] = {%s};", T, id);
+    cg_open_block(e, "for (int64_t jj = j0; jj < j1; jj++) {");
+    cg_emit_scan_element(e, "jj", "0", true, true);
+    cg_close_block(e);
+    cg_emit_scan_fold_acc(e, r, "off", "tot[0]");
+    cg_close_block(e);
+    cg_close_block(e);
+    cg_close_block(e);
+    /* one row over threads: block totals, offsets, blocks from their offsets */
+    const char *sig_pass = "pass0(void *const *restrict B, const int64_t *restrict P, lf_value *restrict R, "
+                           "int64_t begin, int64_t end, lf_partial *restrict part)";
+    for (int epi = 0; epi < 2; epi++) {
+        open_fn(e, epi ? "scan(void *const *restrict B, const int64_t *restrict P, lf_value *restrict R, "
+                         "int64_t begin, int64_t end, lf_partial *restrict part)"
+                       : sig_pass);
+        cg_line(e, "(void)R;");
+        cg_declare_buffers(e);
+        cg_line(e, "const int64_t E = P[%d];", lay->param_extent + inner);
+        cg_unravel(e, "0", 0, lay->nkept);
+        cg_hoist_invariants(e, 0);
+        if (epi) cg_hoist_invariants(e, kn->npasses);
+        scan_blocks(e, epi);
+        cg_close_block(e);
+    }
+    open_fn(e, "fin0(const int64_t *restrict P, lf_value *restrict R, lf_partial *restrict part, int64_t nblocks)");
+    cg_line(e, "(void)P; (void)R;");
+    cg_line(e, "%s off = %s;", T, id);
+    cg_open_block(e, "for (int64_t b = 0; b < nblocks; b++) {");
+    cg_line(e, "const %s t = part[b].v.%s;", T, X);
+    cg_line(e, "part[b].v.%s = off;", X);
+    cg_emit_scan_fold_acc(e, r, "off", "t");
+    cg_close_block(e);
+    cg_close_block(e);
+}
+
 void cg_emit_c(cg_emitter *e) {
     switch (e->lay->strategy) {
     case CG_ELEMENTWISE: emit_elementwise(e); break;
     case CG_REDUCE_INNER: emit_inner(e); break;
     case CG_REDUCE_OUTER: emit_outer(e); break;
     case CG_REDUCE_FULL: emit_full(e); break;
+    case CG_SCAN: emit_scan(e); break;
     }
 }

@@ -108,6 +108,32 @@ static unsigned row_group(int64_t C) {
     return THREADS;
 }
 
+/* The scan entries (SCAN), their own table: scanred, scanoff, scan. */
+static const char *const scan_entries[][2] = {
+    {"lf_k_scanred32", "lf_k_scanred64"}, {"lf_k_scanoff32", "lf_k_scanoff64"}, {"lf_k_scan32", "lf_k_scan64"}};
+
+static void plan_scan(const cg_layout *lay, const int64_t *P, int sm_count, cg_cuda_plan *plan) {
+    int64_t rows = product(lay, P, 0, lay->nkept), nb = cg_scan_blocks(lay);
+    if (rows == 0 || nb == 0) return;
+    int64_t cap_threads = (int64_t)(sm_count > 0 ? sm_count : 1) * BLOCKS_PER_SM * THREADS;
+    bool i32 = fits_int32(lay, P, rows * nb, cap_threads) && rows * nb <= INT32_MAX - cap_threads;
+    unsigned g_items = grid_for(rows * nb, THREADS, sm_count), g_rows = grid_for(rows, THREADS, sm_count);
+    unsigned grids[3] = {g_items, g_rows, g_items};
+    for (int k = 0; k < 3; k++) {
+        cg_cuda_launch *l = &plan->launch[plan->nlaunches++];
+        l->entry = scan_entries[k][i32 ? 0 : 1];
+        l->grid[0] = grids[k];
+        l->grid[1] = l->grid[2] = 1;
+        l->block[0] = THREADS;
+        l->block[1] = l->block[2] = 1;
+    }
+    /* no R and no ticket is used; they keep their places (and stay zero) */
+    plan->scratch_R = 0;
+    plan->scratch_ticket = sizeof(cg_value);
+    plan->scratch_part = 2 * sizeof(cg_value);
+    plan->scratch_bytes = plan->scratch_part + (size_t)(rows * nb) * sizeof(cg_partial);
+}
+
 void cg_cuda_plan_kernel(const cg_layout *lay, const int64_t *P, const uint64_t *buf_addr, int sm_count,
                          cg_cuda_plan *plan) {
     memset(plan, 0, sizeof *plan);
@@ -164,6 +190,7 @@ void cg_cuda_plan_kernel(const cg_layout *lay, const int64_t *P, const uint64_t 
         plan->scratch_bytes = plan->scratch_part + (size_t)nblocks * (size_t)most * sizeof(cg_partial);
         return;
     }
+    case CG_SCAN: plan_scan(lay, P, sm_count, plan); return;
     }
 }
 
@@ -204,6 +231,25 @@ void cg_cuda_fill_args(const cg_layout *lay, const cg_cuda_plan *plan, const int
  *    partial; the last block to finish (an integer ticket, no float
  *    atomics) combines the partials in a fixed tree, writes R and, after
  *    the last pass, runs the epilogue; row: grid-stride over positions.
+ *  - scanred, scanoff, scan (SCAN): reduce-then-scan over fixed blocks of
+ *    LF_SCAN_BLOCK positions of each row: scanred, a thread per (row,
+ *    block), folds the block from the identity into part; scanoff, a thread
+ *    per row, turns the row's block totals into offsets in block order; scan,
+ *    a thread per (row, block), scans its block from its offset and runs the
+ *    epilogue and the stores. This is the order of lazyfuse.h exactly (each
+ *    block sequential, offsets in block order), so float scans are
+ *    bit-identical to the CPU and the reference and never depend on timing.
+ *    Why not CUB's decoupled look-back (Merrill & Garland 2016, one pass,
+ *    2n traffic against this 3n): its result is order-independent only for
+ *    integer, min and max scans; a float sum through look-back would need
+ *    the same fixed blocking to stay deterministic anyway, and a sequential
+ *    chain per block. What this costs and what was not measured: a thread
+ *    walks its block alone (consecutive threads read addresses a block
+ *    apart, uncoalesced; a warp-cooperative block scan in shared memory
+ *    would be needed for bandwidth, keeping the fold order would need the
+ *    in-block order to be a fixed tree instead), and none of it has run on
+ *    a GPU (no device here): only NVRTC compiles and the host emulation of
+ *    tests/test_cuda_codegen.c checked it.
  */
 
 /* Calls to the device math library in fn (sqrt, rsqrt and fma are single
@@ -596,6 +642,52 @@ static void cuda_full(cg_emitter *e) {
     }
 }
 
+/* The scan's three entries (see the top). */
+static void cuda_scan(cg_emitter *e) {
+    const fuse_kernel *kn = e->kn;
+    const cg_layout *lay = e->lay;
+    const fuse_red *r = &kn->reds[0];
+    bool fl = cg_red_float(r);
+    const char *T = fl ? "double" : "long long", *X = fl ? "f" : "i", *id = cg_scan_identity(r);
+    int inner = lay->ndim - 1, B = LF_SCAN_BLOCK;
+    for (int epi = 0; epi < 2; epi++) {
+        const char *name = epi ? "scan" : "scanred";
+        cuda_open_body(e, name);
+        cg_line(e, "const lf_idx E = (lf_idx)P[%d];", lay->param_extent + inner);
+        cuda_extent_product(e, "rows", 0, lay->nkept);
+        cg_line(e, "const lf_idx nb = (E + %d) / %d;", B - 1, B);
+        cg_open_block(e, "for (lf_idx t = lf_tid; t < rows * nb; t += lf_stride) {");
+        cg_line(e, "const lf_idx row = t / nb, blk = t - row * nb; (void)row;");
+        cg_unravel(e, "row", 0, lay->nkept);
+        cg_hoist_invariants(e, 0);
+        if (epi) cg_hoist_invariants(e, kn->npasses);
+        cg_line(e, "%s acc0[1];", T);
+        if (epi) cg_line(e, "acc0[0] = a.part[t].v.%s;", X);
+        else cg_line(e, "acc0[0] = %s;", id);
+        cg_line(e, "const lf_idx j1 = E - blk * %d < %d ? E : (blk + 1) * %d;", B, B, B);
+        cg_open_block(e, "for (lf_idx jj = blk * %d; jj < j1; jj++) {", B);
+        cg_emit_scan_element(e, "jj", "0", false, epi);
+        cg_close_block(e);
+        if (!epi) cg_line(e, "a.part[t].v.%s = acc0[0];", X);
+        cg_close_block(e);
+        cuda_close_body(e, name, 1, 2);
+        if (epi) break;
+        cuda_open_body(e, "scanoff");
+        cg_line(e, "const lf_idx E = (lf_idx)P[%d];", lay->param_extent + inner);
+        cuda_extent_product(e, "rows", 0, lay->nkept);
+        cg_line(e, "const lf_idx nb = (E + %d) / %d;", B - 1, B);
+        cg_open_block(e, "for (lf_idx row = lf_tid; row < rows; row += lf_stride) {");
+        cg_line(e, "%s off = %s;", T, id);
+        cg_open_block(e, "for (lf_idx b = row * nb; b < (row + 1) * nb; b++) {");
+        cg_line(e, "const %s t = a.part[b].v.%s;", T, X);
+        cg_line(e, "a.part[b].v.%s = off;", X);
+        cg_emit_scan_fold_acc(e, r, "off", "t");
+        cg_close_block(e);
+        cg_close_block(e);
+        cuda_close_body(e, "scanoff", 1, 2);
+    }
+}
+
 void cg_emit_cuda(cg_emitter *e) {
     const cg_layout *lay = e->lay;
     cg_printf(e->t, "struct lf_args {\n    void *B[%d];\n    lf_value *R;\n    lf_partial *part;\n"
@@ -607,5 +699,6 @@ void cg_emit_cuda(cg_emitter *e) {
     case CG_REDUCE_INNER: cuda_inner(e); break;
     case CG_REDUCE_OUTER: cuda_outer(e); break;
     case CG_REDUCE_FULL: cuda_full(e); break;
+    case CG_SCAN: cuda_scan(e); break;
     }
 }

@@ -21,6 +21,10 @@
 /* Strides, over the iteration space, of an epilogue load whose first step
  * reads the output multi-index (reduced axes are at index 0 there). */
 static void epilogue_strides(const fuse_kernel *kn, const fuse_step *st, int64_t *out) {
+    if (kn->scan) { /* a scan's epilogue runs over the whole space */
+        memcpy(out, st->strides, (size_t)kn->ndim * sizeof *out);
+        return;
+    }
     bool keep = kn->out_ndim == kn->ndim;
     int m = 0;
     for (int d = 0; d < kn->ndim; d++) {
@@ -92,7 +96,7 @@ static void collect_accesses(const fuse_schedule *s, const fuse_kernel *kn, cg_l
         a->buf = add_buf(lay, so->slot, true);
         a->param_steps = -1;
         a->param_iota = -1;
-        bool full = !kn->epi || so->row;
+        bool full = !kn->epi || so->row || kn->scan;
         memcpy(a->strides, full ? dense : kept_dense, sizeof a->strides);
     }
 }
@@ -156,7 +160,11 @@ void cg_layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
     for (int d = kn->ndim - 1; d >= 0 && last < 0; d--)
         if (kn->shape[d] != 1) last = d;
     int perm[LF_MAX_DIMS], n = 0;
-    if (!kn->epi) {
+    if (kn->scan) {
+        lay->strategy = CG_SCAN; /* kept axes, then the scanned axis */
+        for (int i = 0; i < nk; i++) perm[n++] = kept[i];
+        for (int i = 0; i < nr; i++) perm[n++] = red[i];
+    } else if (!kn->epi) {
         lay->strategy = CG_ELEMENTWISE;
         for (int i = 0; i < nk; i++) perm[n++] = kept[i];
     } else if (nk == 0) {
@@ -198,6 +206,7 @@ void cg_layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
     switch (lay->strategy) {
     case CG_ELEMENTWISE: lay->work = kn->numel; break;
     case CG_REDUCE_INNER: lay->work = lay->out_numel; break;
+    case CG_SCAN: lay->work = lay->count ? lay->out_numel : 0; break;
     case CG_REDUCE_OUTER: {
         int64_t outer = 1, e = lay->extent[lay->ndim - 1];
         for (int i = 0; i < lay->nkept; i++) outer *= lay->extent[i];
@@ -276,6 +285,10 @@ void cg_fill_params(const cg_layout *lay, int64_t *P) {
             for (int i = 0; i < sp->ndim; i++) *q++ = sp->strides[i];
         }
     }
+}
+
+int64_t cg_scan_blocks(const cg_layout *lay) {
+    return (lay->count + LF_SCAN_BLOCK - 1) / LF_SCAN_BLOCK;
 }
 
 const cg_access *cg_load_access(const cg_layout *lay, int f, int j) {

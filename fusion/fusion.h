@@ -180,6 +180,14 @@ typedef struct fuse_kernel {
     fuse_store *stores;
     int nnodes;                    /* graph nodes computed in this kernel */
     int *nodes;                    /* their ids, ascending (for dumps) */
+    /* scan kernels only (fusion/plan_scan.c): a reduction kernel whose one
+       reduction reds[0] is a scan along its one reduced axis (redmask);
+       out_shape is the whole space, and the epilogue runs at every element,
+       right after that element's fold, with the scan's running value (the
+       blocked order of lazyfuse.h) as its ACC load; its loads' maps and its
+       stores are over the whole space. One pass, no row pass. */
+    bool scan;                     /* this is a scan kernel */
+    bool scan_exclusive;           /* the value before the element's fold */
 } fuse_kernel;
 
 typedef enum fuse_slot_kind {

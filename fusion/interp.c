@@ -179,6 +179,45 @@ static void run_reduce(const fuse_schedule *s, const fuse_kernel *kn, void *cons
     }
 }
 
+/* A scan kernel: each row along the scanned axis in the blocked order of
+ * lazyfuse.h (graph_scan_step, as graph/eval_ref.c), the epilogue at every
+ * element right after its fold, storing at the element's position. */
+static void run_scan(const fuse_schedule *s, const fuse_kernel *kn, void *const *data, lf_scalar *vals) {
+    lf_dtype params[LF_MAX_ARGS], eparams[LF_MAX_ARGS];
+    lf_scalar args[LF_MAX_ARGS], res[1];
+    int kept[LF_MAX_DIMS], nkept = 0, ax = 0;
+    int64_t cstrides[LF_MAX_DIMS], idx[LF_MAX_DIMS] = {0};
+    for (int d = 0; d < kn->ndim; d++) {
+        if (kn->redmask & (1u << d)) ax = d;
+        else kept[nkept++] = d;
+    }
+    int64_t len = kn->shape[ax];
+    if (len == 0 || kn->numel == 0) return;
+    graph_contiguous_strides(kn->ndim, kn->shape, cstrides);
+    load_dtypes(kn->loads, kn->nloads, params);
+    load_dtypes(kn->epi_loads, kn->nepi_loads, eparams);
+    const fuse_red *r = &kn->reds[0];
+    lf_dtype acc_t = graph_red_acc_dtype(r->op, r->in);
+    for (int64_t row = 0; row < kn->numel / len; row++) {
+        graph_scan_state st;
+        graph_scan_start(&st, r->op, r->in, kn->scan_exclusive);
+        for (int64_t pos = 0; pos < len; pos++) {
+            idx[ax] = pos;
+            load_all(kn->loads, kn->nloads, data, idx, args);
+            graph_fn_eval(kn->body, params, kn->body_etype, kn->body_ctype, args, vals);
+            res[0] = graph_scan_step(&st, graph_scalar_convert(vals[r->expr], r->in, acc_t), r->node->dtype);
+            int64_t at = 0;
+            for (int d = 0; d < kn->ndim; d++) at += idx[d] * cstrides[d];
+            load_all(kn->epi_loads, kn->nepi_loads, data, idx, args);
+            load_acc(kn->epi_loads, kn->nepi_loads, res, args);
+            graph_fn_eval(kn->epi, eparams, kn->epi_etype, kn->epi_ctype, args, vals);
+            store_all(s, kn, data, vals, at, false);
+        }
+        idx[ax] = 0;
+        next_index(nkept, kept, kn->shape, idx);
+    }
+}
+
 /* ---- the driver ------------------------------------------------------------------------ */
 
 lf_status fuse_interpret(const fuse_schedule *s, void **results) {
@@ -213,7 +252,8 @@ lf_status fuse_interpret(const fuse_schedule *s, void **results) {
     }
     for (int k = 0; k < s->nkernels; k++) {
         const fuse_kernel *kn = &s->kernels[k];
-        if (kn->epi) run_reduce(s, kn, data, vals);
+        if (kn->scan) run_scan(s, kn, data, vals);
+        else if (kn->epi) run_reduce(s, kn, data, vals);
         else run_elementwise(s, kn, data, vals);
     }
     /* an output evaluated twice: the later copies take the first's value */

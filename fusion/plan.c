@@ -121,10 +121,29 @@
  * failed fn allocation never marks the user's graph as failed; every
  * allocation failure returns LF_ERR_NOMEM with everything freed.
  *
+ *   Scans (fusion/plan_scan.c). A scan is a root and a reduction kernel
+ *     of its own: its one reduced axis is the scanned axis and its output
+ *     space is the whole space. map -> scan: the scan's elementwise
+ *     producers are inlined into its body, so the scanned value is computed
+ *     in registers and never stored (as map -> reduce). scan -> map: an
+ *     elementwise root over the scan's shape whose latest fold read is the
+ *     scan, read only at its own position, joins the scan kernel as its
+ *     epilogue, which runs at every element right after that element's fold
+ *     and before the store (cumsum(x*x)/n is one kernel, no temporary; the
+ *     scan is stored only when something outside its kernel reads it). Not
+ *     fused, and why: a consumer reading the scan at another position (a
+ *     shifted slice, a reversed view, a broadcast) needs other elements'
+ *     results, so it is a kernel of its own reading the stored scan; no
+ *     reduction or scan joins a scan kernel and a scan joins none (the scan
+ *     owns its kernel's one pass and loop order; a row pass would need the
+ *     whole row's scan first); elementwise siblings over the same space do
+ *     not merge into it horizontally (not implemented: they would need the
+ *     scan's sequential loop).
+ *
  * Files: this one holds the rules (above), the planning rounds (fuse_plan)
  * and manual control; the rounds' steps live next to it, one family a file
  * (fusion/plan.h lists them: plan_maps.c, plan_vertical.c, plan_merge.c,
- * plan_build.c). A new rule family (scan, gather/scatter, sort) gets a file
+ * plan_build.c, plan_scan.c). A new rule family (scan, gather/scatter, sort) gets a file
  * of its own, and its rule a paragraph above.
  */
 #include "fusion/plan.h"
@@ -237,7 +256,7 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
         if (!p->needed[id]) continue;
         const lf_node *x = g->nodes[id];
         for (int k = 0; k < x->ninputs; k++) p->needed[x->inputs[k]->id] = true;
-        if (x->kind == NODE_REDUCE || (x->materialize && x->kind != NODE_INPUT) ||
+        if (fuse_is_fold(x) || (x->materialize && x->kind != NODE_INPUT) ||
             (!p->fusion && x->kind != NODE_VIEW && x->kind != NODE_INPUT && x->kind != NODE_CONST))
             p->root[id] = true;
     }

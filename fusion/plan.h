@@ -153,6 +153,7 @@ typedef struct unit {
                                       body loads, so only a root all of whose
                                       loads it has (found by the index) joins */
     bool closed;                   /* FUSE_MAX_STORES roots: nothing joins */
+    bool scan;                     /* a scan kernel (plan_scan.c): only epilogues join */
     struct unit *next, *prev;      /* the open list (by root id), or the parked list */
 } unit;
 
@@ -225,5 +226,16 @@ lf_status fuse_plan_memory(planner *p, fuse_schedule *s);
  * loads, the largest min(slot bytes, loop iterations x element size) over
  * its loads of that slot), in one walk over the loads. */
 lf_status fuse_plan_traffic(planner *p, fuse_schedule *s);
+
+/* ---- plan_scan.c ---- */
+/* Whether n is a reduction-like root that seeds a kernel of its own
+ * (NODE_REDUCE or NODE_SCAN). */
+bool fuse_is_fold(const lf_node *n);
+/* The fold's op and its reduced axes (a scan: its axis). */
+lf_reduce_op fuse_fold_op(const lf_node *n);
+uint32_t fuse_fold_mask(const lf_node *n);
+/* Whether root e may join unit u as an epilogue or pass under the scan
+ * rules: a scan unit takes only epilogues, a scan joins nothing. */
+bool fuse_scan_allows(const planner *p, int e, const struct unit *u, role r);
 
 #endif /* LF_FUSION_PLAN_H */

@@ -71,6 +71,7 @@ static bool emit_inst(planner *p, lf_fn *f, const kbuild *kb, inst *i, int grp) 
     switch (n->kind) {
     case NODE_VIEW: i->expr = i->in[0]->expr; return true;
     case NODE_REDUCE: return true; /* the seed of a reduction kernel: folded, not emitted */
+    case NODE_SCAN: return true;   /* the seed of a scan kernel, likewise */
     case NODE_MAP: break;
     default: return false;
     }
@@ -263,7 +264,7 @@ static bool emit_root(planner *p, fuse_kernel *kn, lf_fn *f, const kbuild *kb, i
         if (!emit_inst(p, f, kb, i, grp)) return false;
     }
     assert(*seed);
-    if (p->g->nodes[e]->kind == NODE_REDUCE) return true; /* folded, stored by the epilogue */
+    if (fuse_is_fold(p->g->nodes[e])) return true; /* folded, stored by the epilogue */
     int sl = store_slot(p, e);
     return sl < 0 || add_store(kn, sl, (*seed)->expr, row);
 }
@@ -321,7 +322,7 @@ lf_status fuse_build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *kn
     kn->root = k;
     kn->red_expr = -1;
     if (!kernel_nodes(p, kn, k)) return fuse_nomem(p);
-    bool red = rn->kind == NODE_REDUCE;
+    bool red = fuse_is_fold(rn);
     const lf_node *space = red ? rn->inputs[0] : rn;
     kn->ndim = space->ndim;
     memcpy(kn->shape, space->shape, sizeof kn->shape);
@@ -340,7 +341,9 @@ lf_status fuse_build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *kn
         kn->passes[0] = body;
         return st;
     }
-    kn->redmask = rn->u.reduce.axes;
+    kn->redmask = fuse_fold_mask(rn);
+    kn->scan = rn->kind == NODE_SCAN;
+    kn->scan_exclusive = kn->scan && rn->u.scan.exclusive;
     kn->out_ndim = rn->ndim;
     memcpy(kn->out_shape, rn->shape, sizeof kn->out_shape);
     kn->out_numel = rn->numel;
@@ -353,7 +356,7 @@ lf_status fuse_build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *kn
         for (int e = k; e >= 0; e = p->next_member[e]) {
             const lf_node *x = p->g->nodes[e];
             if (fuse_unit_of(p, e) != k || !p->root[e] || p->role[e] != ROLE_PASS || p->pass[e] != q) continue;
-            kn->reds[nr++] = (fuse_red){x->u.reduce.op, q, -1, x->inputs[0]->dtype, x};
+            kn->reds[nr++] = (fuse_red){fuse_fold_op(x), q, -1, x->inputs[0]->dtype, x};
         }
     assert(nr == kn->nreds && kn->reds[0].node == rn);
     for (int q = 0; q < kn->npasses; q++) {
@@ -529,7 +532,7 @@ void fuse_schedule_print(const fuse_schedule *s, FILE *fp) {
             fprintf(fp, "elementwise over %s, %d body exprs", graph_shape_str(sh, sizeof sh, kn->ndim, kn->shape),
                     kn->body->nexprs);
         } else {
-            fprintf(fp, "%s over %s axes {", kn->row ? "row reduce" : "reduce",
+            fprintf(fp, "%s over %s axes {", kn->scan ? "scan" : kn->row ? "row reduce" : "reduce",
                     graph_shape_str(sh, sizeof sh, kn->ndim, kn->shape));
             for (int d = 0, first = 1; d < kn->ndim; d++)
                 if (kn->redmask & (1u << d)) fprintf(fp, first-- ? "%d" : ",%d", d);

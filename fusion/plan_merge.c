@@ -180,7 +180,8 @@ static int join_reduce(planner *p, int r) {
     const lf_node *rn = p->g->nodes[r], *in = rn->inputs[0];
     scan sc;
     for (unit *u = p->units; u; u = u->next) {
-        if (!u->red || u->mask != rn->u.reduce.axes || u->nroots >= FUSE_MAX_STORES ||
+        if (!u->red || !fuse_scan_allows(p, r, u, ROLE_PASS) || u->mask != rn->u.reduce.axes ||
+            u->nroots >= FUSE_MAX_STORES ||
             !same_shape(u->ndim, u->shape, in->ndim, in->shape) || !ops_fit(p, r, u))
             continue;
         scan_root(p, r, u, ROLE_PASS, &sc);
@@ -217,11 +218,11 @@ static int join_epilogue(planner *p, int e) {
     int r = -1;
     for (int j = 0; j < p->kcount[e]; j++) {
         const lf_node *x = p->klist[e][j]->node;
-        if (x->kind == NODE_REDUCE && x->id != e && p->root[x->id] && x->id > r) r = x->id;
+        if (fuse_is_fold(x) && x->id != e && p->root[x->id] && x->id > r) r = x->id;
     }
     if (r < 0) return 0;
     unit *u = p->unit[fuse_unit_of(p, r)];
-    if (!u || !u->red || u->nroots >= FUSE_MAX_STORES || !ops_fit(p, e, u) ||
+    if (!u || !u->red || !fuse_scan_allows(p, e, u, ROLE_EPI) || u->nroots >= FUSE_MAX_STORES || !ops_fit(p, e, u) ||
         !same_shape(en->ndim, en->shape, u->out->ndim, u->out->shape))
         return 0;
     scan sc;
@@ -250,7 +251,7 @@ static int try_space(planner *p, int e, unit *u) {
     bool out = p->output[e] >= 0;
     scan sc;
     if (u->nroots >= FUSE_MAX_STORES || !same_shape(u->ndim, u->shape, en->ndim, en->shape) ||
-        !ops_fit(p, e, u))
+        !ops_fit(p, e, u) || !fuse_scan_allows(p, e, u, u->red ? ROLE_ROW : ROLE_BODY))
         return 0;
     scan_root(p, e, u, u->red ? ROLE_ROW : ROLE_BODY, &sc);
     if (!sc.ok) return 0;
@@ -326,7 +327,8 @@ static unit *start_unit(planner *p, int e, unit **tail) {
     unit *u = fuse_scratch_calloc(&p->tmp, 1, sizeof *u);
     if (!u || !(u->pl[0] = new_list(p)) || !(u->epi = new_list(p))) return NULL;
     u->host = e;
-    u->red = en->kind == NODE_REDUCE;
+    u->red = fuse_is_fold(en);
+    u->scan = en->kind == NODE_SCAN;
     const lf_node *space = u->red ? en->inputs[0] : en;
     u->ndim = space->ndim;
     memcpy(u->shape, space->shape, sizeof u->shape);
@@ -334,7 +336,7 @@ static unit *start_unit(planner *p, int e, unit **tail) {
     u->nroots = 1;
     u->nops = p->kops[e];
     if (u->red) {
-        u->mask = en->u.reduce.axes;
+        u->mask = fuse_fold_mask(en);
         u->out = en;
         u->nreds = 1;
         u->out_red = p->output[e] >= 0;
@@ -366,7 +368,7 @@ lf_status fuse_plan_merges(planner *p) {
     for (int id = 0; id < nn; id++) {
         p->merged_into[id] = -1;
         p->host[id] = id;
-        p->role[id] = p->g->nodes[id]->kind == NODE_REDUCE ? ROLE_PASS : ROLE_BODY;
+        p->role[id] = fuse_is_fold(p->g->nodes[id]) ? ROLE_PASS : ROLE_BODY;
         p->pass[id] = 0;
     }
     p->units = p->units_tail = p->parked = NULL;
@@ -380,7 +382,8 @@ lf_status fuse_plan_merges(planner *p) {
         const lf_node *en = p->g->nodes[e];
         if (!p->needed[e] || !p->root[e]) continue;
         int joined;
-        if (en->kind == NODE_REDUCE) joined = join_reduce(p, e);
+        if (en->kind == NODE_SCAN) joined = 0; /* plan_scan.c: a kernel of its own */
+        else if (en->kind == NODE_REDUCE) joined = join_reduce(p, e);
         else if ((joined = join_epilogue(p, e)) == 0) joined = join_space(p, e);
         if (joined < 0) return fuse_nomem(p);
         if (!joined && !start_unit(p, e, &tail)) return fuse_nomem(p);

@@ -161,7 +161,7 @@ lf_status fuse_find_instances(planner *p) {
                     }
                     if (!m || !(i->in[k] = add_inst(p, x, i->kernel, m))) return fuse_nomem(p);
                 }
-            } else if (n->kind == NODE_REDUCE) {
+            } else if (fuse_is_fold(n)) {
                 const lf_node *x = n->inputs[0];
                 fuse_map *m = fuse_map_identity(&p->iar, x);
                 if (!m || !(i->in[0] = add_inst(p, x, i->kernel, m))) return fuse_nomem(p);
@@ -296,7 +296,7 @@ bool fuse_leaf_load(const planner *p, const inst *i, int grp, pload *out) {
     if (n->kind == NODE_INPUT) {
         out->src = FUSE_SRC_SLOT;
         out->key = n->u.buffer;
-    } else if (grp >= 0 && n->kind == NODE_REDUCE && p->root[n->id] && n->id != i->kernel &&
+    } else if (grp >= 0 && fuse_is_fold(n) && p->root[n->id] && n->id != i->kernel &&
                fuse_unit_of(p, n->id) == grp) {
         out->src = FUSE_SRC_ACC;
         out->key = n;

@@ -81,6 +81,10 @@ const char *graph_dot_node_label(const lf_node *n, char *buf, size_t cap) {
         append(buf, cap, &len, "}%s", n->u.reduce.keepdims ? " keepdims" : "");
         break;
     }
+    case NODE_SCAN:
+        append(buf, cap, &len, "scan %s axis %d%s", graph_reds[n->u.scan.op].text, n->u.scan.axis,
+               n->u.scan.exclusive ? " exclusive" : "");
+        break;
     }
     append(buf, cap, &len, "\\n%s %s", lf_dtype_name(n->dtype),
            graph_shape_str(shape, sizeof shape, n->ndim, n->shape));

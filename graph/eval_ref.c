@@ -137,6 +137,26 @@ static lf_status eval_reduce(const lf_node *n, const void *in, void *out) {
     return LF_OK;
 }
 
+/* Each row along the axis in the blocked order of lazyfuse.h (graph_scan_step). */
+static void eval_scan(const lf_node *n, const void *in, void *out) {
+    const lf_node *x = n->inputs[0];
+    int ax = n->u.scan.axis;
+    int64_t len = n->shape[ax], inner = 1;
+    for (int d = ax + 1; d < n->ndim; d++) inner *= n->shape[d];
+    int64_t rows = len && inner ? n->numel / len : 0;
+    lf_dtype acc_t = graph_red_acc_dtype(n->u.scan.op, x->dtype);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t base = (r / inner) * len * inner + r % inner;
+        graph_scan_state st;
+        graph_scan_start(&st, n->u.scan.op, x->dtype, n->u.scan.exclusive);
+        for (int64_t i = 0; i < len; i++) {
+            int64_t at = base + i * inner;
+            lf_scalar v = graph_scalar_convert(graph_scalar_load(in, x->dtype, at), x->dtype, acc_t);
+            graph_scalar_store(out, n->dtype, at, graph_scan_step(&st, v, n->dtype));
+        }
+    }
+}
+
 /* ---- the driver ------------------------------------------------------------------- */
 
 lf_status graph_eval_reference(lf_graph *g, int n, lf_node *const *outs, void **results) {
@@ -202,6 +222,7 @@ lf_status graph_eval_reference(lf_graph *g, int n, lf_node *const *outs, void **
             if (eval_reduce(node, ins[0], out) != LF_OK)
                 st = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory in reduction %d", id);
             break;
+        case NODE_SCAN: eval_scan(node, ins[0], out); break;
         case NODE_INPUT: break;
         }
         /* free inputs whose last consumer this was */

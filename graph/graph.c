@@ -689,6 +689,32 @@ lf_node *lf_reduce(lf_graph *g, lf_reduce_op op, lf_node *x, int naxes, const in
     return n;
 }
 
+/* ---- scans ----------------------------------------------------------------------------------- */
+
+lf_node *lf_scan(lf_graph *g, lf_reduce_op op, lf_node *x, int axis, bool exclusive) {
+    if (!graph_check_args(g, "scan", 1, &x)) return NULL;
+    if ((unsigned)op >= LF_NREDS) {
+        graph_fail(g, LF_ERR_INVALID, "scan: unknown reduction %d", (int)op);
+        return NULL;
+    }
+    if (op != LF_RED_SUM && op != LF_RED_PROD && op != LF_RED_MIN && op != LF_RED_MAX) {
+        graph_fail(g, LF_ERR_INVALID, "scan: op %s is not supported (sum, prod, min, max)", graph_reds[op].text);
+        return NULL;
+    }
+    int a = axis < 0 ? axis + x->ndim : axis;
+    if (a < 0 || a >= x->ndim) {
+        graph_fail(g, LF_ERR_AXIS, "scan %s: axis %d out of range for %d dimensions", graph_reds[op].text, axis,
+                   x->ndim);
+        return NULL;
+    }
+    lf_node *n = new_node(g, "scan", NODE_SCAN, reduce_dtype(op, x->dtype), x->ndim, x->shape, 1, &x);
+    if (!n) return NULL;
+    n->u.scan.op = op;
+    n->u.scan.axis = a;
+    n->u.scan.exclusive = exclusive;
+    return n;
+}
+
 /* ---- evaluation ----------------------------------------------------------------------------- */
 
 lf_status graph_check_outputs(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts) {

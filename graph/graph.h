@@ -195,6 +195,26 @@ void graph_red_fold(graph_red_acc *a, lf_reduce_op op, lf_dtype acc_t, lf_scalar
 lf_scalar graph_red_finish(const graph_red_acc *a, lf_reduce_op op, lf_dtype acc_t, int64_t count,
                            lf_dtype out);
 
+/* Scans (lf_scan), element by element in the blocked order lazyfuse.h
+ * states: the one definition every evaluator follows. A state walks one row;
+ * x is the element converted to the accumulator dtype
+ * (graph_red_acc_dtype); the result is in dtype out. */
+typedef struct graph_scan_state {
+    lf_reduce_op op;    /* the scan's op */
+    lf_dtype in;        /* the scanned node's dtype */
+    lf_dtype acc_t;     /* accumulator dtype */
+    bool exclusive;     /* result before the element's fold */
+    graph_red_acc acc;  /* running value (starts each block at off) */
+    graph_red_acc tot;  /* the current block folded from the identity */
+    graph_red_acc off;  /* the current block's offset O[b] */
+    int64_t pos;        /* elements of the row seen */
+} graph_scan_state;
+
+/* The identity of a scan op in accumulator dtype, for input dtype in. */
+lf_scalar graph_scan_identity(lf_reduce_op op, lf_dtype in);
+void graph_scan_start(graph_scan_state *s, lf_reduce_op op, lf_dtype in, bool exclusive);
+lf_scalar graph_scan_step(graph_scan_state *s, lf_scalar x, lf_dtype out);
+
 /* ==== fn.c: scalar functions: builder, hash-consing, typing, evaluation ====
  *
  * An fn has no depth limit (the builder nests as deep as memory allows and
@@ -279,7 +299,8 @@ typedef enum node_kind {
     NODE_RANDOM,  /* Philox4x32-10 of (seed, flat index), any shape */
     NODE_VIEW,    /* strided read of its input's dense layout */
     NODE_MAP,     /* fn applied elementwise to broadcast inputs */
-    NODE_REDUCE   /* reduction over a set of axes */
+    NODE_REDUCE,  /* reduction over a set of axes */
+    NODE_SCAN     /* prefix combine along one axis (lf_scan) */
 } node_kind;
 
 typedef enum view_kind {
@@ -324,6 +345,11 @@ struct lf_node {
             uint32_t axes;              /* bit d set: input axis d is reduced */
             bool keepdims;              /* reduced axes kept as extent 1 */
         } reduce;
+        struct {
+            lf_reduce_op op;            /* NODE_SCAN: sum, prod, min or max */
+            int axis;                   /* the scanned axis (0..ndim-1) */
+            bool exclusive;             /* element i combines 0..i-1 */
+        } scan;
     } u;
 };
 

@@ -385,6 +385,62 @@ lf_scalar graph_red_finish(const graph_red_acc *a, lf_reduce_op op, lf_dtype acc
     return graph_scalar_convert(r, acc_t, out);
 }
 
+/* ---- scans ---------------------------------------------------------------------------- */
+
+lf_scalar graph_scan_identity(lf_reduce_op op, lf_dtype in) {
+    lf_scalar v;
+    bool fl = graph_dtype_is_float(in);
+    switch (op) {
+    case LF_RED_PROD:
+        if (fl) v.f = 1.0;
+        else v.i = 1;
+        return v;
+    case LF_RED_MIN:
+        if (fl) v.f = INFINITY;
+        else v.i = in == LF_BOOL ? 1 : in == LF_I32 ? INT32_MAX : INT64_MAX;
+        return v;
+    case LF_RED_MAX:
+        if (fl) v.f = -INFINITY;
+        else v.i = in == LF_BOOL ? 0 : in == LF_I32 ? INT32_MIN : INT64_MIN;
+        return v;
+    default:
+        if (fl) v.f = 0.0;
+        else v.i = 0;
+        return v;
+    }
+}
+
+/* An accumulator holding the identity (started: min/max compare with it). */
+static void scan_identity_acc(graph_red_acc *a, lf_reduce_op op, lf_dtype in) {
+    a->v = graph_scan_identity(op, in);
+    a->arg = 0;
+    a->started = true;
+}
+
+void graph_scan_start(graph_scan_state *s, lf_reduce_op op, lf_dtype in, bool exclusive) {
+    s->op = op;
+    s->in = in;
+    s->acc_t = graph_red_acc_dtype(op, in);
+    s->exclusive = exclusive;
+    scan_identity_acc(&s->off, op, in);
+    s->acc = s->tot = s->off;
+    s->pos = 0;
+}
+
+lf_scalar graph_scan_step(graph_scan_state *s, lf_scalar x, lf_dtype out) {
+    if (s->pos > 0 && s->pos % LF_SCAN_BLOCK == 0) { /* block b starts: O[b] = O[b-1] (+) T[b-1] */
+        graph_red_fold(&s->off, s->op, s->acc_t, s->tot.v, 0);
+        s->acc = s->off;
+        scan_identity_acc(&s->tot, s->op, s->in);
+    }
+    lf_scalar before = s->acc.v;
+    graph_red_fold(&s->acc, s->op, s->acc_t, x, 0);
+    graph_red_fold(&s->tot, s->op, s->acc_t, x, 0);
+    s->pos++;
+    lf_scalar r = s->exclusive ? before : s->acc.v;
+    return graph_scalar_convert(r, s->acc_t, out);
+}
+
 /* ---- random ------------------------------------------------------------------------ */
 
 /* The helpers the kernels' prelude prints (graph/random.h), compiled here

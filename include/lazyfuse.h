@@ -552,6 +552,28 @@ typedef enum lf_reduce_op {
 LF_API lf_node *lf_reduce(lf_graph *g, lf_reduce_op op, lf_node *x, int naxes, const int *axes,
                           bool keepdims);
 LF_API const char *lf_reduce_op_name(lf_reduce_op op);
+/* Prefix combine of x along one axis (negative counts from the end), every
+ * other axis batched: element i of a row is op over elements 0..i
+ * (inclusive) or 0..i-1 (exclusive; element 0 is the op's identity: sum 0,
+ * prod 1, min +inf or the dtype's largest value (true for bool), max -inf or
+ * the smallest (false)). Ops LF_RED_SUM, PROD, MIN, MAX (others are
+ * LF_ERR_INVALID "scan: op argmax is not supported (sum, prod, min, max)");
+ * a bad axis is LF_ERR_AXIS. Dtypes as lf_reduce: sum and prod of bool and
+ * integers give i64 (wrapping), floats keep their dtype; min and max keep the
+ * dtype and propagate NaN. Zero-size and size-1 axes are valid.
+ * Order (every backend and the reference evaluator, so results are
+ * bit-identical and independent of threads and timing): a row is cut into
+ * blocks of LF_SCAN_BLOCK elements. Values accumulate as lf_reduce's do
+ * (double for floats, wrapping int64 for integers) and each result is the
+ * accumulator rounded to the node's dtype. T[b] is block b folded in order
+ * from the identity; the block offsets are O[0] = identity, O[b+1] = O[b]
+ * folded with T[b], in block order; within block b the running value starts
+ * at O[b] and folds the block's elements in order. A row of at most
+ * LF_SCAN_BLOCK elements is therefore the plain sequential scan; integer,
+ * min and max scans equal it at any length. */
+#define LF_SCAN_BLOCK 4096
+LF_API lf_node *lf_scan(lf_graph *g, lf_reduce_op op, lf_node *x, int axis, bool exclusive);
+
 LF_API const char *lf_op_name(lf_op op); /* the op's text in expression strings */
 
 /* ---- evaluation -------------------------------------------------------------- */

@@ -316,6 +316,24 @@ static lf_node *gen_row_pattern(gen *G) {
     }
 }
 
+/* A scan (lf_scan: any op, axis and exclusiveness) of a node, and now and
+ * then a consumer at its own position (an epilogue) or at another one (a
+ * reversed view along the axis: a kernel of its own). */
+static lf_node *gen_scan(gen *G) {
+    lf_graph *g = G->g;
+    lf_node *x = pick(G);
+    for (int t = 0; t < 6 && x->ndim == 0; t++) x = pick(G);
+    if (x->ndim == 0) return gen_elementwise(G);
+    static const lf_reduce_op ops[4] = {LF_RED_SUM, LF_RED_PROD, LF_RED_MIN, LF_RED_MAX};
+    int axis = rint_(&G->r, -x->ndim, x->ndim - 1);
+    lf_node *s = lf_scan(g, ops[rint_(&G->r, 0, 3)], x, axis, chance(&G->r, 50));
+    switch (rint_(&G->r, 0, 3)) {
+    case 0: return lf_add(g, s, lf_cast(g, x, lf_node_dtype(s)));
+    case 1: push(G, s); return lf_slice(g, s, (axis + x->ndim) % x->ndim, LF_NONE, LF_NONE, -1);
+    default: return s;
+    }
+}
+
 /* An output candidate over the same space as o (a sibling), else any node. */
 static lf_node *pick_sibling(gen *G, const lf_node *o) {
     for (int tries = 0; tries < 10; tries++) {
@@ -354,6 +372,7 @@ int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs) {
         cr_assert(x != NULL, "builder failed: %s", lf_graph_errmsg(g));
         if (chance(&G->r, 4)) lf_node_materialize(g, x);
         push(G, x);
+        if (chance(&G->r, 10)) push(G, gen_scan(G)); /* lf_scan in a tenth of the steps */
     }
     int nout = rint_(&G->r, 1, 3);
     bool siblings = chance(&G->r, 40); /* several outputs over one space */

@@ -400,6 +400,44 @@ static void build_random(lf_graph *g, int64_t s, void *const *h, outset *o) {
 
 Test(cpu, sizes_random, .timeout = 300) { sweep("random", gen_random, build_random); }
 
+/* (a3) scans (lf_scan): bit-identical to the reference (which follows the
+ * blocked order of lazyfuse.h) at every size and on 1, 2 and 3 threads,
+ * through the one-pass row loop and the three-step split of a long row
+ * (LF_CPU_PARALLEL_MIN=1 splits from two blocks on); h[1] has a length
+ * around 4 blocks (the thread's group of blocks) for every size. */
+static int64_t scan_len2(int64_t s) { return 4 * LF_SCAN_BLOCK + s % 4099 - 2049; }
+
+static void gen_scan(int64_t s, void **h) {
+    h[0] = rand_f32(s, -4, 4);
+    h[1] = rand_f32(scan_len2(s), -4, 4);
+    h[2] = rand_i32(s, -1000, 1000);
+}
+
+static void build_scan(lf_graph *g, int64_t s, void *const *h, outset *o) {
+    int64_t s2 = scan_len2(s);
+    lf_node *x = in_node(g, LF_F32, 1, &s, h[0]);
+    lf_node *x2 = in_node(g, LF_F32, 1, &s2, h[1]);
+    lf_node *k = in_node(g, LF_I32, 1, &s, h[2]);
+    lf_node *c = lf_scan(g, LF_RED_SUM, x, 0, false);
+    add_out(o, "cumsum f32", c, 0);
+    add_out(o, "cumsum(x*x)/n", lf_div(g, lf_scan(g, LF_RED_SUM, lf_mul(g, x, x), 0, false), lf_const(g, LF_F32, 7)), 0);
+    add_out(o, "cumsum f32 [::-1] + 1 (shifted read)",
+            lf_add(g, lf_slice(g, c, 0, LF_NONE, LF_NONE, -1), lf_const(g, LF_F32, 1)), 0);
+    add_out(o, "exclusive cumprod f64 (1 + x2/1000)",
+            lf_scan(g, LF_RED_PROD, lf_add(g, lf_cast(g, lf_div(g, x2, lf_const(g, LF_F32, 1000)), LF_F64),
+                                          lf_const(g, LF_F64, 1)), -1, true), 0);
+    add_out(o, "cumsum x2 of a reversed view", lf_scan(g, LF_RED_SUM, lf_slice(g, x2, 0, LF_NONE, LF_NONE, -1), 0, false), 0);
+    add_out(o, "exclusive cummin x2", lf_scan(g, LF_RED_MIN, x2, 0, true), 0);
+    add_out(o, "cumsum i32 -> i64", lf_scan(g, LF_RED_SUM, k, 0, false), 0);
+    add_out(o, "cummax i32", lf_scan(g, LF_RED_MAX, k, 0, false), 0);
+    /* batched: [3, s] rows (along axis 1) and the short axis 0 (strided) */
+    lf_node *m = lf_add(g, lf_expand_dims(g, x, 0), lf_reshape(g, lf_arange(g, LF_F32, 0, 3, 1), 2, SH(3, 1)));
+    add_out(o, "cumsum rows [3,s] axis 1", lf_scan(g, LF_RED_SUM, m, 1, false), 0);
+    add_out(o, "cumsum [3,s] axis 0 * 2", lf_mul(g, lf_scan(g, LF_RED_SUM, m, 0, false), lf_const(g, LF_F32, 2)), 0);
+}
+
+Test(cpu, sizes_scan, .timeout = 600) { sweep("scan", gen_scan, build_scan); }
+
 /* x + 0.1*normal(seed) is one kernel that stores nothing but its output and
  * reads only x (a random load reads no memory); a new seed reuses the
  * compiled kernel (the seed is a parameter). */

@@ -1223,3 +1223,43 @@ Test(errors, builder_alloc_failure) {
     }
     cr_expect_fail("building never succeeded within 200 injected failures");
 }
+
+Test(errors, scan_bad_arguments) {
+    lf_graph *gg = fresh();
+    lf_node *x = lf_fill(gg, LF_F32, 0.0, 2, SH(3, 4));
+    cr_expect_null(lf_scan(gg, LF_RED_ARGMAX, x, 0, false));
+    EXPECT_ERR("scan argmax", gg, LF_ERR_INVALID, "scan: op argmax is not supported (sum, prod, min, max)");
+    gg = fresh();
+    x = lf_fill(gg, LF_F32, 0.0, 2, SH(3, 4));
+    cr_expect_null(lf_scan(gg, LF_RED_MEAN, x, 0, false));
+    EXPECT_ERR("scan mean", gg, LF_ERR_INVALID, "scan: op mean is not supported (sum, prod, min, max)");
+    gg = fresh();
+    x = lf_fill(gg, LF_F32, 0.0, 2, SH(3, 4));
+    cr_expect_null(lf_scan(gg, (lf_reduce_op)99, x, 0, false));
+    EXPECT_ERR("scan op 99", gg, LF_ERR_INVALID, "scan: unknown reduction 99");
+    gg = fresh();
+    x = lf_fill(gg, LF_F32, 0.0, 2, SH(3, 4));
+    cr_expect_null(lf_scan(gg, LF_RED_SUM, x, 2, false));
+    EXPECT_ERR("scan axis 2", gg, LF_ERR_AXIS, "scan sum: axis 2 out of range for 2 dimensions");
+    gg = fresh();
+    x = lf_fill(gg, LF_F32, 0.0, 2, SH(3, 4));
+    cr_expect_null(lf_scan(gg, LF_RED_MIN, x, -3, true));
+    EXPECT_ERR("scan axis -3", gg, LF_ERR_AXIS, "scan min: axis -3 out of range for 2 dimensions");
+    /* sticky: a later good call still fails with the first error */
+    cr_expect_null(lf_scan(gg, LF_RED_MIN, x, -1, true));
+    EXPECT_ERR("scan sticky", gg, LF_ERR_AXIS, "scan min: axis -3 out of range for 2 dimensions");
+    gg = fresh();
+    x = lf_fill(gg, LF_F32, 0.0, 0, NULL);
+    cr_expect_null(lf_scan(gg, LF_RED_MAX, x, 0, false));
+    EXPECT_ERR("scan of a 0-d node", gg, LF_ERR_AXIS, "scan max: axis 0 out of range for 0 dimensions");
+    gg = fresh();
+    cr_expect_null(lf_scan(gg, LF_RED_SUM, NULL, 0, false));
+    EXPECT_ERR("scan of NULL", gg, LF_ERR_NULL, "scan: input 0 is NULL");
+    lf_graph *g2 = fresh();
+    lf_node *y = lf_fill(g2, LF_F32, 0.0, 1, SH(3));
+    gg = fresh();
+    cr_expect_null(lf_scan(gg, LF_RED_SUM, y, 0, false));
+    EXPECT_ERR("scan of a foreign node", gg, LF_ERR_STATE, "scan: input 0 belongs to another graph (or to a freed one)");
+    cr_expect_null(lf_scan(NULL, LF_RED_SUM, y, 0, false));
+    EXPECT_MSG("scan NULL graph", lf_errmsg(NULL), "scan", "NULL");
+}

@@ -1940,3 +1940,206 @@ Test(eval, random_views) {
     for (int i = 0; i < 24; i++) s += base[i];
     chk_tol("sum(random)", lf_reduce(g, LF_RED_SUM, r, 0, NULL, false), LF_F64, 1, &s, 1e-12);
 }
+
+/* ---- scans (lf_scan) ------------------------------------------------------
+ * An independent model of lazyfuse.h's statement: blocks of LF_SCAN_BLOCK,
+ * block totals from the identity, offsets folded in block order, the
+ * running value of a block starting at its offset; double accumulation for
+ * floats, wrapping int64 for integers, NaN propagation for min/max. */
+
+static double sm_fold_f(int op, double a, double x) {
+    switch (op) {
+    case LF_RED_SUM: return a + x;
+    case LF_RED_PROD: return a * x;
+    case LF_RED_MIN: return isnan(a) ? a : (isnan(x) || x < a) ? x : a;
+    default: return isnan(a) ? a : (isnan(x) || x > a) ? x : a;
+    }
+}
+
+static int64_t sm_fold_i(int op, int64_t a, int64_t x) {
+    switch (op) {
+    case LF_RED_SUM: return (int64_t)((uint64_t)a + (uint64_t)x);
+    case LF_RED_PROD: return (int64_t)((uint64_t)a * (uint64_t)x);
+    case LF_RED_MIN: return x < a ? x : a;
+    default: return x > a ? x : a;
+    }
+}
+
+/* y[i*stride] for i < n from x[i*stride]; floats (fl) or integers (in xi/yi). */
+static void scan_model(int op, lf_dtype in, bool excl, int64_t n, int64_t stride, const double *x, double *y,
+                       const int64_t *xi, int64_t *yi) {
+    bool fl = is_float(in);
+    double idf = op == LF_RED_SUM ? 0.0 : op == LF_RED_PROD ? 1.0 : op == LF_RED_MIN ? INFINITY : -INFINITY;
+    int64_t idi = op == LF_RED_SUM ? 0 : op == LF_RED_PROD ? 1 : 0;
+    if (op == LF_RED_MIN) idi = in == LF_BOOL ? 1 : in == LF_I32 ? INT32_MAX : INT64_MAX;
+    if (op == LF_RED_MAX) idi = in == LF_BOOL ? 0 : in == LF_I32 ? INT32_MIN : INT64_MIN;
+    double offf = idf, totf = idf, accf = idf;
+    int64_t offi = idi, toti = idi, acci = idi;
+    for (int64_t i = 0; i < n; i++) {
+        if (i && i % LF_SCAN_BLOCK == 0) {
+            offf = sm_fold_f(op, offf, totf), accf = offf, totf = idf;
+            offi = sm_fold_i(op, offi, toti), acci = offi, toti = idi;
+        }
+        double bf = accf;
+        int64_t bi = acci;
+        if (fl) {
+            accf = sm_fold_f(op, accf, x[i * stride]);
+            totf = sm_fold_f(op, totf, x[i * stride]);
+            y[i * stride] = excl ? bf : accf;
+        } else {
+            acci = sm_fold_i(op, acci, xi[i * stride]);
+            toti = sm_fold_i(op, toti, xi[i * stride]);
+            yi[i * stride] = excl ? bi : acci;
+        }
+    }
+}
+
+static lf_dtype scan_out_dtype(int op, lf_dtype in) {
+    if ((op == LF_RED_SUM || op == LF_RED_PROD) && !is_float(in)) return LF_I64;
+    return in;
+}
+
+/* One 1-d scan of n random values checked exactly against the model. */
+static void scan_case(int op, lf_dtype t, bool excl, int64_t n) {
+    double *x = malloc((size_t)(n ? n : 1) * sizeof *x), *y = malloc((size_t)(n ? n : 1) * sizeof *y);
+    int64_t *xi = malloc((size_t)(n ? n : 1) * sizeof *xi), *yi = malloc((size_t)(n ? n : 1) * sizeof *yi);
+    for (int64_t i = 0; i < n; i++) {
+        double v = t == LF_BOOL ? (double)tu_randint(0, 1)
+                   : is_float(t) ? (op == LF_RED_PROD ? tu_uniform(0.9, 1.1) : tu_uniform(-10, 10))
+                                 : (double)tu_randint(op == LF_RED_PROD ? -3 : -1000, op == LF_RED_PROD ? 3 : 1000);
+        if (t == LF_F32) v = (double)(float)v;
+        x[i] = v;
+        xi[i] = (int64_t)v;
+    }
+    lf_node *s = lf_scan(g, op, lf_input(g, tu_buf(ctx, t, 1, &n, x)), 0, excl);
+    cr_assert(s != NULL, "%s", lf_errmsg(ctx));
+    lf_dtype ot = scan_out_dtype(op, t);
+    cr_assert_eq(lf_node_dtype(s), ot, "scan %s of %s: dtype %s", lf_reduce_op_name(op), dtn[t],
+                 lf_dtype_name(lf_node_dtype(s)));
+    scan_model(op, t, excl, n, 1, x, y, xi, yi);
+    lf_buffer *b = tu_eval1(ctx, g, s);
+    size_t es = lf_dtype_size(ot);
+    void *raw = malloc((size_t)(n ? n : 1) * es);
+    cr_assert_eq(lf_buffer_read(b, raw, (size_t)n * es), LF_OK);
+    for (int64_t i = 0; i < n; i++) {
+        bool ok;
+        if (ot == LF_F32) ok = memcmp(&((float *)raw)[i], &(float){(float)y[i]}, 4) == 0;
+        else if (ot == LF_F64) ok = memcmp(&((double *)raw)[i], &y[i], 8) == 0;
+        else if (ot == LF_I64) ok = ((int64_t *)raw)[i] == yi[i];
+        else if (ot == LF_I32) ok = ((int32_t *)raw)[i] == (int32_t)yi[i];
+        else ok = ((uint8_t *)raw)[i] == (uint8_t)(yi[i] != 0);
+        cr_assert(ok, "scan %s%s of %s, n=%lld: element %lld differs", lf_reduce_op_name(op), excl ? " exclusive" : "",
+                  dtn[t], (long long)n, (long long)i);
+    }
+    lf_buffer_free(b);
+    free(raw), free(x), free(y), free(xi), free(yi);
+}
+
+Test(eval, scan_every_op_and_dtype) {
+    static const int ops[4] = {LF_RED_SUM, LF_RED_PROD, LF_RED_MIN, LF_RED_MAX};
+    for (int o = 0; o < 4; o++)
+        for (int t = 0; t < LF_NDTYPES; t++)
+            for (int ex = 0; ex < 2; ex++) {
+                scan_case(ops[o], (lf_dtype)t, ex, 1);
+                scan_case(ops[o], (lf_dtype)t, ex, 37);
+            }
+}
+
+/* Rows longer than a block: the blocked order, exactly. */
+Test(eval, scan_blocked_order) {
+    int64_t sizes[] = {LF_SCAN_BLOCK - 1, LF_SCAN_BLOCK, LF_SCAN_BLOCK + 1, 3 * LF_SCAN_BLOCK + 17};
+    for (int k = 0; k < 4; k++) {
+        scan_case(LF_RED_SUM, LF_F32, false, sizes[k]);
+        scan_case(LF_RED_SUM, LF_F64, true, sizes[k]);
+        scan_case(LF_RED_PROD, LF_F64, false, sizes[k]);
+        scan_case(LF_RED_SUM, LF_I32, false, sizes[k]);
+        scan_case(LF_RED_MAX, LF_F32, true, sizes[k]);
+    }
+}
+
+/* Batched: every axis of a [3,5,4] array, and axis -1 == axis 2. */
+Test(eval, scan_batched_axes) {
+    int64_t sh[3] = {3, 5, 4};
+    double x[60], y[60];
+    for (int i = 0; i < 60; i++) x[i] = (double)(int)tu_randint(-50, 50) / 4;
+    lf_node *in = lf_input(g, tu_buf(ctx, LF_F64, 3, sh, x));
+    for (int ax = -1; ax < 3; ax++) {
+        int a = ax < 0 ? 2 : ax;
+        int64_t st[3] = {20, 4, 1};
+        for (int i = 0; i < 60; i++) {
+            int64_t idx[3] = {i / 20, i / 4 % 5, i % 4};
+            if (idx[a] != 0) continue;
+            scan_model(LF_RED_SUM, LF_F64, ax == 1, sh[a], st[a], x + i, y + i, NULL, NULL);
+        }
+        char what[64];
+        snprintf(what, sizeof what, "scan sum axis %d", ax);
+        lf_node *s = lf_scan(g, LF_RED_SUM, in, ax, ax == 1);
+        chk_shape(s, 3, sh);
+        chk(what, s, LF_F64, 60, y);
+    }
+}
+
+Test(eval, scan_nan_inf) {
+    int64_t n = 6;
+    lf_node *x = lf_input(g, tu_buf(ctx, LF_F64, 1, &n, (double[]){3, 1, NAN, 0, -INFINITY, 5}));
+    chk("cummin", lf_scan(g, LF_RED_MIN, x, 0, false), LF_F64, 6, (double[]){3, 1, NAN, NAN, NAN, NAN});
+    chk("cummax", lf_scan(g, LF_RED_MAX, x, -1, false), LF_F64, 6, (double[]){3, 3, NAN, NAN, NAN, NAN});
+    chk("cumsum", lf_scan(g, LF_RED_SUM, x, 0, false), LF_F64, 6, (double[]){3, 4, NAN, NAN, NAN, NAN});
+    lf_node *y = lf_input(g, tu_buf(ctx, LF_F32, 1, &n, (double[]){1, INFINITY, 2, -INFINITY, 0, 1}));
+    chk("cumsum inf", lf_scan(g, LF_RED_SUM, y, 0, false), LF_F32, 6, (double[]){1, INFINITY, INFINITY, NAN, NAN, NAN});
+    chk("cummin excl", lf_scan(g, LF_RED_MIN, y, 0, true), LF_F32, 6,
+        (double[]){INFINITY, 1, 1, 1, -INFINITY, -INFINITY});
+    chk("cumprod excl", lf_scan(g, LF_RED_PROD, y, 0, true), LF_F32, 6, (double[]){1, 1, INFINITY, INFINITY, -INFINITY, NAN});
+}
+
+Test(eval, scan_exclusive_identities) {
+    int64_t n = 3;
+    lf_node *b = lf_input(g, tu_buf(ctx, LF_BOOL, 1, &n, (double[]){0, 1, 1}));
+    chk("bool min excl", lf_scan(g, LF_RED_MIN, b, 0, true), LF_BOOL, 3, (double[]){1, 0, 0});
+    chk("bool max excl", lf_scan(g, LF_RED_MAX, b, 0, true), LF_BOOL, 3, (double[]){0, 0, 1});
+    chk("bool sum", lf_scan(g, LF_RED_SUM, b, 0, false), LF_I64, 3, (double[]){0, 1, 2});
+    lf_node *i = lf_input(g, tu_buf(ctx, LF_I32, 1, &n, (double[]){5, -2, 7}));
+    chk("i32 min excl", lf_scan(g, LF_RED_MIN, i, 0, true), LF_I32, 3, (double[]){INT32_MAX, 5, -2});
+    chk("i32 max excl", lf_scan(g, LF_RED_MAX, i, 0, true), LF_I32, 3, (double[]){INT32_MIN, 5, 5});
+    chk("i32 prod excl", lf_scan(g, LF_RED_PROD, i, 0, true), LF_I64, 3, (double[]){1, 5, -10});
+    chk("i32 sum excl", lf_scan(g, LF_RED_SUM, i, 0, true), LF_I64, 3, (double[]){0, 5, 3});
+}
+
+Test(eval, scan_integer_wrap) {
+    int64_t n = 3;
+    lf_buffer *xb = lf_buffer_new(ctx, LF_I64, 1, &n);
+    int64_t x[3] = {INT64_MAX, 1, INT64_MIN}, y[3];
+    cr_assert_eq(lf_buffer_write(xb, x, sizeof x), LF_OK);
+    eval_raw(lf_scan(g, LF_RED_SUM, lf_input(g, xb), 0, false), y, sizeof y);
+    cr_expect_eq(y[0], INT64_MAX);
+    cr_expect_eq(y[1], INT64_MIN);
+    cr_expect_eq(y[2], 0);
+    eval_raw(lf_scan(g, LF_RED_PROD, lf_input(g, xb), 0, false), y, sizeof y);
+    cr_expect_eq(y[1], INT64_MAX);
+    cr_expect_eq(y[2], INT64_MIN); /* INT64_MAX * INT64_MIN wraps to INT64_MIN */
+    eval_raw(lf_scan(g, LF_RED_MIN, lf_input(g, xb), 0, true), y, sizeof y);
+    cr_expect_eq(y[0], INT64_MAX);
+    cr_expect_eq(y[2], 1);
+    lf_buffer_free(xb);
+}
+
+Test(eval, scan_zero_size_and_unit_axes) {
+    lf_node *z = lf_input(g, tu_buf(ctx, LF_F32, 2, (int64_t[]){3, 0}, NULL));
+    lf_node *s = lf_scan(g, LF_RED_MAX, z, 1, false);
+    chk_shape(s, 2, (int64_t[]){3, 0});
+    cr_assert_eq(lf_buffer_numel(tu_eval1(ctx, g, s)), 0);
+    cr_assert_eq(lf_buffer_numel(tu_eval1(ctx, g, lf_scan(g, LF_RED_SUM, z, 0, true))), 0);
+    lf_node *u = lf_input(g, tu_buf(ctx, LF_F64, 2, (int64_t[]){4, 1}, (double[]){1, 2, 3, 4}));
+    chk("size-1 axis", lf_scan(g, LF_RED_SUM, u, 1, false), LF_F64, 4, (double[]){1, 2, 3, 4});
+    chk("size-1 axis excl", lf_scan(g, LF_RED_PROD, u, -1, true), LF_F64, 4, (double[]){1, 1, 1, 1});
+    chk("axis 0", lf_scan(g, LF_RED_SUM, u, 0, false), LF_F64, 4, (double[]){1, 3, 6, 10});
+}
+
+/* A scan of an elementwise expression and an expression of a scan. */
+Test(eval, scan_in_expressions) {
+    int64_t n = 5;
+    lf_node *x = lf_input(g, tu_buf(ctx, LF_F64, 1, &n, (double[]){1, 2, 3, 4, 5}));
+    lf_node *c = lf_scan(g, LF_RED_SUM, lf_mul(g, x, x), 0, false);
+    chk("cumsum(x*x)/5", lf_div(g, c, lf_const(g, LF_F64, 5)), LF_F64, 5, (double[]){0.2, 1, 2.8, 6, 11});
+    chk("cumsum reversed", lf_slice(g, c, 0, LF_NONE, LF_NONE, -1), LF_F64, 5, (double[]){55, 30, 14, 5, 1});
+}

@@ -1148,3 +1148,83 @@ Test(fusion, stencil_pyramid_rounds) {
     lf_graph_free(g);
     lf_ctx_destroy(ctx);
 }
+
+/* ---- scans (fusion/plan_scan.c) ------------------------------------------------------------ */
+
+static lf_node *scan_fused(lf_graph *g, lf_ctx *ctx) {
+    int64_t n = 3 * N + 5;
+    lf_node *x = lf_input(g, ramp(ctx, LF_F32, 1, &n));
+    return lf_div(g, lf_scan(g, LF_RED_SUM, lf_mul(g, x, x), 0, false), lf_const(g, LF_F32, (double)n));
+}
+
+/* map -> scan -> map: cumsum(x*x)/n is one kernel and stores nothing but
+ * its output; unfused it is three kernels. */
+Test(fusion, scan_map_epilogue_one_kernel) {
+    lf_eval_stats on, off;
+    run_example("cumsum(x*x)/n", scan_fused, &on, &off);
+    cr_expect_eq(on.kernels, 1);
+    cr_expect_eq(on.bytes_materialized, 0);
+    cr_expect_eq(on.bytes_read, (3 * N + 5) * 4);
+    cr_expect_eq(on.bytes_written, (3 * N + 5) * 4);
+    cr_expect_eq(off.kernels, 3);
+    cr_expect_eq(off.bytes_materialized, 2 * (3 * N + 5) * 4);
+}
+
+static lf_node *scan_shifted(lf_graph *g, lf_ctx *ctx) {
+    int64_t n = 777;
+    lf_node *x = lf_input(g, ramp(ctx, LF_F64, 1, &n));
+    lf_node *c = lf_scan(g, LF_RED_SUM, x, 0, false);
+    /* c[1:] - c[:-1] reads the scan at other positions */
+    return lf_sub(g, lf_slice(g, c, 0, 1, LF_NONE, 1), lf_slice(g, c, 0, 0, n - 1, 1));
+}
+
+/* A consumer reading the scan at another position is a kernel of its own
+ * that loads the stored scan. */
+Test(fusion, scan_shifted_read_is_a_separate_kernel) {
+    lf_eval_stats on, off;
+    run_example("cumsum(x)[1:] - cumsum(x)[:-1]", scan_shifted, &on, &off);
+    cr_expect_eq(on.kernels, 2);
+    cr_expect_eq(on.bytes_materialized, 777 * 8);
+}
+
+/* Batched scans along every axis, exclusive and inclusive, fused with a
+ * producer and an epilogue, and a reduction of a scan (its own kernel):
+ * fused, unfused and the interpreter agree with the reference. */
+Test(fusion, scan_batched_axes_and_consumers) {
+    for (int f = 1; f >= 0; f--) {
+        lf_ctx *ctx = fctx(f);
+        lf_graph *g = lf_graph_new(ctx);
+        lf_node *x = lf_input(g, ramp(ctx, LF_F32, 3, (int64_t[]){4, 5, 6}));
+        lf_node *outs[4];
+        outs[0] = lf_sqrt(g, lf_abs(g, lf_scan(g, LF_RED_PROD, lf_add(g, x, lf_const(g, LF_F32, 1)), 0, true)));
+        outs[1] = lf_scan(g, LF_RED_MAX, lf_neg(g, x), 1, false);
+        outs[2] = lf_reduce(g, LF_RED_SUM, lf_scan(g, LF_RED_SUM, x, -1, false), 0, NULL, false);
+        outs[3] = lf_add(g, lf_scan(g, LF_RED_MIN, x, 2, true), x);
+        lf_eval_stats st = eval_checked(ctx, g, 4, outs);
+        if (f) cr_expect_eq(st.kernels, 5, "%d kernels", st.kernels); /* 4 scans + the sum */
+        lf_graph_free(g);
+        lf_ctx_destroy(ctx);
+    }
+}
+
+/* Every allocation of a fused eval with scans (a long row over threads, a
+ * batched scan with an epilogue, a shifted read) fails in turn, cleanly. */
+Test(fusion, scan_eval_allocation_failures_are_clean) {
+    setenv("LF_CPU_PARALLEL_MIN", "1", 1);
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    int64_t n = 2 * LF_SCAN_BLOCK + 3;
+    lf_node *x = lf_input(g, ramp(ctx, LF_F32, 1, &n));
+    lf_node *m = lf_input(g, ramp(ctx, LF_F64, 2, (int64_t[]){5, 7}));
+    lf_node *c = lf_scan(g, LF_RED_SUM, lf_mul(g, x, x), 0, false);
+    lf_node *o1 = lf_div(g, c, lf_const(g, LF_F32, 3));
+    lf_node *o2 = lf_add(g, lf_scan(g, LF_RED_MAX, m, 0, true), lf_slice(g, lf_scan(g, LF_RED_PROD, m, 1, false), 1, LF_NONE, LF_NONE, -1));
+    lf_node *outs[2] = {o1, o2};
+    lf_buffer *d[2] = {lf_buffer_new_like(ctx, o1), lf_buffer_new_like(ctx, o2)};
+    int failures = sweep_eval_failures(ctx, g, 2, outs, d);
+    cr_expect_gt(failures, 10, "only %d allocations swept", failures);
+    eval_checked(ctx, g, 2, outs);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+    unsetenv("LF_CPU_PARALLEL_MIN");
+}

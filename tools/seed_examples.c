@@ -4,7 +4,8 @@
  * (the fusion lecture's A.view(I, J, 1) * B.view(1, J, K) summed over J),
  * plus STREAM's triad (a*b+c), the sum of squares, a row softmax, and
  * elementwise chains of 8 and 32 ops, and the random primitive (fused into a
- * map, and alone filling a buffer). The graphs of existing names must not
+ * map, and alone filling a buffer), and the scan primitive (a cumulative
+ * sum, of rows, and between two maps). The graphs of existing names must not
  * change: tests, the visualizer and recorded benchmark runs mean them. */
 #include "seed_examples.h"
 
@@ -139,6 +140,28 @@ static int random_fill(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
     return outs[0] ? 1 : 0;
 }
 
+/* The seed talk's scan primitive: an inclusive cumulative sum, f32. */
+static int cumsum(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    lf_node *x = input_f32(ctx, g, 1, &n, -1, 1, 23);
+    outs[0] = lf_scan(g, LF_RED_SUM, x, 0, false);
+    return outs[0] ? 1 : 0;
+}
+
+/* Cumulative sums of 4096 rows of n, along the last axis. */
+static int cumsum_rows(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    int64_t shape[2] = {4096, n};
+    lf_node *x = input_f32(ctx, g, 2, shape, -1, 1, 29);
+    outs[0] = lf_scan(g, LF_RED_SUM, x, -1, false);
+    return outs[0] ? 1 : 0;
+}
+
+/* A scan between maps: cumsum(x*x) / n, one kernel when fused. */
+static int scan_fused(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    lf_node *x = input_f32(ctx, g, 1, &n, -1, 1, 31);
+    outs[0] = lf_div(g, lf_scan(g, LF_RED_SUM, lf_mul(g, x, x), 0, false), c32(g, (double)n));
+    return outs[0] ? 1 : 0;
+}
+
 const seed_example seed_examples[] = {
     {"gaussian_pdf", "exp(-0.5*((x-m)/s)**2) / (s*sqrt(2 pi)), one parsed fn", 1 << 24, gaussian_pdf},
     {"polar_distance", "distance of two points in polar form, a DAG of 15 builtin ops", 1 << 24, polar_distance},
@@ -151,6 +174,9 @@ const seed_example seed_examples[] = {
     {"chain", "a chain of 32 cheap elementwise ops", 1 << 24, chain32},
     {"random_fused", "x + 0.1 * normal(seed), f32 (Philox computed in the kernel)", 1 << 24, random_fused},
     {"random_fill", "uniform f32 in [0, 1) into a buffer (Philox, no input)", 1 << 24, random_fill},
+    {"cumsum", "inclusive cumulative sum of x, f32 (lf_scan)", 1 << 24, cumsum},
+    {"cumsum_rows", "cumulative sums of a [4096, n] matrix along its rows, f32", 4096, cumsum_rows},
+    {"scan_fused", "cumsum(x*x) / n, f32: the scan between two maps, one kernel", 1 << 24, scan_fused},
 };
 const int seed_nexamples = (int)(sizeof seed_examples / sizeof seed_examples[0]);
 

@@ -63,6 +63,8 @@ typedef struct kentry {
     cg_fin_fn fin[FUSE_MAX_PASSES];
     cg_epi_fn epi;
     cg_row_fn row;
+    cg_pass_fn scan;                /* SCAN: blocks from their offsets (also
+                                       run, pass[0], fin[0]) */
 } kentry;
 
 typedef struct cpu_state {
@@ -180,6 +182,13 @@ static bool bind_functions(kentry *e, const cg_layout *lay, char **why) {
         }                                                                         \
         memcpy(&(dst), &sym, sizeof sym);                                         \
     } while (0)
+    if (lay->strategy == CG_SCAN) {
+        SYM(e->run, "lf_k_%s", "run");
+        SYM(e->pass[0], "lf_k_%s", "pass0");
+        SYM(e->fin[0], "lf_k_%s", "fin0");
+        SYM(e->scan, "lf_k_%s", "scan");
+        return true;
+    }
     if (lay->strategy != CG_REDUCE_FULL) {
         SYM(e->run, "lf_k_%s", "run");
         return true;
@@ -420,6 +429,11 @@ static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const
             ck->part = graph_calloc((size_t)(ck->lay->work + 1) * (size_t)most, sizeof *ck->part);
             if (!ck->part) goto nomem;
         }
+        if (ck->lay->strategy == CG_SCAN && ck->lay->work == 1 && cg_scan_blocks(ck->lay) > 1) {
+            /* one long row: the blocks' totals and offsets (scan_kernel) */
+            ck->part = graph_calloc((size_t)cg_scan_blocks(ck->lay) + 1, sizeof *ck->part);
+            if (!ck->part) goto nomem;
+        }
         status = kernel_get(ctx, cs, s, ck->lay, k, &ck->fns, st);
         if (status != LF_OK) {
             program_free(pr);
@@ -454,6 +468,29 @@ static void row_range(void *arg, int64_t begin, int64_t end, int worker) {
     ck->fns->row(ck->B, ck->P, ck->R, begin, end);
 }
 
+static void scan_range(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    cpu_kernel *ck = arg;
+    ck->fns->scan(ck->B, ck->P, ck->R, begin, end, ck->part);
+}
+
+/* A scan kernel: rows in parallel, each in one pass; one long row over
+ * several threads in three steps (codegen.h): block totals in parallel,
+ * offsets in block order, each block from its offset in parallel. The
+ * result is the same either way (the order of lazyfuse.h). */
+static void scan_kernel(cpu_pool *pool, int64_t min_par, cpu_kernel *ck) {
+    const cg_layout *lay = ck->lay;
+    int64_t nb = cg_scan_blocks(lay);
+    if (lay->work == 1 && ck->part && nb >= 2 && min_par == 0 && cpu_pool_threads(pool) > 1) {
+        ck->pass = 0;
+        cpu_pool_run(pool, pass_range, ck, nb, 1, 0);
+        ck->fns->fin[0](ck->P, ck->R, ck->part, nb);
+        cpu_pool_run(pool, scan_range, ck, nb, 1, 0);
+        return;
+    }
+    cpu_pool_run(pool, run_range, ck, lay->work, 1, min_par);
+}
+
 static void run_kernel(cpu_pool *pool, int64_t parallel_min, cpu_kernel *ck) {
     const cg_layout *lay = ck->lay;
     const fuse_kernel *kn = lay->kernel;
@@ -465,6 +502,7 @@ static void run_kernel(cpu_pool *pool, int64_t parallel_min, cpu_kernel *ck) {
     case CG_ELEMENTWISE: cpu_pool_run(pool, run_range, ck, lay->work, ELEMENT_GRAIN, min_par); return;
     case CG_REDUCE_INNER:
     case CG_REDUCE_OUTER: cpu_pool_run(pool, run_range, ck, lay->work, 1, min_par); return;
+    case CG_SCAN: scan_kernel(pool, min_par, ck); return;
     case CG_REDUCE_FULL:
         for (int q = 0; q < kn->npasses; q++) {
             ck->pass = q;
