@@ -66,6 +66,22 @@ def matmul_zip_reduce(xp, a, b, out=None):
     return xp.sum(a[:, :, None] * b[None, :, :], axis=1)
 
 
+def cumsum(xp, x, out=None):
+    # accumulated in float64 and rounded to float32, as lazyfuse defines its
+    # scans (NumPy's float32 accumulator drifts past the checking tolerance
+    # at n = 2^18); jax.numpy without x64 accumulates in float32
+    return _last(xp, xp.cumsum, (x,), out) if out is None else xp.cumsum(x, dtype=xp.float64, out=out)
+
+
+def cumsum_rows(xp, x, out=None):
+    return xp.cumsum(x, axis=1) if out is None else xp.cumsum(x, axis=1, dtype=xp.float64, out=out)
+
+
+def scan_fused(xp, x, out=None):
+    s = xp.cumsum(x * x, dtype=xp.float64).astype(xp.float32)
+    return _last(xp, xp.divide, (s, xp.float32(x.size)), out)
+
+
 def for_case(name):
     """fn(xp, *inputs, out=None) for the case called name."""
     if name in CHAIN_ROUNDS:

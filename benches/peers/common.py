@@ -105,6 +105,9 @@ CASES = [
     Case('softmax_rows', [(9, -4, 4)], 'rows', 1e-4, reduction=True),
     Case('matmul_zip_reduce', [(10, -1, 1), (11, -1, 1)], 'matmul', 1e-3, reduction=True),
     Case('chain32', [(12, -1, 1)], 'elem', 1e-4),
+    Case('cumsum', [(23, -1, 1)], 'elem', 1e-4),
+    Case('cumsum_rows', [(29, -1, 1)], 'rows', 1e-4),
+    Case('scan_fused', [(31, -1, 1)], 'elem', 1e-4),
 ]
 CASE_BY_NAME = {c.name: c for c in CASES}
 

@@ -196,7 +196,33 @@ def build_njit(numba):
                 for kk in range(nk):
                     out[i, kk] += aij * b[j, kk]
 
-    return {'gaussian_pdf': gaussian_pdf, 'polar_distance': polar_distance, 'hypot': hypot,
+    @njit
+    def cumsum(x, out):
+        # a scan is sequential; a double accumulator gives lazyfuse's results
+        acc = 0.0
+        for i in range(x.shape[0]):
+            acc += x[i]
+            out[i] = acc
+
+    @njit(parallel=True)
+    def cumsum_rows(x, out):
+        rows, cols = x.shape
+        for r in prange(rows):
+            acc = 0.0
+            for j in range(cols):
+                acc += x[r, j]
+                out[r, j] = acc
+
+    @njit
+    def scan_fused(x, out):
+        acc = 0.0
+        n = np.float32(x.shape[0])
+        for i in range(x.shape[0]):
+            acc += x[i] * x[i]
+            out[i] = np.float32(acc) / n
+
+    return {'cumsum': cumsum, 'cumsum_rows': cumsum_rows, 'scan_fused': scan_fused,
+            'gaussian_pdf': gaussian_pdf, 'polar_distance': polar_distance, 'hypot': hypot,
             'triad': triad, 'chain8': chain8, 'chain32': chain32, 'sum_of_squares': sum_of_squares,
             'softmax_rows': softmax_rows, 'matmul_zip_reduce': matmul_zip_reduce}
 

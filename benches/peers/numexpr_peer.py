@@ -6,7 +6,7 @@ reductions that keep dims (softmax takes max and sum from NumPy, the
 elementwise parts from numexpr, as numexpr users write it). Its sum()
 reduction runs on one thread."""
 from base import Peer, SkipPeer
-from common import CHAIN_MUL, CHAIN_ROUNDS, CHAIN_SUB, F32, chain_adds
+from common import NotApplicable, CHAIN_MUL, CHAIN_ROUNDS, CHAIN_SUB, F32, chain_adds
 
 
 # numexpr 2.8 reads a float literal as float64 and then computes the whole
@@ -70,6 +70,8 @@ class Numexpr(Peer):
                 s = np.sum(e, axis=1, keepdims=True)
                 return ne.evaluate('e / s', out=out)
             return softmax
+        if case.name not in EXPRS:
+            raise NotApplicable('numexpr has no scan (its reductions end an expression)')
         expr, names = EXPRS[case.name]
         local = dict(K)
         local.update(zip(names, inputs))

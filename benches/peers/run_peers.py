@@ -40,8 +40,9 @@ MODULE_OF = {'numpy': 'numpy_peer', 'numpy_blas': 'numpy_peer', 'numexpr': 'nume
              'numba_vectorize': 'numba_peer', 'numba_njit': 'numba_peer', 'cupy': 'cupy_peer',
              'cupy_kernel': 'cupy_peer', 'cupy_fuse': 'cupy_peer', 'jax_jit': 'jax_peer',
              'torch_eager': 'torch_peer', 'torch_compile': 'torch_peer', 'numba_cuda': 'numba_cuda_peer'}
+# common.CASES's names (common imports numpy, which --help must not need)
 CASE_NAMES = ['gaussian_pdf', 'polar_distance', 'hypot', 'triad', 'chain8', 'sum_of_squares',
-              'softmax_rows', 'matmul_zip_reduce', 'chain32']
+              'softmax_rows', 'matmul_zip_reduce', 'chain32', 'cumsum', 'cumsum_rows', 'scan_fused']
 
 
 def parse_args(argv):
