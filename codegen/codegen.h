@@ -84,6 +84,9 @@ typedef struct cg_access {
                                       iota_exact, else double bits); random:
                                       P index of the seed (uint64 bits); or -1 */
     bool iota_exact;               /* iota computed in wrapping int64 */
+    int param_gather;              /* FUSE_SRC_GATHER: P index of x's extent and
+                                      stride on the gathered axis (the access is
+                                      x's base, always CG_INNER_STRIDED); -1 */
 } cg_access;
 
 typedef struct cg_layout {
@@ -109,6 +112,10 @@ typedef struct cg_layout {
     int param_extent;              /* P index of extent[0] (others follow) */
     int param_count;               /* P index of count */
     int param_full_block;          /* P index of full_block */
+    int err_buf;                   /* kernels with gather loads: the buffer (its
+                                      buf_slot is -1) of the int32 index-error
+                                      flag, which the kernel sets to 1 when an
+                                      index is out of range; -1 otherwise */
 } cg_layout;
 
 /* Lays out kernel k of s. Never fails (bounded sizes, no allocation). */

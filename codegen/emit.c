@@ -253,6 +253,14 @@ static void load_value(const cg_emitter *e, const cg_access *a, const char *jv, 
         return;
     }
     access_index(e, a, jv, idx, sizeof idx);
+    if (a->param_gather >= 0) { /* x at the base plus the wrapped index, if in range */
+        expr_buf iv;
+        load_value(e, cg_load_access(e->lay, a->fn, a->load->gidx), jv, iv, sizeof iv);
+        int pg = a->param_gather;
+        cg_fmt(out, cap, "(lf_gok((int64_t)(%s), P[%d], b%d) ? b%d[%s + (lf_idx)lf_gwrap((int64_t)(%s), P[%d]) * (lf_idx)P[%d]] : (%s)0)",
+               iv, pg, e->lay->err_buf, a->buf, idx, iv, pg, pg + 1, cg_vtype(e, a->dtype));
+        return;
+    }
     if (a->buf >= 0) {
         cg_fmt(out, cap, "b%d[%s]", a->buf, idx);
         return;
@@ -597,6 +605,10 @@ void cg_close_reduced_nest(cg_emitter *e, int opened) {
 void cg_declare_buffers(cg_emitter *e) {
     const cg_layout *lay = e->lay;
     for (int b = 0; b < lay->nbufs; b++) {
+        if (lay->buf_slot[b] < 0) { /* the index-error flag of gather loads */
+            cg_line(e, "%svolatile int32_t *b%d = (volatile int32_t *)B[%d]; /* index errors */", e->d->value_attr, b, b);
+            continue;
+        }
         const fuse_slot *sl = &e->s->slots[lay->buf_slot[b]];
         const char *t = e->d->type[sl->dtype];
         if (lay->buf_written[b])

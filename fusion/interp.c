@@ -46,16 +46,35 @@ static lf_scalar iota_value(const lf_node *n, int64_t i) {
     return graph_scalar_convert(v, LF_F64, n->dtype);
 }
 
+/* A gather load met an index out of range in the running kernel. */
+static _Thread_local bool index_bad;
+
 static void load_all(const fuse_load *ls, int n, void *const *data, const int64_t *idx,
                      lf_scalar *args) {
     for (int j = 0; j < n; j++) {
         const fuse_load *l = &ls[j];
-        if (l->src == FUSE_SRC_ACC) continue; /* set by the caller */
+        if (l->src == FUSE_SRC_ACC || l->src == FUSE_SRC_GATHER) continue; /* caller; below */
+        if (l->src == FUSE_SRC_SLOT && !data[l->slot]) { /* empty: only a gather's base reads it */
+            args[j].i = 0;
+            continue;
+        }
         int64_t e = fuse_map_apply(&l->map, idx);
         if (l->src == FUSE_SRC_IOTA)
             args[j] = l->node->kind == NODE_RANDOM ? graph_random_value(l->node, e) : iota_value(l->node, e);
         else
             args[j] = graph_scalar_load(data[l->slot], l->dtype, e);
+    }
+    for (int j = 0; j < n; j++) { /* gathers: their index loads are read above */
+        const fuse_load *l = &ls[j];
+        if (l->src != FUSE_SRC_GATHER) continue;
+        int64_t t = graph_gather_wrap(args[l->gidx].i, l->gextent);
+        if (t < 0) {
+            index_bad = true;
+            args[j].i = 0;
+            args[j] = graph_scalar_convert(args[j], LF_I64, l->dtype);
+            continue;
+        }
+        args[j] = graph_scalar_load(data[l->slot], l->dtype, fuse_map_apply(&l->map, idx) + t * l->gstride);
     }
 }
 
@@ -213,8 +232,13 @@ lf_status fuse_interpret(const fuse_schedule *s, void **results) {
     }
     for (int k = 0; k < s->nkernels; k++) {
         const fuse_kernel *kn = &s->kernels[k];
+        index_bad = false;
         if (kn->epi) run_reduce(s, kn, data, vals);
         else run_elementwise(s, kn, data, vals);
+        if (index_bad) {
+            st = fuse_report_index_error(s, k, data);
+            goto fail;
+        }
     }
     /* an output evaluated twice: the later copies take the first's value */
     for (int i = 0; i < s->nouts; i++) {
@@ -224,6 +248,7 @@ lf_status fuse_interpret(const fuse_schedule *s, void **results) {
     goto done;
 nomem:
     st = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory running the fused schedule");
+fail:
     for (int i = 0; i < s->nouts; i++) {
         graph_free(results[i]);
         results[i] = NULL;

@@ -142,6 +142,7 @@ lf_status fuse_nomem(planner *p) {
 bool fuse_is_leaf(const planner *p, const lf_node *n, int k) {
     if (n->kind == NODE_INPUT || n->kind == NODE_CONST || n->kind == NODE_IOTA || n->kind == NODE_RANDOM)
         return true;
+    if (n->kind == NODE_GATHER) return true; /* a load (plan_gather.c) */
     return p->root[n->id] && n->id != k;
 }
 /* ---- the planner ----------------------------------------------------------------------------------- */
@@ -255,12 +256,14 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
             for (int e = 0; e < f->nexprs; e++) c += f->exprs[e].kind == EXPR_OP || f->exprs[e].kind == EXPR_CAST;
             p->fnops[id] = c ? c : 1;
         }
+    fuse_gather_fixed_roots(p);
     /* rounds: instances, kernels (merges), shared expensive nodes, splits */
     for (;;) {
         lf_status st;
         if (p->fusion) fuse_compute_costs(p);
         if ((st = fuse_find_instances(p)) != LF_OK) return st;
         if ((st = fuse_plan_merges(p)) != LF_OK) return st;
+        if (p->fusion && fuse_gather_roots(p)) continue;
         if (p->fusion) {
             int added = fuse_add_shared_roots(p);
             if (added < 0) return fuse_nomem(p);

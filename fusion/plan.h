@@ -226,4 +226,21 @@ lf_status fuse_plan_memory(planner *p, fuse_schedule *s);
  * its loads of that slot), in one walk over the loads. */
 lf_status fuse_plan_traffic(planner *p, fuse_schedule *s);
 
+/* The instance of n in kernel k at map m, made if new (plan_vertical.c's
+ * add_inst, for the rule families in files of their own). */
+inst *fuse_add_inst(planner *p, const lf_node *n, int k, const fuse_map *m);
+
+/* ---- plan_gather.c ---- */
+/* x and idx of every needed gather become roots unless they are inputs. */
+void fuse_gather_fixed_roots(planner *p);
+/* Makes roots of the gathers some use of which does not visit every
+ * element (so that every index is checked). Returns how many. */
+int fuse_gather_roots(planner *p);
+/* A gather instance's inputs: x at the base map and idx at its map (both
+ * leaves), into i->in[0], i->in[1]. false when out of memory. */
+bool fuse_gather_instances(planner *p, inst *i);
+/* Fills the FUSE_SRC_GATHER load ld for pload l among an fn's loads
+ * (slot, map, gidx, gextent, gstride). false when out of memory. */
+bool fuse_gather_load(planner *p, const pload *loads, int nloads, const pload *l, fuse_load *ld);
+
 #endif /* LF_FUSION_PLAN_H */

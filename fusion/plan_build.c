@@ -135,6 +135,10 @@ static lf_fn *start_fn(planner *p, fuse_schedule *s, const kbuild *kb, fuse_load
         ld->node = l->node;
         ld->dtype = l->node->dtype;
         ld->slot = l->src == FUSE_SRC_SLOT ? p->slot_of[l->node->id] : -1;
+        if (l->src == FUSE_SRC_GATHER) {
+            if (!fuse_gather_load(p, kb->loads, kb->nloads, l, ld)) return NULL;
+            continue;
+        }
         if (l->src != FUSE_SRC_ACC && !map_keep(&ld->map, l->map)) return NULL;
     }
     return f;
@@ -425,7 +429,7 @@ lf_status fuse_plan_memory(planner *p, fuse_schedule *s) {
             int n;
             const fuse_load *ls = fuse_kernel_fn_loads(kn, f, &n, NULL);
             for (int j = 0; j < n; j++)
-                if (ls[j].src == FUSE_SRC_SLOT) s->slots[ls[j].slot].last_use = k;
+                if (ls[j].src == FUSE_SRC_SLOT || ls[j].src == FUSE_SRC_GATHER) s->slots[ls[j].slot].last_use = k;
         }
     }
     int ntemp = 0;
@@ -482,7 +486,7 @@ lf_status fuse_plan_traffic(planner *p, fuse_schedule *s) {
             int64_t iters;
             const fuse_load *ls = fuse_kernel_fn_loads(kn, f, &n, &iters);
             for (int j = 0; j < n; j++) {
-                if (ls[j].src != FUSE_SRC_SLOT) continue;
+                if (ls[j].src != FUSE_SRC_SLOT && ls[j].src != FUSE_SRC_GATHER) continue;
                 int sl = ls[j].slot;
                 size_t want = (size_t)iters * lf_dtype_size(s->slots[sl].dtype);
                 if (want > s->slots[sl].bytes) want = s->slots[sl].bytes;
@@ -511,7 +515,7 @@ void fuse_schedule_stats(const fuse_schedule *s, lf_eval_stats *st) {
 }
 
 static void print_loads(FILE *fp, const char *what, const fuse_load *ls, int n) {
-    static const char *const src[] = {"slot", "iota", "acc"};
+    static const char *const src[] = {"slot", "iota", "acc", "gather"};
     fprintf(fp, "; %s", what);
     for (int j = 0; j < n; j++) {
         if (ls[j].src == FUSE_SRC_ACC) fprintf(fp, " acc%d", ls[j].red);

@@ -81,6 +81,7 @@ const char *graph_dot_node_label(const lf_node *n, char *buf, size_t cap) {
         append(buf, cap, &len, "}%s", n->u.reduce.keepdims ? " keepdims" : "");
         break;
     }
+    case NODE_GATHER: append(buf, cap, &len, "gather axis %d", n->u.gather.axis); break;
     }
     append(buf, cap, &len, "\\n%s %s", lf_dtype_name(n->dtype),
            graph_shape_str(shape, sizeof shape, n->ndim, n->shape));

@@ -271,7 +271,8 @@ typedef enum node_kind {
     NODE_RANDOM,  /* Philox4x32-10 of (seed, flat index), any shape */
     NODE_VIEW,    /* strided read of its input's dense layout */
     NODE_MAP,     /* fn applied elementwise to broadcast inputs */
-    NODE_REDUCE   /* reduction over a set of axes */
+    NODE_REDUCE,  /* reduction over a set of axes */
+    NODE_GATHER   /* inputs[0] (x) read at inputs[1] (idx) along an axis */
 } node_kind;
 
 typedef enum view_kind {
@@ -316,6 +317,9 @@ struct lf_node {
             uint32_t axes;              /* bit d set: input axis d is reduced */
             bool keepdims;              /* reduced axes kept as extent 1 */
         } reduce;
+        struct {
+            int axis;                   /* NODE_GATHER: x's axis idx replaces */
+        } gather;
     } u;
 };
 
@@ -360,6 +364,35 @@ bool graph_check_args(lf_graph *g, const char *what, int n, lf_node *const *node
 lf_status graph_check_outputs(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts);
 /* Frees every graph resource (used by lf_graph_free and lf_ctx_destroy). */
 void graph_destroy(lf_graph *g);
+
+/* ---- gather: shared by every evaluator (graph.c) ----
+ * Gather node n's geometry, for a position of n's output (row-major over
+ * n's shape): idx's element is sum pos[d] * idx_strides[d], x's element is
+ * sum pos[d] * x_strides[d] (0 on the axis and on broadcast axes) plus the
+ * index (wrapped) times x_axis_stride; x_extent is x's extent on the axis. */
+typedef struct graph_gather_geom {
+    int64_t idx_strides[LF_MAX_DIMS];
+    int64_t x_strides[LF_MAX_DIMS];
+    int64_t x_axis_stride;
+    int64_t x_extent;
+} graph_gather_geom;
+/* Makes gather node (graph.c; lf_gather checked the arguments). */
+lf_node *graph_new_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx, int ndim, const int64_t *shape);
+void graph_gather_geom_of(const lf_node *n, graph_gather_geom *gm);
+/* The index v wrapped as NumPy does (v < 0 counts from the end) into
+ * 0..extent-1, or -1 when it is out of range. */
+static inline int64_t graph_gather_wrap(int64_t v, int64_t extent) {
+    if (v < 0) v += extent;
+    return v >= 0 && v < extent ? v : -1;
+}
+/* The first (lowest row-major position) out-of-range index of gather n
+ * given idx's dense values: records "gather n<ID>: index V out of range for
+ * axis A of size N at position [..]" on g with LF_ERR_INDEX (graph_error on
+ * g's context) and returns LF_ERR_INDEX, or LF_OK when all are in range. */
+lf_status graph_gather_check(const lf_node *n, const void *idx);
+/* The reference evaluation of gather n from dense x and idx into out
+ * (graph_gather_check first: on an error nothing is written). */
+lf_status graph_eval_gather(const lf_node *n, const void *x, const void *idx, void *out);
 
 /* ==== dot.c: Graphviz DOT of the graph ===================================== */
 

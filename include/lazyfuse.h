@@ -110,7 +110,9 @@ typedef enum lf_status {
     LF_ERR_PARSE,       /* expression string does not parse */
     LF_ERR_NOMEM,       /* allocation failed */
     LF_ERR_BACKEND,     /* backend not available or failed */
-    LF_ERR_STATE        /* handle used with the wrong context or graph */
+    LF_ERR_STATE,       /* handle used with the wrong context or graph */
+    LF_ERR_INDEX        /* lf_eval: a gather index out of range (the message names
+                           the node, the first position and the value) */
 } lf_status;
 
 typedef struct lf_ctx lf_ctx;       /* context: backend, options, last error */
@@ -404,6 +406,28 @@ typedef enum lf_random_dist {
 } lf_random_dist;
 LF_API lf_node *lf_random(lf_graph *g, lf_dtype t, lf_random_dist dist, int ndim, const int64_t *shape,
                           uint64_t seed);
+
+/* ---- gather (an index that is data) ------------------------------------ */
+
+/* NumPy's take_along_axis: out[..., i, ...] = x[..., idx[..., i, ...], ...]
+ * with the index replacing x's coordinate on `axis` (-ndim .. ndim-1). idx
+ * is an i32 or i64 node of x's rank that broadcasts against x on every axis
+ * but `axis`; the output has idx's extent on `axis`, the broadcast extent
+ * elsewhere, and x's dtype. A 1-d x takes any-shaped idx (NumPy's take:
+ * out has idx's shape). Negative indices count from the end, as in NumPy.
+ * An index still out of range makes lf_eval fail with LF_ERR_INDEX and the
+ * message "gather n<ID>: index V out of range for axis A of size N at
+ * position [i,j,...]" naming the lowest row-major position of the gather's
+ * output whose index is bad (whatever the thread count); no output buffer
+ * is changed. Every index of a gather node is checked, also where a view
+ * reads only part of it.
+ * Errors: axis out of range (LF_ERR_AXIS), idx not i32/i64 (LF_ERR_DTYPE),
+ * ranks differ (x not 1-d) or shapes that do not broadcast (LF_ERR_SHAPE).
+ * Fusion: the index's producers run in their own kernel (a stored index),
+ * x is read from a buffer (an input or a materialized node: its positions
+ * are data), and the gather's consumers read it in registers
+ * (exp(x[idx]) * w is one kernel). */
+LF_API lf_node *lf_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx);
 
 /* ---- views (no data is copied; they become index arithmetic) ------------ */
 

@@ -1783,3 +1783,101 @@ Test(eval, random_views) {
     for (int i = 0; i < 24; i++) s += base[i];
     chk_tol("sum(random)", lf_reduce(g, LF_RED_SUM, r, 0, NULL, false), LF_F64, 1, &s, 1e-12);
 }
+
+/* ---- gather (issue 13) ------------------------------------------------------------------- */
+
+/* NumPy's take: a 1-d x and any-shaped idx, negative indices from the end. */
+Test(eval, gather_take) {
+    double xv[10], want[6];
+    for (int i = 0; i < 10; i++) xv[i] = 10 + i;
+    lf_node *x = in1(LF_F32, 10, xv);
+    lf_node *i1 = in1(LF_I64, 5, (double[]){3, -1, 0, 9, -10});
+    chk("take(x, [3,-1,0,9,-10])", lf_gather(g, x, 0, i1), LF_F32, 5, (double[]){13, 19, 10, 19, 10});
+    lf_node *i2 = inS(LF_I32, 2, (int64_t[]){2, 3}, (double[]){1, 2, 3, -2, -3, 4});
+    lf_node *t2 = lf_gather(g, x, -1, i2);
+    chk_shape(t2, 2, (int64_t[]){2, 3});
+    chk("take(x, 2x3 i32)", t2, LF_F32, 6, (double[]){11, 12, 13, 18, 17, 14});
+    /* 0-d index */
+    lf_node *i0 = lf_input(g, tu_buf(ctx, LF_I64, 0, NULL, (double[]){7}));
+    chk("take(x, 7)", lf_gather(g, x, 0, i0), LF_F32, 1, (double[]){17});
+    /* a computed index is stored first; a computed x too */
+    lf_node *ci = lf_cast(g, map("(i) -> (i * 3) % 10", lf_iota(g, LF_I64, 6)), LF_I64);
+    lf_node *cx = map("(v) -> v * 2", x);
+    for (int i = 0; i < 6; i++) want[i] = 2 * xv[(i * 3) % 10];
+    chk("take(2x, (3i)%10)", lf_gather(g, cx, 0, ci), LF_F32, 6, want);
+    /* NaN and infinities are gathered as they are */
+    lf_node *xn = in1(LF_F64, 3, (double[]){NAN, INFINITY, -0.0});
+    lf_node *tn = lf_gather(g, xn, 0, in1(LF_I32, 4, (double[]){2, 0, 1, 0}));
+    val *v = eval_vals(tn);
+    cr_expect(v[0].f == 0 && signbit(v[0].f), "-0.0 gathered");
+    cr_expect(isnan(v[1].f) && isinf(v[2].f) && isnan(v[3].f), "NaN and Inf gathered");
+    free(v);
+}
+
+/* take_along_axis on 2-d and 3-d arrays, with broadcasting of idx and x. */
+Test(eval, gather_along_axis) {
+    double xv[12], want[24];
+    for (int i = 0; i < 12; i++) xv[i] = i;
+    lf_node *x = inS(LF_F64, 2, (int64_t[]){3, 4}, xv); /* x[r][c] = 4r + c */
+    /* axis 1, idx [3,2] */
+    double iv[6] = {3, 0, -1, 1, 2, 2};
+    lf_node *a1 = lf_gather(g, x, 1, inS(LF_I32, 2, (int64_t[]){3, 2}, iv));
+    chk_shape(a1, 2, (int64_t[]){3, 2});
+    for (int r = 0; r < 3; r++)
+        for (int j = 0; j < 2; j++) {
+            int64_t c = (int64_t)iv[r * 2 + j];
+            want[r * 2 + j] = 4 * r + (c < 0 ? c + 4 : c);
+        }
+    chk("take_along_axis(x, idx, 1)", a1, LF_F64, 6, want);
+    /* axis 0, idx [2,1] broadcast over the columns: rows picked */
+    lf_node *a0 = lf_gather(g, x, 0, inS(LF_I64, 2, (int64_t[]){2, 1}, (double[]){2, -3}));
+    chk_shape(a0, 2, (int64_t[]){2, 4});
+    for (int c = 0; c < 4; c++) want[c] = 8 + c, want[4 + c] = c;
+    chk("take_along_axis(x, [[2],[-3]], 0)", a0, LF_F64, 8, want);
+    /* x broadcast: x [1,4], idx [3,2] on axis 1 */
+    lf_node *xr = inS(LF_F64, 2, (int64_t[]){1, 4}, (double[]){5, 6, 7, 8});
+    lf_node *ab = lf_gather(g, xr, 1, inS(LF_I32, 2, (int64_t[]){3, 2}, iv));
+    for (int r = 0; r < 3; r++)
+        for (int j = 0; j < 2; j++) {
+            int64_t c = (int64_t)iv[r * 2 + j];
+            want[r * 2 + j] = 5 + (c < 0 ? c + 4 : c);
+        }
+    chk("take_along_axis(x[1,4], idx[3,2], 1)", ab, LF_F64, 6, want);
+    /* 3-d, middle axis, idx [2,1,3] broadcast over axis 1's... x [2,3,4] */
+    double x3[24];
+    for (int i = 0; i < 24; i++) x3[i] = i;
+    lf_node *x3n = inS(LF_I32, 3, (int64_t[]){2, 3, 4}, x3);
+    double i3[8] = {0, 2, 1, 0, 2, 2, 1, 0};
+    lf_node *g3 = lf_gather(g, x3n, 1, inS(LF_I64, 3, (int64_t[]){2, 1, 4}, i3));
+    chk_shape(g3, 3, (int64_t[]){2, 1, 4});
+    for (int a = 0; a < 2; a++)
+        for (int c = 0; c < 4; c++) want[a * 4 + c] = a * 12 + i3[a * 4 + c] * 4 + c;
+    chk("take_along_axis(3-d, axis 1)", g3, LF_I32, 8, want);
+    /* transposed x (a view is materialized first) and a reduction over a gather */
+    lf_node *gt = lf_gather(g, lf_transpose(g, x), 1, inS(LF_I32, 2, (int64_t[]){4, 1}, (double[]){1, 2, 0, 1}));
+    chk("take_along_axis(x.T, [[1],[2],[0],[1]], 1)", gt, LF_F64, 4, (double[]){4, 9, 2, 7});
+    chk("sum(take_along_axis)", lf_reduce(g, LF_RED_SUM, gt, 0, NULL, false), LF_F64, 1, (double[]){22});
+}
+
+/* exp(x[idx]) * w and zero-size gathers. */
+Test(eval, gather_fused_and_empty) {
+    int64_t n = 1000, m = 777;
+    double *xv = malloc(sizeof(double) * n), *iv = malloc(sizeof(double) * m), *wv = malloc(sizeof(double) * m),
+           *want = malloc(sizeof(double) * m);
+    for (int64_t i = 0; i < n; i++) xv[i] = tu_uniform(-2, 2);
+    for (int64_t j = 0; j < m; j++) {
+        iv[j] = (double)tu_randint(-n, n - 1);
+        wv[j] = tu_uniform(-1, 1);
+        int64_t t = (int64_t)iv[j] < 0 ? (int64_t)iv[j] + n : (int64_t)iv[j];
+        want[j] = exp(xv[t]) * wv[j];
+    }
+    lf_node *x = in1(LF_F64, n, xv), *idx = in1(LF_I64, m, iv), *w = in1(LF_F64, m, wv);
+    chk_tol("exp(x[idx])*w", zip2("(a, b) -> exp(a) * b", lf_gather(g, x, 0, idx), w), LF_F64, m, want, 1e-15);
+    /* zero-size: an empty index, an empty x with an empty index, a zero extent elsewhere */
+    chk("take(x, [])", lf_gather(g, x, 0, in1(LF_I64, 0, NULL)), LF_F64, 0, NULL);
+    chk("take([], [])", lf_gather(g, in1(LF_F32, 0, NULL), 0, in1(LF_I32, 0, NULL)), LF_F32, 0, NULL);
+    lf_node *e2 = lf_gather(g, inS(LF_F32, 2, (int64_t[]){0, 3}, NULL), 1, inS(LF_I64, 2, (int64_t[]){1, 5}, (double[]){0, 1, 2, 0, 1}));
+    chk_shape(e2, 2, (int64_t[]){0, 5});
+    chk("take_along_axis([0,3], [1,5], 1)", e2, LF_F32, 0, NULL);
+    free(xv), free(iv), free(wv), free(want);
+}

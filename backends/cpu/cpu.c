@@ -338,6 +338,7 @@ typedef struct cpu_kernel {
     cg_partial *part;               /* FULL: partials, work x reductions */
     cg_value R[LF_MAX_ARGS];        /* FULL: finished reductions */
     int pass;                       /* FULL: the pass being run */
+    int32_t err;                    /* gather loads: the index-error flag (B[lay->err_buf]) */
 } cpu_kernel;
 
 typedef struct cpu_program {
@@ -477,7 +478,10 @@ static void run_kernel(cpu_pool *pool, int64_t parallel_min, cpu_kernel *ck) {
     }
 }
 
-/* Runs the program writing into dsts; fails only before any kernel runs. */
+/* Runs the program writing into dsts; fails only before any kernel runs, or
+ * when a kernel with gather loads flags an index out of range: outputs
+ * stored at or after the first such kernel are written to fresh memory, so
+ * that a failed eval changes no output buffer. */
 static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buffer *const *dsts) {
     const fuse_schedule *s = pr->s;
     int n = pr->n;
@@ -496,23 +500,33 @@ static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buf
         if (sl->kind == FUSE_SLOT_INPUT) data[j] = sl->buffer->data;
         else if (sl->kind == FUSE_SLOT_TEMP) data[j] = pr->blocks[sl->block];
     }
-    /* outputs: in place when nothing reads the buffer and no other output names it */
+    /* outputs: in place when nothing reads the buffer, no other output names it
+       and no kernel that may fail (gather index checks) runs before it is complete */
+    int first_check = s->nkernels;
+    for (int k = s->nkernels - 1; k >= 0; k--)
+        if (pr->k[k].lay->err_buf >= 0) first_check = k;
     for (int i = 0; i < n; i++) {
         const fuse_slot *sl = &s->slots[s->out_slot[i]];
         if (sl->kind != FUSE_SLOT_OUTPUT || sl->output != i) continue;
         lf_buffer *d = dsts[i];
-        if (!unsafe[i]) {
+        if (!unsafe[i] && sl->def < first_check) {
             data[s->out_slot[i]] = d->data;
         } else if (sl->bytes) {
             if (!(fresh[i] = graph_malloc(sl->bytes))) goto nomem;
             data[s->out_slot[i]] = fresh[i];
         }
     }
-    /* nothing below can fail */
+    /* nothing below can fail but an index check, before any output is touched */
     for (int k = 0; k < s->nkernels; k++) {
         cpu_kernel *ck = &pr->k[k];
-        for (int b = 0; b < ck->lay->nbufs; b++) ck->B[b] = data[ck->lay->buf_slot[b]];
+        for (int b = 0; b < ck->lay->nbufs; b++)
+            ck->B[b] = ck->lay->buf_slot[b] < 0 ? (void *)&ck->err : data[ck->lay->buf_slot[b]];
+        ck->err = 0;
         run_kernel(cs->pool, cs->parallel_min, ck);
+        if (ck->err) {
+            status = fuse_report_index_error(s, k, data);
+            goto done;
+        }
     }
     for (int i = 0; i < n; i++) {
         const fuse_slot *sl = &s->slots[s->out_slot[i]];
