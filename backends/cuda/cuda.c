@@ -391,6 +391,10 @@ typedef struct cuda_program {
     uint64_t *slot_addr;           /* per run: device address of each slot */
     CUdeviceptr *fresh;            /* per run: outputs going through a temporary */
     lf_eval_stats stats;           /* schedule statistics */
+    int first_check;               /* first kernel with gather loads (index
+                                      checks), nkernels when none */
+    CUdeviceptr errflag;           /* their shared int32 index-error flag (zeroed;
+                                      each run that raises it zeroes it again), 0 */
 } cuda_program;
 
 static void program_free(void *p) {
@@ -409,6 +413,7 @@ static void program_free(void *p) {
         }
     if (pr->blocks)
         for (int b = 0; b < pr->s->nblocks; b++) cuda_mem_free(cs, pr->blocks[b], pr->s->block_bytes[b]);
+    cuda_mem_free(cs, pr->errflag, sizeof(int32_t));
     graph_free(pr->blocks);
     graph_free(pr->slot_addr);
     graph_free(pr->fresh);
@@ -477,6 +482,18 @@ static lf_status program_build(lf_graph *g, cuda_state *cs, int n, lf_node *cons
         }
     }
     st->compile_seconds = graph_now_seconds() - t0;
+    pr->first_check = s->nkernels;
+    for (int k = s->nkernels - 1; k >= 0; k--)
+        if (pr->k[k].lay->err_buf >= 0) pr->first_check = k;
+    if (pr->first_check < s->nkernels) {
+        bool host_nomem;
+        CUresult r = cuda_mem_alloc(cs, sizeof(int32_t), true, &pr->errflag, &host_nomem);
+        if (r != CUDA_SUCCESS) {
+            status = alloc_error(ctx, cs, r, host_nomem, sizeof(int32_t), "eval");
+            program_free(pr);
+            return status;
+        }
+    }
     *out = pr;
     return LF_OK;
 nomem:
@@ -584,7 +601,7 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
         const fuse_slot *sl = &s->slots[s->out_slot[i]];
         if (sl->kind != FUSE_SLOT_OUTPUT || sl->output != i) continue;
         lf_buffer *d = dsts[i];
-        bool safe = !unsafe[i];
+        bool safe = !unsafe[i] && sl->def < pr->first_check; /* index checks may fail the eval */
         if (safe) {
             data[s->out_slot[i]] = d->dev;
         } else if (sl->bytes) {
@@ -604,7 +621,7 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
         cuda_kernel *ck = &pr->k[k];
         bool same = ck->planned;
         for (int b = 0; b < ck->lay->nbufs; b++) {
-            uint64_t a = data[ck->lay->buf_slot[b]];
+            uint64_t a = ck->lay->buf_slot[b] < 0 ? pr->errflag : data[ck->lay->buf_slot[b]];
             if (ck->addr[b] != a) {
                 ck->addr[b] = a;
                 same = false;
@@ -628,6 +645,24 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
                                             : "");
                 goto fail;
             }
+        }
+    }
+    /* index checks: wait for the kernels, read the flag; a raised flag fails
+       the eval before any output buffer is written (driver.c then finds the
+       first bad index with the reference evaluator on host copies) */
+    if (pr->errflag) {
+        int32_t flag = 0;
+        CUresult r = cs->drv.MemcpyDtoHAsync(&flag, pr->errflag, sizeof flag, cs->stream);
+        if (r == CUDA_SUCCESS) r = cs->drv.StreamSynchronize(cs->stream);
+        if (r == CUDA_SUCCESS && flag) r = cs->drv.MemsetD8Async(pr->errflag, 0, sizeof flag, cs->stream);
+        if (r != CUDA_SUCCESS) {
+            status = graph_error(ctx, LF_ERR_BACKEND, "eval: cuda: reading the index-error flag failed: %s",
+                                 cuda_result_str(&cs->drv, r, es, sizeof es));
+            goto fail;
+        }
+        if (flag) {
+            status = graph_error(ctx, LF_ERR_INDEX, "gather: index out of range (found on the device)");
+            goto fail;
         }
     }
     /* outputs not written in place */
