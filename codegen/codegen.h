@@ -116,6 +116,15 @@ typedef struct cg_layout {
                                       buf_slot is -1) of the int32 index-error
                                       flag, which the kernel sets to 1 when an
                                       index is out of range; -1 otherwise */
+    /* scatter kernels (kernel->scatter): strategy ELEMENTWISE over the
+       positions, but work = blocks (lf_k_run folds block b into partials
+       part_buf[b * DN ..]) and lf_k_row combines dst with the partials over
+       the DN destination elements (begin, end: element range; R unused) */
+    int part_buf;                  /* buffer of the partials (cg_partial, buf_slot
+                                      -2; part_entries of them), -1 */
+    int64_t part_entries;          /* nblocks * DN */
+    int param_scatter;             /* P index of block, positions, DN, nblocks */
+    int dst_buf;                   /* dst's buffer (dense), -1: a constant */
 } cg_layout;
 
 /* Lays out kernel k of s. Never fails (bounded sizes, no allocation). */

@@ -98,6 +98,15 @@ void cg_declare_results(cg_emitter *e, const char *n);
 /* res<r> (or res<r>[dst_fmt_prefix]) = the finished acc<r>[slot] of pass q. */
 void cg_finish_into(cg_emitter *e, int q, const char *slot, const char *dst_fmt_prefix);
 
+/* ---- scatter kernels (plan_scatter.c) ---- */
+/* Folds value val (dst's dtype) into partial lvalue q (an lf_partial). */
+void cg_emit_scatter_fold(cg_emitter *e, const char *q, const char *val);
+/* Sets partial lvalue q to the identity of the scatter's op. */
+void cg_emit_scatter_init(cg_emitter *e, const char *q);
+/* Element t of the output: dst (+) the partials sp[b * dn + t] of blocks
+ * b < nblocks, stored (expressions of the skeleton). */
+void cg_emit_scatter_finish(cg_emitter *e, const char *t, const char *nblocks, const char *dn);
+
 /* ---- the skeletons ---- */
 void cg_emit_c(cg_emitter *e);    /* emit_c.c */
 void cg_emit_cuda(cg_emitter *e); /* emit_cuda.c */

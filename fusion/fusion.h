@@ -188,6 +188,14 @@ typedef struct fuse_kernel {
     fuse_store *stores;
     int nnodes;                    /* graph nodes computed in this kernel */
     int *nodes;                    /* their ids, ascending (for dumps) */
+    /* scatter kernels only (plan_scatter.c): an elementwise kernel over the
+       scatter's positions S whose one store (the values, in dst's dtype) is
+       combined into its slot at the target of each position, in the order of
+       lazyfuse.h (graph_scatter_geom: blocks, then dst (+) partials) */
+    const lf_node *scatter;        /* the scatter node, else NULL */
+    int scat_idx_expr;             /* body expression of the index */
+    int scat_dst_slot;             /* slot of dst, or -1: dst is a constant */
+    lf_scalar scat_dst_value;      /* that constant (dst's dtype) */
 } fuse_kernel;
 
 typedef enum fuse_slot_kind {

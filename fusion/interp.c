@@ -119,6 +119,63 @@ static void run_elementwise(const fuse_schedule *s, const fuse_kernel *kn, void 
     }
 }
 
+/* A scatter kernel: the body at every position, its value combined into
+ * the store's slot at the target in the order of lazyfuse.h (as
+ * graph_eval_scatter: blocks into partials, then dst (+) partials). */
+static lf_status run_scatter(const fuse_schedule *s, const fuse_kernel *kn, void *const *data, lf_scalar *vals) {
+    const lf_node *n = kn->scatter;
+    graph_scatter_geom gm;
+    graph_scatter_geom_of(n, &gm);
+    lf_scatter_op op = n->u.scatter.op;
+    lf_dtype t = n->dtype, params[LF_MAX_ARGS];
+    lf_scalar args[LF_MAX_ARGS];
+    int ax[LF_MAX_DIMS];
+    int64_t idx[LF_MAX_DIMS] = {0}, dn = n->numel;
+    void *out = data[kn->stores[0].slot];
+    lf_scalar *part = graph_malloc((size_t)(dn ? dn : 1) * sizeof *part);
+    bool *set = graph_calloc((size_t)(dn ? dn : 1), sizeof *set);
+    if (!part || !set) {
+        graph_free(part);
+        graph_free(set);
+        return graph_error(s->graph->ctx, LF_ERR_NOMEM, "eval: out of memory running the fused schedule");
+    }
+    for (int64_t j = 0; j < dn; j++)
+        graph_scalar_store(out, t, j, kn->scat_dst_slot >= 0 ? graph_scalar_load(data[kn->scat_dst_slot], t, j) : kn->scat_dst_value);
+    load_dtypes(kn->loads, kn->nloads, params);
+    for (int d = 0; d < kn->ndim; d++) ax[d] = d;
+    for (int64_t b = 0; b < gm.nblocks; b++) {
+        lf_scalar id = graph_scatter_identity(op, t);
+        for (int64_t j = 0; j < dn; j++) part[j] = id, set[j] = false;
+        int64_t hi = (b + 1) * gm.block < gm.numel ? (b + 1) * gm.block : gm.numel;
+        for (int64_t i = b * gm.block; i < hi; i++) {
+            load_all(kn->loads, kn->nloads, data, idx, args);
+            graph_fn_eval(kn->body, params, kn->body_etype, kn->body_ctype, args, vals);
+            int64_t te = 0;
+            for (int d = 0; d < gm.ndim; d++) te += idx[d] * gm.dst_strides[d];
+            int64_t w = graph_gather_wrap(vals[kn->scat_idx_expr].i, gm.dst_extent);
+            next_index(kn->ndim, ax, kn->shape, idx);
+            if (w < 0) {
+                index_bad = true;
+                continue;
+            }
+            te += w * gm.dst_axis_stride;
+            lf_scalar v = vals[kn->stores[0].expr];
+            part[te] = op == LF_SCATTER_SET ? v : graph_scatter_combine(op, t, part[te], v);
+            set[te] = true;
+        }
+        for (int64_t j = 0; j < dn; j++) {
+            if (op == LF_SCATTER_SET) {
+                if (set[j]) graph_scalar_store(out, t, j, part[j]);
+            } else {
+                graph_scalar_store(out, t, j, graph_scatter_combine(op, t, graph_scalar_load(out, t, j), part[j]));
+            }
+        }
+    }
+    graph_free(part);
+    graph_free(set);
+    return LF_OK;
+}
+
 /* Sets the ACC arguments of loads ls from the finished results res. */
 static void load_acc(const fuse_load *ls, int n, const lf_scalar *res, lf_scalar *args) {
     for (int j = 0; j < n; j++)
@@ -233,7 +290,9 @@ lf_status fuse_interpret(const fuse_schedule *s, void **results) {
     for (int k = 0; k < s->nkernels; k++) {
         const fuse_kernel *kn = &s->kernels[k];
         index_bad = false;
-        if (kn->epi) run_reduce(s, kn, data, vals);
+        if (kn->scatter) {
+            if ((st = run_scatter(s, kn, data, vals)) != LF_OK) goto fail;
+        } else if (kn->epi) run_reduce(s, kn, data, vals);
         else run_elementwise(s, kn, data, vals);
         if (index_bad) {
             st = fuse_report_index_error(s, k, data);

@@ -257,6 +257,7 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
             p->fnops[id] = c ? c : 1;
         }
     fuse_gather_fixed_roots(p);
+    fuse_scatter_fixed_roots(p);
     /* rounds: instances, kernels (merges), shared expensive nodes, splits */
     for (;;) {
         lf_status st;

@@ -243,4 +243,14 @@ bool fuse_gather_instances(planner *p, inst *i);
  * (slot, map, gidx, gextent, gstride). false when out of memory. */
 bool fuse_gather_load(planner *p, const pload *loads, int nloads, const pload *l, fuse_load *ld);
 
+/* ---- plan_scatter.c ---- */
+/* dst of every needed scatter becomes a root unless it is an input or a
+ * constant; every scatter is a root. */
+void fuse_scatter_fixed_roots(planner *p);
+/* A scatter's own instance: idx and values at the positions' maps, dst at
+ * its base map, into i->in[1], i->in[2], i->in[0]. false when out of memory. */
+bool fuse_scatter_instances(planner *p, inst *i);
+/* The scatter kernel's space and fields, after its body is built. */
+void fuse_scatter_kernel(planner *p, int k, fuse_kernel *kn);
+
 #endif /* LF_FUSION_PLAN_H */

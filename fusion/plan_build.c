@@ -71,6 +71,16 @@ static bool emit_inst(planner *p, lf_fn *f, const kbuild *kb, inst *i, int grp) 
     switch (n->kind) {
     case NODE_VIEW: i->expr = i->in[0]->expr; return true;
     case NODE_REDUCE: return true; /* the seed of a reduction kernel: folded, not emitted */
+    case NODE_SCATTER: { /* its own kernel: the values in dst's dtype (plan_scatter.c) */
+        if (n->inputs[2]->dtype == n->dtype) {
+            i->expr = i->in[2]->expr;
+            return true;
+        }
+        fn_expr c = graph_fn_blank_expr(EXPR_CAST);
+        c.cast_to = n->dtype;
+        c.arg[0] = i->in[2]->expr;
+        return (i->expr = graph_fn_add(f, &c)) >= 0;
+    }
     case NODE_MAP: break;
     default: return false;
     }
@@ -342,6 +352,7 @@ lf_status fuse_build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *kn
         kn->body = body.fn, kn->loads = body.loads, kn->nloads = body.nloads;
         kn->body_etype = body.etype, kn->body_ctype = body.ctype;
         kn->passes[0] = body;
+        if (st == LF_OK && rn->kind == NODE_SCATTER) fuse_scatter_kernel(p, k, kn);
         return st;
     }
     kn->redmask = rn->u.reduce.axes;

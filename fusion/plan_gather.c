@@ -141,6 +141,7 @@ bool fuse_gather_load(planner *p, const pload *loads, int nloads, const pload *l
 /* ---- the schedule's side (fusion.h) ---- */
 
 bool fuse_kernel_checks_index(const fuse_kernel *kn) {
+    if (kn->scatter) return true;
     for (int f = 0; f < kn->npasses + 2; f++) {
         int n;
         const fuse_load *ls = fuse_kernel_fn_loads(kn, f, &n, NULL);
@@ -152,6 +153,14 @@ bool fuse_kernel_checks_index(const fuse_kernel *kn) {
 
 lf_status fuse_report_index_error(const fuse_schedule *s, int k, void *const *data) {
     const fuse_kernel *kn = &s->kernels[k];
+    if (kn->scatter) { /* its index may be computed in the kernel: the reference names it */
+        lf_node *n = (lf_node *)kn->scatter;
+        void *res = NULL;
+        lf_status st = graph_eval_reference(s->graph, 1, &n, &res);
+        graph_free(res);
+        if (st == LF_ERR_INDEX) return st;
+        return graph_error(s->graph->ctx, LF_ERR_INDEX, "scatter n%d: index out of range", n->id);
+    }
     const lf_node *best = NULL;
     const void *best_idx = NULL;
     for (int f = 0; f < kn->npasses + 2; f++) { /* the gather of lowest id that has a bad index */

@@ -148,6 +148,10 @@ lf_status fuse_find_instances(planner *p) {
                 if (!fuse_gather_instances(p, i)) return fuse_nomem(p);
                 continue;
             }
+            if (n->kind == NODE_SCATTER && id == i->kernel) { /* its own kernel: plan_scatter.c */
+                if (!fuse_scatter_instances(p, i)) return fuse_nomem(p);
+                continue;
+            }
             if (fuse_is_leaf(p, n, i->kernel)) continue;
             if (n->kind == NODE_VIEW) {
                 fuse_step st = fuse_make_step(n->ndim, n->shape, n->u.view.offset, n->u.view.strides);

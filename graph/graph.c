@@ -294,6 +294,17 @@ lf_node *graph_new_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx, int n
     return n;
 }
 
+/* A scatter node (graph/scatter.c checks the arguments). */
+lf_node *graph_new_scatter(lf_graph *g, lf_scatter_op op, lf_node *dst, int axis, lf_node *idx, lf_node *values) {
+    lf_node *in[3] = {dst, idx, values};
+    lf_node *n = new_node(g, "scatter", NODE_SCATTER, dst->dtype, dst->ndim, dst->shape, 3, in);
+    if (n) {
+        n->u.scatter.axis = axis;
+        n->u.scatter.op = op;
+    }
+    return n;
+}
+
 /* ---- views ---------------------------------------------------------------------------- */
 
 static lf_node *new_view(lf_graph *g, const char *what, view_kind op, lf_node *x, int ndim,

@@ -272,7 +272,9 @@ typedef enum node_kind {
     NODE_VIEW,    /* strided read of its input's dense layout */
     NODE_MAP,     /* fn applied elementwise to broadcast inputs */
     NODE_REDUCE,  /* reduction over a set of axes */
-    NODE_GATHER   /* inputs[0] (x) read at inputs[1] (idx) along an axis */
+    NODE_GATHER,  /* inputs[0] (x) read at inputs[1] (idx) along an axis */
+    NODE_SCATTER  /* inputs[0] (dst) with inputs[2] (values) combined in at
+                     inputs[1] (idx) along an axis */
 } node_kind;
 
 typedef enum view_kind {
@@ -320,6 +322,10 @@ struct lf_node {
         struct {
             int axis;                   /* NODE_GATHER: x's axis idx replaces */
         } gather;
+        struct {
+            int axis;                   /* NODE_SCATTER: dst's axis idx names */
+            lf_scatter_op op;           /* how values combine */
+        } scatter;
     } u;
 };
 
@@ -393,6 +399,33 @@ lf_status graph_gather_check(const lf_node *n, const void *idx);
 /* The reference evaluation of gather n from dense x and idx into out
  * (graph_gather_check first: on an error nothing is written). */
 lf_status graph_eval_gather(const lf_node *n, const void *x, const void *idx, void *out);
+
+/* ---- scatter: shared by every evaluator (scatter.c) ----
+ * The positions S of scatter node n (shape in ndim/shape), and for a
+ * position pos: idx's element sum pos[d] * idx_strides[d], values' sum
+ * pos[d] * val_strides[d], the target sum pos[d] * dst_strides[d] (0 on the
+ * axis) plus the wrapped index times dst_axis_stride. */
+typedef struct graph_scatter_geom {
+    int ndim;
+    int64_t shape[LF_MAX_DIMS];
+    int64_t numel;
+    int64_t idx_strides[LF_MAX_DIMS], val_strides[LF_MAX_DIMS], dst_strides[LF_MAX_DIMS];
+    int64_t dst_axis_stride, dst_extent;
+    int64_t block;                 /* positions per block (the order of lazyfuse.h) */
+    int64_t nblocks;               /* ceil(numel / block), 0 when numel is 0 */
+} graph_scatter_geom;
+void graph_scatter_geom_of(const lf_node *n, graph_scatter_geom *gm);
+/* Makes scatter node (graph.c; lf_scatter checked the arguments). */
+lf_node *graph_new_scatter(lf_graph *g, lf_scatter_op op, lf_node *dst, int axis, lf_node *idx, lf_node *values);
+/* The identity of op in dtype t, and a (+) b in dtype t (lazyfuse.h's order). */
+lf_scalar graph_scatter_identity(lf_scatter_op op, lf_dtype t);
+lf_scalar graph_scatter_combine(lf_scatter_op op, lf_dtype t, lf_scalar a, lf_scalar b);
+/* The reference evaluation from dense dst, idx and values: the index check
+ * (LF_ERR_INDEX naming the lowest bad position), then the blocked order.
+ * LF_ERR_NOMEM for the partial. */
+lf_status graph_eval_scatter(const lf_node *n, const void *dst, const void *idx, const void *values, void *out);
+/* The index check alone (used after a kernel raised its flag). */
+lf_status graph_scatter_check(const lf_node *n, const void *idx);
 
 /* ==== dot.c: Graphviz DOT of the graph ===================================== */
 

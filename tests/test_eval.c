@@ -1881,3 +1881,101 @@ Test(eval, gather_fused_and_empty) {
     chk("take_along_axis([0,3], [1,5], 1)", e2, LF_F32, 0, NULL);
     free(xv), free(iv), free(wv), free(want);
 }
+
+/* ---- scatter and bincount (issue 13) ------------------------------------------------------- */
+
+/* Every op with duplicates, SET's highest position, negative indices. */
+Test(eval, scatter_ops_with_duplicates) {
+    double dv[5] = {1, 2, 3, 4, 5};
+    lf_node *dst = in1(LF_F64, 5, dv);
+    lf_node *idx = in1(LF_I64, 6, (double[]){0, 2, -1, 2, 0, 2});
+    lf_node *vals_ = in1(LF_F64, 6, (double[]){10, 20, 30, 40, 50, 60});
+    chk("scatter set", lf_scatter(g, LF_SCATTER_SET, dst, 0, idx, vals_), LF_F64, 5, (double[]){50, 2, 60, 4, 30});
+    chk("scatter add", lf_scatter(g, LF_SCATTER_ADD, dst, 0, idx, vals_), LF_F64, 5, (double[]){61, 2, 123, 4, 35});
+    chk("scatter min", lf_scatter(g, LF_SCATTER_MIN, dst, 0, idx, vals_), LF_F64, 5, (double[]){1, 2, 3, 4, 5});
+    chk("scatter max", lf_scatter(g, LF_SCATTER_MAX, dst, 0, idx, vals_), LF_F64, 5, (double[]){50, 2, 60, 4, 30});
+    chk("scatter prod", lf_scatter(g, LF_SCATTER_PROD, dst, 0, idx, vals_), LF_F64, 5,
+        (double[]){500, 2, 3 * 20 * 40 * 60, 4, 150});
+    /* integer dst, float values converted first (truncation), 0-d values broadcast */
+    lf_node *di = in1(LF_I32, 4, (double[]){0, 0, 0, 0});
+    lf_node *vf = in1(LF_F32, 3, (double[]){1.9, -2.5, 7.2});
+    chk("scatter add i32 <- f32", lf_scatter(g, LF_SCATTER_ADD, di, 0, in1(LF_I32, 3, (double[]){3, 3, 1}), vf), LF_I32, 4,
+        (double[]){0, 7, 0, -1});
+    lf_node *one = lf_const(g, LF_I64, 5);
+    chk("scatter set of a constant", lf_scatter(g, LF_SCATTER_SET, di, 0, in1(LF_I64, 2, (double[]){-4, 2}), one), LF_I32, 4,
+        (double[]){5, 0, 5, 0});
+    /* NaN: min/max propagate it, set and add carry it */
+    lf_node *dn = in1(LF_F32, 3, (double[]){1, 1, 1});
+    lf_node *in3 = in1(LF_I64, 3, (double[]){0, 1, 0});
+    lf_node *vn = in1(LF_F32, 3, (double[]){NAN, -3, 5});
+    val *v = eval_vals(lf_scatter(g, LF_SCATTER_MIN, dn, 0, in3, vn));
+    cr_expect(isnan(v[0].f) && v[1].f == -3 && v[2].f == 1, "min with NaN: %g %g %g", v[0].f, v[1].f, v[2].f);
+    free(v);
+    v = eval_vals(lf_scatter(g, LF_SCATTER_MAX, dn, 0, in3, vn));
+    cr_expect(isnan(v[0].f) && v[1].f == 1 && v[2].f == 1, "max with NaN");
+    free(v);
+    v = eval_vals(lf_scatter(g, LF_SCATTER_SET, dn, 0, in3, vn));
+    cr_expect(v[0].f == 5 && v[1].f == -3, "set: the later position wins over NaN");
+    free(v);
+}
+
+/* put_along_axis on 2-d arrays; a 1-d dst with a 2-d index. */
+Test(eval, scatter_along_axis) {
+    double dv[12] = {0};
+    lf_node *dst = inS(LF_F64, 2, (int64_t[]){3, 4}, dv);
+    /* axis 1: row r gets values at columns idx[r] */
+    lf_node *idx = inS(LF_I64, 2, (int64_t[]){3, 2}, (double[]){0, 3, 1, 1, -1, 0});
+    lf_node *vals_ = inS(LF_F64, 2, (int64_t[]){3, 2}, (double[]){1, 2, 3, 4, 5, 6});
+    chk("put_along_axis set", lf_scatter(g, LF_SCATTER_SET, dst, 1, idx, vals_), LF_F64, 12,
+        (double[]){1, 0, 0, 2, 0, 4, 0, 0, 6, 0, 0, 5});
+    chk("add.at along axis 1", lf_scatter(g, LF_SCATTER_ADD, dst, 1, idx, vals_), LF_F64, 12,
+        (double[]){1, 0, 0, 2, 0, 7, 0, 0, 6, 0, 0, 5});
+    /* axis 0 with idx [1,4] broadcast over... values [1,1] broadcast */
+    lf_node *i0 = inS(LF_I32, 2, (int64_t[]){1, 4}, (double[]){2, 0, 2, 1});
+    chk("add along axis 0", lf_scatter(g, LF_SCATTER_ADD, dst, 0, i0, lf_const(g, LF_F64, 1)), LF_F64, 12,
+        (double[]){0, 1, 0, 0, 0, 0, 0, 1, 1, 0, 1, 0});
+    /* 1-d dst, 2-d index */
+    lf_node *d1 = in1(LF_I64, 3, (double[]){0, 0, 0});
+    lf_node *i2 = inS(LF_I64, 2, (int64_t[]){2, 2}, (double[]){0, 2, 2, 2});
+    chk("add.at(dst, 2x2)", lf_scatter(g, LF_SCATTER_ADD, d1, 0, i2, lf_const(g, LF_I64, 1)), LF_I64, 3, (double[]){1, 0, 3});
+    /* zero-size positions leave dst; an empty dst with no positions */
+    chk("scatter of nothing", lf_scatter(g, LF_SCATTER_ADD, d1, 0, in1(LF_I64, 0, NULL), lf_const(g, LF_I64, 1)), LF_I64, 3,
+        (double[]){0, 0, 0});
+    chk("scatter into nothing", lf_scatter(g, LF_SCATTER_MAX, in1(LF_F32, 0, NULL), 0, in1(LF_I64, 0, NULL), lf_const(g, LF_F32, 1)),
+        LF_F32, 0, NULL);
+}
+
+/* bincount with and without weights, computed indices (a histogram). */
+Test(eval, bincount) {
+    lf_node *idx = in1(LF_I64, 7, (double[]){1, 3, 1, 0, 3, 3, 5});
+    chk("bincount", lf_bincount(g, idx, NULL, 6), LF_I64, 6, (double[]){1, 2, 0, 3, 0, 1});
+    lf_node *w = in1(LF_F64, 7, (double[]){0.5, 1, 2, 4, 8, 16, 32});
+    chk("bincount weights", lf_bincount(g, idx, w, 7), LF_F64, 7, (double[]){4, 2.5, 0, 25, 0, 32, 0});
+    chk("bincount empty", lf_bincount(g, in1(LF_I32, 0, NULL), NULL, 3), LF_I64, 3, (double[]){0, 0, 0});
+    chk("bincount nbins 0", lf_bincount(g, in1(LF_I32, 0, NULL), NULL, 0), LF_I64, 0, NULL);
+    /* histogram of floor(x*256) over a large x: several blocks, f32 weights summed in block order */
+    int64_t n = 200003;
+    double *xv = malloc(sizeof(double) * (size_t)n), want[256] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        xv[i] = (double)(float)tu_uniform(0, 1);
+        want[(int)floor((float)xv[i] * 256.0f)]++;
+    }
+    lf_node *x = in1(LF_F32, n, xv);
+    lf_node *h = lf_bincount(g, lf_cast(g, map("(v) -> floor(v * 256)", x), LF_I32), NULL, 256);
+    chk("histogram", h, LF_I64, 256, want);
+    /* f32 weights: the blocked order of lazyfuse.h */
+    lf_node *hw = lf_bincount(g, lf_cast(g, map("(v) -> floor(v * 256)", x), LF_I32), x, 256);
+    float part[256], acc[256];
+    for (int j = 0; j < 256; j++) acc[j] = 0;
+    for (int64_t b = 0; b * LF_SCATTER_BLOCK < n; b++) {
+        for (int j = 0; j < 256; j++) part[j] = -0.0f;
+        for (int64_t i = b * LF_SCATTER_BLOCK; i < n && i < (b + 1) * LF_SCATTER_BLOCK; i++) {
+            float xf = (float)xv[i];
+            part[(int)floor(xf * 256.0f)] += xf;
+        }
+        for (int j = 0; j < 256; j++) acc[j] += part[j];
+    }
+    for (int j = 0; j < 256; j++) want[j] = acc[j];
+    chk("weighted histogram (f32, blocked order)", hw, LF_F32, 256, want);
+    free(xv);
+}

@@ -180,6 +180,11 @@ static bool bind_functions(kentry *e, const cg_layout *lay, char **why) {
         }                                                                         \
         memcpy(&(dst), &sym, sizeof sym);                                         \
     } while (0)
+    if (kn->scatter) { /* blocks, then the combine over dst's elements */
+        SYM(e->run, "lf_k_%s", "run");
+        SYM(e->row, "lf_k_%s", "row");
+        return true;
+    }
     if (lay->strategy != CG_REDUCE_FULL) {
         SYM(e->run, "lf_k_%s", "run");
         return true;
@@ -421,6 +426,10 @@ static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const
             ck->part = graph_calloc((size_t)(ck->lay->work + 1) * (size_t)most, sizeof *ck->part);
             if (!ck->part) goto nomem;
         }
+        if (ck->lay->part_buf >= 0) { /* a scatter's partials: blocks x dst elements */
+            ck->part = graph_calloc((size_t)ck->lay->part_entries + 1, sizeof *ck->part);
+            if (!ck->part) goto nomem;
+        }
         status = kernel_get(ctx, cs, s, ck->lay, k, &ck->fns, st);
         if (status != LF_OK) {
             program_free(pr);
@@ -458,6 +467,12 @@ static void row_range(void *arg, int64_t begin, int64_t end, int worker) {
 static void run_kernel(cpu_pool *pool, int64_t parallel_min, cpu_kernel *ck) {
     const cg_layout *lay = ck->lay;
     const fuse_kernel *kn = lay->kernel;
+    if (kn->scatter) { /* blocks in parallel into their partials, then dst's elements */
+        int64_t min_par = kn->numel + kn->scatter->numel < parallel_min ? INT64_MAX : 0;
+        if (lay->work) cpu_pool_run(pool, run_range, ck, lay->work, 1, min_par);
+        if (kn->scatter->numel) cpu_pool_run(pool, row_range, ck, kn->scatter->numel, ELEMENT_GRAIN, min_par);
+        return;
+    }
     if (lay->work == 0 && lay->strategy != CG_REDUCE_FULL) return;
     /* below the threshold of total work, the calling thread runs it alone */
     int64_t elems = kn->numel * (kn->npasses + (kn->row ? 1 : 0));
@@ -520,7 +535,9 @@ static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buf
     for (int k = 0; k < s->nkernels; k++) {
         cpu_kernel *ck = &pr->k[k];
         for (int b = 0; b < ck->lay->nbufs; b++)
-            ck->B[b] = ck->lay->buf_slot[b] < 0 ? (void *)&ck->err : data[ck->lay->buf_slot[b]];
+            ck->B[b] = ck->lay->buf_slot[b] == -2  ? (void *)ck->part
+                       : ck->lay->buf_slot[b] < 0 ? (void *)&ck->err
+                                                  : data[ck->lay->buf_slot[b]];
         ck->err = 0;
         run_kernel(cs->pool, cs->parallel_min, ck);
         if (ck->err) {

@@ -377,6 +377,9 @@ typedef struct cuda_kernel {
     int words_cap;                 /* allocated words */
     CUdeviceptr scratch;           /* reductions' scratch (zeroed when made) */
     size_t scratch_bytes;          /* its size (0: none) */
+    CUdeviceptr spart;             /* scatter kernels: the partials (lay->part_entries
+                                      cg_partial), 0 */
+    size_t spart_bytes;            /* their size */
 } cuda_kernel;
 
 typedef struct cuda_program {
@@ -406,6 +409,7 @@ static void program_free(void *p) {
         for (int i = 0; i < pr->s->nkernels; i++) {
             cuda_kernel *ck = &pr->k[i];
             cuda_mem_free(cs, ck->scratch, ck->scratch_bytes);
+            cuda_mem_free(cs, ck->spart, ck->spart_bytes);
             graph_free(ck->lay);
             graph_free(ck->P);
             graph_free(ck->addr);
@@ -475,6 +479,17 @@ static lf_status program_build(lf_graph *g, cuda_state *cs, int n, lf_node *cons
         ck->addr = graph_calloc((size_t)ck->lay->nbufs + 1, sizeof *ck->addr);
         if (!ck->P || !ck->addr) goto nomem;
         cg_fill_params(ck->lay, ck->P);
+        if (ck->lay->part_buf >= 0 && ck->lay->part_entries > 0) { /* a scatter's partials */
+            bool host_nomem;
+            size_t bytes = (size_t)ck->lay->part_entries * sizeof(cg_partial);
+            CUresult r = cuda_mem_alloc(cs, bytes, false, &ck->spart, &host_nomem);
+            if (r != CUDA_SUCCESS) {
+                status = alloc_error(ctx, cs, r, host_nomem, bytes, "eval");
+                program_free(pr);
+                return status;
+            }
+            ck->spart_bytes = bytes;
+        }
         status = module_get(ctx, cs, s, ck->lay, k, &ck->mod, st);
         if (status != LF_OK) {
             program_free(pr);
@@ -621,7 +636,9 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
         cuda_kernel *ck = &pr->k[k];
         bool same = ck->planned;
         for (int b = 0; b < ck->lay->nbufs; b++) {
-            uint64_t a = ck->lay->buf_slot[b] < 0 ? pr->errflag : data[ck->lay->buf_slot[b]];
+            uint64_t a = ck->lay->buf_slot[b] == -2 ? ck->spart
+                         : ck->lay->buf_slot[b] < 0 ? pr->errflag
+                                                    : data[ck->lay->buf_slot[b]];
             if (ck->addr[b] != a) {
                 ck->addr[b] = a;
                 same = false;
