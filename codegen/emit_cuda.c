@@ -630,6 +630,7 @@ static void cuda_scatter(cg_emitter *e) {
         cg_line(e, "const lf_idx j = at; (void)E;");
         cg_unravel(e, "0", 0, 0);
     }
+    cg_hoist_invariants(e, 0);
     cg_emit_body(e, 0, "j", ACC_SCALAR, "");
     cg_close_block(e);
     cg_close_block(e);
