@@ -355,6 +355,9 @@ typedef struct cpu_program {
     cpu_kernel *k;                  /* s->nkernels */
     void **blocks;                  /* temporaries' memory blocks */
     lf_eval_stats stats;            /* schedule statistics */
+    void **stage;                   /* per output: where it is written when an index
+                                       check runs before it is complete (kept across
+                                       evals: no page faults each time), or NULL */
 } cpu_program;
 
 static void program_free(void *p) {
@@ -369,6 +372,9 @@ static void program_free(void *p) {
         }
     if (pr->blocks)
         for (int b = 0; b < pr->s->nblocks; b++) graph_free(pr->blocks[b]);
+    if (pr->stage)
+        for (int i = 0; i < pr->n; i++) graph_free(pr->stage[i]);
+    graph_free(pr->stage);
     graph_free(pr->blocks);
     graph_free(pr->k);
     graph_free(pr->out_ids);
@@ -526,6 +532,11 @@ static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buf
         lf_buffer *d = dsts[i];
         if (!unsafe[i] && sl->def < first_check) {
             data[s->out_slot[i]] = d->data;
+        } else if (!unsafe[i] && sl->bytes) { /* behind an index check: the program's staging */
+            if (!pr->stage && !(pr->stage = graph_calloc((size_t)n, sizeof *pr->stage))) goto nomem;
+            if (!pr->stage[i] && !(pr->stage[i] = graph_malloc(sl->bytes))) goto nomem;
+            data[s->out_slot[i]] = pr->stage[i];
+            fresh[i] = NULL;
         } else if (sl->bytes) {
             if (!(fresh[i] = graph_malloc(sl->bytes))) goto nomem;
             data[s->out_slot[i]] = fresh[i];
@@ -548,7 +559,8 @@ static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buf
     for (int i = 0; i < n; i++) {
         const fuse_slot *sl = &s->slots[s->out_slot[i]];
         const void *src = sl->kind == FUSE_SLOT_OUTPUT ? data[s->out_slot[i]] : sl->buffer->data;
-        if (sl->kind == FUSE_SLOT_OUTPUT && sl->output == i && !fresh[i]) continue; /* in place */
+        bool staged = pr->stage && pr->stage[i] && sl->output == i && data[s->out_slot[i]] == pr->stage[i];
+        if (sl->kind == FUSE_SLOT_OUTPUT && sl->output == i && !fresh[i] && !staged) continue; /* in place */
         if (dsts[i]->bytes && src != dsts[i]->data) memmove(dsts[i]->data, src, dsts[i]->bytes);
     }
     goto done;
