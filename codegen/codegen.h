@@ -176,6 +176,8 @@ void cg_printf(cg_text *t, const char *fmt, ...) __attribute__((format(printf, 2
  *   FULL: void lf_k_pass<q>(B, P, R, begin, end, part) per pass q,
  *         void lf_k_fin<q>(P, R, part, nblocks),
  *         void lf_k_epi(B, P, R), void lf_k_row(B, P, R, begin, end) if a row pass
+ *   scatter kernels (kernel->scatter): lf_k_run(B, P, begin, end) over blocks
+ *         of positions, then lf_k_row(B, P, R, begin, end) over dst's elements
  * with B the buffers, P the parameters, R the finished reduction values
  * (cg_value, one per reduction), part the partials (cg_partial, one per
  * reduction of the pass per block). */

@@ -101,7 +101,7 @@ typedef struct fuse_load {
     lf_dtype dtype;                /* element type = the fn parameter's dtype */
     fuse_map map;                  /* loop multi-index -> element (SLOT, IOTA) */
     int red;                       /* FUSE_SRC_ACC: index into the kernel's reds */
-    int gidx;                      /* FUSE_SRC_GATHER: the index load (same fn), else -1 */
+    int gidx;                      /* FUSE_SRC_GATHER only: the index load (same fn) */
     int64_t gextent, gstride;      /* FUSE_SRC_GATHER: x's extent and dense stride
                                       on the gathered axis */
 } fuse_load;

@@ -462,7 +462,11 @@ typedef enum lf_scatter_op {
  * smallest), in dst's dtype (floats round at every step, integers wrap);
  * then out = ((dst (+) part_0) (+) part_1) ... in block order. MIN and MAX
  * return NaN when either side is NaN. dst's dtype must not be bool for ADD
- * and PROD (LF_ERR_DTYPE).
+ * and PROD (LF_ERR_DTYPE). The CPU backend runs the blocks on its threads
+ * (each into its own partials) and then dst's elements; CUDA gives each
+ * block of positions one thread (no atomics; its parallelism is the number
+ * of blocks, so a scatter into a large dst is one sequential thread there)
+ * and then a thread per element of dst.
  * Fusion: the producers of idx and values are computed in the scatter's
  * kernel (a histogram of floor(x*256) reads x once, one kernel); dst is read
  * from a buffer (an input or a stored node) or is a constant fill. */
