@@ -77,6 +77,28 @@ static lf_status stage_inputs(lf_graph *g) {
     return LF_OK;
 }
 
+#ifdef LF_WITH_CUDA
+/* A device kernel raised the index-error flag (no output was written): the
+ * reference evaluator on host copies of the inputs names the first bad
+ * index, as it would have on the host (the slow path of an error only). */
+static lf_status index_error_message(lf_graph *g, int n, lf_node *const *outs) {
+    char keep[LF_ERRMSG_CAP];
+    memcpy(keep, g->ctx->errmsg, sizeof keep);
+    void **results = graph_calloc((size_t)n, sizeof *results);
+    lf_status st = results ? stage_inputs(g) : LF_ERR_NOMEM;
+    if (st == LF_OK) {
+        st = graph_eval_reference(g, n, outs, results);
+        unstage_inputs(g);
+    }
+    if (results)
+        for (int i = 0; i < n; i++) graph_free(results[i]);
+    graph_free(results);
+    if (st == LF_ERR_INDEX) return st;
+    memcpy(g->ctx->errmsg, keep, sizeof keep); /* the device's own message */
+    return LF_ERR_INDEX;
+}
+#endif
+
 lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts) {
     if (g) memset(&g->ctx->last_stats, 0, sizeof g->ctx->last_stats);
     lf_status st = graph_check_outputs(g, n, outs, dsts);
@@ -87,6 +109,7 @@ lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *ds
         /* kernels are launched asynchronously; lf_buffer_read waits for them */
         lf_eval_stats stats;
         st = cuda_eval(g, n, outs, dsts, &stats);
+        if (st == LF_ERR_INDEX) return index_error_message(g, n, outs);
         if (st == LF_OK) {
             ctx->last_stats = stats;
             if (graph_debug_on("fusion") && g->program) print_stats(&stats, NULL, ctx->opt.fusion != 0, "cuda");

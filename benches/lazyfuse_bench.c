@@ -91,6 +91,9 @@ static const bench_case cases[] = {
     {"cumsum", "cumsum", SHAPE_ELEMWISE, 1, 1e-4},
     {"cumsum_rows", "cumsum_rows", SHAPE_ROWS, 1, 1e-4},
     {"scan_fused", "scan_fused", SHAPE_ELEMWISE, 1, 1e-4},
+    {"gather_perm", "gather_perm", SHAPE_ELEMWISE, 3, 0},  /* x f32 + p i64: 12 bytes an element */
+    {"gather_rows", "gather_rows", SHAPE_ELEMWISE, 2, 0},  /* x f32 + idx i32 */
+    {"histogram", "histogram", SHAPE_ELEMWISE, 1, 0},      /* x f32; 256 i64 out */
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 #define SOFTMAX_ROWS 4096

@@ -88,6 +88,9 @@ typedef struct cg_access {
                                       iota_exact, else double bits); random:
                                       P index of the seed (uint64 bits); or -1 */
     bool iota_exact;               /* iota computed in wrapping int64 */
+    int param_gather;              /* FUSE_SRC_GATHER: P index of x's extent and
+                                      stride on the gathered axis (the access is
+                                      x's base, always CG_INNER_STRIDED); -1 */
 } cg_access;
 
 typedef struct cg_layout {
@@ -113,6 +116,19 @@ typedef struct cg_layout {
     int param_extent;              /* P index of extent[0] (others follow) */
     int param_count;               /* P index of count */
     int param_full_block;          /* P index of full_block */
+    int err_buf;                   /* kernels with gather loads: the buffer (its
+                                      buf_slot is -1) of the int32 index-error
+                                      flag, which the kernel sets to 1 when an
+                                      index is out of range; -1 otherwise */
+    /* scatter kernels (kernel->scatter): strategy ELEMENTWISE over the
+       positions, but work = blocks (lf_k_run folds block b into partials
+       part_buf[b * DN ..]) and lf_k_row combines dst with the partials over
+       the DN destination elements (begin, end: element range; R unused) */
+    int part_buf;                  /* buffer of the partials (cg_partial, buf_slot
+                                      -2; part_entries of them), -1 */
+    int64_t part_entries;          /* nblocks * DN */
+    int param_scatter;             /* P index of block, positions, DN, nblocks */
+    int dst_buf;                   /* dst's buffer (dense), -1: a constant */
 } cg_layout;
 
 /* Lays out kernel k of s. Never fails (bounded sizes, no allocation). */
@@ -164,6 +180,8 @@ void cg_printf(cg_text *t, const char *fmt, ...) __attribute__((format(printf, 2
  *   FULL: void lf_k_pass<q>(B, P, R, begin, end, part) per pass q,
  *         void lf_k_fin<q>(P, R, part, nblocks),
  *         void lf_k_epi(B, P, R), void lf_k_row(B, P, R, begin, end) if a row pass
+ *   scatter kernels (kernel->scatter): lf_k_run(B, P, begin, end) over blocks
+ *         of positions, then lf_k_row(B, P, R, begin, end) over dst's elements
  * with B the buffers, P the parameters, R the finished reduction values
  * (cg_value, one per reduction), part the partials (cg_partial, one per
  * reduction of the pass per block). */

@@ -265,6 +265,14 @@ static void load_value(const cg_emitter *e, const cg_access *a, const char *jv, 
         return;
     }
     access_index(e, a, jv, idx, sizeof idx);
+    if (a->param_gather >= 0) { /* x at the base plus the wrapped index, if in range */
+        expr_buf iv;
+        load_value(e, cg_load_access(e->lay, a->fn, a->load->gidx), jv, iv, sizeof iv);
+        int pg = a->param_gather;
+        cg_fmt(out, cap, "(lf_gok((int64_t)(%s), P[%d], b%d) ? b%d[%s + (lf_idx)lf_gwrap((int64_t)(%s), P[%d]) * (lf_idx)P[%d]] : (%s)0)",
+               iv, pg, e->lay->err_buf, a->buf, idx, iv, pg, pg + 1, cg_vtype(e, a->dtype));
+        return;
+    }
     if (a->buf >= 0) {
         cg_fmt(out, cap, "b%d[%s]", a->buf, idx);
         return;
@@ -445,11 +453,118 @@ static void emit_stores(cg_emitter *e, int reg, const char *jv, const char *pref
         access_index(e, a, jv, idx, sizeof idx);
         cg_fmt(x, sizeof x, "%sv%d", prefix, so->expr);
         lf_dtype from = fn_etype(kn, reg, so->expr);
+        if (kn->scatter) { /* combined into the block's partial at the target */
+            int pg = a->param_gather;
+            cg_open_block(e, "{ /* scatter n%d */", kn->scatter->id);
+            cg_line(e, "const int64_t lf_t = (int64_t)(%sv%d);", prefix, kn->scat_idx_expr);
+            cg_open_block(e, "if (lf_gok(lf_t, P[%d], b%d)) {", pg, lay->err_buf);
+            cg_line(e, "const lf_idx lf_at = %s + (lf_idx)lf_gwrap(lf_t, P[%d]) * (lf_idx)P[%d];", idx, pg, pg + 1);
+            convert(val, sizeof val, x, from, a->dtype);
+            cg_emit_scatter_fold(e, "sp[lf_at]", val);
+            cg_close_block(e);
+            cg_close_block(e);
+            continue;
+        }
         if (a->dtype == LF_BOOL) cg_fmt(val, sizeof val, "(uint8_t)((%s) != 0)", x);
         else convert(val, sizeof val, x, from, a->dtype);
         if (e->vec) cg_line(e, "w%d.x[l] = %s; /* -> n%d */", i, val, e->s->slots[so->slot].node->id);
         else cg_line(e, "b%d[%s] = %s; /* -> n%d */", a->buf, idx, val, e->s->slots[so->slot].node->id);
     }
+}
+
+/* ---- scatter kernels ---- */
+
+/* The value held in partial expression q (an lf_partial) in dtype t. */
+static void part_value(const cg_emitter *e, lf_dtype t, const char *q, char *out, size_t cap) {
+    cg_fmt(out, cap, "((%s)%s.v.%s)", cg_vtype(e, t), q, graph_dtype_is_float(t) ? "f" : "i");
+}
+
+/* a (+) b in dtype t for scatter op op (graph_scatter_combine's meaning). */
+static void scatter_combine(const cg_emitter *e, lf_scatter_op op, lf_dtype t, const char *a, const char *b, char *out,
+                            size_t cap) {
+    if (graph_dtype_is_float(t)) {
+        const char *tag = t == LF_F32 ? "f32" : "f64";
+        switch (op) {
+        case LF_SCATTER_ADD: cg_fmt(out, cap, "((%s) + (%s))", a, b); return;
+        case LF_SCATTER_PROD: cg_fmt(out, cap, "((%s) * (%s))", a, b); return;
+        case LF_SCATTER_MIN: cg_fmt(out, cap, "lf_scmin_%s(%s, %s)", tag, a, b); return;
+        case LF_SCATTER_MAX: cg_fmt(out, cap, "lf_scmax_%s(%s, %s)", tag, a, b); return;
+        default: cg_fmt(out, cap, "(%s)", b); return;
+        }
+    }
+    const char *T = t == LF_I32 ? "int32_t" : t == LF_I64 ? "int64_t" : "uint8_t";
+    const char *U = t == LF_I32 ? "uint32_t" : "uint64_t";
+    switch (op) {
+    case LF_SCATTER_ADD: cg_fmt(out, cap, "(%s)((%s)(%s) + (%s)(%s))", T, U, a, U, b); return;
+    case LF_SCATTER_PROD: cg_fmt(out, cap, "(%s)((%s)(%s) * (%s)(%s))", T, U, a, U, b); return;
+    case LF_SCATTER_MIN: cg_fmt(out, cap, "((%s) < (%s) ? (%s) : (%s))", b, a, b, a); return;
+    case LF_SCATTER_MAX: cg_fmt(out, cap, "((%s) > (%s) ? (%s) : (%s))", b, a, b, a); return;
+    default: cg_fmt(out, cap, "(%s)", b); return;
+    }
+    (void)e;
+}
+
+void cg_emit_scatter_fold(cg_emitter *e, const char *q, const char *val) {
+    const lf_node *n = e->kn->scatter;
+    lf_dtype t = n->dtype;
+    const char *f = graph_dtype_is_float(t) ? "f" : "i";
+    if (n->u.scatter.op == LF_SCATTER_SET) {
+        cg_line(e, "%s.v.%s = %s;", q, f, val);
+        cg_line(e, "%s.arg = 1;", q);
+        return;
+    }
+    expr_buf cur, r;
+    part_value(e, t, q, cur, sizeof cur);
+    scatter_combine(e, n->u.scatter.op, t, cur, val, r, sizeof r);
+    cg_line(e, "%s.v.%s = %s;", q, f, r);
+}
+
+void cg_emit_scatter_init(cg_emitter *e, const char *q) {
+    const lf_node *n = e->kn->scatter;
+    lf_dtype t = n->dtype;
+    lf_scalar id = graph_scatter_identity(n->u.scatter.op, t);
+    if (graph_dtype_is_float(t)) {
+        if (isinf(id.f)) cg_line(e, "%s.v.f = %sINFINITY;", q, id.f < 0 ? "-" : "");
+        else cg_line(e, "%s.v.f = %s;", q, signbit(id.f) ? "-0.0" : "1.0");
+    } else {
+        cg_line(e, "%s.v.i = INT64_C(%" PRId64 ");", q, id.i);
+    }
+    cg_line(e, "%s.arg = 0;", q);
+}
+
+void cg_emit_scatter_finish(cg_emitter *e, const char *t, const char *nblocks, const char *dn) {
+    const fuse_kernel *kn = e->kn;
+    const cg_layout *lay = e->lay;
+    const lf_node *n = kn->scatter;
+    lf_dtype dt = n->dtype;
+    const char *vt = cg_vtype(e, dt);
+    expr_buf d;
+    if (lay->dst_buf >= 0) {
+        cg_fmt(d, sizeof d, "(%s)b%d[%s]", vt, lay->dst_buf, t);
+    } else {
+        lf_scalar v = kn->scat_dst_value;
+        if (!graph_dtype_is_float(dt)) cg_fmt(d, sizeof d, "(%s)INT64_C(%" PRId64 ")", vt, v.i);
+        else if (isnan(v.f)) cg_fmt(d, sizeof d, "(%s)NAN", vt);
+        else if (isinf(v.f)) cg_fmt(d, sizeof d, "(%s)%sINFINITY", vt, v.f < 0 ? "-" : "");
+        else cg_fmt(d, sizeof d, "(%s)%a", vt, v.f);
+    }
+    cg_line(e, "%s lf_acc = %s;", vt, d);
+    cg_open_block(e, "for (lf_idx lf_b = 0; lf_b < (lf_idx)%s; lf_b++) {", nblocks);
+    expr_buf q, pv, r;
+    cg_fmt(q, sizeof q, "sp[lf_b * (lf_idx)%s + %s]", dn, t);
+    part_value(e, dt, q, pv, sizeof pv);
+    if (n->u.scatter.op == LF_SCATTER_SET) {
+        cg_line(e, "if (%s.arg) lf_acc = %s;", q, pv);
+    } else {
+        scatter_combine(e, n->u.scatter.op, dt, "lf_acc", pv, r, sizeof r);
+        cg_line(e, "lf_acc = %s;", r);
+    }
+    cg_close_block(e);
+    const cg_access *st = NULL;
+    for (int i = 0; i < lay->naccess; i++)
+        if (lay->access[i].fn < 0) st = &lay->access[i];
+    if (dt == LF_BOOL) cg_line(e, "b%d[%s] = (uint8_t)(lf_acc != 0);", st->buf, t);
+    else cg_line(e, "b%d[%s] = lf_acc;", st->buf, t);
 }
 
 /* Region reg's fn at innermost index jv, then its stores (emit_fn and
@@ -660,6 +775,15 @@ void cg_close_reduced_nest(cg_emitter *e, int opened) {
 void cg_declare_buffers(cg_emitter *e) {
     const cg_layout *lay = e->lay;
     for (int b = 0; b < lay->nbufs; b++) {
+        if (lay->buf_slot[b] == -2) { /* a scatter's partials */
+            cg_line(e, "%slf_partial *%s b%d = (lf_partial *)B[%d]; /* scatter partials */", e->d->value_attr,
+                    e->d->restrict_kw, b, b);
+            continue;
+        }
+        if (lay->buf_slot[b] < 0) { /* the index-error flag of gather loads */
+            cg_line(e, "%svolatile int32_t *b%d = (volatile int32_t *)B[%d]; /* index errors */", e->d->value_attr, b, b);
+            continue;
+        }
         const fuse_slot *sl = &e->s->slots[lay->buf_slot[b]];
         const char *t = e->d->type[sl->dtype];
         if (lay->buf_written[b])

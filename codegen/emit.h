@@ -112,6 +112,14 @@ void cg_emit_scan_fold_acc(cg_emitter *e, const fuse_red *r, const char *a, cons
  * here) is the running value (before the fold when exclusive) and the
  * epilogue and its stores follow. */
 void cg_emit_scan_element(cg_emitter *e, const char *jv, const char *slot, bool tot, bool epi);
+/* ---- scatter kernels (plan_scatter.c) ---- */
+/* Folds value val (dst's dtype) into partial lvalue q (an lf_partial). */
+void cg_emit_scatter_fold(cg_emitter *e, const char *q, const char *val);
+/* Sets partial lvalue q to the identity of the scatter's op. */
+void cg_emit_scatter_init(cg_emitter *e, const char *q);
+/* Element t of the output: dst (+) the partials sp[b * dn + t] of blocks
+ * b < nblocks, stored (expressions of the skeleton). */
+void cg_emit_scatter_finish(cg_emitter *e, const char *t, const char *nblocks, const char *dn);
 
 /* ---- the skeletons ---- */
 void cg_emit_c(cg_emitter *e);    /* emit_c.c */

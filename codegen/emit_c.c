@@ -380,7 +380,53 @@ static void emit_scan(cg_emitter *e) {
     cg_close_block(e);
 }
 
+/* A scatter kernel (plan_scatter.c): lf_k_run over blocks of positions, each
+ * folding into its own partials in position order (the elementwise loop
+ * nest of the block's range); lf_k_row over destination elements: dst, then
+ * the partials in block order. */
+static void emit_scatter(cg_emitter *e) {
+    const cg_layout *lay = e->lay;
+    int inner = lay->ndim - 1, ps = lay->param_scatter;
+    open_fn(e, "run(" ARGS_RUN ")");
+    cg_declare_buffers(e);
+    cg_line(e, "const int64_t E = P[%d], BS = P[%d], N = P[%d], DN = P[%d];", lay->param_extent + inner, ps, ps + 1,
+            ps + 2);
+    cg_open_block(e, "for (int64_t blk = begin; blk < end; blk++) {");
+    cg_line(e, "lf_partial *restrict sp = b%d + blk * DN;", lay->part_buf);
+    cg_open_block(e, "for (int64_t t = 0; t < DN; t++) {");
+    cg_emit_scatter_init(e, "sp[t]");
+    cg_close_block(e);
+    cg_line(e, "const int64_t stop = N - blk * BS < BS ? N : blk * BS + BS;");
+    cg_line(e, "int64_t at = blk * BS;");
+    cg_open_block(e, "while (at < stop) {");
+    cg_line(e, "const int64_t row = at / E, j0 = at - row * E;");
+    cg_line(e, "const int64_t j1 = stop - at < E - j0 ? j0 + (stop - at) : E;");
+    cg_unravel(e, "row", 0, inner);
+    cg_hoist_invariants(e, 0);
+    cg_open_block(e, "for (int64_t j = j0; j < j1; j++) {");
+    cg_emit_body(e, 0, "j", ACC_SCALAR, "");
+    cg_close_block(e);
+    cg_line(e, "at += j1 - j0;");
+    cg_close_block(e);
+    cg_close_block(e);
+    cg_close_block(e);
+    open_fn(e, "row(void *const *restrict B, const int64_t *restrict P, lf_value *restrict R, int64_t begin, "
+               "int64_t end)");
+    cg_declare_buffers(e);
+    cg_line(e, "(void)R;");
+    cg_line(e, "const int64_t DN = P[%d], NB = P[%d];", ps + 2, ps + 3);
+    cg_line(e, "const lf_partial *restrict sp = b%d;", lay->part_buf);
+    cg_open_block(e, "for (int64_t t = begin; t < end; t++) {");
+    cg_emit_scatter_finish(e, "t", "NB", "DN");
+    cg_close_block(e);
+    cg_close_block(e);
+}
+
 void cg_emit_c(cg_emitter *e) {
+    if (e->kn->scatter) {
+        emit_scatter(e);
+        return;
+    }
     switch (e->lay->strategy) {
     case CG_ELEMENTWISE: emit_elementwise(e); break;
     case CG_REDUCE_INNER: emit_inner(e); break;

@@ -141,6 +141,15 @@ void cg_cuda_plan_kernel(const cg_layout *lay, const int64_t *P, const uint64_t 
     int nb = lay->nbufs > 0 ? lay->nbufs : 1, np = lay->nparams > 0 ? lay->nparams : 1;
     plan->nwords = nb + 3 + np;
     int64_t cap_threads = (int64_t)(sm_count > 0 ? sm_count : 1) * BLOCKS_PER_SM * THREADS;
+    if (kn->scatter) { /* a thread per block of positions, then a thread per dst element */
+        int ps = lay->param_scatter;
+        int64_t nblocks = P[ps + 3], dn = P[ps + 2];
+        bool i32 = fits_int32(lay, P, nblocks, cap_threads) && P[ps + 1] <= INT32_MAX - cap_threads &&
+                   lay->part_entries <= INT32_MAX - cap_threads;
+        if (nblocks > 0) add(plan, E_RUN, i32, grid_for(nblocks, THREADS, sm_count), THREADS, 1);
+        if (dn > 0) add(plan, E_ROW, i32, grid_for(dn, THREADS, sm_count), THREADS, 1);
+        return;
+    }
     switch (lay->strategy) {
     case CG_ELEMENTWISE: {
         int64_t T = product(lay, P, 0, lay->ndim);
@@ -688,12 +697,55 @@ static void cuda_scan(cg_emitter *e) {
     }
 }
 
+/* A scatter kernel (plan_scatter.c): run, a thread per block of positions
+ * folding them in position order into the block's partials (deterministic,
+ * no atomics; parallel only across blocks); row, a thread per dst element
+ * combining dst and the partials in block order. */
+static void cuda_scatter(cg_emitter *e) {
+    const cg_layout *lay = e->lay;
+    int inner = lay->ndim - 1, ps = lay->param_scatter;
+    cuda_open_body(e, "run");
+    cg_line(e, "const lf_idx E = (lf_idx)P[%d], BS = (lf_idx)P[%d], N = (lf_idx)P[%d], DN = (lf_idx)P[%d], NB = "
+               "(lf_idx)P[%d];",
+            lay->param_extent + inner, ps, ps + 1, ps + 2, ps + 3);
+    cg_open_block(e, "for (lf_idx blk = lf_tid; blk < NB; blk += lf_stride) {");
+    cg_line(e, "lf_partial *sp = b%d + blk * DN;", lay->part_buf);
+    cg_open_block(e, "for (lf_idx t = 0; t < DN; t++) {");
+    cg_emit_scatter_init(e, "sp[t]");
+    cg_close_block(e);
+    cg_line(e, "const lf_idx stop = N - blk * BS < BS ? N : blk * BS + BS;");
+    cg_open_block(e, "for (lf_idx at = blk * BS; at < stop; at++) {");
+    if (inner > 0) {
+        cg_line(e, "const lf_idx row = at / E, j = at - row * E;");
+        cg_unravel(e, "row", 0, inner);
+    } else {
+        cg_line(e, "const lf_idx j = at; (void)E;");
+        cg_unravel(e, "0", 0, 0);
+    }
+    cg_hoist_invariants(e, 0);
+    cg_emit_body(e, 0, "j", ACC_SCALAR, "");
+    cg_close_block(e);
+    cg_close_block(e);
+    cuda_close_body(e, "run", 1, 2);
+    cuda_open_body(e, "row");
+    cg_line(e, "const lf_idx DN = (lf_idx)P[%d], NB = (lf_idx)P[%d];", ps + 2, ps + 3);
+    cg_line(e, "const lf_partial *sp = b%d;", lay->part_buf);
+    cg_open_block(e, "for (lf_idx t = lf_tid; t < DN; t += lf_stride) {");
+    cg_emit_scatter_finish(e, "t", "NB", "DN");
+    cg_close_block(e);
+    cuda_close_body(e, "row", 1, 2);
+}
+
 void cg_emit_cuda(cg_emitter *e) {
     const cg_layout *lay = e->lay;
     cg_printf(e->t, "struct lf_args {\n    void *B[%d];\n    lf_value *R;\n    lf_partial *part;\n"
                     "    unsigned int *ticket;\n    long long P[%d];\n};\n",
               lay->nbufs > 0 ? lay->nbufs : 1, lay->nparams > 0 ? lay->nparams : 1);
     cg_printf(e->t, "#define B (a.B)\n#define P (a.P)\n#define R (a.R)\n");
+    if (e->kn->scatter) {
+        cuda_scatter(e);
+        return;
+    }
     switch (lay->strategy) {
     case CG_ELEMENTWISE: cuda_elementwise(e); break;
     case CG_REDUCE_INNER: cuda_inner(e); break;

@@ -75,6 +75,12 @@ static void collect_accesses(const fuse_schedule *s, const fuse_kernel *kn, cg_l
             else memcpy(a->strides, st->strides, sizeof a->strides);
             a->param_steps = ls[j].map.nsteps > 1 ? 0 : -1;
             a->param_iota = -1;
+            a->param_gather = -1;
+            if (ls[j].src == FUSE_SRC_GATHER) { /* x's base: a buffer, a data-dependent offset */
+                a->buf = add_buf(lay, ls[j].slot, false);
+                a->param_gather = 0;
+                if (lay->err_buf < 0) lay->err_buf = add_buf(lay, -1, true);
+            }
             if (ls[j].src == FUSE_SRC_IOTA && ls[j].node->kind == NODE_RANDOM) {
                 a->param_iota = 0; /* the seed */
             } else if (ls[j].src == FUSE_SRC_IOTA) {
@@ -96,8 +102,19 @@ static void collect_accesses(const fuse_schedule *s, const fuse_kernel *kn, cg_l
         a->buf = add_buf(lay, so->slot, true);
         a->param_steps = -1;
         a->param_iota = -1;
+        a->param_gather = -1;
         bool full = !kn->epi || so->row || kn->scan;
         memcpy(a->strides, full ? dense : kept_dense, sizeof a->strides);
+        if (kn->scatter) { /* the target over the positions, plus the index (plan_scatter.c) */
+            graph_scatter_geom gm;
+            graph_scatter_geom_of(kn->scatter, &gm);
+            memcpy(a->strides, gm.dst_strides, sizeof a->strides);
+            a->param_gather = 0;
+            if (lay->err_buf < 0) lay->err_buf = add_buf(lay, -1, true);
+            lay->part_buf = add_buf(lay, -2, true);
+            lay->part_entries = gm.nblocks * kn->scatter->numel;
+            lay->dst_buf = kn->scat_dst_slot >= 0 ? add_buf(lay, kn->scat_dst_slot, false) : -1;
+        }
     }
 }
 
@@ -147,6 +164,8 @@ void cg_layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
     const fuse_kernel *kn = &s->kernels[k];
     memset(lay, 0, sizeof *lay);
     lay->kernel = kn;
+    lay->err_buf = -1;
+    lay->part_buf = lay->dst_buf = lay->param_scatter = -1;
     collect_accesses(s, kn, lay);
 
     /* loop order: non-unit axes, kept before reduced */
@@ -232,6 +251,7 @@ void cg_layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
         cg_access *ac = &lay->access[a];
         int64_t in = lay->access[a].strides[lay->ndim - 1];
         ac->inner = in == 0 ? CG_INNER_INVARIANT : in == 1 ? CG_INNER_CONTIGUOUS : CG_INNER_STRIDED;
+        if (ac->param_gather >= 0) ac->inner = CG_INNER_STRIDED; /* never hoisted or vectorized */
         ac->param_offset = p;
         p += 1 + lay->ndim;
     }
@@ -249,11 +269,32 @@ void cg_layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
         p += 1; /* number of extra steps */
         for (int q = 1; q < m->nsteps; q++) p += 2 + 2 * m->steps[q].ndim;
     }
+    for (int a = 0; a < lay->naccess; a++) {
+        cg_access *ac = &lay->access[a];
+        if (ac->param_gather < 0) continue;
+        ac->param_gather = p;
+        p += 2; /* x's extent and stride on the gathered axis */
+    }
+    if (kn->scatter) {
+        lay->param_scatter = p;
+        p += 4; /* block, positions, DN, nblocks */
+        graph_scatter_geom gm;
+        graph_scatter_geom_of(kn->scatter, &gm);
+        lay->work = gm.nblocks;
+    }
     lay->nparams = p;
 }
 
 void cg_fill_params(const cg_layout *lay, int64_t *P) {
     for (int i = 0; i < lay->ndim; i++) P[lay->param_extent + i] = lay->extent[i];
+    if (lay->param_scatter >= 0) {
+        graph_scatter_geom gm;
+        graph_scatter_geom_of(lay->kernel->scatter, &gm);
+        P[lay->param_scatter] = gm.block;
+        P[lay->param_scatter + 1] = gm.numel;
+        P[lay->param_scatter + 2] = lay->kernel->scatter->numel;
+        P[lay->param_scatter + 3] = gm.nblocks;
+    }
     P[lay->param_count] = lay->count;
     P[lay->param_full_block] = lay->full_block;
     for (int a = 0; a < lay->naccess; a++) {
@@ -272,6 +313,15 @@ void cg_fill_params(const cg_layout *lay, int64_t *P) {
                 memcpy(&P[ac->param_iota], &st0, sizeof st0);
                 memcpy(&P[ac->param_iota + 1], &sp, sizeof sp);
             }
+        }
+        if (ac->param_gather >= 0 && ac->load) {
+            P[ac->param_gather] = ac->load->gextent;
+            P[ac->param_gather + 1] = ac->load->gstride;
+        } else if (ac->param_gather >= 0) { /* a scatter's store */
+            graph_scatter_geom gm;
+            graph_scatter_geom_of(lay->kernel->scatter, &gm);
+            P[ac->param_gather] = gm.dst_extent;
+            P[ac->param_gather + 1] = gm.dst_axis_stride;
         }
         if (ac->param_steps < 0) continue;
         const fuse_map *m = &ac->load->map;

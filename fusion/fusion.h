@@ -83,9 +83,14 @@ typedef enum fuse_src {
     FUSE_SRC_IOTA,  /* computed from its element index, never stored: start +
                        i*step of an iota node, or Philox of a random node (the
                        node's kind says which) */
-    FUSE_SRC_ACC    /* a finished reduction of this kernel (reds[red]) for the
+    FUSE_SRC_ACC,   /* a finished reduction of this kernel (reds[red]) for the
                        current output element; no map. Epilogue, row pass,
                        and passes after the reduction's own */
+    FUSE_SRC_GATHER /* a gather node's element: slot (x's) at map (x's element
+                       with the gathered coordinate 0) plus the index times
+                       gstride, the index being the value of load gidx of the
+                       same fn (idx's slot), wrapped; out of range: the value
+                       is 0 and the kernel flags an index error (plan_gather.c) */
 } fuse_src;
 
 typedef struct fuse_load {
@@ -96,6 +101,9 @@ typedef struct fuse_load {
     lf_dtype dtype;                /* element type = the fn parameter's dtype */
     fuse_map map;                  /* loop multi-index -> element (SLOT, IOTA) */
     int red;                       /* FUSE_SRC_ACC: index into the kernel's reds */
+    int gidx;                      /* FUSE_SRC_GATHER only: the index load (same fn) */
+    int64_t gextent, gstride;      /* FUSE_SRC_GATHER: x's extent and dense stride
+                                      on the gathered axis */
 } fuse_load;
 
 typedef struct fuse_store {
@@ -188,6 +196,14 @@ typedef struct fuse_kernel {
        stores are over the whole space. One pass, no row pass. */
     bool scan;                     /* this is a scan kernel */
     bool scan_exclusive;           /* the value before the element's fold */
+    /* scatter kernels only (plan_scatter.c): an elementwise kernel over the
+       scatter's positions S whose one store (the values, in dst's dtype) is
+       combined into its slot at the target of each position, in the order of
+       lazyfuse.h (graph_scatter_geom: blocks, then dst (+) partials) */
+    const lf_node *scatter;        /* the scatter node, else NULL */
+    int scat_idx_expr;             /* body expression of the index */
+    int scat_dst_slot;             /* slot of dst, or -1: dst is a constant */
+    lf_scalar scat_dst_value;      /* that constant (dst's dtype) */
 } fuse_kernel;
 
 typedef enum fuse_slot_kind {
@@ -247,6 +263,16 @@ int64_t fuse_map_apply(const fuse_map *m, const int64_t *idx);
 const fuse_load *fuse_kernel_fn_loads(const fuse_kernel *kn, int f, int *n, int64_t *iters);
 /* Prints a one-line-per-kernel summary of s (LF_DEBUG=fusion). */
 void fuse_schedule_print(const fuse_schedule *s, FILE *fp);
+
+/* ==== plan_gather.c: gather loads ======================================== */
+
+/* Whether kernel kn has a gather load (it may flag an index error). */
+bool fuse_kernel_checks_index(const fuse_kernel *kn);
+/* After kernel k of s flagged an index error: finds the first bad index of
+ * its gather nodes (lowest node id, then lowest position) in the host
+ * arrays data[slot] and records the message (graph_gather_check). Returns
+ * LF_ERR_INDEX. */
+lf_status fuse_report_index_error(const fuse_schedule *s, int k, void *const *data);
 
 /* ==== interp.c: the schedule interpreter ================================= */
 

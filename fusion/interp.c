@@ -46,16 +46,35 @@ static lf_scalar iota_value(const lf_node *n, int64_t i) {
     return graph_scalar_convert(v, LF_F64, n->dtype);
 }
 
+/* A gather load met an index out of range in the running kernel. */
+static _Thread_local bool index_bad;
+
 static void load_all(const fuse_load *ls, int n, void *const *data, const int64_t *idx,
                      lf_scalar *args) {
     for (int j = 0; j < n; j++) {
         const fuse_load *l = &ls[j];
-        if (l->src == FUSE_SRC_ACC) continue; /* set by the caller */
+        if (l->src == FUSE_SRC_ACC || l->src == FUSE_SRC_GATHER) continue; /* caller; below */
+        if (l->src == FUSE_SRC_SLOT && !data[l->slot]) { /* empty: only a gather's base reads it */
+            args[j].i = 0;
+            continue;
+        }
         int64_t e = fuse_map_apply(&l->map, idx);
         if (l->src == FUSE_SRC_IOTA)
             args[j] = l->node->kind == NODE_RANDOM ? graph_random_value(l->node, e) : iota_value(l->node, e);
         else
             args[j] = graph_scalar_load(data[l->slot], l->dtype, e);
+    }
+    for (int j = 0; j < n; j++) { /* gathers: their index loads are read above */
+        const fuse_load *l = &ls[j];
+        if (l->src != FUSE_SRC_GATHER) continue;
+        int64_t t = graph_gather_wrap(args[l->gidx].i, l->gextent);
+        if (t < 0) {
+            index_bad = true;
+            args[j].i = 0;
+            args[j] = graph_scalar_convert(args[j], LF_I64, l->dtype);
+            continue;
+        }
+        args[j] = graph_scalar_load(data[l->slot], l->dtype, fuse_map_apply(&l->map, idx) + t * l->gstride);
     }
 }
 
@@ -98,6 +117,63 @@ static void run_elementwise(const fuse_schedule *s, const fuse_kernel *kn, void 
         store_all(s, kn, data, vals, i, false);
         next_index(kn->ndim, ax, kn->shape, idx);
     }
+}
+
+/* A scatter kernel: the body at every position, its value combined into
+ * the store's slot at the target in the order of lazyfuse.h (as
+ * graph_eval_scatter: blocks into partials, then dst (+) partials). */
+static lf_status run_scatter(const fuse_schedule *s, const fuse_kernel *kn, void *const *data, lf_scalar *vals) {
+    const lf_node *n = kn->scatter;
+    graph_scatter_geom gm;
+    graph_scatter_geom_of(n, &gm);
+    lf_scatter_op op = n->u.scatter.op;
+    lf_dtype t = n->dtype, params[LF_MAX_ARGS];
+    lf_scalar args[LF_MAX_ARGS];
+    int ax[LF_MAX_DIMS];
+    int64_t idx[LF_MAX_DIMS] = {0}, dn = n->numel;
+    void *out = data[kn->stores[0].slot];
+    lf_scalar *part = graph_malloc((size_t)(dn ? dn : 1) * sizeof *part);
+    bool *set = graph_calloc((size_t)(dn ? dn : 1), sizeof *set);
+    if (!part || !set) {
+        graph_free(part);
+        graph_free(set);
+        return graph_error(s->graph->ctx, LF_ERR_NOMEM, "eval: out of memory running the fused schedule");
+    }
+    for (int64_t j = 0; j < dn; j++)
+        graph_scalar_store(out, t, j, kn->scat_dst_slot >= 0 ? graph_scalar_load(data[kn->scat_dst_slot], t, j) : kn->scat_dst_value);
+    load_dtypes(kn->loads, kn->nloads, params);
+    for (int d = 0; d < kn->ndim; d++) ax[d] = d;
+    for (int64_t b = 0; b < gm.nblocks; b++) {
+        lf_scalar id = graph_scatter_identity(op, t);
+        for (int64_t j = 0; j < dn; j++) part[j] = id, set[j] = false;
+        int64_t hi = (b + 1) * gm.block < gm.numel ? (b + 1) * gm.block : gm.numel;
+        for (int64_t i = b * gm.block; i < hi; i++) {
+            load_all(kn->loads, kn->nloads, data, idx, args);
+            graph_fn_eval(kn->body, params, kn->body_etype, kn->body_ctype, args, vals);
+            int64_t te = 0;
+            for (int d = 0; d < gm.ndim; d++) te += idx[d] * gm.dst_strides[d];
+            int64_t w = graph_gather_wrap(vals[kn->scat_idx_expr].i, gm.dst_extent);
+            next_index(kn->ndim, ax, kn->shape, idx);
+            if (w < 0) {
+                index_bad = true;
+                continue;
+            }
+            te += w * gm.dst_axis_stride;
+            lf_scalar v = vals[kn->stores[0].expr];
+            part[te] = op == LF_SCATTER_SET ? v : graph_scatter_combine(op, t, part[te], v);
+            set[te] = true;
+        }
+        for (int64_t j = 0; j < dn; j++) {
+            if (op == LF_SCATTER_SET) {
+                if (set[j]) graph_scalar_store(out, t, j, part[j]);
+            } else {
+                graph_scalar_store(out, t, j, graph_scatter_combine(op, t, graph_scalar_load(out, t, j), part[j]));
+            }
+        }
+    }
+    graph_free(part);
+    graph_free(set);
+    return LF_OK;
 }
 
 /* Sets the ACC arguments of loads ls from the finished results res. */
@@ -252,9 +328,17 @@ lf_status fuse_interpret(const fuse_schedule *s, void **results) {
     }
     for (int k = 0; k < s->nkernels; k++) {
         const fuse_kernel *kn = &s->kernels[k];
-        if (kn->scan) run_scan(s, kn, data, vals);
-        else if (kn->epi) run_reduce(s, kn, data, vals);
+        index_bad = false;
+        if (kn->scan) {
+            run_scan(s, kn, data, vals);
+        } else if (kn->scatter) {
+            if ((st = run_scatter(s, kn, data, vals)) != LF_OK) goto fail;
+        } else if (kn->epi) run_reduce(s, kn, data, vals);
         else run_elementwise(s, kn, data, vals);
+        if (index_bad) {
+            st = fuse_report_index_error(s, k, data);
+            goto fail;
+        }
     }
     /* an output evaluated twice: the later copies take the first's value */
     for (int i = 0; i < s->nouts; i++) {
@@ -264,6 +348,7 @@ lf_status fuse_interpret(const fuse_schedule *s, void **results) {
     goto done;
 nomem:
     st = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory running the fused schedule");
+fail:
     for (int i = 0; i < s->nouts; i++) {
         graph_free(results[i]);
         results[i] = NULL;

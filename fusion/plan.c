@@ -90,7 +90,24 @@
     is flat (0.24 ms), 500 leaves room for costlier bodies, and one stored
     temporary per 500 ops costs nothing next to the arithmetic. One node
     whose own fn has more than the cap is a kernel of its own, unsplit.
-  Fusion off. Every needed node except inputs, views and constants (values,
+  Gather (plan_gather.c). A gather x[idx] is a load whose index is data:
+ *     never a root unless an output or marked (or fusion is off), each use
+ *     a FUSE_SRC_GATHER load in the consumer's fn, so the gather's
+ *     consumers fuse around it (exp(x[idx]) * w is one kernel). x must be
+ *     in memory (an input or a root: its positions are data), and so must
+ *     idx (a load's value cannot depend on the fn it feeds, so an index
+ *     computed by a map is stored first and read as a load: not fused,
+ *     for that reason). A gather some use of which does not visit all of
+ *     its elements (a slice) is made a root, so every index is checked.
+ *     Out-of-range indices raise the kernel's error flag (no out-of-bounds
+ *     read; the value is 0) and fail the eval (LF_ERR_INDEX).
+ *   Scatter (plan_scatter.c). A scatter (and bincount) is a store whose
+ *     index is data: always a root, a kernel of its own over the positions
+ *     that nothing joins (its store is a combine into partials, then dst),
+ *     with the producers of idx and values inlined (map -> scatter: a
+ *     histogram of floor(x*256) is one kernel reading x once). dst is a
+ *     slot or a constant (bincount's zeros: a literal, no kernel).
+ *   Fusion off. Every needed node except inputs, views and constants (values,
  *     not ops: a literal in the kernels that use them) is a root: one
  *     kernel per op with full temporaries (the unfused baseline).
  *
@@ -161,6 +178,7 @@ lf_status fuse_nomem(planner *p) {
 bool fuse_is_leaf(const planner *p, const lf_node *n, int k) {
     if (n->kind == NODE_INPUT || n->kind == NODE_CONST || n->kind == NODE_IOTA || n->kind == NODE_RANDOM)
         return true;
+    if (n->kind == NODE_GATHER) return true; /* a load (plan_gather.c) */
     return p->root[n->id] && n->id != k;
 }
 /* ---- the planner ----------------------------------------------------------------------------------- */
@@ -274,12 +292,15 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
             for (int e = 0; e < f->nexprs; e++) c += f->exprs[e].kind == EXPR_OP || f->exprs[e].kind == EXPR_CAST;
             p->fnops[id] = c ? c : 1;
         }
+    fuse_gather_fixed_roots(p);
+    fuse_scatter_fixed_roots(p);
     /* rounds: instances, kernels (merges), shared expensive nodes, splits */
     for (;;) {
         lf_status st;
         if (p->fusion) fuse_compute_costs(p);
         if ((st = fuse_find_instances(p)) != LF_OK) return st;
         if ((st = fuse_plan_merges(p)) != LF_OK) return st;
+        if (p->fusion && fuse_gather_roots(p)) continue;
         if (p->fusion) {
             int added = fuse_add_shared_roots(p);
             if (added < 0) return fuse_nomem(p);

@@ -237,5 +237,31 @@ uint32_t fuse_fold_mask(const lf_node *n);
 /* Whether root e may join unit u as an epilogue or pass under the scan
  * rules: a scan unit takes only epilogues, a scan joins nothing. */
 bool fuse_scan_allows(const planner *p, int e, const struct unit *u, role r);
+/* The instance of n in kernel k at map m, made if new (plan_vertical.c's
+ * add_inst, for the rule families in files of their own). */
+inst *fuse_add_inst(planner *p, const lf_node *n, int k, const fuse_map *m);
+
+/* ---- plan_gather.c ---- */
+/* x and idx of every needed gather become roots unless they are inputs. */
+void fuse_gather_fixed_roots(planner *p);
+/* Makes roots of the gathers some use of which does not visit every
+ * element (so that every index is checked). Returns how many. */
+int fuse_gather_roots(planner *p);
+/* A gather instance's inputs: x at the base map and idx at its map (both
+ * leaves), into i->in[0], i->in[1]. false when out of memory. */
+bool fuse_gather_instances(planner *p, inst *i);
+/* Fills the FUSE_SRC_GATHER load ld for pload l among an fn's loads
+ * (slot, map, gidx, gextent, gstride). false when out of memory. */
+bool fuse_gather_load(planner *p, const pload *loads, int nloads, const pload *l, fuse_load *ld);
+
+/* ---- plan_scatter.c ---- */
+/* dst of every needed scatter becomes a root unless it is an input or a
+ * constant; every scatter is a root. */
+void fuse_scatter_fixed_roots(planner *p);
+/* A scatter's own instance: idx and values at the positions' maps, dst at
+ * its base map, into i->in[1], i->in[2], i->in[0]. false when out of memory. */
+bool fuse_scatter_instances(planner *p, inst *i);
+/* The scatter kernel's space and fields, after its body is built. */
+void fuse_scatter_kernel(planner *p, int k, fuse_kernel *kn);
 
 #endif /* LF_FUSION_PLAN_H */

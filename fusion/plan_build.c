@@ -72,6 +72,16 @@ static bool emit_inst(planner *p, lf_fn *f, const kbuild *kb, inst *i, int grp) 
     case NODE_VIEW: i->expr = i->in[0]->expr; return true;
     case NODE_REDUCE: return true; /* the seed of a reduction kernel: folded, not emitted */
     case NODE_SCAN: return true;   /* the seed of a scan kernel, likewise */
+    case NODE_SCATTER: { /* its own kernel: the values in dst's dtype (plan_scatter.c) */
+        if (n->inputs[2]->dtype == n->dtype) {
+            i->expr = i->in[2]->expr;
+            return true;
+        }
+        fn_expr c = graph_fn_blank_expr(EXPR_CAST);
+        c.cast_to = n->dtype;
+        c.arg[0] = i->in[2]->expr;
+        return (i->expr = graph_fn_add(f, &c)) >= 0;
+    }
     case NODE_MAP: break;
     default: return false;
     }
@@ -136,6 +146,10 @@ static lf_fn *start_fn(planner *p, fuse_schedule *s, const kbuild *kb, fuse_load
         ld->node = l->node;
         ld->dtype = l->node->dtype;
         ld->slot = l->src == FUSE_SRC_SLOT ? p->slot_of[l->node->id] : -1;
+        if (l->src == FUSE_SRC_GATHER) {
+            if (!fuse_gather_load(p, kb->loads, kb->nloads, l, ld)) return NULL;
+            continue;
+        }
         if (l->src != FUSE_SRC_ACC && !map_keep(&ld->map, l->map)) return NULL;
     }
     return f;
@@ -339,6 +353,7 @@ lf_status fuse_build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *kn
         kn->body = body.fn, kn->loads = body.loads, kn->nloads = body.nloads;
         kn->body_etype = body.etype, kn->body_ctype = body.ctype;
         kn->passes[0] = body;
+        if (st == LF_OK && rn->kind == NODE_SCATTER) fuse_scatter_kernel(p, k, kn);
         return st;
     }
     kn->redmask = fuse_fold_mask(rn);
@@ -428,7 +443,7 @@ lf_status fuse_plan_memory(planner *p, fuse_schedule *s) {
             int n;
             const fuse_load *ls = fuse_kernel_fn_loads(kn, f, &n, NULL);
             for (int j = 0; j < n; j++)
-                if (ls[j].src == FUSE_SRC_SLOT) s->slots[ls[j].slot].last_use = k;
+                if (ls[j].src == FUSE_SRC_SLOT || ls[j].src == FUSE_SRC_GATHER) s->slots[ls[j].slot].last_use = k;
         }
     }
     int ntemp = 0;
@@ -485,7 +500,7 @@ lf_status fuse_plan_traffic(planner *p, fuse_schedule *s) {
             int64_t iters;
             const fuse_load *ls = fuse_kernel_fn_loads(kn, f, &n, &iters);
             for (int j = 0; j < n; j++) {
-                if (ls[j].src != FUSE_SRC_SLOT) continue;
+                if (ls[j].src != FUSE_SRC_SLOT && ls[j].src != FUSE_SRC_GATHER) continue;
                 int sl = ls[j].slot;
                 size_t want = (size_t)iters * lf_dtype_size(s->slots[sl].dtype);
                 if (want > s->slots[sl].bytes) want = s->slots[sl].bytes;
@@ -514,7 +529,7 @@ void fuse_schedule_stats(const fuse_schedule *s, lf_eval_stats *st) {
 }
 
 static void print_loads(FILE *fp, const char *what, const fuse_load *ls, int n) {
-    static const char *const src[] = {"slot", "iota", "acc"};
+    static const char *const src[] = {"slot", "iota", "acc", "gather"};
     fprintf(fp, "; %s", what);
     for (int j = 0; j < n; j++) {
         if (ls[j].src == FUSE_SRC_ACC) fprintf(fp, " acc%d", ls[j].red);

@@ -382,6 +382,13 @@ lf_status fuse_plan_merges(planner *p) {
         const lf_node *en = p->g->nodes[e];
         if (!p->needed[e] || !p->root[e]) continue;
         int joined;
+        if (en->kind == NODE_SCATTER) { /* a kernel of its own that nothing joins (plan_scatter.c) */
+            unit *u = start_unit(p, e, &tail);
+            if (!u) return fuse_nomem(p);
+            if (!u->parked && !u->closed) unlink_open(p, u);
+            u->closed = true;
+            continue;
+        }
         if (en->kind == NODE_SCAN) joined = 0; /* plan_scan.c: a kernel of its own */
         else if (en->kind == NODE_REDUCE) joined = join_reduce(p, e);
         else if ((joined = join_epilogue(p, e)) == 0) joined = join_space(p, e);

@@ -60,6 +60,8 @@ static inst *add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) {
     return i;
 }
 
+inst *fuse_add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) { return add_inst(p, n, k, m); }
+
 /* Takes back every instance made since node top was processed (they are
  * the newest), so that nodes top..0 can be processed again. */
 static void rewind_instances(planner *p, int top) {
@@ -142,6 +144,14 @@ lf_status fuse_find_instances(planner *p) {
             if (!m || !add_inst(p, n, id, m)) return fuse_nomem(p);
         }
         for (inst *i = p->first[id]; i; i = i->next_node) {
+            if (n->kind == NODE_GATHER && !(p->root[id] && id != i->kernel)) { /* plan_gather.c */
+                if (!fuse_gather_instances(p, i)) return fuse_nomem(p);
+                continue;
+            }
+            if (n->kind == NODE_SCATTER && id == i->kernel) { /* its own kernel: plan_scatter.c */
+                if (!fuse_scatter_instances(p, i)) return fuse_nomem(p);
+                continue;
+            }
             if (fuse_is_leaf(p, n, i->kernel)) continue;
             if (n->kind == NODE_VIEW) {
                 fuse_step st = fuse_make_step(n->ndim, n->shape, n->u.view.offset, n->u.view.strides);
@@ -303,6 +313,9 @@ bool fuse_leaf_load(const planner *p, const inst *i, int grp, pload *out) {
         out->map = NULL;
     } else if (p->root[n->id] && n->id != i->kernel) {
         out->src = FUSE_SRC_SLOT;
+        out->key = n;
+    } else if (n->kind == NODE_GATHER) { /* a gather used in place (plan_gather.c) */
+        out->src = FUSE_SRC_GATHER;
         out->key = n;
     } else { /* NODE_IOTA or NODE_RANDOM computed in place */
         out->src = FUSE_SRC_IOTA;

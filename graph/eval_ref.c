@@ -223,6 +223,8 @@ lf_status graph_eval_reference(lf_graph *g, int n, lf_node *const *outs, void **
                 st = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory in reduction %d", id);
             break;
         case NODE_SCAN: eval_scan(node, ins[0], out); break;
+        case NODE_GATHER: st = graph_eval_gather(node, ins[0], ins[1], out); break;
+        case NODE_SCATTER: st = graph_eval_scatter(node, ins[0], ins[1], ins[2], out); break;
         case NODE_INPUT: break;
         }
         /* free inputs whose last consumer this was */

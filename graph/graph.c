@@ -286,6 +286,25 @@ lf_node *lf_random(lf_graph *g, lf_dtype t, lf_random_dist dist, int ndim, const
     return n;
 }
 
+/* A gather node (graph/gather.c checks the arguments and computes the shape). */
+lf_node *graph_new_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx, int ndim, const int64_t *shape) {
+    lf_node *in[2] = {x, idx};
+    lf_node *n = new_node(g, "gather", NODE_GATHER, x->dtype, ndim, shape, 2, in);
+    if (n) n->u.gather.axis = axis;
+    return n;
+}
+
+/* A scatter node (graph/scatter.c checks the arguments). */
+lf_node *graph_new_scatter(lf_graph *g, lf_scatter_op op, lf_node *dst, int axis, lf_node *idx, lf_node *values) {
+    lf_node *in[3] = {dst, idx, values};
+    lf_node *n = new_node(g, "scatter", NODE_SCATTER, dst->dtype, dst->ndim, dst->shape, 3, in);
+    if (n) {
+        n->u.scatter.axis = axis;
+        n->u.scatter.op = op;
+    }
+    return n;
+}
+
 /* ---- views ---------------------------------------------------------------------------- */
 
 static lf_node *new_view(lf_graph *g, const char *what, view_kind op, lf_node *x, int ndim,

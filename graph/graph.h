@@ -300,7 +300,10 @@ typedef enum node_kind {
     NODE_VIEW,    /* strided read of its input's dense layout */
     NODE_MAP,     /* fn applied elementwise to broadcast inputs */
     NODE_REDUCE,  /* reduction over a set of axes */
-    NODE_SCAN     /* prefix combine along one axis (lf_scan) */
+    NODE_SCAN,    /* prefix combine along one axis (lf_scan) */
+    NODE_GATHER,  /* inputs[0] (x) read at inputs[1] (idx) along an axis */
+    NODE_SCATTER  /* inputs[0] (dst) with inputs[2] (values) combined in at
+                     inputs[1] (idx) along an axis */
 } node_kind;
 
 typedef enum view_kind {
@@ -350,6 +353,13 @@ struct lf_node {
             int axis;                   /* the scanned axis (0..ndim-1) */
             bool exclusive;             /* element i combines 0..i-1 */
         } scan;
+        struct {
+            int axis;                   /* NODE_GATHER: x's axis idx replaces */
+        } gather;
+        struct {
+            int axis;                   /* NODE_SCATTER: dst's axis idx names */
+            lf_scatter_op op;           /* how values combine */
+        } scatter;
     } u;
 };
 
@@ -394,6 +404,62 @@ bool graph_check_args(lf_graph *g, const char *what, int n, lf_node *const *node
 lf_status graph_check_outputs(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts);
 /* Frees every graph resource (used by lf_graph_free and lf_ctx_destroy). */
 void graph_destroy(lf_graph *g);
+
+/* ---- gather: shared by every evaluator (graph.c) ----
+ * Gather node n's geometry, for a position of n's output (row-major over
+ * n's shape): idx's element is sum pos[d] * idx_strides[d], x's element is
+ * sum pos[d] * x_strides[d] (0 on the axis and on broadcast axes) plus the
+ * index (wrapped) times x_axis_stride; x_extent is x's extent on the axis. */
+typedef struct graph_gather_geom {
+    int64_t idx_strides[LF_MAX_DIMS];
+    int64_t x_strides[LF_MAX_DIMS];
+    int64_t x_axis_stride;
+    int64_t x_extent;
+} graph_gather_geom;
+/* Makes gather node (graph.c; lf_gather checked the arguments). */
+lf_node *graph_new_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx, int ndim, const int64_t *shape);
+void graph_gather_geom_of(const lf_node *n, graph_gather_geom *gm);
+/* The index v wrapped as NumPy does (v < 0 counts from the end) into
+ * 0..extent-1, or -1 when it is out of range. */
+static inline int64_t graph_gather_wrap(int64_t v, int64_t extent) {
+    if (v < 0) v += extent;
+    return v >= 0 && v < extent ? v : -1;
+}
+/* The first (lowest row-major position) out-of-range index of gather n
+ * given idx's dense values: records "gather n<ID>: index V out of range for
+ * axis A of size N at position [..]" on g with LF_ERR_INDEX (graph_error on
+ * g's context) and returns LF_ERR_INDEX, or LF_OK when all are in range. */
+lf_status graph_gather_check(const lf_node *n, const void *idx);
+/* The reference evaluation of gather n from dense x and idx into out
+ * (graph_gather_check first: on an error nothing is written). */
+lf_status graph_eval_gather(const lf_node *n, const void *x, const void *idx, void *out);
+
+/* ---- scatter: shared by every evaluator (scatter.c) ----
+ * The positions S of scatter node n (shape in ndim/shape), and for a
+ * position pos: idx's element sum pos[d] * idx_strides[d], values' sum
+ * pos[d] * val_strides[d], the target sum pos[d] * dst_strides[d] (0 on the
+ * axis) plus the wrapped index times dst_axis_stride. */
+typedef struct graph_scatter_geom {
+    int ndim;
+    int64_t shape[LF_MAX_DIMS];
+    int64_t numel;
+    int64_t idx_strides[LF_MAX_DIMS], val_strides[LF_MAX_DIMS], dst_strides[LF_MAX_DIMS];
+    int64_t dst_axis_stride, dst_extent;
+    int64_t block;                 /* positions per block (the order of lazyfuse.h) */
+    int64_t nblocks;               /* ceil(numel / block), 0 when numel is 0 */
+} graph_scatter_geom;
+void graph_scatter_geom_of(const lf_node *n, graph_scatter_geom *gm);
+/* Makes scatter node (graph.c; lf_scatter checked the arguments). */
+lf_node *graph_new_scatter(lf_graph *g, lf_scatter_op op, lf_node *dst, int axis, lf_node *idx, lf_node *values);
+/* The identity of op in dtype t, and a (+) b in dtype t (lazyfuse.h's order). */
+lf_scalar graph_scatter_identity(lf_scatter_op op, lf_dtype t);
+lf_scalar graph_scatter_combine(lf_scatter_op op, lf_dtype t, lf_scalar a, lf_scalar b);
+/* The reference evaluation from dense dst, idx and values: the index check
+ * (LF_ERR_INDEX naming the lowest bad position), then the blocked order.
+ * LF_ERR_NOMEM for the partial. */
+lf_status graph_eval_scatter(const lf_node *n, const void *dst, const void *idx, const void *values, void *out);
+/* The index check alone (used after a kernel raised its flag). */
+lf_status graph_scatter_check(const lf_node *n, const void *idx);
 
 /* ==== dot.c: Graphviz DOT of the graph ===================================== */
 

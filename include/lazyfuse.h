@@ -129,7 +129,9 @@ typedef enum lf_status {
     LF_ERR_PARSE,       /* expression string does not parse */
     LF_ERR_NOMEM,       /* allocation failed */
     LF_ERR_BACKEND,     /* backend not available or failed */
-    LF_ERR_STATE        /* handle used with the wrong context or graph */
+    LF_ERR_STATE,       /* handle used with the wrong context or graph */
+    LF_ERR_INDEX        /* lf_eval: a gather index out of range (the message names
+                           the node, the first position and the value) */
 } lf_status;
 
 typedef struct lf_ctx lf_ctx;       /* context: backend, options, last error */
@@ -423,6 +425,81 @@ typedef enum lf_random_dist {
 } lf_random_dist;
 LF_API lf_node *lf_random(lf_graph *g, lf_dtype t, lf_random_dist dist, int ndim, const int64_t *shape,
                           uint64_t seed);
+
+/* ---- gather (an index that is data) ------------------------------------ */
+
+/* NumPy's take_along_axis: out[..., i, ...] = x[..., idx[..., i, ...], ...]
+ * with the index replacing x's coordinate on `axis` (-ndim .. ndim-1). idx
+ * is an i32 or i64 node of x's rank that broadcasts against x on every axis
+ * but `axis`; the output has idx's extent on `axis`, the broadcast extent
+ * elsewhere, and x's dtype. A 1-d x takes any-shaped idx (NumPy's take:
+ * out has idx's shape). Negative indices count from the end, as in NumPy.
+ * An index still out of range makes lf_eval fail with LF_ERR_INDEX and the
+ * message "gather n<ID>: index V out of range for axis A of size N at
+ * position [i,j,...]" naming the lowest row-major position of the gather's
+ * output whose index is bad (whatever the thread count); no output buffer
+ * is changed. Every index of a gather node is checked, also where a view
+ * reads only part of it.
+ * Errors: axis out of range (LF_ERR_AXIS), idx not i32/i64 (LF_ERR_DTYPE),
+ * ranks differ (x not 1-d) or shapes that do not broadcast (LF_ERR_SHAPE).
+ * Fusion: the index's producers run in their own kernel (a stored index),
+ * x is read from a buffer (an input or a materialized node: its positions
+ * are data), and the gather's consumers read it in registers
+ * (exp(x[idx]) * w is one kernel). */
+LF_API lf_node *lf_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx);
+
+/* ---- scatter and bincount (a store whose index is data) ---------------- */
+
+/* How lf_scatter combines a value into its destination element. */
+typedef enum lf_scatter_op {
+    LF_SCATTER_SET,  /* the value at the highest position wins */
+    LF_SCATTER_ADD,
+    LF_SCATTER_MIN,  /* NaN propagates */
+    LF_SCATTER_MAX,  /* NaN propagates */
+    LF_SCATTER_PROD
+} lf_scatter_op;
+/* A new array: dst (unchanged itself) with values combined in at positions
+ * idx along axis: NumPy's put_along_axis for SET, np.add.at and friends for
+ * the others. The positions are S: dst's shape with the axis extent taken
+ * from idx and values broadcast together (idx and values must broadcast to
+ * S; idx has dst's rank); a 1-d dst takes any-shaped idx and values that
+ * broadcast together (np.add.at(dst, idx, values)). Position p writes dst's
+ * element at p with the axis coordinate replaced by idx[p] (negative
+ * indices count from the end); values are converted to dst's dtype first
+ * and the result has dst's dtype and shape. Out-of-range indices fail
+ * lf_eval with LF_ERR_INDEX, "scatter n<ID>: index V out of range for axis
+ * A of size N at position [..]" (the lowest position of S), outputs
+ * untouched.
+ * Order (results never depend on threads or timing, every backend is
+ * bit-identical to the reference): SET takes the value of the highest
+ * row-major position of S that names the element (dst's value if none).
+ * ADD, PROD, MIN, MAX: S's positions, row-major, are cut into blocks of
+ * LF_SCATTER_BLOCK positions when dst has at most LF_SCATTER_SMALL elements
+ * (histograms), else form one block; each block folds its values per
+ * destination element in position order into a partial that starts at the
+ * identity (-0.0 or 0, 1, +inf or the largest integer, -inf or the
+ * smallest), in dst's dtype (floats round at every step, integers wrap);
+ * then out = ((dst (+) part_0) (+) part_1) ... in block order. MIN and MAX
+ * return NaN when either side is NaN. dst's dtype must not be bool for ADD
+ * and PROD (LF_ERR_DTYPE). The CPU backend runs the blocks on its threads
+ * (each into its own partials) and then dst's elements; CUDA gives each
+ * block of positions one thread (no atomics; its parallelism is the number
+ * of blocks, so a scatter into a large dst is one sequential thread there)
+ * and then a thread per element of dst.
+ * Fusion: the producers of idx and values are computed in the scatter's
+ * kernel (a histogram of floor(x*256) reads x once, one kernel); dst is read
+ * from a buffer (an input or a stored node) or is a constant fill. */
+#define LF_SCATTER_BLOCK 65536
+#define LF_SCATTER_SMALL 4096
+LF_API lf_node *lf_scatter(lf_graph *g, lf_scatter_op op, lf_node *dst, int axis, lf_node *idx,
+                           lf_node *values);
+/* Counts (weights NULL: i64) or sums of weights (the weights' dtype; bool
+ * weights count as i64) per index value in 0 .. nbins-1: a scatter ADD of
+ * weights (or 1) into zeros(nbins) along axis 0 (np.bincount with
+ * minlength = nbins; indices as lf_scatter's, so out of range is
+ * LF_ERR_INDEX at eval). weights must broadcast against idx. nbins < 0 is
+ * LF_ERR_SHAPE. */
+LF_API lf_node *lf_bincount(lf_graph *g, lf_node *idx, lf_node *weights, int64_t nbins);
 
 /* ---- views (no data is copied; they become index arithmetic) ------------ */
 

@@ -344,6 +344,67 @@ static lf_node *pick_sibling(gen *G, const lf_node *o) {
     return pick(G);
 }
 
+/* A gather of a pool node along a random axis with in-range indices (some
+ * negative), idx broadcast on some axes; a 1-d x takes a 1-d or 2-d idx. */
+static lf_node *gen_gather(gen *G) {
+    lf_graph *g = G->g;
+    lf_node *x = pick(G);
+    for (int t = 0; t < 6 && x->ndim == 0; t++) x = pick(G);
+    if (x->ndim == 0) x = lf_reshape(g, x, 1, (int64_t[]){1});
+    int axis = rint_(&G->r, 0, x->ndim - 1);
+    int64_t e = x->shape[axis], ishape[LF_MAX_DIMS];
+    int indim = x->ndim;
+    if (x->ndim == 1) {
+        indim = rint_(&G->r, 1, 2);
+        for (int d = 0; d < indim; d++) ishape[d] = rint_(&G->r, 0, 5);
+    } else {
+        for (int d = 0; d < indim; d++) ishape[d] = d == axis ? rint_(&G->r, 0, 5) : chance(&G->r, 30) ? 1 : x->shape[d];
+    }
+    if (e == 0) ishape[x->ndim == 1 ? 0 : axis] = 0; /* nothing to index: an empty gather */
+    lf_dtype it = chance(&G->r, 50) ? LF_I32 : LF_I64;
+    lf_node *bits = lf_random(g, it, LF_RANDOM_BITS, indim, ishape, rnext(&G->r));
+    char src[96];
+    snprintf(src, sizeof src, "(b) -> b %% %lld - %lld", (long long)(2 * (e ? e : 1)), (long long)(e ? e : 1));
+    lf_fn *f = lf_fn_parse(g, src);
+    return lf_gather(g, x, axis, lf_map(g, f, bits));
+}
+
+/* A scatter (any op) into a pool node along a random axis, in-range
+ * indices (some negative, with duplicates), random values of any dtype over
+ * the positions; a 1-d dst takes a 1-d or 2-d index. */
+static lf_node *gen_scatter(gen *G) {
+    lf_graph *g = G->g;
+    lf_node *d = pick(G);
+    for (int t = 0; t < 6 && d->ndim == 0; t++) d = pick(G);
+    if (d->ndim == 0) d = lf_reshape(g, d, 1, (int64_t[]){1});
+    int axis = rint_(&G->r, 0, d->ndim - 1);
+    int64_t e = d->shape[axis], ishape[LF_MAX_DIMS], sshape[LF_MAX_DIMS];
+    int indim = d->ndim;
+    if (d->ndim == 1) {
+        indim = rint_(&G->r, 1, 2);
+        for (int k = 0; k < indim; k++) ishape[k] = sshape[k] = rint_(&G->r, 0, 6);
+    } else {
+        for (int k = 0; k < indim; k++) {
+            sshape[k] = k == axis ? rint_(&G->r, 0, 6) : d->shape[k];
+            ishape[k] = k != axis && chance(&G->r, 30) ? 1 : sshape[k];
+        }
+    }
+    if (e == 0) ishape[d->ndim == 1 ? 0 : axis] = sshape[d->ndim == 1 ? 0 : axis] = 0;
+    lf_dtype it = chance(&G->r, 50) ? LF_I32 : LF_I64;
+    lf_node *bits = lf_random(g, it, LF_RANDOM_BITS, indim, ishape, rnext(&G->r));
+    char src[96];
+    snprintf(src, sizeof src, "(b) -> b %% %lld - %lld", (long long)(2 * (e ? e : 1)), (long long)(e ? e : 1));
+    lf_node *idx = lf_map(g, lf_fn_parse(g, src), bits);
+    lf_dtype vt = (lf_dtype)rint_(&G->r, 1, 4);
+    lf_node *val = lf_random(g, vt, vt == LF_I32 || vt == LF_I64 ? LF_RANDOM_BITS : LF_RANDOM_UNIFORM, indim, sshape,
+                             rnext(&G->r));
+    if (vt == LF_I32 || vt == LF_I64) val = lf_map(g, lf_fn_parse(g, "(v) -> v % 7 - 3"), val);
+    else if (chance(&G->r, 30)) val = lf_map(g, lf_fn_parse(g, "(v) -> v * 4 - 2"), val);
+    lf_scatter_op op = (lf_scatter_op)rint_(&G->r, 0, 4);
+    if (d->dtype == LF_BOOL && (op == LF_SCATTER_ADD || op == LF_SCATTER_PROD)) op = LF_SCATTER_MAX;
+    return lf_scatter(g, op, d, axis, idx, val);
+}
+
 /* Builds random graph i; returns the outputs in outs (1..3). */
 int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs) {
     memset(G, 0, sizeof *G);
@@ -366,9 +427,11 @@ int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs) {
                         (int64_t[]){rint_(&G->r, 1, 4)}));
     int nops = rint_(&G->r, 3, 24);
     for (int i = 0; i < nops; i++) {
-        int k = rint_(&G->r, 0, 10);
+        int k = rint_(&G->r, 0, 12);
         lf_node *x = k < 6 ? gen_elementwise(G) : k < 8 ? gen_view(G) : k < 10 ? gen_reduce(G)
-                                                                                : gen_row_pattern(G);
+                     : k < 11                          ? gen_row_pattern(G)
+                     : k < 12                          ? gen_gather(G)
+                                                       : gen_scatter(G);
         cr_assert(x != NULL, "builder failed: %s", lf_graph_errmsg(g));
         if (chance(&G->r, 4)) lf_node_materialize(g, x);
         push(G, x);

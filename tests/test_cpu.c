@@ -438,6 +438,38 @@ static void build_scan(lf_graph *g, int64_t s, void *const *h, outset *o) {
 
 Test(cpu, sizes_scan, .timeout = 600) { sweep("scan", gen_scan, build_scan); }
 
+/* (a3) gather and scatter: bit-identical to the reference at every size and
+ * thread count: take with negative indices fused into a map, take_along_axis
+ * over rows, histograms of floor(x*256) (counts and f32 weights: several
+ * blocks, the blocked order), every scatter op into a large dst (one block),
+ * SET with duplicates. */
+static void gen_gather(int64_t s, void **h) {
+    h[0] = rand_f32(s, 0, 1);
+    h[1] = rand_i32(s, -s, s - 1);
+    h[2] = rand_i32(3 * s, -3, 2);
+}
+
+static void build_gather(lf_graph *g, int64_t s, void *const *h, outset *o) {
+    if (s == 0) return;
+    lf_node *x = in_node(g, LF_F32, 1, &s, h[0]);
+    lf_node *ii = in_node(g, LF_I32, 1, &s, h[1]);
+    add_out(o, "x[idx]*2+1", lf_add(g, lf_mul(g, lf_gather(g, x, 0, ii), lf_const(g, LF_F32, 2)), lf_const(g, LF_F32, 1)), 0);
+    lf_node *x3 = lf_reshape(g, lf_broadcast_to(g, lf_expand_dims(g, x, 1), 2, (int64_t[]){s, 3}), 2, (int64_t[]){s, 3});
+    lf_node *i3 = in_node(g, LF_I32, 2, (int64_t[]){s, 3}, h[2]);
+    add_out(o, "take_along_axis rows", lf_gather(g, lf_add(g, x3, lf_const(g, LF_F32, 0)), 1, i3), 0);
+    lf_node *b = lf_cast(g, lf_map(g, lf_fn_parse(g, "(v) -> floor(v * 256)"), x), LF_I32);
+    add_out(o, "histogram", lf_bincount(g, b, NULL, 256), 0);
+    add_out(o, "weighted histogram f32", lf_bincount(g, b, x, 256), 0);
+    for (int op = 0; op <= LF_SCATTER_PROD; op++) {
+        lf_node *dst = lf_map(g, lf_fn_parse(g, "(v) -> v + 0.5"), x);
+        char what[64];
+        snprintf(what, sizeof what, "scatter op %d into [s]", op);
+        add_out(o, what, lf_scatter(g, (lf_scatter_op)op, dst, 0, ii, lf_map(g, lf_fn_parse(g, "(v) -> v * 1.25 - 0.5"), x)), 0);
+    }
+}
+
+Test(cpu, sizes_gather_scatter, .timeout = 300) { sweep("gather/scatter", gen_gather, build_gather); }
+
 /* x + 0.1*normal(seed) is one kernel that stores nothing but its output and
  * reads only x (a random load reads no memory); a new seed reuses the
  * compiled kernel (the seed is a parameter). */

@@ -295,7 +295,12 @@ static void emu_run_schedule(const fuse_schedule *s, int n, void **results, cons
         uint64_t addr[CG_MAX_BUFS];
         cr_assert(P != NULL);
         cg_fill_params(&lay, P);
-        for (int b = 0; b < lay.nbufs; b++) addr[b] = (uint64_t)(uintptr_t)data[lay.buf_slot[b]];
+        int32_t index_err = 0; /* gather loads' index-error flag (in-range indices: stays 0) */
+        cg_partial *spart = lay.part_buf >= 0 ? calloc((size_t)lay.part_entries + 1, sizeof *spart) : NULL;
+        for (int b = 0; b < lay.nbufs; b++)
+            addr[b] = lay.buf_slot[b] == -2 ? (uint64_t)(uintptr_t)spart
+                      : lay.buf_slot[b] < 0 ? (uint64_t)(uintptr_t)&index_err
+                                            : (uint64_t)(uintptr_t)data[lay.buf_slot[b]];
         cg_cuda_plan plan;
         cg_cuda_plan_kernel(&lay, P, addr, 1, &plan);
         void *scratch = plan.scratch_bytes ? calloc(1, plan.scratch_bytes) : NULL;
@@ -323,6 +328,8 @@ static void emu_run_schedule(const fuse_schedule *s, int n, void **results, cons
             const unsigned *ticket = (const unsigned *)((char *)scratch + plan.scratch_ticket);
             for (int q = 0; q < lay.kernel->npasses; q++) cr_assert_eq(ticket[q], 0u);
         }
+        cr_assert_eq(index_err, 0, "kernel %d raised the index-error flag with in-range indices", k);
+        free(spart);
         free(words);
         free(scratch);
         free(P);

@@ -296,8 +296,8 @@ Test(errors, status_and_enum_names) {
     static const char *const names[] = {
         "LF_OK", "LF_ERR_NULL", "LF_ERR_INVALID", "LF_ERR_SHAPE", "LF_ERR_AXIS",
         "LF_ERR_RANGE", "LF_ERR_DTYPE", "LF_ERR_OVERFLOW", "LF_ERR_ARITY", "LF_ERR_PARSE",
-        "LF_ERR_NOMEM", "LF_ERR_BACKEND", "LF_ERR_STATE"};
-    for (int s = 0; s <= LF_ERR_STATE; s++) cr_expect_str_eq(lf_status_name((lf_status)s), names[s]);
+        "LF_ERR_NOMEM", "LF_ERR_BACKEND", "LF_ERR_STATE", "LF_ERR_INDEX"};
+    for (int s = 0; s <= LF_ERR_INDEX; s++) cr_expect_str_eq(lf_status_name((lf_status)s), names[s]);
     cr_expect(lf_status_name((lf_status)99) != NULL);
     cr_expect(lf_status_name((lf_status)-1) != NULL);
     cr_expect_str_eq(lf_dtype_name((lf_dtype)99), "?");
@@ -1262,4 +1262,217 @@ Test(errors, scan_bad_arguments) {
     EXPECT_ERR("scan of a foreign node", gg, LF_ERR_STATE, "scan: input 0 belongs to another graph (or to a freed one)");
     cr_expect_null(lf_scan(NULL, LF_RED_SUM, y, 0, false));
     EXPECT_MSG("scan NULL graph", lf_errmsg(NULL), "scan", "NULL");
+}
+
+/* ---- gather (issue 13) ------------------------------------------------------------------ */
+
+Test(errors, gather_builder_arguments) {
+    lf_graph *g1 = fresh();
+    lf_node *x = fill(g1, LF_F32, 2, SH(3, 4)), *i = fill(g1, LF_I64, 2, SH(3, 2));
+    cr_expect_null(lf_gather(g1, x, 2, i));
+    cr_expect_eq(lf_graph_status(g1), LF_ERR_AXIS);
+    cr_expect_str_eq(lf_errmsg(ctx), "gather: axis 2 out of range for 2 dimensions");
+    lf_graph *g2 = fresh();
+    cr_expect_null(lf_gather(g2, fill(g2, LF_F32, 1, SH(3)), -2, fill(g2, LF_I32, 1, SH(2))));
+    cr_expect_str_eq(lf_errmsg(ctx), "gather: axis -2 out of range for 1 dimensions");
+    lf_graph *g3 = fresh();
+    cr_expect_null(lf_gather(g3, fill(g3, LF_F32, 1, SH(3)), 0, fill(g3, LF_F32, 1, SH(2))));
+    cr_expect_eq(lf_graph_status(g3), LF_ERR_DTYPE);
+    cr_expect_str_eq(lf_errmsg(ctx), "gather: index dtype f32 is not an integer dtype (i32 or i64)");
+    lf_graph *g4 = fresh();
+    cr_expect_null(lf_gather(g4, fill(g4, LF_F32, 2, SH(3, 4)), 1, fill(g4, LF_I32, 2, SH(2, 2))));
+    cr_expect_eq(lf_graph_status(g4), LF_ERR_SHAPE);
+    cr_expect_str_eq(lf_errmsg(ctx),
+                     "gather: index shape [2,2] does not broadcast against x [3,4] on axis 0 (axis 1 is gathered)");
+    lf_graph *g5 = fresh();
+    cr_expect_null(lf_gather(g5, fill(g5, LF_F32, 2, SH(3, 4)), 1, fill(g5, LF_I32, 1, SH(2))));
+    cr_expect_eq(lf_graph_status(g5), LF_ERR_SHAPE);
+    cr_expect_str_eq(lf_errmsg(ctx), "gather: index shape [2] has 1 dimensions, x [3,4] has 2");
+    lf_graph *g6 = fresh();
+    cr_expect_null(lf_gather(g6, fill(g6, LF_F32, 0, NULL), 0, fill(g6, LF_I32, 1, SH(2))));
+    cr_expect_eq(lf_graph_status(g6), LF_ERR_AXIS);
+    cr_expect_null(lf_gather(NULL, x, 0, i));
+    EXPECT_MSG("gather(NULL graph)", lf_errmsg(NULL), "gather", "NULL");
+    lf_graph *g7 = fresh();
+    cr_expect_null(lf_gather(g7, fill(g7, LF_F32, 1, SH(3)), 0, NULL));
+    cr_expect_eq(lf_graph_status(g7), LF_ERR_NULL);
+    cr_expect_null(lf_gather(g7, x, 0, i)); /* sticky (x and i are of another graph too) */
+    cr_expect_eq(lf_graph_status(g7), LF_ERR_NULL);
+}
+
+/* An index out of range fails the eval with LF_ERR_INDEX, names the node, the
+ * first (lowest row-major) position and the value, and changes no output:
+ * on the suite's backend, and on the CPU backend at 1, 2 and 3 threads. */
+static void gather_index_errors_on(lf_ctx *c) {
+    lf_graph *gg = lf_graph_new(c);
+    int64_t n = 10, m = 5000;
+    double *xv = malloc(sizeof(double) * (size_t)n), *iv = malloc(sizeof(double) * (size_t)m);
+    for (int64_t k = 0; k < n; k++) xv[k] = (double)k;
+    for (int64_t k = 0; k < m; k++) iv[k] = (double)(k % 19 - 9);
+    iv[3] = 12, iv[4000] = -11, iv[4999] = 10;
+    lf_node *x = lf_input(gg, tu_buf(c, LF_F64, 1, &n, xv));
+    lf_node *idx = lf_input(gg, tu_buf(c, LF_I64, 1, &m, iv));
+    lf_node *t = lf_gather(gg, x, 0, idx);
+    lf_node *y = lf_zipwith(gg, lf_fn_parse(gg, "(a, b) -> exp(a) * b"), 2, (lf_node *[]){t, lf_const(gg, LF_F64, 2)});
+    lf_node *s = lf_add(gg, x, lf_const(gg, LF_F64, 1)); /* a second output, computed first */
+    cr_assert(y && s, "%s", lf_errmsg(c));
+    double seven[5000];
+    for (int k = 0; k < m; k++) seven[k] = 7;
+    lf_buffer *oy = tu_buf(c, LF_F64, 1, &m, seven), *os = tu_buf(c, LF_F64, 1, &n, seven);
+    char want[160];
+    snprintf(want, sizeof want, "gather n%d: index 12 out of range for axis 0 of size 10 at position [3]", t->id);
+    for (int rep = 0; rep < 2; rep++) {
+        cr_expect_eq(lf_eval(gg, 2, (lf_node *[]){s, y}, (lf_buffer *[]){os, oy}), LF_ERR_INDEX);
+        cr_expect_str_eq(lf_errmsg(c), want);
+        tu_expect("y untouched", oy, seven, m, 0, 0);
+        tu_expect("s untouched", os, seven, n, 0, 0);
+    }
+    /* a 2-d take_along_axis: the lowest row-major position, a negative value */
+    lf_node *x2 = lf_input(gg, tu_buf(c, LF_F32, 2, (int64_t[]){2, 3}, (double[]){1, 2, 3, 4, 5, 6}));
+    lf_node *i2 = lf_input(gg, tu_buf(c, LF_I32, 2, (int64_t[]){2, 2}, (double[]){0, 2, -4, 3}));
+    lf_node *t2 = lf_gather(gg, x2, 1, i2);
+    lf_buffer *o2 = tu_buf(c, LF_F32, 2, (int64_t[]){2, 2}, seven);
+    cr_expect_eq(lf_eval(gg, 1, &t2, &o2), LF_ERR_INDEX);
+    snprintf(want, sizeof want, "gather n%d: index -4 out of range for axis 1 of size 3 at position [1,0]", t2->id);
+    cr_expect_str_eq(lf_errmsg(c), want);
+    tu_expect("t2 untouched", o2, seven, 4, 0, 0);
+    /* read through a slice that skips the bad position: still every index is checked */
+    lf_node *sl = lf_slice(gg, t, 0, 10, 20, 1);
+    lf_buffer *o3 = tu_buf(c, LF_F64, 1, (int64_t[]){10}, seven);
+    cr_expect_eq(lf_eval(gg, 1, &sl, &o3), LF_ERR_INDEX);
+    cr_expect(strstr(lf_errmsg(c), "at position [3]") != NULL, "%s", lf_errmsg(c));
+    tu_expect("slice untouched", o3, seven, 10, 0, 0);
+    /* the output is also the index's buffer: untouched too */
+    lf_node *ti = lf_cast(gg, lf_gather(gg, x, 0, idx), LF_I64);
+    lf_buffer *ib = tu_buf(c, LF_I64, 1, &m, iv);
+    lf_node *ii = lf_input(gg, ib);
+    lf_node *tii = lf_cast(gg, lf_gather(gg, x, 0, ii), LF_I64);
+    (void)ti;
+    cr_expect_eq(lf_eval(gg, 1, &tii, &ib), LF_ERR_INDEX);
+    tu_expect("index buffer untouched", ib, iv, m, 0, 0);
+    lf_buffer_free(oy), lf_buffer_free(os), lf_buffer_free(o2), lf_buffer_free(o3), lf_buffer_free(ib);
+    lf_graph_free(gg);
+    free(xv), free(iv);
+}
+
+Test(errors, gather_index_out_of_range) {
+    gather_index_errors_on(ctx);
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    o.backend = LF_BACKEND_CPU;
+    for (int threads = 1; threads <= 3; threads++) {
+        o.threads = threads;
+        lf_ctx *c = lf_ctx_new(&o);
+        cr_assert(c != NULL, "%s", lf_errmsg(NULL));
+        gather_index_errors_on(c);
+        lf_ctx_destroy(c);
+    }
+    lf_ctx_options_init(&o);
+    o.backend = LF_BACKEND_REFERENCE;
+    lf_ctx *r = lf_ctx_new(&o);
+    cr_assert(r != NULL, "%s", lf_errmsg(NULL));
+    gather_index_errors_on(r);
+    lf_ctx_destroy(r);
+}
+
+Test(errors, scatter_and_bincount_builder_arguments) {
+    lf_graph *g1 = fresh();
+    lf_node *d = fill(g1, LF_F32, 2, SH(3, 4)), *i = fill(g1, LF_I64, 2, SH(3, 2)), *v = fill(g1, LF_F32, 2, SH(3, 2));
+    cr_expect_null(lf_scatter(g1, LF_SCATTER_ADD, d, -3, i, v));
+    cr_expect_eq(lf_graph_status(g1), LF_ERR_AXIS);
+    cr_expect_str_eq(lf_errmsg(ctx), "scatter: axis -3 out of range for 2 dimensions");
+    lf_graph *g2 = fresh();
+    cr_expect_null(lf_scatter(g2, LF_SCATTER_SET, fill(g2, LF_F32, 1, SH(3)), 0, fill(g2, LF_F64, 1, SH(2)),
+                              fill(g2, LF_F32, 1, SH(2))));
+    cr_expect_eq(lf_graph_status(g2), LF_ERR_DTYPE);
+    cr_expect_str_eq(lf_errmsg(ctx), "scatter: index dtype f64 is not an integer dtype (i32 or i64)");
+    lf_graph *g3 = fresh();
+    cr_expect_null(lf_scatter(g3, LF_SCATTER_ADD, fill(g3, LF_F32, 2, SH(3, 4)), 1, fill(g3, LF_I32, 2, SH(2, 2)),
+                              fill(g3, LF_F32, 0, NULL)));
+    cr_expect_eq(lf_graph_status(g3), LF_ERR_SHAPE);
+    cr_expect_str_eq(lf_errmsg(ctx),
+                     "scatter: index shape [2,2] does not broadcast to dst [3,4] on axis 0 (axis 1 is scattered)");
+    lf_graph *g4 = fresh();
+    cr_expect_null(lf_scatter(g4, LF_SCATTER_ADD, fill(g4, LF_F32, 2, SH(3, 4)), 1, fill(g4, LF_I32, 2, SH(3, 2)),
+                              fill(g4, LF_F32, 2, SH(3, 5))));
+    cr_expect_eq(lf_graph_status(g4), LF_ERR_SHAPE);
+    cr_expect_str_eq(lf_errmsg(ctx), "scatter: values [3,5] do not broadcast to the positions [3,2] (index [3,2])");
+    lf_graph *g5 = fresh();
+    cr_expect_null(lf_scatter(g5, LF_SCATTER_ADD, fill(g5, LF_F32, 1, SH(4)), 0, fill(g5, LF_I32, 1, SH(3)),
+                              fill(g5, LF_F32, 1, SH(2))));
+    cr_expect_str_eq(lf_errmsg(ctx), "scatter: values [2] do not broadcast against the index [3]");
+    lf_graph *g6 = fresh();
+    cr_expect_null(lf_scatter(g6, (lf_scatter_op)9, fill(g6, LF_F32, 1, SH(4)), 0, fill(g6, LF_I32, 1, SH(3)),
+                              fill(g6, LF_F32, 1, SH(3))));
+    cr_expect_eq(lf_graph_status(g6), LF_ERR_INVALID);
+    cr_expect_str_eq(lf_errmsg(ctx), "scatter: unknown op 9");
+    lf_graph *g7 = fresh();
+    cr_expect_null(lf_scatter(g7, LF_SCATTER_ADD, fill(g7, LF_BOOL, 1, SH(4)), 0, fill(g7, LF_I32, 1, SH(3)),
+                              fill(g7, LF_F32, 1, SH(3))));
+    cr_expect_eq(lf_graph_status(g7), LF_ERR_DTYPE);
+    cr_expect_str_eq(lf_errmsg(ctx), "scatter: add into a bool array");
+    lf_graph *g8 = fresh();
+    cr_expect_null(lf_bincount(g8, fill(g8, LF_I32, 1, SH(3)), NULL, -1));
+    cr_expect_eq(lf_graph_status(g8), LF_ERR_SHAPE);
+    cr_expect_str_eq(lf_errmsg(ctx), "bincount: nbins -1 is negative");
+    lf_graph *g9 = fresh();
+    cr_expect_null(lf_bincount(g9, fill(g9, LF_F32, 1, SH(3)), NULL, 4));
+    cr_expect_eq(lf_graph_status(g9), LF_ERR_DTYPE);
+    cr_expect_str_eq(lf_errmsg(ctx), "bincount: index dtype f32 is not an integer dtype (i32 or i64)");
+    lf_graph *g10 = fresh();
+    cr_expect_null(lf_bincount(g10, fill(g10, LF_I32, 1, SH(3)), fill(g10, LF_F32, 1, SH(2)), 4));
+    cr_expect_eq(lf_graph_status(g10), LF_ERR_SHAPE);
+    cr_expect_null(lf_bincount(NULL, i, NULL, 3));
+    EXPECT_MSG("bincount(NULL graph)", lf_errmsg(NULL), "bincount", "NULL");
+    lf_graph *g11 = fresh();
+    cr_expect_null(lf_scatter(g11, LF_SCATTER_ADD, fill(g11, LF_F32, 1, SH(4)), 0, NULL, fill(g11, LF_F32, 1, SH(3))));
+    cr_expect_eq(lf_graph_status(g11), LF_ERR_NULL);
+}
+
+/* Out-of-range scatter indices (a computed index too) fail the eval with
+ * LF_ERR_INDEX naming the lowest position, outputs untouched. */
+static void scatter_index_errors_on(lf_ctx *c) {
+    lf_graph *gg = lf_graph_new(c);
+    int64_t n = 300000;
+    double *xv = malloc(sizeof(double) * (size_t)n);
+    for (int64_t k = 0; k < n; k++) xv[k] = (double)((k * 7919) % 1000) / 1000.0;
+    xv[200001] = 1.5, xv[250000] = -0.5; /* floor(x*256) out of 0..255 (-128 is in range from the end) */
+    lf_node *x = lf_input(gg, tu_buf(c, LF_F32, 1, &n, xv));
+    lf_node *h = lf_bincount(gg, lf_cast(gg, lf_map(gg, lf_fn_parse(gg, "(v) -> floor(v * 256)"), x), LF_I32), NULL, 256);
+    lf_node *y = lf_add(gg, x, lf_const(gg, LF_F32, 1));
+    cr_assert(h && y, "%s", lf_errmsg(c));
+    double seven[300];
+    for (int k = 0; k < 300; k++) seven[k] = 7;
+    lf_buffer *oh = tu_buf(c, LF_I64, 1, (int64_t[]){256}, seven), *oy = lf_buffer_new_like(c, y);
+    char want[160];
+    snprintf(want, sizeof want, "scatter n%d: index 384 out of range for axis 0 of size 256 at position [200001]", h->id);
+    cr_expect_eq(lf_eval(gg, 2, (lf_node *[]){y, h}, (lf_buffer *[]){oy, oh}), LF_ERR_INDEX);
+    cr_expect_str_eq(lf_errmsg(c), want);
+    tu_expect("histogram untouched", oh, seven, 256, 0, 0);
+    /* put_along_axis with a negative out-of-range index */
+    lf_node *d = lf_input(gg, tu_buf(c, LF_F64, 2, (int64_t[]){2, 3}, seven));
+    lf_node *i = lf_input(gg, tu_buf(c, LF_I64, 2, (int64_t[]){2, 2}, (double[]){0, 1, 2, -4}));
+    lf_node *s = lf_scatter(gg, LF_SCATTER_SET, d, 1, i, lf_const(gg, LF_F64, 1));
+    lf_buffer *os = tu_buf(c, LF_F64, 2, (int64_t[]){2, 3}, seven);
+    cr_expect_eq(lf_eval(gg, 1, &s, &os), LF_ERR_INDEX);
+    snprintf(want, sizeof want, "scatter n%d: index -4 out of range for axis 1 of size 3 at position [1,1]", s->id);
+    cr_expect_str_eq(lf_errmsg(c), want);
+    tu_expect("put_along_axis untouched", os, seven, 6, 0, 0);
+    lf_buffer_free(oh), lf_buffer_free(oy), lf_buffer_free(os);
+    lf_graph_free(gg);
+    free(xv);
+}
+
+Test(errors, scatter_index_out_of_range) {
+    scatter_index_errors_on(ctx);
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    o.backend = LF_BACKEND_CPU;
+    for (int threads = 1; threads <= 3; threads++) {
+        o.threads = threads;
+        lf_ctx *c = lf_ctx_new(&o);
+        cr_assert(c != NULL, "%s", lf_errmsg(NULL));
+        scatter_index_errors_on(c);
+        lf_ctx_destroy(c);
+    }
 }

@@ -2143,3 +2143,199 @@ Test(eval, scan_in_expressions) {
     chk("cumsum(x*x)/5", lf_div(g, c, lf_const(g, LF_F64, 5)), LF_F64, 5, (double[]){0.2, 1, 2.8, 6, 11});
     chk("cumsum reversed", lf_slice(g, c, 0, LF_NONE, LF_NONE, -1), LF_F64, 5, (double[]){55, 30, 14, 5, 1});
 }
+
+/* ---- gather (issue 13) ------------------------------------------------------------------- */
+
+/* NumPy's take: a 1-d x and any-shaped idx, negative indices from the end. */
+Test(eval, gather_take) {
+    double xv[10], want[6];
+    for (int i = 0; i < 10; i++) xv[i] = 10 + i;
+    lf_node *x = in1(LF_F32, 10, xv);
+    lf_node *i1 = in1(LF_I64, 5, (double[]){3, -1, 0, 9, -10});
+    chk("take(x, [3,-1,0,9,-10])", lf_gather(g, x, 0, i1), LF_F32, 5, (double[]){13, 19, 10, 19, 10});
+    lf_node *i2 = inS(LF_I32, 2, (int64_t[]){2, 3}, (double[]){1, 2, 3, -2, -3, 4});
+    lf_node *t2 = lf_gather(g, x, -1, i2);
+    chk_shape(t2, 2, (int64_t[]){2, 3});
+    chk("take(x, 2x3 i32)", t2, LF_F32, 6, (double[]){11, 12, 13, 18, 17, 14});
+    /* 0-d index */
+    lf_node *i0 = lf_input(g, tu_buf(ctx, LF_I64, 0, NULL, (double[]){7}));
+    chk("take(x, 7)", lf_gather(g, x, 0, i0), LF_F32, 1, (double[]){17});
+    /* a computed index is stored first; a computed x too */
+    lf_node *ci = lf_cast(g, map("(i) -> (i * 3) % 10", lf_iota(g, LF_I64, 6)), LF_I64);
+    lf_node *cx = map("(v) -> v * 2", x);
+    for (int i = 0; i < 6; i++) want[i] = 2 * xv[(i * 3) % 10];
+    chk("take(2x, (3i)%10)", lf_gather(g, cx, 0, ci), LF_F32, 6, want);
+    /* NaN and infinities are gathered as they are */
+    lf_node *xn = in1(LF_F64, 3, (double[]){NAN, INFINITY, -0.0});
+    lf_node *tn = lf_gather(g, xn, 0, in1(LF_I32, 4, (double[]){2, 0, 1, 0}));
+    val *v = eval_vals(tn);
+    cr_expect(v[0].f == 0 && signbit(v[0].f), "-0.0 gathered");
+    cr_expect(isnan(v[1].f) && isinf(v[2].f) && isnan(v[3].f), "NaN and Inf gathered");
+    free(v);
+}
+
+/* take_along_axis on 2-d and 3-d arrays, with broadcasting of idx and x. */
+Test(eval, gather_along_axis) {
+    double xv[12], want[24];
+    for (int i = 0; i < 12; i++) xv[i] = i;
+    lf_node *x = inS(LF_F64, 2, (int64_t[]){3, 4}, xv); /* x[r][c] = 4r + c */
+    /* axis 1, idx [3,2] */
+    double iv[6] = {3, 0, -1, 1, 2, 2};
+    lf_node *a1 = lf_gather(g, x, 1, inS(LF_I32, 2, (int64_t[]){3, 2}, iv));
+    chk_shape(a1, 2, (int64_t[]){3, 2});
+    for (int r = 0; r < 3; r++)
+        for (int j = 0; j < 2; j++) {
+            int64_t c = (int64_t)iv[r * 2 + j];
+            want[r * 2 + j] = 4 * r + (c < 0 ? c + 4 : c);
+        }
+    chk("take_along_axis(x, idx, 1)", a1, LF_F64, 6, want);
+    /* axis 0, idx [2,1] broadcast over the columns: rows picked */
+    lf_node *a0 = lf_gather(g, x, 0, inS(LF_I64, 2, (int64_t[]){2, 1}, (double[]){2, -3}));
+    chk_shape(a0, 2, (int64_t[]){2, 4});
+    for (int c = 0; c < 4; c++) want[c] = 8 + c, want[4 + c] = c;
+    chk("take_along_axis(x, [[2],[-3]], 0)", a0, LF_F64, 8, want);
+    /* x broadcast: x [1,4], idx [3,2] on axis 1 */
+    lf_node *xr = inS(LF_F64, 2, (int64_t[]){1, 4}, (double[]){5, 6, 7, 8});
+    lf_node *ab = lf_gather(g, xr, 1, inS(LF_I32, 2, (int64_t[]){3, 2}, iv));
+    for (int r = 0; r < 3; r++)
+        for (int j = 0; j < 2; j++) {
+            int64_t c = (int64_t)iv[r * 2 + j];
+            want[r * 2 + j] = 5 + (c < 0 ? c + 4 : c);
+        }
+    chk("take_along_axis(x[1,4], idx[3,2], 1)", ab, LF_F64, 6, want);
+    /* 3-d, middle axis, idx [2,1,3] broadcast over axis 1's... x [2,3,4] */
+    double x3[24];
+    for (int i = 0; i < 24; i++) x3[i] = i;
+    lf_node *x3n = inS(LF_I32, 3, (int64_t[]){2, 3, 4}, x3);
+    double i3[8] = {0, 2, 1, 0, 2, 2, 1, 0};
+    lf_node *g3 = lf_gather(g, x3n, 1, inS(LF_I64, 3, (int64_t[]){2, 1, 4}, i3));
+    chk_shape(g3, 3, (int64_t[]){2, 1, 4});
+    for (int a = 0; a < 2; a++)
+        for (int c = 0; c < 4; c++) want[a * 4 + c] = a * 12 + i3[a * 4 + c] * 4 + c;
+    chk("take_along_axis(3-d, axis 1)", g3, LF_I32, 8, want);
+    /* transposed x (a view is materialized first) and a reduction over a gather */
+    lf_node *gt = lf_gather(g, lf_transpose(g, x), 1, inS(LF_I32, 2, (int64_t[]){4, 1}, (double[]){1, 2, 0, 1}));
+    chk("take_along_axis(x.T, [[1],[2],[0],[1]], 1)", gt, LF_F64, 4, (double[]){4, 9, 2, 7});
+    chk("sum(take_along_axis)", lf_reduce(g, LF_RED_SUM, gt, 0, NULL, false), LF_F64, 1, (double[]){22});
+}
+
+/* exp(x[idx]) * w and zero-size gathers. */
+Test(eval, gather_fused_and_empty) {
+    int64_t n = 1000, m = 777;
+    double *xv = malloc(sizeof(double) * n), *iv = malloc(sizeof(double) * m), *wv = malloc(sizeof(double) * m),
+           *want = malloc(sizeof(double) * m);
+    for (int64_t i = 0; i < n; i++) xv[i] = tu_uniform(-2, 2);
+    for (int64_t j = 0; j < m; j++) {
+        iv[j] = (double)tu_randint(-n, n - 1);
+        wv[j] = tu_uniform(-1, 1);
+        int64_t t = (int64_t)iv[j] < 0 ? (int64_t)iv[j] + n : (int64_t)iv[j];
+        want[j] = exp(xv[t]) * wv[j];
+    }
+    lf_node *x = in1(LF_F64, n, xv), *idx = in1(LF_I64, m, iv), *w = in1(LF_F64, m, wv);
+    chk_tol("exp(x[idx])*w", zip2("(a, b) -> exp(a) * b", lf_gather(g, x, 0, idx), w), LF_F64, m, want, 1e-15);
+    /* zero-size: an empty index, an empty x with an empty index, a zero extent elsewhere */
+    chk("take(x, [])", lf_gather(g, x, 0, in1(LF_I64, 0, NULL)), LF_F64, 0, NULL);
+    chk("take([], [])", lf_gather(g, in1(LF_F32, 0, NULL), 0, in1(LF_I32, 0, NULL)), LF_F32, 0, NULL);
+    lf_node *e2 = lf_gather(g, inS(LF_F32, 2, (int64_t[]){0, 3}, NULL), 1, inS(LF_I64, 2, (int64_t[]){1, 5}, (double[]){0, 1, 2, 0, 1}));
+    chk_shape(e2, 2, (int64_t[]){0, 5});
+    chk("take_along_axis([0,3], [1,5], 1)", e2, LF_F32, 0, NULL);
+    free(xv), free(iv), free(wv), free(want);
+}
+
+/* ---- scatter and bincount (issue 13) ------------------------------------------------------- */
+
+/* Every op with duplicates, SET's highest position, negative indices. */
+Test(eval, scatter_ops_with_duplicates) {
+    double dv[5] = {1, 2, 3, 4, 5};
+    lf_node *dst = in1(LF_F64, 5, dv);
+    lf_node *idx = in1(LF_I64, 6, (double[]){0, 2, -1, 2, 0, 2});
+    lf_node *vals_ = in1(LF_F64, 6, (double[]){10, 20, 30, 40, 50, 60});
+    chk("scatter set", lf_scatter(g, LF_SCATTER_SET, dst, 0, idx, vals_), LF_F64, 5, (double[]){50, 2, 60, 4, 30});
+    chk("scatter add", lf_scatter(g, LF_SCATTER_ADD, dst, 0, idx, vals_), LF_F64, 5, (double[]){61, 2, 123, 4, 35});
+    chk("scatter min", lf_scatter(g, LF_SCATTER_MIN, dst, 0, idx, vals_), LF_F64, 5, (double[]){1, 2, 3, 4, 5});
+    chk("scatter max", lf_scatter(g, LF_SCATTER_MAX, dst, 0, idx, vals_), LF_F64, 5, (double[]){50, 2, 60, 4, 30});
+    chk("scatter prod", lf_scatter(g, LF_SCATTER_PROD, dst, 0, idx, vals_), LF_F64, 5,
+        (double[]){500, 2, 3 * 20 * 40 * 60, 4, 150});
+    /* integer dst, float values converted first (truncation), 0-d values broadcast */
+    lf_node *di = in1(LF_I32, 4, (double[]){0, 0, 0, 0});
+    lf_node *vf = in1(LF_F32, 3, (double[]){1.9, -2.5, 7.2});
+    chk("scatter add i32 <- f32", lf_scatter(g, LF_SCATTER_ADD, di, 0, in1(LF_I32, 3, (double[]){3, 3, 1}), vf), LF_I32, 4,
+        (double[]){0, 7, 0, -1});
+    lf_node *one = lf_const(g, LF_I64, 5);
+    chk("scatter set of a constant", lf_scatter(g, LF_SCATTER_SET, di, 0, in1(LF_I64, 2, (double[]){-4, 2}), one), LF_I32, 4,
+        (double[]){5, 0, 5, 0});
+    /* NaN: min/max propagate it, set and add carry it */
+    lf_node *dn = in1(LF_F32, 3, (double[]){1, 1, 1});
+    lf_node *in3 = in1(LF_I64, 3, (double[]){0, 1, 0});
+    lf_node *vn = in1(LF_F32, 3, (double[]){NAN, -3, 5});
+    val *v = eval_vals(lf_scatter(g, LF_SCATTER_MIN, dn, 0, in3, vn));
+    cr_expect(isnan(v[0].f) && v[1].f == -3 && v[2].f == 1, "min with NaN: %g %g %g", v[0].f, v[1].f, v[2].f);
+    free(v);
+    v = eval_vals(lf_scatter(g, LF_SCATTER_MAX, dn, 0, in3, vn));
+    cr_expect(isnan(v[0].f) && v[1].f == 1 && v[2].f == 1, "max with NaN");
+    free(v);
+    v = eval_vals(lf_scatter(g, LF_SCATTER_SET, dn, 0, in3, vn));
+    cr_expect(v[0].f == 5 && v[1].f == -3, "set: the later position wins over NaN");
+    free(v);
+}
+
+/* put_along_axis on 2-d arrays; a 1-d dst with a 2-d index. */
+Test(eval, scatter_along_axis) {
+    double dv[12] = {0};
+    lf_node *dst = inS(LF_F64, 2, (int64_t[]){3, 4}, dv);
+    /* axis 1: row r gets values at columns idx[r] */
+    lf_node *idx = inS(LF_I64, 2, (int64_t[]){3, 2}, (double[]){0, 3, 1, 1, -1, 0});
+    lf_node *vals_ = inS(LF_F64, 2, (int64_t[]){3, 2}, (double[]){1, 2, 3, 4, 5, 6});
+    chk("put_along_axis set", lf_scatter(g, LF_SCATTER_SET, dst, 1, idx, vals_), LF_F64, 12,
+        (double[]){1, 0, 0, 2, 0, 4, 0, 0, 6, 0, 0, 5});
+    chk("add.at along axis 1", lf_scatter(g, LF_SCATTER_ADD, dst, 1, idx, vals_), LF_F64, 12,
+        (double[]){1, 0, 0, 2, 0, 7, 0, 0, 6, 0, 0, 5});
+    /* axis 0 with idx [1,4] broadcast over... values [1,1] broadcast */
+    lf_node *i0 = inS(LF_I32, 2, (int64_t[]){1, 4}, (double[]){2, 0, 2, 1});
+    chk("add along axis 0", lf_scatter(g, LF_SCATTER_ADD, dst, 0, i0, lf_const(g, LF_F64, 1)), LF_F64, 12,
+        (double[]){0, 1, 0, 0, 0, 0, 0, 1, 1, 0, 1, 0});
+    /* 1-d dst, 2-d index */
+    lf_node *d1 = in1(LF_I64, 3, (double[]){0, 0, 0});
+    lf_node *i2 = inS(LF_I64, 2, (int64_t[]){2, 2}, (double[]){0, 2, 2, 2});
+    chk("add.at(dst, 2x2)", lf_scatter(g, LF_SCATTER_ADD, d1, 0, i2, lf_const(g, LF_I64, 1)), LF_I64, 3, (double[]){1, 0, 3});
+    /* zero-size positions leave dst; an empty dst with no positions */
+    chk("scatter of nothing", lf_scatter(g, LF_SCATTER_ADD, d1, 0, in1(LF_I64, 0, NULL), lf_const(g, LF_I64, 1)), LF_I64, 3,
+        (double[]){0, 0, 0});
+    chk("scatter into nothing", lf_scatter(g, LF_SCATTER_MAX, in1(LF_F32, 0, NULL), 0, in1(LF_I64, 0, NULL), lf_const(g, LF_F32, 1)),
+        LF_F32, 0, NULL);
+}
+
+/* bincount with and without weights, computed indices (a histogram). */
+Test(eval, bincount) {
+    lf_node *idx = in1(LF_I64, 7, (double[]){1, 3, 1, 0, 3, 3, 5});
+    chk("bincount", lf_bincount(g, idx, NULL, 6), LF_I64, 6, (double[]){1, 2, 0, 3, 0, 1});
+    lf_node *w = in1(LF_F64, 7, (double[]){0.5, 1, 2, 4, 8, 16, 32});
+    chk("bincount weights", lf_bincount(g, idx, w, 7), LF_F64, 7, (double[]){4, 2.5, 0, 25, 0, 32, 0});
+    chk("bincount empty", lf_bincount(g, in1(LF_I32, 0, NULL), NULL, 3), LF_I64, 3, (double[]){0, 0, 0});
+    chk("bincount nbins 0", lf_bincount(g, in1(LF_I32, 0, NULL), NULL, 0), LF_I64, 0, NULL);
+    /* histogram of floor(x*256) over a large x: several blocks, f32 weights summed in block order */
+    int64_t n = 200003;
+    double *xv = malloc(sizeof(double) * (size_t)n), want[256] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        xv[i] = (double)(float)tu_uniform(0, 0.999); /* (float) of a value near 1 can be 1.0f: bin 256 */
+        want[(int)floor((float)xv[i] * 256.0f)]++;
+    }
+    lf_node *x = in1(LF_F32, n, xv);
+    lf_node *h = lf_bincount(g, lf_cast(g, map("(v) -> floor(v * 256)", x), LF_I32), NULL, 256);
+    chk("histogram", h, LF_I64, 256, want);
+    /* f32 weights: the blocked order of lazyfuse.h */
+    lf_node *hw = lf_bincount(g, lf_cast(g, map("(v) -> floor(v * 256)", x), LF_I32), x, 256);
+    float part[256], acc[256];
+    for (int j = 0; j < 256; j++) acc[j] = 0;
+    for (int64_t b = 0; b * LF_SCATTER_BLOCK < n; b++) {
+        for (int j = 0; j < 256; j++) part[j] = -0.0f;
+        for (int64_t i = b * LF_SCATTER_BLOCK; i < n && i < (b + 1) * LF_SCATTER_BLOCK; i++) {
+            float xf = (float)xv[i];
+            part[(int)floor(xf * 256.0f)] += xf;
+        }
+        for (int j = 0; j < 256; j++) acc[j] += part[j];
+    }
+    for (int j = 0; j < 256; j++) want[j] = acc[j];
+    chk("weighted histogram (f32, blocked order)", hw, LF_F32, 256, want);
+    free(xv);
+}

@@ -1228,3 +1228,95 @@ Test(fusion, scan_eval_allocation_failures_are_clean) {
     lf_ctx_destroy(ctx);
     unsetenv("LF_CPU_PARALLEL_MIN");
 }
+
+/* ---- gather and scatter (issue 13) --------------------------------------------------------- */
+
+/* exp(x[idx]) * w is one kernel: the gather is a load of x whose index is
+ * data, read in registers; x and idx are read, nothing is stored. */
+static lf_node *gathered(lf_graph *g, lf_ctx *ctx) {
+    int64_t n = N;
+    lf_node *x = lf_input(g, ramp(ctx, LF_F64, 1, &n));
+    double iv[N];
+    for (int i = 0; i < N; i++) iv[i] = (i * 37) % N - (i % 3 == 0 ? N : 0);
+    lf_node *idx = lf_input(g, tu_buf(ctx, LF_I64, 1, &n, iv));
+    lf_node *w = lf_input(g, ramp(ctx, LF_F64, 1, &n));
+    lf_node *e = lf_map(g, lf_fn_parse(g, "(v) -> exp(v * 0.001)"), lf_gather(g, x, 0, idx));
+    return lf_mul(g, e, w);
+}
+
+Test(fusion, gather_is_a_load_in_its_consumer) {
+    lf_eval_stats on, off;
+    run_example("exp(x[idx])*w", gathered, &on, &off);
+    cr_expect_eq(on.kernels, 1);
+    cr_expect_eq(on.bytes_materialized, 0);
+    cr_expect_eq(on.bytes_read, 3 * N * 8, "read %zu: x, idx, w once", on.bytes_read);
+    cr_expect_eq(off.kernels, 3, "unfused: gather, exp, *; got %d", off.kernels);
+
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    int64_t n = N;
+    lf_node *x = lf_input(g, ramp(ctx, LF_F32, 1, &n));
+    /* a computed index and a computed x are stored first (plan_gather.c) */
+    lf_node *ci = lf_cast(g, lf_map(g, lf_fn_parse(g, "(i) -> (i * 7) % 1000"), lf_iota(g, LF_I64, N)), LF_I64);
+    lf_node *cx = lf_map(g, lf_fn_parse(g, "(v) -> v * 2"), x);
+    lf_node *y = lf_add(g, lf_gather(g, cx, 0, ci), lf_const(g, LF_F32, 1));
+    lf_eval_stats st = eval_checked(ctx, g, 1, &y);
+    cr_expect_eq(st.kernels, 3, "index, x, the consumer: %d", st.kernels);
+    cr_expect_eq(st.bytes_materialized, N * 8 + N * 4);
+    /* read through a slice: the gather is computed whole (every index is checked) */
+    lf_node *xi = lf_input(g, tu_buf(ctx, LF_I32, 1, &n, NULL));
+    lf_node *sl = lf_slice(g, lf_gather(g, x, 0, xi), 0, 10, 20, 1);
+    st = eval_checked(ctx, g, 1, &sl);
+    cr_expect_eq(st.kernels, 2);
+    cr_expect_eq(st.bytes_materialized, N * 4);
+    /* broadcast and reduced: still in registers */
+    lf_node *s = lf_reduce(g, LF_RED_SUM, lf_gather(g, x, 0, xi), 0, NULL, false);
+    st = eval_checked(ctx, g, 1, &s);
+    cr_expect_eq(st.kernels, 1);
+    cr_expect_eq(st.bytes_materialized, 0);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+/* A histogram of floor(x*256) is one kernel that reads x once and stores
+ * only the 256 counts (bincount's zeros are a literal). */
+static lf_node *histogram(lf_graph *g, lf_ctx *ctx) {
+    int64_t n = 100000;
+    double *xv = malloc(sizeof(double) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) xv[i] = (double)((i * 7919) % 100000) / 100000.0;
+    lf_node *x = lf_input(g, tu_buf(ctx, LF_F32, 1, &n, xv));
+    free(xv);
+    lf_node *b = lf_cast(g, lf_map(g, lf_fn_parse(g, "(v) -> floor(v * 256)"), x), LF_I32);
+    return lf_bincount(g, b, NULL, 256);
+}
+
+Test(fusion, histogram_is_one_kernel) {
+    lf_eval_stats on, off;
+    run_example("bincount(i32(floor(x*256)), 256)", histogram, &on, &off);
+    cr_expect_eq(on.kernels, 1);
+    cr_expect_eq(on.bytes_materialized, 0);
+    cr_expect_eq(on.bytes_read, 100000 * 4, "read %zu: x once", on.bytes_read);
+    cr_expect_eq(on.bytes_written, 256 * 8);
+    cr_expect_gt(off.kernels, 2);
+}
+
+/* Allocation failures of evals with gathers and scatters (fused, through a
+ * slice, as outputs) are clean. */
+Test(fusion, gather_scatter_allocation_failures_are_clean) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *x = lf_input(g, ramp(ctx, LF_F64, 2, (int64_t[]){4, 6}));
+    lf_node *i = lf_input(g, tu_buf(ctx, LF_I64, 2, (int64_t[]){4, 3}, (double[]){0, 5, -1, 2, 2, 3, 1, 0, 4, -6, 5, 5}));
+    lf_node *t = lf_gather(g, x, 1, i);
+    lf_node *o1 = lf_reduce(g, LF_RED_MAX, lf_mul(g, t, t), 1, (int[]){1}, false);
+    lf_node *o2 = lf_scatter(g, LF_SCATTER_ADD, x, 1, i, lf_slice(g, t, 1, 0, 3, 1));
+    lf_node *o3 = lf_bincount(g, lf_reshape(g, lf_add(g, i, lf_const(g, LF_I64, 6)), 1, (int64_t[]){12}), NULL, 12);
+    lf_node *outs[3] = {o1, o2, o3};
+    lf_buffer *d[3] = {lf_buffer_new_like(ctx, o1), lf_buffer_new_like(ctx, o2), lf_buffer_new_like(ctx, o3)};
+    int failures = sweep_eval_failures(ctx, g, 3, outs, d);
+    cr_expect_gt(failures, 10, "only %d allocations swept", failures);
+    eval_checked(ctx, g, 3, outs);
+    for (int k = 0; k < 3; k++) lf_buffer_free(d[k]);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}

@@ -162,6 +162,70 @@ static int scan_fused(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
     return outs[0] ? 1 : 0;
 }
 
+/* An index input of n elements of dtype t (i32 or i64): a random
+ * permutation of 0..n-1 (perm) or uniform in 0..range-1, from a fixed LCG. */
+static lf_node *input_index(lf_ctx *ctx, lf_graph *g, lf_dtype t, int ndim, const int64_t *shape, bool perm,
+                            int64_t range, uint32_t seed) {
+    lf_buffer *b = lf_buffer_new(ctx, t, ndim, shape);
+    if (!b) return NULL;
+    int64_t n = lf_buffer_numel(b);
+    int64_t *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    void *host = malloc((size_t)(n ? n : 1) * lf_dtype_size(t));
+    if (!v || !host) {
+        free(v);
+        free(host);
+        lf_buffer_free(b);
+        return NULL;
+    }
+    uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        if (perm) {
+            int64_t j = (int64_t)((s >> 33) % (uint64_t)(i + 1)); /* Fisher-Yates, inside-out */
+            v[i] = v[j];
+            v[j] = i;
+        } else {
+            v[i] = (int64_t)((s >> 33) % (uint64_t)range);
+        }
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (t == LF_I64) ((int64_t *)host)[i] = v[i];
+        else ((int32_t *)host)[i] = (int32_t)v[i];
+    }
+    lf_status st = lf_buffer_write(b, host, (size_t)n * lf_dtype_size(t));
+    free(v);
+    free(host);
+    lf_node *x = st == LF_OK ? lf_input(g, b) : NULL;
+    lf_buffer_free(b);
+    return x;
+}
+
+/* x[p]: a gather of f32 x by a random permutation p (i64). */
+static int gather_perm(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    lf_node *x = input_f32(ctx, g, 1, &n, -1, 1, 23);
+    lf_node *p = input_index(ctx, g, LF_I64, 1, &n, true, 0, 5);
+    outs[0] = lf_gather(g, x, 0, p);
+    return outs[0] ? 1 : 0;
+}
+
+/* take_along_axis(x, idx, 1) of a [4096, n/4096] f32 x, idx i32 uniform in
+ * the row. */
+static int gather_rows(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    int64_t sh[2] = {4096, n / 4096 > 0 ? n / 4096 : 1};
+    lf_node *x = input_f32(ctx, g, 2, sh, -1, 1, 29);
+    lf_node *i = input_index(ctx, g, LF_I32, 2, sh, false, sh[1], 7);
+    outs[0] = lf_gather(g, x, 1, i);
+    return outs[0] ? 1 : 0;
+}
+
+/* bincount(i32(floor(x*256)), 256) of f32 x in [0, 1): one kernel. */
+static int histogram(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    lf_node *x = input_f32(ctx, g, 1, &n, 0, 1, 31);
+    lf_fn *f = lf_fn_parse(g, "(v) -> floor(v * 256)");
+    outs[0] = lf_bincount(g, lf_cast(g, lf_map(g, f, x), LF_I32), NULL, 256);
+    return outs[0] ? 1 : 0;
+}
+
 const seed_example seed_examples[] = {
     {"gaussian_pdf", "exp(-0.5*((x-m)/s)**2) / (s*sqrt(2 pi)), one parsed fn", 1 << 24, gaussian_pdf},
     {"polar_distance", "distance of two points in polar form, a DAG of 15 builtin ops", 1 << 24, polar_distance},
@@ -177,6 +241,9 @@ const seed_example seed_examples[] = {
     {"cumsum", "inclusive cumulative sum of x, f32 (lf_scan)", 1 << 24, cumsum},
     {"cumsum_rows", "cumulative sums of a [4096, n] matrix along its rows, f32", 4096, cumsum_rows},
     {"scan_fused", "cumsum(x*x) / n, f32: the scan between two maps, one kernel", 1 << 24, scan_fused},
+    {"gather_perm", "x[p], f32 x gathered by a random permutation p (i64)", 1 << 24, gather_perm},
+    {"gather_rows", "take_along_axis(x, idx, 1) of [4096, n/4096] f32, idx i32", 1 << 24, gather_rows},
+    {"histogram", "bincount(i32(floor(x*256)), 256) of f32 x, one kernel", 1 << 24, histogram},
 };
 const int seed_nexamples = (int)(sizeof seed_examples / sizeof seed_examples[0]);
 

@@ -189,6 +189,11 @@ static bool bind_functions(kentry *e, const cg_layout *lay, char **why) {
         SYM(e->scan, "lf_k_%s", "scan");
         return true;
     }
+    if (kn->scatter) { /* blocks, then the combine over dst's elements */
+        SYM(e->run, "lf_k_%s", "run");
+        SYM(e->row, "lf_k_%s", "row");
+        return true;
+    }
     if (lay->strategy != CG_REDUCE_FULL) {
         SYM(e->run, "lf_k_%s", "run");
         return true;
@@ -347,6 +352,7 @@ typedef struct cpu_kernel {
     cg_partial *part;               /* FULL: partials, work x reductions */
     cg_value R[LF_MAX_ARGS];        /* FULL: finished reductions */
     int pass;                       /* FULL: the pass being run */
+    int32_t err;                    /* gather loads: the index-error flag (B[lay->err_buf]) */
 } cpu_kernel;
 
 typedef struct cpu_program {
@@ -358,6 +364,9 @@ typedef struct cpu_program {
     cpu_kernel *k;                  /* s->nkernels */
     void **blocks;                  /* temporaries' memory blocks */
     lf_eval_stats stats;            /* schedule statistics */
+    void **stage;                   /* per output: where it is written when an index
+                                       check runs before it is complete (kept across
+                                       evals: no page faults each time), or NULL */
 } cpu_program;
 
 static void program_free(void *p) {
@@ -372,6 +381,9 @@ static void program_free(void *p) {
         }
     if (pr->blocks)
         for (int b = 0; b < pr->s->nblocks; b++) graph_free(pr->blocks[b]);
+    if (pr->stage)
+        for (int i = 0; i < pr->n; i++) graph_free(pr->stage[i]);
+    graph_free(pr->stage);
     graph_free(pr->blocks);
     graph_free(pr->k);
     graph_free(pr->out_ids);
@@ -432,6 +444,9 @@ static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const
         if (ck->lay->strategy == CG_SCAN && ck->lay->work == 1 && cg_scan_blocks(ck->lay) > 1) {
             /* one long row: the blocks' totals and offsets (scan_kernel) */
             ck->part = graph_calloc((size_t)cg_scan_blocks(ck->lay) + 1, sizeof *ck->part);
+            if (!ck->part) goto nomem;
+        } else if (ck->lay->part_buf >= 0) { /* a scatter's partials: blocks x dst elements */
+            ck->part = graph_calloc((size_t)ck->lay->part_entries + 1, sizeof *ck->part);
             if (!ck->part) goto nomem;
         }
         status = kernel_get(ctx, cs, s, ck->lay, k, &ck->fns, st);
@@ -494,6 +509,12 @@ static void scan_kernel(cpu_pool *pool, int64_t min_par, cpu_kernel *ck) {
 static void run_kernel(cpu_pool *pool, int64_t parallel_min, cpu_kernel *ck) {
     const cg_layout *lay = ck->lay;
     const fuse_kernel *kn = lay->kernel;
+    if (kn->scatter) { /* blocks in parallel into their partials, then dst's elements */
+        int64_t min_par = kn->numel + kn->scatter->numel < parallel_min ? INT64_MAX : 0;
+        if (lay->work) cpu_pool_run(pool, run_range, ck, lay->work, 1, min_par);
+        if (kn->scatter->numel) cpu_pool_run(pool, row_range, ck, kn->scatter->numel, ELEMENT_GRAIN, min_par);
+        return;
+    }
     if (lay->work == 0 && lay->strategy != CG_REDUCE_FULL) return;
     /* below the threshold of total work, the calling thread runs it alone */
     int64_t elems = kn->numel * (kn->npasses + (kn->row ? 1 : 0));
@@ -515,7 +536,10 @@ static void run_kernel(cpu_pool *pool, int64_t parallel_min, cpu_kernel *ck) {
     }
 }
 
-/* Runs the program writing into dsts; fails only before any kernel runs. */
+/* Runs the program writing into dsts; fails only before any kernel runs, or
+ * when a kernel with gather loads flags an index out of range: outputs
+ * stored at or after the first such kernel are written to fresh memory, so
+ * that a failed eval changes no output buffer. */
 static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buffer *const *dsts) {
     const fuse_schedule *s = pr->s;
     int n = pr->n;
@@ -534,28 +558,46 @@ static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buf
         if (sl->kind == FUSE_SLOT_INPUT) data[j] = sl->buffer->data;
         else if (sl->kind == FUSE_SLOT_TEMP) data[j] = pr->blocks[sl->block];
     }
-    /* outputs: in place when nothing reads the buffer and no other output names it */
+    /* outputs: in place when nothing reads the buffer, no other output names it
+       and no kernel that may fail (gather index checks) runs before it is complete */
+    int first_check = s->nkernels;
+    for (int k = s->nkernels - 1; k >= 0; k--)
+        if (pr->k[k].lay->err_buf >= 0) first_check = k;
     for (int i = 0; i < n; i++) {
         const fuse_slot *sl = &s->slots[s->out_slot[i]];
         if (sl->kind != FUSE_SLOT_OUTPUT || sl->output != i) continue;
         lf_buffer *d = dsts[i];
-        if (!unsafe[i]) {
+        if (!unsafe[i] && sl->def < first_check) {
             data[s->out_slot[i]] = d->data;
+        } else if (!unsafe[i] && sl->bytes) { /* behind an index check: the program's staging */
+            if (!pr->stage && !(pr->stage = graph_calloc((size_t)n, sizeof *pr->stage))) goto nomem;
+            if (!pr->stage[i] && !(pr->stage[i] = graph_malloc(sl->bytes))) goto nomem;
+            data[s->out_slot[i]] = pr->stage[i];
+            fresh[i] = NULL;
         } else if (sl->bytes) {
             if (!(fresh[i] = graph_malloc(sl->bytes))) goto nomem;
             data[s->out_slot[i]] = fresh[i];
         }
     }
-    /* nothing below can fail */
+    /* nothing below can fail but an index check, before any output is touched */
     for (int k = 0; k < s->nkernels; k++) {
         cpu_kernel *ck = &pr->k[k];
-        for (int b = 0; b < ck->lay->nbufs; b++) ck->B[b] = data[ck->lay->buf_slot[b]];
+        for (int b = 0; b < ck->lay->nbufs; b++)
+            ck->B[b] = ck->lay->buf_slot[b] == -2  ? (void *)ck->part
+                       : ck->lay->buf_slot[b] < 0 ? (void *)&ck->err
+                                                  : data[ck->lay->buf_slot[b]];
+        ck->err = 0;
         run_kernel(cs->pool, cs->parallel_min, ck);
+        if (ck->err) {
+            status = fuse_report_index_error(s, k, data);
+            goto done;
+        }
     }
     for (int i = 0; i < n; i++) {
         const fuse_slot *sl = &s->slots[s->out_slot[i]];
         const void *src = sl->kind == FUSE_SLOT_OUTPUT ? data[s->out_slot[i]] : sl->buffer->data;
-        if (sl->kind == FUSE_SLOT_OUTPUT && sl->output == i && !fresh[i]) continue; /* in place */
+        bool staged = pr->stage && pr->stage[i] && sl->output == i && data[s->out_slot[i]] == pr->stage[i];
+        if (sl->kind == FUSE_SLOT_OUTPUT && sl->output == i && !fresh[i] && !staged) continue; /* in place */
         if (dsts[i]->bytes && src != dsts[i]->data) memmove(dsts[i]->data, src, dsts[i]->bytes);
     }
     goto done;

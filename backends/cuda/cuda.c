@@ -377,6 +377,9 @@ typedef struct cuda_kernel {
     int words_cap;                 /* allocated words */
     CUdeviceptr scratch;           /* reductions' scratch (zeroed when made) */
     size_t scratch_bytes;          /* its size (0: none) */
+    CUdeviceptr spart;             /* scatter kernels: the partials (lay->part_entries
+                                      cg_partial), 0 */
+    size_t spart_bytes;            /* their size */
 } cuda_kernel;
 
 typedef struct cuda_program {
@@ -391,6 +394,10 @@ typedef struct cuda_program {
     uint64_t *slot_addr;           /* per run: device address of each slot */
     CUdeviceptr *fresh;            /* per run: outputs going through a temporary */
     lf_eval_stats stats;           /* schedule statistics */
+    int first_check;               /* first kernel with gather loads (index
+                                      checks), nkernels when none */
+    CUdeviceptr errflag;           /* their shared int32 index-error flag (zeroed;
+                                      each run that raises it zeroes it again), 0 */
 } cuda_program;
 
 static void program_free(void *p) {
@@ -402,6 +409,7 @@ static void program_free(void *p) {
         for (int i = 0; i < pr->s->nkernels; i++) {
             cuda_kernel *ck = &pr->k[i];
             cuda_mem_free(cs, ck->scratch, ck->scratch_bytes);
+            cuda_mem_free(cs, ck->spart, ck->spart_bytes);
             graph_free(ck->lay);
             graph_free(ck->P);
             graph_free(ck->addr);
@@ -409,6 +417,7 @@ static void program_free(void *p) {
         }
     if (pr->blocks)
         for (int b = 0; b < pr->s->nblocks; b++) cuda_mem_free(cs, pr->blocks[b], pr->s->block_bytes[b]);
+    cuda_mem_free(cs, pr->errflag, sizeof(int32_t));
     graph_free(pr->blocks);
     graph_free(pr->slot_addr);
     graph_free(pr->fresh);
@@ -470,6 +479,17 @@ static lf_status program_build(lf_graph *g, cuda_state *cs, int n, lf_node *cons
         ck->addr = graph_calloc((size_t)ck->lay->nbufs + 1, sizeof *ck->addr);
         if (!ck->P || !ck->addr) goto nomem;
         cg_fill_params(ck->lay, ck->P);
+        if (ck->lay->part_buf >= 0 && ck->lay->part_entries > 0) { /* a scatter's partials */
+            bool host_nomem;
+            size_t bytes = (size_t)ck->lay->part_entries * sizeof(cg_partial);
+            CUresult r = cuda_mem_alloc(cs, bytes, false, &ck->spart, &host_nomem);
+            if (r != CUDA_SUCCESS) {
+                status = alloc_error(ctx, cs, r, host_nomem, bytes, "eval");
+                program_free(pr);
+                return status;
+            }
+            ck->spart_bytes = bytes;
+        }
         status = module_get(ctx, cs, s, ck->lay, k, &ck->mod, st);
         if (status != LF_OK) {
             program_free(pr);
@@ -477,6 +497,18 @@ static lf_status program_build(lf_graph *g, cuda_state *cs, int n, lf_node *cons
         }
     }
     st->compile_seconds = graph_now_seconds() - t0;
+    pr->first_check = s->nkernels;
+    for (int k = s->nkernels - 1; k >= 0; k--)
+        if (pr->k[k].lay->err_buf >= 0) pr->first_check = k;
+    if (pr->first_check < s->nkernels) {
+        bool host_nomem;
+        CUresult r = cuda_mem_alloc(cs, sizeof(int32_t), true, &pr->errflag, &host_nomem);
+        if (r != CUDA_SUCCESS) {
+            status = alloc_error(ctx, cs, r, host_nomem, sizeof(int32_t), "eval");
+            program_free(pr);
+            return status;
+        }
+    }
     *out = pr;
     return LF_OK;
 nomem:
@@ -584,7 +616,7 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
         const fuse_slot *sl = &s->slots[s->out_slot[i]];
         if (sl->kind != FUSE_SLOT_OUTPUT || sl->output != i) continue;
         lf_buffer *d = dsts[i];
-        bool safe = !unsafe[i];
+        bool safe = !unsafe[i] && sl->def < pr->first_check; /* index checks may fail the eval */
         if (safe) {
             data[s->out_slot[i]] = d->dev;
         } else if (sl->bytes) {
@@ -604,7 +636,9 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
         cuda_kernel *ck = &pr->k[k];
         bool same = ck->planned;
         for (int b = 0; b < ck->lay->nbufs; b++) {
-            uint64_t a = data[ck->lay->buf_slot[b]];
+            uint64_t a = ck->lay->buf_slot[b] == -2 ? ck->spart
+                         : ck->lay->buf_slot[b] < 0 ? pr->errflag
+                                                    : data[ck->lay->buf_slot[b]];
             if (ck->addr[b] != a) {
                 ck->addr[b] = a;
                 same = false;
@@ -628,6 +662,24 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
                                             : "");
                 goto fail;
             }
+        }
+    }
+    /* index checks: wait for the kernels, read the flag; a raised flag fails
+       the eval before any output buffer is written (driver.c then finds the
+       first bad index with the reference evaluator on host copies) */
+    if (pr->errflag) {
+        int32_t flag = 0;
+        CUresult r = cs->drv.MemcpyDtoHAsync(&flag, pr->errflag, sizeof flag, cs->stream);
+        if (r == CUDA_SUCCESS) r = cs->drv.StreamSynchronize(cs->stream);
+        if (r == CUDA_SUCCESS && flag) r = cs->drv.MemsetD8Async(pr->errflag, 0, sizeof flag, cs->stream);
+        if (r != CUDA_SUCCESS) {
+            status = graph_error(ctx, LF_ERR_BACKEND, "eval: cuda: reading the index-error flag failed: %s",
+                                 cuda_result_str(&cs->drv, r, es, sizeof es));
+            goto fail;
+        }
+        if (flag) {
+            status = graph_error(ctx, LF_ERR_INDEX, "gather: index out of range (found on the device)");
+            goto fail;
         }
     }
     /* outputs not written in place */
