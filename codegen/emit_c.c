@@ -94,6 +94,22 @@ static void open_fn(cg_emitter *e, const char *sig) {
 
 #define ARGS_RUN "void *const *restrict B, const int64_t *restrict P, int64_t begin, int64_t end"
 
+/* The body (region 0) over flat elements from `at` to `stop` (row length E):
+ * per row segment the outer axes are unravelled once and the loads
+ * invariant in the inner loop hoisted, then a unit-stride inner loop. */
+static void emit_flat_range(cg_emitter *e, const char *stop) {
+    cg_open_block(e, "while (at < %s) {", stop);
+    cg_line(e, "const int64_t row = at / E, j0 = at - row * E;");
+    cg_line(e, "const int64_t j1 = %s - at < E - j0 ? j0 + (%s - at) : E;", stop, stop);
+    cg_unravel(e, "row", 0, e->lay->ndim - 1);
+    cg_hoist_invariants(e, 0);
+    cg_open_block(e, "for (int64_t j = j0; j < j1; j++) {");
+    cg_emit_body(e, 0, "j", ACC_SCALAR, "");
+    cg_close_block(e);
+    cg_line(e, "at += j1 - j0;");
+    cg_close_block(e);
+}
+
 static void emit_elementwise(cg_emitter *e) {
     const cg_layout *lay = e->lay;
     int inner = lay->ndim - 1;
@@ -101,16 +117,7 @@ static void emit_elementwise(cg_emitter *e) {
     cg_declare_buffers(e);
     cg_line(e, "const int64_t E = P[%d];", lay->param_extent + inner);
     cg_line(e, "int64_t at = begin;");
-    cg_open_block(e, "while (at < end) {");
-    cg_line(e, "const int64_t row = at / E, j0 = at - row * E;");
-    cg_line(e, "const int64_t j1 = end - at < E - j0 ? j0 + (end - at) : E;");
-    cg_unravel(e, "row", 0, inner);
-    cg_hoist_invariants(e, 0);
-    cg_open_block(e, "for (int64_t j = j0; j < j1; j++) {");
-    cg_emit_body(e, 0, "j", ACC_SCALAR, "");
-    cg_close_block(e);
-    cg_line(e, "at += j1 - j0;");
-    cg_close_block(e);
+    emit_flat_range(e, "end");
     cg_close_block(e);
 }
 
@@ -398,16 +405,7 @@ static void emit_scatter(cg_emitter *e) {
     cg_close_block(e);
     cg_line(e, "const int64_t stop = N - blk * BS < BS ? N : blk * BS + BS;");
     cg_line(e, "int64_t at = blk * BS;");
-    cg_open_block(e, "while (at < stop) {");
-    cg_line(e, "const int64_t row = at / E, j0 = at - row * E;");
-    cg_line(e, "const int64_t j1 = stop - at < E - j0 ? j0 + (stop - at) : E;");
-    cg_unravel(e, "row", 0, inner);
-    cg_hoist_invariants(e, 0);
-    cg_open_block(e, "for (int64_t j = j0; j < j1; j++) {");
-    cg_emit_body(e, 0, "j", ACC_SCALAR, "");
-    cg_close_block(e);
-    cg_line(e, "at += j1 - j0;");
-    cg_close_block(e);
+    emit_flat_range(e, "stop");
     cg_close_block(e);
     cg_close_block(e);
     open_fn(e, "row(void *const *restrict B, const int64_t *restrict P, lf_value *restrict R, int64_t begin, "
