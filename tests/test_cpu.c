@@ -460,11 +460,12 @@ static void build_gather(lf_graph *g, int64_t s, void *const *h, outset *o) {
     lf_node *b = lf_cast(g, lf_map(g, lf_fn_parse(g, "(v) -> floor(v * 256)"), x), LF_I32);
     add_out(o, "histogram", lf_bincount(g, b, NULL, 256), 0);
     add_out(o, "weighted histogram f32", lf_bincount(g, b, x, 256), 0);
+    /* add_out keeps the name's pointer: literals, not a local buffer */
+    static const char *const what[] = {"scatter set into [s]", "scatter add into [s]", "scatter min into [s]",
+                                       "scatter max into [s]", "scatter prod into [s]"};
     for (int op = 0; op <= LF_SCATTER_PROD; op++) {
         lf_node *dst = lf_map(g, lf_fn_parse(g, "(v) -> v + 0.5"), x);
-        char what[64];
-        snprintf(what, sizeof what, "scatter op %d into [s]", op);
-        add_out(o, what, lf_scatter(g, (lf_scatter_op)op, dst, 0, ii, lf_map(g, lf_fn_parse(g, "(v) -> v * 1.25 - 0.5"), x)), 0);
+        add_out(o, what[op], lf_scatter(g, (lf_scatter_op)op, dst, 0, ii, lf_map(g, lf_fn_parse(g, "(v) -> v * 1.25 - 0.5"), x)), 0);
     }
 }
 
