@@ -26,7 +26,8 @@ import sys
 from xml.sax.saxutils import escape
 
 CASE_ORDER = ['gaussian_pdf', 'polar_distance', 'hypot', 'triad', 'chain8', 'sum_of_squares',
-              'softmax_rows', 'matmul_zip_reduce', 'chain32']
+              'softmax_rows', 'matmul_zip_reduce', 'chain32', 'cumsum', 'cumsum_rows', 'scan_fused',
+              'random_fused', 'random_fill', 'gather_perm', 'gather_rows', 'histogram']
 SYSTEM_ORDER = ['lazyfuse fused', 'lazyfuse unfused', 'numpy', 'numexpr',
                 'numba_vectorize', 'numba_njit', 'numpy_blas', 'cupy', 'cupy_kernel', 'cupy_fuse', 'jax_jit',
                 'torch_eager', 'torch_compile', 'numba_cuda']
