@@ -407,13 +407,11 @@ static void cuda_finished(cg_emitter *e, int j, const char *base, char *out, siz
     cg_finish_value(e, &e->kn->reds[j], a, g, out, cap);
 }
 
-static void cuda_elementwise(cg_emitter *e) {
-    const cg_layout *lay = e->lay;
-    int inner = lay->ndim - 1;
-    cuda_open_body(e, "run");
-    cg_line(e, "const lf_idx E = (lf_idx)P[%d];", lay->param_extent + inner);
-    cuda_extent_product(e, "T", 0, lay->ndim);
-    cg_open_block(e, "for (lf_idx at = lf_tid; at < T; at += lf_stride) {");
+/* The body (region 0) at flat element `at` (row length E), inside a loop
+ * over elements: its row and column unravelled, its invariant loads
+ * hoisted, then the fn and stores. */
+static void cuda_flat_element(cg_emitter *e) {
+    int inner = e->lay->ndim - 1;
     if (inner > 0) {
         cg_line(e, "const lf_idx row = at / E, j = at - row * E;");
         cg_unravel(e, "row", 0, inner);
@@ -423,6 +421,16 @@ static void cuda_elementwise(cg_emitter *e) {
     }
     cg_hoist_invariants(e, 0);
     cg_emit_body(e, 0, "j", ACC_SCALAR, "");
+}
+
+static void cuda_elementwise(cg_emitter *e) {
+    const cg_layout *lay = e->lay;
+    int inner = lay->ndim - 1;
+    cuda_open_body(e, "run");
+    cg_line(e, "const lf_idx E = (lf_idx)P[%d];", lay->param_extent + inner);
+    cuda_extent_product(e, "T", 0, lay->ndim);
+    cg_open_block(e, "for (lf_idx at = lf_tid; at < T; at += lf_stride) {");
+    cuda_flat_element(e);
     cg_close_block(e);
     cuda_close_body(e, "run", 1, 2);
     if (!cg_cuda_vectorizable(lay)) return;
@@ -715,15 +723,7 @@ static void cuda_scatter(cg_emitter *e) {
     cg_close_block(e);
     cg_line(e, "const lf_idx stop = N - blk * BS < BS ? N : blk * BS + BS;");
     cg_open_block(e, "for (lf_idx at = blk * BS; at < stop; at++) {");
-    if (inner > 0) {
-        cg_line(e, "const lf_idx row = at / E, j = at - row * E;");
-        cg_unravel(e, "row", 0, inner);
-    } else {
-        cg_line(e, "const lf_idx j = at; (void)E;");
-        cg_unravel(e, "0", 0, 0);
-    }
-    cg_hoist_invariants(e, 0);
-    cg_emit_body(e, 0, "j", ACC_SCALAR, "");
+    cuda_flat_element(e);
     cg_close_block(e);
     cg_close_block(e);
     cuda_close_body(e, "run", 1, 2);
