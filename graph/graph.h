@@ -26,6 +26,9 @@
 
 /* ==== util.c: allocation (with the failure hook), messages, shapes ======== */
 
+/* Blocks of this size and more are mapped apart, 2 MiB-aligned, with huge
+ * pages asked for (graph/util.c); their data is 64-byte aligned. */
+#define GRAPH_BIG_BLOCK ((size_t)4 << 20)
 void *graph_malloc(size_t bytes);              /* NULL on failure or injected failure */
 void *graph_calloc(size_t count, size_t size); /* NULL on overflow or failure */
 void *graph_realloc(void *p, size_t bytes);    /* p untouched on failure */

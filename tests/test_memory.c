@@ -220,3 +220,50 @@ Test(memory, big_buffer_zeroed_lazily, .timeout = 120) {
     }
     lf_ctx_destroy(ctx);
 }
+
+/* Big blocks (GRAPH_BIG_BLOCK and more) are mapped apart with huge pages
+ * asked for: their data is 64-byte aligned, graph_calloc's are zero, the
+ * live-byte counter is exact, graph_realloc moves contents across the
+ * threshold in both directions, and the failure hook fails them as any
+ * other allocation. */
+Test(memory, big_blocks_aligned_counted_and_moved) {
+    size_t live0 = lf_debug_live_bytes();
+    size_t sizes[] = {GRAPH_BIG_BLOCK - 1, GRAPH_BIG_BLOCK, GRAPH_BIG_BLOCK + 1, 3 * GRAPH_BIG_BLOCK + 4095};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        unsigned char *p = graph_calloc(1, sizes[k]);
+        cr_assert_not_null(p, "%zu bytes", sizes[k]);
+        if (sizes[k] >= GRAPH_BIG_BLOCK) cr_expect_eq((uintptr_t)p % 64, 0, "%zu bytes at %p", sizes[k], (void *)p);
+        cr_expect_eq(lf_debug_live_bytes() - live0, sizes[k]);
+        cr_expect_eq(p[0], 0);
+        cr_expect_eq(p[sizes[k] / 2], 0);
+        cr_expect_eq(p[sizes[k] - 1], 0);
+        p[0] = 1, p[sizes[k] - 1] = 2; /* the last byte is writable */
+        graph_free(p);
+        cr_expect_eq(lf_debug_live_bytes(), live0);
+    }
+    /* realloc: small -> big -> bigger -> small, contents kept */
+    size_t steps[] = {1000, GRAPH_BIG_BLOCK + 10, 2 * GRAPH_BIG_BLOCK, 500};
+    unsigned char *p = NULL;
+    size_t have = 0;
+    for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) {
+        unsigned char *q = graph_realloc(p, steps[k]);
+        cr_assert_not_null(q, "realloc to %zu", steps[k]);
+        size_t keep = have < steps[k] ? have : steps[k];
+        for (size_t i = 0; i < keep; i += 97) cr_assert_eq(q[i], (unsigned char)(i * 31 + 7), "step %zu byte %zu", k, i);
+        for (size_t i = 0; i < steps[k]; i++) q[i] = (unsigned char)(i * 31 + 7);
+        cr_expect_eq(lf_debug_live_bytes() - live0, steps[k]);
+        p = q, have = steps[k];
+    }
+    /* an injected failure leaves the old block whole */
+    unsigned char *big = graph_realloc(p, 2 * GRAPH_BIG_BLOCK);
+    cr_assert_not_null(big);
+    lf_debug_fail_alloc(1, false);
+    cr_expect_null(graph_realloc(big, 3 * GRAPH_BIG_BLOCK));
+    cr_expect_eq(big[499], (unsigned char)(499 * 31 + 7));
+    cr_expect_eq(lf_debug_live_bytes() - live0, 2 * GRAPH_BIG_BLOCK);
+    void *next = graph_malloc(GRAPH_BIG_BLOCK); /* the hook was spent: this one succeeds */
+    cr_expect_not_null(next);
+    graph_free(next);
+    graph_free(big);
+    cr_expect_eq(lf_debug_live_bytes(), live0);
+}
