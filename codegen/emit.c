@@ -266,11 +266,21 @@ static void load_value(const cg_emitter *e, const cg_access *a, const char *jv, 
     }
     access_index(e, a, jv, idx, sizeof idx);
     if (a->param_gather >= 0) { /* x at the base plus the wrapped index, if in range */
-        expr_buf iv;
+        expr_buf iv, base, step = "";
         load_value(e, cg_load_access(e->lay, a->fn, a->load->gidx), jv, iv, sizeof iv);
         int pg = a->param_gather;
-        cg_fmt(out, cap, "(lf_gok((int64_t)(%s), P[%d], b%d) ? b%d[%s + (lf_idx)lf_gwrap((int64_t)(%s), P[%d]) * (lf_idx)P[%d]] : (%s)0)",
-               iv, pg, e->lay->err_buf, a->buf, idx, iv, pg, pg + 1, cg_vtype(e, a->dtype));
+        /* The base's class is forced STRIDED (never hoisted or vectorized),
+           but its index needs no multiply when its stride along the loop is
+           0 or 1, nor the gathered position when x is dense on that axis:
+           a gather's loads are latency-bound, and the fewer instructions
+           each element takes, the more of them the core keeps in flight. */
+        int64_t in = a->strides[e->lay->ndim - 1];
+        if (a->param_steps >= 0 || !jv || (in != 0 && in != 1)) cg_fmt(base, sizeof base, "%s", idx);
+        else if (in == 0) cg_fmt(base, sizeof base, "o%d_%d", access_id(e, a), e->level);
+        else cg_fmt(base, sizeof base, "o%d_%d + %s", access_id(e, a), e->level, jv);
+        if (a->load->gstride != 1) cg_fmt(step, sizeof step, " * (lf_idx)P[%d]", pg + 1);
+        cg_fmt(out, cap, "(lf_gok((int64_t)(%s), P[%d], b%d) ? b%d[%s + (lf_idx)lf_gwrap((int64_t)(%s), P[%d])%s] : (%s)0)",
+               iv, pg, e->lay->err_buf, a->buf, base, iv, pg, step, cg_vtype(e, a->dtype));
         return;
     }
     if (a->buf >= 0) {

@@ -1375,6 +1375,54 @@ Test(errors, gather_index_out_of_range) {
     lf_ctx_destroy(r);
 }
 
+/* The range check at its edges: -n and n-1 are in range, -n-1 and n are not,
+ * nor the extremes of int64 (whose sum with n must not wrap into range), and
+ * nothing is in range of an empty axis; on the compiled CPU backend, the
+ * interpreter and the reference. */
+static void gather_index_edges_on(lf_ctx *c) {
+    const int64_t n = 6;
+    const int64_t good[] = {-6, 5, 0, -1};
+    const int64_t bad[] = {6, -7, INT64_MAX, INT64_MIN, INT64_MIN + 1, INT64_MAX - 5, INT64_MIN + 6};
+    double xv[6] = {10, 11, 12, 13, 14, 15};
+    for (int empty = 0; empty < 2; empty++)
+        for (size_t k = 0; k < sizeof good / sizeof *good + sizeof bad / sizeof *bad; k++) {
+            bool ok = !empty && k < sizeof good / sizeof *good;
+            int64_t v = k < sizeof good / sizeof *good ? good[k] : bad[k - sizeof good / sizeof *good];
+            lf_graph *gg = lf_graph_new(c);
+            int64_t xn = empty ? 0 : n, one = 1;
+            lf_node *x = lf_input(gg, tu_buf(c, LF_F32, 1, &xn, xv));
+            lf_buffer *ib = lf_buffer_new(c, LF_I64, 1, &one);
+            cr_assert(ib && lf_buffer_write(ib, &v, sizeof v) == LF_OK, "%s", lf_errmsg(c));
+            lf_node *t = lf_gather(gg, x, 0, lf_input(gg, ib));
+            lf_buffer *o = tu_buf(c, LF_F32, 1, &one, (double[]){7});
+            cr_assert(t != NULL, "%s", lf_errmsg(c));
+            lf_status st = lf_eval(gg, 1, &t, &o);
+            if (ok) {
+                cr_expect_eq(st, LF_OK, "index %lld: %s", (long long)v, lf_errmsg(c));
+                tu_expect("in range", o, (double[]){xv[v < 0 ? v + n : v]}, 1, 0, 0);
+            } else {
+                cr_expect_eq(st, LF_ERR_INDEX, "index %lld of extent %lld", (long long)v, (long long)xn);
+                tu_expect("untouched", o, (double[]){7}, 1, 0, 0);
+            }
+            lf_buffer_free(ib), lf_buffer_free(o);
+            lf_graph_free(gg);
+        }
+}
+
+Test(errors, gather_index_range_edges) {
+    lf_ctx_options o;
+    lf_backend backends[] = {LF_BACKEND_CPU, LF_BACKEND_CPU, LF_BACKEND_REFERENCE};
+    for (int b = 0; b < 3; b++) {
+        lf_ctx_options_init(&o);
+        o.backend = backends[b];
+        if (b == 1) o.compile = LF_COMPILE_NEVER; /* the schedule interpreter */
+        lf_ctx *c = lf_ctx_new(&o);
+        cr_assert(c != NULL, "%s", lf_errmsg(NULL));
+        gather_index_edges_on(c);
+        lf_ctx_destroy(c);
+    }
+}
+
 Test(errors, scatter_and_bincount_builder_arguments) {
     lf_graph *g1 = fresh();
     lf_node *d = fill(g1, LF_F32, 2, SH(3, 4)), *i = fill(g1, LF_I64, 2, SH(3, 2)), *v = fill(g1, LF_F32, 2, SH(3, 2));
