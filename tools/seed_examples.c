@@ -162,38 +162,60 @@ static int scan_fused(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
     return outs[0] ? 1 : 0;
 }
 
+/* splitmix64's finalizer (Steele, Lea and Flood 2014): a bijection of 64-bit
+ * words that mixes every input bit into every output bit. */
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* A pseudo-random bijection of [0, 2^bits): each step (multiply by an odd
+ * number, add, xor with a right shift, all mod 2^bits) is invertible. */
+static uint64_t permute_bits(uint64_t v, int bits, uint64_t key) {
+    uint64_t mask = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+    int sh = bits / 2 > 0 ? bits / 2 : 1;
+    for (int r = 0; r < 3; r++) {
+        v = (v * (0x9e3779b97f4a7c15ull | 1) + (key >> (r * 16))) & mask;
+        v ^= v >> sh;
+        v = (v * (mix64(key + (uint64_t)r) | 1)) & mask;
+    }
+    return v;
+}
+
 /* An index input of n elements of dtype t (i32 or i64): a random
- * permutation of 0..n-1 (perm) or uniform in 0..range-1, from a fixed LCG. */
+ * permutation of 0..n-1 (perm) or uniform in 0..range-1. Both are counter
+ * based (element i is a function of seed and i) so benches/peers/common.py
+ * makes the same arrays with a few vectorized NumPy passes: the permutation
+ * walks a bijection of the next power of two until it lands below n (cycle
+ * walking keeps it a bijection of 0..n-1), the uniform index is
+ * mix64(seed * 2^32 + i) >> 11 modulo range. */
 static lf_node *input_index(lf_ctx *ctx, lf_graph *g, lf_dtype t, int ndim, const int64_t *shape, bool perm,
                             int64_t range, uint32_t seed) {
     lf_buffer *b = lf_buffer_new(ctx, t, ndim, shape);
     if (!b) return NULL;
     int64_t n = lf_buffer_numel(b);
-    int64_t *v = malloc((size_t)(n ? n : 1) * sizeof *v);
     void *host = malloc((size_t)(n ? n : 1) * lf_dtype_size(t));
-    if (!v || !host) {
-        free(v);
-        free(host);
+    if (!host) {
         lf_buffer_free(b);
         return NULL;
     }
-    uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
+    int bits = 1;
+    while (bits < 63 && (1ll << bits) < n) bits++;
+    uint64_t key = mix64(seed);
     for (int64_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        int64_t v;
         if (perm) {
-            int64_t j = (int64_t)((s >> 33) % (uint64_t)(i + 1)); /* Fisher-Yates, inside-out */
-            v[i] = v[j];
-            v[j] = i;
+            uint64_t w = permute_bits((uint64_t)i, bits, key);
+            while (w >= (uint64_t)n) w = permute_bits(w, bits, key);
+            v = (int64_t)w;
         } else {
-            v[i] = (int64_t)((s >> 33) % (uint64_t)range);
+            v = (int64_t)((mix64(((uint64_t)seed << 32) + (uint64_t)i) >> 11) % (uint64_t)range);
         }
-    }
-    for (int64_t i = 0; i < n; i++) {
-        if (t == LF_I64) ((int64_t *)host)[i] = v[i];
-        else ((int32_t *)host)[i] = (int32_t)v[i];
+        if (t == LF_I64) ((int64_t *)host)[i] = v;
+        else ((int32_t *)host)[i] = (int32_t)v;
     }
     lf_status st = lf_buffer_write(b, host, (size_t)n * lf_dtype_size(t));
-    free(v);
     free(host);
     lf_node *x = st == LF_OK ? lf_input(g, b) : NULL;
     lf_buffer_free(b);

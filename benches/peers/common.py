@@ -58,16 +58,80 @@ def lcg_f32(count, lo, hi, seed):
     return u
 
 
-class Case:
-    """One lazyfuse-bench case: its inputs (seed, range; shape from the size)
-    and the tolerance of lazyfuse-bench's own fused/unfused check."""
+# ---- index inputs: tools/seed_examples.c's input_index --------------------------
 
-    def __init__(self, name, inputs, shape, tol, reduction=False):
+U64 = np.uint64
+_M64 = 0xFFFFFFFFFFFFFFFF
+
+
+def mix64(z):
+    """splitmix64's finalizer on a uint64 array (wrapping arithmetic)."""
+    z = np.asarray(z, dtype=U64)
+    with np.errstate(over='ignore'):
+        z = (z ^ (z >> U64(30))) * U64(0xbf58476d1ce4e5b9)
+        z = (z ^ (z >> U64(27))) * U64(0x94d049bb133111eb)
+    return z ^ (z >> U64(31))
+
+
+def _mix64_int(z):
+    return int(mix64(np.array([z & _M64], dtype=U64))[0])
+
+
+def permute_bits(v, bits, key):
+    """seed_examples.c's permute_bits: a bijection of [0, 2^bits)."""
+    mask = U64(_M64 if bits >= 64 else (1 << bits) - 1)
+    sh = U64(max(bits // 2, 1))
+    with np.errstate(over='ignore'):
+        for r in range(3):
+            v = (v * U64(0x9e3779b97f4a7c15 | 1) + U64(key >> (r * 16))) & mask
+            v = v ^ (v >> sh)
+            v = (v * U64(_mix64_int(key + r) | 1)) & mask
+    return v
+
+
+def index_input(count, perm, rng, seed, dtype):
+    """The values input_index(..., perm, range, seed) fills a buffer with: a
+    permutation of 0..count-1 (cycle walking over a bijection of the next
+    power of two), or mix64(seed * 2^32 + i) >> 11 modulo rng."""
+    i = np.arange(count, dtype=U64)
+    if perm:
+        bits = 1
+        while bits < 63 and (1 << bits) < count:
+            bits += 1
+        key = _mix64_int(seed)
+        w = permute_bits(i, bits, key)
+        out = w >= U64(count)
+        while np.any(out):
+            w[out] = permute_bits(w[out], bits, key)
+            out = w >= U64(count)
+        v = w
+    else:
+        with np.errstate(over='ignore'):
+            v = (mix64(i + U64(seed << 32)) >> U64(11)) % U64(rng)
+    return v.astype(dtype)
+
+
+class Case:
+    """One lazyfuse-bench case: its inputs (shape from the size) and the
+    tolerance of lazyfuse-bench's own fused/unfused check. An input spec is
+    (seed, lo, hi) for tools/seed_examples.c's input_f32, or ('perm', seed,
+    dtype) / ('index', seed, dtype) for its input_index (a permutation of the
+    whole input, or uniform in 0..last extent-1). check: 'values' compares
+    with lazyfuse's output (common.max_rel_diff; exact for integers), 'moments'
+    (random numbers from another generator) only the mean and the standard
+    deviation (see moments_diff)."""
+
+    def __init__(self, name, inputs, shape, tol, reduction=False, out_dtype=np.float32, out_shape=None,
+                 check='values', reports_n=False):
         self.name = name
-        self.input_specs = inputs      # [(seed, lo, hi)]
+        self.reports_n = reports_n     # lazyfuse-bench reports --n, not the element count
+        self.input_specs = inputs      # [(seed, lo, hi)] or [('perm' | 'index', seed, dtype)]
         self.shape = shape             # 'elem', 'rows' or 'matmul'
         self.tol = tol
         self.reduction = reduction     # output is not elementwise
+        self.out_dtype = np.dtype(out_dtype)
+        self.fixed_out_shape = out_shape
+        self.check = check
 
     def dims(self, n, matmul_n):
         """Shape of each input for lazyfuse-bench's --n N (matmul: --matmul-n)."""
@@ -81,17 +145,32 @@ class Case:
         """The "n" lazyfuse-bench reports for this case."""
         if self.shape == 'matmul':
             return matmul_n
+        if self.reports_n:
+            return n
         return int(np.prod(self.dims(n, matmul_n)))
 
     def make_inputs(self, n, matmul_n):
         d = self.dims(n, matmul_n)
         count = int(np.prod(d))
-        return [lcg_f32(count, lo, hi, seed).reshape(d) for (seed, lo, hi) in self.input_specs]
+        made = []
+        for spec in self.input_specs:
+            if spec[0] in ('perm', 'index'):
+                kind, seed, dtype = spec
+                made.append(index_input(count, kind == 'perm', d[-1], seed, dtype).reshape(d))
+            else:
+                seed, lo, hi = spec
+                made.append(lcg_f32(count, lo, hi, seed).reshape(d))
+        return made
 
     def out_shape(self, n, matmul_n):
         if self.name == 'sum_of_squares':
             return ()
+        if self.fixed_out_shape is not None:
+            return self.fixed_out_shape
         return self.dims(n, matmul_n)
+
+    def out_bytes(self, n, matmul_n):
+        return int(np.prod(self.out_shape(n, matmul_n), dtype=np.int64)) * self.out_dtype.itemsize
 
 
 PI_F = 3.14159
@@ -108,6 +187,13 @@ CASES = [
     Case('cumsum', [(23, -1, 1)], 'elem', 1e-4),
     Case('cumsum_rows', [(29, -1, 1)], 'rows', 1e-4),
     Case('scan_fused', [(31, -1, 1)], 'elem', 1e-4),
+    # a peer draws its own random numbers (NumPy's Philox is another stream
+    # from the same generator family), so only their distribution is checked
+    Case('random_fused', [(17, -1, 1)], 'elem', 1e-4, check='moments'),
+    Case('random_fill', [], 'elem', 1e-4, check='moments'),
+    Case('gather_perm', [(23, -1, 1), ('perm', 5, np.int64)], 'elem', 0.0),
+    Case('gather_rows', [(29, -1, 1), ('index', 7, np.int32)], 'rows', 0.0, reports_n=True),
+    Case('histogram', [(31, 0, 1)], 'elem', 0.0, reduction=True, out_dtype=np.int64, out_shape=(256,)),
 ]
 CASE_BY_NAME = {c.name: c for c in CASES}
 
@@ -193,7 +279,31 @@ PEER_TOL = 1e-3
 
 
 def peer_tol(case):
+    if case.check == 'moments':
+        return MOMENTS_TOL
+    if case.tol == 0.0:  # gathers and histograms move values, or count them
+        return 0.0
     return max(case.tol, PEER_TOL)
+
+
+# random cases: the mean and the standard deviation of a peer's output may
+# differ from lazyfuse's by this much, relative to lazyfuse's standard
+# deviation. At n = 2^16 the sampling error of either is below 1.5% (5
+# standard errors); a wrong distribution (say normal instead of uniform, or
+# a missing 0.1 factor) is off by 30% or more.
+MOMENTS_TOL = 0.02
+
+
+def moments_diff(a, b):
+    """The larger of |mean(a) - mean(b)| and |std(a) - std(b)|, over std(b)."""
+    a = np.asarray(a, dtype=np.float64).ravel()
+    b = np.asarray(b, dtype=np.float64).ravel()
+    if a.shape != b.shape or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        return math.inf
+    if a.size == 0:
+        return 0.0
+    sd = float(np.std(b)) or 1.0
+    return max(abs(float(np.mean(a)) - float(np.mean(b))), abs(float(np.std(a)) - float(np.std(b)))) / sd
 
 
 class NotApplicable(Exception):

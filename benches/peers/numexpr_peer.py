@@ -71,7 +71,8 @@ class Numexpr(Peer):
                 return ne.evaluate('e / s', out=out)
             return softmax
         if case.name not in EXPRS:
-            raise NotApplicable('numexpr has no scan (its reductions end an expression)')
+            raise NotApplicable('numexpr has no scan, gather, scatter or random numbers (only elementwise '
+                                'expressions; a reduction ends one)')
         expr, names = EXPRS[case.name]
         local = dict(K)
         local.update(zip(names, inputs))

@@ -8,6 +8,9 @@ import arrayapi
 from base import Peer, SkipPeer
 from common import NotApplicable
 
+# lazyfuse-bench's seeds (tools/seed_examples.c)
+RANDOM_SEED = {'random_fused': 20140101, 'random_fill': 42}
+
 
 class NumPy(Peer):
     name = 'numpy'
@@ -25,11 +28,31 @@ class NumPy(Peer):
 
     def prepare(self, case, inputs, n, matmul_n):
         np = self.np
+        if case.name in RANDOM_SEED:
+            return self.prepare_random(case, inputs, n, matmul_n)
         fn = arrayapi.for_case(case.name)
-        if case.name in ('sum_of_squares', 'matmul_zip_reduce'):
+        if case.name in ('sum_of_squares', 'matmul_zip_reduce', 'gather_rows', 'histogram'):
             return lambda: fn(np, *inputs)
-        out = np.empty(case.out_shape(n, matmul_n), np.float32)
+        out = np.empty(case.out_shape(n, matmul_n), case.out_dtype)
         return lambda: fn(np, *inputs, out=out)
+
+    def prepare_random(self, case, inputs, n, matmul_n):
+        """numpy.random.Generator(Philox), the bit generator family of
+        lf_random (its own stream: the check compares moments), made once
+        and drawing on, as a NumPy user writes it."""
+        np = self.np
+        rng = np.random.Generator(np.random.Philox(RANDOM_SEED[case.name]))
+        out = np.empty(case.out_shape(n, matmul_n), np.float32)
+        if case.name == 'random_fill':
+            return lambda: rng.random(out=out, dtype=np.float32)
+        (x,) = inputs
+        z = np.empty_like(out)
+
+        def random_fused():
+            rng.standard_normal(out=z, dtype=np.float32)
+            np.multiply(z, np.float32(0.1), out=z)
+            return np.add(x, z, out=out)
+        return random_fused
 
 
 def blas_name(np):

@@ -6,9 +6,11 @@
 
 With --lazyfuse (JSON lines of `lazyfuse-bench --json --save-outputs DIR`),
 every case that run saved is run at the same size, on the same inputs
-(common.lcg_f32 makes tools/seed_examples.c's data), and each peer's output
-is checked against lazyfuse's with lazyfuse-bench's own measure, at the
-tolerance common.PEER_TOL (1e-3; see there why not lazyfuse-bench's 1e-4).
+(common.lcg_f32 and common.index_input make tools/seed_examples.c's data),
+and each peer's output is checked against lazyfuse's with lazyfuse-bench's
+own measure, at the tolerance common.PEER_TOL (1e-3; see there why not
+lazyfuse-bench's 1e-4), exactly for gathers and histograms, and by the mean
+and standard deviation for random numbers (a peer has its own stream).
 Without it, --n / --matmul-n give the size and the check is n/a.
 
 Each system is skipped with a message when it is not installed (or, for the
@@ -42,7 +44,8 @@ MODULE_OF = {'numpy': 'numpy_peer', 'numpy_blas': 'numpy_peer', 'numexpr': 'nume
              'torch_eager': 'torch_peer', 'torch_compile': 'torch_peer', 'numba_cuda': 'numba_cuda_peer'}
 # common.CASES's names (common imports numpy, which --help must not need)
 CASE_NAMES = ['gaussian_pdf', 'polar_distance', 'hypot', 'triad', 'chain8', 'sum_of_squares',
-              'softmax_rows', 'matmul_zip_reduce', 'chain32', 'cumsum', 'cumsum_rows', 'scan_fused']
+              'softmax_rows', 'matmul_zip_reduce', 'chain32', 'cumsum', 'cumsum_rows', 'scan_fused',
+              'random_fused', 'random_fill', 'gather_perm', 'gather_rows', 'histogram']
 
 
 def parse_args(argv):
@@ -176,7 +179,7 @@ def main(argv):
         ref = None
         if ref_line and ref_line.get('output'):
             try:
-                ref = np.fromfile(ref_line['output'], dtype=np.float32).reshape(case.out_shape(n, matmul_n))
+                ref = np.fromfile(ref_line['output'], dtype=case.out_dtype).reshape(case.out_shape(n, matmul_n))
             except (OSError, ValueError) as e:
                 say(f"{cname}: cannot read lazyfuse's output {ref_line['output']}: {e}; check n/a")
         rn = case.reported_n(n, matmul_n)
@@ -197,21 +200,29 @@ def main(argv):
                 emit(dict(base, status='error', why=f'{type(e).__name__}: {e}'))
                 failed = 1
                 continue
-            out_bytes = int(np.prod(case.out_shape(n, matmul_n), dtype=np.int64)) * 4
+            out_bytes = case.out_bytes(n, matmul_n)
             rec = dict(base, status='ok', median_s=median_s, first_s=first_s, reps=reps,
                        threads=a.threads, bytes=in_bytes + out_bytes,
                        gbps=(in_bytes + out_bytes) / median_s / 1e9)
             if case.name == 'matmul_zip_reduce':
                 rec['gflops'] = 2.0 * matmul_n ** 3 / median_s / 1e9
             if ref is not None:
-                d = common.max_rel_diff(np.asarray(result, dtype=np.float32).reshape(ref.shape), ref)
+                if case.check == 'moments':
+                    # the random part only: output minus the input it is added to
+                    base_in = inputs[0].astype(np.float64) if inputs else 0.0
+                    got = np.asarray(result, dtype=np.float64).reshape(ref.shape) - base_in
+                    d = common.moments_diff(got, ref.astype(np.float64) - base_in)
+                else:
+                    d = common.max_rel_diff(np.asarray(result, dtype=case.out_dtype).reshape(ref.shape), ref)
                 rec['max_rel_diff'] = d if d != float('inf') else None
                 tol = common.peer_tol(case)
                 rec['tol'] = tol
                 rec['check'] = 'ok' if d <= tol else 'MISMATCH'
+                rec['check_how'] = ('mean and sd of the random numbers' if case.check == 'moments'
+                                    else 'values')
                 if rec['check'] != 'ok':
                     say(f'{cname} {peer.name}: MISMATCH against lazyfuse: max relative difference '
-                        f'{d:.3g} > {tol:g}')
+                        f'{d:.3g} > {tol:g} ({rec["check_how"]})')
             else:
                 rec['check'] = 'n/a'
             emit(rec)
