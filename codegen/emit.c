@@ -257,6 +257,24 @@ static void access_index(const cg_emitter *e, const cg_access *a, const char *jv
     else cg_fmt(out, cap, "%s", lin);
 }
 
+/* The base index of a gather's load or a scatter's store (access a, whose
+ * class is forced STRIDED: never hoisted or vectorized) at innermost index
+ * jv, and the multiply of the wrapped data index by the stride of the indexed
+ * axis (axis_stride, as cg_fill_params passes it) or "" when that is 1. The
+ * base needs no multiply when its stride along the loop is 0 or 1 either:
+ * indexed loads are latency-bound and indexed stores read-modify-write, and
+ * the fewer instructions each element takes, the more of them the core
+ * keeps in flight. */
+static void indexed_base(const cg_emitter *e, const cg_access *a, const char *jv, int64_t axis_stride, char *base,
+                         char *step, size_t cap) {
+    int64_t in = a->strides[e->lay->ndim - 1];
+    if (a->param_steps >= 0 || !jv || (in != 0 && in != 1)) access_index(e, a, jv, base, cap);
+    else if (in == 0) cg_fmt(base, cap, "o%d_%d", access_id(e, a), e->level);
+    else cg_fmt(base, cap, "o%d_%d + %s", access_id(e, a), e->level, jv);
+    if (axis_stride == 1) step[0] = 0;
+    else cg_fmt(step, cap, " * (lf_idx)P[%d]", a->param_gather + 1);
+}
+
 /* The value of load access a at innermost index jv, in its value type. */
 static void load_value(const cg_emitter *e, const cg_access *a, const char *jv, char *out, size_t cap) {
     expr_buf idx;
@@ -266,19 +284,10 @@ static void load_value(const cg_emitter *e, const cg_access *a, const char *jv, 
     }
     access_index(e, a, jv, idx, sizeof idx);
     if (a->param_gather >= 0) { /* x at the base plus the wrapped index, if in range */
-        expr_buf iv, base, step = "";
+        expr_buf iv, base, step;
         load_value(e, cg_load_access(e->lay, a->fn, a->load->gidx), jv, iv, sizeof iv);
         int pg = a->param_gather;
-        /* The base's class is forced STRIDED (never hoisted or vectorized),
-           but its index needs no multiply when its stride along the loop is
-           0 or 1, nor the gathered position when x is dense on that axis:
-           a gather's loads are latency-bound, and the fewer instructions
-           each element takes, the more of them the core keeps in flight. */
-        int64_t in = a->strides[e->lay->ndim - 1];
-        if (a->param_steps >= 0 || !jv || (in != 0 && in != 1)) cg_fmt(base, sizeof base, "%s", idx);
-        else if (in == 0) cg_fmt(base, sizeof base, "o%d_%d", access_id(e, a), e->level);
-        else cg_fmt(base, sizeof base, "o%d_%d + %s", access_id(e, a), e->level, jv);
-        if (a->load->gstride != 1) cg_fmt(step, sizeof step, " * (lf_idx)P[%d]", pg + 1);
+        indexed_base(e, a, jv, a->load->gstride, base, step, sizeof base);
         cg_fmt(out, cap, "(lf_gok((int64_t)(%s), P[%d], b%d) ? b%d[%s + (lf_idx)lf_gwrap((int64_t)(%s), P[%d])%s] : (%s)0)",
                iv, pg, e->lay->err_buf, a->buf, base, iv, pg, step, cg_vtype(e, a->dtype));
         return;
@@ -465,10 +474,14 @@ static void emit_stores(cg_emitter *e, int reg, const char *jv, const char *pref
         lf_dtype from = fn_etype(kn, reg, so->expr);
         if (kn->scatter) { /* combined into the block's partial at the target */
             int pg = a->param_gather;
+            graph_scatter_geom gm;
+            graph_scatter_geom_of(kn->scatter, &gm);
+            expr_buf base, step;
+            indexed_base(e, a, jv, gm.dst_axis_stride, base, step, sizeof base);
             cg_open_block(e, "{ /* scatter n%d */", kn->scatter->id);
             cg_line(e, "const int64_t lf_t = (int64_t)(%sv%d);", prefix, kn->scat_idx_expr);
             cg_open_block(e, "if (lf_gok(lf_t, P[%d], b%d)) {", pg, lay->err_buf);
-            cg_line(e, "const lf_idx lf_at = %s + (lf_idx)lf_gwrap(lf_t, P[%d]) * (lf_idx)P[%d];", idx, pg, pg + 1);
+            cg_line(e, "const lf_idx lf_at = %s + (lf_idx)lf_gwrap(lf_t, P[%d])%s;", base, pg, step);
             convert(val, sizeof val, x, from, a->dtype);
             cg_emit_scatter_fold(e, "sp[lf_at]", val);
             cg_close_block(e);
