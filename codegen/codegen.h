@@ -199,7 +199,10 @@ typedef struct cg_partial {
  * the row's LF_SCAN_BLOCK blocks: lf_k_pass0(B, P, R, begin, end, part)
  * writes each block's total (folded from the identity) into part[blk].v,
  * lf_k_fin0(P, R, part, nblocks) turns the totals into the blocks' offsets in
- * block order (in place), and lf_k_scan(B, P, R, begin, end, part), a
+ * block order (in place), starting from the carry R[0] when R[1].i is 1
+ * (else, or R NULL, from the identity) and leaving the fold of them all in
+ * R[0] (R not NULL), so that consecutive groups of blocks chain; and
+ * lf_k_scan(B, P, R, begin, end, part), a
  * cg_pass_fn, scans each block from its offset and runs the epilogue and the
  * stores. Both ways give the order of lazyfuse.h. */
 int64_t cg_scan_blocks(const cg_layout *lay);
@@ -211,7 +214,7 @@ int cg_pass_reductions(const fuse_kernel *kn, int q);
 typedef void (*cg_run_fn)(void *const *B, const int64_t *P, int64_t begin, int64_t end);
 typedef void (*cg_pass_fn)(void *const *B, const int64_t *P, cg_value *R, int64_t begin,
                            int64_t end, cg_partial *part);
-typedef void (*cg_fin_fn)(const int64_t *P, cg_value *R, const cg_partial *part, int64_t nblocks);
+typedef void (*cg_fin_fn)(const int64_t *P, cg_value *R, cg_partial *part, int64_t nblocks); /* scans write part */
 typedef void (*cg_epi_fn)(void *const *B, const int64_t *P, cg_value *R);
 typedef void (*cg_row_fn)(void *const *B, const int64_t *P, cg_value *R, int64_t begin,
                           int64_t end);

@@ -16,10 +16,12 @@
  *    into the offset at the block's end: two independent dependency chains,
  *    so one pass costs what a plain sequential loop costs); for one long row
  *    on several threads, lf_k_pass0 (block totals), lf_k_fin0 (offsets in
- *    block order) and lf_k_scan (each block from its offset), the latter two
- *    taking SCAN_GROUP consecutive blocks at once so that a thread runs
- *    SCAN_GROUP independent chains (the row is read twice: the price of the
- *    parallel pass). Every way folds in the order of lazyfuse.h.
+ *    block order, chained from a carry) and lf_k_scan (each block from its
+ *    offset), pass0 and scan taking SCAN_GROUP consecutive blocks at once so
+ *    that a thread runs SCAN_GROUP independent chains. The CPU backend runs
+ *    them on cache-sized groups of blocks with a look-back between threads
+ *    (backends/cpu/cpu.c, scan_lookback), so the row's second read comes
+ *    from the cache. Every way folds in the order of lazyfuse.h.
  *
  * What must stay true: every function named in codegen.h ("Names of the
  * generated functions") is printed for its strategy, with the signatures of
@@ -376,14 +378,19 @@ static void emit_scan(cg_emitter *e) {
         scan_blocks(e, epi);
         cg_close_block(e);
     }
+    /* offsets of blocks [0, nblocks) of part from their totals, in block
+       order, starting from the carry R[0] when R[1].i is 1 (else, and when R
+       is NULL, from the identity); R[0] then holds the fold up to the last
+       block: the host chains calls */
     open_fn(e, "fin0(const int64_t *restrict P, lf_value *restrict R, lf_partial *restrict part, int64_t nblocks)");
-    cg_line(e, "(void)P; (void)R;");
-    cg_line(e, "%s off = %s;", T, id);
+    cg_line(e, "(void)P;");
+    cg_line(e, "%s off = R && R[1].i == 1 ? (%s)R[0].%s : %s;", T, T, X, id);
     cg_open_block(e, "for (int64_t b = 0; b < nblocks; b++) {");
     cg_line(e, "const %s t = part[b].v.%s;", T, X);
     cg_line(e, "part[b].v.%s = off;", X);
     cg_emit_scan_fold_acc(e, r, "off", "t");
     cg_close_block(e);
+    cg_line(e, "if (R) R[0].%s = off;", X);
     cg_close_block(e);
 }
 

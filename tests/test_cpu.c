@@ -402,10 +402,11 @@ Test(cpu, sizes_random, .timeout = 300) { sweep("random", gen_random, build_rand
 
 /* (a3) scans (lf_scan): bit-identical to the reference (which follows the
  * blocked order of lazyfuse.h) at every size and on 1, 2 and 3 threads,
- * through the one-pass row loop and the three-step split of a long row
- * (LF_CPU_PARALLEL_MIN=1 splits from two blocks on); h[1] has a length
- * around 4 blocks (the thread's group of blocks) for every size. */
-static int64_t scan_len2(int64_t s) { return 4 * LF_SCAN_BLOCK + s % 4099 - 2049; }
+ * through the one-pass row loop and the look-back split of a long row into
+ * groups of 16 blocks (LF_CPU_PARALLEL_MIN=1 splits from two blocks on;
+ * 200003 makes 4 groups, the last one short); h[1] has a length around one
+ * group (16 blocks) for every size, on either side of the group boundary. */
+static int64_t scan_len2(int64_t s) { return 16 * LF_SCAN_BLOCK + s % 4099 - 2049; }
 
 static void gen_scan(int64_t s, void **h) {
     h[0] = rand_f32(s, -4, 4);

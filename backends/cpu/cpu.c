@@ -34,6 +34,8 @@
 #include "codegen/codegen.h"
 
 #include <dlfcn.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -344,12 +346,23 @@ fail:
 
 /* ---- programs -------------------------------------------------------------------------------- */
 
+/* A long scan's groups (scan_lookback): 16 blocks of LF_SCAN_BLOCK, 256 KiB
+ * of f32 per input, which stay in a core's L2 between the two reads. */
+enum { SCAN_GROUP_BLOCKS = 16 };
+
 typedef struct cpu_kernel {
     cg_layout *lay;                 /* loop nest and accesses */
     int64_t *P;                     /* parameters */
     kentry *fns;                    /* compiled functions (owned by the cache) */
     void **B;                       /* buffer pointers, set per eval */
-    cg_partial *part;               /* FULL: partials, work x reductions */
+    cg_partial *part;               /* FULL: partials, work x reductions; SCAN of
+                                       one long row: the blocks' totals/offsets */
+    cg_value *carry;                /* SCAN of one long row: per group of
+                                       SCAN_GROUP_BLOCKS blocks, the fold up to its
+                                       end (scan_lookback) */
+    atomic_int *ready;              /* per group: its carry is published */
+    int64_t ngroups;                /* groups of the row */
+    int64_t lanes;                  /* scan_lookback: groups g go to lane g mod lanes */
     cg_value R[LF_MAX_ARGS];        /* FULL: finished reductions */
     int pass;                       /* FULL: the pass being run */
     int32_t err;                    /* gather loads: the index-error flag (B[lay->err_buf]) */
@@ -378,6 +391,8 @@ static void program_free(void *p) {
             graph_free(pr->k[i].P);
             graph_free(pr->k[i].B);
             graph_free(pr->k[i].part);
+            graph_free(pr->k[i].carry);
+            graph_free(pr->k[i].ready);
         }
     if (pr->blocks)
         for (int b = 0; b < pr->s->nblocks; b++) graph_free(pr->blocks[b]);
@@ -443,8 +458,11 @@ static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const
         }
         if (ck->lay->strategy == CG_SCAN && ck->lay->work == 1 && cg_scan_blocks(ck->lay) > 1) {
             /* one long row: the blocks' totals and offsets (scan_kernel) */
+            ck->ngroups = (cg_scan_blocks(ck->lay) + SCAN_GROUP_BLOCKS - 1) / SCAN_GROUP_BLOCKS;
             ck->part = graph_calloc((size_t)cg_scan_blocks(ck->lay) + 1, sizeof *ck->part);
-            if (!ck->part) goto nomem;
+            ck->carry = graph_calloc((size_t)ck->ngroups, sizeof *ck->carry);
+            ck->ready = graph_calloc((size_t)ck->ngroups, sizeof *ck->ready);
+            if (!ck->part || !ck->carry || !ck->ready) goto nomem;
         } else if (ck->lay->part_buf >= 0) { /* a scatter's partials: blocks x dst elements */
             ck->part = graph_calloc((size_t)ck->lay->part_entries + 1, sizeof *ck->part);
             if (!ck->part) goto nomem;
@@ -483,24 +501,50 @@ static void row_range(void *arg, int64_t begin, int64_t end, int worker) {
     ck->fns->row(ck->B, ck->P, ck->R, begin, end);
 }
 
-static void scan_range(void *arg, int64_t begin, int64_t end, int worker) {
+/* One long row over the pool's threads, in groups of SCAN_GROUP_BLOCKS
+ * blocks taken round-robin (group g by lane g mod T): a lane folds its
+ * group's block totals (lf_k_pass0: the row's first read, which leaves the
+ * group in the core's cache), waits for group g-1's carry, chains the
+ * offsets from it (lf_k_fin0) and publishes its own carry, then scans the
+ * group from the cache (lf_k_scan). The row crosses memory once each way,
+ * as a copy does, instead of being read twice; the folds are those of the
+ * three-step order (codegen.h), so the result is the same bit for bit. A
+ * lane only waits for a smaller group, whose lane never waits for a larger
+ * one, and a thread given several lanes (one thread, or fewer threads than
+ * lanes) takes its groups in increasing order: no wait can deadlock. */
+static void scan_lookback(void *arg, int64_t begin, int64_t end, int worker) {
     (void)worker;
     cpu_kernel *ck = arg;
-    ck->fns->scan(ck->B, ck->P, ck->R, begin, end, ck->part);
+    int64_t nb = cg_scan_blocks(ck->lay), lanes = ck->lanes;
+    for (int64_t round = 0; round * lanes + begin < ck->ngroups; round++)
+        for (int64_t lane = begin; lane < end; lane++) {
+            int64_t g = round * lanes + lane;
+            if (g >= ck->ngroups) break;
+            int64_t b0 = g * SCAN_GROUP_BLOCKS, b1 = nb - b0 < SCAN_GROUP_BLOCKS ? nb : b0 + SCAN_GROUP_BLOCKS;
+            ck->fns->pass[0](ck->B, ck->P, NULL, b0, b1, ck->part);
+            cg_value carry[2] = {{0}, {.i = g > 0}}; /* group 0 starts from the identity */
+            if (g > 0) {
+                for (unsigned spins = 0; !atomic_load_explicit(&ck->ready[g - 1], memory_order_acquire); spins++)
+                    if (spins > 64) sched_yield(); /* the machine may be busier than the pool */
+                carry[0] = ck->carry[g - 1];
+            }
+            ck->fns->fin[0](ck->P, carry, ck->part + b0, b1 - b0);
+            ck->carry[g] = carry[0];
+            atomic_store_explicit(&ck->ready[g], 1, memory_order_release);
+            ck->fns->scan(ck->B, ck->P, NULL, b0, b1, ck->part);
+        }
 }
 
 /* A scan kernel: rows in parallel, each in one pass; one long row over
- * several threads in three steps (codegen.h): block totals in parallel,
- * offsets in block order, each block from its offset in parallel. The
- * result is the same either way (the order of lazyfuse.h). */
+ * several threads by scan_lookback. The result is the same either way (the
+ * order of lazyfuse.h). */
 static void scan_kernel(cpu_pool *pool, int64_t min_par, cpu_kernel *ck) {
     const cg_layout *lay = ck->lay;
     int64_t nb = cg_scan_blocks(lay);
     if (lay->work == 1 && ck->part && nb >= 2 && min_par == 0 && cpu_pool_threads(pool) > 1) {
-        ck->pass = 0;
-        cpu_pool_run(pool, pass_range, ck, nb, 1, 0);
-        ck->fns->fin[0](ck->P, ck->R, ck->part, nb);
-        cpu_pool_run(pool, scan_range, ck, nb, 1, 0);
+        for (int64_t g = 0; g < ck->ngroups; g++) atomic_store_explicit(&ck->ready[g], 0, memory_order_relaxed);
+        ck->lanes = cpu_pool_threads(pool);
+        cpu_pool_run(pool, scan_lookback, ck, ck->lanes, 1, 0);
         return;
     }
     cpu_pool_run(pool, run_range, ck, lay->work, 1, min_par);
