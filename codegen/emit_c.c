@@ -337,13 +337,32 @@ static void scan_blocks(cg_emitter *e, bool epi) {
     cg_close_block(e);
 }
 
+/* Whether the rows of a scan lie end to end for every access: the last kept
+ * axis steps by the row's extent times the scanned axis' step (a C-ordered
+ * array, or a broadcast along both), so row out + l's element j is the
+ * element j + l * E of row out, and no access has a non-affine map or a
+ * gather. Then rows out .. out + SCAN_GROUP - 1 (within one run of the last
+ * kept axis) are scanned together: SCAN_GROUP dependency chains instead of
+ * one, each row still folded in its own order. */
+static bool scan_rows_end_to_end(const cg_layout *lay) {
+    if (lay->nkept < 1) return false;
+    int k = lay->nkept - 1, in = lay->ndim - 1;
+    for (int i = 0; i < lay->naccess; i++) {
+        const cg_access *a = &lay->access[i];
+        if (a->param_steps >= 0 || a->param_gather >= 0) return false;
+        if (a->strides[k] != lay->extent[in] * a->strides[in]) return false;
+    }
+    return true;
+}
+
 static void emit_scan(cg_emitter *e) {
     const fuse_kernel *kn = e->kn;
     const cg_layout *lay = e->lay;
     const fuse_red *r = &kn->reds[0];
     const char *T = scan_acc_type(kn), *X = cg_red_float(r) ? "f" : "i", *id = cg_scan_identity(r);
     int inner = lay->ndim - 1, B = LF_SCAN_BLOCK;
-    /* rows, each in one pass */
+    /* rows, each in one pass; SCAN_GROUP rows at once where they lie end to
+       end (scan_rows_end_to_end), so a thread runs that many chains */
     open_fn(e, "run(" ARGS_RUN ")");
     cg_declare_buffers(e);
     cg_line(e, "const int64_t E = P[%d];", lay->param_extent + inner);
@@ -351,6 +370,30 @@ static void emit_scan(cg_emitter *e) {
     cg_unravel(e, "out", 0, lay->nkept);
     cg_hoist_invariants(e, 0);
     cg_hoist_invariants(e, kn->npasses);
+    if (scan_rows_end_to_end(lay)) {
+        int G = SCAN_GROUP;
+        cg_line(e, "const int64_t Ek = P[%d];", lay->param_extent + lay->nkept - 1);
+        cg_open_block(e, "if (end - out >= %d && out %% Ek + %d <= Ek) {", G, G);
+        cg_line(e, "%s off[%d], acc0[%d], tot[%d];", T, G, G, G);
+        cg_line(e, "for (int64_t l = 0; l < %d; l++) off[l] = %s;", G, id);
+        cg_open_block(e, "for (int64_t j0 = 0; j0 < E; j0 += %d) {", B);
+        cg_line(e, "const int64_t j1 = E - j0 < %d ? E : j0 + %d;", B, B);
+        cg_line(e, "for (int64_t l = 0; l < %d; l++) acc0[l] = off[l], tot[l] = %s;", G, id);
+        cg_open_block(e, "for (int64_t j = j0; j < j1; j++) {");
+        cg_line(e, "_Pragma(\"GCC unroll %d\")", G);
+        cg_open_block(e, "for (int64_t l = 0; l < %d; l++) {", G);
+        cg_line(e, "const int64_t jj = j + l * E; /* row out + l */");
+        cg_emit_scan_element(e, "jj", "l", true, true);
+        cg_close_block(e);
+        cg_close_block(e);
+        cg_open_block(e, "for (int64_t l = 0; l < %d; l++) {", G);
+        cg_emit_scan_fold_acc(e, r, "off[l]", "tot[l]");
+        cg_close_block(e);
+        cg_close_block(e);
+        cg_line(e, "out += %d - 1;", G);
+        cg_line(e, "continue;");
+        cg_close_block(e);
+    }
     cg_line(e, "%s off = %s;", T, id);
     cg_open_block(e, "for (int64_t j0 = 0; j0 < E; j0 += %d) {", B);
     cg_line(e, "const int64_t j1 = E - j0 < %d ? E : j0 + %d;", B, B);

@@ -412,6 +412,7 @@ static void gen_scan(int64_t s, void **h) {
     h[0] = rand_f32(s, -4, 4);
     h[1] = rand_f32(scan_len2(s), -4, 4);
     h[2] = rand_i32(s, -1000, 1000);
+    h[3] = rand_f32(7 * s, -4, 4);
 }
 
 static void build_scan(lf_graph *g, int64_t s, void *const *h, outset *o) {
@@ -435,6 +436,12 @@ static void build_scan(lf_graph *g, int64_t s, void *const *h, outset *o) {
     lf_node *m = lf_add(g, lf_expand_dims(g, x, 0), lf_reshape(g, lf_arange(g, LF_F32, 0, 3, 1), 2, SH(3, 1)));
     add_out(o, "cumsum rows [3,s] axis 1", lf_scan(g, LF_RED_SUM, m, 1, false), 0);
     add_out(o, "cumsum [3,s] axis 0 * 2", lf_mul(g, lf_scan(g, LF_RED_SUM, m, 0, false), lf_const(g, LF_F32, 2)), 0);
+    /* rows end to end (a C-ordered input): 4 rows at once, then the rest one
+       by one; in [1, 7, s] the groups stay within the run of 7 */
+    lf_node *r7 = in_node(g, LF_F32, 2, SH(7, s), h[3]);
+    add_out(o, "cumsum rows [7,s] axis 1", lf_scan(g, LF_RED_SUM, r7, 1, false), 0);
+    add_out(o, "exclusive cummin [1,7,s] axis 2, + 1",
+            lf_add(g, lf_scan(g, LF_RED_MIN, lf_reshape(g, r7, 3, SH(1, 7, s)), 2, true), lf_const(g, LF_F32, 1)), 0);
 }
 
 Test(cpu, sizes_scan, .timeout = 600) { sweep("scan", gen_scan, build_scan); }
