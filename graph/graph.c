@@ -217,6 +217,21 @@ lf_node *lf_const(lf_graph *g, lf_dtype t, double value) {
     return n;
 }
 
+lf_status lf_scalar_set(lf_graph *g, lf_node *c, double value) {
+    if (!g) return graph_error(NULL, LF_ERR_NULL, "scalar_set: graph is NULL");
+    if (g->status != LF_OK) return g->status;
+    if (!c) return graph_error(g->ctx, LF_ERR_NULL, "scalar_set: node is NULL");
+    if (!graph_owns(g, c))
+        return graph_error(g->ctx, LF_ERR_STATE, "scalar_set: node belongs to another graph (or to a freed one)");
+    if (c->kind != NODE_CONST)
+        return graph_error(g->ctx, LF_ERR_INVALID,
+                           "scalar_set: node %d is not a constant (only lf_const and lf_fill nodes take a value)",
+                           c->id);
+    /* programs read the value at each eval (fuse_kernel.scalars): nothing to replan */
+    c->u.value = graph_scalar_convert((lf_scalar){.f = value}, LF_F64, c->dtype);
+    return LF_OK;
+}
+
 lf_node *lf_arange(lf_graph *g, lf_dtype t, double start, double stop, double step) {
     if (!graph_check_args(g, "arange", 0, NULL) || !check_dtype(g, "arange", t)) return NULL;
     if (t == LF_BOOL) {

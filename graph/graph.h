@@ -223,16 +223,23 @@ lf_scalar graph_scan_step(graph_scan_state *s, lf_scalar x, lf_dtype out);
  * keeps an explicit stack on the heap, and never recurses from the result:
  * a walk must use the same thread stack at any depth. */
 
-typedef enum expr_kind { EXPR_PARAM, EXPR_CONST, EXPR_OP, EXPR_CAST } expr_kind;
+/* EXPR_SCALAR appears only in the fns fusion builds (fusion/plan_build.c):
+ * the value of a constant node (lf_const, lf_fill) read when the fn runs, so
+ * that a new value (lf_scalar_set) needs no new fn and no new kernel. It is
+ * strong, of the node's dtype (as the cast of a literal to it would be). */
+typedef enum expr_kind { EXPR_PARAM, EXPR_CONST, EXPR_OP, EXPR_CAST, EXPR_SCALAR } expr_kind;
 
 typedef struct fn_expr {
     expr_kind kind;    /* what this expression is */
     lf_op op;          /* EXPR_OP: the operator */
     int arg[3];        /* EXPR_OP / EXPR_CAST operands (ids < own id), else -1 */
-    int param;         /* EXPR_PARAM: parameter index */
-    lf_dtype cast_to;  /* EXPR_CAST: target dtype */
+    int param;         /* EXPR_PARAM: parameter index; EXPR_SCALAR: index into
+                          the kernel's scalars (fuse_kernel.scalars) */
+    lf_dtype cast_to;  /* EXPR_CAST: target dtype; EXPR_SCALAR: node's dtype */
     bool is_int;       /* EXPR_CONST: integer literal (value.i), else float (value.f) */
     lf_scalar value;   /* EXPR_CONST: the literal */
+    const lf_node *node; /* EXPR_SCALAR: the constant node (its u.value is read
+                            at evaluation; hash-consing compares this only) */
 } fn_expr;
 
 struct lf_fn {

@@ -375,10 +375,32 @@ LF_API int64_t lf_node_numel(const lf_node *n);
 
 /* Reads buffer b (dtype and shape from it). */
 LF_API lf_node *lf_input(lf_graph *g, lf_buffer *b);
-/* A 0-d constant of dtype t (value converted as a cast would). */
+/* A 0-d constant of dtype t (value converted as a cast would: to f32 rounded
+ * to nearest, to an integer truncated toward zero and saturated, NaN to 0; to
+ * bool nonzero (NaN included) is 1). A constant is a value, not code: it
+ * reaches the compiled kernels as a run-time parameter, so kernels that
+ * differ only in their constants' values are one kernel, compiled once, and
+ * lf_scalar_set changes a value without recompiling or replanning. Literals
+ * inside fn strings ("x -> x*0.5") are part of the fn instead: a different
+ * literal is a different kernel. */
 LF_API lf_node *lf_const(lf_graph *g, lf_dtype t, double value);
-/* An array of the given shape filled with value. */
+/* An array of the given shape filled with value (converted as lf_const
+ * does); like lf_const, a run-time parameter of the kernels, never stored. */
 LF_API lf_node *lf_fill(lf_graph *g, lf_dtype t, double value, int ndim, const int64_t *shape);
+/* Sets the value of constant node c (made by lf_const or lf_fill on g) to
+ * value, converted to c's dtype exactly as lf_const converts it. The next
+ * lf_eval uses it; nothing is replanned or recompiled (a cached program of g
+ * stays valid: lf_eval_stats' program_reused, kernels_compiled 0), on every
+ * backend. Only constants take a value: inputs, iotas, random nodes and the
+ * nodes built from constants (a cast, a map, a view of one) do not.
+ * Errors (the graph and the value are unchanged; the graph does not fail):
+ *   LF_ERR_NULL   "scalar_set: graph is NULL", "scalar_set: node is NULL"
+ *   LF_ERR_STATE  "scalar_set: node belongs to another graph (or to a freed one)"
+ *   LF_ERR_INVALID "scalar_set: node N is not a constant (only lf_const and
+ *                 lf_fill nodes take a value)", N the node's creation index
+ * On a graph that has already failed it returns the graph's first error and
+ * does nothing. */
+LF_API lf_status lf_scalar_set(lf_graph *g, lf_node *c, double value);
 /* 1-d [0, 1, ..., n-1] of an integer or float dtype. */
 LF_API lf_node *lf_iota(lf_graph *g, lf_dtype t, int64_t n);
 /* 1-d start, start+step, ... while < stop (> stop for negative step), as

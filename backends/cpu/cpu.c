@@ -587,6 +587,7 @@ static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buf
                        : ck->lay->buf_slot[b] < 0 ? (void *)&ck->err
                                                   : data[ck->lay->buf_slot[b]];
         ck->err = 0;
+        if (ck->lay->kernel->nscalars) cg_fill_scalars(ck->lay, ck->P); /* lf_scalar_set */
         run_kernel(cs->pool, cs->parallel_min, ck);
         if (ck->err) {
             status = fuse_report_index_error(s, k, data);

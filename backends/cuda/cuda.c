@@ -631,10 +631,15 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
         }
     }
     graph_free(unsafe);
-    /* plan every kernel whose buffers moved; nothing is launched yet */
+    /* plan every kernel whose buffers moved; nothing is launched yet. The
+       constants' current values (lf_scalar_set) go into P and the words */
     for (int k = 0; k < s->nkernels; k++) {
         cuda_kernel *ck = &pr->k[k];
         bool same = ck->planned;
+        if (ck->lay->kernel->nscalars) {
+            cg_fill_scalars(ck->lay, ck->P);
+            if (same && ck->plan.nlaunches) cg_cuda_fill_scalar_args(ck->lay, ck->P, ck->words);
+        }
         for (int b = 0; b < ck->lay->nbufs; b++) {
             uint64_t a = ck->lay->buf_slot[b] == -2 ? ck->spart
                          : ck->lay->buf_slot[b] < 0 ? pr->errflag
