@@ -384,7 +384,10 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
 lf_status lf_node_materialize(lf_graph *g, lf_node *n) {
     if (!graph_check_args(g, "node_materialize", 1, &n))
         return g ? (g->status != LF_OK ? g->status : LF_ERR_NULL) : LF_ERR_NULL;
-    if (!n->materialize) g->version++; /* cached programs of g are stale */
+    if (!n->materialize) { /* cached programs of g are stale */
+        g->version++;
+        graph_programs_clear(g);
+    }
     n->materialize = true;
     return LF_OK;
 }

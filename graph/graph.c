@@ -70,8 +70,29 @@ lf_graph *lf_graph_new(lf_ctx *ctx) {
     return g;
 }
 
+void *graph_program_use(lf_graph *g, int i) {
+    graph_program hit = g->programs[i];
+    memmove(&g->programs[1], &g->programs[0], (size_t)i * sizeof hit);
+    g->programs[0] = hit;
+    return hit.p;
+}
+
+void graph_program_put(lf_graph *g, void *p, void (*free_fn)(void *)) {
+    graph_program *last = &g->programs[GRAPH_PROGRAMS - 1];
+    if (last->p) last->free(last->p);
+    memmove(&g->programs[1], &g->programs[0], (GRAPH_PROGRAMS - 1) * sizeof *last);
+    g->programs[0] = (graph_program){p, free_fn};
+}
+
+void graph_programs_clear(lf_graph *g) {
+    for (int i = 0; i < GRAPH_PROGRAMS; i++) {
+        if (g->programs[i].p) g->programs[i].free(g->programs[i].p);
+        g->programs[i] = (graph_program){NULL, NULL};
+    }
+}
+
 void graph_destroy(lf_graph *g) {
-    if (g->program) g->program_free(g->program);
+    graph_programs_clear(g);
     for (int i = 0; i < g->nnodes; i++) {
         lf_node *n = g->nodes[i];
         if (n->kind == NODE_MAP) {

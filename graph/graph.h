@@ -313,6 +313,17 @@ typedef enum node_kind {
                      inputs[1] (idx) along an axis */
 } node_kind;
 
+/* One cached program of a graph: a backend's plan, kernels and temporaries
+ * for one output set. A program holds no pointer to an output buffer (they
+ * are bound at each eval), only to g's nodes, input buffers and its own
+ * memory, so it stays valid until g changes its plan (lf_node_materialize
+ * clears the cache) or is freed. */
+enum { GRAPH_PROGRAMS = 4 };       /* output sets cached per graph (LRU) */
+typedef struct graph_program {
+    void *p;                       /* the program, NULL: empty entry */
+    void (*free)(void *);          /* frees it; also tells whose it is */
+} graph_program;
+
 typedef enum view_kind {
     VIEW_RESHAPE, VIEW_PERMUTE, VIEW_BROADCAST, VIEW_EXPAND, VIEW_SLICE
 } view_kind;
@@ -388,11 +399,21 @@ struct lf_graph {
     struct lf_graph *prev, *next; /* ctx->graphs list */
     int version;                  /* bumped when a planning input changes
                                      (lf_node_materialize) */
-    void *program;                /* a backend's cached executable for the last
-                                     evaluated outputs (backends/cpu, backends/cuda),
-                                     or NULL */
-    void (*program_free)(void *); /* frees it (set with it) */
+    graph_program programs[GRAPH_PROGRAMS]; /* backends' cached executables
+                                     (backends/cpu, backends/cuda), one per output
+                                     set evaluated, most recently used first;
+                                     empty entries (p NULL) at the end */
 };
+
+/* The program cache of a graph (lf_graph.programs): a backend looks for its
+ * own program among g->programs[i] (free == its free function, then its own
+ * match on the outputs), and on a hit calls graph_program_use(g, i), which
+ * moves it to the front and returns it; a new program goes in with
+ * graph_program_put, which frees the least recently used one when the cache
+ * is full. graph_programs_clear frees them all (graph_destroy does). */
+void *graph_program_use(lf_graph *g, int i);
+void graph_program_put(lf_graph *g, void *p, void (*free_fn)(void *));
+void graph_programs_clear(lf_graph *g);
 
 /* Records the graph's first error (later ones are dropped) and the context's
  * last message. Returns st. */

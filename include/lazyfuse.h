@@ -234,10 +234,15 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * memory only. An entry that is not private (another user's, or writable by
  * others) is removed unread and rebuilt, with a warning. Opening a folder
  * removes the temp and lock files that killed processes left in it.
- * A graph keeps its last compiled program, so re-evaluating the same outputs
- * plans and looks up nothing. Sizes, strides and offsets are run-time
- * parameters: one compiled kernel serves every size of the same structure;
- * literal constants are part of the structure. A compiled object is stored
+ * A graph keeps the compiled programs of its last 4 output sets (least
+ * recently used dropped first; each holds its schedule, kernels and
+ * temporaries until dropped or the graph is freed), so re-evaluating, or
+ * alternating between, output sets of a graph plans and looks up nothing; the
+ * output buffers are bound at each eval, so they may differ every time.
+ * Sizes, strides, offsets and the values of lf_const / lf_fill nodes are
+ * run-time parameters: one compiled kernel serves every size and every
+ * constant value of the same structure; literals of fn strings are part of
+ * the structure. A compiled object is stored
  * on disk only once it has loaded and its functions are bound, and an entry
  * that verifies but does not load or bind is removed and rebuilt (never the
  * eval's failure). Processes sharing a cache folder compile each kernel once:
@@ -292,8 +297,8 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * NVRTC predates the GPU) with -fmad=false and no fast-math flag. Compiled
  * kernels are cached in memory per context and on disk in the same folder
  * as the CPU backend's, keyed by a SHA-256 of the source, the NVRTC version
- * and the target; a graph keeps its last program (as on the CPU), so a
- * re-evaluation into the same buffers only launches. Results: as the CPU
+ * and the target; a graph keeps the programs of its last output sets (as
+ * on the CPU), so a re-evaluation into the same buffers only launches. Results: as the CPU
  * backend's, except that the transcendental functions are CUDA's device
  * math library (its documented ulp bounds: e.g. 2 ulp for expf, 1 ulp for
  * exp; same NaN and infinities), and float reductions sum in double in an

@@ -2186,3 +2186,69 @@ Test(cpu, scalar_values_are_not_in_the_source) {
     lf_ctx_destroy(c);
     expect_no_leak();
 }
+
+/* ==== 9. the program cache of a graph (one program per output set, LRU) =============== */
+
+/* Evaluates outs of g into fresh buffers (freed after: no program may keep a
+ * pointer to them), checks them against the reference, returns whether the
+ * program was reused. */
+static bool eval_fresh(const char *what, lf_graph *g, int n, lf_node *const *outs) {
+    lf_eval_stats st = check_vs_reference(what, g, n, outs, (double[]){1e-5, 1e-5, 1e-5});
+    if (st.program_reused) {
+        cr_expect_eq(st.kernels_compiled + st.kernels_memory_hits + st.kernels_disk_hits, 0, "%s", what);
+        cr_expect_eq(st.plan_seconds, 0, "%s", what);
+    }
+    return st.program_reused;
+}
+
+Test(cpu, program_cache_per_output_set, .timeout = 300) {
+    setenv("LF_CPU_PARALLEL_MIN", "1", 1);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    float *x0 = rand_f32(5000, -3, 3);
+    lf_graph *g = lf_graph_new(c);
+    lf_node *x = in_node(g, LF_F32, 1, SH(5000), x0);
+    lf_node *k = lf_const(g, LF_F32, 0.5);
+    lf_node *y = lf_exp(g, lf_mul(g, x, k));
+    lf_node *sets[5][2] = {
+        {y, NULL},                                                  /* A */
+        {lf_reduce(g, LF_RED_SUM, y, 0, NULL, false), lf_mul(g, y, k)}, /* B */
+        {lf_sin(g, lf_sub(g, x, k)), NULL},                         /* C */
+        {lf_reduce(g, LF_RED_MAX, lf_reshape(g, y, 2, SH(50, 100)), 1, (int[]){1}, false), NULL}, /* D */
+        {lf_scan(g, LF_RED_SUM, x, 0, false), lf_mul(g, y, y)},     /* E */
+    };
+    int nout[5] = {1, 2, 1, 1, 2};
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+    /* two output sets alternating: a lookup each, never a plan */
+    cr_expect(!eval_fresh("A first", g, nout[0], sets[0]));
+    cr_expect(!eval_fresh("B first", g, nout[1], sets[1]));
+    for (int r = 0; r < 5; r++) {
+        cr_expect(eval_fresh("A again", g, nout[0], sets[0]), "round %d: A replanned", r);
+        cr_expect(eval_fresh("B again", g, nout[1], sets[1]), "round %d: B replanned", r);
+        cr_assert_eq(lf_scalar_set(g, k, 0.25 * r - 1), LF_OK);
+    }
+    /* four sets fit; a fifth drops the least recently used */
+    cr_expect(!eval_fresh("C first", g, nout[2], sets[2]));
+    cr_expect(!eval_fresh("D first", g, nout[3], sets[3]));   /* cache: D C B A */
+    cr_expect(!eval_fresh("E first", g, nout[4], sets[4]));   /* E D C B, A dropped */
+    cr_expect(eval_fresh("B kept", g, nout[1], sets[1]));     /* B E D C */
+    cr_expect(!eval_fresh("A was dropped", g, nout[0], sets[0])); /* A B E D, C dropped */
+    cr_expect(eval_fresh("D kept", g, nout[3], sets[3]));     /* D A B E */
+    cr_expect(!eval_fresh("C was dropped", g, nout[2], sets[2]));
+    /* fusion off is another program of the same outputs */
+    c->opt.fusion = 0;
+    cr_expect(!eval_fresh("C unfused", g, nout[2], sets[2]));
+    c->opt.fusion = 1;
+    cr_expect(eval_fresh("C fused kept", g, nout[2], sets[2]));
+    /* a fusion barrier makes every cached program stale: all are freed */
+    size_t cached = lf_debug_live_bytes();
+    cr_assert_eq(lf_node_materialize(g, y), LF_OK);
+    cr_expect_lt(lf_debug_live_bytes(), cached, "lf_node_materialize kept the stale programs");
+    cr_expect(!eval_fresh("C after a barrier", g, nout[2], sets[2]));
+    cr_expect(eval_fresh("C again", g, nout[2], sets[2]));
+    lf_graph_free(g);
+    cr_expect_leq(lf_debug_live_bytes(), cached, "the graph's programs outlived it");
+    lf_ctx_destroy(c);
+    free(x0);
+    unsetenv("LF_CPU_PARALLEL_MIN");
+    expect_no_leak();
+}

@@ -553,6 +553,35 @@ Test(cuda, fake_scalar_set_launches_without_compiling) {
     cr_expect_eq(counters().live_bytes, 0);
 }
 
+/* Two output sets of one graph, alternating, into other buffers each time:
+ * each finds its own program (no plan, no module load, no lookup). */
+Test(cuda, fake_program_cache_alternates_output_sets) {
+    lf_ctx *ctx = fake_ctx(NULL);
+    fixture f = make_fixture(ctx, 20000);
+    lf_eval_stats st;
+    cr_assert_eq(lf_eval(f.g, 1, &f.y, &f.yb), LF_OK, "%s", lf_errmsg(ctx));
+    cr_assert_eq(lf_eval(f.g, 1, &f.s, &f.sb), LF_OK, "%s", lf_errmsg(ctx));
+    fake_counters c0 = counters();
+    for (int r = 0; r < 4; r++) {
+        int64_t n = 20000;
+        lf_buffer *y2 = lf_buffer_new(ctx, LF_F32, 1, &n), *s2 = lf_buffer_new(ctx, LF_F32, 0, NULL);
+        cr_assert_eq(lf_eval(f.g, 1, &f.y, &y2), LF_OK, "%s", lf_errmsg(ctx));
+        lf_ctx_last_stats(ctx, &st);
+        cr_expect(st.program_reused, "round %d: y replanned", r);
+        cr_assert_eq(lf_eval(f.g, 1, &f.s, &s2), LF_OK, "%s", lf_errmsg(ctx));
+        lf_ctx_last_stats(ctx, &st);
+        cr_expect(st.program_reused, "round %d: s replanned", r);
+        lf_buffer_free(y2);
+        lf_buffer_free(s2);
+    }
+    fake_counters c1 = counters();
+    cr_expect_eq(c1.loads, c0.loads, "alternating output sets loaded modules");
+    cr_expect_gt(c1.launches, c0.launches);
+    lf_graph_free(f.g);
+    lf_ctx_destroy(ctx);
+    cr_expect_eq(counters().live_bytes, 0, "a cached program outlived its graph");
+}
+
 /* The argument words patched after lf_scalar_set (cg_fill_scalars,
  * cg_cuda_fill_scalar_args) are the words a fresh fill makes for the new
  * values: no driver needed. */

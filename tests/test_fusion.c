@@ -1017,11 +1017,14 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
             lf_status st = lf_eval(G.g, nout, outs, res[mode]);
             cr_assert_eq(st, LF_OK, "graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d), round %d, mode %d: %s",
                          gi, seed, gi, round, mode, lf_errmsg(ctx));
-            if (round == 1 && mode < 2) { /* new constant values: nothing to compile */
+            if (round == 1 && mode < 2) { /* new constant values: nothing to compile or plan */
                 lf_eval_stats rs;
                 lf_ctx_last_stats(ctx, &rs);
                 cr_assert_eq(rs.kernels_compiled, 0, "graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d) mode %d: "
                              "a new constant value compiled %d kernel(s)", gi, seed, gi, mode, rs.kernels_compiled);
+                if (compiled_run()) /* both programs, fused and unfused, are in the graph's cache */
+                    cr_assert(rs.program_reused, "graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d) mode %d: "
+                              "a new constant value replanned the program", gi, seed, gi, mode);
             }
             if (mode == 0 && compiled_run() && ctx->backend == LF_BACKEND_CPU) {
                 /* compiled: 1 and 3 threads give bit-identical results */
