@@ -112,7 +112,7 @@ lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *ds
         if (st == LF_ERR_INDEX) return index_error_message(g, n, outs);
         if (st == LF_OK) {
             ctx->last_stats = stats;
-            if (graph_debug_on("fusion") && g->program) print_stats(&stats, NULL, ctx->opt.fusion != 0, "cuda");
+            if (graph_debug_on("fusion") && g->programs[0].p) print_stats(&stats, NULL, ctx->opt.fusion != 0, "cuda");
         }
         return st;
     }
@@ -125,7 +125,7 @@ lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *ds
         if (!interpret) {
             if (st == LF_OK) {
                 ctx->last_stats = stats;
-                if (graph_debug_on("fusion") && g->program) print_stats(&stats, NULL, ctx->opt.fusion != 0, "cpu");
+                if (graph_debug_on("fusion") && g->programs[0].p) print_stats(&stats, NULL, ctx->opt.fusion != 0, "cpu");
             }
             return st;
         }

@@ -94,6 +94,7 @@ static const bench_case cases[] = {
     {"gather_perm", "gather_perm", SHAPE_ELEMWISE, 3, 0},  /* x f32 + p i64: 12 bytes an element */
     {"gather_rows", "gather_rows", SHAPE_ELEMWISE, 2, 0},  /* x f32 + idx i32 */
     {"histogram", "histogram", SHAPE_ELEMWISE, 1, 0},      /* x f32; 256 i64 out */
+    {"const_sweep", NULL, SHAPE_ELEMWISE, 1, 1e-4},        /* own runner (own_cases) */
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 #define SOFTMAX_ROWS 4096
@@ -192,10 +193,12 @@ static int select_cases(options *o, const char *list) {
     }
 }
 
+static const char *own_case_what(const bench_case *c);
+
 static void list_cases(void) {
     for (int i = 0; i < NCASES; i++) {
-        const seed_example *ex = seed_find(cases[i].seed);
-        printf("%-18s %s\n", cases[i].name, ex ? ex->what : "?");
+        const seed_example *ex = cases[i].seed ? seed_find(cases[i].seed) : NULL;
+        printf("%-18s %s\n", cases[i].name, ex ? ex->what : own_case_what(&cases[i]));
     }
     printf("%-18s host time per eval of a built triad at n = %d, and per rebuild + eval\n",
            "overhead", OVERHEAD_N);
@@ -961,6 +964,142 @@ static bool run_overhead(const options *o, overhead_result *r) {
     return ok;
 }
 
+/* ---- const_sweep: a new constant each eval, no compile ----------------------- */
+
+#define CONST_SWEEP_EVALS 100
+
+/* gaussian_pdf((x - m) / s) over x with m and s lf_const nodes; *m_out is m. */
+static lf_node *const_sweep_graph(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **m_out) {
+    lf_buffer *xb = lf_buffer_new(ctx, LF_F32, 1, &n);
+    float *h = malloc((size_t)(n ? n : 1) * sizeof *h);
+    bool ok = xb && h;
+    for (int64_t i = 0; ok && i < n; i++) h[i] = (float)((i * 7919) % 2000) * 0.004f - 4.0f;
+    if (ok && n) ok = lf_buffer_write(xb, h, (size_t)n * sizeof *h) == LF_OK;
+    free(h);
+    lf_node *x = ok ? lf_input(g, xb) : NULL;
+    lf_buffer_free(xb); /* the graph keeps it */
+    lf_fn *f = lf_fn_parse(g, "(x, m, s) -> exp(-0.5*((x-m)/s)**2) / (s*2.5066282746)");
+    *m_out = lf_const(g, LF_F32, 0.0);
+    lf_node *y = lf_zipwith(g, f, 3, (lf_node *[]){x, *m_out, lf_const(g, LF_F32, 1.25)});
+    return x ? y : NULL;
+}
+
+/* CONST_SWEEP_EVALS evals of one graph at n, each after lf_scalar_set of the
+ * mean: the median time of (scalar_set + eval) in *median_s; *compiled sums
+ * kernels_compiled over them, *reused counts program_reused. */
+static bool const_sweep_evals(lf_ctx *ctx, lf_graph *g, lf_node *m, lf_node *y, lf_buffer *dst,
+                              double *median_s, int *compiled, int *reused) {
+    double t[CONST_SWEEP_EVALS];
+    *compiled = *reused = 0;
+    for (int k = 0; k < CONST_SWEEP_EVALS; k++) {
+        double t0 = now_s();
+        bool ok = lf_scalar_set(g, m, 0.01 * (k + 1)) == LF_OK && lf_eval(g, 1, &y, &dst) == LF_OK;
+        t[k] = now_s() - t0;
+        if (!ok) return false;
+        lf_eval_stats st;
+        lf_ctx_last_stats(ctx, &st);
+        *compiled += st.kernels_compiled;
+        *reused += st.program_reused;
+    }
+    *median_s = median(t, CONST_SWEEP_EVALS);
+    return true;
+}
+
+static bool run_const_sweep(const options *o, const bench_case *c, bool fused, run_result *r) {
+    memset(r, 0, sizeof *r);
+    const char *mode = fused ? "fused" : "unfused";
+    lf_ctx *ctx = make_ctx(o, fused, c->name);
+    if (!ctx) {
+        fprintf(stderr, PROG ": %s %s: %s\n", c->name, mode, lf_errmsg(NULL));
+        return false;
+    }
+    r->n = o->n;
+    lf_graph *g = lf_graph_new(ctx), *g1 = lf_graph_new(ctx);
+    lf_node *m = NULL, *m1 = NULL;
+    lf_node *y = g ? const_sweep_graph(ctx, g, o->n, &m) : NULL;
+    lf_node *y1 = g1 ? const_sweep_graph(ctx, g1, 1, &m1) : NULL; /* n = 1: host time alone */
+    lf_buffer *dst = y ? lf_buffer_new_like(ctx, y) : NULL, *dst1 = y1 ? lf_buffer_new_like(ctx, y1) : NULL;
+    bool ok = dst && dst1;
+    if (ok) { /* the first eval compiles (or finds the kernels on disk) */
+        double t0 = now_s();
+        ok = lf_eval(g, 1, &y, &dst) == LF_OK;
+        r->first_s = now_s() - t0;
+    }
+    int compiled = 0, reused = 0, compiled1 = 0, reused1 = 0;
+    double host_s = NAN;
+    ok = ok && const_sweep_evals(ctx, g, m, y, dst, &r->median_s, &compiled, &reused);
+    ok = ok && lf_eval(g1, 1, &y1, &dst1) == LF_OK &&
+         const_sweep_evals(ctx, g1, m1, y1, dst1, &host_s, &compiled1, &reused1);
+    if (!ok) {
+        fprintf(stderr, PROG ": %s %s: %s\n", c->name, mode, lf_errmsg(ctx));
+        lf_ctx_destroy(ctx);
+        return false;
+    }
+    r->reps = CONST_SWEEP_EVALS;
+    lf_eval_stats st;
+    lf_ctx_last_stats(ctx, &st);
+    r->kernels = st.kernels;
+    r->temp_bytes = st.bytes_materialized;
+    r->traffic = 2 * (size_t)o->n * sizeof(float);
+    r->nout = 1;
+    r->dtype[0] = LF_F32;
+    r->numel[0] = o->n;
+    size_t bytes = lf_buffer_bytes(dst);
+    r->host[0] = malloc(bytes ? bytes : 1);
+    if (r->host[0] && lf_buffer_read(dst, r->host[0], bytes) != LF_OK) {
+        free(r->host[0]);
+        r->host[0] = NULL;
+    }
+    r->out_sum = NAN;
+    if (r->host[0]) {
+        r->out_sum = 0;
+        for (int64_t i = 0; i < o->n; i++) r->out_sum += ((const float *)r->host[0])[i];
+    }
+    r->gbps = (double)r->traffic / r->median_s / 1e9;
+    r->ok = true;
+    bool good = compiled + compiled1 == 0 && reused == CONST_SWEEP_EVALS && reused1 == CONST_SWEEP_EVALS;
+    FILE *info = o->json ? stderr : stdout;
+    fprintf(info, "const_sweep %s: %d evals each with a new lf_const value: kernels compiled after the "
+                  "first eval %d, program reused %d/%d; host time per eval at n = 1 (scalar_set + eval, "
+                  "median): %.2f us%s\n", mode, CONST_SWEEP_EVALS, compiled + compiled1, reused + reused1,
+            2 * CONST_SWEEP_EVALS, host_s * 1e6, good ? "" : "  <- EXPECTED NO COMPILE AND REUSE");
+    if (o->json) {
+        printf("{\"case\":\"const_sweep\",\"backend\":\"%s\",\"mode\":\"%s_host\",\"n\":1",
+               o->backend == LF_BACKEND_CUDA ? "cuda" : "cpu", mode);
+        json_num("median_us", host_s * 1e6, "%.3f");
+        printf(",\"reps\":%d,\"kernels_compiled\":%d,\"program_reused\":%d,\"check\":\"%s\"}\n",
+               CONST_SWEEP_EVALS, compiled + compiled1, reused + reused1, good ? "ok" : "MISMATCH");
+    }
+    lf_ctx_destroy(ctx);
+    return good;
+}
+
+/* ---- cases with a runner of their own (seed NULL in cases[]) ------------------- */
+
+typedef struct own_case {
+    const char *name;    /* as in cases[] */
+    bool (*run)(const options *o, const bench_case *c, bool fused, run_result *r); /* as run_case */
+    const char *what;    /* one line for --list */
+} own_case;
+
+static const own_case own_cases[] = {
+    {"const_sweep", run_const_sweep,
+     "gaussian_pdf with lf_const mean and sigma, 100 evals each with a new mean (lf_scalar_set)"},
+};
+
+/* The runner of case c, or NULL for a seed case. */
+static const own_case *own_case_of(const bench_case *c) {
+    if (c->seed) return NULL;
+    for (size_t i = 0; i < sizeof own_cases / sizeof own_cases[0]; i++)
+        if (!strcmp(own_cases[i].name, c->name)) return &own_cases[i];
+    return NULL;
+}
+
+static const char *own_case_what(const bench_case *c) {
+    const own_case *oc = own_case_of(c);
+    return oc ? oc->what : "?";
+}
+
 /* ---- output ---------------------------------------------------------------------- */
 
 static const char *backend_str(const options *o) { return o->backend == LF_BACKEND_CUDA ? "cuda" : "cpu"; }
@@ -1097,12 +1236,12 @@ static bool run_one(const options *o, const bench_case *c, const copy_result *co
     if (o->run_fused) {
         snprintf(what, sizeof what, "%s fused", c->name);
         progress(o, what, n);
-        if (!run_case(o, c, true, &f)) ok = false;
+        if (!(own_case_of(c) ? own_case_of(c)->run(o, c, true, &f) : run_case(o, c, true, &f))) ok = false;
     }
     if (o->run_unfused) {
         snprintf(what, sizeof what, "%s unfused", c->name);
         progress(o, what, n);
-        if (!run_case(o, c, false, &u)) ok = false;
+        if (!(own_case_of(c) ? own_case_of(c)->run(o, c, false, &u) : run_case(o, c, false, &u))) ok = false;
     }
     double diff;
     const char *check = compare(c, &f, &u, &diff);

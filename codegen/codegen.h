@@ -13,7 +13,8 @@
  *     run time, so one compiled kernel serves every size with the same
  *     structure; what the source bakes in is only structure (rank, dtypes,
  *     which accesses are contiguous or invariant in the innermost loop, the
- *     fns and their literals).
+ *     fns and their literals). The values of constant nodes are parameters
+ *     too (param_scalar), so a new lf_const value is the same source.
  *  2. emission (kernel.c picks the dialect's skeleton: emit_c.c, emit_cuda.c;
  *     both print through the shared walker of emit.c, see emit.h): the loop
  *     skeleton of the strategy and the fns' expressions inside; a dialect
@@ -116,6 +117,8 @@ typedef struct cg_layout {
     int param_extent;              /* P index of extent[0] (others follow) */
     int param_count;               /* P index of count */
     int param_full_block;          /* P index of full_block */
+    int param_scalar;              /* P index of the kernel's scalars (values of
+                                      kernel->scalars, cg_fill_scalars) */
     int err_buf;                   /* kernels with gather loads: the buffer (its
                                       buf_slot is -1) of the int32 index-error
                                       flag, which the kernel sets to 1 when an
@@ -133,8 +136,13 @@ typedef struct cg_layout {
 
 /* Lays out kernel k of s. Never fails (bounded sizes, no allocation). */
 void cg_layout_kernel(const fuse_schedule *s, int k, cg_layout *lay);
-/* Writes P (lay->nparams int64 values) for the layout. */
+/* Writes P (lay->nparams int64 values) for the layout, scalars included. */
 void cg_fill_params(const cg_layout *lay, int64_t *P);
+/* Writes only the scalars' entries of P: the current values of the kernel's
+ * constant nodes (float dtypes as the bits of a double, others as int64).
+ * A backend calls it before each run, so lf_scalar_set reaches a cached
+ * program; the source reads them (cg_scalar_value) and never bakes them in. */
+void cg_fill_scalars(const cg_layout *lay, int64_t *P);
 /* The access of fn f's load j (loads come first in access[]). */
 const cg_access *cg_load_access(const cg_layout *lay, int f, int j);
 
@@ -284,5 +292,8 @@ bool cg_cuda_vectorizable(const cg_layout *lay);
 /* Writes plan->nwords argument words (layout above). */
 void cg_cuda_fill_args(const cg_layout *lay, const cg_cuda_plan *plan, const int64_t *P,
                        const uint64_t *buf_addr, uint64_t scratch, uint64_t *words);
+/* Copies only the scalars' entries of P (cg_fill_scalars) into words made by
+ * cg_cuda_fill_args: a new constant value needs no new launch plan. */
+void cg_cuda_fill_scalar_args(const cg_layout *lay, const int64_t *P, uint64_t *words);
 
 #endif /* LF_CODEGEN_H */

@@ -382,6 +382,15 @@ static void acc_value(const cg_emitter *e, int r, acc_form form, const char *jv,
     else cg_fmt(out, cap, "(%s)R[%d].i", cg_vtype(e, t), r);
 }
 
+/* The value of the kernel's scalar j (a constant node of dtype t) as an
+ * expression of value type: read from P, never printed as a literal, so the
+ * source is the same for every value (cg_fill_scalars). */
+static void scalar_value(const cg_emitter *e, int j, lf_dtype t, char *out, size_t cap) {
+    int at = e->lay->param_scalar + j;
+    if (graph_dtype_is_float(t)) cg_fmt(out, cap, "(%s)lf_bits_f64(P[%d])", cg_vtype(e, t), at);
+    else cg_fmt(out, cap, "(%s)P[%d]", cg_vtype(e, t), at);
+}
+
 /* Emits fn f (region f of the kernel) at innermost index jv, its
  * expressions named <prefix>v<i>. */
 static void emit_fn(cg_emitter *e, int f, const char *jv, acc_form form, const char *prefix) {
@@ -427,6 +436,11 @@ static void emit_fn(cg_emitter *e, int f, const char *jv, acc_form form, const c
             else if (isnan(x->value.f)) cg_fmt(v, sizeof v, "%sNAN", signbit(x->value.f) ? "-" : "");
             else if (isinf(x->value.f)) cg_fmt(v, sizeof v, "%sINFINITY", x->value.f < 0 ? "-" : "");
             else cg_fmt(v, sizeof v, "%a", x->value.f);
+            break;
+        case EXPR_SCALAR:
+            scalar_value(e, x->param, x->cast_to, v, sizeof v);
+            cg_fmt(notebuf, sizeof notebuf, " /* n%d */", x->node->id);
+            note = notebuf;
             break;
         case EXPR_CAST: {
             expr_buf a;
@@ -565,11 +579,7 @@ void cg_emit_scatter_finish(cg_emitter *e, const char *t, const char *nblocks, c
     if (lay->dst_buf >= 0) {
         cg_fmt(d, sizeof d, "(%s)b%d[%s]", vt, lay->dst_buf, t);
     } else {
-        lf_scalar v = kn->scat_dst_value;
-        if (!graph_dtype_is_float(dt)) cg_fmt(d, sizeof d, "(%s)INT64_C(%" PRId64 ")", vt, v.i);
-        else if (isnan(v.f)) cg_fmt(d, sizeof d, "(%s)NAN", vt);
-        else if (isinf(v.f)) cg_fmt(d, sizeof d, "(%s)%sINFINITY", vt, v.f < 0 ? "-" : "");
-        else cg_fmt(d, sizeof d, "(%s)%a", vt, v.f);
+        scalar_value(e, kn->scat_dst_scalar, dt, d, sizeof d);
     }
     cg_line(e, "%s lf_acc = %s;", vt, d);
     cg_open_block(e, "for (lf_idx lf_b = 0; lf_b < (lf_idx)%s; lf_b++) {", nblocks);

@@ -216,6 +216,12 @@ void cg_cuda_fill_args(const cg_layout *lay, const cg_cuda_plan *plan, const int
     for (int i = 0; i < lay->nparams; i++) words[nb + 3 + i] = (uint64_t)P[i];
 }
 
+void cg_cuda_fill_scalar_args(const cg_layout *lay, const int64_t *P, uint64_t *words) {
+    int nb = lay->nbufs > 0 ? lay->nbufs : 1;
+    for (int j = 0; j < lay->kernel->nscalars; j++)
+        words[nb + 3 + lay->param_scalar + j] = (uint64_t)P[lay->param_scalar + j];
+}
+
 /* ---- CUDA skeletons ------------------------------------------------------------------------
  * Each body is a template over the index type lf_idx, instantiated by two
  * extern "C" __global__ entries, lf_k_<name>32 (int) and lf_k_<name>64

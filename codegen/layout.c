@@ -247,6 +247,8 @@ void cg_layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
     p += lay->ndim;
     lay->param_count = p++;
     lay->param_full_block = p++;
+    lay->param_scalar = p;
+    p += kn->nscalars;
     for (int a = 0; a < lay->naccess; a++) {
         cg_access *ac = &lay->access[a];
         int64_t in = lay->access[a].strides[lay->ndim - 1];
@@ -297,6 +299,7 @@ void cg_fill_params(const cg_layout *lay, int64_t *P) {
     }
     P[lay->param_count] = lay->count;
     P[lay->param_full_block] = lay->full_block;
+    cg_fill_scalars(lay, P);
     for (int a = 0; a < lay->naccess; a++) {
         const cg_access *ac = &lay->access[a];
         P[ac->param_offset] = ac->offset;
@@ -334,6 +337,15 @@ void cg_fill_params(const cg_layout *lay, int64_t *P) {
             for (int i = 0; i < sp->ndim; i++) *q++ = sp->shape[i];
             for (int i = 0; i < sp->ndim; i++) *q++ = sp->strides[i];
         }
+    }
+}
+
+void cg_fill_scalars(const cg_layout *lay, int64_t *P) {
+    const fuse_kernel *kn = lay->kernel;
+    for (int j = 0; j < kn->nscalars; j++) {
+        const lf_node *c = kn->scalars[j];
+        if (graph_dtype_is_float(c->dtype)) memcpy(&P[lay->param_scalar + j], &c->u.value.f, sizeof(double));
+        else P[lay->param_scalar + j] = c->u.value.i;
     }
 }
 

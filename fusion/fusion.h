@@ -203,7 +203,15 @@ typedef struct fuse_kernel {
     const lf_node *scatter;        /* the scatter node, else NULL */
     int scat_idx_expr;             /* body expression of the index */
     int scat_dst_slot;             /* slot of dst, or -1: dst is a constant */
-    lf_scalar scat_dst_value;      /* that constant (dst's dtype) */
+    int scat_dst_scalar;           /* that constant's index in scalars, else -1 */
+    /* all kinds: the constant nodes (lf_const, lf_fill) the kernel reads, in
+       order of first use (fns in fuse_kernel_fn_loads order, then a scatter's
+       dst). Their values are not part of the kernel: an fn reads scalars[j]
+       through its EXPR_SCALAR expressions with param j, codegen passes the
+       values as run-time parameters (cg_fill_scalars), the interpreter reads
+       the nodes; so a new value (lf_scalar_set) reuses the compiled kernel */
+    int nscalars;
+    const lf_node **scalars;       /* graph_malloc'd, NULL when none */
 } fuse_kernel;
 
 typedef enum fuse_slot_kind {

@@ -20,6 +20,10 @@
  * mean NaN. Iotas and random nodes are computed as the reference computes
  * them.
  *
+ * Constant nodes are read when a kernel runs (EXPR_SCALAR in graph_fn_eval,
+ * a scatter's constant dst from its node), so a schedule follows
+ * lf_scalar_set without being planned again.
+ *
  * Memory: inputs are read in place; every output gets fresh memory (the
  * caller copies it into the user's buffers, so a failed eval changes
  * nothing); temporaries live in the schedule's shared memory blocks. All
@@ -140,7 +144,7 @@ static lf_status run_scatter(const fuse_schedule *s, const fuse_kernel *kn, void
         return graph_error(s->graph->ctx, LF_ERR_NOMEM, "eval: out of memory running the fused schedule");
     }
     for (int64_t j = 0; j < dn; j++)
-        graph_scalar_store(out, t, j, kn->scat_dst_slot >= 0 ? graph_scalar_load(data[kn->scat_dst_slot], t, j) : kn->scat_dst_value);
+        graph_scalar_store(out, t, j, kn->scat_dst_slot >= 0 ? graph_scalar_load(data[kn->scat_dst_slot], t, j) : kn->scalars[kn->scat_dst_scalar]->u.value);
     load_dtypes(kn->loads, kn->nloads, params);
     for (int d = 0; d < kn->ndim; d++) ax[d] = d;
     for (int64_t b = 0; b < gm.nblocks; b++) {

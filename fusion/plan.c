@@ -12,7 +12,10 @@
  *     map (fuse_map), folded to one affine step whenever that is exact.
  *   Vertical elementwise. A map/zipwith/select/cast node that is not a root
  *     is inlined into each kernel that uses it, with its fn rebuilt into the
- *     kernel's composed body; constants become literals cast to their dtype;
+ *     kernel's composed body; constants become run-time scalars of their
+ *     dtype (EXPR_SCALAR, fuse_kernel.scalars: the value is read when the
+ *     kernel runs, never part of it, so lf_scalar_set needs no new plan or
+ *     kernel; no rule looks at a constant's value, none specializes x*1);
  *     inputs and iotas become loads.
  *   Random nodes are sources like iotas: never a root unless an output or
  *     marked (or fusion is off), never stored otherwise; each use is a
@@ -106,9 +109,9 @@
  *     that nothing joins (its store is a combine into partials, then dst),
  *     with the producers of idx and values inlined (map -> scatter: a
  *     histogram of floor(x*256) is one kernel reading x once). dst is a
- *     slot or a constant (bincount's zeros: a literal, no kernel).
+ *     slot or a constant (bincount's zeros: a run-time scalar, no kernel).
  *   Fusion off. Every needed node except inputs, views and constants (values,
- *     not ops: a literal in the kernels that use them) is a root: one
+ *     not ops: a run-time scalar of the kernels that use them) is a root: one
  *     kernel per op with full temporaries (the unfused baseline).
  *
  * A planning round finds the instances, forms the kernels (merges), then
@@ -174,7 +177,7 @@ lf_status fuse_nomem(planner *p) {
     return graph_error(p->g->ctx, LF_ERR_NOMEM, "eval: out of memory while planning fusion");
 }
 
-/* A node whose use in kernel k is a load or a literal, not inlined code. */
+/* A node whose use in kernel k is a load or a scalar, not inlined code. */
 bool fuse_is_leaf(const planner *p, const lf_node *n, int k) {
     if (n->kind == NODE_INPUT || n->kind == NODE_CONST || n->kind == NODE_IOTA || n->kind == NODE_RANDOM)
         return true;
@@ -200,6 +203,7 @@ static void kernel_free(fuse_kernel *kn) {
     graph_free(kn->epi_ctype);
     graph_free(kn->row_etype);
     graph_free(kn->row_ctype);
+    graph_free(kn->scalars);
     if (kn->passes)
         for (int q = 1; q < kn->npasses; q++) { /* passes[0] is the body */
             loads_free(kn->passes[q].loads, kn->passes[q].nloads);
@@ -380,7 +384,10 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
 lf_status lf_node_materialize(lf_graph *g, lf_node *n) {
     if (!graph_check_args(g, "node_materialize", 1, &n))
         return g ? (g->status != LF_OK ? g->status : LF_ERR_NULL) : LF_ERR_NULL;
-    if (!n->materialize) g->version++; /* cached programs of g are stale */
+    if (!n->materialize) { /* cached programs of g are stale */
+        g->version++;
+        graph_programs_clear(g);
+    }
     n->materialize = true;
     return LF_OK;
 }

@@ -167,7 +167,7 @@ typedef struct park {
 
 /* ---- plan.c ---- */
 lf_status fuse_nomem(planner *p);
-/* A node whose use in kernel k is a load or a literal, not inlined code. */
+/* A node whose use in kernel k is a load or a scalar, not inlined code. */
 bool fuse_is_leaf(const planner *p, const lf_node *n, int k);
 
 /* ---- plan_vertical.c ---- */

@@ -33,6 +33,7 @@ static bool expr_weak(const lf_fn *f, int i, const bool *weak) {
     switch (e->kind) {
     case EXPR_CONST: return true;
     case EXPR_PARAM:
+    case EXPR_SCALAR:
     case EXPR_CAST: return false;
     case EXPR_OP: break;
     }
@@ -50,15 +51,11 @@ static bool emit_inst(planner *p, lf_fn *f, const kbuild *kb, inst *i, int grp) 
     const lf_node *n = i->node;
     if (fuse_is_leaf(p, n, i->kernel)) {
         fn_expr e;
-        if (n->kind == NODE_CONST) {
-            fn_expr lit = graph_fn_blank_expr(EXPR_CONST);
-            lit.is_int = !graph_dtype_is_float(n->dtype);
-            lit.value = n->u.value;
-            int l = graph_fn_add(f, &lit);
-            if (l < 0) return false;
-            e = graph_fn_blank_expr(EXPR_CAST);
+        if (n->kind == NODE_CONST) { /* a run-time scalar, numbered by number_scalars */
+            e = graph_fn_blank_expr(EXPR_SCALAR);
+            e.node = n;
             e.cast_to = n->dtype;
-            e.arg[0] = l;
+            e.param = -1;
         } else {
             pload l;
             fuse_leaf_load(p, i, grp, &l);
@@ -327,8 +324,49 @@ static lf_status build_fn(planner *p, fuse_schedule *s, fuse_kernel *kn, int k, 
     return LF_OK;
 }
 
+/* Index of constant node n in kn->scalars, added if new (cap: room for every
+ * expression of the kernel's fns plus a scatter's dst); -1 when out of memory. */
+static int scalar_index(fuse_kernel *kn, const lf_node *n, int cap) {
+    for (int j = 0; j < kn->nscalars; j++)
+        if (kn->scalars[j] == n) return j;
+    if (!kn->scalars && !(kn->scalars = graph_malloc((size_t)cap * sizeof *kn->scalars))) return -1;
+    kn->scalars[kn->nscalars] = n;
+    return kn->nscalars++;
+}
+
+/* Numbers the constant nodes kernel kn reads (fuse_kernel.scalars): each
+ * EXPR_SCALAR's param, then a scatter's constant dst. The fns are complete,
+ * and hash-consing ignores param, so setting it here is safe. */
+static bool number_scalars(fuse_kernel *kn) {
+    int cap = 1;
+    kn->scat_dst_scalar = -1;
+    for (int f = 0; f < kn->npasses + 2; f++) {
+        const lf_fn *fn = f < kn->npasses ? kn->passes[f].fn : f == kn->npasses ? kn->epi : kn->row;
+        if (fn) cap += fn->nexprs;
+    }
+    for (int f = 0; f < kn->npasses + 2; f++) {
+        lf_fn *fn = f < kn->npasses ? kn->passes[f].fn : f == kn->npasses ? kn->epi : kn->row;
+        for (int i = 0; fn && i < fn->nexprs; i++) {
+            fn_expr *x = &fn->exprs[i];
+            if (x->kind == EXPR_SCALAR && (x->param = scalar_index(kn, x->node, cap)) < 0) return false;
+        }
+    }
+    if (kn->scatter && kn->scat_dst_slot < 0 &&
+        (kn->scat_dst_scalar = scalar_index(kn, kn->scatter->inputs[0], cap)) < 0)
+        return false;
+    return true;
+}
+
+static lf_status build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *kn);
+
 /* Builds the kernel of root k (and of the roots that joined it) into kn. */
 lf_status fuse_build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *kn) {
+    lf_status st = build_kernel(p, s, k, kn);
+    if (st == LF_OK && !number_scalars(kn)) return fuse_nomem(p);
+    return st;
+}
+
+static lf_status build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *kn) {
     const lf_node *rn = p->g->nodes[k];
     kbuild kb;
     lf_status st;

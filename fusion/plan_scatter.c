@@ -7,7 +7,7 @@
  *   floor(x*256) reads x once, in one kernel), and whose one store combines
  *   the value into S's slot at the position's target. dst is read from a
  *   slot (an input or a root: its elements are the starting values) or is a
- *   constant fill (bincount's zeros: a literal, no kernel, no memory); its
+ *   constant fill (bincount's zeros: a run-time scalar, no kernel, no memory); its
  *   base load at the positions (gathered coordinate 0) gives the kernel its
  *   buffer and is otherwise unused. The combine order is lazyfuse.h's
  *   (graph/scatter.c): positions in blocks of LF_SCATTER_BLOCK, each block
@@ -61,7 +61,6 @@ void fuse_scatter_kernel(planner *p, int k, fuse_kernel *kn) {
     kn->numel = gm.numel;
     const lf_node *d = n->inputs[0];
     kn->scat_dst_slot = d->kind == NODE_CONST ? -1 : p->slot_of[d->id];
-    kn->scat_dst_value = d->u.value;
     kn->scat_idx_expr = -1;
     for (int j = 0; j < p->kcount[k]; j++)
         if (p->klist[k][j]->node == n) kn->scat_idx_expr = p->klist[k][j]->in[1]->expr;

@@ -42,6 +42,7 @@ static uint64_t expr_hash(const fn_expr *e) {
     case EXPR_PARAM: return mix(h, (uint64_t)e->param);
     case EXPR_CONST: return mix(mix(h, e->is_int), (uint64_t)e->value.i);
     case EXPR_CAST: return mix(mix(h, (uint64_t)e->cast_to), (uint64_t)e->arg[0]);
+    case EXPR_SCALAR: return mix(h, (uint64_t)(uintptr_t)e->node);
     case EXPR_OP:
         h = mix(h, (uint64_t)e->op);
         for (int k = 0; k < 3; k++) h = mix(h, (uint64_t)(int64_t)e->arg[k]);
@@ -57,6 +58,7 @@ static bool expr_same(const fn_expr *a, const fn_expr *b) {
     case EXPR_CONST: /* bitwise: NaN equals NaN, -0 differs from +0 */
         return a->is_int == b->is_int && a->value.i == b->value.i;
     case EXPR_CAST: return a->cast_to == b->cast_to && a->arg[0] == b->arg[0];
+    case EXPR_SCALAR: return a->node == b->node;
     case EXPR_OP:
         return a->op == b->op && a->arg[0] == b->arg[0] && a->arg[1] == b->arg[1] &&
                a->arg[2] == b->arg[2];
@@ -328,6 +330,10 @@ lf_dtype graph_fn_types(const lf_fn *f, const lf_dtype *params, lf_dtype *etype,
             ctype[i] = etype[e->arg[0]];
             *wi = false;
             break;
+        case EXPR_SCALAR:
+            etype[i] = ctype[i] = e->cast_to;
+            *wi = false;
+            break;
         case EXPR_OP: {
             const op_info *oi = &graph_ops[e->op];
             lf_dtype t[3];
@@ -387,6 +393,7 @@ lf_scalar graph_fn_eval(const lf_fn *f, const lf_dtype *params, const lf_dtype *
         switch (e->kind) {
         case EXPR_PARAM: vals[i] = args[e->param]; break;
         case EXPR_CONST: vals[i] = e->value; break;
+        case EXPR_SCALAR: vals[i] = e->node->u.value; break; /* in cast_to already */
         case EXPR_CAST:
             vals[i] = graph_scalar_convert(vals[e->arg[0]], ctype[i], e->cast_to);
             break;

@@ -70,8 +70,29 @@ lf_graph *lf_graph_new(lf_ctx *ctx) {
     return g;
 }
 
+void *graph_program_use(lf_graph *g, int i) {
+    graph_program hit = g->programs[i];
+    memmove(&g->programs[1], &g->programs[0], (size_t)i * sizeof hit);
+    g->programs[0] = hit;
+    return hit.p;
+}
+
+void graph_program_put(lf_graph *g, void *p, void (*free_fn)(void *)) {
+    graph_program *last = &g->programs[GRAPH_PROGRAMS - 1];
+    if (last->p) last->free(last->p);
+    memmove(&g->programs[1], &g->programs[0], (GRAPH_PROGRAMS - 1) * sizeof *last);
+    g->programs[0] = (graph_program){p, free_fn};
+}
+
+void graph_programs_clear(lf_graph *g) {
+    for (int i = 0; i < GRAPH_PROGRAMS; i++) {
+        if (g->programs[i].p) g->programs[i].free(g->programs[i].p);
+        g->programs[i] = (graph_program){NULL, NULL};
+    }
+}
+
 void graph_destroy(lf_graph *g) {
-    if (g->program) g->program_free(g->program);
+    graph_programs_clear(g);
     for (int i = 0; i < g->nnodes; i++) {
         lf_node *n = g->nodes[i];
         if (n->kind == NODE_MAP) {
@@ -215,6 +236,21 @@ lf_node *lf_const(lf_graph *g, lf_dtype t, double value) {
     lf_node *n = new_node(g, "const", NODE_CONST, t, 0, NULL, 0, NULL);
     if (n) n->u.value = graph_scalar_convert((lf_scalar){.f = value}, LF_F64, t);
     return n;
+}
+
+lf_status lf_scalar_set(lf_graph *g, lf_node *c, double value) {
+    if (!g) return graph_error(NULL, LF_ERR_NULL, "scalar_set: graph is NULL");
+    if (g->status != LF_OK) return g->status;
+    if (!c) return graph_error(g->ctx, LF_ERR_NULL, "scalar_set: node is NULL");
+    if (!graph_owns(g, c))
+        return graph_error(g->ctx, LF_ERR_STATE, "scalar_set: node belongs to another graph (or to a freed one)");
+    if (c->kind != NODE_CONST)
+        return graph_error(g->ctx, LF_ERR_INVALID,
+                           "scalar_set: node %d is not a constant (only lf_const and lf_fill nodes take a value)",
+                           c->id);
+    /* programs read the value at each eval (fuse_kernel.scalars): nothing to replan */
+    c->u.value = graph_scalar_convert((lf_scalar){.f = value}, LF_F64, c->dtype);
+    return LF_OK;
 }
 
 lf_node *lf_arange(lf_graph *g, lf_dtype t, double start, double stop, double step) {

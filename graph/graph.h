@@ -226,16 +226,23 @@ lf_scalar graph_scan_step(graph_scan_state *s, lf_scalar x, lf_dtype out);
  * keeps an explicit stack on the heap, and never recurses from the result:
  * a walk must use the same thread stack at any depth. */
 
-typedef enum expr_kind { EXPR_PARAM, EXPR_CONST, EXPR_OP, EXPR_CAST } expr_kind;
+/* EXPR_SCALAR appears only in the fns fusion builds (fusion/plan_build.c):
+ * the value of a constant node (lf_const, lf_fill) read when the fn runs, so
+ * that a new value (lf_scalar_set) needs no new fn and no new kernel. It is
+ * strong, of the node's dtype (as the cast of a literal to it would be). */
+typedef enum expr_kind { EXPR_PARAM, EXPR_CONST, EXPR_OP, EXPR_CAST, EXPR_SCALAR } expr_kind;
 
 typedef struct fn_expr {
     expr_kind kind;    /* what this expression is */
     lf_op op;          /* EXPR_OP: the operator */
     int arg[3];        /* EXPR_OP / EXPR_CAST operands (ids < own id), else -1 */
-    int param;         /* EXPR_PARAM: parameter index */
-    lf_dtype cast_to;  /* EXPR_CAST: target dtype */
+    int param;         /* EXPR_PARAM: parameter index; EXPR_SCALAR: index into
+                          the kernel's scalars (fuse_kernel.scalars) */
+    lf_dtype cast_to;  /* EXPR_CAST: target dtype; EXPR_SCALAR: node's dtype */
     bool is_int;       /* EXPR_CONST: integer literal (value.i), else float (value.f) */
     lf_scalar value;   /* EXPR_CONST: the literal */
+    const lf_node *node; /* EXPR_SCALAR: the constant node (its u.value is read
+                            at evaluation; hash-consing compares this only) */
 } fn_expr;
 
 struct lf_fn {
@@ -308,6 +315,17 @@ typedef enum node_kind {
     NODE_SCATTER  /* inputs[0] (dst) with inputs[2] (values) combined in at
                      inputs[1] (idx) along an axis */
 } node_kind;
+
+/* One cached program of a graph: a backend's plan, kernels and temporaries
+ * for one output set. A program holds no pointer to an output buffer (they
+ * are bound at each eval), only to g's nodes, input buffers and its own
+ * memory, so it stays valid until g changes its plan (lf_node_materialize
+ * clears the cache) or is freed. */
+enum { GRAPH_PROGRAMS = 4 };       /* output sets cached per graph (LRU) */
+typedef struct graph_program {
+    void *p;                       /* the program, NULL: empty entry */
+    void (*free)(void *);          /* frees it; also tells whose it is */
+} graph_program;
 
 typedef enum view_kind {
     VIEW_RESHAPE, VIEW_PERMUTE, VIEW_BROADCAST, VIEW_EXPAND, VIEW_SLICE
@@ -384,11 +402,21 @@ struct lf_graph {
     struct lf_graph *prev, *next; /* ctx->graphs list */
     int version;                  /* bumped when a planning input changes
                                      (lf_node_materialize) */
-    void *program;                /* a backend's cached executable for the last
-                                     evaluated outputs (backends/cpu, backends/cuda),
-                                     or NULL */
-    void (*program_free)(void *); /* frees it (set with it) */
+    graph_program programs[GRAPH_PROGRAMS]; /* backends' cached executables
+                                     (backends/cpu, backends/cuda), one per output
+                                     set evaluated, most recently used first;
+                                     empty entries (p NULL) at the end */
 };
+
+/* The program cache of a graph (lf_graph.programs): a backend looks for its
+ * own program among g->programs[i] (free == its free function, then its own
+ * match on the outputs), and on a hit calls graph_program_use(g, i), which
+ * moves it to the front and returns it; a new program goes in with
+ * graph_program_put, which frees the least recently used one when the cache
+ * is full. graph_programs_clear frees them all (graph_destroy does). */
+void *graph_program_use(lf_graph *g, int i);
+void graph_program_put(lf_graph *g, void *p, void (*free_fn)(void *));
+void graph_programs_clear(lf_graph *g);
 
 /* Records the graph's first error (later ones are dropped) and the context's
  * last message. Returns st. */

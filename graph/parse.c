@@ -738,6 +738,15 @@ static bool const_negative(const fn_expr *e) {
     return e->is_int ? e->value.i < 0 : signbit(e->value.f);
 }
 
+/* A literal with the current value of scalar expression e (EXPR_SCALAR):
+ * printed as a cast of it, "f32(0.5)". */
+static fn_expr scalar_literal(const fn_expr *e) {
+    fn_expr lit = graph_fn_blank_expr(EXPR_CONST);
+    lit.is_int = !graph_dtype_is_float(e->cast_to);
+    lit.value = e->node->u.value;
+    return lit;
+}
+
 /* The text of a constant: "(-0.5)", "2.0", "inf", "(-3)". Returns its length. */
 static size_t const_text(const fn_expr *e, char *s, size_t cap) {
     if (e->is_int) {
@@ -808,6 +817,11 @@ static void expr_lengths(const lf_fn *f, size_t *len) {
         case EXPR_PARAM: n = strlen(f->param_names[e->param]); break;
         case EXPR_CONST: n = const_text(e, tmp, sizeof tmp); break;
         case EXPR_CAST: n = strlen(lf_dtype_name(e->cast_to)) + 2; nargs = 1; break;
+        case EXPR_SCALAR: {
+            fn_expr lit = scalar_literal(e);
+            n = strlen(lf_dtype_name(e->cast_to)) + 2 + const_text(&lit, tmp, sizeof tmp);
+            break;
+        }
         case EXPR_OP: {
             const op_info *oi = &graph_ops[e->op];
             nargs = oi->arity;
@@ -845,6 +859,13 @@ static void print_expr(const lf_fn *f, out *o, item *stack) {
             put(o, s, strlen(s));
         } else if (e->kind == EXPR_CONST) {
             put(o, tmp, const_text(e, tmp, sizeof tmp));
+        } else if (e->kind == EXPR_SCALAR) {
+            fn_expr lit = scalar_literal(e);
+            const char *s = lf_dtype_name(e->cast_to);
+            put(o, s, strlen(s));
+            put(o, "(", 1);
+            put(o, tmp, const_text(&lit, tmp, sizeof tmp));
+            put(o, ")", 1);
         } else if (e->kind == EXPR_CAST) {
             const char *s = lf_dtype_name(e->cast_to);
             put(o, s, strlen(s));

@@ -234,10 +234,15 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * memory only. An entry that is not private (another user's, or writable by
  * others) is removed unread and rebuilt, with a warning. Opening a folder
  * removes the temp and lock files that killed processes left in it.
- * A graph keeps its last compiled program, so re-evaluating the same outputs
- * plans and looks up nothing. Sizes, strides and offsets are run-time
- * parameters: one compiled kernel serves every size of the same structure;
- * literal constants are part of the structure. A compiled object is stored
+ * A graph keeps the compiled programs of its last 4 output sets (least
+ * recently used dropped first; each holds its schedule, kernels and
+ * temporaries until dropped or the graph is freed), so re-evaluating, or
+ * alternating between, output sets of a graph plans and looks up nothing; the
+ * output buffers are bound at each eval, so they may differ every time.
+ * Sizes, strides, offsets and the values of lf_const / lf_fill nodes are
+ * run-time parameters: one compiled kernel serves every size and every
+ * constant value of the same structure; literals of fn strings are part of
+ * the structure. A compiled object is stored
  * on disk only once it has loaded and its functions are bound, and an entry
  * that verifies but does not load or bind is removed and rebuilt (never the
  * eval's failure). Processes sharing a cache folder compile each kernel once:
@@ -292,8 +297,8 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * NVRTC predates the GPU) with -fmad=false and no fast-math flag. Compiled
  * kernels are cached in memory per context and on disk in the same folder
  * as the CPU backend's, keyed by a SHA-256 of the source, the NVRTC version
- * and the target; a graph keeps its last program (as on the CPU), so a
- * re-evaluation into the same buffers only launches. Results: as the CPU
+ * and the target; a graph keeps the programs of its last output sets (as
+ * on the CPU), so a re-evaluation into the same buffers only launches. Results: as the CPU
  * backend's, except that the transcendental functions are CUDA's device
  * math library (its documented ulp bounds: e.g. 2 ulp for expf, 1 ulp for
  * exp; same NaN and infinities), and float reductions sum in double in an
@@ -375,10 +380,32 @@ LF_API int64_t lf_node_numel(const lf_node *n);
 
 /* Reads buffer b (dtype and shape from it). */
 LF_API lf_node *lf_input(lf_graph *g, lf_buffer *b);
-/* A 0-d constant of dtype t (value converted as a cast would). */
+/* A 0-d constant of dtype t (value converted as a cast would: to f32 rounded
+ * to nearest, to an integer truncated toward zero and saturated, NaN to 0; to
+ * bool nonzero (NaN included) is 1). A constant is a value, not code: it
+ * reaches the compiled kernels as a run-time parameter, so kernels that
+ * differ only in their constants' values are one kernel, compiled once, and
+ * lf_scalar_set changes a value without recompiling or replanning. Literals
+ * inside fn strings ("x -> x*0.5") are part of the fn instead: a different
+ * literal is a different kernel. */
 LF_API lf_node *lf_const(lf_graph *g, lf_dtype t, double value);
-/* An array of the given shape filled with value. */
+/* An array of the given shape filled with value (converted as lf_const
+ * does); like lf_const, a run-time parameter of the kernels, never stored. */
 LF_API lf_node *lf_fill(lf_graph *g, lf_dtype t, double value, int ndim, const int64_t *shape);
+/* Sets the value of constant node c (made by lf_const or lf_fill on g) to
+ * value, converted to c's dtype exactly as lf_const converts it. The next
+ * lf_eval uses it; nothing is replanned or recompiled (a cached program of g
+ * stays valid: lf_eval_stats' program_reused, kernels_compiled 0), on every
+ * backend. Only constants take a value: inputs, iotas, random nodes and the
+ * nodes built from constants (a cast, a map, a view of one) do not.
+ * Errors (the graph and the value are unchanged; the graph does not fail):
+ *   LF_ERR_NULL   "scalar_set: graph is NULL", "scalar_set: node is NULL"
+ *   LF_ERR_STATE  "scalar_set: node belongs to another graph (or to a freed one)"
+ *   LF_ERR_INVALID "scalar_set: node N is not a constant (only lf_const and
+ *                 lf_fill nodes take a value)", N the node's creation index
+ * On a graph that has already failed it returns the graph's first error and
+ * does nothing. */
+LF_API lf_status lf_scalar_set(lf_graph *g, lf_node *c, double value);
 /* 1-d [0, 1, ..., n-1] of an integer or float dtype. */
 LF_API lf_node *lf_iota(lf_graph *g, lf_dtype t, int64_t n);
 /* 1-d start, start+step, ... while < stop (> stop for negative step), as

@@ -405,6 +405,18 @@ static lf_node *gen_scatter(gen *G) {
     return lf_scatter(g, op, d, axis, idx, val);
 }
 
+int gen_scalar_update(gen *G) {
+    int changed = 0;
+    for (int id = 0; id < G->g->nnodes; id++) {
+        lf_node *c = G->g->nodes[id];
+        if (c->kind != NODE_CONST || !chance(&G->r, 70)) continue;
+        double v = SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)];
+        cr_assert_eq(lf_scalar_set(G->g, c, v), LF_OK, "scalar_set: %s", lf_errmsg(G->ctx));
+        changed++;
+    }
+    return changed;
+}
+
 /* Builds random graph i; returns the outputs in outs (1..3). */
 int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs) {
     memset(G, 0, sizeof *G);

@@ -36,6 +36,11 @@ typedef struct gen {
  * 1..3 outputs into outs and returns how many. */
 int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs);
 
+/* After gen_graph: gives some of G->g's constants (lf_const, lf_fill) a new
+ * value with lf_scalar_set (drawn from the same special values, NaN, Inf and
+ * -0.0 included) from G's generator; returns how many it changed. */
+int gen_scalar_update(gen *G);
+
 /* lf_reduce over axes, reshaped back to x's rank when !keep (the
  * "reduce -> broadcast -> map" shape of softmax and layer norm either way). */
 lf_node *row_reduce(lf_graph *g, lf_reduce_op op, lf_node *x, int na, const int *axes, bool keep);

@@ -2059,3 +2059,204 @@ Test(cpu, debug_source_dump) {
     lf_ctx_destroy(c);
     expect_no_leak();
 }
+
+/* ==== 8. run-time scalars (lf_const, lf_fill, lf_scalar_set) ========================== */
+
+/* One graph with constants of every dtype in every kernel kind: elementwise
+ * (with a fill), a reduction with a constant in its input and epilogue, a
+ * row pass, a scan, a scatter into a fill. */
+typedef struct scalar_graph {
+    lf_graph *g;
+    lf_node *c[5];                 /* f32, f64, i32, bool, i64 constants */
+    lf_node *fill;                 /* f32 fill of x's shape */
+    lf_node *dst;                  /* i32 fill, a scatter's destination */
+    lf_node *outs[6];
+} scalar_graph;
+
+enum { SCALAR_N = 3000 };
+
+static scalar_graph make_scalar_graph(lf_ctx *c, const float *x0, const int32_t *i0, const double *v) {
+    scalar_graph s;
+    lf_graph *g = s.g = lf_graph_new(c);
+    lf_node *x = in_node(g, LF_F32, 1, SH(SCALAR_N), x0);
+    lf_node *idx = in_node(g, LF_I32, 1, SH(SCALAR_N), i0);
+    static const lf_dtype ts[5] = {LF_F32, LF_F64, LF_I32, LF_BOOL, LF_I64};
+    for (int k = 0; k < 5; k++) s.c[k] = lf_const(g, ts[k], v[k]);
+    s.fill = lf_fill(g, LF_F32, v[5], 1, SH(SCALAR_N));
+    s.dst = lf_fill(g, LF_I32, v[6], 1, SH(7));
+    lf_node *y = lf_add(g, lf_mul(g, x, s.c[0]), s.fill);
+    lf_node *z = lf_select(g, s.c[3], lf_sub(g, x, s.c[1]), lf_mul(g, lf_cast(g, x, LF_I32), s.c[2]));
+    lf_node *r = lf_add(g, lf_reduce(g, LF_RED_SUM, lf_maximum(g, x, s.c[0]), 0, NULL, false), s.c[1]);
+    lf_node *x2 = lf_reshape(g, x, 2, SH(30, 100));
+    lf_node *m = lf_reduce(g, LF_RED_MAX, lf_mul(g, x2, s.c[0]), 1, (int[]){1}, true);
+    lf_node *row = lf_sub(g, lf_mul(g, x2, s.c[0]), lf_add(g, m, s.c[4]));
+    lf_node *sc = lf_scan(g, LF_RED_SUM, lf_mul(g, lf_cast(g, x, LF_I64), s.c[4]), 0, false);
+    lf_node *sct = lf_scatter(g, LF_SCATTER_ADD, s.dst, 0, idx, lf_mul(g, lf_cast(g, x, LF_I32), s.c[2]));
+    s.outs[0] = y, s.outs[1] = z, s.outs[2] = r, s.outs[3] = row, s.outs[4] = sc, s.outs[5] = sct;
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+    return s;
+}
+
+static const double SCALAR_VALUES[] = {0.5, -0.0, 0.0, NAN, INFINITY, -INFINITY, 1e10, -3.75, 1.0, 2.7,
+                                       -2.5, 1e300, -1e-300, 3.4e38 * 10, 7.0};
+enum { NSCALAR_VALUES = sizeof SCALAR_VALUES / sizeof SCALAR_VALUES[0] };
+
+/* Sets every constant of s from round r's values. */
+static void scalar_values(int r, double *v) {
+    for (int k = 0; k < 7; k++) v[k] = SCALAR_VALUES[(r * 3 + k * 5) % NSCALAR_VALUES];
+}
+
+/* A new value for every constant of a built graph: bit-identical to the
+ * reference for every value (NaN, +-Inf, -0.0, overflowing f32 and
+ * truncated integers included), with the program reused and nothing
+ * compiled or looked up; then a rebuilt graph with other values finds every
+ * kernel in memory, and a new context finds them on disk: a value is not
+ * part of a kernel's identity. */
+Test(cpu, scalar_set_reuses_the_program, .timeout = 300) {
+    setenv("LF_CPU_PARALLEL_MIN", "1", 1);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    float *x0 = rand_f32(SCALAR_N, -4, 4);
+    int32_t *i0 = rand_i32(SCALAR_N, -7, 6);
+    x0[5] = NAN, x0[17] = INFINITY, x0[40] = -0.0f, x0[41] = -INFINITY;
+    double v[7];
+    scalar_values(0, v);
+    scalar_graph s = make_scalar_graph(c, x0, i0, v);
+    double rtol[6] = {0, 0, 1e-6, 0, 0, 0}; /* the f32 sum: a fixed order of lanes */
+    lf_eval_stats st = check_vs_reference("scalars, first values", s.g, 6, s.outs, rtol);
+    cr_expect(!st.program_reused);
+    int kernels = st.kernels;
+    cr_expect_geq(kernels, 5);
+    for (int r = 1; r < 2 * NSCALAR_VALUES; r++) {
+        scalar_values(r, v);
+        for (int k = 0; k < 5; k++) cr_assert_eq(lf_scalar_set(s.g, s.c[k], v[k]), LF_OK, "%s", lf_errmsg(c));
+        cr_assert_eq(lf_scalar_set(s.g, s.fill, v[5]), LF_OK);
+        cr_assert_eq(lf_scalar_set(s.g, s.dst, v[6]), LF_OK);
+        char what[64];
+        snprintf(what, sizeof what, "scalars, round %d", r);
+        st = check_vs_reference(what, s.g, 6, s.outs, rtol);
+        cr_expect(st.program_reused, "%s: the program was not reused", what);
+        cr_expect_eq(st.kernels_compiled, 0, "%s: compiled %d", what, st.kernels_compiled);
+        cr_expect_eq(st.kernels_memory_hits + st.kernels_disk_hits, 0, "%s: looked kernels up", what);
+        cr_expect_eq(st.plan_seconds, 0);
+        cr_expect_eq(st.kernels, kernels);
+    }
+    /* the same structure with other values: every kernel from memory */
+    scalar_values(7, v);
+    scalar_graph s2 = make_scalar_graph(c, x0, i0, v);
+    st = check_vs_reference("scalars, rebuilt graph", s2.g, 6, s2.outs, rtol);
+    cr_expect(!st.program_reused);
+    cr_expect_eq(st.kernels_compiled, 0, "a rebuilt graph with other values compiled %d kernel(s)", st.kernels_compiled);
+    cr_expect_eq(st.kernels_memory_hits, kernels);
+    lf_graph_free(s2.g);
+    lf_graph_free(s.g);
+    lf_ctx_destroy(c);
+    /* a new context: the disk cache's keys hold no value either */
+    c = cpu_ctx(1, LF_COMPILE_REQUIRE, NULL);
+    scalar_values(11, v);
+    scalar_graph s3 = make_scalar_graph(c, x0, i0, v);
+    st = check_vs_reference("scalars, new context", s3.g, 6, s3.outs, rtol);
+    cr_expect_eq(st.kernels_compiled, 0, "a new context compiled %d kernel(s)", st.kernels_compiled);
+    cr_expect_eq(st.kernels_disk_hits, kernels);
+    lf_graph_free(s3.g);
+    lf_ctx_destroy(c);
+    free(x0);
+    free(i0);
+    unsetenv("LF_CPU_PARALLEL_MIN");
+    expect_no_leak();
+}
+
+/* Constants never reach the source text: two values, one text. */
+Test(cpu, scalar_values_are_not_in_the_source) {
+    lf_ctx *c = cpu_ctx(1, LF_COMPILE_REQUIRE, NULL);
+    char *src[2];
+    for (int k = 0; k < 2; k++) {
+        lf_graph *g = lf_graph_new(c);
+        lf_node *x = lf_iota(g, LF_F32, 100);
+        lf_node *y = lf_add(g, lf_mul(g, x, lf_const(g, LF_F32, k ? 0.1 : 12345.0)),
+                            lf_fill(g, LF_F64, k ? -7.5 : 98765.0, 1, SH(100)));
+        lf_buffer *d = lf_buffer_new_like(c, y);
+        setenv("LF_DEBUG", "source", 1);
+        tu_capture_stderr_start();
+        lf_status st = lf_eval(g, 1, &y, &d);
+        src[k] = tu_capture_stderr_end();
+        unsetenv("LF_DEBUG");
+        cr_assert_eq(st, LF_OK, "%s", lf_errmsg(c));
+        lf_buffer_free(d);
+        lf_graph_free(g);
+    }
+    cr_expect(strstr(src[0], "lf_k_run"), "no dump:\n%s", src[0]);
+    cr_expect_null(strstr(src[0], "12345"), "a constant's value is in the source:\n%s", src[0]);
+    cr_expect_null(strstr(src[0], "0x1.81c8p+13"), "a constant's value is in the source:\n%s", src[0]);
+    cr_expect_null(strstr(src[0], "98765"), "a fill's value is in the source:\n%s", src[0]);
+    cr_expect_str_eq(src[0], src[1], "other values, other source");
+    free(src[0]);
+    free(src[1]);
+    lf_ctx_destroy(c);
+    expect_no_leak();
+}
+
+/* ==== 9. the program cache of a graph (one program per output set, LRU) =============== */
+
+/* Evaluates outs of g into fresh buffers (freed after: no program may keep a
+ * pointer to them), checks them against the reference, returns whether the
+ * program was reused. */
+static bool eval_fresh(const char *what, lf_graph *g, int n, lf_node *const *outs) {
+    lf_eval_stats st = check_vs_reference(what, g, n, outs, (double[]){1e-5, 1e-5, 1e-5});
+    if (st.program_reused) {
+        cr_expect_eq(st.kernels_compiled + st.kernels_memory_hits + st.kernels_disk_hits, 0, "%s", what);
+        cr_expect_eq(st.plan_seconds, 0, "%s", what);
+    }
+    return st.program_reused;
+}
+
+Test(cpu, program_cache_per_output_set, .timeout = 300) {
+    setenv("LF_CPU_PARALLEL_MIN", "1", 1);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    float *x0 = rand_f32(5000, -3, 3);
+    lf_graph *g = lf_graph_new(c);
+    lf_node *x = in_node(g, LF_F32, 1, SH(5000), x0);
+    lf_node *k = lf_const(g, LF_F32, 0.5);
+    lf_node *y = lf_exp(g, lf_mul(g, x, k));
+    lf_node *sets[5][2] = {
+        {y, NULL},                                                  /* A */
+        {lf_reduce(g, LF_RED_SUM, y, 0, NULL, false), lf_mul(g, y, k)}, /* B */
+        {lf_sin(g, lf_sub(g, x, k)), NULL},                         /* C */
+        {lf_reduce(g, LF_RED_MAX, lf_reshape(g, y, 2, SH(50, 100)), 1, (int[]){1}, false), NULL}, /* D */
+        {lf_scan(g, LF_RED_SUM, x, 0, false), lf_mul(g, y, y)},     /* E */
+    };
+    int nout[5] = {1, 2, 1, 1, 2};
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+    /* two output sets alternating: a lookup each, never a plan */
+    cr_expect(!eval_fresh("A first", g, nout[0], sets[0]));
+    cr_expect(!eval_fresh("B first", g, nout[1], sets[1]));
+    for (int r = 0; r < 5; r++) {
+        cr_expect(eval_fresh("A again", g, nout[0], sets[0]), "round %d: A replanned", r);
+        cr_expect(eval_fresh("B again", g, nout[1], sets[1]), "round %d: B replanned", r);
+        cr_assert_eq(lf_scalar_set(g, k, 0.25 * r - 1), LF_OK);
+    }
+    /* four sets fit; a fifth drops the least recently used */
+    cr_expect(!eval_fresh("C first", g, nout[2], sets[2]));
+    cr_expect(!eval_fresh("D first", g, nout[3], sets[3]));   /* cache: D C B A */
+    cr_expect(!eval_fresh("E first", g, nout[4], sets[4]));   /* E D C B, A dropped */
+    cr_expect(eval_fresh("B kept", g, nout[1], sets[1]));     /* B E D C */
+    cr_expect(!eval_fresh("A was dropped", g, nout[0], sets[0])); /* A B E D, C dropped */
+    cr_expect(eval_fresh("D kept", g, nout[3], sets[3]));     /* D A B E */
+    cr_expect(!eval_fresh("C was dropped", g, nout[2], sets[2]));
+    /* fusion off is another program of the same outputs */
+    c->opt.fusion = 0;
+    cr_expect(!eval_fresh("C unfused", g, nout[2], sets[2]));
+    c->opt.fusion = 1;
+    cr_expect(eval_fresh("C fused kept", g, nout[2], sets[2]));
+    /* a fusion barrier makes every cached program stale: all are freed */
+    size_t cached = lf_debug_live_bytes();
+    cr_assert_eq(lf_node_materialize(g, y), LF_OK);
+    cr_expect_lt(lf_debug_live_bytes(), cached, "lf_node_materialize kept the stale programs");
+    cr_expect(!eval_fresh("C after a barrier", g, nout[2], sets[2]));
+    cr_expect(eval_fresh("C again", g, nout[2], sets[2]));
+    lf_graph_free(g);
+    cr_expect_leq(lf_debug_live_bytes(), cached, "the graph's programs outlived it");
+    lf_ctx_destroy(c);
+    free(x0);
+    unsetenv("LF_CPU_PARALLEL_MIN");
+    expect_no_leak();
+}

@@ -18,6 +18,7 @@
  *     backend, reuse, out of device memory.
  */
 #include "backends/cuda/cuda.h"
+#include "codegen/codegen.h"
 #include "testutil.h"
 
 #include <criterion/criterion.h>
@@ -504,6 +505,130 @@ Test(cuda, fake_program_module_and_disk_caches) {
     cr_expect_eq(c3.loads, c3.unloads);
     cr_expect_eq(c3.bad_frees, 0);
     rm_dir(dir);
+}
+
+/* A new value of a constant (lf_scalar_set) on a device context: the
+ * program is reused, nothing is compiled, looked up or allocated; only the
+ * launches happen (the argument words are patched in place). */
+Test(cuda, fake_scalar_set_launches_without_compiling) {
+    lf_ctx *ctx = fake_ctx(NULL);
+    int64_t n = 50000;
+    lf_buffer *xb = lf_buffer_new(ctx, LF_F32, 1, &n), *yb = lf_buffer_new(ctx, LF_F32, 1, &n);
+    lf_buffer *sb = lf_buffer_new(ctx, LF_F32, 0, NULL);
+    cr_assert(xb && yb && sb, "%s", lf_errmsg(ctx));
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *x = lf_input(g, xb);
+    lf_node *c = lf_const(g, LF_F32, 2.0), *f = lf_fill(g, LF_F32, 1.0, 1, &n);
+    lf_node *y = lf_add(g, lf_mul(g, x, c), f);
+    lf_node *r = lf_mul(g, lf_reduce(g, LF_RED_SUM, lf_mul(g, x, c), 0, NULL, false), c);
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+    lf_node *outs[2] = {y, r};
+    lf_buffer *dsts[2] = {yb, sb};
+    lf_eval_stats st;
+    cr_assert_eq(lf_eval(g, 2, outs, dsts), LF_OK, "%s", lf_errmsg(ctx));
+    lf_ctx_last_stats(ctx, &st);
+    cr_expect_eq(st.kernels_compiled + st.kernels_disk_hits, st.kernels);
+    fake_counters c0 = counters();
+    cr_assert_eq(lf_eval(g, 2, outs, dsts), LF_OK, "%s", lf_errmsg(ctx));
+    fake_counters c1 = counters();
+    long per_eval = c1.launches - c0.launches;
+    cr_expect_gt(per_eval, 0);
+    static const double values[] = {0.5, -0.0, NAN, INFINITY, -1e30, 3.0};
+    for (int i = 0; i < 6; i++) {
+        cr_assert_eq(lf_scalar_set(g, c, values[i]), LF_OK, "%s", lf_errmsg(ctx));
+        cr_assert_eq(lf_scalar_set(g, f, -values[i]), LF_OK, "%s", lf_errmsg(ctx));
+        cr_assert_eq(lf_eval(g, 2, outs, dsts), LF_OK, "%s", lf_errmsg(ctx));
+        lf_ctx_last_stats(ctx, &st);
+        cr_expect(st.program_reused, "value %g: the program was not reused", values[i]);
+        cr_expect_eq(st.kernels_compiled + st.kernels_memory_hits + st.kernels_disk_hits, 0,
+                     "value %g: kernels compiled or looked up", values[i]);
+    }
+    fake_counters c2 = counters();
+    cr_expect_eq(c2.launches - c1.launches, 6 * per_eval);
+    cr_expect_eq(c2.loads, c1.loads, "a new value loads no module");
+    cr_expect_eq(c2.get_functions, c1.get_functions, "a new value looks nothing up");
+    cr_expect_eq(c2.allocs, c1.allocs, "a new value allocates nothing");
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+    cr_expect_eq(counters().live_bytes, 0);
+}
+
+/* Two output sets of one graph, alternating, into other buffers each time:
+ * each finds its own program (no plan, no module load, no lookup). */
+Test(cuda, fake_program_cache_alternates_output_sets) {
+    lf_ctx *ctx = fake_ctx(NULL);
+    fixture f = make_fixture(ctx, 20000);
+    lf_eval_stats st;
+    cr_assert_eq(lf_eval(f.g, 1, &f.y, &f.yb), LF_OK, "%s", lf_errmsg(ctx));
+    cr_assert_eq(lf_eval(f.g, 1, &f.s, &f.sb), LF_OK, "%s", lf_errmsg(ctx));
+    fake_counters c0 = counters();
+    for (int r = 0; r < 4; r++) {
+        int64_t n = 20000;
+        lf_buffer *y2 = lf_buffer_new(ctx, LF_F32, 1, &n), *s2 = lf_buffer_new(ctx, LF_F32, 0, NULL);
+        cr_assert_eq(lf_eval(f.g, 1, &f.y, &y2), LF_OK, "%s", lf_errmsg(ctx));
+        lf_ctx_last_stats(ctx, &st);
+        cr_expect(st.program_reused, "round %d: y replanned", r);
+        cr_assert_eq(lf_eval(f.g, 1, &f.s, &s2), LF_OK, "%s", lf_errmsg(ctx));
+        lf_ctx_last_stats(ctx, &st);
+        cr_expect(st.program_reused, "round %d: s replanned", r);
+        lf_buffer_free(y2);
+        lf_buffer_free(s2);
+    }
+    fake_counters c1 = counters();
+    cr_expect_eq(c1.loads, c0.loads, "alternating output sets loaded modules");
+    cr_expect_gt(c1.launches, c0.launches);
+    lf_graph_free(f.g);
+    lf_ctx_destroy(ctx);
+    cr_expect_eq(counters().live_bytes, 0, "a cached program outlived its graph");
+}
+
+/* The argument words patched after lf_scalar_set (cg_fill_scalars,
+ * cg_cuda_fill_scalar_args) are the words a fresh fill makes for the new
+ * values: no driver needed. */
+Test(cuda, scalar_args_follow_lf_scalar_set) {
+    lf_ctx *ctx = new_ctx(LF_BACKEND_REFERENCE, NULL);
+    cr_assert_not_null(ctx);
+    int64_t n = 1000;
+    lf_buffer *xb = lf_buffer_new(ctx, LF_F32, 1, &n);
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *x = lf_input(g, xb);
+    lf_node *cs[4] = {lf_const(g, LF_F32, 2.0), lf_const(g, LF_F64, -1.0), lf_const(g, LF_I64, 3),
+                      lf_fill(g, LF_BOOL, 1, 1, &n)};
+    lf_node *y = lf_select(g, cs[3], lf_add(g, lf_mul(g, x, cs[0]), cs[1]), lf_cast(g, cs[2], LF_F64));
+    lf_node *r = lf_reduce(g, LF_RED_MAX, lf_mul(g, y, cs[1]), 0, NULL, false);
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+    fuse_schedule *s = NULL;
+    cr_assert_eq(fuse_plan(g, 2, (lf_node *[]){y, r}, true, &s), LF_OK, "%s", lf_errmsg(ctx));
+    int with_scalars = 0;
+    for (int k = 0; k < s->nkernels; k++) {
+        cg_layout lay;
+        cg_layout_kernel(s, k, &lay);
+        with_scalars += lay.kernel->nscalars > 0;
+        int64_t P[512], P2[512];
+        uint64_t addr[CG_MAX_BUFS], words[1024], fresh[1024];
+        cr_assert_lt(lay.nparams, 512);
+        for (int b = 0; b < lay.nbufs; b++) addr[b] = 0x10000u * (uint64_t)(b + 1);
+        cg_fill_params(&lay, P);
+        cg_cuda_plan plan;
+        cg_cuda_plan_kernel(&lay, P, addr, 132, &plan);
+        cr_assert_lt(plan.nwords, 1024);
+        cg_cuda_fill_args(&lay, &plan, P, addr, 0x900000, words);
+        cr_assert_eq(lf_scalar_set(g, cs[0], -0.0), LF_OK);
+        cr_assert_eq(lf_scalar_set(g, cs[1], NAN), LF_OK);
+        cr_assert_eq(lf_scalar_set(g, cs[2], -7), LF_OK);
+        cr_assert_eq(lf_scalar_set(g, cs[3], 0), LF_OK);
+        cg_fill_scalars(&lay, P);
+        cg_cuda_fill_scalar_args(&lay, P, words);
+        cg_fill_params(&lay, P2);
+        cg_cuda_fill_args(&lay, &plan, P2, addr, 0x900000, fresh);
+        cr_expect(memcmp(P, P2, (size_t)lay.nparams * sizeof *P) == 0, "kernel %d: P differs", k);
+        cr_expect(memcmp(words, fresh, (size_t)plan.nwords * sizeof *words) == 0, "kernel %d: words differ", k);
+        for (int j = 0; j < 4; j++) lf_scalar_set(g, cs[j], 2.0); /* back, for the next kernel */
+    }
+    cr_expect_gt(with_scalars, 0);
+    fuse_schedule_free(s);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
 }
 
 Test(cuda, fake_output_that_is_also_an_input_goes_through_a_temporary) {

@@ -1524,3 +1524,77 @@ Test(errors, scatter_index_out_of_range) {
         lf_ctx_destroy(c);
     }
 }
+
+/* lf_scalar_set (lazyfuse.h): the exact messages; the graph does not fail,
+ * and the value converts as lf_const converts it. */
+Test(errors, scalar_set_arguments) {
+    lf_graph *g1 = fresh(), *g2 = fresh();
+    lf_node *c1 = lf_const(g1, LF_F32, 1.0), *c2 = lf_const(g2, LF_F32, 1.0);
+    lf_node *x1 = lf_input(g1, tu_buf(ctx, LF_F32, 1, SH(3), V(1, 2, 3)));
+    lf_node *y1 = lf_mul(g1, x1, c1);
+    cr_assert(c1 && c2 && x1 && y1, "%s", lf_errmsg(ctx));
+
+    cr_expect_eq(lf_scalar_set(NULL, c1, 2.0), LF_ERR_NULL);
+    cr_expect_str_eq(lf_errmsg(NULL), "scalar_set: graph is NULL");
+    cr_expect_eq(lf_scalar_set(g1, NULL, 2.0), LF_ERR_NULL);
+    cr_expect_str_eq(lf_errmsg(ctx), "scalar_set: node is NULL");
+    cr_expect_eq(lf_scalar_set(g1, c2, 2.0), LF_ERR_STATE);
+    cr_expect_str_eq(lf_errmsg(ctx), "scalar_set: node belongs to another graph (or to a freed one)");
+    cr_expect_eq(lf_scalar_set(g1, x1, 2.0), LF_ERR_INVALID);
+    cr_expect_str_eq(lf_errmsg(ctx), "scalar_set: node 1 is not a constant (only lf_const and lf_fill nodes take a value)");
+    cr_expect_eq(lf_scalar_set(g1, y1, 2.0), LF_ERR_INVALID);
+    cr_expect_str_eq(lf_errmsg(ctx), "scalar_set: node 2 is not a constant (only lf_const and lf_fill nodes take a value)");
+    lf_node *v1 = lf_broadcast_to(g1, c1, 1, SH(3)); /* a view of a constant is not one */
+    cr_expect_eq(lf_scalar_set(g1, v1, 2.0), LF_ERR_INVALID);
+    cr_expect_eq(lf_graph_status(g1), LF_OK, "a refused scalar_set does not fail the graph");
+    cr_expect_eq(lf_graph_status(g2), LF_OK);
+    lf_buffer *o = tu_buf(ctx, LF_F32, 1, SH(3), NULL);
+    cr_expect_eq(lf_eval(g1, 1, &y1, &o), LF_OK, "%s", lf_errmsg(ctx));
+    tu_expect("value unchanged by the refused calls", o, V(1, 2, 3), 3, 0, 0);
+    cr_expect_eq(lf_scalar_set(g1, c1, -0.5), LF_OK, "%s", lf_errmsg(ctx));
+    cr_expect_eq(lf_eval(g1, 1, &y1, &o), LF_OK, "%s", lf_errmsg(ctx));
+    tu_expect("new value", o, V(-0.5, -1, -1.5), 3, 0, 0);
+
+    /* conversions: as lf_const (a cast of the double) */
+    lf_graph *g3 = fresh();
+    lf_node *ci = lf_const(g3, LF_I32, 0), *cb = lf_const(g3, LF_BOOL, 0), *cf = lf_const(g3, LF_F32, 0);
+    lf_node *fi = lf_fill(g3, LF_I64, 0, 1, SH(2));
+    struct { double v; double i32, b, f32, i64; } cases[] = {
+        {2.7, 2, 1, (float)2.7, 2},   {-2.7, -2, 1, (float)-2.7, -2},
+        {NAN, 0, 1, NAN, 0},          {1e20, 2147483647, 1, (float)1e20, 9223372036854775807.0},
+        {-0.0, 0, 0, -0.0, 0},        {-INFINITY, -2147483648.0, 1, -INFINITY, -9223372036854775808.0},
+        {0.1, 0, 1, (float)0.1, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        cr_assert_eq(lf_scalar_set(g3, ci, cases[k].v), LF_OK);
+        cr_assert_eq(lf_scalar_set(g3, cb, cases[k].v), LF_OK);
+        cr_assert_eq(lf_scalar_set(g3, cf, cases[k].v), LF_OK);
+        cr_assert_eq(lf_scalar_set(g3, fi, cases[k].v), LF_OK);
+        lf_node *again[4] = {lf_const(g3, LF_I32, cases[k].v), lf_const(g3, LF_BOOL, cases[k].v),
+                             lf_const(g3, LF_F32, cases[k].v), lf_fill(g3, LF_I64, cases[k].v, 1, SH(2))};
+        lf_node *set[4] = {ci, cb, cf, fi};
+        double want[4] = {cases[k].i32, cases[k].b, cases[k].f32, cases[k].i64};
+        for (int j = 0; j < 4; j++) {
+            lf_buffer *a = tu_eval1(ctx, g3, set[j]), *b = tu_eval1(ctx, g3, again[j]);
+            double va[2], vb[2];
+            tu_read(a, va);
+            tu_read(b, vb);
+            cr_expect(memcmp(&va[0], &vb[0], sizeof va[0]) == 0 || (isnan(va[0]) && isnan(vb[0])),
+                      "value %g, node %d: scalar_set gives %g, lf_const %g", cases[k].v, j, va[0], vb[0]);
+            cr_expect(va[0] == want[j] || (isnan(va[0]) && isnan(want[j])), "value %g, node %d: %g, want %g",
+                      cases[k].v, j, va[0], want[j]);
+            if (j == 2) cr_expect_eq(!!signbit(va[0]), !!signbit(want[j]), "the sign of %g", cases[k].v);
+            lf_buffer_free(a);
+            lf_buffer_free(b);
+        }
+    }
+
+    /* a failed graph: its first error, nothing done */
+    lf_graph *g4 = fresh();
+    lf_node *c4 = lf_const(g4, LF_F32, 1.0);
+    cr_expect_null(lf_reshape(g4, c4, 1, SH(5)));
+    lf_status first = lf_graph_status(g4);
+    cr_expect_neq(first, LF_OK);
+    cr_expect_eq(lf_scalar_set(g4, c4, 3.0), first);
+    cr_expect_eq(lf_graph_status(g4), first);
+}

@@ -998,20 +998,34 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
     const char *only = getenv("LF_TEST_GRAPH");
     int first = only ? atoi(only) : 0, last = only ? first + 1 : ngraphs();
     lf_ctx *ctx = fctx(1);
-    int kernels_fused = 0, kernels_unfused = 0, coverbuf[10] = {0}, ill_conditioned = 0;
+    int kernels_fused = 0, kernels_unfused = 0, coverbuf[10] = {0}, ill_conditioned = 0, scalar_rounds = 0;
     int *cover = getenv("LF_TEST_VERBOSE") ? coverbuf : NULL;
     for (int gi = first; gi < last; gi++) {
         gen G;
         lf_node *outs[3];
         int nout = gen_graph(&G, ctx, seed, gi, outs);
+        /* round 1 (graphs with constants): new values set with lf_scalar_set,
+           the same graph evaluated again: no compile, the same comparisons */
+        for (int round = 0; round < 2; round++) {
+        if (round == 1 && gen_scalar_update(&G) == 0) break;
+        scalar_rounds += round;
         lf_buffer *res[3][3]; /* [fused, unfused, reference][output] */
         for (int mode = 0; mode < 3; mode++) {
             ctx->backend = mode == 2 ? LF_BACKEND_REFERENCE : planned_backend();
             ctx->opt.fusion = mode == 0;
             for (int i = 0; i < nout; i++) res[mode][i] = lf_buffer_new_like(ctx, outs[i]);
             lf_status st = lf_eval(G.g, nout, outs, res[mode]);
-            cr_assert_eq(st, LF_OK, "graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d), mode %d: %s",
-                         gi, seed, gi, mode, lf_errmsg(ctx));
+            cr_assert_eq(st, LF_OK, "graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d), round %d, mode %d: %s",
+                         gi, seed, gi, round, mode, lf_errmsg(ctx));
+            if (round == 1 && mode < 2) { /* new constant values: nothing to compile or plan */
+                lf_eval_stats rs;
+                lf_ctx_last_stats(ctx, &rs);
+                cr_assert_eq(rs.kernels_compiled, 0, "graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d) mode %d: "
+                             "a new constant value compiled %d kernel(s)", gi, seed, gi, mode, rs.kernels_compiled);
+                if (compiled_run()) /* both programs, fused and unfused, are in the graph's cache */
+                    cr_assert(rs.program_reused, "graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d) mode %d: "
+                              "a new constant value replanned the program", gi, seed, gi, mode);
+            }
             if (mode == 0 && compiled_run() && ctx->backend == LF_BACKEND_CPU) {
                 /* compiled: 1 and 3 threads give bit-identical results */
                 for (int t = 1; t <= 3; t += 2) {
@@ -1036,10 +1050,10 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
             }
             lf_eval_stats s;
             lf_ctx_last_stats(ctx, &s);
-            if (mode == 0) kernels_fused += s.kernels;
-            if (mode == 1) kernels_unfused += s.kernels;
+            if (mode == 0 && round == 0) kernels_fused += s.kernels;
+            if (mode == 1 && round == 0) kernels_unfused += s.kernels;
         }
-        if (cover) { /* what the plans exercised (LF_TEST_VERBOSE) */
+        if (cover && round == 0) { /* what the plans exercised (LF_TEST_VERBOSE) */
             fuse_schedule *s = NULL;
             cr_assert_eq(fuse_plan(G.g, nout, outs, true, &s), LF_OK);
             bool seen[10] = {false};
@@ -1098,6 +1112,7 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
                 lf_buffer_free(res[mode][i]);
             }
         }
+        }
         lf_graph_free(G.g);
     }
     /* the escape above is for rare graphs; a rule that makes many is a bug */
@@ -1108,9 +1123,11 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
                 "differential: %d graphs, %d kernels fused, %d unfused; graphs with: two-step "
                 "index maps %d, epilogues %d, fused reduction inputs %d, kernels of 4+ nodes %d, "
                 "temporaries %d, empty outputs %d, row passes %d, several reduction passes %d, "
-                "horizontal reductions %d, multi-output elementwise kernels %d\n",
+                "horizontal reductions %d, multi-output elementwise kernels %d; evaluated again with new "
+                "constant values %d\n",
                 last - first, kernels_fused, kernels_unfused, coverbuf[0], coverbuf[1], coverbuf[2],
-                coverbuf[3], coverbuf[4], coverbuf[5], coverbuf[6], coverbuf[7], coverbuf[8], coverbuf[9]);
+                coverbuf[3], coverbuf[4], coverbuf[5], coverbuf[6], coverbuf[7], coverbuf[8], coverbuf[9],
+                scalar_rounds);
     lf_ctx_destroy(ctx);
 }
 

@@ -13,8 +13,9 @@
  *    entry's lock (diskcache_lock), so concurrent processes compile once.
  *    The folder is opened at the context's first compile (kcache_disk_open):
  *    one that is not private to us is not used at all (diskcache.h, Trust).
- * A graph's program caches the lookups themselves: re-evaluating the same
- * outputs of an unchanged graph goes straight to the kernels.
+ * A graph's programs (one per output set, graph.h's program cache) cache the
+ * lookups themselves: re-evaluating outputs of an unchanged graph evaluated
+ * lately goes straight to the kernels.
  *
  * Compile flags never include a fast-math flag (see codegen/dialect_c.c).
  * -fno-builtin-sin/cos keep GCC from merging sin and cos into sincos, which
@@ -631,6 +632,7 @@ static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buf
                        : ck->lay->buf_slot[b] < 0 ? (void *)&ck->err
                                                   : data[ck->lay->buf_slot[b]];
         ck->err = 0;
+        if (ck->lay->kernel->nscalars) cg_fill_scalars(ck->lay, ck->P); /* lf_scalar_set */
         run_kernel(cs->pool, cs->parallel_min, ck);
         if (ck->err) {
             status = fuse_report_index_error(s, k, data);
@@ -666,8 +668,10 @@ lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *d
         *interpret = true;
         return LF_OK;
     }
-    cpu_program *pr = g->program_free == program_free ? g->program : NULL;
-    if (pr && !program_matches(pr, g, n, outs)) pr = NULL;
+    cpu_program *pr = NULL; /* the graph's program for these outputs, if cached */
+    for (int i = 0; i < GRAPH_PROGRAMS && g->programs[i].p && !pr; i++)
+        if (g->programs[i].free == program_free && program_matches(g->programs[i].p, g, n, outs))
+            pr = graph_program_use(g, i);
     cpu_state *cs = get_state(ctx);
     if (!cs) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory starting the CPU backend");
     if (pr) {
@@ -689,9 +693,7 @@ lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *d
         }
         lf_status st = program_build(g, cs, n, outs, &pr, stats);
         if (st != LF_OK) return st;
-        if (g->program) g->program_free(g->program);
-        g->program = pr;
-        g->program_free = program_free;
+        graph_program_put(g, pr, program_free);
     }
     lf_status st = program_run(ctx, cs, pr, dsts);
     if (st != LF_OK) return st;

@@ -4,10 +4,11 @@
  *
  * A context's CPU state (made on first use, freed with the context) holds
  * the thread pool, the compiler probe and the in-memory kernel cache. A
- * graph holds its last program: the schedule, each kernel's layout,
- * parameters and compiled functions, and the temporaries' memory, so a
- * re-evaluation of the same outputs of the same graph plans, emits and looks
- * up nothing.
+ * graph holds a program per output set (its cache of GRAPH_PROGRAMS, least
+ * recently used dropped): the schedule, each kernel's layout, parameters
+ * and compiled functions, and the temporaries' memory, so a re-evaluation of
+ * outputs of the same graph evaluated lately plans, emits and looks up
+ * nothing. Output buffers are bound at each run, never kept.
  *
  * What must stay true: everything that can fail (planning, compiling,
  * loading, allocating) happens before the first kernel runs, so a failed

@@ -14,7 +14,7 @@
  *    of that text, the NVRTC version, the target (sm_XY or compute_XY) and
  *    the options; verified on load, and recompiled when the driver refuses
  *    a verified entry.
- * A graph's program keeps the schedule, each kernel's layout, parameters and
+ * A graph's program (one per output set, in graph.h's program cache) keeps the schedule, each kernel's layout, parameters and
  * module, the temporaries' device memory, each kernel's scratch, and the
  * launch plan and argument words of the buffer addresses it last ran with:
  * re-evaluating the same outputs into the same buffers plans, emits, looks up
@@ -631,10 +631,15 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
         }
     }
     graph_free(unsafe);
-    /* plan every kernel whose buffers moved; nothing is launched yet */
+    /* plan every kernel whose buffers moved; nothing is launched yet. The
+       constants' current values (lf_scalar_set) go into P and the words */
     for (int k = 0; k < s->nkernels; k++) {
         cuda_kernel *ck = &pr->k[k];
         bool same = ck->planned;
+        if (ck->lay->kernel->nscalars) {
+            cg_fill_scalars(ck->lay, ck->P);
+            if (same && ck->plan.nlaunches) cg_cuda_fill_scalar_args(ck->lay, ck->P, ck->words);
+        }
         for (int b = 0; b < ck->lay->nbufs; b++) {
             uint64_t a = ck->lay->buf_slot[b] == -2 ? ck->spart
                          : ck->lay->buf_slot[b] < 0 ? pr->errflag
@@ -709,16 +714,18 @@ lf_status cuda_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *
     if (r != CUDA_SUCCESS)
         return graph_error(ctx, LF_ERR_BACKEND, "eval: cuda: cuCtxSetCurrent failed: %s",
                            cuda_result_str(&cs->drv, r, es, sizeof es));
-    cuda_program *pr = g->program_free == program_free ? g->program : NULL;
-    if (pr && (pr->cs != cs || !program_matches(pr, g, n, outs))) pr = NULL;
+    cuda_program *pr = NULL; /* the graph's program for these outputs, if cached */
+    for (int i = 0; i < GRAPH_PROGRAMS && g->programs[i].p && !pr; i++) {
+        cuda_program *c = g->programs[i].p;
+        if (g->programs[i].free == program_free && c->cs == cs && program_matches(c, g, n, outs))
+            pr = graph_program_use(g, i);
+    }
     if (pr) {
         stats->program_reused = true;
     } else {
         lf_status st = program_build(g, cs, n, outs, &pr, stats);
         if (st != LF_OK) return st;
-        if (g->program) g->program_free(g->program);
-        g->program = pr;
-        g->program_free = program_free;
+        graph_program_put(g, pr, program_free);
     }
     lf_status st = program_run(ctx, cs, pr, dsts);
     if (st != LF_OK) return st;
