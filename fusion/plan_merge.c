@@ -400,18 +400,26 @@ lf_status fuse_plan_merges(planner *p) {
 
 /* A node to make a root because its kernel has too many loads, or -1 when
  * all kernels fit: the inlined map node whose subtree gathers the most loads
- * (counted as a tree, so an upper bound) while still fitting in one kernel. */
+ * (counted as a tree, so an upper bound) while still fitting in one kernel;
+ * failing that (the loads sit in leaves of the root's own fn), a gather
+ * used in place, which brings three loads (itself, its idx and x's base)
+ * and as a root brings one. A gather leaf's count includes its idx and x
+ * (their instances are leaves of the same kernel). */
 int fuse_find_victim(planner *p) {
     pload ls[LF_MAX_ARGS + 2];
     for (int k = 0; k < p->nn; k++) {
         if (!p->kcount[k] || p->merged_into[k] >= 0) continue;
         if (fuse_count_loads(p, k, ls, LF_MAX_ARGS) <= LF_MAX_ARGS) continue;
-        inst *best = NULL;
+        inst *best = NULL, *gather = NULL;
         for (int j = 0; j < p->kcount[k]; j++) {
             inst *i = p->klist[k][j];
             const lf_node *n = i->node;
             if (fuse_is_leaf(p, n, k)) {
                 i->nload = n->kind == NODE_CONST ? 0 : 1;
+                if (n->kind == NODE_GATHER && !p->root[n->id]) { /* in place: x and idx too */
+                    i->nload = 3;
+                    if (!gather || n->id > gather->node->id) gather = i;
+                }
                 continue;
             }
             int64_t s = 0;
@@ -423,6 +431,7 @@ int fuse_find_victim(planner *p) {
                 best = i;
         }
         if (best) return best->node->id;
+        if (gather) return gather->node->id;
     }
     return -1;
 }

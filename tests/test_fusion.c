@@ -1003,6 +1003,7 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
     for (int gi = first; gi < last; gi++) {
         gen G;
         lf_node *outs[3];
+        if (getenv("LF_TEST_TRACE")) fprintf(stderr, "graph %d\n", gi); /* which graph crashed the planner */
         int nout = gen_graph(&G, ctx, seed, gi, outs);
         /* round 1 (graphs with constants): new values set with lf_scalar_set,
            the same graph evaluated again: no compile, the same comparisons */
@@ -1319,6 +1320,35 @@ Test(fusion, histogram_is_one_kernel) {
 
 /* Allocation failures of evals with gathers and scatters (fused, through a
  * slice, as outputs) are clean. */
+/* Gathers in place bring three loads each (the gather, its idx and x's
+ * base): three of them with their own x and idx are nine, over the fn's
+ * limit of LF_MAX_ARGS. The planner makes one a root (stored), directly in
+ * the consumer's fn or below an inlined map, instead of building a kernel
+ * with nine parameters (an assertion failed there: random graph 10161 of
+ * LF_TEST_SEED=76009831845292). */
+Test(fusion, gathers_over_the_load_limit_split) {
+    lf_ctx *ctx = fctx(1);
+    for (int nested = 0; nested < 2; nested++) {
+        lf_graph *g = lf_graph_new(ctx);
+        int64_t n = N;
+        lf_node *t[3];
+        for (int k = 0; k < 3; k++) {
+            lf_node *x = lf_input(g, ramp(ctx, LF_F32, 1, &n));
+            lf_node *ix = lf_cast(g, lf_map(g, lf_fn_parse(g, "(i) -> (i * 7 + 3) % 997"), lf_iota(g, LF_I64, N)),
+                                  LF_I32);
+            lf_node *ixr = lf_add(g, ix, lf_const(g, LF_I32, k)); /* stored: a computed index */
+            t[k] = lf_gather(g, x, 0, ixr);
+        }
+        if (nested) t[0] = lf_map(g, lf_fn_parse(g, "(v) -> v * 0.5 + 1"), t[0]);
+        lf_node *y = lf_zipwith(g, lf_fn_parse(g, "(a, b, c) -> a * b - c"), 3, t);
+        cr_assert(y != NULL, "%s", lf_errmsg(ctx));
+        lf_eval_stats st = eval_checked(ctx, g, 1, &y);
+        cr_expect_leq(st.kernels, 3 + 1 + 1, "%d kernels", st.kernels); /* 3 indices, a gather, the consumer */
+        lf_graph_free(g);
+    }
+    lf_ctx_destroy(ctx);
+}
+
 Test(fusion, gather_scatter_allocation_failures_are_clean) {
     lf_ctx *ctx = fctx(1);
     lf_graph *g = lf_graph_new(ctx);
