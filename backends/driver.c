@@ -19,7 +19,8 @@
  * in the context.
  *
  * What must stay true: no path changes a buffer unless the whole eval
- * succeeds (an output buffer may also be an input); a context's buffers are always memory of the backend that
+ * succeeds (an output buffer may also be an input, or share memory with one
+ * when wrapped); a context's buffers are always memory of the backend that
  * opened it (ctx->be), whatever ctx->backend a test switches to; adding a
  * backend is a folder plus an entry in `builtin` (and in auto_order when
  * AUTO should try it). This file has no other per-backend code.
@@ -186,6 +187,7 @@ lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *ds
     lf_status st = graph_check_outputs(g, n, outs, dsts);
     if (st != LF_OK) return st;
     lf_ctx *ctx = g->ctx;
+    if ((st = graph_check_dst_memory(ctx, n, dsts)) != LF_OK) return st;
     const graph_backend *be = builtin[ctx->backend];
     if (!be || (be != ctx->be && be->buffer_alloc)) /* a device backend runs on its own buffers only */
         return graph_error(ctx, LF_ERR_STATE, "eval: the %s backend cannot run on this context's buffers",

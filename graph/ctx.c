@@ -5,12 +5,19 @@
  * backend is the top floor's job) can free whatever the user left alive. A
  * buffer is reference-counted: one reference for the user (dropped by
  * lf_buffer_free), one per graph that reads it (dropped when the graph is
- * freed), so a graph never reads freed memory.
+ * freed) and one per live DLPack export, so nothing reads freed memory.
  *
  * A buffer's memory goes through the context's backend (ctx->be,
  * graph/backend.h): a device backend's buffer entries allocate, free and
  * copy it (lf_buffer.dev, data NULL); a host backend has none and this file
  * allocates host memory itself. It knows no backend by name.
+ *
+ * Wrapped buffers (lf_buffer_wrap, lf_buffer_from_dlpack) hold the user's
+ * memory: never allocated or freed here; release is called exactly once when
+ * the last reference goes. A strided wrap (strides other than C-contiguous)
+ * records its storage span, offset and strides; lf_buffer_read gathers it
+ * element by element, lf_buffer_write and lf_eval refuse it as a
+ * destination.
  */
 #include "graph/graph.h"
 
@@ -137,14 +144,101 @@ lf_buffer *lf_buffer_new(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape
     return link_buffer(ctx, b);
 }
 
+lf_buffer *graph_buffer_wrap(lf_ctx *ctx, const char *what, lf_dtype t, int ndim, const int64_t *shape,
+                             const int64_t *strides, void *data, void (*release)(void *), void *release_arg) {
+    int64_t numel;
+    if (!check_new(ctx, t, ndim, shape, what, &numel)) return NULL;
+    size_t esize = lf_dtype_size(t);
+    char sbuf[160], shbuf[160];
+    /* the span the strides reach: element offsets lo..hi from element [0,..] */
+    int64_t lo = 0, hi = 0;
+    bool dense = true;
+    if (strides && numel > 0) {
+        int64_t expect = 1;
+        for (int d = ndim - 1; d >= 0; d--) {
+            int64_t e = shape[d], st = strides[d], reach;
+            if (e > 1 && st != expect) dense = false;
+            expect *= e; /* fits: numel does */
+            if (e <= 1) continue;
+            if (__builtin_mul_overflow(st, e - 1, &reach) ||
+                __builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi)) {
+                graph_error(ctx, LF_ERR_OVERFLOW, "%s: strides %s of shape %s overflow", what,
+                            graph_shape_str(sbuf, sizeof sbuf, ndim, strides),
+                            graph_shape_str(shbuf, sizeof shbuf, ndim, shape));
+                return NULL;
+            }
+        }
+    }
+    int64_t span = dense ? numel : 0;
+    if (!dense && (__builtin_sub_overflow(hi, lo, &span) || __builtin_add_overflow(span, 1, &span) ||
+                   (uint64_t)span > SIZE_MAX / esize || (uint64_t)span * esize > (uint64_t)INT64_MAX)) {
+        graph_error(ctx, LF_ERR_OVERFLOW, "%s: strides %s of shape %s reach more than %lld bytes", what,
+                    graph_shape_str(sbuf, sizeof sbuf, ndim, strides), graph_shape_str(shbuf, sizeof shbuf, ndim, shape),
+                    (long long)INT64_MAX);
+        return NULL;
+    }
+    size_t bytes = (size_t)numel * esize, storage = (size_t)span * esize;
+    if (!data && bytes) {
+        graph_error(ctx, LF_ERR_NULL, "%s: data is NULL for %zu bytes", what, bytes);
+        return NULL;
+    }
+    if (bytes && (uintptr_t)data % esize) {
+        graph_error(ctx, LF_ERR_INVALID, "%s: data %p is not aligned to %zu bytes (the size of %s)",
+                    what, data, esize, lf_dtype_name(t));
+        return NULL;
+    }
+    lf_buffer *b = graph_calloc(1, sizeof *b);
+    if (!b) {
+        graph_error(ctx, LF_ERR_NOMEM, "%s: out of memory", what);
+        return NULL;
+    }
+    b->ctx = ctx;
+    b->dtype = t;
+    b->ndim = ndim;
+    if (ndim) memcpy(b->shape, shape, (size_t)ndim * sizeof *shape);
+    b->numel = numel;
+    b->bytes = bytes;
+    b->storage = storage;
+    b->wrapped = true;
+    b->release = release;
+    b->release_arg = release_arg;
+    if (!dense) {
+        b->strided = true;
+        b->offset = -lo;
+        memcpy(b->strides, strides, (size_t)ndim * sizeof *strides);
+    }
+    if (storage) {
+        char *base = (char *)data + lo * (int64_t)esize; /* the lowest address the strides reach */
+        if (graph_ctx_on_device(ctx)) {
+            b->dev = (uint64_t)(uintptr_t)base;
+            if (ctx->be->buffer_wrap && ctx->be->buffer_wrap(b, what) != LF_OK) {
+                graph_free(b);
+                return NULL;
+            }
+        } else {
+            b->data = base;
+        }
+    }
+    return link_buffer(ctx, b);
+}
+
+lf_buffer *lf_buffer_wrap(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape, const int64_t *strides,
+                          void *data, void (*release)(void *), void *release_arg) {
+    return graph_buffer_wrap(ctx, "buffer_wrap", t, ndim, shape, strides, data, release, release_arg);
+}
+
 void graph_buffer_release(lf_buffer *b) {
     if (--b->refs > 0) return;
     lf_ctx *ctx = b->ctx;
     if (b->prev) b->prev->next = b->next;
     else ctx->buffers = b->next;
     if (b->next) b->next->prev = b->prev;
-    if (b->dev) ctx->be->buffer_free(b);
-    graph_free(b->data);
+    if (b->wrapped) {
+        if (b->release) b->release(b->release_arg);
+    } else {
+        if (b->dev) ctx->be->buffer_free(b);
+        graph_free(b->data);
+    }
     graph_free(b);
 }
 
@@ -162,6 +256,45 @@ lf_buffer *lf_buffer_new_like(lf_ctx *ctx, const lf_node *n) {
     return lf_buffer_new(ctx, n->dtype, n->ndim, n->shape);
 }
 
+/* The first address of a buffer's storage and one past its last, host or
+ * device (equal when it has none). */
+static void storage_range(const lf_buffer *b, uintptr_t *lo, uintptr_t *hi) {
+    *lo = b->data ? (uintptr_t)b->data : (uintptr_t)b->dev;
+    *hi = *lo + (b->storage && *lo ? b->storage : 0);
+}
+
+bool graph_buffers_overlap(const lf_buffer *a, const lf_buffer *b) {
+    if (a == b) return a->storage != 0;
+    uintptr_t alo, ahi, blo, bhi;
+    storage_range(a, &alo, &ahi);
+    storage_range(b, &blo, &bhi);
+    return alo < ahi && blo < bhi && alo < bhi && blo < ahi;
+}
+
+lf_status graph_check_dst_memory(lf_ctx *ctx, int n, lf_buffer *const *dsts) {
+    bool any_wrapped = false;
+    for (int i = 0; i < n; i++) {
+        const lf_buffer *d = dsts[i];
+        if (d->strided) {
+            char sbuf[160];
+            return graph_error(ctx, LF_ERR_INVALID,
+                               "eval: output %d's buffer wraps strided memory (strides %s); an output "
+                               "buffer must be C-contiguous",
+                               i, graph_shape_str(sbuf, sizeof sbuf, d->ndim, d->strides));
+        }
+        any_wrapped |= d->wrapped;
+    }
+    if (any_wrapped) /* distinct buffers can share memory only when wrapped */
+        for (int i = 0; i < n; i++)
+            for (int j = i + 1; j < n; j++)
+                if (dsts[i] != dsts[j] && (dsts[i]->wrapped || dsts[j]->wrapped) &&
+                    graph_buffers_overlap(dsts[i], dsts[j]))
+                    return graph_error(ctx, LF_ERR_INVALID,
+                                       "eval: outputs %d and %d are different buffers over overlapping memory",
+                                       i, j);
+    return LF_OK;
+}
+
 /* Checks a host copy's arguments; names the calling function in messages. */
 static lf_status check_copy(const lf_buffer *b, const void *host, size_t bytes, const char *what) {
     if (!b) return graph_error(NULL, LF_ERR_NULL, "%s: buffer is NULL", what);
@@ -176,6 +309,13 @@ lf_status lf_buffer_write(lf_buffer *b, const void *src, size_t bytes) {
     lf_status st = check_copy(b, src, bytes, "buffer_write");
     if (st != LF_OK) return st;
     if (!bytes) return LF_OK;
+    if (b->strided) {
+        char sbuf[160];
+        return graph_error(b->ctx, LF_ERR_INVALID,
+                           "buffer_write: the buffer wraps strided memory (strides %s); only C-contiguous "
+                           "buffers can be written",
+                           graph_shape_str(sbuf, sizeof sbuf, b->ndim, b->strides));
+    }
     const graph_backend *be = b->ctx->be;
     if (graph_ctx_on_device(b->ctx)) {
         if (b->dtype != LF_BOOL) return be->buffer_write(b, src, "buffer_write");
@@ -191,18 +331,50 @@ lf_status lf_buffer_write(lf_buffer *b, const void *src, size_t bytes) {
         const unsigned char *s = src;
         unsigned char *d = b->data;
         for (size_t i = 0; i < bytes; i++) d[i] = s[i] != 0;
-    } else {
-        memcpy(b->data, src, bytes);
+    } else if (src != b->data) {
+        memmove(b->data, src, bytes);
     }
     return LF_OK;
+}
+
+/* Copies a strided buffer's elements, row-major, from its storage (a host
+ * image of it) into dst. */
+static void gather_strided(const lf_buffer *b, const char *storage, char *dst) {
+    size_t esize = lf_dtype_size(b->dtype);
+    int64_t pos[LF_MAX_DIMS] = {0}, off = b->offset;
+    for (int64_t i = 0; i < b->numel; i++) {
+        memcpy(dst + (size_t)i * esize, storage + off * (int64_t)esize, esize);
+        for (int d = b->ndim - 1; d >= 0; d--) { /* odometer */
+            off += b->strides[d];
+            if (++pos[d] < b->shape[d]) break;
+            off -= b->strides[d] * b->shape[d];
+            pos[d] = 0;
+        }
+    }
 }
 
 lf_status lf_buffer_read(const lf_buffer *b, void *dst, size_t bytes) {
     lf_status st = check_copy(b, dst, bytes, "buffer_read");
     if (st != LF_OK) return st;
     if (!bytes) return LF_OK;
-    if (graph_ctx_on_device(b->ctx)) return b->ctx->be->buffer_read(b, dst, "buffer_read");
-    memcpy(dst, b->data, bytes);
+    bool device = graph_ctx_on_device(b->ctx);
+    if (!b->strided) {
+        if (device) return b->ctx->be->buffer_read(b, dst, "buffer_read");
+        if (dst != b->data) memmove(dst, b->data, bytes);
+        return LF_OK;
+    }
+    const char *storage = b->data;
+    char *tmp = NULL;
+    if (device) { /* the span to the host first */
+        if (!(tmp = graph_malloc(b->storage))) return graph_error(b->ctx, LF_ERR_NOMEM, "buffer_read: out of memory");
+        if ((st = b->ctx->be->buffer_read(b, tmp, "buffer_read")) != LF_OK) {
+            graph_free(tmp);
+            return st;
+        }
+        storage = tmp;
+    }
+    gather_strided(b, storage, dst);
+    graph_free(tmp);
     return LF_OK;
 }
 

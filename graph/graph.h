@@ -39,7 +39,8 @@ double graph_now_seconds(void);
 /* Whether $LF_DEBUG (a comma-separated list) names `what`. */
 bool graph_debug_on(const char *what);
 /* Output aliasing for a backend's run: unsafe[i] is set when dsts[i] is one
- * of ins[0..nin) (buffers the program reads) or is named by another output,
+ * of ins[0..nin) (buffers the program reads), shares memory with one of them
+ * (wrapped buffers: storage ranges compared), or is named by another output,
  * else cleared. Expected O(n + nin) (a hash set; was a scan per output).
  * false when out of memory, with nothing left allocated. */
 bool graph_dst_aliases(int n, lf_buffer *const *dsts, int nin, const lf_buffer *const *ins, bool *unsafe);
@@ -97,18 +98,45 @@ struct lf_buffer {
     int64_t shape[LF_MAX_DIMS];    /* extents, >= 0 */
     int64_t numel;                 /* product of extents */
     size_t bytes;                  /* numel * dtype size (what read/write copy) */
-    size_t storage;                /* bytes of memory behind data / dev (bytes) */
+    size_t storage;                /* bytes of memory behind data / dev: bytes,
+                                      or the span a strided wrap reaches */
     void *data;                    /* host storage, its lowest address (NULL when
                                       storage is 0, and in a device context) */
     uint64_t dev;                  /* device context: device address of the
                                       storage (0 when storage is 0); 0 otherwise */
-    int refs;                      /* 1 for the user + 1 per graph reading it */
+    bool wrapped;                  /* the memory is the user's (lf_buffer_wrap,
+                                      DLPack): release is called, never free */
+    void (*release)(void *);       /* wrapped: called once with release_arg when
+                                      the buffer dies (may be NULL) */
+    void *release_arg;
+    bool strided;                  /* wrapped with strides other than C-contiguous:
+                                      element [i0,..] is element offset +
+                                      sum ik*strides[k] of the storage; read by
+                                      evaluators only through an input view
+                                      (lf_input), never an eval output */
+    int64_t offset;                /* strided: element [0,..]'s element offset
+                                      from the storage's lowest address */
+    int64_t strides[LF_MAX_DIMS];  /* strided: per axis, in elements (any sign) */
+    int refs;                      /* 1 for the user + 1 per graph reading it
+                                      + 1 per live DLPack export */
     bool user_freed;               /* lf_buffer_free was called */
     struct lf_buffer *prev, *next; /* ctx->buffers list */
 };
 
-/* Drops one reference; frees the buffer when none is left. */
+/* Drops one reference; frees the buffer when none is left (a wrapped
+ * buffer's release is called then). */
 void graph_buffer_release(lf_buffer *b);
+/* lf_buffer_wrap, with `what` naming the public call in messages
+ * (lf_buffer_from_dlpack uses it too). */
+lf_buffer *graph_buffer_wrap(lf_ctx *ctx, const char *what, lf_dtype t, int ndim, const int64_t *shape,
+                             const int64_t *strides, void *data, void (*release)(void *), void *release_arg);
+/* Checks lf_eval's output buffers' memory: no output is a strided wrap
+ * (LF_ERR_INVALID), and no two outputs' memory overlaps unless they are the
+ * same buffer (LF_ERR_INVALID). */
+lf_status graph_check_dst_memory(lf_ctx *ctx, int n, lf_buffer *const *dsts);
+/* Whether two buffers' memory (storage ranges) overlap. */
+bool graph_buffers_overlap(const lf_buffer *a, const lf_buffer *b);
+
 /* ==== scalar.c: scalar values and operator semantics ======================= */
 
 /* One element value. Floating dtypes use f (an f32 value is a double holding
