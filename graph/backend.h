@@ -65,6 +65,11 @@ typedef struct graph_backend {
     lf_status (*eval)(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
                       lf_eval_stats *stats);
 
+    /* The DLPack device of the context's buffers: *type a DLDeviceType code
+     * (dlpack.h: 1 kDLCPU, 2 kDLCUDA), *id the device number. Optional
+     * (NULL: host memory, kDLCPU device 0). */
+    void (*dlpack_device)(const lf_ctx *ctx, int *type, int *id);
+
     /* The device's description into buf (snprintf-like: the full length).
      * Required. */
     int (*device_name)(const lf_ctx *ctx, char *buf, size_t cap);

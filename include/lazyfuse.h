@@ -28,7 +28,7 @@
  *     lf_ctx_destroy(ctx);                                   // frees the buffers too
  *
  * Ownership, in one sentence: you free what you create with lf_ctx_new,
- * lf_buffer_new (or _wrap) and lf_graph_new (a graph owns its
+ * lf_buffer_new (or _wrap, _from_dlpack) and lf_graph_new (a graph owns its
  * nodes and fns, and keeps the buffers it reads alive until it is freed), and
  * lf_ctx_destroy frees everything of that context still alive.
  *
@@ -380,6 +380,39 @@ LF_API lf_status lf_buffer_write(lf_buffer *b, const void *src, size_t bytes);
 /* Copies the buffer out, row-major; bytes must equal the buffer's byte size
  * (numel times the dtype's size, also for a strided wrapped buffer). */
 LF_API lf_status lf_buffer_read(const lf_buffer *b, void *dst, size_t bytes);
+
+struct DLManagedTensor; /* <dlpack/dlpack.h> */
+
+/* DLPack, the array-exchange standard of NumPy, CuPy, PyTorch and JAX.
+ * Include <dlpack/dlpack.h> (Debian: libdlpack-dev; lazyfuse.h only
+ * declares the struct) to fill or read a DLManagedTensor.
+ *
+ * lf_buffer_from_dlpack: a buffer over the tensor's memory, no copy: the
+ * rules of lf_buffer_wrap, with data + byte_offset as element [0,..],
+ * strides in elements (NULL: compact, row-major; other strides make a
+ * strided, read-only view). Accepted: kDLInt 32/64 bits (i32, i64),
+ * kDLFloat 32/64 (f32, f64), bool as code 6, 8 bits (DLPack 0.8's kDLBool),
+ * one lane (else LF_ERR_DTYPE); the device must be the context's: kDLCPU
+ * device 0 for a CPU or REFERENCE context, kDLCUDA with the context's
+ * device number for a CUDA context (else LF_ERR_INVALID); at most
+ * LF_MAX_DIMS dimensions (LF_ERR_SHAPE). On success lazyfuse owns the
+ * tensor and calls its deleter exactly once, when the buffer dies
+ * (lf_buffer_free and the last graph reading it, or lf_ctx_destroy). On
+ * failure (NULL) the tensor is still the caller's and its deleter is not
+ * called. From Python, take the pointer out of the "dltensor" capsule of
+ * x.__dlpack__() and rename the capsule "used_dltensor" once this
+ * succeeded, as the protocol asks (tests/dlpack_numpy.py does it). */
+LF_API lf_buffer *lf_buffer_from_dlpack(lf_ctx *ctx, struct DLManagedTensor *t);
+/* lf_buffer_to_dlpack: *out describes the buffer's own memory (host memory
+ * kDLCPU, or kDLCUDA device memory), no copy, with strides always given.
+ * The export holds a reference to the buffer: the buffer stays alive,
+ * even after lf_buffer_free, until the consumer calls (*out)->deleter(*out)
+ * once. The context must outlive every export (lf_ctx_destroy frees the
+ * memory; a deleter called after it is undefined behaviour). Bool is code
+ * 6 (kDLBool), which consumers older than DLPack 0.8 refuse. On a CUDA
+ * context, lf_buffer_read (or another synchronizing call) first: kernels
+ * of an lf_eval may still be writing. LF_ERR_NULL, LF_ERR_NOMEM. */
+LF_API lf_status lf_buffer_to_dlpack(lf_buffer *b, struct DLManagedTensor **out);
 LF_API lf_dtype lf_buffer_dtype(const lf_buffer *b);
 LF_API int lf_buffer_ndim(const lf_buffer *b);
 /* Extent of dimension axis (negative counts from the end); -1 if out of range. */

@@ -774,6 +774,12 @@ static lf_status backend_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffe
     return st == LF_ERR_INDEX ? host_index_error_message(g, n, outs) : st;
 }
 
+static void backend_dlpack_device(const lf_ctx *ctx, int *type, int *id) {
+    const cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
+    *type = 2; /* kDLCUDA */
+    *id = cs->ordinal;
+}
+
 const graph_backend cuda_backend = {
     .id = LF_BACKEND_CUDA,
     .name = "cuda",
@@ -786,5 +792,6 @@ const graph_backend cuda_backend = {
     .buffer_read = backend_buffer_read,
     .buffer_wrap = NULL, /* a wrapped address is taken as device memory of this context */
     .eval = backend_eval,
+    .dlpack_device = backend_dlpack_device,
     .device_name = cuda_device_description,
 };
