@@ -166,4 +166,5 @@ Test(dlpack, strided_import_and_export) {
     cr_expect_eq(first, m + 9);
     cr_expect_eq(e->dl_tensor.strides[0], -4);
     e->deleter(e);
+    lf_buffer_free(col); /* before t, on this stack, goes */
 }
