@@ -447,7 +447,9 @@ LF_API int64_t lf_node_numel(const lf_node *n);
 
 /* ---- sources ------------------------------------------------------------- */
 
-/* Reads buffer b (dtype and shape from it). */
+/* Reads buffer b (dtype and shape from it). A strided wrapped buffer
+ * (lf_buffer_wrap) is read in place through a view of its memory, like a
+ * slice: no copy. */
 LF_API lf_node *lf_input(lf_graph *g, lf_buffer *b);
 /* A 0-d constant of dtype t (value converted as a cast would). */
 LF_API lf_node *lf_const(lf_graph *g, lf_dtype t, double value);
