@@ -1,26 +1,26 @@
-/* graph/ctx.c: contexts and buffers.
+/* graph/ctx.c: context accessors and buffers.
  *
  * A context owns its buffers and graphs through two intrusive lists, so
- * lf_ctx_destroy can free whatever the user left alive. A buffer is
- * reference-counted: one reference for the user (dropped by lf_buffer_free)
- * and one per graph that reads it (dropped when the graph is freed), so a
- * graph never reads freed memory.
+ * lf_ctx_destroy (backends/driver.c, which also makes contexts: choosing a
+ * backend is the top floor's job) can free whatever the user left alive. A
+ * buffer is reference-counted: one reference for the user (dropped by
+ * lf_buffer_free), one per graph that reads it (dropped when the graph is
+ * freed) and one per live DLPack export, so nothing reads freed memory.
  *
- * Backends: AUTO resolves to CUDA when a device, its driver and NVRTC can be
- * had, else to CPU (fusion planner + compiled C kernels, see
- * backends/driver.c and backends/cpu); REFERENCE is the unfused oracle; CUDA
- * (backends/cuda) fails with LF_ERR_BACKEND when it cannot be had. The CPU
- * backend's state (ctx->cpu) is made on first use; the CUDA state
- * (ctx->cuda) here, in lf_ctx_new. Both are freed in lf_ctx_destroy after
- * the graphs (whose cached programs hold device memory) and the buffers.
+ * A buffer's memory goes through the context's backend (ctx->be,
+ * graph/backend.h): a device backend's buffer entries allocate, free and
+ * copy it (lf_buffer.dev, data NULL); a host backend has none and this file
+ * allocates host memory itself. It knows no backend by name.
  *
- * A CUDA context's buffers live in device memory (lf_buffer.dev, data NULL):
- * allocation and host copies go through backends/driver.c's hooks, so this
- * file never touches a device buffer's bytes itself.
+ * Wrapped buffers (lf_buffer_wrap, lf_buffer_from_dlpack) hold the user's
+ * memory: never allocated or freed here; release is called exactly once when
+ * the last reference goes. A strided wrap (strides other than C-contiguous)
+ * records its storage span, offset and strides; lf_buffer_read gathers it
+ * element by element, lf_buffer_write and lf_eval refuse it as a
+ * destination.
  */
 #include "graph/graph.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,94 +42,6 @@ const char *lf_backend_name(lf_backend b) {
     case LF_BACKEND_REFERENCE: return "reference";
     }
     return "?";
-}
-
-lf_ctx *lf_ctx_new(const lf_ctx_options *opt) {
-    lf_ctx_options o;
-    lf_ctx_options_init(&o);
-    if (opt) o = *opt;
-    if ((unsigned)o.backend > LF_BACKEND_REFERENCE) {
-        graph_error(NULL, LF_ERR_INVALID, "ctx_new: unknown backend %d", (int)o.backend);
-        return NULL;
-    }
-    if (o.threads < 0) {
-        graph_error(NULL, LF_ERR_INVALID, "ctx_new: threads must be >= 0, got %d", o.threads);
-        return NULL;
-    }
-    if (o.fusion < -1 || o.fusion > 1) {
-        graph_error(NULL, LF_ERR_INVALID, "ctx_new: fusion must be -1, 0 or 1, got %d", o.fusion);
-        return NULL;
-    }
-    if ((unsigned)o.compile > LF_COMPILE_NEVER) {
-        graph_error(NULL, LF_ERR_INVALID, "ctx_new: compile must be 0, 1 or 2 (lf_compile_mode), got %d",
-                    o.compile);
-        return NULL;
-    }
-    if (isnan(o.compile_timeout) || o.compile_timeout < 0) {
-        graph_error(NULL, LF_ERR_INVALID,
-                    "ctx_new: compile_timeout must be a number of seconds > 0 (0: the default), got %g",
-                    o.compile_timeout);
-        return NULL;
-    }
-    if (o.compile_timeout == 0) { /* the option wins, then the environment, then the default */
-        const char *env = getenv("LF_COMPILE_TIMEOUT");
-        if (env && env[strspn(env, " \t")]) {
-            char *end;
-            double t = strtod(env, &end);
-            if (end == env || end[strspn(end, " \t")] || isnan(t) || t < 0) {
-                graph_error(NULL, LF_ERR_INVALID,
-                            "ctx_new: LF_COMPILE_TIMEOUT must be a number of seconds > 0 (0: the default), got '%.64s'",
-                            env);
-                return NULL;
-            }
-            o.compile_timeout = t;
-        }
-        if (o.compile_timeout == 0) o.compile_timeout = LF_COMPILE_TIMEOUT_DEFAULT;
-    }
-    if (o.compile == LF_COMPILE_AUTO) {
-        const char *env = getenv("LF_COMPILE");
-        if (env && strcmp(env, "never") == 0) o.compile = LF_COMPILE_NEVER;
-    }
-    if (o.fusion == -1) {
-        const char *env = getenv("LF_FUSION");
-        o.fusion = (env && strcmp(env, "0") == 0) ? 0 : 1;
-    }
-    lf_ctx *ctx = graph_calloc(1, sizeof *ctx);
-    if (!ctx) {
-        graph_error(NULL, LF_ERR_NOMEM, "ctx_new: out of memory");
-        return NULL;
-    }
-    if (o.cache_dir) {
-        char *dir = graph_strdup(o.cache_dir);
-        if (!dir) {
-            graph_free(ctx);
-            graph_error(NULL, LF_ERR_NOMEM, "ctx_new: out of memory");
-            return NULL;
-        }
-        o.cache_dir = dir;
-    }
-    ctx->opt = o;
-    ctx->backend = o.backend == LF_BACKEND_AUTO ? LF_BACKEND_CPU : o.backend;
-    if ((o.backend == LF_BACKEND_AUTO || o.backend == LF_BACKEND_CUDA) && driver_ctx_open(ctx) != LF_OK) {
-        graph_free((char *)ctx->opt.cache_dir);
-        graph_free(ctx);
-        return NULL;
-    }
-    return ctx;
-}
-
-void lf_ctx_destroy(lf_ctx *ctx) {
-    if (!ctx) return;
-    while (ctx->graphs) graph_destroy(ctx->graphs);
-    while (ctx->buffers) {
-        lf_buffer *b = ctx->buffers;
-        b->refs = 1;
-        graph_buffer_release(b);
-    }
-    if (ctx->cpu) ctx->cpu_free(ctx->cpu);
-    if (ctx->cuda) ctx->cuda_free(ctx->cuda);
-    graph_free((char *)ctx->opt.cache_dir);
-    graph_free(ctx);
 }
 
 lf_backend lf_ctx_backend(const lf_ctx *ctx) { return ctx ? ctx->backend : LF_BACKEND_AUTO; }
@@ -169,30 +81,47 @@ lf_dtype lf_dtype_promote(lf_dtype a, lf_dtype b) {
 
 /* ---- buffers --------------------------------------------------------------- */
 
-lf_buffer *lf_buffer_new(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape) {
+/* Links a new buffer (refs 1) into its context's list. */
+static lf_buffer *link_buffer(lf_ctx *ctx, lf_buffer *b) {
+    b->refs = 1;
+    b->next = ctx->buffers;
+    if (ctx->buffers) ctx->buffers->prev = b;
+    ctx->buffers = b;
+    return b;
+}
+
+/* The checks lf_buffer_new and lf_buffer_wrap share: ctx, dtype, shape and
+ * its byte size; *numel on success. */
+static bool check_new(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape, const char *what,
+                      int64_t *numel) {
     if (!ctx) {
-        graph_error(NULL, LF_ERR_NULL, "buffer_new: ctx is NULL");
-        return NULL;
+        graph_error(NULL, LF_ERR_NULL, "%s: ctx is NULL", what);
+        return false;
     }
     if ((unsigned)t >= LF_NDTYPES) {
-        graph_error(ctx, LF_ERR_DTYPE, "buffer_new: unknown dtype %d", (int)t);
-        return NULL;
+        graph_error(ctx, LF_ERR_DTYPE, "%s: unknown dtype %d", what, (int)t);
+        return false;
     }
     char sbuf[160];
-    lf_status st = graph_shape_problem("buffer_new", ndim, shape, sbuf, sizeof sbuf);
+    lf_status st = graph_shape_problem(what, ndim, shape, sbuf, sizeof sbuf);
     if (st != LF_OK) {
         graph_error(ctx, st, "%s", sbuf);
-        return NULL;
+        return false;
     }
-    int64_t numel;
-    if (!graph_shape_numel(ndim, shape, lf_dtype_size(t), &numel)) {
-        graph_error(ctx, LF_ERR_OVERFLOW, "buffer_new: shape %s of %s overflows",
+    if (!graph_shape_numel(ndim, shape, lf_dtype_size(t), numel)) {
+        graph_error(ctx, LF_ERR_OVERFLOW, "%s: shape %s of %s overflows", what,
                     graph_shape_str(sbuf, sizeof sbuf, ndim, shape), lf_dtype_name(t));
-        return NULL;
+        return false;
     }
+    return true;
+}
+
+lf_buffer *lf_buffer_new(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape) {
+    int64_t numel;
+    if (!check_new(ctx, t, ndim, shape, "buffer_new", &numel)) return NULL;
     lf_buffer *b = graph_calloc(1, sizeof *b);
     size_t bytes = (size_t)numel * lf_dtype_size(t);
-    bool host = !ctx->cuda; /* else device memory, through the driver's hooks */
+    bool host = !graph_ctx_on_device(ctx); /* else through the backend's buffer entries */
     void *data = bytes && host ? graph_calloc(1, bytes) : NULL;
     if (!b || (bytes && host && !data)) {
         graph_free(b);
@@ -206,16 +135,96 @@ lf_buffer *lf_buffer_new(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape
     if (ndim) memcpy(b->shape, shape, (size_t)ndim * sizeof *shape);
     b->numel = numel;
     b->bytes = bytes;
+    b->storage = bytes;
     b->data = data;
-    if (bytes && !host && driver_buffer_alloc(b, "buffer_new") != LF_OK) {
+    if (bytes && !host && ctx->be->buffer_alloc(b, "buffer_new") != LF_OK) {
         graph_free(b);
         return NULL;
     }
-    b->refs = 1;
-    b->next = ctx->buffers;
-    if (ctx->buffers) ctx->buffers->prev = b;
-    ctx->buffers = b;
-    return b;
+    return link_buffer(ctx, b);
+}
+
+lf_buffer *graph_buffer_wrap(lf_ctx *ctx, const char *what, lf_dtype t, int ndim, const int64_t *shape,
+                             const int64_t *strides, void *data, void (*release)(void *), void *release_arg) {
+    int64_t numel;
+    if (!check_new(ctx, t, ndim, shape, what, &numel)) return NULL;
+    size_t esize = lf_dtype_size(t);
+    char sbuf[160], shbuf[160];
+    /* the span the strides reach: element offsets lo..hi from element [0,..] */
+    int64_t lo = 0, hi = 0;
+    bool dense = true;
+    if (strides && numel > 0) {
+        int64_t expect = 1;
+        for (int d = ndim - 1; d >= 0; d--) {
+            int64_t e = shape[d], st = strides[d], reach;
+            if (e > 1 && st != expect) dense = false;
+            expect *= e; /* fits: numel does */
+            if (e <= 1) continue;
+            if (__builtin_mul_overflow(st, e - 1, &reach) ||
+                __builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi)) {
+                graph_error(ctx, LF_ERR_OVERFLOW, "%s: strides %s of shape %s overflow", what,
+                            graph_shape_str(sbuf, sizeof sbuf, ndim, strides),
+                            graph_shape_str(shbuf, sizeof shbuf, ndim, shape));
+                return NULL;
+            }
+        }
+    }
+    int64_t span = dense ? numel : 0;
+    if (!dense && (__builtin_sub_overflow(hi, lo, &span) || __builtin_add_overflow(span, 1, &span) ||
+                   (uint64_t)span > SIZE_MAX / esize || (uint64_t)span * esize > (uint64_t)INT64_MAX)) {
+        graph_error(ctx, LF_ERR_OVERFLOW, "%s: strides %s of shape %s reach more than %lld bytes", what,
+                    graph_shape_str(sbuf, sizeof sbuf, ndim, strides), graph_shape_str(shbuf, sizeof shbuf, ndim, shape),
+                    (long long)INT64_MAX);
+        return NULL;
+    }
+    size_t bytes = (size_t)numel * esize, storage = (size_t)span * esize;
+    if (!data && bytes) {
+        graph_error(ctx, LF_ERR_NULL, "%s: data is NULL for %zu bytes", what, bytes);
+        return NULL;
+    }
+    if (bytes && (uintptr_t)data % esize) {
+        graph_error(ctx, LF_ERR_INVALID, "%s: data %p is not aligned to %zu bytes (the size of %s)",
+                    what, data, esize, lf_dtype_name(t));
+        return NULL;
+    }
+    lf_buffer *b = graph_calloc(1, sizeof *b);
+    if (!b) {
+        graph_error(ctx, LF_ERR_NOMEM, "%s: out of memory", what);
+        return NULL;
+    }
+    b->ctx = ctx;
+    b->dtype = t;
+    b->ndim = ndim;
+    if (ndim) memcpy(b->shape, shape, (size_t)ndim * sizeof *shape);
+    b->numel = numel;
+    b->bytes = bytes;
+    b->storage = storage;
+    b->wrapped = true;
+    b->release = release;
+    b->release_arg = release_arg;
+    if (!dense) {
+        b->strided = true;
+        b->offset = -lo;
+        memcpy(b->strides, strides, (size_t)ndim * sizeof *strides);
+    }
+    if (storage) {
+        char *base = (char *)data + lo * (int64_t)esize; /* the lowest address the strides reach */
+        if (graph_ctx_on_device(ctx)) {
+            b->dev = (uint64_t)(uintptr_t)base;
+            if (ctx->be->buffer_wrap && ctx->be->buffer_wrap(b, what) != LF_OK) {
+                graph_free(b);
+                return NULL;
+            }
+        } else {
+            b->data = base;
+        }
+    }
+    return link_buffer(ctx, b);
+}
+
+lf_buffer *lf_buffer_wrap(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape, const int64_t *strides,
+                          void *data, void (*release)(void *), void *release_arg) {
+    return graph_buffer_wrap(ctx, "buffer_wrap", t, ndim, shape, strides, data, release, release_arg);
 }
 
 void graph_buffer_release(lf_buffer *b) {
@@ -224,8 +233,12 @@ void graph_buffer_release(lf_buffer *b) {
     if (b->prev) b->prev->next = b->next;
     else ctx->buffers = b->next;
     if (b->next) b->next->prev = b->prev;
-    if (b->dev) driver_buffer_free(b);
-    graph_free(b->data);
+    if (b->wrapped) {
+        if (b->release) b->release(b->release_arg);
+    } else {
+        if (b->dev) ctx->be->buffer_free(b);
+        graph_free(b->data);
+    }
     graph_free(b);
 }
 
@@ -243,6 +256,45 @@ lf_buffer *lf_buffer_new_like(lf_ctx *ctx, const lf_node *n) {
     return lf_buffer_new(ctx, n->dtype, n->ndim, n->shape);
 }
 
+/* The first address of a buffer's storage and one past its last, host or
+ * device (equal when it has none). */
+static void storage_range(const lf_buffer *b, uintptr_t *lo, uintptr_t *hi) {
+    *lo = b->data ? (uintptr_t)b->data : (uintptr_t)b->dev;
+    *hi = *lo + (b->storage && *lo ? b->storage : 0);
+}
+
+bool graph_buffers_overlap(const lf_buffer *a, const lf_buffer *b) {
+    if (a == b) return a->storage != 0;
+    uintptr_t alo, ahi, blo, bhi;
+    storage_range(a, &alo, &ahi);
+    storage_range(b, &blo, &bhi);
+    return alo < ahi && blo < bhi && alo < bhi && blo < ahi;
+}
+
+lf_status graph_check_dst_memory(lf_ctx *ctx, int n, lf_buffer *const *dsts) {
+    bool any_wrapped = false;
+    for (int i = 0; i < n; i++) {
+        const lf_buffer *d = dsts[i];
+        if (d->strided) {
+            char sbuf[160];
+            return graph_error(ctx, LF_ERR_INVALID,
+                               "eval: output %d's buffer wraps strided memory (strides %s); an output "
+                               "buffer must be C-contiguous",
+                               i, graph_shape_str(sbuf, sizeof sbuf, d->ndim, d->strides));
+        }
+        any_wrapped |= d->wrapped;
+    }
+    if (any_wrapped) /* distinct buffers can share memory only when wrapped */
+        for (int i = 0; i < n; i++)
+            for (int j = i + 1; j < n; j++)
+                if (dsts[i] != dsts[j] && (dsts[i]->wrapped || dsts[j]->wrapped) &&
+                    graph_buffers_overlap(dsts[i], dsts[j]))
+                    return graph_error(ctx, LF_ERR_INVALID,
+                                       "eval: outputs %d and %d are different buffers over overlapping memory",
+                                       i, j);
+    return LF_OK;
+}
+
 /* Checks a host copy's arguments; names the calling function in messages. */
 static lf_status check_copy(const lf_buffer *b, const void *host, size_t bytes, const char *what) {
     if (!b) return graph_error(NULL, LF_ERR_NULL, "%s: buffer is NULL", what);
@@ -257,13 +309,21 @@ lf_status lf_buffer_write(lf_buffer *b, const void *src, size_t bytes) {
     lf_status st = check_copy(b, src, bytes, "buffer_write");
     if (st != LF_OK) return st;
     if (!bytes) return LF_OK;
-    if (b->ctx->cuda) {
-        if (b->dtype != LF_BOOL) return driver_buffer_write(b, src, "buffer_write");
+    if (b->strided) {
+        char sbuf[160];
+        return graph_error(b->ctx, LF_ERR_INVALID,
+                           "buffer_write: the buffer wraps strided memory (strides %s); only C-contiguous "
+                           "buffers can be written",
+                           graph_shape_str(sbuf, sizeof sbuf, b->ndim, b->strides));
+    }
+    const graph_backend *be = b->ctx->be;
+    if (graph_ctx_on_device(b->ctx)) {
+        if (b->dtype != LF_BOOL) return be->buffer_write(b, src, "buffer_write");
         unsigned char *tmp = graph_malloc(bytes); /* normalized on the host first */
         if (!tmp) return graph_error(b->ctx, LF_ERR_NOMEM, "buffer_write: out of memory");
         const unsigned char *s = src;
         for (size_t i = 0; i < bytes; i++) tmp[i] = s[i] != 0;
-        st = driver_buffer_write(b, tmp, "buffer_write");
+        st = be->buffer_write(b, tmp, "buffer_write");
         graph_free(tmp);
         return st;
     }
@@ -271,18 +331,50 @@ lf_status lf_buffer_write(lf_buffer *b, const void *src, size_t bytes) {
         const unsigned char *s = src;
         unsigned char *d = b->data;
         for (size_t i = 0; i < bytes; i++) d[i] = s[i] != 0;
-    } else {
-        memcpy(b->data, src, bytes);
+    } else if (src != b->data) {
+        memmove(b->data, src, bytes);
     }
     return LF_OK;
+}
+
+/* Copies a strided buffer's elements, row-major, from its storage (a host
+ * image of it) into dst. */
+static void gather_strided(const lf_buffer *b, const char *storage, char *dst) {
+    size_t esize = lf_dtype_size(b->dtype);
+    int64_t pos[LF_MAX_DIMS] = {0}, off = b->offset;
+    for (int64_t i = 0; i < b->numel; i++) {
+        memcpy(dst + (size_t)i * esize, storage + off * (int64_t)esize, esize);
+        for (int d = b->ndim - 1; d >= 0; d--) { /* odometer */
+            off += b->strides[d];
+            if (++pos[d] < b->shape[d]) break;
+            off -= b->strides[d] * b->shape[d];
+            pos[d] = 0;
+        }
+    }
 }
 
 lf_status lf_buffer_read(const lf_buffer *b, void *dst, size_t bytes) {
     lf_status st = check_copy(b, dst, bytes, "buffer_read");
     if (st != LF_OK) return st;
     if (!bytes) return LF_OK;
-    if (b->ctx->cuda) return driver_buffer_read(b, dst, "buffer_read");
-    memcpy(dst, b->data, bytes);
+    bool device = graph_ctx_on_device(b->ctx);
+    if (!b->strided) {
+        if (device) return b->ctx->be->buffer_read(b, dst, "buffer_read");
+        if (dst != b->data) memmove(dst, b->data, bytes);
+        return LF_OK;
+    }
+    const char *storage = b->data;
+    char *tmp = NULL;
+    if (device) { /* the span to the host first */
+        if (!(tmp = graph_malloc(b->storage))) return graph_error(b->ctx, LF_ERR_NOMEM, "buffer_read: out of memory");
+        if ((st = b->ctx->be->buffer_read(b, tmp, "buffer_read")) != LF_OK) {
+            graph_free(tmp);
+            return st;
+        }
+        storage = tmp;
+    }
+    gather_strided(b, storage, dst);
+    graph_free(tmp);
     return LF_OK;
 }
 

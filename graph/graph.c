@@ -190,6 +190,9 @@ static bool check_dtype(lf_graph *g, const char *what, lf_dtype t) {
 
 /* ---- sources ------------------------------------------------------------------------ */
 
+static lf_node *new_view(lf_graph *g, const char *what, view_kind op, lf_node *x, int ndim,
+                         const int64_t *shape, int64_t offset, const int64_t *strides);
+
 lf_node *lf_input(lf_graph *g, lf_buffer *b) {
     if (!graph_check_args(g, "input", 0, NULL)) return NULL;
     if (!b) {
@@ -212,13 +215,17 @@ lf_node *lf_input(lf_graph *g, lf_buffer *b) {
         g->bound = nb;
         g->capbound = cap;
     }
-    lf_node *n = new_node(g, "input", NODE_INPUT, b->dtype, b->ndim, b->shape, 0, NULL);
+    /* a strided wrap is read as a slice view of its storage, a 1-d input */
+    int64_t span = (int64_t)(b->storage / lf_dtype_size(b->dtype));
+    lf_node *n = b->strided ? new_node(g, "input", NODE_INPUT, b->dtype, 1, &span, 0, NULL)
+                            : new_node(g, "input", NODE_INPUT, b->dtype, b->ndim, b->shape, 0, NULL);
     if (!n) return NULL;
     n->u.buffer = b;
     if (!bound) {
         g->bound[g->nbound++] = b;
         b->refs++;
     }
+    if (b->strided) return new_view(g, "input", VIEW_SLICE, n, b->ndim, b->shape, b->offset, b->strides);
     return n;
 }
 

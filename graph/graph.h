@@ -18,6 +18,7 @@
 #ifndef LF_GRAPH_H
 #define LF_GRAPH_H
 
+#include "graph/backend.h"
 #include "lazyfuse.h"
 
 #include <stdarg.h>
@@ -41,7 +42,8 @@ double graph_now_seconds(void);
 /* Whether $LF_DEBUG (a comma-separated list) names `what`. */
 bool graph_debug_on(const char *what);
 /* Output aliasing for a backend's run: unsafe[i] is set when dsts[i] is one
- * of ins[0..nin) (buffers the program reads) or is named by another output,
+ * of ins[0..nin) (buffers the program reads), shares memory with one of them
+ * (wrapped buffers: storage ranges compared), or is named by another output,
  * else cleared. Expected O(n + nin) (a hash set; was a scan per output).
  * false when out of memory, with nothing left allocated. */
 bool graph_dst_aliases(int n, lf_buffer *const *dsts, int nin, const lf_buffer *const *ins, bool *unsafe);
@@ -76,19 +78,20 @@ void graph_broadcast_strides(int nin, const int64_t *in, int nout, const int64_t
 
 struct lf_ctx {
     lf_ctx_options opt;          /* options as given, resolved (cache_dir owned) */
-    lf_backend backend;          /* resolved backend, never AUTO */
+    lf_backend backend;          /* resolved backend, never AUTO: the table entry
+                                    lf_eval runs (a test may switch it between
+                                    CPU and REFERENCE) */
+    const graph_backend *be;     /* the backend lf_ctx_new opened: its buffer
+                                    entries hold every buffer's memory
+                                    (graph/backend.h) */
     char errmsg[LF_ERRMSG_CAP];  /* last error message */
     struct lf_buffer *buffers;   /* live buffers (doubly linked) */
     struct lf_graph *graphs;     /* live graphs (doubly linked) */
     lf_eval_stats last_stats;    /* of the last lf_eval (backends/driver.c) */
-    void *cpu;                   /* backends/cpu state (pool, kernel cache), made
-                                    on first use; NULL before */
-    void (*cpu_free)(void *);    /* frees it (set with it) */
-    void *cuda;                  /* backends/cuda state of a CUDA context (device,
-                                    stream, allocator, modules), made by
-                                    lf_ctx_new; NULL otherwise. Non-NULL exactly
-                                    when the buffers live on the device */
-    void (*cuda_free)(void *);   /* frees it (set with it; after graphs and buffers) */
+    void *state[LF_BACKEND_REFERENCE + 1]; /* per backend id: its state in this
+                                    context (pool and kernel cache, device and
+                                    stream...), or NULL; freed by its close
+                                    after the graphs and buffers */
 };
 
 struct lf_buffer {
@@ -97,38 +100,45 @@ struct lf_buffer {
     int ndim;                      /* 0..LF_MAX_DIMS */
     int64_t shape[LF_MAX_DIMS];    /* extents, >= 0 */
     int64_t numel;                 /* product of extents */
-    size_t bytes;                  /* numel * dtype size */
-    void *data;                    /* host storage (NULL when bytes is 0, and in
-                                      a device context: ctx->cuda set) */
-    uint64_t dev;                  /* device context: device address (0 when
-                                      bytes is 0); 0 otherwise */
-    int refs;                      /* 1 for the user + 1 per graph reading it */
+    size_t bytes;                  /* numel * dtype size (what read/write copy) */
+    size_t storage;                /* bytes of memory behind data / dev: bytes,
+                                      or the span a strided wrap reaches */
+    void *data;                    /* host storage, its lowest address (NULL when
+                                      storage is 0, and in a device context) */
+    uint64_t dev;                  /* device context: device address of the
+                                      storage (0 when storage is 0); 0 otherwise */
+    bool wrapped;                  /* the memory is the user's (lf_buffer_wrap,
+                                      DLPack): release is called, never free */
+    void (*release)(void *);       /* wrapped: called once with release_arg when
+                                      the buffer dies (may be NULL) */
+    void *release_arg;
+    bool strided;                  /* wrapped with strides other than C-contiguous:
+                                      element [i0,..] is element offset +
+                                      sum ik*strides[k] of the storage; read by
+                                      evaluators only through an input view
+                                      (lf_input), never an eval output */
+    int64_t offset;                /* strided: element [0,..]'s element offset
+                                      from the storage's lowest address */
+    int64_t strides[LF_MAX_DIMS];  /* strided: per axis, in elements (any sign) */
+    int refs;                      /* 1 for the user + 1 per graph reading it
+                                      + 1 per live DLPack export */
     bool user_freed;               /* lf_buffer_free was called */
     struct lf_buffer *prev, *next; /* ctx->buffers list */
 };
 
-/* Drops one reference; frees the buffer when none is left. */
+/* Drops one reference; frees the buffer when none is left (a wrapped
+ * buffer's release is called then). */
 void graph_buffer_release(lf_buffer *b);
-
-/* ---- backends/driver.c: what ctx.c asks of the backends --------------------
- * A context whose ctx->cuda is set keeps its buffers in device memory; these
- * hooks open that backend and move a buffer's bytes. Each records its error
- * on the context (or on the thread for driver_ctx_open) naming `what`. */
-
-/* Opens the backend of a new context (ctx->opt.backend CUDA or AUTO) and
- * resolves ctx->backend: CUDA when the device backend opens; for AUTO the
- * CPU otherwise (one line on stderr the first time in the process, unless
- * $LF_QUIET is set). LF_ERR_BACKEND when CUDA was asked for and cannot be
- * had; LF_ERR_NOMEM. */
-lf_status driver_ctx_open(lf_ctx *ctx);
-/* Device storage of a new buffer of b->bytes (> 0) bytes, zero-filled, into
- * b->dev. */
-lf_status driver_buffer_alloc(lf_buffer *b, const char *what);
-/* Frees b's device storage. */
-void driver_buffer_free(lf_buffer *b);
-/* Host <-> device copies of a whole device buffer (bytes > 0). */
-lf_status driver_buffer_write(lf_buffer *b, const void *src, const char *what);
-lf_status driver_buffer_read(const lf_buffer *b, void *dst, const char *what);
+/* lf_buffer_wrap, with `what` naming the public call in messages
+ * (lf_buffer_from_dlpack uses it too). */
+lf_buffer *graph_buffer_wrap(lf_ctx *ctx, const char *what, lf_dtype t, int ndim, const int64_t *shape,
+                             const int64_t *strides, void *data, void (*release)(void *), void *release_arg);
+/* Checks lf_eval's output buffers' memory: no output is a strided wrap
+ * (LF_ERR_INVALID), and no two outputs' memory overlaps unless they are the
+ * same buffer (LF_ERR_INVALID). */
+lf_status graph_check_dst_memory(lf_ctx *ctx, int n, lf_buffer *const *dsts);
+/* Whether two buffers' memory (storage ranges) overlap. */
+bool graph_buffers_overlap(const lf_buffer *a, const lf_buffer *b);
 
 /* ==== scalar.c: scalar values and operator semantics ======================= */
 

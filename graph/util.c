@@ -317,10 +317,17 @@ bool graph_dst_aliases(int n, lf_buffer *const *dsts, int nin, const lf_buffer *
     if (!t) return false;
     for (int j = 0; j < nin; j++) alias_find(t, cap - 1, ins[j])->input = true;
     for (int i = 0; i < n; i++) alias_find(t, cap - 1, dsts[i])->count++;
+    bool wrapped = false;
     for (int i = 0; i < n; i++) {
         const alias_entry *e = alias_find(t, cap - 1, dsts[i]);
         unsafe[i] = e->input || e->count > 1;
+        wrapped |= dsts[i]->wrapped;
     }
+    for (int j = 0; j < nin && !wrapped; j++) wrapped = ins[j]->wrapped;
+    if (wrapped) /* distinct buffers share memory only when wrapped: compare ranges */
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < nin && !unsafe[i]; j++)
+                unsafe[i] = (dsts[i]->wrapped || ins[j]->wrapped) && graph_buffers_overlap(dsts[i], ins[j]);
     graph_free(t);
     return true;
 }

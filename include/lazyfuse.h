@@ -28,9 +28,9 @@
  *     lf_ctx_destroy(ctx);                                   // frees the buffers too
  *
  * Ownership, in one sentence: you free what you create with lf_ctx_new,
- * lf_buffer_new and lf_graph_new (a graph owns its nodes and fns, and keeps
- * the buffers it reads alive until it is freed), and lf_ctx_destroy frees
- * everything of that context still alive.
+ * lf_buffer_new (or _wrap, _from_dlpack) and lf_graph_new (a graph owns its
+ * nodes and fns, and keeps the buffers it reads alive until it is freed), and
+ * lf_ctx_destroy frees everything of that context still alive.
  *
  * Errors: no call aborts because of its arguments. Fallible calls return a
  * status (LF_OK is 0) or NULL / a negative id. lf_errmsg(ctx) says what and
@@ -336,14 +336,88 @@ LF_API int lf_ctx_device_name(const lf_ctx *ctx, char *buf, size_t cap);
  * (lf_buffer_write, lf_eval filling it) ends the process by the kernel's OOM
  * killer, as for any program: size buffers to the limit you run under. */
 LF_API lf_buffer *lf_buffer_new(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape);
+/* A buffer over memory the caller owns, read and written in place: no copy
+ * is made by lf_eval, and an output lands in that memory directly (a CPU
+ * context takes host memory, a CUDA context device memory: a CUdeviceptr
+ * cast to void *). strides are in elements, one per axis, NULL for
+ * C-contiguous; data is the address of element [0,..,0].
+ *  - Checked: ctx non-NULL (LF_ERR_NULL), the dtype (LF_ERR_DTYPE), the
+ *    shape as lf_buffer_new, data non-NULL unless the size is 0
+ *    (LF_ERR_NULL), data aligned to the dtype's size (LF_ERR_INVALID), and
+ *    that the byte size and the span the strides reach fit (LF_ERR_OVERFLOW).
+ *    That data really is memory of that size on the right device cannot be
+ *    checked.
+ *  - Strides of any sign, and 0 (a broadcast), are accepted. A buffer whose
+ *    strides differ from C-contiguous (on an axis of extent > 1) is a
+ *    strided view: an input (lf_input reads it through a view, no copy) and
+ *    lf_buffer_read (element by element, row-major) take it;
+ *    lf_buffer_write and lf_eval as an output refuse it with
+ *    LF_ERR_INVALID ("... wraps strided memory ...; ... must be
+ *    C-contiguous"), since its elements may overlap.
+ *  - Aliasing: wrapped buffers may share memory with each other. lf_eval
+ *    compares memory ranges, so an output that overlaps memory the program
+ *    reads is computed into fresh memory and copied at the end, as when an
+ *    output is also an input; two different output buffers over
+ *    overlapping memory are refused (LF_ERR_INVALID). A failed eval leaves
+ *    wrapped outputs untouched, as any buffer.
+ *  - Lifetime: the memory must stay valid, and must not be written by
+ *    anyone else during an lf_eval that reads or writes it, until release
+ *    is called: release(release_arg) is called exactly once, when lazyfuse
+ *    no longer needs the memory (the last of lf_buffer_free, the graphs
+ *    reading the buffer, DLPack exports, or lf_ctx_destroy), never when
+ *    this call fails (the memory is then still only yours). release may be
+ *    NULL. Freeing the memory before that is undefined behaviour, as for
+ *    any dangling pointer (a later eval reads or writes freed memory).
+ *  - On a CUDA context, lf_eval's kernels run asynchronously: read the
+ *    memory yourself only after lf_buffer_read or another synchronizing
+ *    call on the context.
+ *  - Bool memory must hold 0 or 1 in every byte (lf_buffer_write normalizes,
+ *    a wrapped buffer cannot). */
+LF_API lf_buffer *lf_buffer_wrap(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape,
+                                 const int64_t *strides, void *data, void (*release)(void *),
+                                 void *release_arg);
 /* Frees a buffer. A graph that reads it keeps it alive until the graph is
  * freed. NULL is a no-op. */
 LF_API void lf_buffer_free(lf_buffer *b);
 /* Copies bytes of host data in; bytes must equal the buffer's byte size.
- * Bool data is normalized to 0 and 1. */
+ * Bool data is normalized to 0 and 1. A strided wrapped buffer is refused. */
 LF_API lf_status lf_buffer_write(lf_buffer *b, const void *src, size_t bytes);
-/* Copies the buffer out; bytes must equal the buffer's byte size. */
+/* Copies the buffer out, row-major; bytes must equal the buffer's byte size
+ * (numel times the dtype's size, also for a strided wrapped buffer). */
 LF_API lf_status lf_buffer_read(const lf_buffer *b, void *dst, size_t bytes);
+
+struct DLManagedTensor; /* <dlpack/dlpack.h> */
+
+/* DLPack, the array-exchange standard of NumPy, CuPy, PyTorch and JAX.
+ * Include <dlpack/dlpack.h> (Debian: libdlpack-dev; lazyfuse.h only
+ * declares the struct) to fill or read a DLManagedTensor.
+ *
+ * lf_buffer_from_dlpack: a buffer over the tensor's memory, no copy: the
+ * rules of lf_buffer_wrap, with data + byte_offset as element [0,..],
+ * strides in elements (NULL: compact, row-major; other strides make a
+ * strided, read-only view). Accepted: kDLInt 32/64 bits (i32, i64),
+ * kDLFloat 32/64 (f32, f64), bool as code 6, 8 bits (DLPack 0.8's kDLBool),
+ * one lane (else LF_ERR_DTYPE); the device must be the context's: kDLCPU
+ * device 0 for a CPU or REFERENCE context, kDLCUDA with the context's
+ * device number for a CUDA context (else LF_ERR_INVALID); at most
+ * LF_MAX_DIMS dimensions (LF_ERR_SHAPE). On success lazyfuse owns the
+ * tensor and calls its deleter exactly once, when the buffer dies
+ * (lf_buffer_free and the last graph reading it, or lf_ctx_destroy). On
+ * failure (NULL) the tensor is still the caller's and its deleter is not
+ * called. From Python, take the pointer out of the "dltensor" capsule of
+ * x.__dlpack__() and rename the capsule "used_dltensor" once this
+ * succeeded, as the protocol asks (tests/dlpack_numpy.py does it). */
+LF_API lf_buffer *lf_buffer_from_dlpack(lf_ctx *ctx, struct DLManagedTensor *t);
+/* lf_buffer_to_dlpack: *out describes the buffer's own memory (host memory
+ * kDLCPU, or kDLCUDA device memory), no copy, with strides always given.
+ * The export holds a reference to the buffer: the buffer stays alive,
+ * even after lf_buffer_free, until the consumer calls (*out)->deleter(*out)
+ * once. The context must outlive every export (lf_ctx_destroy frees the
+ * memory; a deleter called after it is undefined behaviour). Bool is code
+ * 6 (kDLBool), which consumers older than DLPack 0.8 refuse. On a CUDA
+ * context, lf_buffer_read (or another synchronizing call) first: kernels
+ * of an lf_eval may still be writing. LF_ERR_NULL, LF_ERR_NOMEM. */
+LF_API lf_status lf_buffer_to_dlpack(lf_buffer *b, struct DLManagedTensor **out);
 LF_API lf_dtype lf_buffer_dtype(const lf_buffer *b);
 LF_API int lf_buffer_ndim(const lf_buffer *b);
 /* Extent of dimension axis (negative counts from the end); -1 if out of range. */
@@ -378,7 +452,9 @@ LF_API int64_t lf_node_numel(const lf_node *n);
 
 /* ---- sources ------------------------------------------------------------- */
 
-/* Reads buffer b (dtype and shape from it). */
+/* Reads buffer b (dtype and shape from it). A strided wrapped buffer
+ * (lf_buffer_wrap) is read in place through a view of its memory, like a
+ * slice: no copy. */
 LF_API lf_node *lf_input(lf_graph *g, lf_buffer *b);
 /* A 0-d constant of dtype t (value converted as a cast would: to f32 rounded
  * to nearest, to an integer truncated toward zero and saturated, NaN to 0; to

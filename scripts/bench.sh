@@ -4,7 +4,7 @@
 #   bash scripts/bench.sh            the full CPU run (6 to 8 minutes on 2 cores, more
 #                                    when the machine is busy):
 #     1. installs what is missing (apt-get: meson, ninja-build, pkg-config, gcc,
-#        libcriterion-dev, and the peers python3-numpy, python3-numexpr,
+#        libcriterion-dev, libdlpack-dev, and the peers python3-numpy, python3-numexpr,
 #        python3-numba, libopenblas0-pthread; through sudo when not root),
 #     2. builds lazyfuse-bench in a release build (build-rel/, -Dbuildtype=release),
 #     3. runs lazyfuse-bench fused and unfused over n = 2^10 .. 2^26 (--sweep),
@@ -88,7 +88,7 @@ fi
 
 # ---- install ---------------------------------------------------------------------
 
-PACKAGES=(meson ninja-build pkg-config gcc libcriterion-dev)
+PACKAGES=(meson ninja-build pkg-config gcc libcriterion-dev libdlpack-dev)
 # libopenblas0-pthread: NumPy's A @ B (numpy_blas) on an optimized BLAS, as pip's NumPy
 # wheels have it, rather than Debian's default reference BLAS
 [ "$PEERS" -eq 1 ] && [ "$BACKEND" = cpu ] && PACKAGES+=(python3-numpy python3-numexpr python3-numba libopenblas0-pthread)

@@ -33,7 +33,7 @@ export DEBIAN_FRONTEND=noninteractive
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-PACKAGES=(meson ninja-build pkg-config gcc g++ libcriterion-dev graphviz valgrind)
+PACKAGES=(meson ninja-build pkg-config gcc g++ libcriterion-dev libdlpack-dev python3-numpy graphviz valgrind)
 
 say() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'quickstart: %s\n' "$*" >&2; exit 1; }
@@ -56,6 +56,8 @@ install_deps() {
             command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
         done
         pkg-config --exists criterion 2>/dev/null || missing+=("criterion (pkg-config)")
+        [ -f /usr/include/dlpack/dlpack.h ] || missing+=("dlpack.h (DLPack headers)")
+        /usr/bin/python3 -c 'import numpy' 2>/dev/null || missing+=("NumPy for /usr/bin/python3")
         [ ${#missing[@]} -eq 0 ] || die "no apt-get here; please install: ${missing[*]}"
         return 0
     fi
@@ -186,7 +188,9 @@ run_tests() {
     fi
 
     # 3. valgrind on the normal build. Criterion's children are followed
-    # (each writes its own log); compilers a backend may start are not.
+    # (each writes its own log); compilers a backend may start are not; the
+    # 'python' suite (the Python interpreter driving the library) is left
+    # out, as is 'nvrtc'.
     if [ "$normal_built" -eq 1 ]; then
         local vglogs="$ROOT/build/valgrind-logs" vg_status=0 bad
         rm -rf "$vglogs"
@@ -199,7 +203,7 @@ run_tests() {
         say "meson test (valgrind)"
         # valgrind decodes AVX2 but not AVX-512: kernels for it are compiled
         # for x86-64-v3 instead of -march=native
-        if ! LF_CPU_MARCH=x86-64-v3 meson test -C build --print-errorlogs --timeout-multiplier=4 --no-suite nvrtc --wrap="$wrap" \
+        if ! LF_CPU_MARCH=x86-64-v3 meson test -C build --print-errorlogs --timeout-multiplier=4 --no-suite nvrtc --no-suite python --wrap="$wrap" \
                 2>&1 | tee build/quickstart-valgrind.log; then
             vg_status=1
         fi

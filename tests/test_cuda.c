@@ -21,6 +21,8 @@
 #include "codegen/codegen.h"
 #include "testutil.h"
 
+#include <dlpack/dlpack.h>
+
 #include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -661,6 +663,78 @@ Test(cuda, fake_host_evaluators_on_a_device_context) {
         check_affine(ctx, 3000);
     }
     ctx->backend = LF_BACKEND_CUDA;
+    lf_ctx_destroy(ctx);
+    cr_expect_eq(counters().live_bytes, 0);
+}
+
+static int wrap_released;
+static void count_wrap_release(void *arg) {
+    (void)arg;
+    wrap_released++;
+}
+
+/* lf_buffer_wrap and DLPack on a device context: the wrapped address is
+ * the device memory itself (written and read through another buffer over
+ * it), a strided wrap reads back gathered, outputs land in place with the
+ * host evaluators and with the CUDA path's aliasing (the fake runs no
+ * kernel), release is called once and the allocator never frees the user's
+ * memory; DLPack exports kDLCUDA at that address and refuses kDLCPU. */
+Test(cuda, fake_wrapped_device_memory_and_dlpack) {
+    lf_ctx *ctx = fake_ctx(NULL);
+    int64_t n = 8;
+    lf_buffer *owner = lf_buffer_new(ctx, LF_F32, 1, &n);
+    cr_assert_not_null(owner, "%s", lf_errmsg(ctx));
+    void *dev = (void *)(uintptr_t)owner->dev;
+    wrap_released = 0;
+    lf_buffer *w = lf_buffer_wrap(ctx, LF_F32, 1, &n, NULL, dev, count_wrap_release, NULL);
+    cr_assert_not_null(w, "%s", lf_errmsg(ctx));
+    cr_expect_eq(w->dev, owner->dev);
+    cr_expect_null(w->data, "device memory has no host pointer");
+    float vals[8] = {1, 2, 3, 4, 5, 6, 7, 8}, got[8];
+    cr_assert_eq(lf_buffer_write(w, vals, sizeof vals), LF_OK, "%s", lf_errmsg(ctx));
+    cr_assert_eq(lf_buffer_read(owner, got, sizeof got), LF_OK, "%s", lf_errmsg(ctx));
+    cr_expect(memcmp(got, vals, sizeof got) == 0, "written through the wrap, read through the owner");
+    lf_buffer *rev = lf_buffer_wrap(ctx, LF_F32, 1, &n, (int64_t[]){-1}, (float *)dev + 7, NULL, NULL);
+    cr_assert_not_null(rev, "%s", lf_errmsg(ctx));
+    cr_assert_eq(lf_buffer_read(rev, got, sizeof got), LF_OK, "%s", lf_errmsg(ctx));
+    for (int i = 0; i < 8; i++) cr_expect_eq(got[i], vals[7 - i], "reversed read, element %d", i);
+    /* the host evaluators write the wrapped output in place */
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *y = lf_mul(g, lf_input(g, rev), lf_const(g, LF_F32, 2.0));
+    ctx->backend = LF_BACKEND_REFERENCE;
+    cr_assert_eq(lf_eval(g, 1, &y, &w), LF_OK, "%s", lf_errmsg(ctx));
+    ctx->backend = LF_BACKEND_CUDA;
+    cr_assert_eq(lf_buffer_read(owner, got, sizeof got), LF_OK);
+    for (int i = 0; i < 8; i++) cr_expect_eq(got[i], 2 * vals[7 - i], "y[%d]", i);
+    /* on the CUDA path the output overlaps its input: staged (one device copy) */
+    fake_counters c0 = counters();
+    cr_assert_eq(lf_eval(g, 1, &y, &w), LF_OK, "%s", lf_errmsg(ctx));
+    cr_expect_eq(counters().dtod - c0.dtod, 1, "an output over memory the program reads is staged");
+    /* DLPack */
+    DLManagedTensor *t = NULL;
+    cr_assert_eq(lf_buffer_to_dlpack(w, &t), LF_OK, "%s", lf_errmsg(ctx));
+    cr_expect_eq(t->dl_tensor.device.device_type, kDLCUDA);
+    cr_expect_eq(t->dl_tensor.device.device_id, 0);
+    cr_expect_eq(t->dl_tensor.data, dev);
+    lf_buffer *back = lf_buffer_from_dlpack(ctx, t);
+    cr_assert_not_null(back, "%s", lf_errmsg(ctx));
+    cr_expect_eq(back->dev, owner->dev);
+    lf_buffer_free(back); /* runs the export's deleter */
+    static float host[8];
+    DLManagedTensor cpu_t = {.dl_tensor = {.data = host, .device = {kDLCPU, 0}, .ndim = 1,
+                                           .dtype = {kDLFloat, 32, 1}, .shape = &n}};
+    cr_expect_null(lf_buffer_from_dlpack(ctx, &cpu_t));
+    cr_expect_str_eq(lf_errmsg(ctx), "buffer_from_dlpack: the tensor is on device type 1, device 0; this cuda "
+                                     "context takes device type 2 (kDLCUDA), device 0");
+    cuda_alloc a0, a1;
+    cuda_alloc_stats(ctx, &a0);
+    lf_graph_free(g);
+    lf_buffer_free(rev);
+    lf_buffer_free(w);
+    cuda_alloc_stats(ctx, &a1);
+    cr_expect_eq(wrap_released, 1);
+    cr_expect_eq(a1.used_bytes, a0.used_bytes, "the allocator never frees wrapped memory");
+    lf_buffer_free(owner);
     lf_ctx_destroy(ctx);
     cr_expect_eq(counters().live_bytes, 0);
 }

@@ -30,6 +30,7 @@
 #include "backends/cpu/cc.h"
 #include "backends/cpu/pool.h"
 #include "backends/diskcache.h"
+#include "backends/host.h"
 #include "backends/kcache.h"
 #include "backends/sha256.h"
 #include "codegen/codegen.h"
@@ -106,7 +107,7 @@ static void state_free(void *p) {
 }
 
 static cpu_state *get_state(lf_ctx *ctx) {
-    if (ctx->cpu) return ctx->cpu;
+    if (ctx->state[LF_BACKEND_CPU]) return ctx->state[LF_BACKEND_CPU];
     cpu_state *cs = graph_calloc(1, sizeof *cs);
     if (!cs) return NULL;
     cs->pool = cpu_pool_new(ctx->opt.threads);
@@ -120,8 +121,7 @@ static cpu_state *get_state(lf_ctx *ctx) {
     if (march && *march) cs->vector_math_off = !strstr(march, "v3") && !strstr(march, "v4") && strcmp(march, "native");
     const char *pm = getenv("LF_CPU_PARALLEL_MIN");
     cs->parallel_min = pm ? atoll(pm) : PARALLEL_MIN_ELEMENTS;
-    ctx->cpu = cs;
-    ctx->cpu_free = state_free;
+    ctx->state[LF_BACKEND_CPU] = cs;
     return cs;
 }
 
@@ -659,15 +659,17 @@ done:
     return status;
 }
 
-lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
-                   lf_eval_stats *stats, bool *interpret) {
+/* The CPU backend's eval: compiled kernels, or the schedule interpreter
+ * (backends/host.c) when kernels cannot be compiled and the context allows
+ * the fallback (LF_COMPILE_AUTO with no working compiler, LF_COMPILE_NEVER),
+ * or when the context's buffers live on a device (a test switching
+ * ctx->backend). */
+static lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
+                          lf_eval_stats *stats) {
     lf_ctx *ctx = g->ctx;
-    *interpret = false;
     memset(stats, 0, sizeof *stats);
-    if (ctx->opt.compile == LF_COMPILE_NEVER) {
-        *interpret = true;
-        return LF_OK;
-    }
+    if (ctx->opt.compile == LF_COMPILE_NEVER || graph_ctx_on_device(ctx))
+        return host_eval(g, n, outs, dsts, stats, false);
     cpu_program *pr = NULL; /* the graph's program for these outputs, if cached */
     for (int i = 0; i < GRAPH_PROGRAMS && g->programs[i].p && !pr; i++)
         if (g->programs[i].free == program_free && program_matches(g->programs[i].p, g, n, outs))
@@ -688,8 +690,7 @@ lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *d
                         "interpreter instead, which is much slower. Install gcc or set CC.\n",
                         cs->cc_problem ? cs->cc_problem : "?");
             cs->warned = true;
-            *interpret = true;
-            return LF_OK;
+            return host_eval(g, n, outs, dsts, stats, false);
         }
         lf_status st = program_build(g, cs, n, outs, &pr, stats);
         if (st != LF_OK) return st;
@@ -717,3 +718,26 @@ lf_status cpu_set_threads(lf_ctx *ctx, int threads) {
     ctx->opt.threads = threads;
     return LF_OK;
 }
+
+/* ---- the backend's table entry (graph/backend.h) ------------------------------------------ */
+
+static lf_status cpu_open(lf_ctx *ctx, char *why, size_t cap) {
+    (void)ctx, (void)why, (void)cap; /* the state is made on first use */
+    return LF_OK;
+}
+
+static void cpu_close(lf_ctx *ctx) {
+    state_free(ctx->state[LF_BACKEND_CPU]);
+    ctx->state[LF_BACKEND_CPU] = NULL;
+}
+
+const graph_backend cpu_backend = {
+    .id = LF_BACKEND_CPU,
+    .name = "cpu",
+    .label = "CPU",
+    .open = cpu_open,
+    .close = cpu_close,
+    /* host memory: no buffer entries */
+    .eval = cpu_eval,
+    .device_name = host_device_name,
+};

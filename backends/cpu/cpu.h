@@ -21,14 +21,11 @@
 
 #include "graph/graph.h"
 
-/* Evaluates outs[0..n) of g into dsts (already checked by
- * graph_check_outputs) with compiled kernels. When kernels cannot be
- * compiled and the context allows the fallback (LF_COMPILE_AUTO with no
- * working compiler, or LF_COMPILE_NEVER), returns LF_OK with *interpret set
- * and nothing done: the caller runs the schedule interpreter. Fills *stats
- * on success. */
-lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
-                   lf_eval_stats *stats, bool *interpret);
+/* The CPU backend (graph/backend.h): host memory, compiled kernels, the
+ * schedule interpreter as fallback (backends/host.h). Its state (ctx->state
+ * [LF_BACKEND_CPU]) is made on first use, by any context whose ctx->backend
+ * is CPU. */
+extern const graph_backend cpu_backend;
 
 /* Replaces the context's thread pool by one of `threads` threads (a test
  * hook: results must not depend on it). */

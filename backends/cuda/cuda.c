@@ -31,6 +31,7 @@
 #include "backends/cuda/cuda.h"
 
 #include "backends/diskcache.h"
+#include "backends/host.h"
 #include "backends/sha256.h"
 #include "codegen/codegen.h"
 
@@ -173,8 +174,7 @@ lf_status cuda_open(lf_ctx *ctx, char *why, size_t cap) {
         st = LF_ERR_NOMEM;
         goto fail;
     }
-    ctx->cuda = cs;
-    ctx->cuda_free = state_free;
+    ctx->state[LF_BACKEND_CUDA] = cs;
     return LF_OK;
 fail:
     state_free(cs);
@@ -182,7 +182,7 @@ fail:
 }
 
 int cuda_device_description(const lf_ctx *ctx, char *buf, size_t cap) {
-    const cuda_state *cs = ctx->cuda;
+    const cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
     return snprintf(buf, cap, "%s (sm_%d%d, %d SMs, %.1f GiB), CUDA driver %d.%d, NVRTC %d.%d%s", cs->name,
                     cs->cc_major, cs->cc_minor, cs->sm_count, (double)cs->total_mem / (1 << 30),
                     cs->driver_version / 1000, cs->driver_version % 1000 / 10, cs->nv.major, cs->nv.minor,
@@ -191,7 +191,7 @@ int cuda_device_description(const lf_ctx *ctx, char *buf, size_t cap) {
 
 void cuda_alloc_stats(const lf_ctx *ctx, cuda_alloc *out) {
     memset(out, 0, sizeof *out);
-    if (ctx && ctx->cuda) *out = ((const cuda_state *)ctx->cuda)->alloc;
+    if (ctx && ctx->state[LF_BACKEND_CUDA]) *out = ((const cuda_state *)ctx->state[LF_BACKEND_CUDA])->alloc;
     out->bins = NULL;
 }
 
@@ -209,7 +209,7 @@ static lf_status alloc_error(lf_ctx *ctx, cuda_state *cs, CUresult r, bool host_
 }
 
 lf_status cuda_buffer_alloc(lf_ctx *ctx, size_t bytes, uint64_t *addr, const char *what) {
-    cuda_state *cs = ctx->cuda;
+    cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
     char es[512];
     CUresult r = make_current(cs);
     if (r != CUDA_SUCCESS)
@@ -224,13 +224,13 @@ lf_status cuda_buffer_alloc(lf_ctx *ctx, size_t bytes, uint64_t *addr, const cha
 }
 
 void cuda_buffer_free(lf_ctx *ctx, uint64_t addr, size_t bytes) {
-    cuda_state *cs = ctx->cuda;
+    cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
     make_current(cs);
     cuda_mem_free(cs, addr, bytes);
 }
 
 lf_status cuda_buffer_write(lf_ctx *ctx, uint64_t dst, const void *src, size_t bytes, const char *what) {
-    cuda_state *cs = ctx->cuda;
+    cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
     char es[512];
     CUresult r = make_current(cs);
     if (r == CUDA_SUCCESS) r = cs->drv.MemcpyHtoDAsync(dst, src, bytes, cs->stream);
@@ -242,7 +242,7 @@ lf_status cuda_buffer_write(lf_ctx *ctx, uint64_t dst, const void *src, size_t b
 }
 
 lf_status cuda_buffer_read(lf_ctx *ctx, void *dst, uint64_t src, size_t bytes, const char *what) {
-    cuda_state *cs = ctx->cuda;
+    cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
     char es[512];
     CUresult r = make_current(cs);
     if (r == CUDA_SUCCESS) r = cs->drv.MemcpyDtoHAsync(dst, src, bytes, cs->stream);
@@ -707,7 +707,7 @@ fail:
 
 lf_status cuda_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts, lf_eval_stats *stats) {
     lf_ctx *ctx = g->ctx;
-    cuda_state *cs = ctx->cuda;
+    cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
     memset(stats, 0, sizeof *stats);
     char es[512];
     CUresult r = make_current(cs);
@@ -739,3 +739,66 @@ lf_status cuda_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *
     if (keep.program_reused) stats->plan_seconds = 0;
     return LF_OK;
 }
+
+/* ---- the backend's table entry (graph/backend.h) ------------------------------------------ */
+
+/* Opens the backend. For AUTO a failure is remembered for the process
+ * (later contexts do not try again), unless a test steers the choice
+ * through the environment. */
+static lf_status backend_open(lf_ctx *ctx, char *why, size_t cap) {
+    static int auto_unusable;
+    bool steered = getenv("LF_CUDA_LIBRARY") || getenv("LF_NVRTC_LIBRARY") || getenv("LF_CUDA_DEVICE");
+    bool automatic = ctx->opt.backend == LF_BACKEND_AUTO;
+    if (automatic && !steered && __atomic_load_n(&auto_unusable, __ATOMIC_RELAXED)) {
+        snprintf(why, cap, "cuda: unusable (found so earlier in this process)");
+        return LF_ERR_BACKEND;
+    }
+    lf_status st = cuda_open(ctx, why, cap);
+    if (st == LF_ERR_BACKEND && automatic && !steered) __atomic_store_n(&auto_unusable, 1, __ATOMIC_RELAXED);
+    return st;
+}
+
+static void backend_close(lf_ctx *ctx) {
+    state_free(ctx->state[LF_BACKEND_CUDA]);
+    ctx->state[LF_BACKEND_CUDA] = NULL;
+}
+
+static lf_status backend_buffer_alloc(lf_buffer *b, const char *what) {
+    return cuda_buffer_alloc(b->ctx, b->storage, &b->dev, what);
+}
+static void backend_buffer_free(lf_buffer *b) { cuda_buffer_free(b->ctx, b->dev, b->storage); }
+static lf_status backend_buffer_write(lf_buffer *b, const void *src, const char *what) {
+    return cuda_buffer_write(b->ctx, b->dev, src, b->storage, what);
+}
+static lf_status backend_buffer_read(const lf_buffer *b, void *dst, const char *what) {
+    return cuda_buffer_read(b->ctx, dst, b->dev, b->storage, what);
+}
+
+static lf_status backend_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
+                              lf_eval_stats *stats) {
+    /* kernels are launched asynchronously; lf_buffer_read waits for them */
+    lf_status st = cuda_eval(g, n, outs, dsts, stats);
+    return st == LF_ERR_INDEX ? host_index_error_message(g, n, outs) : st;
+}
+
+static void backend_dlpack_device(const lf_ctx *ctx, int *type, int *id) {
+    const cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
+    *type = 2; /* kDLCUDA */
+    *id = cs->ordinal;
+}
+
+const graph_backend cuda_backend = {
+    .id = LF_BACKEND_CUDA,
+    .name = "cuda",
+    .label = "CUDA",
+    .open = backend_open,
+    .close = backend_close,
+    .buffer_alloc = backend_buffer_alloc,
+    .buffer_free = backend_buffer_free,
+    .buffer_write = backend_buffer_write,
+    .buffer_read = backend_buffer_read,
+    .buffer_wrap = NULL, /* a wrapped address is taken as device memory of this context */
+    .eval = backend_eval,
+    .dlpack_device = backend_dlpack_device,
+    .device_name = cuda_device_description,
+};

@@ -251,7 +251,11 @@ typedef struct cuda_state {
     kcache modules;                /* in-memory module cache (cuda_module) */
 } cuda_state;
 
-/* Opens the CUDA backend for ctx (sets ctx->cuda and ctx->cuda_free). On
+/* The CUDA backend's table entry (graph/backend.h): device memory, its
+ * state in ctx->state[LF_BACKEND_CUDA] made by open. */
+extern const graph_backend cuda_backend;
+
+/* Opens the CUDA backend for ctx (sets ctx->state[LF_BACKEND_CUDA]). On
  * failure returns LF_ERR_BACKEND with why ("cuda: cuInit failed:
  * CUDA_ERROR_NO_DEVICE: ...") or LF_ERR_NOMEM, and ctx is unchanged. */
 lf_status cuda_open(lf_ctx *ctx, char *why, size_t cap);

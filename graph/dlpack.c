@@ -1,0 +1,142 @@
+/* graph/dlpack.c: DLPack import and export of buffers (lf_buffer_from_dlpack,
+ * lf_buffer_to_dlpack), against the upstream dlpack.h (Debian's
+ * libdlpack-dev, DLPack 0.6 and later).
+ *
+ * Import wraps the tensor's memory (graph_buffer_wrap: no copy) and calls
+ * its deleter exactly once, when the buffer dies; export hands out a
+ * DLManagedTensor that describes the buffer's own memory and holds one
+ * reference to the buffer until its deleter is called.
+ *
+ * What must stay true: nothing is copied either way; a failed import leaves
+ * the tensor the caller's (its deleter is not called); dtypes map one to one
+ * (kDLInt 32/64, kDLFloat 32/64, bool as code 6, 8 bits: DLPack 0.8's
+ * kDLBool, which the 0.6 header does not name), lanes are 1; the device is
+ * the context's (kDLCPU device 0 for host memory, else the backend's
+ * dlpack_device entry).
+ */
+#include "graph/graph.h"
+
+#include <dlpack/dlpack.h>
+#include <string.h>
+
+enum { DL_BOOL = 6 }; /* kDLBool of DLPack 0.8 and later */
+
+static const char *code_name(int code) {
+    switch (code) {
+    case kDLInt: return "int";
+    case kDLUInt: return "uint";
+    case kDLFloat: return "float";
+    case kDLOpaqueHandle: return "opaque handle";
+    case kDLBfloat: return "bfloat";
+    case kDLComplex: return "complex";
+    case DL_BOOL: return "bool";
+    }
+    return "unknown";
+}
+
+/* The DLPack device of ctx's buffers. */
+static void ctx_device(const lf_ctx *ctx, int *type, int *id) {
+    *type = kDLCPU;
+    *id = 0;
+    if (ctx->be->dlpack_device) ctx->be->dlpack_device(ctx, type, id);
+}
+
+static void call_deleter(void *arg) {
+    DLManagedTensor *t = arg;
+    if (t->deleter) t->deleter(t);
+}
+
+lf_buffer *lf_buffer_from_dlpack(lf_ctx *ctx, struct DLManagedTensor *t) {
+    const char *what = "buffer_from_dlpack";
+    if (!ctx || !t) {
+        graph_error(ctx, LF_ERR_NULL, "%s: %s is NULL", what, ctx ? "tensor" : "ctx");
+        return NULL;
+    }
+    const DLTensor *dl = &t->dl_tensor;
+    DLDataType dt = dl->dtype;
+    lf_dtype type = LF_NDTYPES;
+    if (dt.lanes == 1) {
+        if (dt.code == kDLInt && dt.bits == 32) type = LF_I32;
+        else if (dt.code == kDLInt && dt.bits == 64) type = LF_I64;
+        else if (dt.code == kDLFloat && dt.bits == 32) type = LF_F32;
+        else if (dt.code == kDLFloat && dt.bits == 64) type = LF_F64;
+        else if (dt.code == DL_BOOL && dt.bits == 8) type = LF_BOOL;
+    }
+    if (type == LF_NDTYPES) {
+        graph_error(ctx, LF_ERR_DTYPE,
+                    "%s: dtype code %d (%s), %d bits, %d lane%s is none of lazyfuse's (bool, i32, i64, f32, f64)",
+                    what, dt.code, code_name(dt.code), dt.bits, dt.lanes, dt.lanes == 1 ? "" : "s");
+        return NULL;
+    }
+    int want_type, want_id;
+    ctx_device(ctx, &want_type, &want_id);
+    if ((int)dl->device.device_type != want_type || dl->device.device_id != want_id) {
+        graph_error(ctx, LF_ERR_INVALID,
+                    "%s: the tensor is on device type %d, device %d; this %s context takes device type %d "
+                    "(%s), device %d",
+                    what, (int)dl->device.device_type, dl->device.device_id, lf_backend_name(ctx->be->id),
+                    want_type, want_type == kDLCUDA ? "kDLCUDA" : "kDLCPU", want_id);
+        return NULL;
+    }
+    if (dl->ndim < 0 || dl->ndim > LF_MAX_DIMS) {
+        graph_error(ctx, LF_ERR_SHAPE, "%s: %d dimensions (at most %d)", what, dl->ndim, LF_MAX_DIMS);
+        return NULL;
+    }
+    if (dl->byte_offset > (uint64_t)INTPTR_MAX - (uintptr_t)dl->data) {
+        graph_error(ctx, LF_ERR_OVERFLOW, "%s: byte_offset %llu overflows the data address", what,
+                    (unsigned long long)dl->byte_offset);
+        return NULL;
+    }
+    void *data = dl->data ? (char *)dl->data + dl->byte_offset : NULL;
+    return graph_buffer_wrap(ctx, what, type, dl->ndim, dl->shape, dl->strides, data, call_deleter, t);
+}
+
+/* An exported tensor: the DLManagedTensor first, so the deleter's pointer
+ * is the holder's. */
+typedef struct export_holder {
+    DLManagedTensor mt;
+    int64_t shape[LF_MAX_DIMS];
+    int64_t strides[LF_MAX_DIMS];
+    lf_buffer *b;               /* the reference this export holds */
+} export_holder;
+
+static void export_deleter(DLManagedTensor *mt) {
+    export_holder *h = (export_holder *)mt;
+    graph_buffer_release(h->b);
+    graph_free(h);
+}
+
+lf_status lf_buffer_to_dlpack(lf_buffer *b, struct DLManagedTensor **out) {
+    const char *what = "buffer_to_dlpack";
+    if (out) *out = NULL;
+    if (!b || !out) return graph_error(b ? b->ctx : NULL, LF_ERR_NULL, "%s: %s is NULL", what, b ? "out" : "buffer");
+    if (b->user_freed) return graph_error(b->ctx, LF_ERR_STATE, "%s: the buffer was freed", what);
+    export_holder *h = graph_calloc(1, sizeof *h);
+    if (!h) return graph_error(b->ctx, LF_ERR_NOMEM, "%s: out of memory", what);
+    size_t esize = lf_dtype_size(b->dtype);
+    DLTensor *dl = &h->mt.dl_tensor;
+    /* data is the storage's lowest address; byte_offset reaches element [0,..] */
+    dl->data = b->data ? b->data : (void *)(uintptr_t)b->dev;
+    dl->byte_offset = b->strided ? (uint64_t)b->offset * esize : 0;
+    int type, id;
+    ctx_device(b->ctx, &type, &id);
+    dl->device.device_type = (DLDeviceType)type;
+    dl->device.device_id = id;
+    dl->ndim = b->ndim;
+    static const uint8_t codes[LF_NDTYPES] = {[LF_BOOL] = DL_BOOL, [LF_I32] = kDLInt, [LF_I64] = kDLInt,
+                                              [LF_F32] = kDLFloat, [LF_F64] = kDLFloat};
+    dl->dtype.code = codes[b->dtype];
+    dl->dtype.bits = (uint8_t)(esize * 8);
+    dl->dtype.lanes = 1;
+    if (b->ndim) memcpy(h->shape, b->shape, (size_t)b->ndim * sizeof *h->shape);
+    if (b->strided) memcpy(h->strides, b->strides, (size_t)b->ndim * sizeof *h->strides);
+    else graph_contiguous_strides(b->ndim, b->shape, h->strides);
+    dl->shape = h->shape;
+    dl->strides = h->strides; /* always given (NumPy and others accept both) */
+    h->mt.manager_ctx = b;
+    h->mt.deleter = export_deleter;
+    h->b = b;
+    b->refs++;
+    *out = &h->mt;
+    return LF_OK;
+}
