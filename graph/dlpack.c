@@ -137,6 +137,7 @@ lf_status lf_buffer_to_dlpack(lf_buffer *b, struct DLManagedTensor **out) {
     h->mt.deleter = export_deleter;
     h->b = b;
     b->refs++;
+    b->pinned = true; /* the tensor holds this address from now on */
     *out = &h->mt;
     return LF_OK;
 }

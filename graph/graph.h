@@ -120,6 +120,12 @@ struct lf_buffer {
     int64_t offset;                /* strided: element [0,..]'s element offset
                                       from the storage's lowest address */
     int64_t strides[LF_MAX_DIMS];  /* strided: per axis, in elements (any sign) */
+    bool pinned;                   /* its address was handed out (a DLPack
+                                      export): data never moves. Otherwise an
+                                      evaluator may give an unwrapped,
+                                      unstrided buffer other storage of the
+                                      same size (cpu.c: a staged output's
+                                      block, swapped in instead of copied) */
     int refs;                      /* 1 for the user + 1 per graph reading it
                                       + 1 per live DLPack export */
     bool user_freed;               /* lf_buffer_free was called */

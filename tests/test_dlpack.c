@@ -168,3 +168,30 @@ Test(dlpack, strided_import_and_export) {
     e->deleter(e);
     lf_buffer_free(col); /* before t, on this stack, goes */
 }
+
+/* An exported buffer's address never moves: a gather's output (staged behind
+ * its index check, and on the compiled CPU backend swapped into an unpinned
+ * buffer instead of copied) lands in the tensor's memory; an unexported
+ * buffer gets the right values eval after eval either way. */
+Test(dlpack, export_pins_the_address_of_an_eval_output) {
+    int64_t n = 1000;
+    double xv[1000], iv[1000], want[1000];
+    for (int i = 0; i < n; i++) xv[i] = i * 0.5, iv[i] = (i * 7 + 3) % n;
+    for (int i = 0; i < n; i++) want[i] = xv[(i * 7 + 3) % n];
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *y = lf_gather(g, lf_input(g, tu_buf(ctx, LF_F64, 1, &n, xv)), 0, lf_input(g, tu_buf(ctx, LF_I64, 1, &n, iv)));
+    lf_buffer *pinned = lf_buffer_new(ctx, LF_F64, 1, &n), *own = lf_buffer_new(ctx, LF_F64, 1, &n);
+    DLManagedTensor *t = NULL;
+    cr_assert_eq(lf_buffer_to_dlpack(pinned, &t), LF_OK, "%s", lf_errmsg(ctx));
+    for (int rep = 0; rep < 3; rep++) {
+        cr_assert_eq(lf_eval(g, 1, &y, &pinned), LF_OK, "%s", lf_errmsg(ctx));
+        cr_expect_eq(t->dl_tensor.data, pinned->data, "an exported buffer's memory moved");
+        for (int i = 0; i < n; i++)
+            cr_assert_eq(((double *)t->dl_tensor.data)[i], want[i], "rep %d element %d: %g, want %g", rep, i, ((double *)t->dl_tensor.data)[i], want[i]);
+        cr_assert_eq(lf_eval(g, 1, &y, &own), LF_OK, "%s", lf_errmsg(ctx));
+        tu_expect("own buffer", own, want, n, 0, 0);
+    }
+    t->deleter(t);
+    lf_buffer_free(pinned), lf_buffer_free(own);
+    lf_graph_free(g);
+}

@@ -644,7 +644,18 @@ static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buf
         const void *src = sl->kind == FUSE_SLOT_OUTPUT ? data[s->out_slot[i]] : sl->buffer->data;
         bool staged = pr->stage && pr->stage[i] && sl->output == i && data[s->out_slot[i]] == pr->stage[i];
         if (sl->kind == FUSE_SLOT_OUTPUT && sl->output == i && !fresh[i] && !staged) continue; /* in place */
-        if (dsts[i]->bytes && src != dsts[i]->data) memmove(dsts[i]->data, src, dsts[i]->bytes);
+        lf_buffer *d = dsts[i];
+        if (staged && !d->wrapped && !d->pinned && !d->strided && d->storage == d->bytes && sl->bytes == d->bytes) {
+            /* the staged block becomes the buffer's storage and the old one the
+               next eval's stage: no copy (the buffer is the library's own and
+               its address was never handed out; both blocks are graph_malloc'd
+               of the same size) */
+            void *t = d->data;
+            d->data = pr->stage[i];
+            pr->stage[i] = t;
+            continue;
+        }
+        if (d->bytes && src != d->data) memmove(d->data, src, d->bytes);
     }
     goto done;
 nomem:
