@@ -757,6 +757,10 @@ lf_status graph_check_outputs(lf_graph *g, int n, lf_node *const *outs, lf_buffe
         if (!b) return graph_error(ctx, LF_ERR_NULL, "eval: buffer %d is NULL", i);
         if (b->ctx != ctx)
             return graph_error(ctx, LF_ERR_STATE, "eval: buffer %d belongs to another context", i);
+        for (int j = 0; j < i; j++)
+            if (dsts[j] == b)
+                return graph_error(ctx, LF_ERR_INVALID,
+                                   "eval: outputs %d and %d have the same buffer (each output needs its own)", j, i);
         if (b->dtype != o->dtype)
             return graph_error(ctx, LF_ERR_DTYPE, "eval: output %d has dtype %s, buffer has %s", i,
                                lf_dtype_name(o->dtype), lf_dtype_name(b->dtype));

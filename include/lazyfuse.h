@@ -657,7 +657,9 @@ LF_API const char *lf_op_name(lf_op op); /* the op's text in expression strings 
 
 /* Evaluates n output nodes of g into n buffers of matching dtype and shape.
  * On failure no output buffer is changed. An output buffer may also be an
- * input of the graph. */
+ * input of the graph. Each output needs a buffer of its own: one buffer given
+ * for two outputs is LF_ERR_INVALID ("eval: outputs 0 and 2 have the same
+ * buffer ..."), even when the two outputs are the same node. */
 LF_API lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts);
 /* A new buffer shaped like node n, for its result. */
 LF_API lf_buffer *lf_buffer_new_like(lf_ctx *ctx, const lf_node *n);

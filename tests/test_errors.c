@@ -1130,6 +1130,36 @@ Test(errors, failed_eval_second_output_bad) {
     tu_expect("in-place output untouched", xb, V(1, 2, 3, 4), 4, 0, 0);
 }
 
+/* One buffer for two outputs is an error, not "the last one wins": the
+ * exact message, nothing written, and the same outputs into two buffers work. */
+Test(errors, eval_same_buffer_for_two_outputs) {
+    lf_node *x = lf_input(g, tu_buf(ctx, LF_F64, 1, SH(4), V(1, 2, 3, 4)));
+    lf_node *y1 = lf_mul(g, x, x);
+    lf_node *y2 = lf_add(g, x, x);
+    lf_buffer *b = lf_buffer_new_like(ctx, y1);
+    lf_buffer *c = lf_buffer_new_like(ctx, y1);
+    fill_sentinel(b, 0xA5);
+    fill_sentinel(c, 0x5A);
+    cr_expect_eq(lf_eval(g, 2, (lf_node *[]){y1, y2}, (lf_buffer *[]){b, b}), LF_ERR_INVALID);
+    cr_expect_str_eq(lf_errmsg(ctx), "eval: outputs 0 and 1 have the same buffer (each output needs its own)");
+    expect_sentinel("shared buffer", b, 0xA5);
+    /* the same node twice into one buffer, the pair not adjacent */
+    cr_expect_eq(lf_eval(g, 3, (lf_node *[]){y1, y2, y1}, (lf_buffer *[]){b, c, b}), LF_ERR_INVALID);
+    cr_expect_str_eq(lf_errmsg(ctx), "eval: outputs 0 and 2 have the same buffer (each output needs its own)");
+    expect_sentinel("shared buffer (3 outputs)", b, 0xA5);
+    expect_sentinel("other buffer (3 outputs)", c, 0x5A);
+    /* an input buffer given for two outputs is refused too, left as it was */
+    lf_buffer *xb = tu_buf(ctx, LF_F64, 1, SH(4), V(1, 2, 3, 4));
+    lf_node *xi = lf_input(g, xb);
+    lf_node *x2 = lf_add(g, xi, xi);
+    cr_expect_eq(lf_eval(g, 2, (lf_node *[]){x2, y1}, (lf_buffer *[]){xb, xb}), LF_ERR_INVALID);
+    tu_expect("in-place output untouched", xb, V(1, 2, 3, 4), 4, 0, 0);
+    /* the graph is not failed: distinct buffers evaluate */
+    cr_expect_eq(lf_eval(g, 2, (lf_node *[]){y1, y2}, (lf_buffer *[]){b, c}), LF_OK, "%s", lf_errmsg(ctx));
+    tu_expect("y1", b, V(1, 4, 9, 16), 4, 0, 0);
+    tu_expect("y2", c, V(2, 4, 6, 8), 4, 0, 0);
+}
+
 Test(errors, failed_eval_alloc_failure) {
     lf_node *x = lf_input(g, tu_buf(ctx, LF_F64, 2, SH(3, 4), NULL));
     lf_node *y = lf_exp(g, lf_add(g, lf_transpose(g, x), lf_const(g, LF_F64, 1)));
