@@ -655,7 +655,12 @@ lf_node *lf_reduce(lf_graph *g, lf_reduce_op op, lf_node *x, int naxes, const in
     }
     const char *name = graph_reds[op].text;
     uint32_t mask = 0;
-    if (!axes) {
+    if (!axes && naxes > 0) { /* a forgotten array would reduce everything */
+        graph_fail(g, LF_ERR_NULL, "reduce %s: %d axes but the axes array is NULL (0 and NULL reduce all axes)",
+                   name, naxes);
+        return NULL;
+    }
+    if (!axes && naxes == 0) {
         mask = (1u << x->ndim) - 1;
     } else {
         if (naxes < 0 || naxes > x->ndim) {

@@ -621,7 +621,8 @@ typedef enum lf_reduce_op {
 } lf_reduce_op;
 
 /* Reduces x over naxes axes (negative counts from the end; no repeats), or
- * over all axes when axes is NULL. keepdims keeps reduced axes as extent 1.
+ * over all axes when naxes is 0 and axes is NULL (naxes > 0 with a NULL axes
+ * array is LF_ERR_NULL, naxes < 0 LF_ERR_AXIS). keepdims keeps reduced axes as extent 1.
  * Empty reductions: sum 0, prod 1, mean NaN; min, max, argmin and argmax of
  * an empty set fail with LF_ERR_SHAPE. min/max propagate NaN; argmin/argmax
  * give the first extreme (the first NaN if any), as an index into the reduced

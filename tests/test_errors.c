@@ -468,6 +468,22 @@ Test(errors, reduce_bad_axes) {
     gg = fresh();
     cr_expect_null(lf_reduce(gg, LF_RED_SUM, fill(gg, LF_F32, 1, SH(3)), -1, (int[]){0}, false));
     EXPECT_ERR("naxes -1", gg, LF_ERR_AXIS, "reduce", "-1");
+    /* naxes > 0 with no array is an error, not a reduction over every axis */
+    gg = fresh();
+    cr_expect_null(lf_reduce(gg, LF_RED_SUM, fill(gg, LF_F32, 2, SH(2, 3)), 1, NULL, false));
+    cr_expect_eq(lf_graph_status(gg), LF_ERR_NULL);
+    cr_expect_str_eq(lf_graph_errmsg(gg),
+                     "reduce sum: 1 axes but the axes array is NULL (0 and NULL reduce all axes)");
+    gg = fresh();
+    cr_expect_null(lf_reduce(gg, LF_RED_ARGMAX, fill(gg, LF_F32, 2, SH(2, 3)), 2, NULL, true));
+    EXPECT_ERR("naxes 2, axes NULL", gg, LF_ERR_NULL, "reduce argmax:", "2 axes", "NULL");
+    gg = fresh();
+    cr_expect_null(lf_reduce(gg, LF_RED_SUM, fill(gg, LF_F32, 1, SH(3)), -1, NULL, false));
+    EXPECT_ERR("naxes -1, axes NULL", gg, LF_ERR_AXIS, "reduce", "-1");
+    /* 0 and NULL: every axis */
+    gg = fresh();
+    lf_node *all = lf_reduce(gg, LF_RED_SUM, fill(gg, LF_F32, 2, SH(2, 3)), 0, NULL, false);
+    cr_expect(all != NULL && lf_node_ndim(all) == 0, "%s", lf_graph_errmsg(gg));
     gg = fresh();
     cr_expect_null(lf_reduce(gg, LF_RED_MAX, lf_const(gg, LF_F32, 1), 1, (int[]){0}, false));
     EXPECT_ERR("axis 0 of 0-d", gg, LF_ERR_AXIS, "reduce|max", "0");
