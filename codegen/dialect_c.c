@@ -60,6 +60,8 @@ const char cg_prelude_helpers[] =
     "    int64_t r = a % b;\n"
     "    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
     "}\n"
+    "/* C's remainder (fmod of integers): the dividend's sign; x by 0 or -1 is 0 */\n"
+    "LF_INLINE int64_t lf_ifmod(int64_t a, int64_t b) { return (b == 0 || b == -1) ? 0 : a % b; }\n"
     "/* floor division: x // 0 is 0, MIN // -1 wraps (NumPy); wrapped by the caller */\n"
     "LF_INLINE uint64_t lf_ifloordiv(int64_t a, int64_t b) {\n"
     "    if (b == 0) return 0;\n"
@@ -195,6 +197,9 @@ const char cg_prelude_helpers[] =
     "LF_SIMD float sinhf(float); LF_SIMD double sinh(double);\n"                               \
     "LF_SIMD float coshf(float); LF_SIMD double cosh(double);\n"                               \
     "LF_SIMD float tanhf(float); LF_SIMD double tanh(double);\n"                               \
+    "LF_SIMD float asinhf(float); LF_SIMD double asinh(double);\n"                             \
+    "LF_SIMD float acoshf(float); LF_SIMD double acosh(double);\n"                             \
+    "LF_SIMD float atanhf(float); LF_SIMD double atanh(double);\n"                             \
     "LF_SIMD float erff(float); LF_SIMD double erf(double);\n"                                 \
     "LF_SIMD float cbrtf(float); LF_SIMD double cbrt(double);\n"                               \
     "LF_SIMD float powf(float, float); LF_SIMD double pow(double, double);\n"                  \

@@ -214,6 +214,7 @@ static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][size
     case LF_OP_MUL: cg_fmt(out, cap, "(%s)((%s)(%s) * (%s)(%s))", T, U, x[0], U, x[1]); return;
     case LF_OP_NEG: cg_fmt(out, cap, "(%s)((%s)0 - (%s)(%s))", T, U, U, x[0]); return;
     case LF_OP_MOD: cg_fmt(out, cap, "(%s)lf_imod(%s, %s)", T, x[0], x[1]); return;
+    case LF_OP_FMOD: cg_fmt(out, cap, "(%s)lf_ifmod(%s, %s)", T, x[0], x[1]); return;
     case LF_OP_FLOORDIV: cg_fmt(out, cap, "(%s)(%s)lf_ifloordiv(%s, %s)", T, U, x[0], x[1]); return;
     case LF_OP_BITAND: cg_fmt(out, cap, "(%s)((%s) & (%s))", T, x[0], x[1]); return;
     case LF_OP_BITOR: cg_fmt(out, cap, "(%s)((%s) | (%s))", T, x[0], x[1]); return;

@@ -10,8 +10,9 @@
  * depth is limited only by memory (one 40-byte frame per open parenthesis,
  * prefix operator, call and operator awaiting its right operand). Operator
  * and call names come from the op table (graph_ops); this file adds only the
- * grammar (precedence levels), the aliases (pow, &&, ||, !), the casts
- * (named by lf_dtype_name) and the constants pi, e, inf, nan.
+ * grammar (precedence levels), the aliases (&&, ||, !, and call names
+ * NumPy and numexpr users type: pow, power, arcsin, ...), the casts (named
+ * by lf_dtype_name) and the constants pi, e, inf, nan.
  *
  * Invariants:
  *  - the first error wins: it is recorded once, as "parse error at L:C: msg"
@@ -78,6 +79,19 @@ static const struct {
     {"nan", NAN},
 };
 #define NCONSTS ((int)(sizeof named_consts / sizeof named_consts[0]))
+
+/* Call names besides the op table's: NumPy's and numexpr's spellings. The
+ * printer writes the table's name (arcsin(x) prints as asin(x)). */
+static const struct {
+    const char *name;
+    lf_op op;
+} call_aliases[] = {
+    {"pow", LF_OP_POW},        {"power", LF_OP_POW},       {"absolute", LF_OP_ABS},
+    {"minimum", LF_OP_MIN},    {"maximum", LF_OP_MAX},     {"arcsin", LF_OP_ASIN},
+    {"arccos", LF_OP_ACOS},    {"arctan", LF_OP_ATAN},     {"arctan2", LF_OP_ATAN2},
+    {"arcsinh", LF_OP_ASINH},  {"arccosh", LF_OP_ACOSH},   {"arctanh", LF_OP_ATANH},
+};
+#define NALIASES ((int)(sizeof call_aliases / sizeof call_aliases[0]))
 
 /* Symbols besides the op table's: punctuation and aliases. */
 static const char *const extra_syms[] = {"(", ")", ",", "->", "&&", "||", "!"};
@@ -306,7 +320,9 @@ static lf_op find_op(const token *t, op_syntax syn) {
     if (syn == OPSYN_INFIX && tok_is(t, "&&")) return LF_OP_AND;
     if (syn == OPSYN_INFIX && tok_is(t, "||")) return LF_OP_OR;
     if (syn == OPSYN_PREFIX && tok_is(t, "!")) return LF_OP_NOT;
-    if (syn == OPSYN_CALL && tok_is(t, "pow")) return LF_OP_POW;
+    if (syn == OPSYN_CALL)
+        for (int i = 0; i < NALIASES; i++)
+            if (tok_is(t, call_aliases[i].name)) return call_aliases[i].op;
     return LF_NOPS;
 }
 
@@ -314,7 +330,7 @@ static lf_op find_op(const token *t, op_syntax syn) {
 static bool reserved(const token *t) {
     for (int i = 0; i < LF_NOPS; i++)
         if (tok_is(t, graph_ops[i].text)) return true;
-    return tok_is(t, "pow") || cast_dtype(t) != LF_NDTYPES || const_index(t) >= 0;
+    return find_op(t, OPSYN_CALL) != LF_NOPS || cast_dtype(t) != LF_NDTYPES || const_index(t) >= 0;
 }
 
 static int param_index(const parser *p, const token *t) {

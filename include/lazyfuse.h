@@ -245,8 +245,8 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * released; it dies with its holder), and the others wait for it (at most the
  * compile time limit + 10 s, then compile themselves) and load its entry.
  * Results: bit-identical to LF_BACKEND_REFERENCE for every operator, cast
- * and iota, except (1) the transcendental functions (exp ... erf, pow,
- * atan2, hypot, sigmoid), which call glibc's vector math library (libmvec)
+ * and iota, except (1) the transcendental functions (exp ... erf, asinh,
+ * acosh, atanh, pow, atan2, hypot, sigmoid), which call glibc's vector math library (libmvec)
  * when GCC and libmvec are present: within 4 ulp of scalar libm for f32 and
  * f64, with the same NaN and infinities; and (2) float reductions, which sum
  * in double in a fixed order of 16 lanes and fixed blocks of the reduced
@@ -535,7 +535,11 @@ typedef enum lf_op {
  *   ** (right-associative: -x**2 is -(x**2), ~x**2 is ~(x**2)).
  * So x & 7 == 3 is (x & 7) == 3, and x >> 2 & 3 is (x >> 2) & 3.
  * Calls: every CALL operator in lazyfuse_ops.def (min, max, abs, ..., where),
- * pow(a, b) (same as a**b), and casts bool(x), i32(x), i64(x), f32(x), f64(x).
+ * pow(a, b) (same as a**b), the NumPy / numexpr spellings power, absolute,
+ * minimum, maximum (NaN-propagating, as min and max), arcsin, arccos, arctan,
+ * arctan2, arcsinh, arccosh, arctanh (printed back as the table's names), and
+ * casts bool(x), i32(x), i64(x), f32(x), f64(x). fmod(a, b) is C's fmod (the
+ * dividend's sign; integers: C's %, with fmod(x, 0) == 0), a % b Python's.
  * Names: the parameters, and the constants pi, e, inf, nan. Numbers: 2 is an
  * integer literal, 2.0 / 2e0 / .5 / 5. are float literals (both weak, see
  * above). A minus directly before a number or named constant makes a negative
@@ -605,6 +609,7 @@ LF_UNARY_(exp2, EXP2) LF_UNARY_(expm1, EXPM1) LF_UNARY_(log, LOG) LF_UNARY_(log2
 LF_UNARY_(log10, LOG10) LF_UNARY_(log1p, LOG1P) LF_UNARY_(sin, SIN) LF_UNARY_(cos, COS)
 LF_UNARY_(tan, TAN) LF_UNARY_(asin, ASIN) LF_UNARY_(acos, ACOS) LF_UNARY_(atan, ATAN)
 LF_UNARY_(sinh, SINH) LF_UNARY_(cosh, COSH) LF_UNARY_(tanh, TANH)
+LF_UNARY_(asinh, ASINH) LF_UNARY_(acosh, ACOSH) LF_UNARY_(atanh, ATANH) LF_BINARY_(fmod, FMOD)
 LF_UNARY_(sigmoid, SIGMOID) LF_UNARY_(erf, ERF) LF_UNARY_(isnan, ISNAN) LF_UNARY_(isinf, ISINF)
 #undef LF_UNARY_
 #undef LF_BINARY_

@@ -1070,7 +1070,8 @@ static const mfn MATH[] = {
     {"cos", LF_OP_COS, 1},     {"tan", LF_OP_TAN, 1},     {"asin", LF_OP_ASIN, 1},       {"acos", LF_OP_ACOS, 1},
     {"atan", LF_OP_ATAN, 1},   {"sinh", LF_OP_SINH, 1},   {"cosh", LF_OP_COSH, 1},       {"tanh", LF_OP_TANH, 1},
     {"erf", LF_OP_ERF, 1},     {"cbrt", LF_OP_CBRT, 1},   {"sigmoid", LF_OP_SIGMOID, 1}, {"pow", LF_OP_POW, 2},
-    {"atan2", LF_OP_ATAN2, 2}, {"hypot", LF_OP_HYPOT, 2},
+    {"atan2", LF_OP_ATAN2, 2}, {"hypot", LF_OP_HYPOT, 2},   {"asinh", LF_OP_ASINH, 1},     {"acosh", LF_OP_ACOSH, 1},
+    {"atanh", LF_OP_ATANH, 1}, {"fmod", LF_OP_FMOD, 2},
 };
 enum { NMATH = sizeof MATH / sizeof MATH[0], MATH_N = 20000, MAX_ULP = 4 };
 
@@ -1141,13 +1142,19 @@ static void math_sample(const mfn *f, bool f64, int i, double *x, double *y) {
     }
     else if (!strcmp(n, "sinh") || !strcmp(n, "cosh"))
         *x = u < 0.6 ? tu_uniform(f64 ? -711 : -90, f64 ? 711 : 90) : u < 0.8 ? tu_uniform(-1, 1) : logu(emin, 7, true);
-    else if (!strcmp(n, "cbrt"))
+    else if (!strcmp(n, "cbrt") || !strcmp(n, "asinh"))
         *x = u < 0.8 ? full : tu_uniform(-10, 10);
+    else if (!strcmp(n, "acosh"))
+        *x = u < 0.5 ? 1 + logu(emin, 4, false) : u < 0.9 ? logu(0, emax, false) : tu_uniform(-2, 2);
+    else if (!strcmp(n, "atanh"))
+        *x = u < 0.6 ? tu_uniform(-1, 1) : u < 0.8 ? logu(emin, 0, true) : tu_uniform(-1.5, 1.5);
     else if (!strcmp(n, "pow")) {
         if (u < 0.4) *x = logu(-20, 20, false), *y = tu_uniform(-30, 30);
         else if (u < 0.6) *x = tu_uniform(0, 2), *y = tu_uniform(-200, 200);
         else if (u < 0.8) *x = -tu_uniform(0.1, 10), *y = (double)tu_randint(-20, 20);
         else *x = logu(emin, emax, false), *y = tu_uniform(-2, 2);
+    } else if (!strcmp(n, "fmod")) { /* exact: any pair */
+        *x = full, *y = u < 0.5 ? logu(emin, emax, true) : tu_uniform(-10, 10);
     } else if (!strcmp(n, "atan2")) {
         if (u < 0.5) *x = full, *y = logu(emin, emax, true);
         else *x = tu_uniform(-10, 10), *y = tu_uniform(-10, 10);

@@ -753,6 +753,12 @@ Test(parse, error_messages) {
         {"(x, pi) -> x", "parse error at 1:5: parameter name 'pi' is a builtin name"},
         {"(and) -> 1", "parse error at 1:2: parameter name 'and' is a builtin name"},
         {"(f64) -> 1", "parse error at 1:2: parameter name 'f64' is a builtin name"},
+        /* NumPy's spellings are builtin names too, with their own name in messages */
+        {"(arcsin) -> 1", "parse error at 1:2: parameter name 'arcsin' is a builtin name"},
+        {"(x, power) -> x", "parse error at 1:5: parameter name 'power' is a builtin name"},
+        {"(x) -> power(x)", "parse error at 1:8: 'power' takes 2 arguments, got 1"},
+        {"(x) -> arctanh + 1", "parse error at 1:8: expected '(' after 'arctanh'"},
+        {"(x) -> fmod(x)", "parse error at 1:8: 'fmod' takes 2 arguments, got 1"},
         {"(x) -> x $ 1", "parse error at 1:10: unexpected character '$'"},
         {"(x) -> x = 1", "parse error at 1:10: unexpected character '='"},
         {"(x) -> x @ 1", "parse error at 1:10: unexpected character '@'"},
