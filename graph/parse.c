@@ -20,6 +20,8 @@
  *    input for a missing token), and every caller then unwinds (-1 / NULL);
  *  - nothing recurses (parser, printer): stack use is the same at any depth,
  *    and the text lf_fn_print writes for an fn of any depth parses back;
+ *  - a parameter may be named like a constant (e, pi, inf, nan: numexpr's
+ *    own "(b, c, d, e) -> b*c+d*e") and then hides it in that fn;
  *  - unary minus applied directly to a literal or constant name folds into a
  *    negative constant, unless the literal is the base of ** (-2**2 is
  *    -(2**2)); the printer relies on this to write negative constants as
@@ -27,7 +29,9 @@
  *
  * Printer: minimal parentheses from the same precedence levels, integer
  * constants with %lld, float constants with the fewest of 15..17 significant
- * digits that read back exactly (always with '.', 'e', "inf" or "nan"). It is
+ * digits that read back exactly (always with '.', 'e', "inf" or "nan"; "1e999"
+ * for infinity in an fn with a parameter named inf; a parameter named nan
+ * leaves no way to write NaN, so such an fn has no NaN constant). It is
  * iterative (an explicit work stack) and writes nothing past the buffer; the
  * full length comes from per-expression lengths computed first. Number
  * formatting uses the C library (strtod, snprintf), so the program's locale
@@ -523,7 +527,7 @@ static int fold_negative(parser *p) {
     int line = p->line, col = p->col;
     token t;
     lex(p, &t); /* the operand, consumed silently until it is known to fold */
-    int ci = t.kind == T_NAME ? const_index(&t) : -1;
+    int ci = t.kind == T_NAME && param_index(p, &t) < 0 ? const_index(&t) : -1; /* a parameter hides it */
     if (t.kind == T_NUM || ci >= 0) {
         token after = peek(p);
         if (!tok_is(&after, graph_ops[LF_OP_POW].text) && !tok_is(&after, "(")) {
@@ -654,7 +658,7 @@ static bool parse_params(parser *p) {
             else fail_at(p, &t, "expected a parameter name, got '" TOKFMT "'", TOKARG(&t));
             return false;
         }
-        if (reserved(&t)) {
+        if (reserved(&t) && const_index(&t) < 0) { /* a constant's name may be taken */
             fail_at(p, &t, "parameter name '" TOKFMT "' is a builtin name", TOKARG(&t));
             return false;
         }
@@ -754,8 +758,15 @@ static bool const_negative(const fn_expr *e) {
     return e->is_int ? e->value.i < 0 : signbit(e->value.f);
 }
 
-/* The text of a constant: "(-0.5)", "2.0", "inf", "(-3)". Returns its length. */
-static size_t const_text(const fn_expr *e, char *s, size_t cap) {
+/* Whether f has a parameter named s. */
+static bool has_param(const lf_fn *f, const char *s) {
+    for (int i = 0; i < f->nparams; i++)
+        if (strcmp(f->param_names[i], s) == 0) return true;
+    return false;
+}
+
+/* The text of a constant of f: "(-0.5)", "2.0", "inf", "(-3)". Returns its length. */
+static size_t const_text(const lf_fn *f, const fn_expr *e, char *s, size_t cap) {
     if (e->is_int) {
         int n = snprintf(s, cap, e->value.i < 0 ? "(%lld)" : "%lld", (long long)e->value.i);
         return (size_t)n;
@@ -766,7 +777,7 @@ static size_t const_text(const fn_expr *e, char *s, size_t cap) {
     if (isnan(v)) {
         strcpy(num, "nan");
     } else if (isinf(v)) {
-        strcpy(num, "inf");
+        strcpy(num, has_param(f, "inf") ? "1e999" : "inf"); /* strtod reads 1e999 as inf */
     } else {
         double a = fabs(v);
         for (int digits = 15; digits <= 17; digits++) {
@@ -822,7 +833,7 @@ static void expr_lengths(const lf_fn *f, size_t *len) {
         int nargs = 0;
         switch (e->kind) {
         case EXPR_PARAM: n = strlen(f->param_names[e->param]); break;
-        case EXPR_CONST: n = const_text(e, tmp, sizeof tmp); break;
+        case EXPR_CONST: n = const_text(f, e, tmp, sizeof tmp); break;
         case EXPR_CAST: n = strlen(lf_dtype_name(e->cast_to)) + 2; nargs = 1; break;
         case EXPR_OP: {
             const op_info *oi = &graph_ops[e->op];
@@ -860,7 +871,7 @@ static void print_expr(const lf_fn *f, out *o, item *stack) {
             const char *s = f->param_names[e->param];
             put(o, s, strlen(s));
         } else if (e->kind == EXPR_CONST) {
-            put(o, tmp, const_text(e, tmp, sizeof tmp));
+            put(o, tmp, const_text(f, e, tmp, sizeof tmp));
         } else if (e->kind == EXPR_CAST) {
             const char *s = lf_dtype_name(e->cast_to);
             put(o, s, strlen(s));

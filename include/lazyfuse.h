@@ -544,7 +544,9 @@ typedef enum lf_op {
  * integer literal, 2.0 / 2e0 / .5 / 5. are float literals (both weak, see
  * above). A minus directly before a number or named constant makes a negative
  * constant (write -(2) for the negation); -2**2 is still -(2**2). Parameter
- * names are 1 to 8 distinct identifiers that are not builtin names. Nesting
+ * names are 1 to 8 distinct identifiers that are not builtin names, except
+ * that a parameter may take a constant's name (e, pi, inf, nan) and then
+ * hides the constant: "(b, c, d, e) -> b*c+d*e" multiplies by e. Nesting
  * depth is not limited: the parser keeps what is still open on the heap (about
  * 40 bytes a level), not on the thread's stack, so deep input needs no more
  * stack than shallow (a few KiB; any input is parsed or refused on a 64 KiB
