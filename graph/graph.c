@@ -509,11 +509,11 @@ lf_node *lf_slice(lf_graph *g, lf_node *x, int axis, int64_t start, int64_t stop
 
 static lf_node *make_map(lf_graph *g, const char *what, lf_fn *f, int n, lf_node *const *xs) {
     if (!graph_check_args(g, what, 0, NULL)) return NULL;
-    if (n < 1 || n > LF_MAX_ARGS) {
-        graph_fail(g, LF_ERR_ARITY, "%s: %d inputs (1 to %d allowed)", what, n, LF_MAX_ARGS);
+    if (n < 0 || n > LF_MAX_ARGS) {
+        graph_fail(g, LF_ERR_ARITY, "%s: %d inputs (0 to %d allowed)", what, n, LF_MAX_ARGS);
         return NULL;
     }
-    if (!xs) {
+    if (!xs && n > 0) {
         graph_fail(g, LF_ERR_NULL, "%s: inputs array is NULL", what);
         return NULL;
     }
@@ -535,9 +535,12 @@ static lf_node *make_map(lf_graph *g, const char *what, lf_fn *f, int n, lf_node
                    f->nparams, f->nparams == 1 ? "" : "s", n, n == 1 ? "" : "s");
         return NULL;
     }
-    int ndim = xs[0]->ndim;
-    int64_t shape[LF_MAX_DIMS];
-    memcpy(shape, xs[0]->shape, sizeof shape);
+    int ndim = 0; /* a fn of no parameters gives a 0-d value */
+    int64_t shape[LF_MAX_DIMS] = {0};
+    if (n > 0) {
+        ndim = xs[0]->ndim;
+        memcpy(shape, xs[0]->shape, sizeof shape);
+    }
     for (int i = 1; i < n; i++) {
         if (!graph_broadcast_shapes(ndim, shape, xs[i]->ndim, xs[i]->shape, &ndim, shape)) {
             char sa[160], sb[160];

@@ -647,10 +647,7 @@ static int parse_body(parser *p) {
 /* "(a, b, ...)" then "->". */
 static bool parse_params(parser *p) {
     if (!expect(p, "(")) return false;
-    if (tok_is(&p->tok, ")")) {
-        fail_at(p, &p->tok, "a function needs at least one parameter");
-        return false;
-    }
+    if (tok_is(&p->tok, ")")) return next(p) && expect(p, "->"); /* () -> expr: a constant fn */
     for (;;) {
         token t = p->tok;
         if (t.kind != T_NAME) {
@@ -683,7 +680,7 @@ static bool parse_params(parser *p) {
 static bool make_fn(parser *p) {
     size_t total = 0;
     for (int i = 0; i < p->nparams; i++) total += p->plen[i] + 1;
-    char *buf = graph_malloc(total);
+    char *buf = graph_malloc(total ? total : 1);
     if (!buf) {
         graph_fail(p->g, LF_ERR_NOMEM, "fn_parse: out of memory");
         p->failed = true;
@@ -908,9 +905,9 @@ int graph_fn_print(const lf_fn *f, char *buf, size_t cap) {
     if (!f || f->result < 0 || f->result >= f->nexprs) return -1;
     if (!buf) cap = 0;
     out o = {buf, cap, 0};
+    put(&o, "(", 1);
     for (int i = 0; i < f->nparams; i++) {
         if (i) put(&o, ", ", 2);
-        else put(&o, "(", 1);
         put(&o, f->param_names[i], strlen(f->param_names[i]));
     }
     put(&o, ") -> ", 5);

@@ -544,7 +544,8 @@ typedef enum lf_op {
  * integer literal, 2.0 / 2e0 / .5 / 5. are float literals (both weak, see
  * above). A minus directly before a number or named constant makes a negative
  * constant (write -(2) for the negation); -2**2 is still -(2**2). Parameter
- * names are 1 to 8 distinct identifiers that are not builtin names, except
+ * names are 0 to 8 distinct identifiers that are not builtin names ("() ->
+ * 1+1" is a fn of no parameters, see lf_zipwith), except
  * that a parameter may take a constant's name (e, pi, inf, nan) and then
  * hides the constant: "(b, c, d, e) -> b*c+d*e" multiplies by e. Nesting
  * depth is not limited: the parser keeps what is still open on the heap (about
@@ -554,7 +555,7 @@ typedef enum lf_op {
  * printed in the "C" locale.
  * On error returns NULL and the message says "parse error at LINE:COL: ...". */
 LF_API lf_fn *lf_fn_parse(lf_graph *g, const char *src);
-/* Builder: a new fn of nparams parameters (1..8) named p0, p1, ... Expressions
+/* Builder: a new fn of nparams parameters (0..8) named p0, p1, ... Expressions
  * are ids (>= 0) inside the fn; a builder call given a negative id, or that
  * fails, returns -1 and records the error on the graph. lf_fn_op takes the
  * op's arity operands and -1 for the unused ones (anything else is an error).
@@ -582,8 +583,11 @@ LF_API bool lf_fn_equal(const lf_fn *a, const lf_fn *b);
 
 /* map(f, x): f must take one parameter. */
 LF_API lf_node *lf_map(lf_graph *g, lf_fn *f, lf_node *x);
-/* zipwith(f, xs...): 1..8 inputs, broadcast together (NumPy rules); f takes n
- * parameters. Input i becomes parameter i. */
+/* zipwith(f, xs...): 0..8 inputs, broadcast together (NumPy rules); f takes n
+ * parameters. Input i becomes parameter i. With n == 0 (xs may be NULL) f
+ * takes no parameters and the node is 0-d, f's value computed by the kernel
+ * that needs it, typed by the literal rules: "() -> 1+1" is an i64 2,
+ * "() -> sin(pi/4)" an f64, "() -> f32(1)/3" an f32. */
 LF_API lf_node *lf_zipwith(lf_graph *g, lf_fn *f, int n, lf_node *const *xs);
 /* where(c, a, b), broadcasting all three. */
 LF_API lf_node *lf_select(lf_graph *g, lf_node *c, lf_node *a, lf_node *b);

@@ -131,6 +131,8 @@ static const char *const FNS[] = {
     "(a, b) -> fmod(a, b) + arctan2(a, absolute(b))",
     "(a) -> arcsinh(a) - arctanh(a * 0.125) + arccosh(absolute(a) + 1)",
     "(a, b) -> power(minimum(a, b), 2) - maximum(arcsin(a * 0.0625), arctan(b))",
+    /* a fn of no parameters: a 0-d value (issue 14) */
+    "() -> 2.5 * pi - 1",
 };
 
 /* The integer operators, drawn when every operand is an integer or bool. */

@@ -728,8 +728,17 @@ Test(errors, fn_arity_mismatch) {
     cr_expect_null(lf_zipwith(gg, f1, 9, nine));
     EXPECT_ERR("zipwith 9 inputs", gg, LF_ERR_ARITY, "zipwith:", "9");
     gg = fresh();
-    cr_expect_null(lf_fn_new(gg, 0));
-    EXPECT_ERR("fn_new 0", gg, LF_ERR_ARITY, "fn_new:", "0");
+    cr_expect_null(lf_fn_new(gg, -1));
+    EXPECT_ERR("fn_new -1", gg, LF_ERR_ARITY, "fn_new:", "-1", "0 to 8");
+    gg = fresh();
+    cr_expect_null(lf_zipwith(gg, lf_fn_parse(gg, "(a) -> a"), -1, NULL));
+    EXPECT_ERR("zipwith -1 inputs", gg, LF_ERR_ARITY, "zipwith:", "-1");
+    /* a fn of no parameters: zipwith of 0 inputs, not map */
+    gg = fresh();
+    lf_fn *f0 = lf_fn_parse(gg, "() -> 1 + 1");
+    cr_assert(f0 != NULL, "%s", lf_graph_errmsg(gg));
+    cr_expect_null(lf_map(gg, f0, fill(gg, LF_F32, 1, SH(3))));
+    EXPECT_ERR("map of a 0-parameter fn", gg, LF_ERR_ARITY, "map: fn takes 0 parameters, got 1 input");
     gg = fresh();
     cr_expect_null(lf_fn_new(gg, 9));
     EXPECT_ERR("fn_new 9", gg, LF_ERR_ARITY, "fn_new:", "9");

@@ -1527,6 +1527,37 @@ Test(eval, zipwith_eight_inputs) {
         (double[]){(((9.0 - 2) * 3 - 4) / 5 + 6 - 7) * 8});
 }
 
+/* A fn of no parameters applied to no inputs is a 0-d value (issue 14), on
+ * its own, as an output beside others, broadcast into a map, reduced, and
+ * written into a 0-d buffer; typed by the literal rules. */
+Test(eval, zipwith_no_inputs) {
+    lf_node *two = lf_zipwith(g, parse("() -> 1+1"), 0, NULL);
+    chk_shape(two, 0, NULL);
+    chk("() -> 1+1", two, LF_I64, 1, (double[]){2});
+    lf_node *s = lf_zipwith(g, parse("() -> sin(pi/6) * 4.0"), 0, (lf_node *[]){NULL});
+    chk_shape(s, 0, NULL);
+    chk_tol("() -> sin(pi/6)*4.0", s, LF_F64, 1, (double[]){4 * sin(M_PI / 6)}, 1e-15);
+    chk("() -> f32(1)/3", lf_zipwith(g, parse("() -> f32(1)/3"), 0, NULL), LF_F32, 1, (double[]){1.0f / 3.0f});
+    chk("() -> nan", lf_zipwith(g, parse("() -> nan"), 0, NULL), LF_F64, 1, (double[]){NAN});
+    /* broadcast into an elementwise node and reduced */
+    lf_node *x = in1(LF_F32, 4, (double[]){1, 2, 3, 4});
+    lf_node *y = lf_add(g, x, two); /* i64 with f32: f64 */
+    chk("x + (() -> 1+1)", y, LF_F64, 4, (double[]){3, 4, 5, 6});
+    chk("sum(x * (() -> 1+1))", lf_reduce(g, LF_RED_SUM, lf_mul(g, x, two), 0, NULL, false), LF_F64, 1,
+        (double[]){20});
+    /* two outputs of one eval: the 0-d value and a node using it */
+    lf_buffer *b0 = lf_buffer_new_like(ctx, two), *b1 = lf_buffer_new_like(ctx, y);
+    cr_assert_eq(lf_eval(g, 2, (lf_node *[]){two, y}, (lf_buffer *[]){b0, b1}), LF_OK, "%s", lf_errmsg(ctx));
+    int64_t got0 = 0;
+    double got1[4];
+    lf_buffer_read(b0, &got0, sizeof got0);
+    lf_buffer_read(b1, got1, sizeof got1);
+    cr_expect_eq(got0, 2);
+    cr_expect(got1[0] == 3 && got1[3] == 6, "%g %g", got1[0], got1[3]);
+    lf_buffer_free(b0);
+    lf_buffer_free(b1);
+}
+
 /* ---- sources --------------------------------------------------------------- */
 
 Test(eval, const_sources) {

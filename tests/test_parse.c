@@ -337,6 +337,31 @@ Test(parse, parameters_shadow_constants) {
     lf_buffer_free(b);
 }
 
+/* A fn of no parameters (issue 14): parses, prints back, evaluates, is
+ * typed by the literal rules. */
+Test(parse, no_parameters) {
+    lf_fn *f = parse_ok("() -> 1+1");
+    cr_assert_eq(lf_fn_arity(f), 0);
+    char *s = roundtrip(f);
+    cr_assert_str_eq(s, "() -> 1 + 1");
+    free(s);
+    lf_dtype rt;
+    cr_assert_eq(eval_fn(f, LF_F64, NULL, &rt), 2.0);
+    cr_assert_eq(rt, LF_I64);
+    cr_assert_eq(eval_fn(parse_ok("(  ) -> sqrt(4.0) * pi"), LF_F64, NULL, &rt), 2 * 3.14159265358979323846);
+    cr_assert_eq(rt, LF_F64);
+    eval_fn(parse_ok("() -> f32(1) / 3"), LF_F64, NULL, &rt);
+    cr_assert_eq(rt, LF_F32);
+    cr_assert(!lf_fn_equal(f, parse_ok("(x) -> 1+1")), "arity differs");
+    lf_fn *b = lf_fn_new(g, 0);
+    cr_assert(b != NULL, "%s", lf_graph_errmsg(g));
+    cr_assert_eq(lf_fn_set_result(b, lf_fn_op(b, LF_OP_ADD, lf_fn_const_int(b, 1), lf_fn_const_int(b, 1), -1)), LF_OK);
+    cr_assert(lf_fn_equal(f, b));
+    s = roundtrip(b);
+    cr_assert_str_eq(s, "() -> 1 + 1");
+    free(s);
+}
+
 Test(parse, literal_dtypes) {
     static const struct {
         const char *src;
@@ -784,7 +809,9 @@ Test(parse, error_messages) {
          "parse error at 1:25: comparisons do not chain (use 'and')"},
         {"(x, x) -> x", "parse error at 1:5: duplicate parameter 'x'"},
         {"(a, b, c, d, f, g, h, i, j) -> a", "parse error at 1:26: too many parameters (at most 8)"},
-        {"() -> 1", "parse error at 1:2: a function needs at least one parameter"},
+        {"() 1", "parse error at 1:4: expected '->'"},
+        {"() -> ", "parse error at 1:7: unexpected end of input"},
+        {"() -> x", "parse error at 1:7: unknown name 'x'"},
         {"(x,) -> x", "parse error at 1:4: expected a parameter name, got ')'"},
         {"(1) -> 1", "parse error at 1:2: expected a parameter name, got '1'"},
         {"(x", "parse error at 1:3: expected ')'"},

@@ -195,7 +195,7 @@ Test(scalar, builder_errors_are_recorded_and_sticky) {
     g = lf_graph_new(ctx);
     cr_assert_null(lf_fn_new(g, 9));
     cr_assert_eq(lf_graph_status(g), LF_ERR_ARITY);
-    cr_assert_str_eq(lf_graph_errmsg(g), "fn_new: 9 parameters (1 to 8 allowed)");
+    cr_assert_str_eq(lf_graph_errmsg(g), "fn_new: 9 parameters (0 to 8 allowed)");
     lf_ctx_destroy(ctx);
 
     ctx = tu_ctx();
