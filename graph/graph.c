@@ -562,9 +562,12 @@ static lf_node *make_map(lf_graph *g, const char *what, lf_fn *f, int n, lf_node
         if (graph_ops[e->op].arity == 1)
             graph_fail(g, LF_ERR_DTYPE, "%s: %s: operand must be an integer or bool, got %s", what,
                        graph_ops[e->op].text, name);
-        else
-            graph_fail(g, LF_ERR_DTYPE, "%s: %s: operands must be integers or bool, got %s", what,
-                       graph_ops[e->op].text, name);
+        else /* ^ on floats in a fn is most likely a power written the way other languages do */
+            graph_fail(g, LF_ERR_DTYPE, "%s: %s: operands must be integers or bool, got %s%s", what,
+                       graph_ops[e->op].text, name,
+                       e->op == LF_OP_BITXOR && (!strcmp(what, "map") || !strcmp(what, "zipwith"))
+                           ? " (use ** for powers; ^ is bitwise xor)"
+                           : "");
         graph_free(etype);
         graph_free(ctype);
         return NULL;

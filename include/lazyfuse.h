@@ -69,8 +69,9 @@
  *   & | ^ take integer or bool operands only (a float operand is an
  *     LF_ERR_DTYPE error when the node is built: "&: operands must be
  *     integers or bool, got f32"); they give the promoted dtype, bitwise on
- *     integers and logical on bool (bool ^ bool is "differs"). ~ is bitwise
- *     not on integers and logical not on bool.
+ *     integers and logical on bool (bool ^ bool is "differs"); ^ on floats in
+ *     a map or zipwith fn adds "(use ** for powers; ^ is bitwise xor)". ~ is
+ *     bitwise not on integers and logical not on bool.
  *   << >> take integer or bool operands only (bool is taken as i32) and give
  *     the promoted dtype; >> is arithmetic (sign-filling). A count outside
  *     [0, width) (width 32 for i32, 64 for i64; negative counts included)

@@ -866,7 +866,7 @@ Test(errors, bitwise_operator_on_float) {
     } c[] = {
         {"(x) -> x & 1", LF_F32, "map: &: operands must be integers or bool, got f32"},
         {"(x) -> 3 | x", LF_F64, "map: |: operands must be integers or bool, got f64"},
-        {"(x) -> x ^ x", LF_F32, "map: ^: operands must be integers or bool, got f32"},
+        {"(x) -> x ^ x", LF_F32, "map: ^: operands must be integers or bool, got f32 (use ** for powers; ^ is bitwise xor)"},
         {"(x) -> ~x", LF_F64, "map: ~: operand must be an integer or bool, got f64"},
         {"(x) -> x << 2", LF_F32, "map: <<: operands must be integers or bool, got f32"},
         {"(x) -> 1 >> x", LF_F64, "map: >>: operands must be integers or bool, got f64"},
@@ -874,6 +874,9 @@ Test(errors, bitwise_operator_on_float) {
         {"(x) -> (x + 0.5) >> 1", LF_I64, "map: >>: operands must be integers or bool, got f64"},
         {"(x) -> sqrt(x) & 1", LF_I32, "map: &: operands must be integers or bool, got f64"},
         {"(x) -> ~(x / 2)", LF_I32, "map: ~: operand must be an integer or bool, got f64"},
+        /* ^ applied to floats in a fn hints at ** (issue 14) */
+        {"(x) -> x ^ 2", LF_F64, "map: ^: operands must be integers or bool, got f64 (use ** for powers; ^ is bitwise xor)"},
+        {"(x) -> (x + 1) ^ 0.5", LF_I32, "map: ^: operands must be integers or bool, got f64 (use ** for powers; ^ is bitwise xor)"},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         lf_graph *gg = fresh();
@@ -901,7 +904,13 @@ Test(errors, bitwise_operator_on_float) {
     lf_node *a = fill(gg, LF_I64, 1, SH(2)), *b = fill(gg, LF_F32, 1, SH(2));
     lf_fn *f = lf_fn_parse(gg, "(a, b) -> a ^ b");
     cr_expect_null(lf_zipwith(gg, f, 2, (lf_node *[]){a, b}));
-    EXPECT_ERR("zipwith i64 ^ f32", gg, LF_ERR_DTYPE, "zipwith: ^: operands must be integers or bool, got f32");
+    EXPECT_ERR("zipwith i64 ^ f32", gg, LF_ERR_DTYPE,
+               "zipwith: ^: operands must be integers or bool, got f32 (use ** for powers; ^ is bitwise xor)");
+    lf_graph_free(gg);
+    /* lf_bitwise_xor asks for xor by name: no hint */
+    gg = fresh();
+    cr_expect_null(lf_bitwise_xor(gg, fill(gg, LF_F64, 1, SH(2)), fill(gg, LF_I32, 1, SH(2))));
+    cr_expect_str_eq(lf_graph_errmsg(gg), "bitxor: ^: operands must be integers or bool, got f64");
     lf_graph_free(gg);
     gg = fresh();
     a = fill(gg, LF_I32, 1, SH(2));
