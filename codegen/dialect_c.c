@@ -60,6 +60,8 @@ const char cg_prelude_helpers[] =
     "    int64_t r = a % b;\n"
     "    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n"
     "}\n"
+    "/* C's remainder (fmod of integers): the dividend's sign; x by 0 or -1 is 0 */\n"
+    "LF_INLINE int64_t lf_ifmod(int64_t a, int64_t b) { return (b == 0 || b == -1) ? 0 : a % b; }\n"
     "/* floor division: x // 0 is 0, MIN // -1 wraps (NumPy); wrapped by the caller */\n"
     "LF_INLINE uint64_t lf_ifloordiv(int64_t a, int64_t b) {\n"
     "    if (b == 0) return 0;\n"
@@ -105,6 +107,20 @@ const char cg_prelude_helpers[] =
     "    uint64_t r = 1, b = (uint64_t)base;\n"
     "    while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }\n"
     "    return r;\n"
+    "}\n"
+    "/* x ** y. GCC's vectorizer replaces pow(x, 0.5) by a vector sqrt\n"
+    "   (vect_recog_pow_pattern, even without fast-math) but keeps pow in the\n"
+    "   scalar tail, and sqrt differs from pow at -inf (NaN, not +inf), at -0\n"
+    "   (-0, not +0) and by 1 ulp for some finite x. So y == 0.5 is always the\n"
+    "   square root with pow's special values: the same result at every\n"
+    "   position (and on CUDA), correctly rounded; other y call pow. */\n"
+    "LF_INLINE float lf_pow_f32(float x, float y) {\n"
+    "    float h = x == -(float)INFINITY ? (float)INFINITY : sqrtf(x) + 0.0f;\n"
+    "    return y == 0.5f ? h : powf(x, y);\n"
+    "}\n"
+    "LF_INLINE double lf_pow_f64(double x, double y) {\n"
+    "    double h = x == -(double)INFINITY ? (double)INFINITY : sqrt(x) + 0.0;\n"
+    "    return y == 0.5 ? h : pow(x, y);\n"
     "}\n"
     "/* min/max propagate NaN (as the canonical NaN) */\n"
     "LF_INLINE float lf_fmin_f32(float a, float b) { return (a != a || b != b) ? (float)NAN : (b < a ? b : a); }\n"
@@ -200,6 +216,9 @@ const char cg_prelude_helpers[] =
     "LF_SIMD float sinhf(float); LF_SIMD double sinh(double);\n"                               \
     "LF_SIMD float coshf(float); LF_SIMD double cosh(double);\n"                               \
     "LF_SIMD float tanhf(float); LF_SIMD double tanh(double);\n"                               \
+    "LF_SIMD float asinhf(float); LF_SIMD double asinh(double);\n"                             \
+    "LF_SIMD float acoshf(float); LF_SIMD double acosh(double);\n"                             \
+    "LF_SIMD float atanhf(float); LF_SIMD double atanh(double);\n"                             \
     "LF_SIMD float erff(float); LF_SIMD double erf(double);\n"                                 \
     "LF_SIMD float cbrtf(float); LF_SIMD double cbrt(double);\n"                               \
     "LF_SIMD float powf(float, float); LF_SIMD double pow(double, double);\n"                  \

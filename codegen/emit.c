@@ -181,6 +181,7 @@ static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][size
         case LF_OP_DIV: cg_fmt(out, cap, "((%s) / (%s))", x[0], x[1]); return;
         case LF_OP_MOD: cg_fmt(out, cap, "lf_pymod_%s(%s, %s)", tag, x[0], x[1]); return;
         case LF_OP_FLOORDIV: cg_fmt(out, cap, "lf_floordiv_%s(%s, %s)", tag, x[0], x[1]); return;
+        case LF_OP_POW: cg_fmt(out, cap, "lf_pow_%s(%s, %s)", tag, x[0], x[1]); return;
         case LF_OP_MIN: cg_fmt(out, cap, "lf_fmin_%s(%s, %s)", tag, x[0], x[1]); return;
         case LF_OP_MAX: cg_fmt(out, cap, "lf_fmax_%s(%s, %s)", tag, x[0], x[1]); return;
         case LF_OP_NEG: cg_fmt(out, cap, "(-(%s))", x[0]); return;
@@ -214,6 +215,7 @@ static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][size
     case LF_OP_MUL: cg_fmt(out, cap, "(%s)((%s)(%s) * (%s)(%s))", T, U, x[0], U, x[1]); return;
     case LF_OP_NEG: cg_fmt(out, cap, "(%s)((%s)0 - (%s)(%s))", T, U, U, x[0]); return;
     case LF_OP_MOD: cg_fmt(out, cap, "(%s)lf_imod(%s, %s)", T, x[0], x[1]); return;
+    case LF_OP_FMOD: cg_fmt(out, cap, "(%s)lf_ifmod(%s, %s)", T, x[0], x[1]); return;
     case LF_OP_FLOORDIV: cg_fmt(out, cap, "(%s)(%s)lf_ifloordiv(%s, %s)", T, U, x[0], x[1]); return;
     case LF_OP_BITAND: cg_fmt(out, cap, "(%s)((%s) & (%s))", T, x[0], x[1]); return;
     case LF_OP_BITOR: cg_fmt(out, cap, "(%s)((%s) | (%s))", T, x[0], x[1]); return;

@@ -276,7 +276,7 @@ static int math_calls(const lf_fn *fn) {
         if (x->kind != EXPR_OP) continue;
         lf_op op = x->op;
         if ((graph_ops[op].typing == OPTY_FLOAT && op != LF_OP_SQRT && op != LF_OP_RSQRT && op != LF_OP_FMA) ||
-            op == LF_OP_POW || op == LF_OP_MOD)
+            op == LF_OP_POW || op == LF_OP_MOD || op == LF_OP_FMOD)
             n++;
     }
     return n;

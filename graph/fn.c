@@ -93,8 +93,8 @@ static bool table_grow(fn_full *ff) {
 
 lf_fn *graph_fn_create(lf_graph *g, int nparams, const char *const *names) {
     if (!graph_check_args(g, "fn_new", 0, NULL)) return NULL;
-    if (nparams < 1 || nparams > LF_MAX_ARGS) {
-        graph_fail(g, LF_ERR_ARITY, "fn_new: %d parameters (1 to %d allowed)", nparams,
+    if (nparams < 0 || nparams > LF_MAX_ARGS) {
+        graph_fail(g, LF_ERR_ARITY, "fn_new: %d parameters (0 to %d allowed)", nparams,
                    LF_MAX_ARGS);
         return NULL;
     }

@@ -552,11 +552,11 @@ lf_node *lf_slice(lf_graph *g, lf_node *x, int axis, int64_t start, int64_t stop
 
 static lf_node *make_map(lf_graph *g, const char *what, lf_fn *f, int n, lf_node *const *xs) {
     if (!graph_check_args(g, what, 0, NULL)) return NULL;
-    if (n < 1 || n > LF_MAX_ARGS) {
-        graph_fail(g, LF_ERR_ARITY, "%s: %d inputs (1 to %d allowed)", what, n, LF_MAX_ARGS);
+    if (n < 0 || n > LF_MAX_ARGS) {
+        graph_fail(g, LF_ERR_ARITY, "%s: %d inputs (0 to %d allowed)", what, n, LF_MAX_ARGS);
         return NULL;
     }
-    if (!xs) {
+    if (!xs && n > 0) {
         graph_fail(g, LF_ERR_NULL, "%s: inputs array is NULL", what);
         return NULL;
     }
@@ -578,9 +578,12 @@ static lf_node *make_map(lf_graph *g, const char *what, lf_fn *f, int n, lf_node
                    f->nparams, f->nparams == 1 ? "" : "s", n, n == 1 ? "" : "s");
         return NULL;
     }
-    int ndim = xs[0]->ndim;
-    int64_t shape[LF_MAX_DIMS];
-    memcpy(shape, xs[0]->shape, sizeof shape);
+    int ndim = 0; /* a fn of no parameters gives a 0-d value */
+    int64_t shape[LF_MAX_DIMS] = {0};
+    if (n > 0) {
+        ndim = xs[0]->ndim;
+        memcpy(shape, xs[0]->shape, sizeof shape);
+    }
     for (int i = 1; i < n; i++) {
         if (!graph_broadcast_shapes(ndim, shape, xs[i]->ndim, xs[i]->shape, &ndim, shape)) {
             char sa[160], sb[160];
@@ -602,9 +605,12 @@ static lf_node *make_map(lf_graph *g, const char *what, lf_fn *f, int n, lf_node
         if (graph_ops[e->op].arity == 1)
             graph_fail(g, LF_ERR_DTYPE, "%s: %s: operand must be an integer or bool, got %s", what,
                        graph_ops[e->op].text, name);
-        else
-            graph_fail(g, LF_ERR_DTYPE, "%s: %s: operands must be integers or bool, got %s", what,
-                       graph_ops[e->op].text, name);
+        else /* ^ on floats in a fn is most likely a power written the way other languages do */
+            graph_fail(g, LF_ERR_DTYPE, "%s: %s: operands must be integers or bool, got %s%s", what,
+                       graph_ops[e->op].text, name,
+                       e->op == LF_OP_BITXOR && (!strcmp(what, "map") || !strcmp(what, "zipwith"))
+                           ? " (use ** for powers; ^ is bitwise xor)"
+                           : "");
         graph_free(etype);
         graph_free(ctype);
         return NULL;
@@ -698,7 +704,12 @@ lf_node *lf_reduce(lf_graph *g, lf_reduce_op op, lf_node *x, int naxes, const in
     }
     const char *name = graph_reds[op].text;
     uint32_t mask = 0;
-    if (!axes) {
+    if (!axes && naxes > 0) { /* a forgotten array would reduce everything */
+        graph_fail(g, LF_ERR_NULL, "reduce %s: %d axes but the axes array is NULL (0 and NULL reduce all axes)",
+                   name, naxes);
+        return NULL;
+    }
+    if (!axes && naxes == 0) {
         mask = (1u << x->ndim) - 1;
     } else {
         if (naxes < 0 || naxes > x->ndim) {
@@ -800,6 +811,10 @@ lf_status graph_check_outputs(lf_graph *g, int n, lf_node *const *outs, lf_buffe
         if (!b) return graph_error(ctx, LF_ERR_NULL, "eval: buffer %d is NULL", i);
         if (b->ctx != ctx)
             return graph_error(ctx, LF_ERR_STATE, "eval: buffer %d belongs to another context", i);
+        for (int j = 0; j < i; j++)
+            if (dsts[j] == b)
+                return graph_error(ctx, LF_ERR_INVALID,
+                                   "eval: outputs %d and %d have the same buffer (each output needs its own)", j, i);
         if (b->dtype != o->dtype)
             return graph_error(ctx, LF_ERR_DTYPE, "eval: output %d has dtype %s, buffer has %s", i,
                                lf_dtype_name(o->dtype), lf_dtype_name(b->dtype));

@@ -447,7 +447,8 @@ lf_status graph_fail(lf_graph *g, lf_status st, const char *fmt, ...)
 bool graph_check_args(lf_graph *g, const char *what, int n, lf_node *const *nodes);
 /* Checks lf_eval's arguments: the graph has no sticky error (else its
  * message is copied to the context and its status returned), and every
- * output node has a buffer of its graph's context with its dtype and shape. */
+ * output node has a buffer of its graph's context with its dtype and shape,
+ * and no buffer is given for two outputs. */
 lf_status graph_check_outputs(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts);
 /* Frees every graph resource (used by lf_graph_free and lf_ctx_destroy). */
 void graph_destroy(lf_graph *g);

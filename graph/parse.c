@@ -10,8 +10,9 @@
  * depth is limited only by memory (one 40-byte frame per open parenthesis,
  * prefix operator, call and operator awaiting its right operand). Operator
  * and call names come from the op table (graph_ops); this file adds only the
- * grammar (precedence levels), the aliases (pow, &&, ||, !), the casts
- * (named by lf_dtype_name) and the constants pi, e, inf, nan.
+ * grammar (precedence levels), the aliases (&&, ||, !, and call names
+ * NumPy and numexpr users type: pow, power, arcsin, ...), the casts (named
+ * by lf_dtype_name) and the constants pi, e, inf, nan.
  *
  * Invariants:
  *  - the first error wins: it is recorded once, as "parse error at L:C: msg"
@@ -19,6 +20,8 @@
  *    input for a missing token), and every caller then unwinds (-1 / NULL);
  *  - nothing recurses (parser, printer): stack use is the same at any depth,
  *    and the text lf_fn_print writes for an fn of any depth parses back;
+ *  - a parameter may be named like a constant (e, pi, inf, nan: numexpr's
+ *    own "(b, c, d, e) -> b*c+d*e") and then hides it in that fn;
  *  - unary minus applied directly to a literal or constant name folds into a
  *    negative constant, unless the literal is the base of ** (-2**2 is
  *    -(2**2)); the printer relies on this to write negative constants as
@@ -26,7 +29,9 @@
  *
  * Printer: minimal parentheses from the same precedence levels, integer
  * constants with %lld, float constants with the fewest of 15..17 significant
- * digits that read back exactly (always with '.', 'e', "inf" or "nan"). It is
+ * digits that read back exactly (always with '.', 'e', "inf" or "nan"; "1e999"
+ * for infinity in an fn with a parameter named inf; a parameter named nan
+ * leaves no way to write NaN, so such an fn has no NaN constant). It is
  * iterative (an explicit work stack) and writes nothing past the buffer; the
  * full length comes from per-expression lengths computed first. Number
  * formatting uses the C library (strtod, snprintf), so the program's locale
@@ -78,6 +83,19 @@ static const struct {
     {"nan", NAN},
 };
 #define NCONSTS ((int)(sizeof named_consts / sizeof named_consts[0]))
+
+/* Call names besides the op table's: NumPy's and numexpr's spellings. The
+ * printer writes the table's name (arcsin(x) prints as asin(x)). */
+static const struct {
+    const char *name;
+    lf_op op;
+} call_aliases[] = {
+    {"pow", LF_OP_POW},        {"power", LF_OP_POW},       {"absolute", LF_OP_ABS},
+    {"minimum", LF_OP_MIN},    {"maximum", LF_OP_MAX},     {"arcsin", LF_OP_ASIN},
+    {"arccos", LF_OP_ACOS},    {"arctan", LF_OP_ATAN},     {"arctan2", LF_OP_ATAN2},
+    {"arcsinh", LF_OP_ASINH},  {"arccosh", LF_OP_ACOSH},   {"arctanh", LF_OP_ATANH},
+};
+#define NALIASES ((int)(sizeof call_aliases / sizeof call_aliases[0]))
 
 /* Symbols besides the op table's: punctuation and aliases. */
 static const char *const extra_syms[] = {"(", ")", ",", "->", "&&", "||", "!"};
@@ -306,7 +324,9 @@ static lf_op find_op(const token *t, op_syntax syn) {
     if (syn == OPSYN_INFIX && tok_is(t, "&&")) return LF_OP_AND;
     if (syn == OPSYN_INFIX && tok_is(t, "||")) return LF_OP_OR;
     if (syn == OPSYN_PREFIX && tok_is(t, "!")) return LF_OP_NOT;
-    if (syn == OPSYN_CALL && tok_is(t, "pow")) return LF_OP_POW;
+    if (syn == OPSYN_CALL)
+        for (int i = 0; i < NALIASES; i++)
+            if (tok_is(t, call_aliases[i].name)) return call_aliases[i].op;
     return LF_NOPS;
 }
 
@@ -314,7 +334,7 @@ static lf_op find_op(const token *t, op_syntax syn) {
 static bool reserved(const token *t) {
     for (int i = 0; i < LF_NOPS; i++)
         if (tok_is(t, graph_ops[i].text)) return true;
-    return tok_is(t, "pow") || cast_dtype(t) != LF_NDTYPES || const_index(t) >= 0;
+    return find_op(t, OPSYN_CALL) != LF_NOPS || cast_dtype(t) != LF_NDTYPES || const_index(t) >= 0;
 }
 
 static int param_index(const parser *p, const token *t) {
@@ -507,7 +527,7 @@ static int fold_negative(parser *p) {
     int line = p->line, col = p->col;
     token t;
     lex(p, &t); /* the operand, consumed silently until it is known to fold */
-    int ci = t.kind == T_NAME ? const_index(&t) : -1;
+    int ci = t.kind == T_NAME && param_index(p, &t) < 0 ? const_index(&t) : -1; /* a parameter hides it */
     if (t.kind == T_NUM || ci >= 0) {
         token after = peek(p);
         if (!tok_is(&after, graph_ops[LF_OP_POW].text) && !tok_is(&after, "(")) {
@@ -627,10 +647,7 @@ static int parse_body(parser *p) {
 /* "(a, b, ...)" then "->". */
 static bool parse_params(parser *p) {
     if (!expect(p, "(")) return false;
-    if (tok_is(&p->tok, ")")) {
-        fail_at(p, &p->tok, "a function needs at least one parameter");
-        return false;
-    }
+    if (tok_is(&p->tok, ")")) return next(p) && expect(p, "->"); /* () -> expr: a constant fn */
     for (;;) {
         token t = p->tok;
         if (t.kind != T_NAME) {
@@ -638,7 +655,7 @@ static bool parse_params(parser *p) {
             else fail_at(p, &t, "expected a parameter name, got '" TOKFMT "'", TOKARG(&t));
             return false;
         }
-        if (reserved(&t)) {
+        if (reserved(&t) && const_index(&t) < 0) { /* a constant's name may be taken */
             fail_at(p, &t, "parameter name '" TOKFMT "' is a builtin name", TOKARG(&t));
             return false;
         }
@@ -663,7 +680,7 @@ static bool parse_params(parser *p) {
 static bool make_fn(parser *p) {
     size_t total = 0;
     for (int i = 0; i < p->nparams; i++) total += p->plen[i] + 1;
-    char *buf = graph_malloc(total);
+    char *buf = graph_malloc(total ? total : 1);
     if (!buf) {
         graph_fail(p->g, LF_ERR_NOMEM, "fn_parse: out of memory");
         p->failed = true;
@@ -747,8 +764,15 @@ static fn_expr scalar_literal(const fn_expr *e) {
     return lit;
 }
 
-/* The text of a constant: "(-0.5)", "2.0", "inf", "(-3)". Returns its length. */
-static size_t const_text(const fn_expr *e, char *s, size_t cap) {
+/* Whether f has a parameter named s. */
+static bool has_param(const lf_fn *f, const char *s) {
+    for (int i = 0; i < f->nparams; i++)
+        if (strcmp(f->param_names[i], s) == 0) return true;
+    return false;
+}
+
+/* The text of a constant of f: "(-0.5)", "2.0", "inf", "(-3)". Returns its length. */
+static size_t const_text(const lf_fn *f, const fn_expr *e, char *s, size_t cap) {
     if (e->is_int) {
         int n = snprintf(s, cap, e->value.i < 0 ? "(%lld)" : "%lld", (long long)e->value.i);
         return (size_t)n;
@@ -759,7 +783,7 @@ static size_t const_text(const fn_expr *e, char *s, size_t cap) {
     if (isnan(v)) {
         strcpy(num, "nan");
     } else if (isinf(v)) {
-        strcpy(num, "inf");
+        strcpy(num, has_param(f, "inf") ? "1e999" : "inf"); /* strtod reads 1e999 as inf */
     } else {
         double a = fabs(v);
         for (int digits = 15; digits <= 17; digits++) {
@@ -815,11 +839,11 @@ static void expr_lengths(const lf_fn *f, size_t *len) {
         int nargs = 0;
         switch (e->kind) {
         case EXPR_PARAM: n = strlen(f->param_names[e->param]); break;
-        case EXPR_CONST: n = const_text(e, tmp, sizeof tmp); break;
+        case EXPR_CONST: n = const_text(f, e, tmp, sizeof tmp); break;
         case EXPR_CAST: n = strlen(lf_dtype_name(e->cast_to)) + 2; nargs = 1; break;
         case EXPR_SCALAR: {
             fn_expr lit = scalar_literal(e);
-            n = strlen(lf_dtype_name(e->cast_to)) + 2 + const_text(&lit, tmp, sizeof tmp);
+            n = strlen(lf_dtype_name(e->cast_to)) + 2 + const_text(f, &lit, tmp, sizeof tmp);
             break;
         }
         case EXPR_OP: {
@@ -858,13 +882,13 @@ static void print_expr(const lf_fn *f, out *o, item *stack) {
             const char *s = f->param_names[e->param];
             put(o, s, strlen(s));
         } else if (e->kind == EXPR_CONST) {
-            put(o, tmp, const_text(e, tmp, sizeof tmp));
+            put(o, tmp, const_text(f, e, tmp, sizeof tmp));
         } else if (e->kind == EXPR_SCALAR) {
             fn_expr lit = scalar_literal(e);
             const char *s = lf_dtype_name(e->cast_to);
             put(o, s, strlen(s));
             put(o, "(", 1);
-            put(o, tmp, const_text(&lit, tmp, sizeof tmp));
+            put(o, tmp, const_text(f, &lit, tmp, sizeof tmp));
             put(o, ")", 1);
         } else if (e->kind == EXPR_CAST) {
             const char *s = lf_dtype_name(e->cast_to);
@@ -902,9 +926,9 @@ int graph_fn_print(const lf_fn *f, char *buf, size_t cap) {
     if (!f || f->result < 0 || f->result >= f->nexprs) return -1;
     if (!buf) cap = 0;
     out o = {buf, cap, 0};
+    put(&o, "(", 1);
     for (int i = 0; i < f->nparams; i++) {
         if (i) put(&o, ", ", 2);
-        else put(&o, "(", 1);
         put(&o, f->param_names[i], strlen(f->param_names[i]));
     }
     put(&o, ") -> ", 5);

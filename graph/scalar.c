@@ -5,6 +5,8 @@
  * plainly correct and free of undefined behaviour for every input:
  *  - integer arithmetic wraps (done in uint64_t, then narrowed);
  *  - integer x % 0 and x % -1 are 0; integer x ** negative is 0 unless |x| == 1;
+ *  - fmod is C's: the result takes the dividend's sign (x % takes the
+ *    divisor's); integer fmod(x, 0) and fmod(x, -1) are 0 (NumPy's np.fmod);
  *  - integer x // 0 is 0 and MIN // -1 wraps to MIN (NumPy's results); float
  *    // is NumPy's npy_floor_divide (fmod-based, see float_floordiv);
  *  - shifts by a count outside [0, width) give 0, or -1 for >> of a negative
@@ -107,6 +109,9 @@ static double float_fn1(lf_op op, bool f32, double x) {
     case LF_OP_SINH: return f32 ? sinhf(xf) : sinh(x);
     case LF_OP_COSH: return f32 ? coshf(xf) : cosh(x);
     case LF_OP_TANH: return f32 ? tanhf(xf) : tanh(x);
+    case LF_OP_ASINH: return f32 ? asinhf(xf) : asinh(x);
+    case LF_OP_ACOSH: return f32 ? acoshf(xf) : acosh(x);
+    case LF_OP_ATANH: return f32 ? atanhf(xf) : atanh(x);
     case LF_OP_SIGMOID: return f32 ? 1.0f / (1.0f + expf(-xf)) : 1.0 / (1.0 + exp(-x));
     case LF_OP_ERF: return f32 ? erff(xf) : erf(x);
     case LF_OP_NEG: return -x;
@@ -172,6 +177,7 @@ static double float_fn2(lf_op op, bool f32, double a, double b) {
     case LF_OP_MUL: return a * b;
     case LF_OP_DIV: return a / b;
     case LF_OP_MOD: return float_mod(a, b, f32);
+    case LF_OP_FMOD: return f32 ? fmodf(af, bf) : fmod(a, b);
     case LF_OP_FLOORDIV: return f32 ? float_floordivf(af, bf) : float_floordiv(a, b);
     case LF_OP_POW: return f32 ? powf(af, bf) : pow(a, b);
     case LF_OP_MIN: return (isnan(a) || isnan(b)) ? NAN : (b < a ? b : a);
@@ -233,6 +239,7 @@ static int64_t int_op(lf_op op, lf_dtype t, int64_t a, int64_t b) {
     case LF_OP_SUB: return wrap(t, ua - ub);
     case LF_OP_MUL: return wrap(t, ua * ub);
     case LF_OP_MOD: return int_mod(a, b);
+    case LF_OP_FMOD: return b == 0 || b == -1 ? 0 : a % b; /* C's %: the dividend's sign */
     case LF_OP_FLOORDIV: return int_floordiv(a, b, t);
     case LF_OP_BITAND: return a & b;
     case LF_OP_BITOR: return a | b;

@@ -69,8 +69,9 @@
  *   & | ^ take integer or bool operands only (a float operand is an
  *     LF_ERR_DTYPE error when the node is built: "&: operands must be
  *     integers or bool, got f32"); they give the promoted dtype, bitwise on
- *     integers and logical on bool (bool ^ bool is "differs"). ~ is bitwise
- *     not on integers and logical not on bool.
+ *     integers and logical on bool (bool ^ bool is "differs"); ^ on floats in
+ *     a map or zipwith fn adds "(use ** for powers; ^ is bitwise xor)". ~ is
+ *     bitwise not on integers and logical not on bool.
  *   << >> take integer or bool operands only (bool is taken as i32) and give
  *     the promoted dtype; >> is arithmetic (sign-filling). A count outside
  *     [0, width) (width 32 for i32, 64 for i64; negative counts included)
@@ -250,10 +251,13 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * released; it dies with its holder), and the others wait for it (at most the
  * compile time limit + 10 s, then compile themselves) and load its entry.
  * Results: bit-identical to LF_BACKEND_REFERENCE for every operator, cast
- * and iota, except (1) the transcendental functions (exp ... erf, pow,
- * atan2, hypot, sigmoid), which call glibc's vector math library (libmvec)
+ * and iota, except (1) the transcendental functions (exp ... erf, asinh,
+ * acosh, atanh, pow, atan2, hypot, sigmoid), which call glibc's vector math library (libmvec)
  * when GCC and libmvec are present: within 4 ulp of scalar libm for f32 and
- * f64, with the same NaN and infinities; and (2) float reductions, which sum
+ * f64, with the same NaN and infinities (x ** y with y == 0.5, on the CPU
+ * and CUDA backends, is the correctly rounded square root with pow's values
+ * at -inf and -0, +inf and +0: the same at every position of an array,
+ * within 1 ulp of C's pow); and (2) float reductions, which sum
  * in double in a fixed order of 16 lanes and fixed blocks of the reduced
  * axes (the order depends on the shape only, never on the thread count, so
  * results are deterministic); min/max/argmin/argmax and integer reductions are
@@ -638,12 +642,19 @@ typedef enum lf_op {
  *   ** (right-associative: -x**2 is -(x**2), ~x**2 is ~(x**2)).
  * So x & 7 == 3 is (x & 7) == 3, and x >> 2 & 3 is (x >> 2) & 3.
  * Calls: every CALL operator in lazyfuse_ops.def (min, max, abs, ..., where),
- * pow(a, b) (same as a**b), and casts bool(x), i32(x), i64(x), f32(x), f64(x).
+ * pow(a, b) (same as a**b), the NumPy / numexpr spellings power, absolute,
+ * minimum, maximum (NaN-propagating, as min and max), arcsin, arccos, arctan,
+ * arctan2, arcsinh, arccosh, arctanh (printed back as the table's names), and
+ * casts bool(x), i32(x), i64(x), f32(x), f64(x). fmod(a, b) is C's fmod (the
+ * dividend's sign; integers: C's %, with fmod(x, 0) == 0), a % b Python's.
  * Names: the parameters, and the constants pi, e, inf, nan. Numbers: 2 is an
  * integer literal, 2.0 / 2e0 / .5 / 5. are float literals (both weak, see
  * above). A minus directly before a number or named constant makes a negative
  * constant (write -(2) for the negation); -2**2 is still -(2**2). Parameter
- * names are 1 to 8 distinct identifiers that are not builtin names. Nesting
+ * names are 0 to 8 distinct identifiers that are not builtin names ("() ->
+ * 1+1" is a fn of no parameters, see lf_zipwith), except
+ * that a parameter may take a constant's name (e, pi, inf, nan) and then
+ * hides the constant: "(b, c, d, e) -> b*c+d*e" multiplies by e. Nesting
  * depth is not limited: the parser keeps what is still open on the heap (about
  * 40 bytes a level), not on the thread's stack, so deep input needs no more
  * stack than shallow (a few KiB; any input is parsed or refused on a 64 KiB
@@ -651,7 +662,7 @@ typedef enum lf_op {
  * printed in the "C" locale.
  * On error returns NULL and the message says "parse error at LINE:COL: ...". */
 LF_API lf_fn *lf_fn_parse(lf_graph *g, const char *src);
-/* Builder: a new fn of nparams parameters (1..8) named p0, p1, ... Expressions
+/* Builder: a new fn of nparams parameters (0..8) named p0, p1, ... Expressions
  * are ids (>= 0) inside the fn; a builder call given a negative id, or that
  * fails, returns -1 and records the error on the graph. lf_fn_op takes the
  * op's arity operands and -1 for the unused ones (anything else is an error).
@@ -679,8 +690,11 @@ LF_API bool lf_fn_equal(const lf_fn *a, const lf_fn *b);
 
 /* map(f, x): f must take one parameter. */
 LF_API lf_node *lf_map(lf_graph *g, lf_fn *f, lf_node *x);
-/* zipwith(f, xs...): 1..8 inputs, broadcast together (NumPy rules); f takes n
- * parameters. Input i becomes parameter i. */
+/* zipwith(f, xs...): 0..8 inputs, broadcast together (NumPy rules); f takes n
+ * parameters. Input i becomes parameter i. With n == 0 (xs may be NULL) f
+ * takes no parameters and the node is 0-d, f's value computed by the kernel
+ * that needs it, typed by the literal rules: "() -> 1+1" is an i64 2,
+ * "() -> sin(pi/4)" an f64, "() -> f32(1)/3" an f32. */
 LF_API lf_node *lf_zipwith(lf_graph *g, lf_fn *f, int n, lf_node *const *xs);
 /* where(c, a, b), broadcasting all three. */
 LF_API lf_node *lf_select(lf_graph *g, lf_node *c, lf_node *a, lf_node *b);
@@ -708,6 +722,7 @@ LF_UNARY_(exp2, EXP2) LF_UNARY_(expm1, EXPM1) LF_UNARY_(log, LOG) LF_UNARY_(log2
 LF_UNARY_(log10, LOG10) LF_UNARY_(log1p, LOG1P) LF_UNARY_(sin, SIN) LF_UNARY_(cos, COS)
 LF_UNARY_(tan, TAN) LF_UNARY_(asin, ASIN) LF_UNARY_(acos, ACOS) LF_UNARY_(atan, ATAN)
 LF_UNARY_(sinh, SINH) LF_UNARY_(cosh, COSH) LF_UNARY_(tanh, TANH)
+LF_UNARY_(asinh, ASINH) LF_UNARY_(acosh, ACOSH) LF_UNARY_(atanh, ATANH) LF_BINARY_(fmod, FMOD)
 LF_UNARY_(sigmoid, SIGMOID) LF_UNARY_(erf, ERF) LF_UNARY_(isnan, ISNAN) LF_UNARY_(isinf, ISINF)
 #undef LF_UNARY_
 #undef LF_BINARY_
@@ -724,7 +739,8 @@ typedef enum lf_reduce_op {
 } lf_reduce_op;
 
 /* Reduces x over naxes axes (negative counts from the end; no repeats), or
- * over all axes when axes is NULL. keepdims keeps reduced axes as extent 1.
+ * over all axes when naxes is 0 and axes is NULL (naxes > 0 with a NULL axes
+ * array is LF_ERR_NULL, naxes < 0 LF_ERR_AXIS). keepdims keeps reduced axes as extent 1.
  * Empty reductions: sum 0, prod 1, mean NaN; min, max, argmin and argmax of
  * an empty set fail with LF_ERR_SHAPE. min/max propagate NaN; argmin/argmax
  * give the first extreme (the first NaN if any), as an index into the reduced
@@ -760,7 +776,9 @@ LF_API const char *lf_op_name(lf_op op); /* the op's text in expression strings 
 
 /* Evaluates n output nodes of g into n buffers of matching dtype and shape.
  * On failure no output buffer is changed. An output buffer may also be an
- * input of the graph. */
+ * input of the graph. Each output needs a buffer of its own: one buffer given
+ * for two outputs is LF_ERR_INVALID ("eval: outputs 0 and 2 have the same
+ * buffer ..."), even when the two outputs are the same node. */
 LF_API lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts);
 /* A new buffer shaped like node n, for its result. */
 LF_API lf_buffer *lf_buffer_new_like(lf_ctx *ctx, const lf_node *n);

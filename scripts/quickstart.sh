@@ -6,7 +6,8 @@
 #                                     1. meson test in build/ (normal build)
 #                                     2. meson test in build-asan/ (AddressSanitizer +
 #                                        UndefinedBehaviorSanitizer, leaks fatal)
-#                                     3. meson test in build/ under valgrind
+#                                     3. meson test in build/ under valgrind (not the
+#                                        nvrtc and install suites)
 #
 # Works from any directory, may be run again and again (existing build folders
 # are reconfigured, not recreated), and exits non-zero on any failure.
@@ -203,7 +204,7 @@ run_tests() {
         say "meson test (valgrind)"
         # valgrind decodes AVX2 but not AVX-512: kernels for it are compiled
         # for x86-64-v3 instead of -march=native
-        if ! LF_CPU_MARCH=x86-64-v3 meson test -C build --print-errorlogs --timeout-multiplier=4 --no-suite nvrtc --no-suite python --wrap="$wrap" \
+        if ! LF_CPU_MARCH=x86-64-v3 meson test -C build --print-errorlogs --timeout-multiplier=4 --no-suite nvrtc --no-suite python --no-suite install --wrap="$wrap" \
                 2>&1 | tee build/quickstart-valgrind.log; then
             vg_status=1
         fi

@@ -127,6 +127,12 @@ static const char *const FNS[] = {
     "(a, b) -> (i64(a) << (i64(b) & 63)) ^ ~i64(b)",
     "(a) -> ~i32(a) ^ i32(a) >> 31",
     "(a, b) -> bool(a) ^ bool(b) | ~bool(a) & bool(b)",
+    /* NumPy's and numexpr's spellings, fmod and the inverse hyperbolics (issue 14) */
+    "(a, b) -> fmod(a, b) + arctan2(a, absolute(b))",
+    "(a) -> arcsinh(a) - arctanh(a * 0.125) + arccosh(absolute(a) + 1)",
+    "(a, b) -> power(minimum(a, b), 2) - maximum(arcsin(a * 0.0625), arctan(b))",
+    /* a fn of no parameters: a 0-d value (issue 14) */
+    "() -> 2.5 * pi - 1",
 };
 
 /* The integer operators, drawn when every operand is an integer or bool. */
@@ -137,17 +143,17 @@ static lf_node *gen_elementwise(gen *G) {
     lf_node *x = pick(G);
     switch (rint_(&G->r, 0, 5)) {
     case 0: { /* unary builtin */
-        static const lf_op un[] = {LF_OP_NEG, LF_OP_ABS, LF_OP_SQRT, LF_OP_EXP, LF_OP_SIN,
-                                   LF_OP_FLOOR, LF_OP_ISNAN, LF_OP_NOT, LF_OP_SIGN, LF_OP_LOG,
-                                   LF_OP_TANH, LF_OP_ROUND};
+        static const lf_op un[] = {LF_OP_NEG,   LF_OP_ABS,   LF_OP_SQRT,  LF_OP_EXP,   LF_OP_SIN,
+                                   LF_OP_FLOOR, LF_OP_ISNAN, LF_OP_NOT,   LF_OP_SIGN,  LF_OP_LOG,
+                                   LF_OP_TANH,  LF_OP_ROUND, LF_OP_ASINH, LF_OP_ACOSH, LF_OP_ATANH};
         if (intlike(x) && chance(&G->r, 30)) return lf_bitwise_not(g, x);
-        return lf_apply(g, un[rint_(&G->r, 0, 11)], x, NULL, NULL);
+        return lf_apply(g, un[rint_(&G->r, 0, (int)(sizeof un / sizeof *un) - 1)], x, NULL, NULL);
     }
     case 1:
     case 2: { /* binary builtin */
         static const lf_op bin[] = {LF_OP_ADD, LF_OP_SUB, LF_OP_MUL, LF_OP_DIV, LF_OP_MOD,
                                     LF_OP_MIN, LF_OP_MAX, LF_OP_LT, LF_OP_EQ, LF_OP_AND,
-                                    LF_OP_POW, LF_OP_HYPOT, LF_OP_ATAN2};
+                                    LF_OP_POW, LF_OP_HYPOT, LF_OP_ATAN2, LF_OP_FMOD};
         lf_node *y = partner(G, x);
         if (chance(&G->r, 50)) { lf_node *t = x; x = y; y = t; }
         if (intlike(x) && intlike(y) && chance(&G->r, 40)) {
@@ -156,7 +162,7 @@ static lf_node *gen_elementwise(gen *G) {
             return lf_apply(g, iop[rint_(&G->r, 0, 5)], x, y, NULL);
         }
         if (chance(&G->r, 8)) return lf_floor_divide(g, x, y);
-        return lf_apply(g, bin[rint_(&G->r, 0, 12)], x, y, NULL);
+        return lf_apply(g, bin[rint_(&G->r, 0, (int)(sizeof bin / sizeof *bin) - 1)], x, y, NULL);
     }
     case 3: { /* select */
         lf_node *y = partner(G, x), *z = partner(G, x);

@@ -468,6 +468,22 @@ Test(errors, reduce_bad_axes) {
     gg = fresh();
     cr_expect_null(lf_reduce(gg, LF_RED_SUM, fill(gg, LF_F32, 1, SH(3)), -1, (int[]){0}, false));
     EXPECT_ERR("naxes -1", gg, LF_ERR_AXIS, "reduce", "-1");
+    /* naxes > 0 with no array is an error, not a reduction over every axis */
+    gg = fresh();
+    cr_expect_null(lf_reduce(gg, LF_RED_SUM, fill(gg, LF_F32, 2, SH(2, 3)), 1, NULL, false));
+    cr_expect_eq(lf_graph_status(gg), LF_ERR_NULL);
+    cr_expect_str_eq(lf_graph_errmsg(gg),
+                     "reduce sum: 1 axes but the axes array is NULL (0 and NULL reduce all axes)");
+    gg = fresh();
+    cr_expect_null(lf_reduce(gg, LF_RED_ARGMAX, fill(gg, LF_F32, 2, SH(2, 3)), 2, NULL, true));
+    EXPECT_ERR("naxes 2, axes NULL", gg, LF_ERR_NULL, "reduce argmax:", "2 axes", "NULL");
+    gg = fresh();
+    cr_expect_null(lf_reduce(gg, LF_RED_SUM, fill(gg, LF_F32, 1, SH(3)), -1, NULL, false));
+    EXPECT_ERR("naxes -1, axes NULL", gg, LF_ERR_AXIS, "reduce", "-1");
+    /* 0 and NULL: every axis */
+    gg = fresh();
+    lf_node *all = lf_reduce(gg, LF_RED_SUM, fill(gg, LF_F32, 2, SH(2, 3)), 0, NULL, false);
+    cr_expect(all != NULL && lf_node_ndim(all) == 0, "%s", lf_graph_errmsg(gg));
     gg = fresh();
     cr_expect_null(lf_reduce(gg, LF_RED_MAX, lf_const(gg, LF_F32, 1), 1, (int[]){0}, false));
     EXPECT_ERR("axis 0 of 0-d", gg, LF_ERR_AXIS, "reduce|max", "0");
@@ -712,8 +728,17 @@ Test(errors, fn_arity_mismatch) {
     cr_expect_null(lf_zipwith(gg, f1, 9, nine));
     EXPECT_ERR("zipwith 9 inputs", gg, LF_ERR_ARITY, "zipwith:", "9");
     gg = fresh();
-    cr_expect_null(lf_fn_new(gg, 0));
-    EXPECT_ERR("fn_new 0", gg, LF_ERR_ARITY, "fn_new:", "0");
+    cr_expect_null(lf_fn_new(gg, -1));
+    EXPECT_ERR("fn_new -1", gg, LF_ERR_ARITY, "fn_new:", "-1", "0 to 8");
+    gg = fresh();
+    cr_expect_null(lf_zipwith(gg, lf_fn_parse(gg, "(a) -> a"), -1, NULL));
+    EXPECT_ERR("zipwith -1 inputs", gg, LF_ERR_ARITY, "zipwith:", "-1");
+    /* a fn of no parameters: zipwith of 0 inputs, not map */
+    gg = fresh();
+    lf_fn *f0 = lf_fn_parse(gg, "() -> 1 + 1");
+    cr_assert(f0 != NULL, "%s", lf_graph_errmsg(gg));
+    cr_expect_null(lf_map(gg, f0, fill(gg, LF_F32, 1, SH(3))));
+    EXPECT_ERR("map of a 0-parameter fn", gg, LF_ERR_ARITY, "map: fn takes 0 parameters, got 1 input");
     gg = fresh();
     cr_expect_null(lf_fn_new(gg, 9));
     EXPECT_ERR("fn_new 9", gg, LF_ERR_ARITY, "fn_new:", "9");
@@ -841,7 +866,7 @@ Test(errors, bitwise_operator_on_float) {
     } c[] = {
         {"(x) -> x & 1", LF_F32, "map: &: operands must be integers or bool, got f32"},
         {"(x) -> 3 | x", LF_F64, "map: |: operands must be integers or bool, got f64"},
-        {"(x) -> x ^ x", LF_F32, "map: ^: operands must be integers or bool, got f32"},
+        {"(x) -> x ^ x", LF_F32, "map: ^: operands must be integers or bool, got f32 (use ** for powers; ^ is bitwise xor)"},
         {"(x) -> ~x", LF_F64, "map: ~: operand must be an integer or bool, got f64"},
         {"(x) -> x << 2", LF_F32, "map: <<: operands must be integers or bool, got f32"},
         {"(x) -> 1 >> x", LF_F64, "map: >>: operands must be integers or bool, got f64"},
@@ -849,6 +874,9 @@ Test(errors, bitwise_operator_on_float) {
         {"(x) -> (x + 0.5) >> 1", LF_I64, "map: >>: operands must be integers or bool, got f64"},
         {"(x) -> sqrt(x) & 1", LF_I32, "map: &: operands must be integers or bool, got f64"},
         {"(x) -> ~(x / 2)", LF_I32, "map: ~: operand must be an integer or bool, got f64"},
+        /* ^ applied to floats in a fn hints at ** (issue 14) */
+        {"(x) -> x ^ 2", LF_F64, "map: ^: operands must be integers or bool, got f64 (use ** for powers; ^ is bitwise xor)"},
+        {"(x) -> (x + 1) ^ 0.5", LF_I32, "map: ^: operands must be integers or bool, got f64 (use ** for powers; ^ is bitwise xor)"},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         lf_graph *gg = fresh();
@@ -876,7 +904,13 @@ Test(errors, bitwise_operator_on_float) {
     lf_node *a = fill(gg, LF_I64, 1, SH(2)), *b = fill(gg, LF_F32, 1, SH(2));
     lf_fn *f = lf_fn_parse(gg, "(a, b) -> a ^ b");
     cr_expect_null(lf_zipwith(gg, f, 2, (lf_node *[]){a, b}));
-    EXPECT_ERR("zipwith i64 ^ f32", gg, LF_ERR_DTYPE, "zipwith: ^: operands must be integers or bool, got f32");
+    EXPECT_ERR("zipwith i64 ^ f32", gg, LF_ERR_DTYPE,
+               "zipwith: ^: operands must be integers or bool, got f32 (use ** for powers; ^ is bitwise xor)");
+    lf_graph_free(gg);
+    /* lf_bitwise_xor asks for xor by name: no hint */
+    gg = fresh();
+    cr_expect_null(lf_bitwise_xor(gg, fill(gg, LF_F64, 1, SH(2)), fill(gg, LF_I32, 1, SH(2))));
+    cr_expect_str_eq(lf_graph_errmsg(gg), "bitxor: ^: operands must be integers or bool, got f64");
     lf_graph_free(gg);
     gg = fresh();
     a = fill(gg, LF_I32, 1, SH(2));
@@ -1128,6 +1162,36 @@ Test(errors, failed_eval_second_output_bad) {
     lf_node *x2 = lf_add(g, xi, xi);
     cr_expect_eq(lf_eval(g, 2, (lf_node *[]){x2, x2}, (lf_buffer *[]){xb, b3}), LF_ERR_SHAPE);
     tu_expect("in-place output untouched", xb, V(1, 2, 3, 4), 4, 0, 0);
+}
+
+/* One buffer for two outputs is an error, not "the last one wins": the
+ * exact message, nothing written, and the same outputs into two buffers work. */
+Test(errors, eval_same_buffer_for_two_outputs) {
+    lf_node *x = lf_input(g, tu_buf(ctx, LF_F64, 1, SH(4), V(1, 2, 3, 4)));
+    lf_node *y1 = lf_mul(g, x, x);
+    lf_node *y2 = lf_add(g, x, x);
+    lf_buffer *b = lf_buffer_new_like(ctx, y1);
+    lf_buffer *c = lf_buffer_new_like(ctx, y1);
+    fill_sentinel(b, 0xA5);
+    fill_sentinel(c, 0x5A);
+    cr_expect_eq(lf_eval(g, 2, (lf_node *[]){y1, y2}, (lf_buffer *[]){b, b}), LF_ERR_INVALID);
+    cr_expect_str_eq(lf_errmsg(ctx), "eval: outputs 0 and 1 have the same buffer (each output needs its own)");
+    expect_sentinel("shared buffer", b, 0xA5);
+    /* the same node twice into one buffer, the pair not adjacent */
+    cr_expect_eq(lf_eval(g, 3, (lf_node *[]){y1, y2, y1}, (lf_buffer *[]){b, c, b}), LF_ERR_INVALID);
+    cr_expect_str_eq(lf_errmsg(ctx), "eval: outputs 0 and 2 have the same buffer (each output needs its own)");
+    expect_sentinel("shared buffer (3 outputs)", b, 0xA5);
+    expect_sentinel("other buffer (3 outputs)", c, 0x5A);
+    /* an input buffer given for two outputs is refused too, left as it was */
+    lf_buffer *xb = tu_buf(ctx, LF_F64, 1, SH(4), V(1, 2, 3, 4));
+    lf_node *xi = lf_input(g, xb);
+    lf_node *x2 = lf_add(g, xi, xi);
+    cr_expect_eq(lf_eval(g, 2, (lf_node *[]){x2, y1}, (lf_buffer *[]){xb, xb}), LF_ERR_INVALID);
+    tu_expect("in-place output untouched", xb, V(1, 2, 3, 4), 4, 0, 0);
+    /* the graph is not failed: distinct buffers evaluate */
+    cr_expect_eq(lf_eval(g, 2, (lf_node *[]){y1, y2}, (lf_buffer *[]){b, c}), LF_OK, "%s", lf_errmsg(ctx));
+    tu_expect("y1", b, V(1, 4, 9, 16), 4, 0, 0);
+    tu_expect("y2", c, V(2, 4, 6, 8), 4, 0, 0);
 }
 
 Test(errors, failed_eval_alloc_failure) {

@@ -179,6 +179,10 @@ static double ref_float(lf_op op, lf_dtype t, double a, double b, double c) {
     case LF_OP_SINH: return s ? sinhf(fa) : sinh(a);
     case LF_OP_COSH: return s ? coshf(fa) : cosh(a);
     case LF_OP_TANH: return s ? tanhf(fa) : tanh(a);
+    case LF_OP_ASINH: return s ? asinhf(fa) : asinh(a);
+    case LF_OP_ACOSH: return s ? acoshf(fa) : acosh(a);
+    case LF_OP_ATANH: return s ? atanhf(fa) : atanh(a);
+    case LF_OP_FMOD: return s ? fmodf(fa, fb) : fmod(a, b); /* the dividend's sign */
     case LF_OP_SIGMOID: {
         double r = 1.0 / (1.0 + exp(-a));
         return s ? (double)(float)r : r;
@@ -252,6 +256,7 @@ static int64_t ref_int(lf_op op, lf_dtype t, int64_t a, int64_t b) {
     case LF_OP_SUB: return wrap(t, ua - ub);
     case LF_OP_MUL: return wrap(t, ua * ub);
     case LF_OP_MOD: return imod(a, b);
+    case LF_OP_FMOD: return b == 0 || b == -1 ? 0 : a % b; /* C's %; NumPy's fmod(x, 0) == 0 */
     case LF_OP_POW: return ipow(t, a, b);
     case LF_OP_NEG: return wrap(t, 0 - ua);
     case LF_OP_MIN: return a < b ? a : b;
@@ -334,7 +339,7 @@ static val ref_apply(lf_op op, const val *x) {
 /* Allowed error in ulps: exactly rounded operators must match exactly. */
 static int op_ulps(lf_op op, lf_dtype t) {
     switch (op) {
-    case LF_OP_ADD: case LF_OP_SUB: case LF_OP_MUL: case LF_OP_DIV: case LF_OP_MOD:
+    case LF_OP_ADD: case LF_OP_SUB: case LF_OP_MUL: case LF_OP_DIV: case LF_OP_MOD: case LF_OP_FMOD:
     case LF_OP_FLOORDIV: case LF_OP_NEG: case LF_OP_MIN: case LF_OP_MAX: case LF_OP_ABS: case LF_OP_SIGN:
     case LF_OP_FLOOR: case LF_OP_CEIL: case LF_OP_ROUND: case LF_OP_TRUNC: case LF_OP_SQRT:
     case LF_OP_WHERE:
@@ -842,12 +847,21 @@ Test(eval, fns_on_every_dtype) {
         {"(a, b) -> a == b", LF_OP_EQ},  {"(a, b) -> a and b", LF_OP_AND},
         {"(a, b) -> min(a, b)", LF_OP_MIN}, {"(a, b) -> max(a, b)", LF_OP_MAX},
         {"(a, b) -> hypot(a, b)", LF_OP_HYPOT},
+        /* NumPy's and numexpr's spellings (issue 14) */
+        {"(a, b) -> fmod(a, b)", LF_OP_FMOD}, {"(a, b) -> power(a, b)", LF_OP_POW},
+        {"(a, b) -> minimum(a, b)", LF_OP_MIN}, {"(a, b) -> maximum(a, b)", LF_OP_MAX},
+        {"(a, b) -> arctan2(a, b)", LF_OP_ATAN2},
     };
     static const struct { const char *src; lf_op op; } un[] = {
         {"(a) -> -a", LF_OP_NEG},       {"(a) -> exp(a)", LF_OP_EXP},
         {"(a) -> abs(a)", LF_OP_ABS},   {"(a) -> not a", LF_OP_NOT},
         {"(a) -> round(a)", LF_OP_ROUND}, {"(a) -> isnan(a)", LF_OP_ISNAN},
         {"(a) -> sigmoid(a)", LF_OP_SIGMOID},
+        {"(a) -> absolute(a)", LF_OP_ABS}, {"(a) -> arcsin(a)", LF_OP_ASIN},
+        {"(a) -> arccos(a)", LF_OP_ACOS}, {"(a) -> arctan(a)", LF_OP_ATAN},
+        {"(a) -> arcsinh(a)", LF_OP_ASINH}, {"(a) -> arccosh(a)", LF_OP_ACOSH},
+        {"(a) -> arctanh(a)", LF_OP_ATANH}, {"(a) -> asinh(a)", LF_OP_ASINH},
+        {"(a) -> acosh(a)", LF_OP_ACOSH}, {"(a) -> atanh(a)", LF_OP_ATANH},
     };
     for (int ta = 0; ta < 5; ta++) {
         val la[17];
@@ -999,6 +1013,73 @@ Test(eval, integer_mod) {
         (double[]){2, 2, 2, 0});
     chk("x % -3", map("(x) -> x % -3", in1(LF_I64, 4, (double[]){-7, -1, 5, 0})), LF_I64, 4,
         (double[]){-1, -1, -1, 0});
+}
+
+/* fmod is C's (the dividend's sign), % is Python's (the divisor's); the
+ * NumPy / numexpr spellings are the same operators (issue 14). */
+Test(eval, fmod_and_numpy_spellings) {
+    double a[] = {-7, 7, 7.5, -7.5, 5, -0.0, 0.0, 1e-3, NAN, INFINITY, 3};
+    double b[] = {3, -3, 2, 2, 0, 1, -1, -1, 2, 2, INFINITY};
+    double want[] = {-1, 1, 1.5, -1.5, NAN, -0.0, 0.0, 1e-3, NAN, NAN, 3};
+    for (int t = LF_F32; t <= LF_F64; t++) {
+        double w[11];
+        for (int i = 0; i < 11; i++) w[i] = t == LF_F32 ? (double)(float)want[i] : want[i];
+        lf_node *x = in1((lf_dtype)t, 11, a), *y = in1((lf_dtype)t, 11, b);
+        chk("fmod", lf_fmod(g, x, y), (lf_dtype)t, 11, w);
+        lf_node *p = zip2("(a, b) -> fmod(a, b)", x, y);
+        chk("parsed fmod", p, (lf_dtype)t, 11, w);
+        val *r = eval_vals(p);
+        cr_expect(signbit(r[5].f) && !signbit(r[6].f), "fmod(-0.0, 1) keeps the dividend's sign");
+        free(r);
+    }
+    /* integers: C's %, fmod(x, 0) == fmod(x, -1) == 0 (NumPy), no trap at MIN */
+    chk("i32 fmod", zip2("(a, b) -> fmod(a, b)", in1(LF_I32, 6, (double[]){-7, 7, -7, 5, -2147483648.0, 9}),
+                         in1(LF_I32, 6, (double[]){3, -3, -3, 0, -1, 4})),
+        LF_I32, 6, (double[]){-1, 1, -1, 0, 0, 1});
+    val *r = eval_vals(lf_fmod(g, lf_const(g, LF_I64, -9223372036854775808.0), lf_const(g, LF_I64, -1)));
+    cr_expect_eq(r[0].i, 0);
+    free(r);
+    chk("bool fmod is i32", lf_fmod(g, in1(LF_BOOL, 2, (double[]){1, 1}), in1(LF_BOOL, 2, (double[]){1, 0})),
+        LF_I32, 2, (double[]){0, 0});
+    chk("x fmod 3 (weak literal)", map("(x) -> fmod(x, 3)", in1(LF_I64, 4, (double[]){-7, -1, 5, 0})), LF_I64, 4,
+        (double[]){-1, -1, 2, 0});
+    /* inverse hyperbolics, new with the spellings */
+    lf_node *h = in1(LF_F64, 5, (double[]){0, 1, 0.5, -INFINITY, 2});
+    chk_tol("asinh", lf_asinh(g, h), LF_F64, 5, (double[]){0, asinh(1.0), asinh(0.5), -INFINITY, asinh(2.0)}, 1e-15);
+    chk_tol("acosh", lf_acosh(g, h), LF_F64, 5, (double[]){NAN, 0, NAN, NAN, acosh(2.0)}, 1e-15);
+    chk_tol("atanh", lf_atanh(g, h), LF_F64, 5, (double[]){0, INFINITY, atanh(0.5), NAN, NAN}, 1e-15);
+    chk_tol("arcsinh f32", map("(x) -> arcsinh(x)", in1(LF_F32, 1, (double[]){1})), LF_F32, 1,
+            (double[]){asinhf(1.0f)}, 0);
+    /* each spelling is its operator: equal fns, printed with the table's name */
+    static const char *const same[][2] = {
+        {"(a, b) -> power(a, b)", "(a, b) -> a**b"},        {"(a, b) -> pow(a, b)", "(a, b) -> a**b"},
+        {"(a, b) -> minimum(a, b)", "(a, b) -> min(a, b)"}, {"(a, b) -> maximum(a, b)", "(a, b) -> max(a, b)"},
+        {"(a, b) -> arctan2(a, b)", "(a, b) -> atan2(a, b)"}, {"(a) -> absolute(a)", "(a) -> abs(a)"},
+        {"(a) -> arcsin(a)", "(a) -> asin(a)"},             {"(a) -> arccos(a)", "(a) -> acos(a)"},
+        {"(a) -> arctan(a)", "(a) -> atan(a)"},             {"(a) -> arcsinh(a)", "(a) -> asinh(a)"},
+        {"(a) -> arccosh(a)", "(a) -> acosh(a)"},           {"(a) -> arctanh(a)", "(a) -> atanh(a)"},
+    };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+        lf_fn *f1 = parse(same[i][0]), *f2 = parse(same[i][1]);
+        cr_expect(lf_fn_equal(f1, f2), "%s is not %s", same[i][0], same[i][1]);
+        char buf[64];
+        lf_fn_print(f1, buf, sizeof buf);
+        cr_expect_str_eq(buf, same[i][1]);
+    }
+    /* minimum / maximum propagate NaN as NumPy's do (not fmin / fmax) */
+    chk("minimum NaN", zip2("(a, b) -> minimum(a, b)", in1(LF_F64, 2, (double[]){NAN, 1}), in1(LF_F64, 2, (double[]){1, NAN})),
+        LF_F64, 2, (double[]){NAN, NAN});
+    /* an expression as a NumPy user writes it */
+    lf_node *u = in1(LF_F64, 3, (double[]){0.25, -0.5, 0.75}), *v = in1(LF_F64, 3, (double[]){2, -3, 0.5});
+    double wx[3];
+    for (int i = 0; i < 3; i++) {
+        double p = (double[]){0.25, -0.5, 0.75}[i], q = (double[]){2, -3, 0.5}[i];
+        wx[i] = atan2(asin(p), fabs(q)) + pow(fmin(p, q), 2) + fmod(q, 0.4) + atanh(p);
+    }
+    chk_tol("numpy-style expression",
+            zip2("(a, b) -> arctan2(arcsin(a), absolute(b)) + power(minimum(a, b), 2) + fmod(b, 0.4) + arctanh(a)", u,
+                 v),
+            LF_F64, 3, wx, 1e-14);
 }
 
 Test(eval, float_mod) {
@@ -1444,6 +1525,37 @@ Test(eval, zipwith_eight_inputs) {
     for (int k = 0; k < 8; k++) cs[k] = lf_const(g, LF_F64, vals[k]);
     chk("zipwith 8 order", lf_zipwith(g, h, 8, cs), LF_F64, 1,
         (double[]){(((9.0 - 2) * 3 - 4) / 5 + 6 - 7) * 8});
+}
+
+/* A fn of no parameters applied to no inputs is a 0-d value (issue 14), on
+ * its own, as an output beside others, broadcast into a map, reduced, and
+ * written into a 0-d buffer; typed by the literal rules. */
+Test(eval, zipwith_no_inputs) {
+    lf_node *two = lf_zipwith(g, parse("() -> 1+1"), 0, NULL);
+    chk_shape(two, 0, NULL);
+    chk("() -> 1+1", two, LF_I64, 1, (double[]){2});
+    lf_node *s = lf_zipwith(g, parse("() -> sin(pi/6) * 4.0"), 0, (lf_node *[]){NULL});
+    chk_shape(s, 0, NULL);
+    chk_tol("() -> sin(pi/6)*4.0", s, LF_F64, 1, (double[]){4 * sin(M_PI / 6)}, 1e-15);
+    chk("() -> f32(1)/3", lf_zipwith(g, parse("() -> f32(1)/3"), 0, NULL), LF_F32, 1, (double[]){1.0f / 3.0f});
+    chk("() -> nan", lf_zipwith(g, parse("() -> nan"), 0, NULL), LF_F64, 1, (double[]){NAN});
+    /* broadcast into an elementwise node and reduced */
+    lf_node *x = in1(LF_F32, 4, (double[]){1, 2, 3, 4});
+    lf_node *y = lf_add(g, x, two); /* i64 with f32: f64 */
+    chk("x + (() -> 1+1)", y, LF_F64, 4, (double[]){3, 4, 5, 6});
+    chk("sum(x * (() -> 1+1))", lf_reduce(g, LF_RED_SUM, lf_mul(g, x, two), 0, NULL, false), LF_F64, 1,
+        (double[]){20});
+    /* two outputs of one eval: the 0-d value and a node using it */
+    lf_buffer *b0 = lf_buffer_new_like(ctx, two), *b1 = lf_buffer_new_like(ctx, y);
+    cr_assert_eq(lf_eval(g, 2, (lf_node *[]){two, y}, (lf_buffer *[]){b0, b1}), LF_OK, "%s", lf_errmsg(ctx));
+    int64_t got0 = 0;
+    double got1[4];
+    lf_buffer_read(b0, &got0, sizeof got0);
+    lf_buffer_read(b1, got1, sizeof got1);
+    cr_expect_eq(got0, 2);
+    cr_expect(got1[0] == 3 && got1[3] == 6, "%g %g", got1[0], got1[3]);
+    lf_buffer_free(b0);
+    lf_buffer_free(b1);
 }
 
 /* ---- sources --------------------------------------------------------------- */

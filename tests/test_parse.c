@@ -297,6 +297,71 @@ Test(parse, literals_and_constants) {
     cr_assert(e->kind == EXPR_OP && e->op == LF_OP_NEG);
 }
 
+/* A parameter may take a constant's name and hides it (issue 14): numexpr's
+ * own test expression, a minus before it is a negation (not a folded
+ * constant), the other constants stay, and the printed text reads back. */
+Test(parse, parameters_shadow_constants) {
+    double v[4] = {2, 3, 5, 7};
+    cr_assert_eq(eval_src("(b, c, d, e) -> b*c+d*e", v), 2.0 * 3 + 5 * 7);
+    lf_fn *f = parse_ok("(b, c, d, e) -> b*c+d*e");
+    char *s = roundtrip(f);
+    cr_assert_str_eq(s, "(b, c, d, e) -> b*c + d*e");
+    free(s);
+    cr_assert_eq(eval_src("(e) -> -e", v), -2.0);
+    const fn_expr *neg = result_of(parse_ok("(e) -> -e"));
+    cr_assert(neg->kind == EXPR_OP && neg->op == LF_OP_NEG, "-e of a parameter e folded into a constant");
+    cr_assert_eq(eval_src("(e) -> -e**2", v), -4.0);
+    cr_assert_eq(eval_src("(pi) -> pi * e", v), 2.0 * 2.71828182845904523536);
+    cr_assert_eq(eval_src("(e) -> pi + e", v), 3.14159265358979323846 + 2.0);
+    double w[2] = {1.5, 4};
+    cr_assert_eq(eval_src("(nan, inf) -> nan + inf", w), 5.5);
+    cr_assert(isnan(eval_src("(x, inf) -> nan + inf", w)));
+    /* with a parameter named inf, an infinite constant prints as 1e999 */
+    lf_fn *fi = parse_ok("(inf) -> inf + 1e999 - -1e999");
+    s = roundtrip(fi);
+    cr_assert_str_eq(s, "(inf) -> inf + 1e999 - (-1e999)");
+    free(s);
+    s = roundtrip(parse_ok("(x) -> x + 1e999"));
+    cr_assert_str_eq(s, "(x) -> x + inf");
+    free(s);
+    /* the expression through a graph, on whatever backend the suite runs */
+    lf_fn *nf = parse_ok("(b, c, d, e) -> b*c+d*e");
+    lf_node *in[4];
+    for (int i = 0; i < 4; i++) in[i] = lf_const(g, LF_F64, v[i]);
+    lf_node *y = lf_zipwith(g, nf, 4, in);
+    cr_assert(y != NULL, "%s", lf_errmsg(ctx));
+    lf_buffer *b = tu_eval1(ctx, g, y);
+    double got = 0;
+    cr_assert_eq(lf_buffer_read(b, &got, sizeof got), LF_OK);
+    cr_assert_eq(got, 41.0);
+    lf_buffer_free(b);
+}
+
+/* A fn of no parameters (issue 14): parses, prints back, evaluates, is
+ * typed by the literal rules. */
+Test(parse, no_parameters) {
+    lf_fn *f = parse_ok("() -> 1+1");
+    cr_assert_eq(lf_fn_arity(f), 0);
+    char *s = roundtrip(f);
+    cr_assert_str_eq(s, "() -> 1 + 1");
+    free(s);
+    lf_dtype rt;
+    cr_assert_eq(eval_fn(f, LF_F64, NULL, &rt), 2.0);
+    cr_assert_eq(rt, LF_I64);
+    cr_assert_eq(eval_fn(parse_ok("(  ) -> sqrt(4.0) * pi"), LF_F64, NULL, &rt), 2 * 3.14159265358979323846);
+    cr_assert_eq(rt, LF_F64);
+    eval_fn(parse_ok("() -> f32(1) / 3"), LF_F64, NULL, &rt);
+    cr_assert_eq(rt, LF_F32);
+    cr_assert(!lf_fn_equal(f, parse_ok("(x) -> 1+1")), "arity differs");
+    lf_fn *b = lf_fn_new(g, 0);
+    cr_assert(b != NULL, "%s", lf_graph_errmsg(g));
+    cr_assert_eq(lf_fn_set_result(b, lf_fn_op(b, LF_OP_ADD, lf_fn_const_int(b, 1), lf_fn_const_int(b, 1), -1)), LF_OK);
+    cr_assert(lf_fn_equal(f, b));
+    s = roundtrip(b);
+    cr_assert_str_eq(s, "() -> 1 + 1");
+    free(s);
+}
+
 Test(parse, literal_dtypes) {
     static const struct {
         const char *src;
@@ -744,15 +809,25 @@ Test(parse, error_messages) {
          "parse error at 1:25: comparisons do not chain (use 'and')"},
         {"(x, x) -> x", "parse error at 1:5: duplicate parameter 'x'"},
         {"(a, b, c, d, f, g, h, i, j) -> a", "parse error at 1:26: too many parameters (at most 8)"},
-        {"() -> 1", "parse error at 1:2: a function needs at least one parameter"},
+        {"() 1", "parse error at 1:4: expected '->'"},
+        {"() -> ", "parse error at 1:7: unexpected end of input"},
+        {"() -> x", "parse error at 1:7: unknown name 'x'"},
         {"(x,) -> x", "parse error at 1:4: expected a parameter name, got ')'"},
         {"(1) -> 1", "parse error at 1:2: expected a parameter name, got '1'"},
         {"(x", "parse error at 1:3: expected ')'"},
         {"(x,", "parse error at 1:4: unexpected end of input"},
         {"(sin) -> 1", "parse error at 1:2: parameter name 'sin' is a builtin name"},
-        {"(x, pi) -> x", "parse error at 1:5: parameter name 'pi' is a builtin name"},
+        {"(x, sqrt) -> x", "parse error at 1:5: parameter name 'sqrt' is a builtin name"},
+        {"(pi) -> pi(2)", "parse error at 1:9: 'pi' is not a function"},
+        {"(e, e) -> e", "parse error at 1:5: duplicate parameter 'e'"},
         {"(and) -> 1", "parse error at 1:2: parameter name 'and' is a builtin name"},
         {"(f64) -> 1", "parse error at 1:2: parameter name 'f64' is a builtin name"},
+        /* NumPy's spellings are builtin names too, with their own name in messages */
+        {"(arcsin) -> 1", "parse error at 1:2: parameter name 'arcsin' is a builtin name"},
+        {"(x, power) -> x", "parse error at 1:5: parameter name 'power' is a builtin name"},
+        {"(x) -> power(x)", "parse error at 1:8: 'power' takes 2 arguments, got 1"},
+        {"(x) -> arctanh + 1", "parse error at 1:8: expected '(' after 'arctanh'"},
+        {"(x) -> fmod(x)", "parse error at 1:8: 'fmod' takes 2 arguments, got 1"},
         {"(x) -> x $ 1", "parse error at 1:10: unexpected character '$'"},
         {"(x) -> x = 1", "parse error at 1:10: unexpected character '='"},
         {"(x) -> x @ 1", "parse error at 1:10: unexpected character '@'"},
