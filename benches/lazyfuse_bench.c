@@ -754,7 +754,7 @@ static const char *cache_kind(const options *o) {
 }
 
 /* A context on the chosen backend with fusion on or off; tag names its fresh
- * cache folder. */
+ * cache folder and, when the context cannot be made, the message printed. */
 static lf_ctx *make_ctx(const options *o, bool fused, const char *tag) {
     char dir[4200];
     lf_ctx_options co;
@@ -767,7 +767,9 @@ static lf_ctx *make_ctx(const options *o, bool fused, const char *tag) {
         snprintf(dir, sizeof dir, "%s/%s-%s", cache_root, tag, fused ? "fused" : "unfused");
         co.cache_dir = dir;
     }
-    return lf_ctx_new(&co);
+    lf_ctx *ctx = lf_ctx_new(&co);
+    if (!ctx) fprintf(stderr, PROG ": %s %s: %s\n", tag, fused ? "fused" : "unfused", lf_errmsg(NULL));
+    return ctx;
 }
 
 /* The size handed to the seed builder, and the main input's element count. */
@@ -802,10 +804,7 @@ static bool run_e2e_gaussian(const options *o, const bench_case *c, bool fused, 
     memset(r, 0, sizeof *r);
     const char *mode = fused ? "fused" : "unfused";
     lf_ctx *ctx = make_ctx(o, fused, c->name);
-    if (!ctx) {
-        fprintf(stderr, PROG ": %s %s: %s\n", c->name, mode, lf_errmsg(NULL));
-        return false;
-    }
+    if (!ctx) return false;
     int64_t n = o->n;
     r->n = n;
     bool host = lf_ctx_backend(ctx) != LF_BACKEND_CUDA;
@@ -913,10 +912,7 @@ static bool run_case(const options *o, const bench_case *c, bool fused, run_resu
         return false;
     }
     lf_ctx *ctx = make_ctx(o, fused, c->name);
-    if (!ctx) {
-        fprintf(stderr, PROG ": %s %s: %s\n", c->name, mode, lf_errmsg(NULL));
-        return false;
-    }
+    if (!ctx) return false;
     int64_t main_numel;
     int64_t size = builder_size(o, c, &main_numel);
     r->n = c->shape == SHAPE_MATMUL ? o->matmul_n : main_numel;
@@ -1026,10 +1022,7 @@ static lf_node *triad_of(lf_graph *g, lf_buffer *const *in) {
 static bool run_overhead(const options *o, overhead_result *r) {
     memset(r, 0, sizeof *r);
     lf_ctx *ctx = make_ctx(o, true, "overhead");
-    if (!ctx) {
-        fprintf(stderr, PROG ": overhead: %s\n", lf_errmsg(NULL));
-        return false;
-    }
+    if (!ctx) return false;
     int64_t n = OVERHEAD_N;
     float host[3][OVERHEAD_N], out[OVERHEAD_N];
     lf_buffer *in[3] = {NULL}, *dst = lf_buffer_new(ctx, LF_F32, 1, &n);
@@ -1131,10 +1124,7 @@ static bool run_const_sweep(const options *o, const bench_case *c, bool fused, r
     memset(r, 0, sizeof *r);
     const char *mode = fused ? "fused" : "unfused";
     lf_ctx *ctx = make_ctx(o, fused, c->name);
-    if (!ctx) {
-        fprintf(stderr, PROG ": %s %s: %s\n", c->name, mode, lf_errmsg(NULL));
-        return false;
-    }
+    if (!ctx) return false;
     r->n = o->n;
     lf_graph *g = lf_graph_new(ctx), *g1 = lf_graph_new(ctx);
     lf_node *m = NULL, *m1 = NULL;

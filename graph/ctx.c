@@ -116,6 +116,18 @@ static bool check_new(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape, c
     return true;
 }
 
+/* A new buffer's description: context, dtype, shape, sizes. */
+static void set_header(lf_buffer *b, lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape, int64_t numel,
+                       size_t bytes, size_t storage) {
+    b->ctx = ctx;
+    b->dtype = t;
+    b->ndim = ndim;
+    if (ndim) memcpy(b->shape, shape, (size_t)ndim * sizeof *shape);
+    b->numel = numel;
+    b->bytes = bytes;
+    b->storage = storage;
+}
+
 lf_buffer *lf_buffer_new(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape) {
     int64_t numel;
     if (!check_new(ctx, t, ndim, shape, "buffer_new", &numel)) return NULL;
@@ -129,13 +141,7 @@ lf_buffer *lf_buffer_new(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape
         graph_error(ctx, LF_ERR_NOMEM, "buffer_new: out of memory for %zu bytes", bytes);
         return NULL;
     }
-    b->ctx = ctx;
-    b->dtype = t;
-    b->ndim = ndim;
-    if (ndim) memcpy(b->shape, shape, (size_t)ndim * sizeof *shape);
-    b->numel = numel;
-    b->bytes = bytes;
-    b->storage = bytes;
+    set_header(b, ctx, t, ndim, shape, numel, bytes, bytes);
     b->data = data;
     if (bytes && !host && ctx->be->buffer_alloc(b, "buffer_new") != LF_OK) {
         graph_free(b);
@@ -192,13 +198,7 @@ lf_buffer *graph_buffer_wrap(lf_ctx *ctx, const char *what, lf_dtype t, int ndim
         graph_error(ctx, LF_ERR_NOMEM, "%s: out of memory", what);
         return NULL;
     }
-    b->ctx = ctx;
-    b->dtype = t;
-    b->ndim = ndim;
-    if (ndim) memcpy(b->shape, shape, (size_t)ndim * sizeof *shape);
-    b->numel = numel;
-    b->bytes = bytes;
-    b->storage = storage;
+    set_header(b, ctx, t, ndim, shape, numel, bytes, storage);
     b->wrapped = true;
     b->release = release;
     b->release_arg = release_arg;
