@@ -355,12 +355,41 @@ static bool scan_rows_end_to_end(const cg_layout *lay) {
     return true;
 }
 
+/* Rows out .. out + G - 1 of a scan's run, in one pass each, side by side
+ * (G > 1 only where scan_rows_end_to_end holds: row out + l's element j is
+ * element j + l * E of row out): per row the running value (acc0[l], which
+ * starts each LF_SCAN_BLOCK block at the block's offset) and the block's
+ * total (tot[l], from the identity, folded into the offset off[l] at the
+ * block's end), each row folded in its own order. */
+static void scan_rows(cg_emitter *e, int G) {
+    const fuse_kernel *kn = e->kn;
+    const fuse_red *r = &kn->reds[0];
+    const char *T = scan_acc_type(kn), *id = cg_scan_identity(r);
+    int B = LF_SCAN_BLOCK;
+    cg_line(e, "%s off[%d], acc0[%d], tot[%d];", T, G, G, G);
+    cg_line(e, "for (int64_t l = 0; l < %d; l++) off[l] = %s;", G, id);
+    cg_open_block(e, "for (int64_t j0 = 0; j0 < E; j0 += %d) {", B);
+    cg_line(e, "const int64_t j1 = E - j0 < %d ? E : j0 + %d;", B, B);
+    cg_line(e, "for (int64_t l = 0; l < %d; l++) acc0[l] = off[l], tot[l] = %s;", G, id);
+    cg_open_block(e, "for (int64_t j = j0; j < j1; j++) {");
+    cg_line(e, "_Pragma(\"GCC unroll %d\")", G);
+    cg_open_block(e, "for (int64_t l = 0; l < %d; l++) {", G);
+    cg_line(e, "const int64_t jj = j + l * E; /* row out + l */");
+    cg_emit_scan_element(e, "jj", "l", true, true);
+    cg_close_block(e);
+    cg_close_block(e);
+    cg_open_block(e, "for (int64_t l = 0; l < %d; l++) {", G);
+    cg_emit_scan_fold_acc(e, r, "off[l]", "tot[l]");
+    cg_close_block(e);
+    cg_close_block(e);
+}
+
 static void emit_scan(cg_emitter *e) {
     const fuse_kernel *kn = e->kn;
     const cg_layout *lay = e->lay;
     const fuse_red *r = &kn->reds[0];
     const char *T = scan_acc_type(kn), *X = cg_red_float(r) ? "f" : "i", *id = cg_scan_identity(r);
-    int inner = lay->ndim - 1, B = LF_SCAN_BLOCK;
+    int inner = lay->ndim - 1;
     /* rows, each in one pass; SCAN_GROUP rows at once where they lie end to
        end (scan_rows_end_to_end), so a thread runs that many chains */
     open_fn(e, "run(" ARGS_RUN ")");
@@ -371,38 +400,14 @@ static void emit_scan(cg_emitter *e) {
     cg_hoist_invariants(e, 0);
     cg_hoist_invariants(e, kn->npasses);
     if (scan_rows_end_to_end(lay)) {
-        int G = SCAN_GROUP;
         cg_line(e, "const int64_t Ek = P[%d];", lay->param_extent + lay->nkept - 1);
-        cg_open_block(e, "if (end - out >= %d && out %% Ek + %d <= Ek) {", G, G);
-        cg_line(e, "%s off[%d], acc0[%d], tot[%d];", T, G, G, G);
-        cg_line(e, "for (int64_t l = 0; l < %d; l++) off[l] = %s;", G, id);
-        cg_open_block(e, "for (int64_t j0 = 0; j0 < E; j0 += %d) {", B);
-        cg_line(e, "const int64_t j1 = E - j0 < %d ? E : j0 + %d;", B, B);
-        cg_line(e, "for (int64_t l = 0; l < %d; l++) acc0[l] = off[l], tot[l] = %s;", G, id);
-        cg_open_block(e, "for (int64_t j = j0; j < j1; j++) {");
-        cg_line(e, "_Pragma(\"GCC unroll %d\")", G);
-        cg_open_block(e, "for (int64_t l = 0; l < %d; l++) {", G);
-        cg_line(e, "const int64_t jj = j + l * E; /* row out + l */");
-        cg_emit_scan_element(e, "jj", "l", true, true);
-        cg_close_block(e);
-        cg_close_block(e);
-        cg_open_block(e, "for (int64_t l = 0; l < %d; l++) {", G);
-        cg_emit_scan_fold_acc(e, r, "off[l]", "tot[l]");
-        cg_close_block(e);
-        cg_close_block(e);
-        cg_line(e, "out += %d - 1;", G);
+        cg_open_block(e, "if (end - out >= %d && out %% Ek + %d <= Ek) {", SCAN_GROUP, SCAN_GROUP);
+        scan_rows(e, SCAN_GROUP);
+        cg_line(e, "out += %d - 1;", SCAN_GROUP);
         cg_line(e, "continue;");
         cg_close_block(e);
     }
-    cg_line(e, "%s off = %s;", T, id);
-    cg_open_block(e, "for (int64_t j0 = 0; j0 < E; j0 += %d) {", B);
-    cg_line(e, "const int64_t j1 = E - j0 < %d ? E : j0 + %d;", B, B);
-    cg_line(e, "%s acc0[1] = {off}, tot[1] = {%s};", T, id);
-    cg_open_block(e, "for (int64_t jj = j0; jj < j1; jj++) {");
-    cg_emit_scan_element(e, "jj", "0", true, true);
-    cg_close_block(e);
-    cg_emit_scan_fold_acc(e, r, "off", "tot[0]");
-    cg_close_block(e);
+    scan_rows(e, 1);
     cg_close_block(e);
     cg_close_block(e);
     /* one row over threads: block totals, offsets, blocks from their offsets */
