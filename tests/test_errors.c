@@ -1419,24 +1419,25 @@ static void gather_index_errors_on(lf_ctx *c) {
     free(xv), free(iv);
 }
 
-Test(errors, gather_index_out_of_range) {
-    gather_index_errors_on(ctx);
+/* Runs check on a fresh context of backend b with threads and compile mode
+ * as given (0: the defaults), then destroys it. */
+static void on_fresh_ctx(void (*check)(lf_ctx *), lf_backend b, int threads, lf_compile_mode compile) {
     lf_ctx_options o;
     lf_ctx_options_init(&o);
-    o.backend = LF_BACKEND_CPU;
-    for (int threads = 1; threads <= 3; threads++) {
-        o.threads = threads;
-        lf_ctx *c = lf_ctx_new(&o);
-        cr_assert(c != NULL, "%s", lf_errmsg(NULL));
-        gather_index_errors_on(c);
-        lf_ctx_destroy(c);
-    }
-    lf_ctx_options_init(&o);
-    o.backend = LF_BACKEND_REFERENCE;
-    lf_ctx *r = lf_ctx_new(&o);
-    cr_assert(r != NULL, "%s", lf_errmsg(NULL));
-    gather_index_errors_on(r);
-    lf_ctx_destroy(r);
+    o.backend = b;
+    o.threads = threads;
+    o.compile = compile;
+    lf_ctx *c = lf_ctx_new(&o);
+    cr_assert(c != NULL, "%s", lf_errmsg(NULL));
+    check(c);
+    lf_ctx_destroy(c);
+}
+
+Test(errors, gather_index_out_of_range) {
+    gather_index_errors_on(ctx);
+    for (int threads = 1; threads <= 3; threads++)
+        on_fresh_ctx(gather_index_errors_on, LF_BACKEND_CPU, threads, LF_COMPILE_AUTO);
+    on_fresh_ctx(gather_index_errors_on, LF_BACKEND_REFERENCE, 0, LF_COMPILE_AUTO);
 }
 
 /* The range check at its edges: -n and n-1 are in range, -n-1 and n are not,
@@ -1474,17 +1475,9 @@ static void gather_index_edges_on(lf_ctx *c) {
 }
 
 Test(errors, gather_index_range_edges) {
-    lf_ctx_options o;
-    lf_backend backends[] = {LF_BACKEND_CPU, LF_BACKEND_CPU, LF_BACKEND_REFERENCE};
-    for (int b = 0; b < 3; b++) {
-        lf_ctx_options_init(&o);
-        o.backend = backends[b];
-        if (b == 1) o.compile = LF_COMPILE_NEVER; /* the schedule interpreter */
-        lf_ctx *c = lf_ctx_new(&o);
-        cr_assert(c != NULL, "%s", lf_errmsg(NULL));
-        gather_index_edges_on(c);
-        lf_ctx_destroy(c);
-    }
+    on_fresh_ctx(gather_index_edges_on, LF_BACKEND_CPU, 0, LF_COMPILE_AUTO);
+    on_fresh_ctx(gather_index_edges_on, LF_BACKEND_CPU, 0, LF_COMPILE_NEVER); /* the schedule interpreter */
+    on_fresh_ctx(gather_index_edges_on, LF_BACKEND_REFERENCE, 0, LF_COMPILE_AUTO);
 }
 
 Test(errors, scatter_and_bincount_builder_arguments) {
@@ -1577,16 +1570,8 @@ static void scatter_index_errors_on(lf_ctx *c) {
 
 Test(errors, scatter_index_out_of_range) {
     scatter_index_errors_on(ctx);
-    lf_ctx_options o;
-    lf_ctx_options_init(&o);
-    o.backend = LF_BACKEND_CPU;
-    for (int threads = 1; threads <= 3; threads++) {
-        o.threads = threads;
-        lf_ctx *c = lf_ctx_new(&o);
-        cr_assert(c != NULL, "%s", lf_errmsg(NULL));
-        scatter_index_errors_on(c);
-        lf_ctx_destroy(c);
-    }
+    for (int threads = 1; threads <= 3; threads++)
+        on_fresh_ctx(scatter_index_errors_on, LF_BACKEND_CPU, threads, LF_COMPILE_AUTO);
 }
 
 /* lf_scalar_set (lazyfuse.h): the exact messages; the graph does not fail,
