@@ -816,7 +816,7 @@ static bool run_e2e_gaussian(const options *o, const bench_case *c, bool fused, 
         st = st * 1664525u + 1013904223u;
         x[i] = -3 + 6 * (float)(st >> 8) / 16777216.0f;
     }
-    /* a graph per path: a graph keeps one program, for its last outputs */
+    /* a graph per path, so that each path plans and runs its own program */
     lf_graph *g = lf_graph_new(ctx), *g2 = lf_graph_new(ctx);
     lf_buffer *xw = NULL, *yw = NULL;
     lf_buffer *xb = lf_buffer_new(ctx, LF_F32, 1, &n), *yb = lf_buffer_new(ctx, LF_F32, 1, &n);
