@@ -821,12 +821,15 @@ void cg_declare_buffers(cg_emitter *e) {
         }
         const fuse_slot *sl = &e->s->slots[lay->buf_slot[b]];
         const char *t = e->d->type[sl->dtype];
+        /* a slot that may share memory with another (an output written into
+           its own input, fusion/plan_inplace.c) is not restrict */
+        const char *rk = sl->may_alias ? "" : e->d->restrict_kw;
         if (lay->buf_written[b])
-            cg_line(e, "%s%s *%s b%d = (%s *)B[%d]; /* n%d */", e->d->value_attr, t, e->d->restrict_kw, b, t, b,
-                 sl->node->id);
+            cg_line(e, "%s%s *%s b%d = (%s *)B[%d]; /* n%d%s */", e->d->value_attr, t, rk, b, t, b, sl->node->id,
+                    sl->may_alias ? ", may alias" : "");
         else
-            cg_line(e, "%sconst %s *%s b%d = (const %s *)B[%d]; /* n%d */", e->d->value_attr, t, e->d->restrict_kw,
-                 b, t, b, sl->node->id);
+            cg_line(e, "%sconst %s *%s b%d = (const %s *)B[%d]; /* n%d%s */", e->d->value_attr, t, rk, b, t, b,
+                    sl->node->id, sl->may_alias ? ", may alias" : "");
     }
     for (int i = 0; i < lay->naccess; i++)
         if (lay->access[i].inner == CG_INNER_STRIDED)

@@ -231,6 +231,9 @@ typedef struct fuse_slot {
     int def;                       /* kernel that stores it, -1 for inputs */
     int last_use;                  /* last kernel that loads it, -1 if none */
     int block;                     /* TEMP: memory block, else -1 */
+    bool may_alias;                /* INPUT or OUTPUT: one side of a pair that
+                                      may share memory (plan_inplace.c); its
+                                      pointer is declared without restrict */
 } fuse_slot;
 
 typedef struct fuse_schedule {
@@ -281,6 +284,27 @@ bool fuse_kernel_checks_index(const fuse_kernel *kn);
  * arrays data[slot] and records the message (graph_gather_check). Returns
  * LF_ERR_INDEX. */
 lf_status fuse_report_index_error(const fuse_schedule *s, int k, void *const *data);
+
+/* ==== plan_inplace.c: outputs written into their own inputs ============== */
+
+/* Whether output slot o may be written into the memory of input slot j (the
+ * rule of plan_inplace.c's top comment). */
+bool fuse_in_place_ok(const fuse_schedule *s, int o, int j);
+/* Marks output i's slot and every input slot bound to dst that
+ * fuse_in_place_ok allows may_alias (a backend asked to write output i into
+ * dst, before codegen reads the flags). */
+void fuse_plan_in_place(fuse_schedule *s, int i, const lf_buffer *dst);
+/* dst when s reads dst (an input slot is bound to it), else NULL: what a
+ * backend asks fuse_plan_in_place for, and keys its programs by (an eval of
+ * x = f(x) and one of y = f(x) are two programs; only the first drops
+ * restrict on x). */
+const lf_buffer *fuse_in_place_target(const fuse_schedule *s, const lf_buffer *dst);
+/* Whether output i of s may be written straight into dst, a buffer some of
+ * s's input slots read: every input slot bound to dst allows it, and the
+ * plan marked the pair (so the compiled kernels declare no restrict). The
+ * backend still checks the rest (no other output names dst, no partial
+ * overlap, no index check before the store). */
+bool fuse_output_in_place(const fuse_schedule *s, int i, const lf_buffer *dst);
 
 /* ==== interp.c: the schedule interpreter ================================= */
 

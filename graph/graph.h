@@ -44,9 +44,13 @@ bool graph_debug_on(const char *what);
 /* Output aliasing for a backend's run: unsafe[i] is set when dsts[i] is one
  * of ins[0..nin) (buffers the program reads), shares memory with one of them
  * (wrapped buffers: storage ranges compared), or is named by another output,
- * else cleared. Expected O(n + nin) (a hash set; was a scan per output).
- * false when out of memory, with nothing left allocated. */
-bool graph_dst_aliases(int n, lf_buffer *const *dsts, int nin, const lf_buffer *const *ins, bool *unsafe);
+ * else cleared. own_input (may be NULL) narrows that: own_input[i] is set
+ * when dsts[i] is one of ins itself and nothing else (no other output names
+ * it, it overlaps no other input): the case an output may be written in
+ * place (fusion/plan_inplace.c). Expected O(n + nin) (a hash set) unless a
+ * buffer is wrapped. false when out of memory, with nothing left allocated. */
+bool graph_dst_aliases(int n, lf_buffer *const *dsts, int nin, const lf_buffer *const *ins, bool *unsafe,
+                       bool *own_input);
 
 /* Records an error message for ctx (or the calling thread when ctx is NULL)
  * and returns st, so that `return graph_error(ctx, LF_ERR_..., ...)` reads. */

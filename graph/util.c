@@ -310,7 +310,8 @@ static alias_entry *alias_find(alias_entry *t, size_t mask, const lf_buffer *b) 
     return &t[j];
 }
 
-bool graph_dst_aliases(int n, lf_buffer *const *dsts, int nin, const lf_buffer *const *ins, bool *unsafe) {
+bool graph_dst_aliases(int n, lf_buffer *const *dsts, int nin, const lf_buffer *const *ins, bool *unsafe,
+                       bool *own_input) {
     size_t cap = 16;
     while (cap < 2 * ((size_t)n + (size_t)nin)) cap *= 2;
     alias_entry *t = graph_calloc(cap, sizeof *t);
@@ -321,13 +322,18 @@ bool graph_dst_aliases(int n, lf_buffer *const *dsts, int nin, const lf_buffer *
     for (int i = 0; i < n; i++) {
         const alias_entry *e = alias_find(t, cap - 1, dsts[i]);
         unsafe[i] = e->input || e->count > 1;
+        if (own_input) own_input[i] = e->input && e->count == 1;
         wrapped |= dsts[i]->wrapped;
     }
     for (int j = 0; j < nin && !wrapped; j++) wrapped = ins[j]->wrapped;
     if (wrapped) /* distinct buffers share memory only when wrapped: compare ranges */
         for (int i = 0; i < n; i++)
-            for (int j = 0; j < nin && !unsafe[i]; j++)
-                unsafe[i] = (dsts[i]->wrapped || ins[j]->wrapped) && graph_buffers_overlap(dsts[i], ins[j]);
+            for (int j = 0; j < nin; j++)
+                if (ins[j] != dsts[i] && (dsts[i]->wrapped || ins[j]->wrapped) &&
+                    graph_buffers_overlap(dsts[i], ins[j])) {
+                    unsafe[i] = true;
+                    if (own_input) own_input[i] = false;
+                }
     graph_free(t);
     return true;
 }

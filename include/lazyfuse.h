@@ -818,6 +818,13 @@ typedef struct lf_eval_stats {
     bool program_reused;       /* the graph's planned, compiled program was reused
                                   (no planning, no codegen, no lookup) */
     double compile_seconds;    /* wall-clock time in codegen, compile and load */
+    int outputs_in_place;      /* outputs written straight into a buffer the eval
+                                  also reads (x = x*0.5 + 1 into x): each element
+                                  is read only where it is written, so no copy */
+    size_t bytes_staged;       /* bytes copied into output buffers after the
+                                  kernels ran: outputs whose buffer the eval reads
+                                  otherwise (x = x[::-1] into x), or that a
+                                  gather's index check runs before */
 } lf_eval_stats;
 
 /* Copies the statistics of the last lf_eval on ctx into *out. They are all

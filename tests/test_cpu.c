@@ -2017,8 +2017,8 @@ enum { AN = 1024 };
 /* Writes x0 into xb (and zeros into zb), evaluates outs into dsts on the CPU
  * backend, reads xb and zb; the same with the reference evaluator; both
  * buffers must end bit-identical. */
-static void alias_case(const char *what, lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
-                       lf_buffer *xb, lf_buffer *zb, const float *x0) {
+static void alias_case_rtol(const char *what, lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
+                            lf_buffer *xb, lf_buffer *zb, const float *x0, double rtol) {
     static const float zeros[AN];
     float got_x[AN], got_z[AN], want_x[AN], want_z[AN];
     for (int r = 0; r < 2; r++) {
@@ -2035,9 +2035,15 @@ static void alias_case(const char *what, lf_graph *g, int n, lf_node *const *out
     }
     char w[200];
     snprintf(w, sizeof w, "%s: buffer x", what);
-    expect_match(w, LF_F32, got_x, want_x, AN, 0);
+    expect_match(w, LF_F32, got_x, want_x, AN, rtol);
     snprintf(w, sizeof w, "%s: buffer z", what);
-    expect_match(w, LF_F32, got_z, want_z, AN, 0);
+    expect_match(w, LF_F32, got_z, want_z, AN, rtol);
+}
+
+/* alias_case_rtol bit for bit. */
+static void alias_case(const char *what, lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
+                       lf_buffer *xb, lf_buffer *zb, const float *x0) {
+    alias_case_rtol(what, g, n, outs, dsts, xb, zb, x0, 0);
 }
 
 /* One buffer named for two outputs: LF_ERR_INVALID, both buffers unchanged. */
@@ -2123,6 +2129,117 @@ Test(cpu, output_aliasing_on_the_reused_program) {
     cr_expect(st.program_reused);
     lf_buffer_free(wb);
     lf_graph_free(g);
+    lf_ctx_destroy(c);
+    unsetenv("LF_CPU_PARALLEL_MIN");
+    expect_no_leak();
+}
+
+/* How an output reached its buffer (lf_eval_stats). */
+typedef enum written { WRITTEN_DIRECT, WRITTEN_IN_PLACE, WRITTEN_STAGED } written;
+
+/* Evaluates out into dst (x0 in xb first) and expects the stats to say how
+ * the output was written: straight into a buffer nothing reads, in place
+ * into a buffer it reads (no copy), or staged (copied after the kernels);
+ * then checks both buffers against the reference (alias_case). */
+static void in_place_case(const char *what, lf_graph *g, lf_node *out, lf_buffer *dst, lf_buffer *xb, lf_buffer *zb,
+                          const float *x0, written how, double rtol) {
+    lf_eval_stats st;
+    lf_buffer_write(xb, x0, AN * sizeof(float));
+    cr_assert_eq(lf_eval(g, 1, &out, &dst), LF_OK, "%s: %s", what, lf_errmsg(g->ctx));
+    cr_assert_eq(lf_ctx_last_stats(g->ctx, &st), LF_OK);
+    cr_expect_eq(st.outputs_in_place, how == WRITTEN_IN_PLACE, "%s: %d outputs in place", what, st.outputs_in_place);
+    cr_expect_eq(st.bytes_staged, how == WRITTEN_STAGED ? AN * sizeof(float) : 0, "%s: %zu bytes staged", what,
+                 st.bytes_staged);
+    alias_case_rtol(what, g, 1, &out, &dst, xb, zb, x0, rtol);
+}
+
+/* An output written into an input it reads only at the position it writes
+ * runs in place (no copy); any other read of that input (reversed, shifted,
+ * reduced after, a partially overlapping wrap) stages. Results always equal
+ * the reference's, at every thread count the test uses. */
+Test(cpu, outputs_written_into_their_own_inputs) {
+    setenv("LF_CPU_PARALLEL_MIN", "1", 1);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        lf_ctx *c = cpu_ctx(threads, LF_COMPILE_REQUIRE, NULL);
+        float x0[AN];
+        for (int i = 0; i < AN; i++) x0[i] = (float)tu_uniform(-10, 10);
+        x0[3] = NAN, x0[7] = INFINITY, x0[11] = -0.0f;
+        lf_buffer *xb = raw_buf(c, LF_F32, 1, SH(AN), x0), *zb = raw_buf(c, LF_F32, 1, SH(AN), NULL);
+        lf_buffer *mb = raw_buf(c, LF_F32, 2, SH(32, 32), x0);
+        lf_graph *g = lf_graph_new(c);
+        lf_node *x = lf_input(g, xb), *m = lf_input(g, mb);
+        lf_node *half = lf_const(g, LF_F32, 0.5), *one = lf_const(g, LF_F32, 1);
+        lf_node *axpy = lf_add(g, lf_mul(g, x, half), one);
+        lf_node *rev = lf_add(g, lf_mul(g, lf_slice(g, x, 0, LF_NONE, LF_NONE, -1), half), one);
+        /* softmax of each row of m: a row kernel reading m only where it writes */
+        lf_node *mx = lf_reduce(g, LF_RED_MAX, m, 1, (int[]){1}, true);
+        lf_node *e = lf_zipwith(g, lf_fn_parse(g, "(a, b) -> exp(a - b)"), 2, (lf_node *[]){m, mx});
+        lf_node *sm = lf_div(g, e, lf_reduce(g, LF_RED_SUM, e, 1, (int[]){1}, true));
+        /* x*2 stored while sum(x) is still to be read: only a later kernel reads x */
+        lf_node *centred = lf_sub(g, x, lf_reduce(g, LF_RED_SUM, x, 0, NULL, false));
+        cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+        in_place_case("x*0.5+1 into x", g, axpy, xb, xb, zb, x0, WRITTEN_IN_PLACE, 0);
+        in_place_case("x*0.5+1 into z", g, axpy, zb, xb, zb, x0, WRITTEN_DIRECT, 0);
+        in_place_case("x[::-1]*0.5+1 into x", g, rev, xb, xb, zb, x0, WRITTEN_STAGED, 0);
+        in_place_case("x*0.5+1 into x again", g, axpy, xb, xb, zb, x0, WRITTEN_IN_PLACE, 0);
+        in_place_case("softmax rows of m into m", g, sm, mb, mb, zb, x0, WRITTEN_IN_PLACE, 1e-5);
+        alias_case("x - sum(x) into x", g, 1, &centred, &xb, xb, zb, x0);
+        lf_graph_free(g);
+        lf_buffer_free(mb);
+        lf_ctx_destroy(c);
+    }
+    unsetenv("LF_CPU_PARALLEL_MIN");
+    expect_no_leak();
+}
+
+/* Wrapped buffers over overlapping memory are distinct buffers sharing
+ * elements: writing one while reading the other stages, whether they overlap
+ * shifted by one element or exactly (two wraps of one array). An eval into
+ * the input itself and one into another buffer are two programs, each
+ * reused afterwards. */
+Test(cpu, overlapping_wraps_stage_and_in_place_programs_are_cached) {
+    setenv("LF_CPU_PARALLEL_MIN", "1", 1);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    static float mem[AN + 1], before[AN + 1];
+    for (int i = 0; i <= AN; i++) mem[i] = before[i] = (float)tu_uniform(-10, 10);
+    lf_buffer *wa = lf_buffer_wrap(c, LF_F32, 1, SH(AN), NULL, mem, NULL, NULL);
+    lf_buffer *shifted = lf_buffer_wrap(c, LF_F32, 1, SH(AN), NULL, mem + 1, NULL, NULL);
+    lf_buffer *same = lf_buffer_wrap(c, LF_F32, 1, SH(AN), NULL, mem, NULL, NULL);
+    cr_assert(wa && shifted && same, "%s", lf_errmsg(c));
+    lf_graph *g = lf_graph_new(c);
+    lf_node *y = lf_add(g, lf_mul(g, lf_input(g, wa), lf_const(g, LF_F32, 0.5)), lf_const(g, LF_F32, 1));
+    lf_eval_stats st;
+    cr_assert_eq(lf_eval(g, 1, &y, &shifted), LF_OK, "%s", lf_errmsg(c));
+    cr_assert_eq(lf_ctx_last_stats(c, &st), LF_OK);
+    cr_expect_eq(st.outputs_in_place, 0);
+    cr_expect_eq(st.bytes_staged, AN * sizeof(float));
+    cr_expect_eq(mem[0], before[0]);
+    for (int i = 0; i < AN; i++)
+        cr_assert_eq(mem[i + 1], before[i] * 0.5f + 1, "shifted wrap: element %d is %a, want %a", i, mem[i + 1],
+                     before[i] * 0.5f + 1);
+    memcpy(mem, before, sizeof mem);
+    cr_assert_eq(lf_eval(g, 1, &y, &same), LF_OK, "%s", lf_errmsg(c));
+    cr_assert_eq(lf_ctx_last_stats(c, &st), LF_OK);
+    cr_expect_eq(st.outputs_in_place, 0);
+    cr_expect_eq(st.bytes_staged, AN * sizeof(float));
+    for (int i = 0; i < AN; i++) cr_assert_eq(mem[i], before[i] * 0.5f + 1, "same wrap: element %d", i);
+    /* into wa itself: in place, a program of its own; then both are reused */
+    bool reused[4];
+    lf_buffer *dst[4] = {wa, same, wa, same};
+    for (int r = 0; r < 4; r++) {
+        memcpy(mem, before, sizeof mem);
+        cr_assert_eq(lf_eval(g, 1, &y, &dst[r]), LF_OK, "%s", lf_errmsg(c));
+        cr_assert_eq(lf_ctx_last_stats(c, &st), LF_OK);
+        reused[r] = st.program_reused;
+        cr_expect_eq(st.outputs_in_place, dst[r] == wa, "eval %d: %d in place", r, st.outputs_in_place);
+        for (int i = 0; i < AN; i++) cr_assert_eq(mem[i], before[i] * 0.5f + 1, "eval %d: element %d", r, i);
+    }
+    cr_expect(!reused[0] && reused[1] && reused[2] && reused[3], "programs reused: %d %d %d %d", reused[0], reused[1],
+              reused[2], reused[3]);
+    lf_graph_free(g);
+    lf_buffer_free(wa);
+    lf_buffer_free(shifted);
+    lf_buffer_free(same);
     lf_ctx_destroy(c);
     unsetenv("LF_CPU_PARALLEL_MIN");
     expect_no_leak();

@@ -993,18 +993,57 @@ static bool compiled_run(void) {
     return !(e && strcmp(e, "never") == 0);
 }
 
+/* Evaluates out alone (fused) into an input buffer of g with its dtype and
+ * shape, if g has one, and compares with want (the reference's values): the
+ * in-place path when the output reads that input only where it writes,
+ * staging otherwise (fusion/plan_inplace.c). The input's contents are put
+ * back afterwards. Returns whether it ran. */
+static bool check_into_an_input(lf_ctx *ctx, lf_graph *g, lf_node *out, const double *want, const char *where,
+                                int *in_place) {
+    lf_buffer *b = NULL;
+    for (int id = 0; id < g->nnodes && !b; id++) {
+        const lf_node *x = g->nodes[id];
+        if (x->kind == NODE_INPUT && x->dtype == out->dtype && x->ndim == out->ndim &&
+            !memcmp(x->shape, out->shape, (size_t)out->ndim * sizeof *out->shape))
+            b = x->u.buffer;
+    }
+    if (!b) return false;
+    size_t bytes = lf_buffer_bytes(b);
+    int64_t m = lf_buffer_numel(b);
+    void *keep = malloc(bytes ? bytes : 1);
+    double *got = malloc((size_t)(m ? m : 1) * sizeof *got);
+    cr_assert(keep && got);
+    lf_buffer_read(b, keep, bytes);
+    ctx->backend = planned_backend();
+    ctx->opt.fusion = 1;
+    cr_assert_eq(lf_eval(g, 1, &out, &b), LF_OK, "%s, into an input: %s", where, lf_errmsg(ctx));
+    lf_eval_stats st;
+    lf_ctx_last_stats(ctx, &st);
+    *in_place += st.outputs_in_place;
+    tu_read(b, got);
+    for (int64_t j = 0; j < m; j++)
+        cr_assert(same_value(out->dtype, got[j], want[j]), "%s, into an input%s: element %lld is %.17g, reference %.17g",
+                  where, st.outputs_in_place ? " (in place)" : " (staged)", (long long)j, got[j], want[j]);
+    lf_buffer_write(b, keep, bytes);
+    free(keep);
+    free(got);
+    return true;
+}
+
 Test(fusion, differential_random_graphs, .timeout = 600) {
     uint64_t seed = tu_seed();
     const char *only = getenv("LF_TEST_GRAPH");
     int first = only ? atoi(only) : 0, last = only ? first + 1 : ngraphs();
     lf_ctx *ctx = fctx(1);
     int kernels_fused = 0, kernels_unfused = 0, coverbuf[10] = {0}, ill_conditioned = 0, scalar_rounds = 0;
+    int into_inputs = 0, in_place = 0;
     int *cover = getenv("LF_TEST_VERBOSE") ? coverbuf : NULL;
     for (int gi = first; gi < last; gi++) {
         gen G;
         lf_node *outs[3];
         if (getenv("LF_TEST_TRACE")) fprintf(stderr, "graph %d\n", gi); /* which graph crashed the planner */
         int nout = gen_graph(&G, ctx, seed, gi, outs);
+        double *last_want[3] = {NULL, NULL, NULL};
         /* round 1 (graphs with constants): new values set with lf_scalar_set,
            the same graph evaluated again: no compile, the same comparisons */
         for (int round = 0; round < 2; round++) {
@@ -1108,11 +1147,24 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
                                        lf_dtype_name(outs[i]->dtype), (long long)m, (long long)j,
                                        v[mode][j], v[2][j]);
                     }
+            free(last_want[i]); /* the reference of the last round, for the check below */
+            last_want[i] = skipped ? NULL : v[2];
             for (int mode = 0; mode < 3; mode++) {
-                free(v[mode]);
+                if (mode < 2 || skipped) free(v[mode]);
                 lf_buffer_free(res[mode][i]);
             }
         }
+        }
+        /* after the rounds (they check the program cache): each output written
+           into one of its graph's inputs, in place where the plan allows */
+        for (int i = 0; i < nout; i++) {
+            if (last_want[i]) {
+                char where[120];
+                snprintf(where, sizeof where, "graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d) output %d", gi,
+                         seed, gi, i);
+                into_inputs += check_into_an_input(ctx, G.g, outs[i], last_want[i], where, &in_place);
+            }
+            free(last_want[i]);
         }
         lf_graph_free(G.g);
     }
@@ -1125,10 +1177,10 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
                 "index maps %d, epilogues %d, fused reduction inputs %d, kernels of 4+ nodes %d, "
                 "temporaries %d, empty outputs %d, row passes %d, several reduction passes %d, "
                 "horizontal reductions %d, multi-output elementwise kernels %d; evaluated again with new "
-                "constant values %d\n",
+                "constant values %d; outputs written into an input %d (in place %d)\n",
                 last - first, kernels_fused, kernels_unfused, coverbuf[0], coverbuf[1], coverbuf[2],
                 coverbuf[3], coverbuf[4], coverbuf[5], coverbuf[6], coverbuf[7], coverbuf[8], coverbuf[9],
-                scalar_rounds);
+                scalar_rounds, into_inputs, in_place);
     lf_ctx_destroy(ctx);
 }
 

@@ -378,6 +378,9 @@ typedef struct cpu_program {
     cpu_kernel *k;                  /* s->nkernels */
     void **blocks;                  /* temporaries' memory blocks */
     lf_eval_stats stats;            /* schedule statistics */
+    const lf_buffer **inplace;      /* per output: the input buffer it was planned to
+                                       be written into (fuse_plan_in_place), else
+                                       NULL; part of the program's identity */
     void **stage;                   /* per output: where it is written when an index
                                        check runs before it is complete (kept across
                                        evals: no page faults each time), or NULL */
@@ -403,18 +406,23 @@ static void program_free(void *p) {
     graph_free(pr->blocks);
     graph_free(pr->k);
     graph_free(pr->out_ids);
+    graph_free(pr->inplace);
     fuse_schedule_free(pr->s);
     graph_free(pr);
 }
 
-static bool program_matches(const cpu_program *pr, const lf_graph *g, int n, lf_node *const *outs) {
+/* Whether pr computes outs of g into dsts: the same outputs, and the same
+ * outputs written into inputs (an eval of x = f(x) and one of y = f(x) are
+ * two programs: only the first drops restrict on x). */
+static bool program_matches(const cpu_program *pr, const lf_graph *g, int n, lf_node *const *outs,
+                            lf_buffer *const *dsts) {
     if (pr->version != g->version || pr->n != n || pr->fused != (g->ctx->opt.fusion != 0)) return false;
     for (int i = 0; i < n; i++)
-        if (pr->out_ids[i] != outs[i]->id) return false;
+        if (pr->out_ids[i] != outs[i]->id || pr->inplace[i] != fuse_in_place_target(pr->s, dsts[i])) return false;
     return true;
 }
 
-static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const *outs,
+static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const *outs, lf_buffer *const *dsts,
                                cpu_program **out, lf_eval_stats *st) {
     lf_ctx *ctx = g->ctx;
     cpu_program *pr = graph_calloc(1, sizeof *pr);
@@ -423,13 +431,16 @@ static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const
     pr->fused = ctx->opt.fusion != 0;
     pr->n = n;
     pr->out_ids = graph_calloc((size_t)n, sizeof *pr->out_ids);
-    if (!pr->out_ids) goto nomem;
+    pr->inplace = graph_calloc((size_t)n + 1, sizeof *pr->inplace);
+    if (!pr->out_ids || !pr->inplace) goto nomem;
     for (int i = 0; i < n; i++) pr->out_ids[i] = outs[i]->id;
     lf_status status = fuse_plan(g, n, outs, pr->fused, &pr->s);
     if (status != LF_OK) {
         program_free(pr);
         return status;
     }
+    for (int i = 0; i < n; i++) /* outputs asked for in their own inputs */
+        if ((pr->inplace[i] = fuse_in_place_target(pr->s, dsts[i]))) fuse_plan_in_place(pr->s, i, dsts[i]);
     fuse_schedule_stats(pr->s, &pr->stats);
     const fuse_schedule *s = pr->s;
     if (graph_debug_on("schedule")) fuse_schedule_print(s, stderr);
@@ -585,26 +596,30 @@ static void run_kernel(cpu_pool *pool, int64_t parallel_min, cpu_kernel *ck) {
  * when a kernel with gather loads flags an index out of range: outputs
  * stored at or after the first such kernel are written to fresh memory, so
  * that a failed eval changes no output buffer. */
-static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buffer *const *dsts) {
+static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buffer *const *dsts,
+                             lf_eval_stats *st) {
     const fuse_schedule *s = pr->s;
     int n = pr->n;
     void **data = graph_calloc((size_t)s->nslots + 1, sizeof *data);
     void **fresh = graph_calloc((size_t)n + 1, sizeof *fresh);
     const lf_buffer **ins = graph_calloc((size_t)s->nslots + 1, sizeof *ins);
-    bool *unsafe = graph_calloc((size_t)n + 1, sizeof *unsafe);
+    bool *unsafe = graph_calloc(2 * ((size_t)n + 1), sizeof *unsafe), *own_input = unsafe ? unsafe + n + 1 : NULL;
     int nin = 0;
     lf_status status = LF_OK;
     if (!data || !fresh || !ins || !unsafe) goto nomem;
     for (int j = 0; j < s->nslots; j++)
         if (s->slots[j].kind == FUSE_SLOT_INPUT) ins[nin++] = s->slots[j].buffer;
-    if (!graph_dst_aliases(n, dsts, nin, ins, unsafe)) goto nomem;
+    if (!graph_dst_aliases(n, dsts, nin, ins, unsafe, own_input)) goto nomem;
     for (int j = 0; j < s->nslots; j++) {
         const fuse_slot *sl = &s->slots[j];
         if (sl->kind == FUSE_SLOT_INPUT) data[j] = sl->buffer->data;
         else if (sl->kind == FUSE_SLOT_TEMP) data[j] = pr->blocks[sl->block];
     }
     /* outputs: in place when nothing reads the buffer, no other output names it
-       and no kernel that may fail (gather index checks) runs before it is complete */
+       and no kernel that may fail (gather index checks) runs before it is
+       complete; or written into an input it reads only at the position
+       written (fuse_output_in_place) when no kernel at all may fail (a failed
+       eval must leave that input as it was) */
     int first_check = s->nkernels;
     for (int k = s->nkernels - 1; k >= 0; k--)
         if (pr->k[k].lay->err_buf >= 0) first_check = k;
@@ -612,8 +627,10 @@ static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buf
         const fuse_slot *sl = &s->slots[s->out_slot[i]];
         if (sl->kind != FUSE_SLOT_OUTPUT || sl->output != i) continue;
         lf_buffer *d = dsts[i];
-        if (!unsafe[i] && sl->def < first_check) {
+        bool in_place = own_input[i] && first_check == s->nkernels && fuse_output_in_place(s, i, d);
+        if ((!unsafe[i] || in_place) && sl->def < first_check) {
             data[s->out_slot[i]] = d->data;
+            st->outputs_in_place += unsafe[i];
         } else if (!unsafe[i] && sl->bytes) { /* behind an index check: the program's staging */
             if (!pr->stage && !(pr->stage = graph_calloc((size_t)n, sizeof *pr->stage))) goto nomem;
             if (!pr->stage[i] && !(pr->stage[i] = graph_malloc(sl->bytes))) goto nomem;
@@ -655,7 +672,10 @@ static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buf
             pr->stage[i] = t;
             continue;
         }
-        if (d->bytes && src != d->data) memmove(d->data, src, d->bytes);
+        if (d->bytes && src != d->data) {
+            memmove(d->data, src, d->bytes);
+            st->bytes_staged += d->bytes;
+        }
     }
     goto done;
 nomem:
@@ -683,7 +703,7 @@ static lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *c
         return host_eval(g, n, outs, dsts, stats, false);
     cpu_program *pr = NULL; /* the graph's program for these outputs, if cached */
     for (int i = 0; i < GRAPH_PROGRAMS && g->programs[i].p && !pr; i++)
-        if (g->programs[i].free == program_free && program_matches(g->programs[i].p, g, n, outs))
+        if (g->programs[i].free == program_free && program_matches(g->programs[i].p, g, n, outs, dsts))
             pr = graph_program_use(g, i);
     cpu_state *cs = get_state(ctx);
     if (!cs) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory starting the CPU backend");
@@ -703,11 +723,11 @@ static lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *c
             cs->warned = true;
             return host_eval(g, n, outs, dsts, stats, false);
         }
-        lf_status st = program_build(g, cs, n, outs, &pr, stats);
+        lf_status st = program_build(g, cs, n, outs, dsts, &pr, stats);
         if (st != LF_OK) return st;
         graph_program_put(g, pr, program_free);
     }
-    lf_status st = program_run(ctx, cs, pr, dsts);
+    lf_status st = program_run(ctx, cs, pr, dsts, stats);
     if (st != LF_OK) return st;
     lf_eval_stats keep = *stats;
     *stats = pr->stats;
@@ -716,6 +736,8 @@ static lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *c
     stats->kernels_memory_hits = keep.kernels_memory_hits;
     stats->program_reused = keep.program_reused;
     stats->compile_seconds = keep.compile_seconds;
+    stats->outputs_in_place = keep.outputs_in_place;
+    stats->bytes_staged = keep.bytes_staged;
     if (keep.program_reused) stats->plan_seconds = 0;
     return LF_OK;
 }

@@ -388,6 +388,8 @@ typedef struct cuda_program {
     bool fused;                    /* fusion on */
     int n;                         /* outputs */
     int *out_ids;                  /* their node ids */
+    const lf_buffer **inplace;     /* per output: the input buffer it was planned
+                                      to be written into, else NULL (cpu.c) */
     fuse_schedule *s;
     cuda_kernel *k;                /* s->nkernels */
     CUdeviceptr *blocks;           /* temporaries' memory blocks */
@@ -423,19 +425,23 @@ static void program_free(void *p) {
     graph_free(pr->fresh);
     graph_free(pr->k);
     graph_free(pr->out_ids);
+    graph_free(pr->inplace);
     fuse_schedule_free(pr->s);
     graph_free(pr);
 }
 
-static bool program_matches(const cuda_program *pr, const lf_graph *g, int n, lf_node *const *outs) {
+/* Whether pr computes outs of g into dsts (the same outputs, the same ones
+ * written into inputs: fuse_in_place_target). */
+static bool program_matches(const cuda_program *pr, const lf_graph *g, int n, lf_node *const *outs,
+                            lf_buffer *const *dsts) {
     if (pr->version != g->version || pr->n != n || pr->fused != (g->ctx->opt.fusion != 0)) return false;
     for (int i = 0; i < n; i++)
-        if (pr->out_ids[i] != outs[i]->id) return false;
+        if (pr->out_ids[i] != outs[i]->id || pr->inplace[i] != fuse_in_place_target(pr->s, dsts[i])) return false;
     return true;
 }
 
-static lf_status program_build(lf_graph *g, cuda_state *cs, int n, lf_node *const *outs, cuda_program **out,
-                               lf_eval_stats *st) {
+static lf_status program_build(lf_graph *g, cuda_state *cs, int n, lf_node *const *outs, lf_buffer *const *dsts,
+                               cuda_program **out, lf_eval_stats *st) {
     lf_ctx *ctx = g->ctx;
     cuda_program *pr = graph_calloc(1, sizeof *pr);
     if (!pr) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
@@ -444,13 +450,16 @@ static lf_status program_build(lf_graph *g, cuda_state *cs, int n, lf_node *cons
     pr->fused = ctx->opt.fusion != 0;
     pr->n = n;
     pr->out_ids = graph_calloc((size_t)n, sizeof *pr->out_ids);
-    if (!pr->out_ids) goto nomem;
+    pr->inplace = graph_calloc((size_t)n + 1, sizeof *pr->inplace);
+    if (!pr->out_ids || !pr->inplace) goto nomem;
     for (int i = 0; i < n; i++) pr->out_ids[i] = outs[i]->id;
     lf_status status = fuse_plan(g, n, outs, pr->fused, &pr->s);
     if (status != LF_OK) {
         program_free(pr);
         return status;
     }
+    for (int i = 0; i < n; i++) /* outputs asked for in their own inputs */
+        if ((pr->inplace[i] = fuse_in_place_target(pr->s, dsts[i]))) fuse_plan_in_place(pr->s, i, dsts[i]);
     fuse_schedule_stats(pr->s, &pr->stats);
     const fuse_schedule *s = pr->s;
     if (graph_debug_on("schedule")) fuse_schedule_print(s, stderr);
@@ -586,7 +595,8 @@ static void release_fresh(cuda_state *cs, cuda_program *pr) {
 
 /* Runs the program writing into dsts; fails only before the first launch,
  * except when the driver refuses a launch or copy. */
-static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_buffer *const *dsts) {
+static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_buffer *const *dsts,
+                             lf_eval_stats *st) {
     const fuse_schedule *s = pr->s;
     int n = pr->n;
     uint64_t *data = pr->slot_addr;
@@ -598,14 +608,16 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
                   : sl->kind == FUSE_SLOT_TEMP ? pr->blocks[sl->block]
                                                : 0;
     }
-    /* outputs: in place when nothing reads the buffer and no other output names it */
+    /* outputs: in place when nothing reads the buffer and no other output
+       names it, or written into an input it reads only at the position
+       written (fuse_output_in_place) when no kernel may fail (cpu.c) */
     const lf_buffer **ins = graph_calloc((size_t)s->nslots + 1, sizeof *ins);
-    bool *unsafe = graph_calloc((size_t)n + 1, sizeof *unsafe);
+    bool *unsafe = graph_calloc(2 * ((size_t)n + 1), sizeof *unsafe), *own_input = unsafe ? unsafe + n + 1 : NULL;
     int nin = 0;
     if (ins && unsafe)
         for (int j = 0; j < s->nslots; j++)
             if (s->slots[j].kind == FUSE_SLOT_INPUT) ins[nin++] = s->slots[j].buffer;
-    if (!ins || !unsafe || !graph_dst_aliases(n, dsts, nin, ins, unsafe)) {
+    if (!ins || !unsafe || !graph_dst_aliases(n, dsts, nin, ins, unsafe, own_input)) {
         graph_free(ins);
         graph_free(unsafe);
         status = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory running the CUDA program");
@@ -616,9 +628,11 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
         const fuse_slot *sl = &s->slots[s->out_slot[i]];
         if (sl->kind != FUSE_SLOT_OUTPUT || sl->output != i) continue;
         lf_buffer *d = dsts[i];
-        bool safe = !unsafe[i] && sl->def < pr->first_check; /* index checks may fail the eval */
+        bool in_place = own_input[i] && pr->first_check == s->nkernels && fuse_output_in_place(s, i, d);
+        bool safe = (!unsafe[i] || in_place) && sl->def < pr->first_check; /* index checks may fail the eval */
         if (safe) {
             data[s->out_slot[i]] = d->dev;
+            st->outputs_in_place += unsafe[i];
         } else if (sl->bytes) {
             bool host_nomem;
             CUresult r = cuda_mem_alloc(cs, sl->bytes, false, &pr->fresh[i], &host_nomem);
@@ -699,6 +713,7 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
                                  cuda_result_str(&cs->drv, r, es, sizeof es));
             goto fail;
         }
+        st->bytes_staged += dsts[i]->bytes;
     }
 fail:
     release_fresh(cs, pr);
@@ -717,17 +732,17 @@ lf_status cuda_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *
     cuda_program *pr = NULL; /* the graph's program for these outputs, if cached */
     for (int i = 0; i < GRAPH_PROGRAMS && g->programs[i].p && !pr; i++) {
         cuda_program *c = g->programs[i].p;
-        if (g->programs[i].free == program_free && c->cs == cs && program_matches(c, g, n, outs))
+        if (g->programs[i].free == program_free && c->cs == cs && program_matches(c, g, n, outs, dsts))
             pr = graph_program_use(g, i);
     }
     if (pr) {
         stats->program_reused = true;
     } else {
-        lf_status st = program_build(g, cs, n, outs, &pr, stats);
+        lf_status st = program_build(g, cs, n, outs, dsts, &pr, stats);
         if (st != LF_OK) return st;
         graph_program_put(g, pr, program_free);
     }
-    lf_status st = program_run(ctx, cs, pr, dsts);
+    lf_status st = program_run(ctx, cs, pr, dsts, stats);
     if (st != LF_OK) return st;
     lf_eval_stats keep = *stats;
     *stats = pr->stats;
@@ -736,6 +751,8 @@ lf_status cuda_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *
     stats->kernels_memory_hits = keep.kernels_memory_hits;
     stats->program_reused = keep.program_reused;
     stats->compile_seconds = keep.compile_seconds;
+    stats->outputs_in_place = keep.outputs_in_place;
+    stats->bytes_staged = keep.bytes_staged;
     if (keep.program_reused) stats->plan_seconds = 0;
     return LF_OK;
 }
