@@ -96,6 +96,7 @@ static const bench_case cases[] = {
     {"histogram", "histogram", SHAPE_ELEMWISE, 1, 0},      /* x f32; 256 i64 out */
     {"const_sweep", NULL, SHAPE_ELEMWISE, 1, 1e-4},        /* own runner (own_cases) */
     {"e2e_gaussian", "gaussian_pdf", SHAPE_ELEMWISE, 1, 1e-4}, /* run_e2e_gaussian: wrapped host arrays */
+    {"inplace_axpy", NULL, SHAPE_ELEMWISE, 1, 0},          /* own runner: x = x*0.5 + 1 into x */
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 #define SOFTMAX_ROWS 4096
@@ -902,6 +903,78 @@ static bool run_e2e_gaussian(const options *o, const bench_case *c, bool fused, 
     return ok;
 }
 
+/* ---- inplace_axpy: an output written into its own input ----------------------
+ * x = x*0.5 + 1 evaluated into x's buffer (in place: lf_eval_stats says 1
+ * output in place, 0 bytes staged) and, interleaved in the same repetitions,
+ * the same graph evaluated into another buffer y (out of place). median_s is
+ * the in-place eval's; a line on stderr gives both medians and their ratio
+ * (issue 14's target: in place within 1.1x of out of place). x converges to
+ * 2 over the repetitions (no overflow, no subnormals); the output checked is
+ * one in-place eval of the initial x. */
+static bool run_inplace_axpy(const options *o, const bench_case *c, bool fused, run_result *r) {
+    memset(r, 0, sizeof *r);
+    const char *mode = fused ? "fused" : "unfused";
+    lf_ctx *ctx = make_ctx(o, fused, c->name);
+    if (!ctx) return false;
+    int64_t n = o->n;
+    r->n = n;
+    float *x0 = malloc((size_t)(n ? n : 1) * sizeof *x0);
+    for (int64_t i = 0; x0 && i < n; i++) x0[i] = (float)(i % 1000) * 0.01f - 5;
+    lf_graph *g = lf_graph_new(ctx);
+    lf_buffer *xb = lf_buffer_new(ctx, LF_F32, 1, &n), *yb = lf_buffer_new(ctx, LF_F32, 1, &n);
+    bool ok = x0 && g && xb && yb && lf_buffer_write(xb, x0, (size_t)n * 4) == LF_OK;
+    lf_node *y = ok ? lf_add(g, lf_mul(g, lf_input(g, xb), lf_const(g, LF_F32, 0.5)), lf_const(g, LF_F32, 1)) : NULL;
+    ok = ok && y;
+    double *t = NULL;
+    lf_eval_stats es;
+    memset(&es, 0, sizeof es);
+    if (ok) { /* both programs (into x, into y) are planned and compiled here */
+        double t0 = now_s();
+        ok = lf_eval(g, 1, &y, &xb) == LF_OK && lf_ctx_last_stats(ctx, &es) == LF_OK;
+        r->first_s = now_s() - t0;
+        ok = ok && lf_eval(g, 1, &y, &yb) == LF_OK;
+        t0 = now_s();
+        ok = ok && lf_eval(g, 1, &y, &xb) == LF_OK;
+        r->reps = pick_reps(o, now_s() - t0);
+        ok = ok && (t = malloc(2 * (size_t)r->reps * sizeof *t));
+    }
+    for (int k = 0; ok && k < r->reps; k++)
+        for (int j = 0; ok && j < 2; j++) { /* each path first in turn */
+            int path = (j + k) % 2;
+            double t0 = now_s();
+            ok = lf_eval(g, 1, &y, path ? &yb : &xb) == LF_OK;
+            t[path * r->reps + k] = now_s() - t0;
+        }
+    r->host[0] = ok ? malloc((size_t)(n ? n : 1) * sizeof(float)) : NULL;
+    ok = ok && r->host[0] && lf_buffer_write(xb, x0, (size_t)n * 4) == LF_OK && lf_eval(g, 1, &y, &xb) == LF_OK &&
+         lf_buffer_read(xb, r->host[0], (size_t)n * 4) == LF_OK;
+    if (ok) {
+        double inplace = median(t, r->reps), outofplace = median(t + r->reps, r->reps);
+        r->median_s = inplace;
+        fprintf(stderr,
+                PROG ": inplace_axpy %s n=%" PRId64 ": into x %.6f s (%d in place, %zu bytes staged), into y "
+                     "%.6f s; in place / out of place %.3fx, %d reps\n",
+                mode, n, inplace, es.outputs_in_place, es.bytes_staged, outofplace, inplace / outofplace, r->reps);
+        r->kernels = es.kernels;
+        r->temp_bytes = es.bytes_materialized;
+        r->traffic = 2 * (size_t)n * sizeof(float);
+        r->gbps = (double)r->traffic / r->median_s / 1e9;
+        r->nout = 1;
+        r->dtype[0] = LF_F32;
+        r->numel[0] = n;
+        r->out_sum = 0;
+        const float *h = r->host[0];
+        for (int64_t i = 0; i < n; i++) r->out_sum += h[i];
+        r->ok = true;
+    } else {
+        fprintf(stderr, PROG ": %s %s: %s\n", c->name, mode, lf_errmsg(ctx));
+    }
+    free(t);
+    free(x0);
+    lf_ctx_destroy(ctx);
+    return ok;
+}
+
 static bool run_case(const options *o, const bench_case *c, bool fused, run_result *r) {
     if (!strcmp(c->name, "e2e_gaussian")) return run_e2e_gaussian(o, c, fused, r);
     memset(r, 0, sizeof *r);
@@ -1197,6 +1270,7 @@ typedef struct own_case {
 static const own_case own_cases[] = {
     {"const_sweep", run_const_sweep,
      "gaussian_pdf with lf_const mean and sigma, 100 evals each with a new mean (lf_scalar_set)"},
+    {"inplace_axpy", run_inplace_axpy, "x = x*0.5 + 1 evaluated into x's own buffer, beside the same into y"},
 };
 
 /* The runner of case c, or NULL for a seed case. */

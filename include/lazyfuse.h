@@ -360,8 +360,9 @@ LF_API lf_buffer *lf_buffer_new(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t
  *    C-contiguous"), since its elements may overlap.
  *  - Aliasing: wrapped buffers may share memory with each other. lf_eval
  *    compares memory ranges, so an output that overlaps memory the program
- *    reads is computed into fresh memory and copied at the end, as when an
- *    output is also an input; two different output buffers over
+ *    reads through another buffer is computed into fresh memory and copied
+ *    at the end (only the very buffer the program reads can be written in
+ *    place, see lf_eval); two different output buffers over
  *    overlapping memory are refused (LF_ERR_INVALID). A failed eval leaves
  *    wrapped outputs untouched, as any buffer.
  *  - Lifetime: the memory must stay valid, and must not be written by
@@ -776,9 +777,17 @@ LF_API const char *lf_op_name(lf_op op); /* the op's text in expression strings 
 
 /* Evaluates n output nodes of g into n buffers of matching dtype and shape.
  * On failure no output buffer is changed. An output buffer may also be an
- * input of the graph. Each output needs a buffer of its own: one buffer given
- * for two outputs is LF_ERR_INVALID ("eval: outputs 0 and 2 have the same
- * buffer ..."), even when the two outputs are the same node. */
+ * input of the graph (x = x*0.5 + 1 evaluated into x's buffer). It is then
+ * written in place, with no copy and no extra memory, when every read of
+ * that input by the eval is at the element being written (elementwise
+ * arithmetic on it, or a row operation such as softmax over rows of it, with
+ * no view that moves elements: no slice, flip, transpose or broadcast of it)
+ * and the eval has no gather (whose index check could fail after the write);
+ * otherwise the output is computed into temporary memory and copied at the
+ * end. Results are the same either way; lf_eval_stats' outputs_in_place and
+ * bytes_staged say which happened. Each output needs a buffer of its own: one
+ * buffer given for two outputs is LF_ERR_INVALID ("eval: outputs 0 and 2 have
+ * the same buffer ..."), even when the two outputs are the same node. */
 LF_API lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts);
 /* A new buffer shaped like node n, for its result. */
 LF_API lf_buffer *lf_buffer_new_like(lf_ctx *ctx, const lf_node *n);
