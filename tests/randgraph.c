@@ -435,9 +435,13 @@ static lf_node *gen_stencil(gen *G) {
     for (int t = 0; t < 6 && (x->ndim == 0 || x->numel == 0); t++) x = pick(G);
     if (x->ndim == 0 || x->numel == 0) return NULL;
     if (lf_node_dtype(x) == LF_BOOL) x = lf_cast(g, x, LF_I32);
+    bool shortest = true; /* every axis too short for nine distinct offsets: taps of the flat view */
+    for (int d = 0; d < x->ndim; d++) shortest &= x->shape[d] < 12;
+    if (shortest && x->numel >= 12 && chance(&G->r, 70)) x = lf_reshape(g, x, 1, (int64_t[]){-1});
     int a = rint_(&G->r, 0, x->ndim - 1), b = x->ndim >= 2 && chance(&G->r, 50) ? (a + 1) % x->ndim : -1;
     int64_t ea = x->shape[a], eb = b >= 0 ? x->shape[b] : 1;
-    int64_t wa = rint_(&G->r, 1, (int)ea), wb = b >= 0 ? rint_(&G->r, 1, (int)eb) : 1; /* output extents */
+    /* output extents: small enough that the taps have many distinct offsets */
+    int64_t wa = rint_(&G->r, 1, ea > 9 ? (int)ea - 8 : 1), wb = b >= 0 ? rint_(&G->r, 1, eb > 3 ? (int)eb - 2 : 1) : 1;
     int taps = chance(&G->r, 3) ? rint_(&G->r, GRAPH_MAX_PARAMS - 2, GRAPH_MAX_PARAMS + 8) : rint_(&G->r, 2, 14);
     lf_node *acc = NULL;
     for (int t = 0; t < taps; t++) {
@@ -481,8 +485,9 @@ int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs) {
         if (chance(&G->r, 4)) lf_node_materialize(g, x);
         push(G, x);
         if (chance(&G->r, 10)) push(G, gen_scan(G)); /* lf_scan in a tenth of the steps */
-        if (chance(&G->r, 6)) push(G, gen_stencil(G)); /* many taps of one buffer */
+        if (chance(&G->r, 10)) push(G, gen_stencil(G)); /* many taps of one buffer */
     }
+    if (chance(&G->r, 15)) push(G, gen_stencil(G)); /* a stencil as the first output */
     int nout = rint_(&G->r, 1, 3);
     bool siblings = chance(&G->r, 40); /* several outputs over one space */
     for (int i = 0; i < nout; i++)
