@@ -7,7 +7,8 @@
  * once, eval once cold (first_s: planning plus compilation), once more warm,
  * then time --reps evals (median). Each context gets a fresh kernel-cache
  * folder unless --cache-dir says otherwise, so first_s is a cold compile.
- * Fused and unfused outputs are compared.
+ * Fused and unfused outputs are compared; the stencil cases (stencil9,
+ * conv3x3) are also checked against a plain C loop over the same input.
  * A last "overhead" case times re-evaluating a built triad at n = 1024, and
  * rebuilding it each time (the in-memory kernel cache).
  * --sweep runs the copy and every case at each n = 2^LO .. 2^HI (matmul and
@@ -63,7 +64,9 @@
 typedef enum case_shape {
     SHAPE_ELEMWISE, /* main input(s) of n elements (sum_of_squares too) */
     SHAPE_ROWS,     /* softmax: 4096 rows of max(1, n / 4096) */
-    SHAPE_MATMUL    /* n x n times n x n, n = --matmul-n */
+    SHAPE_MATMUL,   /* n x n times n x n, n = --matmul-n */
+    SHAPE_SQUARE    /* an s x s output, s = floor(sqrt(n / 4)): 2048 at the
+                       default n = 2^24 (conv3x3) */
 } case_shape;
 
 typedef struct bench_case {
@@ -72,31 +75,48 @@ typedef struct bench_case {
     case_shape shape;    /* how --n maps to the builder's size */
     int ninputs;         /* f32 graph inputs, each of the main input's shape */
     double tol;          /* largest fused/unfused relative difference */
+    /* stencils: f32 input elements for builder size s (traffic: read once;
+       NULL: ninputs x the main input) */
+    int64_t (*in_numel)(int64_t s);
+    /* stencils: recomputes output 0 (numel elements) of builder size s with a
+       plain C loop and returns the largest relative difference (NAN when out
+       of memory); NULL: no such check */
+    double (*ref_diff)(int64_t s, const float *out, int64_t numel);
 } bench_case;
+
+static int64_t stencil9_in(int64_t s);
+static int64_t conv3x3_in(int64_t s);
+static double stencil9_ref(int64_t s, const float *out, int64_t numel);
+static double conv3x3_ref(int64_t s, const float *out, int64_t numel);
 
 /* ninputs mirrors tools/seed_examples.c (its builders bind their buffers and
  * drop them, so the program cannot enumerate them); gbps depends on it. */
 static const bench_case cases[] = {
-    {"gaussian_pdf", "gaussian_pdf", SHAPE_ELEMWISE, 1, 1e-4},
-    {"polar_distance", "polar_distance", SHAPE_ELEMWISE, 4, 1e-4},
-    {"hypot", "hypot", SHAPE_ELEMWISE, 2, 1e-4},
-    {"triad", "triad", SHAPE_ELEMWISE, 3, 1e-4},
-    {"chain8", "chain8", SHAPE_ELEMWISE, 1, 1e-4},
-    {"sum_of_squares", "sum_of_squares", SHAPE_ELEMWISE, 1, 1e-3},
-    {"softmax_rows", "softmax_rows", SHAPE_ROWS, 1, 1e-4},
-    {"matmul_zip_reduce", "matmul_zip_reduce", SHAPE_MATMUL, 2, 1e-3},
-    {"chain32", "chain", SHAPE_ELEMWISE, 1, 1e-4},
-    {"random_fused", "random_fused", SHAPE_ELEMWISE, 1, 0},
-    {"random_fill", "random_fill", SHAPE_ELEMWISE, 0, 0},
-    {"cumsum", "cumsum", SHAPE_ELEMWISE, 1, 1e-4},
-    {"cumsum_rows", "cumsum_rows", SHAPE_ROWS, 1, 1e-4},
-    {"scan_fused", "scan_fused", SHAPE_ELEMWISE, 1, 1e-4},
-    {"gather_perm", "gather_perm", SHAPE_ELEMWISE, 3, 0},  /* x f32 + p i64: 12 bytes an element */
-    {"gather_rows", "gather_rows", SHAPE_ELEMWISE, 2, 0},  /* x f32 + idx i32 */
-    {"histogram", "histogram", SHAPE_ELEMWISE, 1, 0},      /* x f32; 256 i64 out */
-    {"const_sweep", NULL, SHAPE_ELEMWISE, 1, 1e-4},        /* own runner (own_cases) */
-    {"e2e_gaussian", "gaussian_pdf", SHAPE_ELEMWISE, 1, 1e-4}, /* run_e2e_gaussian: wrapped host arrays */
-    {"inplace_axpy", NULL, SHAPE_ELEMWISE, 1, 0},          /* own runner: x = x*0.5 + 1 into x */
+    {"gaussian_pdf", "gaussian_pdf", SHAPE_ELEMWISE, 1, 1e-4, NULL, NULL},
+    {"polar_distance", "polar_distance", SHAPE_ELEMWISE, 4, 1e-4, NULL, NULL},
+    {"hypot", "hypot", SHAPE_ELEMWISE, 2, 1e-4, NULL, NULL},
+    {"triad", "triad", SHAPE_ELEMWISE, 3, 1e-4, NULL, NULL},
+    {"chain8", "chain8", SHAPE_ELEMWISE, 1, 1e-4, NULL, NULL},
+    {"sum_of_squares", "sum_of_squares", SHAPE_ELEMWISE, 1, 1e-3, NULL, NULL},
+    {"softmax_rows", "softmax_rows", SHAPE_ROWS, 1, 1e-4, NULL, NULL},
+    {"matmul_zip_reduce", "matmul_zip_reduce", SHAPE_MATMUL, 2, 1e-3, NULL, NULL},
+    {"chain32", "chain", SHAPE_ELEMWISE, 1, 1e-4, NULL, NULL},
+    {"random_fused", "random_fused", SHAPE_ELEMWISE, 1, 0, NULL, NULL},
+    {"random_fill", "random_fill", SHAPE_ELEMWISE, 0, 0, NULL, NULL},
+    {"cumsum", "cumsum", SHAPE_ELEMWISE, 1, 1e-4, NULL, NULL},
+    {"cumsum_rows", "cumsum_rows", SHAPE_ROWS, 1, 1e-4, NULL, NULL},
+    {"scan_fused", "scan_fused", SHAPE_ELEMWISE, 1, 1e-4, NULL, NULL},
+    {"gather_perm", "gather_perm", SHAPE_ELEMWISE, 3, 0, NULL, NULL},  /* x f32 + p i64: 12 bytes an element */
+    {"gather_rows", "gather_rows", SHAPE_ELEMWISE, 2, 0, NULL, NULL},  /* x f32 + idx i32 */
+    {"histogram", "histogram", SHAPE_ELEMWISE, 1, 0, NULL, NULL},      /* x f32; 256 i64 out */
+    {"const_sweep", NULL, SHAPE_ELEMWISE, 1, 1e-4, NULL, NULL},        /* own runner (own_cases) */
+    {"e2e_gaussian", "gaussian_pdf", SHAPE_ELEMWISE, 1, 1e-4, NULL, NULL}, /* run_e2e_gaussian: wrapped host arrays */
+    {"inplace_axpy", NULL, SHAPE_ELEMWISE, 1, 0, NULL, NULL},          /* own runner: x = x*0.5 + 1 into x */
+    /* n outputs from n + 8 inputs (the input comes padded): 8n + 32 bytes */
+    {"stencil9", "stencil9", SHAPE_ELEMWISE, 1, 1e-5, stencil9_in, stencil9_ref},
+    /* s x s outputs (s = floor(sqrt(n / 4)), 2048 at n = 2^24) from [s+2, s+2];
+       9 weights are lf_consts (not traffic) */
+    {"conv3x3", "conv3x3", SHAPE_SQUARE, 1, 1e-5, conv3x3_in, conv3x3_ref},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 #define SOFTMAX_ROWS 4096
@@ -708,6 +728,9 @@ typedef struct run_result {
     int64_t numel[SEED_MAX_OUTS];
     void *host[SEED_MAX_OUTS];       /* the outputs, read back after the timed evals */
     double out_sum;                  /* sum of output 0's elements, in double */
+    int ref_state;                   /* plain C loop check (ref_diff): 1 ok, -1
+                                        mismatch, 0 not made */
+    double ref_diff;                 /* its largest relative difference */
     char saved[4200];                /* --save-outputs: the file written, else "" */
 } run_result;
 
@@ -782,6 +805,14 @@ static int64_t builder_size(const options *o, const bench_case *c, int64_t *main
         return cols;
     }
     case SHAPE_MATMUL: *main_numel = o->matmul_n * o->matmul_n; return o->matmul_n;
+    case SHAPE_SQUARE: {
+        int64_t q = o->n / 4, s = (int64_t)sqrt((double)q);
+        while (s * s > q) s--;
+        while ((s + 1) * (s + 1) <= q) s++;
+        if (s < 1) s = 1;
+        *main_numel = s * s;
+        return s;
+    }
     default: *main_numel = o->n; return o->n;
     }
 }
@@ -1033,7 +1064,7 @@ static bool run_case(const options *o, const bench_case *c, bool fused, run_resu
      * schedule stores": what is written to memory beyond inputs and outputs
      * (temp_bytes_avoided is the opposite, what fusion did not store). */
     r->temp_bytes = st.bytes_materialized;
-    r->traffic = (size_t)c->ninputs * (size_t)main_numel * sizeof(float);
+    r->traffic = (size_t)(c->in_numel ? c->in_numel(size) : c->ninputs * main_numel) * sizeof(float);
     r->nout = nout;
     for (int k = 0; k < nout; k++) {
         size_t bytes = lf_buffer_bytes(dst[k]);
@@ -1045,6 +1076,13 @@ static bool run_case(const options *o, const bench_case *c, bool fused, run_resu
             free(r->host[k]);
             r->host[k] = NULL;
         }
+    }
+    if (c->ref_diff && r->host[0] && r->dtype[0] == LF_F32) {
+        r->ref_diff = c->ref_diff(size, r->host[0], r->numel[0]);
+        r->ref_state = r->ref_diff <= c->tol ? 1 : -1;
+        if (r->ref_state < 0)
+            fprintf(stderr, PROG ": %s %s: differs from the plain C loop by %g (relative)\n", c->name, mode,
+                    r->ref_diff);
     }
     r->out_sum = NAN;
     if (r->host[0]) {
@@ -1066,6 +1104,7 @@ static bool run_case(const options *o, const bench_case *c, bool fused, run_resu
 /* "ok", "MISMATCH" or "n/a" (one mode only, or outputs not read back). */
 static const char *compare(const bench_case *c, const run_result *f, const run_result *u, double *diff) {
     *diff = NAN;
+    if (f->ref_state < 0 || u->ref_state < 0) return "MISMATCH"; /* vs the plain C loop */
     if (!f->ok || !u->ok || f->nout != u->nout) return "n/a";
     double worst = 0;
     for (int k = 0; k < f->nout; k++) {
@@ -1076,6 +1115,60 @@ static const char *compare(const bench_case *c, const run_result *f, const run_r
     }
     *diff = worst;
     return worst <= c->tol ? "ok" : "MISMATCH";
+}
+
+/* ---- stencils: the plain C loops their outputs are checked against ---------- */
+
+static int64_t stencil9_in(int64_t s) { return s + 8; }
+static int64_t conv3x3_in(int64_t s) { return (s + 2) * (s + 2); }
+
+static double rel_diff(float got, float want) {
+    if (isnan(got) && isnan(want)) return 0;
+    double d = fabs((double)got - (double)want) / (fabs((double)want) + 1e-30);
+    return isnan(d) ? INFINITY : d;
+}
+
+/* y[i] = (x[i] + ... + x[i+8]) / 9, summed left to right in f32 as the graph is. */
+static double stencil9_ref(int64_t s, const float *out, int64_t numel) {
+    float *x = malloc((size_t)(s + 8) * sizeof *x);
+    if (!x || numel != s) {
+        free(x);
+        return NAN;
+    }
+    seed_fill_f32(x, s + 8, -1, 1, SEED_STENCIL9_X);
+    double worst = 0;
+    for (int64_t i = 0; i < s; i++) {
+        float acc = x[i];
+        for (int k = 1; k < 9; k++) acc += x[i + k];
+        double d = rel_diff(out[i], acc / 9.0f);
+        if (d > worst) worst = d;
+    }
+    free(x);
+    return worst;
+}
+
+/* y[i,j] = sum over the taps t = (dy, dx) of x[i+dy, j+dx] * w[t], in tap order in f32. */
+static double conv3x3_ref(int64_t s, const float *out, int64_t numel) {
+    int64_t p = s + 2;
+    float *x = malloc((size_t)(p * p) * sizeof *x);
+    if (!x || numel != s * s) {
+        free(x);
+        return NAN;
+    }
+    seed_fill_f32(x, p * p, -1, 1, SEED_CONV3X3_X);
+    double worst = 0;
+    for (int64_t i = 0; i < s; i++)
+        for (int64_t j = 0; j < s; j++) {
+            float acc = 0;
+            for (int t = 0; t < 9; t++) {
+                float v = x[(i + t / 3) * p + j + t % 3] * seed_conv3x3_w[t];
+                acc = t ? acc + v : v;
+            }
+            double d = rel_diff(out[i * s + j], acc);
+            if (d > worst) worst = d;
+        }
+    free(x);
+    return worst;
 }
 
 /* ---- overhead: a built triad re-evaluated, and rebuilt each time ------------ */

@@ -61,8 +61,12 @@ enum {
     CG_LANES = 16,          /* independent accumulators of an inner reduction */
     CG_OUTER_BLOCK = 256,   /* innermost outputs per work item (outer reductions) */
     CG_FULL_BLOCK = 16384,  /* reduced positions per partial (full reductions) */
-    CG_MAX_ACCESSES = LF_MAX_ARGS * (FUSE_MAX_PASSES + 2) + FUSE_MAX_STORES,
-    CG_MAX_BUFS = CG_MAX_ACCESSES
+    /* every fn's loads (GRAPH_MAX_PARAMS each: passes, epilogue, row pass)
+       and the stores */
+    CG_MAX_ACCESSES = GRAPH_MAX_PARAMS * (FUSE_MAX_PASSES + 2) + FUSE_MAX_STORES,
+    /* distinct slots: LF_MAX_ARGS buffers a fn (fusion.h), the stores, and
+       the index-error flag and a scatter's partials */
+    CG_MAX_BUFS = LF_MAX_ARGS * (FUSE_MAX_PASSES + 2) + FUSE_MAX_STORES + 2
 };
 
 /* Where an access's innermost-loop stride puts it. */

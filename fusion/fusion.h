@@ -46,8 +46,12 @@
  *    reduce node's dtype (the result rounded once, as the reference stores);
  *  - a pass's ACC loads name only reductions of earlier passes; the
  *    epilogue and the row pass may name any reduction of the kernel;
- *  - each fn has at most LF_MAX_ARGS parameters (kernels are split to fit),
- *    a kernel has at most FUSE_MAX_PASSES passes and LF_MAX_ARGS reductions,
+ *  - each fn reads at most LF_MAX_ARGS distinct buffers and has at most
+ *    GRAPH_MAX_PARAMS parameters (kernels are split to fit): a slot counts
+ *    once however many index maps read it (the taps of a stencil), every
+ *    other source once per distinct load (an iota or random at each map, an
+ *    in-place gather, a reduction's ACC); a kernel has at most
+ *    FUSE_MAX_PASSES passes and LF_MAX_ARGS reductions,
  *    and a kernel that roots joined has at most FUSE_MAX_STORES stores;
  *  - a kernel has at most FUSE_MAX_OPS operations (kernels are split to fit;
  *    only a single node whose own fn is larger exceeds it, alone).
@@ -139,7 +143,8 @@ typedef struct fuse_red {
 /* One loop over the iteration space (elementwise) or over one output
  * element's reduced positions (reduction kernels): an fn and its loads. */
 typedef struct fuse_pass {
-    int nloads;                    /* loads = fn parameters, in order */
+    int nloads;                    /* loads = fn parameters, in order
+                                      (0..GRAPH_MAX_PARAMS) */
     fuse_load *loads;
     lf_fn *fn;                     /* the pass's fn (owned by the schedule) */
     lf_dtype *etype;               /* graph_fn_types of fn for the load dtypes */

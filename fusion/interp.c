@@ -109,8 +109,8 @@ static void load_dtypes(const fuse_load *ls, int n, lf_dtype *params) {
 
 static void run_elementwise(const fuse_schedule *s, const fuse_kernel *kn, void *const *data,
                             lf_scalar *vals) {
-    lf_dtype params[LF_MAX_ARGS];
-    lf_scalar args[LF_MAX_ARGS];
+    lf_dtype params[GRAPH_MAX_PARAMS];
+    lf_scalar args[GRAPH_MAX_PARAMS];
     int ax[LF_MAX_DIMS];
     int64_t idx[LF_MAX_DIMS] = {0};
     load_dtypes(kn->loads, kn->nloads, params);
@@ -131,8 +131,8 @@ static lf_status run_scatter(const fuse_schedule *s, const fuse_kernel *kn, void
     graph_scatter_geom gm;
     graph_scatter_geom_of(n, &gm);
     lf_scatter_op op = n->u.scatter.op;
-    lf_dtype t = n->dtype, params[LF_MAX_ARGS];
-    lf_scalar args[LF_MAX_ARGS];
+    lf_dtype t = n->dtype, params[GRAPH_MAX_PARAMS];
+    lf_scalar args[GRAPH_MAX_PARAMS];
     int ax[LF_MAX_DIMS];
     int64_t idx[LF_MAX_DIMS] = {0}, dn = n->numel;
     void *out = data[kn->stores[0].slot];
@@ -188,8 +188,9 @@ static void load_acc(const fuse_load *ls, int n, const lf_scalar *res, lf_scalar
 
 static void run_reduce(const fuse_schedule *s, const fuse_kernel *kn, void *const *data,
                        lf_scalar *vals) {
-    lf_dtype params[FUSE_MAX_PASSES][LF_MAX_ARGS], eparams[LF_MAX_ARGS], rparams[LF_MAX_ARGS];
-    lf_scalar args[LF_MAX_ARGS], res[LF_MAX_ARGS];
+    /* per fn parameter: GRAPH_MAX_PARAMS; per reduction: LF_MAX_ARGS */
+    lf_dtype params[FUSE_MAX_PASSES][GRAPH_MAX_PARAMS], eparams[GRAPH_MAX_PARAMS], rparams[GRAPH_MAX_PARAMS];
+    lf_scalar args[GRAPH_MAX_PARAMS], res[LF_MAX_ARGS];
     graph_red_acc acc[LF_MAX_ARGS];
     lf_dtype acc_t[LF_MAX_ARGS];
     int kept[LF_MAX_DIMS], red[LF_MAX_DIMS], nkept = 0, nred = 0;
@@ -263,8 +264,8 @@ static void run_reduce(const fuse_schedule *s, const fuse_kernel *kn, void *cons
  * lazyfuse.h (graph_scan_step, as graph/eval_ref.c), the epilogue at every
  * element right after its fold, storing at the element's position. */
 static void run_scan(const fuse_schedule *s, const fuse_kernel *kn, void *const *data, lf_scalar *vals) {
-    lf_dtype params[LF_MAX_ARGS], eparams[LF_MAX_ARGS];
-    lf_scalar args[LF_MAX_ARGS], res[1];
+    lf_dtype params[GRAPH_MAX_PARAMS], eparams[GRAPH_MAX_PARAMS];
+    lf_scalar args[GRAPH_MAX_PARAMS], res[1];
     int kept[LF_MAX_DIMS], nkept = 0, ax = 0;
     int64_t cstrides[LF_MAX_DIMS], idx[LF_MAX_DIMS] = {0};
     for (int d = 0; d < kn->ndim; d++) {

@@ -49,9 +49,11 @@
  *     kernel (the rules below, tried in this order) or starts its own. A
  *     root joins kernel K only if every other value it loads is computed by
  *     a kernel before K (so K can run at its place), every fn of K stays
- *     within LF_MAX_ARGS loads and K within FUSE_MAX_STORES roots (so its
- *     stores, i.e. buffers, stay few); otherwise the rules fall back to a
- *     kernel of its own, and what it reads from K is stored.
+ *     within the load caps (LF_MAX_ARGS distinct buffers, a slot read at
+ *     several index maps counting once, and GRAPH_MAX_PARAMS distinct
+ *     loads; fusion.h) and K within FUSE_MAX_STORES roots (so its stores,
+ *     i.e. buffers, stay few); otherwise the rules fall back to a kernel of
+ *     its own, and what it reads from K is stored.
  *   reduce -> map (epilogue). An elementwise root E that has the shape of
  *     the root reduction of the reduction kernel K of the latest reduction E
  *     reads, and reads K's reductions only at their own positions, joins K
@@ -75,10 +77,12 @@
  *     same space whose body (elementwise kernel) or row pass (row kernel)
  *     shares a load with it, or computes an output when it is an output too:
  *     evaluating x+y and x*y together is one kernel with two stores.
- *   Splitting. A root whose own kernel would need more than LF_MAX_ARGS
- *     loads (the parameter limit of an fn) makes a root of its inlined node
- *     that gathers the most loads, and the plan is redone. (Merges never
- *     exceed the limit: a root that would is not merged.)
+ *   Splitting. A root whose own kernel would pass a load cap (more than
+ *     LF_MAX_ARGS buffers or GRAPH_MAX_PARAMS loads in an fn) makes a root
+ *     of its inlined node that gathers the most loads while fitting, and
+ *     the plan is redone. (Merges never pass the caps: a root that would is
+ *     not merged.) So a 9-, 25- or 49-tap stencil over one input (slices of
+ *     x combined) is one kernel; nine different inputs are two.
  *   Size cap. A kernel has at most FUSE_MAX_OPS (500) operations: the ops
     and casts of the fns of its inlined map nodes, each counted once per
     instance (distinct node and index map), which is what the emitter prints
@@ -123,8 +127,8 @@
  * the rounds): instances are found in a hash table keyed by (node, kernel,
  * index map); a kernel's instances are listed in node order without sorting;
  * kernels with FUSE_MAX_STORES roots leave the list joins scan, elementwise
- * kernels whose body has LF_MAX_ARGS loads are parked in an index by load
- * (only a root sharing one could join them), so the order in which joins
+ * kernels whose body is at a load cap are parked in an index by buffer
+ * (only a root reading one could join them), so the order in which joins
  * try kernels is unchanged; a kernel's roots are chained for building it;
  * the traffic statistics are computed once here (counted in plan_seconds).
  * The rounds of the multiple-consumer rule remain (a stencil pyramid of

@@ -66,6 +66,11 @@ struct inst {
     uint64_t hash;           /* of (node, kernel, map) */
     int expr;                /* pass 2: expression id in the kernel's fn */
     int nload;               /* loads at or beneath this instance (victims) */
+    int nbuf;                /* victims: their buffers, an upper bound */
+    const void *nkey;        /* victims: the one slot all those loads read
+                                (pload.key), NULL when none yet (constants
+                                only), a sentinel (KEY_MIXED, plan_merge.c)
+                                when several or not slots */
 };
 
 /* A load being collected: source identity and index map. */
@@ -130,7 +135,8 @@ typedef enum role {
 } role;
 
 /* A kernel being formed: its root and what has joined it, with the loads of
- * each of its fns so far (at most LF_MAX_ARGS + 1 each: one more is "full"). */
+ * each of its fns so far (room for GRAPH_MAX_PARAMS + 1 each; a root's own
+ * list past the caps of fuse_loads_fit is "full": it will be split). */
 typedef struct unit {
     int host;                      /* root id of the kernel */
     bool red;                      /* reduction kernel */
@@ -149,18 +155,20 @@ typedef struct unit {
     int nroots;                    /* roots in it (each stores at most once) */
     int nops;                      /* operations of its roots' instances */
     bool out_red, out_row;         /* a reduction / a body or row root is an output */
-    bool parked;                   /* off the open list: elementwise, LF_MAX_ARGS
-                                      body loads, so only a root all of whose
-                                      loads it has (found by the index) joins */
+    bool parked;                   /* off the open list: elementwise, body loads
+                                      at a cap (LF_MAX_ARGS buffers or
+                                      GRAPH_MAX_PARAMS loads), so only a root
+                                      whose first load's buffer it has (found
+                                      by the index) can join */
     bool closed;                   /* FUSE_MAX_STORES roots: nothing joins */
     bool scan;                     /* a scan kernel (plan_scan.c): only epilogues join */
     struct unit *next, *prev;      /* the open list (by root id), or the parked list */
 } unit;
 
-/* An entry of the index of parked kernels: one of its body loads. */
+/* An entry of the index of parked kernels: one of its body buffers. */
 typedef struct park {
-    uint64_t hash;                 /* of the load */
-    const pload *load;             /* in u->pl[0] */
+    uint64_t hash;                 /* of the load's source and key (no map) */
+    const pload *load;             /* the first load of that buffer in u->pl[0] */
     unit *u;
     struct park *next;             /* in its bucket */
 } park;
@@ -196,9 +204,21 @@ int fuse_unit_of(const planner *p, int k);
  * its reductions are read as FUSE_SRC_ACC. */
 bool fuse_leaf_load(const planner *p, const inst *i, int grp, pload *out);
 int fuse_find_load(const pload *ls, int n, const pload *l);
-/* Distinct loads of kernel k's instances (skipping a reduction's seed);
- * counts at most cap + 1. */
-int fuse_count_loads(const planner *p, int k, pload *ls, int cap);
+/* The two caps on an fn's loads (fusion.h): at most LF_MAX_ARGS distinct
+ * buffers and GRAPH_MAX_PARAMS distinct loads. A buffer is a slot (all its
+ * loads, at any index map, count once); every other source counts per
+ * distinct load as a load does (an iota or random at each map, a gather,
+ * a reduction's ACC). */
+/* Whether load l (not in ls[0..n)) would add a buffer to ls. */
+bool fuse_new_buffer(const pload *ls, int n, const pload *l);
+/* The buffers of the distinct loads ls[0..n). */
+int fuse_count_buffers(const pload *ls, int n);
+/* Whether an fn with nloads distinct loads of nbufs buffers is within both caps. */
+bool fuse_loads_fit(int nloads, int nbufs);
+/* Distinct loads of kernel k's instances (skipping a reduction's seed) into
+ * ls (room for GRAPH_MAX_PARAMS + 1), their buffers into *nbufs; stops as
+ * soon as they no longer fit (fuse_loads_fit). Returns the loads counted. */
+int fuse_count_loads(const planner *p, int k, pload *ls, int *nbufs);
 
 /* ---- plan_merge.c ---- */
 /* Forms the kernels of this round: every needed root, in node order, joins

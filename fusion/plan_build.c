@@ -13,8 +13,8 @@
 /* ---- pass 2: building the schedule ------------------------------------------------------------ */
 
 typedef struct kbuild {
-    pload loads[LF_MAX_ARGS + 1]; /* loads of the fn being built */
-    int nloads;
+    pload loads[GRAPH_MAX_PARAMS + 1]; /* loads of the fn being built */
+    int nloads;                        /* used entries (<= GRAPH_MAX_PARAMS) */
 } kbuild;
 
 /* Copies a scratch map into graph_malloc'd memory. */
@@ -122,7 +122,7 @@ static void collect_loads(planner *p, int k, int grp, kbuild *kb) {
         pload l;
         if (!fuse_is_leaf(p, i->node, k)) continue;
         if (!fuse_leaf_load(p, i, grp, &l) || fuse_find_load(kb->loads, kb->nloads, &l) >= 0) continue;
-        assert(kb->nloads < LF_MAX_ARGS);
+        assert(kb->nloads < GRAPH_MAX_PARAMS);
         kb->loads[kb->nloads++] = l;
     }
 }
@@ -156,7 +156,7 @@ static lf_fn *start_fn(planner *p, fuse_schedule *s, const kbuild *kb, fuse_load
 static bool type_fn(lf_fn *f, const fuse_load *loads, int nloads, lf_dtype **et, lf_dtype **ct) {
     if (f->nexprs == 0) return false;
     f->result = f->nexprs - 1;
-    lf_dtype params[LF_MAX_ARGS] = {LF_BOOL};
+    lf_dtype params[GRAPH_MAX_PARAMS] = {LF_BOOL};
     for (int j = 0; j < nloads; j++) params[j] = loads[j].dtype;
     *et = graph_malloc((size_t)f->nexprs * sizeof **et);
     *ct = graph_malloc((size_t)f->nexprs * sizeof **ct);

@@ -3,6 +3,12 @@
  * "Horizontal / multi-output", "Splitting", and the size cap): every needed
  * root joins an earlier kernel or starts its own, within the caps on loads,
  * stores, passes and operations.
+ *
+ * The load caps (fuse_loads_fit): every fn of a kernel reads at most
+ * LF_MAX_ARGS distinct buffers (a slot read at several index maps, the taps
+ * of a stencil, counts once) and at most GRAPH_MAX_PARAMS distinct loads.
+ * Load lists have room for GRAPH_MAX_PARAMS + 1 entries; only a root's own
+ * list (start_unit) goes past the caps, and then the kernel is split.
  */
 #include "fusion/plan.h"
 
@@ -12,12 +18,16 @@
 
 /* ---- forming kernels: epilogues, row kernels, horizontal merges ---------------------------- */
 
-/* A hash of load l (its source, identity and index map). */
-static uint64_t load_hash(const pload *l) {
+/* A hash of load l's buffer (its source and identity, not its index map):
+ * the key of the index of parked kernels. */
+static uint64_t buffer_hash(const pload *l) {
     uint64_t h = fuse_hash_mix(fuse_hash_mix(0, (uint64_t)l->src), (uint64_t)(uintptr_t)l->key);
-    if (l->src != FUSE_SRC_ACC) h = fuse_map_hash(h, l->map);
     return h ^ (h >> 29);
 }
+
+/* nkey of an instance whose loads read more than one buffer (fuse_find_victim). */
+static const char key_mixed;
+#define KEY_MIXED ((const void *)&key_mixed)
 
 /* The map through which a reduce -> broadcast -> map reads reduction r at
  * each point of r's input space: r's element for the point's outer index. */
@@ -43,7 +53,7 @@ static bool same_shape(int na, const int64_t *a, int nb, const int64_t *b) {
 
 /* What root e would bring to kernel u in role r. */
 typedef struct scan {
-    pload ls[LF_MAX_ARGS + 1];     /* its distinct loads (ACC included) */
+    pload ls[GRAPH_MAX_PARAMS + 1]; /* its distinct loads (ACC included) */
     int n;
     bool ok;                       /* everything it reads is available to u */
     bool acc;                      /* it reads u's reductions */
@@ -70,7 +80,7 @@ static void scan_root(const planner *p, int e, const unit *u, role r, scan *sc) 
             goto fail; /* computed at or after u's place */
         }
         if (fuse_find_load(sc->ls, sc->n, &l) >= 0) continue;
-        if (sc->n > LF_MAX_ARGS) goto fail;
+        if (sc->n > GRAPH_MAX_PARAMS) goto fail;
         sc->ls[sc->n++] = l;
     }
     return;
@@ -79,17 +89,21 @@ fail:
 }
 
 /* Loads of the union of ls[0..n) and sc's (ACC too unless skip_acc), or -1
- * when more than cap. */
-static int union_size(const pload *ls, int n, const scan *sc, bool skip_acc, int cap) {
-    int m = n;
+ * when that union plus `extra` loads of their own buffers (an epilogue's
+ * reductions) passes a cap of fuse_loads_fit. */
+static int union_fits(const pload *ls, int n, const scan *sc, bool skip_acc, int extra) {
+    int m = n, b = fuse_count_buffers(ls, n);
     for (int j = 0; j < sc->n; j++) {
-        if (skip_acc && sc->ls[j].src == FUSE_SRC_ACC) continue;
-        if (fuse_find_load(ls, n, &sc->ls[j]) < 0 && ++m > cap) return -1;
+        const pload *l = &sc->ls[j];
+        if ((skip_acc && l->src == FUSE_SRC_ACC) || fuse_find_load(ls, n, l) >= 0) continue;
+        m++;
+        b += fuse_new_buffer(ls, n, l) && fuse_new_buffer(sc->ls, j, l);
+        if (!fuse_loads_fit(m + extra, b + extra)) return -1;
     }
-    return m;
+    return fuse_loads_fit(m + extra, b + extra) ? m : -1;
 }
 
-/* Adds sc's loads to list ls (capacity LF_MAX_ARGS + 1; the union fits). */
+/* Adds sc's loads to list ls (room for GRAPH_MAX_PARAMS + 1; the union fits). */
 static void union_add(pload *ls, int *n, const scan *sc, bool skip_acc) {
     for (int j = 0; j < sc->n; j++) {
         if (skip_acc && sc->ls[j].src == FUSE_SRC_ACC) continue;
@@ -105,7 +119,7 @@ static bool shares(const pload *ls, int n, const scan *sc) {
 }
 
 static pload *new_list(planner *p) {
-    return fuse_scratch_alloc(&p->tmp, (LF_MAX_ARGS + 1) * sizeof(pload));
+    return fuse_scratch_alloc(&p->tmp, (GRAPH_MAX_PARAMS + 1) * sizeof(pload));
 }
 
 /* Whether root e's code fits in kernel u under FUSE_MAX_OPS. */
@@ -123,8 +137,10 @@ static void unlink_open(planner *p, unit *u) {
 }
 
 /* Keeps the open list short: a kernel with FUSE_MAX_STORES roots is closed;
- * an elementwise one whose body has LF_MAX_ARGS loads is parked (indexed by
- * its loads: only a root that shares one can still join). The order in which
+ * an elementwise one whose body is at a load cap (LF_MAX_ARGS buffers or
+ * GRAPH_MAX_PARAMS loads) is parked, indexed by its buffers: a root can
+ * still join only if its first load reads one of them (a new buffer or, at
+ * GRAPH_MAX_PARAMS, any new load would pass the cap). The order in which
  * join_space tries kernels is unchanged. false: out of memory. */
 static bool retire(planner *p, unit *u) {
     if (u->closed) return true;
@@ -133,7 +149,9 @@ static bool retire(planner *p, unit *u) {
         u->closed = true;
         return true;
     }
-    if (u->parked || u->red || u->npl[0] < LF_MAX_ARGS) return true;
+    if (u->parked || u->red) return true;
+    int nb = fuse_count_buffers(u->pl[0], u->npl[0]);
+    if (u->npl[0] < GRAPH_MAX_PARAMS && nb < LF_MAX_ARGS) return true;
     if ((p->pcount + (size_t)u->npl[0]) * 2 > p->pcap) {
         size_t cap = p->pcap ? 2 * p->pcap : 256;
         while ((p->pcount + (size_t)u->npl[0]) * 2 > cap) cap *= 2;
@@ -149,10 +167,14 @@ static bool retire(planner *p, unit *u) {
         p->pcap = cap;
     }
     for (int j = 0; j < u->npl[0]; j++) {
+        const pload *l = &u->pl[0][j];
+        bool seen = false; /* one entry per buffer: the unit is a candidate once */
+        for (int t = 0; t < j && !seen; t++) seen = u->pl[0][t].src == l->src && u->pl[0][t].key == l->key;
+        if (seen) continue;
         park *x = fuse_scratch_alloc(&p->tmp, sizeof *x);
         if (!x) return false;
-        x->load = &u->pl[0][j];
-        x->hash = load_hash(x->load);
+        x->load = l;
+        x->hash = buffer_hash(x->load);
         x->u = u;
         x->next = p->pidx[x->hash & (p->pcap - 1)];
         p->pidx[x->hash & (p->pcap - 1)] = x;
@@ -187,7 +209,10 @@ static int join_reduce(planner *p, int r) {
         scan_root(p, r, u, ROLE_PASS, &sc);
         if (!sc.ok) continue;
         int q = sc.phase + 1;
-        if (q >= FUSE_MAX_PASSES || q > u->npasses || u->nreds + 1 + u->nepi > LF_MAX_ARGS) continue;
+        /* the epilogue reads every reduction (ACC) and its own loads */
+        if (q >= FUSE_MAX_PASSES || q > u->npasses ||
+            !fuse_loads_fit(u->nreds + 1 + u->nepi, u->nreds + 1 + fuse_count_buffers(u->epi, u->nepi)))
+            continue;
         bool link = sc.acc || (p->output[r] >= 0 && u->out_red);
         for (int k = 0; k < u->npasses && !link; k++) link = shares(u->pl[k], u->npl[k], &sc);
         if (!link && u->row) link = shares(u->row, u->nrow, &sc);
@@ -197,7 +222,7 @@ static int join_reduce(planner *p, int r) {
             u->npl[q] = 0;
             u->npasses++;
         }
-        if (union_size(u->pl[q], u->npl[q], &sc, false, LF_MAX_ARGS) < 0) {
+        if (union_fits(u->pl[q], u->npl[q], &sc, false, 0) < 0) {
             if (u->npl[q] == 0) u->npasses--; /* the new pass stays empty */
             continue;
         }
@@ -228,8 +253,7 @@ static int join_epilogue(planner *p, int e) {
     scan sc;
     scan_root(p, e, u, ROLE_EPI, &sc);
     if (!sc.ok) return 0;
-    int m = union_size(u->epi, u->nepi, &sc, true, LF_MAX_ARGS);
-    if (m < 0 || m + u->nreds > LF_MAX_ARGS) return 0;
+    if (union_fits(u->epi, u->nepi, &sc, true, u->nreds) < 0) return 0;
     union_add(u->epi, &u->nepi, &sc, true);
     join(p, e, u, ROLE_EPI);
     return retire(p, u) ? 1 : -1;
@@ -258,7 +282,7 @@ static int try_space(planner *p, int e, unit *u) {
     pload *ls = u->red ? u->row : u->pl[0];
     int n = u->red ? u->nrow : u->npl[0];
     bool link = sc.acc || (ls && (shares(ls, n, &sc) || (out && u->out_row)));
-    if (!link || union_size(ls, ls ? n : 0, &sc, false, LF_MAX_ARGS) < 0) return 0;
+    if (!link || union_fits(ls, ls ? n : 0, &sc, false, 0) < 0) return 0;
     if (!ls) { /* the row pass starts */
         if (!(u->row = new_list(p))) return -1;
         u->nrow = 0;
@@ -273,8 +297,9 @@ static int try_space(planner *p, int e, unit *u) {
 /* Elementwise root e joins the earliest kernel over its space: a reduction
  * kernel's row pass (reduce -> broadcast -> map, or a sibling of the row
  * pass), or an elementwise kernel's body (a sibling). The kernels tried are
- * the open ones and the parked ones that have e's first load (all parked
- * ones when e has no load), in root order. 1 joined, 0 not, -1 out of memory. */
+ * the open ones and the parked ones that read e's first load's buffer (all
+ * parked ones when e has no load), in root order. 1 joined, 0 not, -1 out
+ * of memory. */
 static int join_space(planner *p, int e) {
     pload first;
     bool has = false;
@@ -287,17 +312,16 @@ static int join_space(planner *p, int e) {
     if (p->parked) {
         int cap = 0;
         if (has) {
-            uint64_t h = load_hash(&first);
+            uint64_t h = buffer_hash(&first);
             for (park *x = p->pidx[h & (p->pcap - 1)]; x; x = x->next) cap++;
         } else {
             for (unit *u = p->parked; u; u = u->next) cap++;
         }
         if (cap && !(cand = fuse_scratch_alloc(&p->tmp, (size_t)cap * sizeof *cand))) return -1;
         if (has) {
-            uint64_t h = load_hash(&first);
+            uint64_t h = buffer_hash(&first);
             for (park *x = p->pidx[h & (p->pcap - 1)]; x; x = x->next)
-                if (!x->u->closed && x->hash == h && x->load->src == first.src && x->load->key == first.key &&
-                    fuse_map_equal(x->load->map, first.map))
+                if (!x->u->closed && x->hash == h && x->load->src == first.src && x->load->key == first.key)
                     cand[nc++] = x->u;
         } else {
             for (unit *u = p->parked; u; u = u->next)
@@ -343,12 +367,14 @@ static unit *start_unit(planner *p, int e, unit **tail) {
     } else {
         u->out_row = p->output[e] >= 0;
     }
-    /* its own loads; more than LF_MAX_ARGS makes it full (it will be split) */
-    for (int j = 0; j < p->kcount[e] && u->npl[0] <= LF_MAX_ARGS; j++) {
+    /* its own loads; past a cap it is full (it will be split) */
+    for (int j = 0, nb = 0; j < p->kcount[e] && fuse_loads_fit(u->npl[0], nb); j++) {
         const inst *i = p->klist[e][j];
         pload l;
         if (!fuse_is_leaf(p, i->node, e) || !fuse_leaf_load(p, i, -1, &l)) continue;
-        if (fuse_find_load(u->pl[0], u->npl[0], &l) < 0) u->pl[0][u->npl[0]++] = l;
+        if (fuse_find_load(u->pl[0], u->npl[0], &l) >= 0) continue;
+        nb += fuse_new_buffer(u->pl[0], u->npl[0], &l);
+        u->pl[0][u->npl[0]++] = l;
     }
     p->role[e] = u->red ? ROLE_PASS : ROLE_BODY;
     p->pass[e] = 0;
@@ -398,35 +424,53 @@ lf_status fuse_plan_merges(planner *p) {
     return LF_OK;
 }
 
-/* A node to make a root because its kernel has too many loads, or -1 when
+/* A node to make a root because its kernel passes a load cap, or -1 when
  * all kernels fit: the inlined map node whose subtree gathers the most loads
- * (counted as a tree, so an upper bound) while still fitting in one kernel;
- * failing that (the loads sit in leaves of the root's own fn), a gather
- * used in place, which brings three loads (itself, its idx and x's base)
- * and as a root brings one. A gather leaf's count includes its idx and x
- * (their instances are leaves of the same kernel). */
+ * (counted as a tree, so an upper bound) while still fitting in one kernel:
+ * at most GRAPH_MAX_PARAMS loads of at most LF_MAX_ARGS buffers, the
+ * buffers bounded by a tree count too, except that the loads of a subtree
+ * that all read one slot (a stencil's taps, nkey) count as one buffer;
+ * failing that (the loads sit in leaves
+ * of the root's own fn), a gather used in place, which brings three loads
+ * (itself, its idx and x's base) and as a root brings one. A gather leaf's
+ * count includes its idx and x (their instances are leaves of the same
+ * kernel). */
 int fuse_find_victim(planner *p) {
-    pload ls[LF_MAX_ARGS + 2];
+    pload ls[GRAPH_MAX_PARAMS + 1];
     for (int k = 0; k < p->nn; k++) {
         if (!p->kcount[k] || p->merged_into[k] >= 0) continue;
-        if (fuse_count_loads(p, k, ls, LF_MAX_ARGS) <= LF_MAX_ARGS) continue;
+        int nb, nl = fuse_count_loads(p, k, ls, &nb);
+        if (fuse_loads_fit(nl, nb)) continue;
         inst *best = NULL, *gather = NULL;
         for (int j = 0; j < p->kcount[k]; j++) {
             inst *i = p->klist[k][j];
             const lf_node *n = i->node;
             if (fuse_is_leaf(p, n, k)) {
-                i->nload = n->kind == NODE_CONST ? 0 : 1;
+                pload l;
+                bool ld = fuse_leaf_load(p, i, -1, &l);
+                i->nload = i->nbuf = ld ? 1 : 0;
+                i->nkey = !ld ? NULL : l.src == FUSE_SRC_SLOT ? l.key : KEY_MIXED;
                 if (n->kind == NODE_GATHER && !p->root[n->id]) { /* in place: x and idx too */
-                    i->nload = 3;
+                    i->nload = i->nbuf = 3;
                     if (!gather || n->id > gather->node->id) gather = i;
                 }
                 continue;
             }
-            int64_t s = 0;
-            for (int a = 0; a < n->ninputs; a++) s += i->in[a]->nload;
+            int64_t s = 0, b = 0;
+            const void *key = NULL;
+            for (int a = 0; a < n->ninputs; a++) {
+                const inst *in = i->in[a];
+                s += in->nload;
+                b += in->nbuf;
+                if (in->nkey && key != in->nkey) key = key ? KEY_MIXED : in->nkey;
+            }
+            if (key && key != KEY_MIXED) b = 1; /* every load reads one slot */
             i->nload = s > COST_CAP ? COST_CAP : (int)s;
+            i->nbuf = b > COST_CAP ? COST_CAP : (int)b;
+            i->nkey = key;
             /* the largest inlined subtree that fits in a kernel of its own */
-            if (n->kind == NODE_MAP && n->id != k && i->nload >= 2 && i->nload <= LF_MAX_ARGS &&
+            bool fits = fuse_loads_fit(i->nload, i->nbuf);
+            if (n->kind == NODE_MAP && n->id != k && i->nload >= 2 && fits &&
                 (!best || i->nload > best->nload || (i->nload == best->nload && n->id > best->node->id)))
                 best = i;
         }

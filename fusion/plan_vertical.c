@@ -332,17 +332,38 @@ int fuse_find_load(const pload *ls, int n, const pload *l) {
     return -1;
 }
 
-/* Distinct loads of kernel k's instances (skipping a reduction's seed);
- * counts at most cap + 1. */
-int fuse_count_loads(const planner *p, int k, pload *ls, int cap) {
+bool fuse_new_buffer(const pload *ls, int n, const pload *l) {
+    for (int j = 0; j < n; j++) {
+        if (ls[j].src != l->src || ls[j].key != l->key) continue;
+        if (l->src == FUSE_SRC_SLOT || l->src == FUSE_SRC_ACC || fuse_map_equal(ls[j].map, l->map)) return false;
+    }
+    return true;
+}
+
+int fuse_count_buffers(const pload *ls, int n) {
+    int m = 0;
+    for (int j = 0; j < n; j++) m += fuse_new_buffer(ls, j, &ls[j]);
+    return m;
+}
+
+bool fuse_loads_fit(int nloads, int nbufs) {
+    return nloads <= GRAPH_MAX_PARAMS && nbufs <= LF_MAX_ARGS;
+}
+
+/* Distinct loads of kernel k's instances (skipping a reduction's seed) into
+ * ls (room for GRAPH_MAX_PARAMS + 1), and their buffers into *nbufs; stops
+ * as soon as they no longer fit (fuse_loads_fit). */
+int fuse_count_loads(const planner *p, int k, pload *ls, int *nbufs) {
     int n = 0;
+    *nbufs = 0;
     for (int j = 0; j < p->kcount[k]; j++) {
         const inst *i = p->klist[k][j];
         pload l;
         if (!fuse_is_leaf(p, i->node, k) || !fuse_leaf_load(p, i, -1, &l)) continue;
         if (fuse_find_load(ls, n, &l) >= 0) continue;
+        *nbufs += fuse_new_buffer(ls, n, &l);
         ls[n++] = l;
-        if (n > cap) break;
+        if (!fuse_loads_fit(n, *nbufs)) break;
     }
     return n;
 }

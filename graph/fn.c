@@ -93,9 +93,9 @@ static bool table_grow(fn_full *ff) {
 
 lf_fn *graph_fn_create(lf_graph *g, int nparams, const char *const *names) {
     if (!graph_check_args(g, "fn_new", 0, NULL)) return NULL;
-    if (nparams < 0 || nparams > LF_MAX_ARGS) {
+    if (nparams < 0 || nparams > GRAPH_MAX_PARAMS) {
         graph_fail(g, LF_ERR_ARITY, "fn_new: %d parameters (0 to %d allowed)", nparams,
-                   LF_MAX_ARGS);
+                   GRAPH_MAX_PARAMS);
         return NULL;
     }
     fn_full *ff = graph_calloc(1, sizeof *ff);
@@ -107,6 +107,10 @@ lf_fn *graph_fn_create(lf_graph *g, int nparams, const char *const *names) {
     f->result = -1;
     f->next = g->fns; /* linked first so graph_destroy frees a half-made fn */
     g->fns = f;
+    if (nparams && !(f->param_names = graph_calloc((size_t)nparams, sizeof *f->param_names))) {
+        f->nparams = 0; /* nothing to free */
+        goto nomem;
+    }
     for (int i = 0; i < nparams; i++) {
         char tmp[16];
         if (!names) snprintf(tmp, sizeof tmp, "p%d", i);
@@ -122,7 +126,8 @@ nomem:
 
 void graph_fn_destroy(lf_fn *f) {
     fn_full *ff = (fn_full *)f;
-    for (int i = 0; i < f->nparams; i++) graph_free(f->param_names[i]);
+    for (int i = 0; f->param_names && i < f->nparams; i++) graph_free(f->param_names[i]);
+    graph_free(f->param_names);
     graph_free(f->exprs);
     graph_free(ff->table.slots);
     graph_free(ff);
@@ -156,7 +161,14 @@ nomem:
 
 /* ---- builder API ------------------------------------------------------------------ */
 
-lf_fn *lf_fn_new(lf_graph *g, int nparams) { return graph_fn_create(g, nparams, NULL); }
+lf_fn *lf_fn_new(lf_graph *g, int nparams) {
+    if (g && (nparams < 0 || nparams > LF_MAX_ARGS)) { /* the user's limit; fusion's fns may have more */
+        if (graph_check_args(g, "fn_new", 0, NULL))
+            graph_fail(g, LF_ERR_ARITY, "fn_new: %d parameters (0 to %d allowed)", nparams, LF_MAX_ARGS);
+        return NULL;
+    }
+    return graph_fn_create(g, nparams, NULL);
+}
 
 /* Common checks of the builder calls: a usable fn on a graph without error. */
 static bool fn_usable(lf_fn *f, const char *what) {

@@ -25,6 +25,17 @@
 
 #define LF_ERRMSG_CAP 2048
 
+/* Two limits on an fn's parameters. LF_MAX_ARGS (lazyfuse.h, 8) is the
+ * user's: inputs of a map or zipwith, parameters of lf_fn_new and of a parsed
+ * fn, a node's inputs. GRAPH_MAX_PARAMS is the internal one, for the fns that
+ * fusion composes (fusion/plan_build.c): one parameter per distinct load
+ * (source and index map), so a stencil reading one buffer at many shifted
+ * positions stays one fn. Arrays indexed by an fn's parameters (the
+ * interpreter's, the planner's load lists, codegen's accesses) are sized by
+ * it; fusion keeps the distinct buffers of a fn within LF_MAX_ARGS
+ * (fusion/fusion.h). */
+enum { GRAPH_MAX_PARAMS = 64 };
+
 /* ==== util.c: allocation (with the failure hook), messages, shapes ======== */
 
 /* Blocks of this size and more are mapped apart, 2 MiB-aligned, with huge
@@ -268,8 +279,10 @@ typedef struct fn_expr {
 struct lf_fn {
     lf_graph *graph;                 /* owner (memory and errors) */
     uint64_t serial;                 /* the owner's serial (graph_owns) */
-    int nparams;                     /* 1..LF_MAX_ARGS */
-    char *param_names[LF_MAX_ARGS];  /* names for printing (graph_malloc'd) */
+    int nparams;                     /* 0..LF_MAX_ARGS (user fns), fused fns
+                                        up to GRAPH_MAX_PARAMS */
+    char **param_names;              /* nparams names for printing (the array
+                                        and each name graph_malloc'd) */
     fn_expr *exprs;                  /* expressions in topological order */
     int nexprs, cap;                 /* used and allocated entries */
     int result;                      /* result expression id, -1 until set */

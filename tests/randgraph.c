@@ -1,7 +1,9 @@
 /* tests/randgraph.c: the random graph generator of tests/randgraph.h.
  *
  * Every choice comes from the graph's own rng, so a graph is a pure
- * function of its seed; shapes stay small (a few hundred elements) so
+ * function of its seed; some graphs read one node through many slices
+ * (gen_stencil: the taps of a stencil, past LF_MAX_ARGS loads of one
+ * buffer); shapes stay small (a few hundred elements) so
  * thousands of graphs run in seconds on the reference evaluator.
  */
 #include "randgraph.h"
@@ -423,6 +425,35 @@ int gen_scalar_update(gen *G) {
     return changed;
 }
 
+/* A stencil: several slices of one node (taps at random offsets along one
+ * or two axes, usually more than LF_MAX_ARGS of them, rarely more than
+ * GRAPH_MAX_PARAMS) combined by adds, some scaled by a constant: many loads
+ * of one buffer in one fn (the planner counts the buffer once). */
+static lf_node *gen_stencil(gen *G) {
+    lf_graph *g = G->g;
+    lf_node *x = pick(G);
+    for (int t = 0; t < 6 && (x->ndim == 0 || x->numel == 0); t++) x = pick(G);
+    if (x->ndim == 0 || x->numel == 0) return NULL;
+    if (lf_node_dtype(x) == LF_BOOL) x = lf_cast(g, x, LF_I32);
+    bool shortest = true; /* every axis too short for nine distinct offsets: taps of the flat view */
+    for (int d = 0; d < x->ndim; d++) shortest &= x->shape[d] < 12;
+    if (shortest && x->numel >= 12 && chance(&G->r, 70)) x = lf_reshape(g, x, 1, (int64_t[]){-1});
+    int a = rint_(&G->r, 0, x->ndim - 1), b = x->ndim >= 2 && chance(&G->r, 50) ? (a + 1) % x->ndim : -1;
+    int64_t ea = x->shape[a], eb = b >= 0 ? x->shape[b] : 1;
+    /* output extents: small enough that the taps have many distinct offsets */
+    int64_t wa = rint_(&G->r, 1, ea > 9 ? (int)ea - 8 : 1), wb = b >= 0 ? rint_(&G->r, 1, eb > 3 ? (int)eb - 2 : 1) : 1;
+    int taps = chance(&G->r, 3) ? rint_(&G->r, GRAPH_MAX_PARAMS - 2, GRAPH_MAX_PARAMS + 8) : rint_(&G->r, 2, 14);
+    lf_node *acc = NULL;
+    for (int t = 0; t < taps; t++) {
+        int64_t oa = rint_(&G->r, 0, (int)(ea - wa)), ob = b >= 0 ? rint_(&G->r, 0, (int)(eb - wb)) : 0;
+        lf_node *v = lf_slice(g, x, a, oa, oa + wa, 1);
+        if (b >= 0) v = lf_slice(g, v, b, ob, ob + wb, 1);
+        if (chance(&G->r, 30)) v = lf_mul(g, v, lf_const(g, lf_node_dtype(x), rint_(&G->r, -3, 3)));
+        acc = acc ? lf_add(g, acc, v) : v;
+    }
+    return acc;
+}
+
 /* Builds random graph i; returns the outputs in outs (1..3). */
 int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs) {
     memset(G, 0, sizeof *G);
@@ -454,7 +485,9 @@ int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs) {
         if (chance(&G->r, 4)) lf_node_materialize(g, x);
         push(G, x);
         if (chance(&G->r, 10)) push(G, gen_scan(G)); /* lf_scan in a tenth of the steps */
+        if (chance(&G->r, 10)) push(G, gen_stencil(G)); /* many taps of one buffer */
     }
+    if (chance(&G->r, 15)) push(G, gen_stencil(G)); /* a stencil as the first output */
     int nout = rint_(&G->r, 1, 3);
     bool siblings = chance(&G->r, 40); /* several outputs over one space */
     for (int i = 0; i < nout; i++)

@@ -11,6 +11,7 @@
  *   are split too). Floats within 1e-5 relative of the reference (bit-exact
  *   where no rounding order is involved), integers and arg indices exact, and
  *   every result bit-identical across thread counts.
+ *   Stencils (nine slices of one input added: one kernel) at the same sizes.
  * - IEEE semantics: NaN, +-Inf and -0 through arithmetic, min/max,
  *   comparisons, rounding, casts (saturating, NaN -> 0) and integer corner
  *   cases (% by 0 and -1, negative powers, wraparound), bit for bit: once
@@ -377,6 +378,42 @@ static void build_elementwise(lf_graph *g, int64_t s, void *const *h, outset *o)
 }
 
 Test(cpu, sizes_elementwise, .timeout = 300) { sweep("elementwise", gen_elementwise, build_elementwise); }
+
+/* (a2) stencils over one input: a 9-tap moving average of x[s + 8] and a
+ * 3x3 conv of a padded 2-d y[r + 2, c + 2] (nine loads of one buffer, one
+ * kernel), with NaN and Inf among the inputs; f32 adds and multiplies only,
+ * so bit-exact. */
+static int64_t conv_rows(int64_t s) { return s / 211 + 1; }
+static int64_t conv_cols(int64_t s) { return s % 211 + 1; }
+
+static void gen_stencil(int64_t s, void **h) {
+    int64_t ny = (conv_rows(s) + 2) * (conv_cols(s) + 2);
+    h[0] = rand_f32(s + 8, -4, 4);
+    h[1] = rand_f32(ny, -4, 4);
+    float *x = h[0], *y = h[1];
+    x[(s + 8) / 2] = NAN;
+    x[(s + 8) / 3] = INFINITY;
+    y[ny / 2] = -INFINITY;
+    y[ny - 1] = NAN;
+}
+
+static void build_stencil(lf_graph *g, int64_t s, void *const *h, outset *o) {
+    lf_node *x = in_node(g, LF_F32, 1, SH(s + 8), h[0]);
+    int64_t r = conv_rows(s), c = conv_cols(s);
+    lf_node *y = in_node(g, LF_F32, 2, SH(r + 2, c + 2), h[1]);
+    lf_node *avg = NULL, *conv = NULL;
+    for (int t = 0; t < 9; t++) {
+        lf_node *v = lf_slice(g, x, 0, t, t + s, 1);
+        avg = avg ? lf_add(g, avg, v) : v;
+        lf_node *w = lf_mul(g, lf_slice(g, lf_slice(g, y, 0, t / 3, t / 3 + r, 1), 1, t % 3, t % 3 + c, 1),
+                            lf_const(g, LF_F32, 0.25 * (t % 4) - 0.3));
+        conv = conv ? lf_add(g, conv, w) : w;
+    }
+    add_out(o, "moving average of 9", lf_div(g, avg, lf_const(g, LF_F32, 9)), 0);
+    add_out(o, "3x3 conv", conv, 0);
+}
+
+Test(cpu, sizes_stencil, .timeout = 300) { sweep("stencil", gen_stencil, build_stencil); }
 
 /* (a2) random nodes (Philox of seed and flat index): bit-identical to the
  * reference at every size and thread count, fused with a map, through a

@@ -130,7 +130,9 @@ Test(cuda_codegen, every_kernel_compiles_with_nvrtc, .timeout = 3000) {
         const seed_example *ex = &seed_examples[i];
         lf_graph *g = lf_graph_new(ctx);
         lf_node *outs[SEED_MAX_OUTS];
-        int64_t n = strcmp(ex->name, "matmul_zip_reduce") == 0 ? 48 : strcmp(ex->name, "softmax_rows") == 0 ? 96 : 5000;
+        int64_t n = strcmp(ex->name, "matmul_zip_reduce") == 0 ? 48 : strcmp(ex->name, "softmax_rows") == 0 ? 96
+                    : strcmp(ex->name, "conv3x3") == 0                                           ? 71
+                                                                                                 : 5000;
         int nout = ex->build(ctx, g, n, outs);
         cr_assert_gt(nout, 0, "%s: %s", ex->name, lf_errmsg(ctx));
         run.what = ex->name;
@@ -419,7 +421,8 @@ Test(cuda_codegen, emulated_large_kernels_match_the_reference, .timeout = 3000) 
     for (int i = 0; i < seed_nexamples; i++) {
         const seed_example *ex = &seed_examples[i];
         bool mm = strcmp(ex->name, "matmul_zip_reduce") == 0, sm = strcmp(ex->name, "softmax_rows") == 0;
-        const int64_t sizes[2] = {mm ? 37 : 70001, mm ? 48 : 65536};
+        bool sq = strcmp(ex->name, "conv3x3") == 0; /* n is the image's side */
+        const int64_t sizes[2] = {mm ? 37 : sq ? 263 : 70001, mm ? 48 : sq ? 256 : 65536};
         for (int k = 0; k < 2; k++) {
             if (sm) continue; /* its 4096 rows are too many for the emulator: below */
             if (strcmp(ex->name, "cumsum_rows") == 0) continue; /* likewise: scans below */

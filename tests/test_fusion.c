@@ -401,7 +401,8 @@ Test(fusion, long_chain_split_at_the_size_cap) {
 /* 10^4 outputs in one eval, each reading one input at its own index map
  * (the planner's instance table and its index of kernels whose loads are
  * full keep this linear): every output is right, and siblings merge up to
- * the parameter limit (LF_MAX_ARGS distinct loads a kernel). */
+ * FUSE_MAX_STORES roots (their loads read one buffer, which counts once
+ * under the LF_MAX_ARGS buffer cap). */
 Test(fusion, ten_thousand_outputs) {
     enum { NOUT = 10000, W = 4 };
     lf_ctx *ctx = fctx(1);
@@ -425,7 +426,7 @@ Test(fusion, ten_thousand_outputs) {
         cr_assert_eq(lf_eval(g, NOUT, outs, dsts), LF_OK, "%s", lf_errmsg(ctx));
         lf_eval_stats st;
         cr_assert_eq(lf_ctx_last_stats(ctx, &st), LF_OK);
-        cr_expect_eq(st.kernels, NOUT / LF_MAX_ARGS);
+        cr_expect_eq(st.kernels, NOUT / FUSE_MAX_STORES); /* one buffer: siblings merge to the store cap */
         cr_expect_eq(st.bytes_written, (size_t)NOUT * W * 4);
         for (int i = 0; i < NOUT; i++) {
             float y[W];
@@ -891,6 +892,142 @@ Test(fusion, merges_respect_the_parameter_limit) {
     cr_expect_eq(s2->nkernels, 2);
     for (int k = 0; k < s2->nkernels; k++) cr_expect_leq(s2->kernels[k].nreds, LF_MAX_ARGS);
     fuse_schedule_free(s2);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+/* ---- stencils: the load caps count buffers, not index maps ---------------- */
+
+/* A k x k stencil over x ([h + k - 1, w + k - 1]; h == 0: 1-d, [w + k - 1]):
+ * sum over the taps of slice(x at the tap's offset) * weight, the weights
+ * lf_const (a moving average when mean: the sum of the slices over k*k). */
+static lf_node *stencil_of(lf_graph *g, lf_node *x, int k, int64_t h, int64_t w, bool mean) {
+    lf_node *acc = NULL;
+    int taps = h ? k * k : k;
+    for (int t = 0; t < taps; t++) {
+        int dy = h ? t / k : 0, dx = h ? t % k : t;
+        lf_node *v = lf_slice(g, x, h ? 1 : 0, dx, dx + w, 1);
+        if (h) v = lf_slice(g, v, 0, dy, dy + h, 1);
+        if (!mean) v = lf_mul(g, v, lf_const(g, lf_node_dtype(x), 0.125 * (t % 7) - 0.375));
+        acc = acc ? lf_add(g, acc, v) : v;
+    }
+    return mean ? lf_div(g, acc, lf_const(g, lf_node_dtype(x), taps)) : acc;
+}
+
+/* A context on the CPU (or LF_TEST_BACKEND) with fusion on, compiled or
+ * interpreted (LF_COMPILE_NEVER). */
+static lf_ctx *fctx_compile(int compile) {
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    o.fusion = 1;
+    o.backend = planned_backend();
+    o.compile = compile;
+    lf_ctx *ctx = lf_ctx_new(&o);
+    if (!ctx && o.backend == LF_BACKEND_CUDA) cr_skip_test("no usable CUDA device: %s", lf_errmsg(NULL));
+    cr_assert(ctx != NULL, "lf_ctx_new: %s", lf_errmsg(NULL));
+    return ctx;
+}
+
+/* A 9-tap moving average (1-d), a 3x3, 5x5 and 7x7 conv over a padded 2-d
+ * input (9, 25, 49 loads of one buffer) plan to one kernel with no
+ * temporary and match the reference, compiled and interpreted, at odd sizes
+ * and with NaN and Inf among the inputs. */
+Test(fusion, stencil_taps_of_one_buffer_are_one_kernel, .timeout = 300) {
+    static const struct { int k; int64_t h, w; bool mean; } cases[] = {
+        {9, 0, 1, true}, {9, 0, 1001, true}, {9, 0, 4099, false}, {3, 17, 33, false},
+        {3, 1, 1, true}, {5, 9, 31, false}, {7, 5, 13, false}, {7, 1, 2, true}};
+    for (int mode = 0; mode < 2; mode++) {
+        lf_ctx *ctx = fctx_compile(mode ? LF_COMPILE_NEVER : LF_COMPILE_AUTO);
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            int k = cases[c].k;
+            int64_t h = cases[c].h, w = cases[c].w;
+            int64_t sh[2] = {h + k - 1, w + k - 1};
+            int nd = h ? 2 : 1;
+            int64_t n = h ? sh[0] * sh[1] : sh[1];
+            double *v = malloc((size_t)n * sizeof *v);
+            for (int64_t i = 0; i < n; i++) v[i] = tu_uniform(-2, 2);
+            v[n / 2] = NAN;
+            v[n / 3] = INFINITY;
+            v[n - 1] = -INFINITY;
+            lf_graph *g = lf_graph_new(ctx);
+            lf_node *x = lf_input(g, tu_buf(ctx, c % 2 ? LF_F64 : LF_F32, nd, h ? sh : sh + 1, v));
+            free(v);
+            lf_node *y = stencil_of(g, x, k, h, w, cases[c].mean);
+            cr_assert(y != NULL, "%s", lf_graph_errmsg(g));
+            fuse_schedule *s = plan_on(g, 1, &y);
+            cr_expect_eq(s->nkernels, 1, "%dx%d taps: %d kernels", h ? k : 1, k, s->nkernels);
+            cr_expect_eq(s->kernels[0].nloads, h ? k * k : k);
+            fuse_schedule_free(s);
+            lf_eval_stats st = eval_checked(ctx, g, 1, &y);
+            cr_expect_eq(st.kernels, 1);
+            cr_expect_eq(st.bytes_materialized, 0);
+            lf_graph_free(g);
+        }
+        lf_ctx_destroy(ctx);
+    }
+}
+
+/* The buffer cap still holds: the sum of nine different inputs is two
+ * kernels; a 9x9 conv (81 loads of one buffer, past GRAPH_MAX_PARAMS) is
+ * split, right; taps of one buffer plus eight other buffers split. */
+Test(fusion, nine_buffers_or_too_many_taps_split) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    int64_t n = 37;
+    lf_node *acc = NULL;
+    for (int i = 0; i < 9; i++) {
+        lf_node *x = lf_input(g, ramp(ctx, LF_F32, 1, &n));
+        acc = acc ? lf_add(g, acc, x) : x;
+    }
+    lf_eval_stats st = eval_checked(ctx, g, 1, &acc);
+    cr_expect_eq(st.kernels, 2);
+    cr_expect_gt(st.bytes_materialized, 0);
+    fuse_schedule *s = plan_on(g, 1, &acc);
+    for (int k = 0; k < s->nkernels; k++) cr_expect_leq(s->kernels[k].nloads, LF_MAX_ARGS);
+    fuse_schedule_free(s);
+    /* 81 taps of one buffer */
+    int64_t sh[2] = {12 + 8, 21 + 8};
+    lf_node *x = lf_input(g, ramp(ctx, LF_F32, 2, sh));
+    lf_node *y = stencil_of(g, x, 9, 12, 21, false);
+    st = eval_checked(ctx, g, 1, &y);
+    cr_expect_eq(st.kernels, 2, "%d kernels", st.kernels);
+    s = plan_on(g, 1, &y);
+    for (int k = 0; k < s->nkernels; k++) cr_expect_leq(s->kernels[k].nloads, GRAPH_MAX_PARAMS);
+    fuse_schedule_free(s);
+    /* 9 taps of x plus eight other buffers: 9 buffers */
+    int64_t m = 40;
+    lf_node *z = lf_input(g, ramp(ctx, LF_F32, 1, &m));
+    lf_node *sum = stencil_of(g, z, 9, 0, 32, false);
+    for (int i = 0; i < 8; i++) sum = lf_add(g, sum, lf_input(g, ramp(ctx, LF_F32, 1, (int64_t[]){32})));
+    st = eval_checked(ctx, g, 1, &sum);
+    cr_expect_eq(st.kernels, 2, "%d kernels", st.kernels);
+    s = plan_on(g, 1, &sum);
+    for (int k = 0; k < s->nkernels; k++) {
+        int slots[GRAPH_MAX_PARAMS], ns = 0;
+        for (int j = 0; j < s->kernels[k].nloads; j++) {
+            int sl = s->kernels[k].loads[j].slot, seen = 0;
+            for (int t = 0; t < ns; t++) seen |= slots[t] == sl;
+            if (!seen) slots[ns++] = sl;
+        }
+        cr_expect_leq(ns, LF_MAX_ARGS, "kernel %d reads %d buffers", k, ns);
+    }
+    fuse_schedule_free(s);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+/* Outputs over one space reading one buffer at different maps merge up to
+ * FUSE_MAX_STORES roots (the buffer counts once), not LF_MAX_ARGS. */
+Test(fusion, siblings_reading_one_buffer_merge_past_eight_maps) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    int64_t n = 100;
+    lf_node *x = lf_input(g, ramp(ctx, LF_F64, 1, &n));
+    lf_node *outs[4];
+    for (int i = 0; i < 4; i++) outs[i] = stencil_of(g, lf_slice(g, x, 0, 3 * i, 3 * i + 60, 1), 5, 0, 50, true);
+    lf_eval_stats st = eval_checked(ctx, g, 4, outs);
+    cr_expect_eq(st.kernels, 1);
+    cr_expect_eq(st.bytes_materialized, 0);
     lf_graph_free(g);
     lf_ctx_destroy(ctx);
 }

@@ -5,7 +5,9 @@
  * plus STREAM's triad (a*b+c), the sum of squares, a row softmax, and
  * elementwise chains of 8 and 32 ops, and the random primitive (fused into a
  * map, and alone filling a buffer), and the scan primitive (a cumulative
- * sum, of rows, and between two maps). The graphs of existing names must not
+ * sum, of rows, and between two maps), and two stencils that read one input
+ * through many shifted slices (a width-9 moving average, a 3x3 conv over a
+ * padded image). The graphs of existing names must not
  * change: tests, the visualizer and recorded benchmark runs mean them. */
 #include "seed_examples.h"
 
@@ -15,6 +17,14 @@
 
 /* A 1-d or 2-d f32 input filled with uniform values in [lo, hi) from a fixed
  * linear congruential sequence; bound into g, the caller's reference dropped. */
+void seed_fill_f32(float *host, int64_t n, float lo, float hi, uint32_t seed) {
+    uint32_t s = seed * 2654435761u + 1;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        host[i] = lo + (hi - lo) * (float)(s >> 8) * (1.0f / 16777216.0f);
+    }
+}
+
 static lf_node *input_f32(lf_ctx *ctx, lf_graph *g, int ndim, const int64_t *shape, float lo,
                           float hi, uint32_t seed) {
     lf_buffer *b = lf_buffer_new(ctx, LF_F32, ndim, shape);
@@ -25,11 +35,7 @@ static lf_node *input_f32(lf_ctx *ctx, lf_graph *g, int ndim, const int64_t *sha
         lf_buffer_free(b);
         return NULL;
     }
-    uint32_t s = seed * 2654435761u + 1;
-    for (int64_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        host[i] = lo + (hi - lo) * (float)(s >> 8) * (1.0f / 16777216.0f);
-    }
+    seed_fill_f32(host, n, lo, hi, seed);
     lf_status st = lf_buffer_write(b, host, (size_t)n * sizeof *host);
     free(host);
     lf_node *x = st == LF_OK ? lf_input(g, b) : NULL;
@@ -248,6 +254,41 @@ static int histogram(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
     return outs[0] ? 1 : 0;
 }
 
+/* The width-9 moving average of x (n + 8 elements, pre-padded): y[i] =
+ * (x[i] + x[i+1] + ... + x[i+8]) / 9, the sum left to right in f32, for n
+ * outputs: nine slices of x added, one kernel reading x once. */
+static int stencil9(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    int64_t len = n + 8;
+    lf_node *x = input_f32(ctx, g, 1, &len, -1, 1, SEED_STENCIL9_X);
+    lf_node *acc = NULL;
+    for (int k = 0; k < 9; k++) {
+        lf_node *v = lf_slice(g, x, 0, k, k + n, 1);
+        acc = acc ? lf_add(g, acc, v) : v;
+    }
+    outs[0] = lf_div(g, acc, c32(g, 9));
+    return outs[0] ? 1 : 0;
+}
+
+const float seed_conv3x3_w[9] = {0.0625f, 0.125f, 0.0625f, 0.125f, 0.25f, 0.125f, 0.0625f, 0.125f, 0.0625f};
+
+/* A 3x3 conv (a blur, weights seed_conv3x3_w as lf_consts) of an n x n
+ * image given padded, x [n + 2, n + 2]: y[i,j] = sum over (dy, dx) of
+ * x[i+dy, j+dx] * w[dy*3+dx], summed in tap order in f32; nine 2-d slices
+ * of x, one kernel. */
+static int conv3x3(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    int64_t sh[2] = {n + 2, n + 2};
+    lf_node *x = input_f32(ctx, g, 2, sh, -1, 1, SEED_CONV3X3_X);
+    lf_node *acc = NULL;
+    for (int t = 0; t < 9; t++) {
+        int dy = t / 3, dx = t % 3;
+        lf_node *v = lf_slice(g, lf_slice(g, x, 0, dy, dy + n, 1), 1, dx, dx + n, 1);
+        v = lf_mul(g, v, c32(g, seed_conv3x3_w[t]));
+        acc = acc ? lf_add(g, acc, v) : v;
+    }
+    outs[0] = acc;
+    return outs[0] ? 1 : 0;
+}
+
 const seed_example seed_examples[] = {
     {"gaussian_pdf", "exp(-0.5*((x-m)/s)**2) / (s*sqrt(2 pi)), one parsed fn", 1 << 24, gaussian_pdf},
     {"polar_distance", "distance of two points in polar form, a DAG of 15 builtin ops", 1 << 24, polar_distance},
@@ -266,6 +307,8 @@ const seed_example seed_examples[] = {
     {"gather_perm", "x[p], f32 x gathered by a random permutation p (i64)", 1 << 24, gather_perm},
     {"gather_rows", "take_along_axis(x, idx, 1) of [4096, n/4096] f32, idx i32", 1 << 24, gather_rows},
     {"histogram", "bincount(i32(floor(x*256)), 256) of f32 x, one kernel", 1 << 24, histogram},
+    {"stencil9", "width-9 moving average of f32 x (n + 8 in, n out), nine slices added", 1 << 24, stencil9},
+    {"conv3x3", "3x3 blur of an n x n f32 image given padded [n+2, n+2], 9 slices", 2048, conv3x3},
 };
 const int seed_nexamples = (int)(sizeof seed_examples / sizeof seed_examples[0]);
 

@@ -18,8 +18,9 @@ typedef struct seed_example {
     const char *what;     /* one line: what it computes */
     int64_t default_n;    /* size parameter used by the tools (see build) */
     /* Builds the example into g. n is the element count of elementwise
-     * examples, the row length of softmax_rows (4096 rows), and the side of
-     * matmul_zip_reduce (I = J = K = n). Stores the outputs into outs and
+     * examples (stencil9: of its output; its input has n + 8), the row
+     * length of softmax_rows (4096 rows), the side of matmul_zip_reduce
+     * (I = J = K = n) and of conv3x3's output (its input is n + 2 square). Stores the outputs into outs and
      * returns how many, or 0 on failure (lf_errmsg(ctx) says why). */
     int (*build)(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs);
 } seed_example;
@@ -29,5 +30,16 @@ extern const int seed_nexamples;
 
 /* The example called name, or NULL. */
 const seed_example *seed_find(const char *name);
+
+/* The values of an example's f32 input: n of them, uniform in [lo, hi) from
+ * a fixed sequence named by seed (what the builders bind), so a program can
+ * recompute an example with a plain loop (lazyfuse-bench's stencil checks). */
+void seed_fill_f32(float *host, int64_t n, float lo, float hi, uint32_t seed);
+
+/* stencil9 and conv3x3 read their input x filled by seed_fill_f32 with
+ * these; conv3x3's weights, row-major over the 3x3 taps, are lf_consts. */
+#define SEED_STENCIL9_X 37   /* seed of stencil9's x, in [-1, 1) */
+#define SEED_CONV3X3_X 41    /* seed of conv3x3's x, in [-1, 1) */
+extern const float seed_conv3x3_w[9];
 
 #endif
