@@ -112,8 +112,8 @@ typedef struct cg_layout {
                                       elements, outputs, (outer, block) pairs,
                                       or blocks of a full reduction */
     int64_t full_block;            /* FULL: outermost-axis positions per block */
-    int naccess;                   /* accesses: loads by fn, then stores */
-    cg_access access[CG_MAX_ACCESSES];
+    int naccess;                   /* accesses: loads by fn, then stores (in
+                                      access[], the last member) */
     int nbufs;                     /* distinct slots the kernel touches */
     int buf_slot[CG_MAX_BUFS];     /* schedule slot of each buffer */
     bool buf_written[CG_MAX_BUFS]; /* stored by this kernel */
@@ -136,10 +136,15 @@ typedef struct cg_layout {
     int64_t part_entries;          /* nblocks * DN */
     int param_scatter;             /* P index of block, positions, DN, nblocks */
     int dst_buf;                   /* dst's buffer (dense), -1: a constant */
+    cg_access access[];            /* naccess of them (at most CG_MAX_ACCESSES:
+                                      64 loads in each of 10 fns and 16 stores,
+                                      about 80 KB; cg_layout_new sizes a
+                                      layout to what it uses) */
 } cg_layout;
 
-/* Lays out kernel k of s. Never fails (bounded sizes, no allocation). */
-void cg_layout_kernel(const fuse_schedule *s, int k, cg_layout *lay);
+/* Lays out kernel k of s: a graph_malloc'd layout with room for exactly its
+ * accesses (free with graph_free), or NULL when out of memory. */
+cg_layout *cg_layout_new(const fuse_schedule *s, int k);
 /* Writes P (lay->nparams int64 values) for the layout, scalars included. */
 void cg_fill_params(const cg_layout *lay, int64_t *P);
 /* Writes only the scalars' entries of P: the current values of the kernel's

@@ -160,7 +160,8 @@ static int merge_group(cg_layout *lay, int lo, int hi) {
     return hi;
 }
 
-void cg_layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
+/* Lays out kernel k of s into lay, which has room for CG_MAX_ACCESSES. */
+static void layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
     const fuse_kernel *kn = &s->kernels[k];
     memset(lay, 0, sizeof *lay);
     lay->kernel = kn;
@@ -357,4 +358,15 @@ const cg_access *cg_load_access(const cg_layout *lay, int f, int j) {
     for (int a = 0; a < lay->naccess; a++)
         if (lay->access[a].fn == f && lay->access[a].index == j) return &lay->access[a];
     return NULL;
+}
+
+cg_layout *cg_layout_new(const fuse_schedule *s, int k) {
+    cg_layout *full = graph_malloc(sizeof *full + CG_MAX_ACCESSES * sizeof full->access[0]);
+    if (!full) return NULL;
+    layout_kernel(s, k, full);
+    size_t bytes = sizeof *full + (size_t)full->naccess * sizeof full->access[0];
+    cg_layout *lay = graph_malloc(bytes);
+    if (lay) memcpy(lay, full, bytes);
+    graph_free(full);
+    return lay;
 }

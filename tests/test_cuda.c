@@ -603,29 +603,30 @@ Test(cuda, scalar_args_follow_lf_scalar_set) {
     cr_assert_eq(fuse_plan(g, 2, (lf_node *[]){y, r}, true, &s), LF_OK, "%s", lf_errmsg(ctx));
     int with_scalars = 0;
     for (int k = 0; k < s->nkernels; k++) {
-        cg_layout lay;
-        cg_layout_kernel(s, k, &lay);
-        with_scalars += lay.kernel->nscalars > 0;
+                cg_layout *lay = cg_layout_new(s, k);
+        cr_assert(lay != NULL);
+        with_scalars += lay->kernel->nscalars > 0;
         int64_t P[512], P2[512];
         uint64_t addr[CG_MAX_BUFS], words[1024], fresh[1024];
-        cr_assert_lt(lay.nparams, 512);
-        for (int b = 0; b < lay.nbufs; b++) addr[b] = 0x10000u * (uint64_t)(b + 1);
-        cg_fill_params(&lay, P);
+        cr_assert_lt(lay->nparams, 512);
+        for (int b = 0; b < lay->nbufs; b++) addr[b] = 0x10000u * (uint64_t)(b + 1);
+        cg_fill_params(lay, P);
         cg_cuda_plan plan;
-        cg_cuda_plan_kernel(&lay, P, addr, 132, &plan);
+        cg_cuda_plan_kernel(lay, P, addr, 132, &plan);
         cr_assert_lt(plan.nwords, 1024);
-        cg_cuda_fill_args(&lay, &plan, P, addr, 0x900000, words);
+        cg_cuda_fill_args(lay, &plan, P, addr, 0x900000, words);
         cr_assert_eq(lf_scalar_set(g, cs[0], -0.0), LF_OK);
         cr_assert_eq(lf_scalar_set(g, cs[1], NAN), LF_OK);
         cr_assert_eq(lf_scalar_set(g, cs[2], -7), LF_OK);
         cr_assert_eq(lf_scalar_set(g, cs[3], 0), LF_OK);
-        cg_fill_scalars(&lay, P);
-        cg_cuda_fill_scalar_args(&lay, P, words);
-        cg_fill_params(&lay, P2);
-        cg_cuda_fill_args(&lay, &plan, P2, addr, 0x900000, fresh);
-        cr_expect(memcmp(P, P2, (size_t)lay.nparams * sizeof *P) == 0, "kernel %d: P differs", k);
+        cg_fill_scalars(lay, P);
+        cg_cuda_fill_scalar_args(lay, P, words);
+        cg_fill_params(lay, P2);
+        cg_cuda_fill_args(lay, &plan, P2, addr, 0x900000, fresh);
+        cr_expect(memcmp(P, P2, (size_t)lay->nparams * sizeof *P) == 0, "kernel %d: P differs", k);
         cr_expect(memcmp(words, fresh, (size_t)plan.nwords * sizeof *words) == 0, "kernel %d: words differ", k);
         for (int j = 0; j < 4; j++) lf_scalar_set(g, cs[j], 2.0); /* back, for the next kernel */
+        graph_free(lay);
     }
     cr_expect_gt(with_scalars, 0);
     fuse_schedule_free(s);

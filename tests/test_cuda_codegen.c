@@ -92,10 +92,10 @@ static void compile_plans(nvrtc_run *run, lf_graph *g, int n, lf_node **outs) {
         fuse_schedule *s = NULL;
         cr_assert_eq(fuse_plan(g, n, outs, fused, &s), LF_OK, "%s: %s", run->what, lf_errmsg(g->ctx));
         for (int k = 0; k < s->nkernels; k++) {
-            cg_layout lay;
-            cg_layout_kernel(s, k, &lay);
+                        cg_layout *lay = cg_layout_new(s, k);
+        cr_assert(lay != NULL);
             cg_text t = {0};
-            cg_emit_kernel(s, &lay, cg_dialect_cuda(), &t);
+            cg_emit_kernel(s, lay, cg_dialect_cuda(), &t);
             cr_assert(!t.nomem);
             char *key = cg_strip_comments(t.s);
             cr_assert(key != NULL);
@@ -114,6 +114,7 @@ static void compile_plans(nvrtc_run *run, lf_graph *g, int n, lf_node **outs) {
                 graph_free(log);
             }
             cg_text_free(&t);
+            graph_free(lay);
         }
         fuse_schedule_free(s);
     }
@@ -284,32 +285,32 @@ static void emu_run_schedule(const fuse_schedule *s, int n, void **results, cons
         }
     }
     for (int k = 0; k < s->nkernels; k++) {
-        cg_layout lay;
-        cg_layout_kernel(s, k, &lay);
+                cg_layout *lay = cg_layout_new(s, k);
+        cr_assert(lay != NULL);
         cg_text t = {0};
-        cg_emit_kernel(s, &lay, cg_dialect_cuda(), &t);
+        cg_emit_kernel(s, lay, cg_dialect_cuda(), &t);
         cr_assert(!t.nomem);
         void *h = emu_build(t.s, dir, (*id)++);
         cg_text_free(&t);
         emu_launch_fn launch = (emu_launch_fn)(uintptr_t)dlsym(h, "lf_emu_launch");
         cr_assert(launch != NULL);
-        int64_t *P = calloc((size_t)lay.nparams + 1, sizeof *P);
+        int64_t *P = calloc((size_t)lay->nparams + 1, sizeof *P);
         uint64_t addr[CG_MAX_BUFS];
         cr_assert(P != NULL);
-        cg_fill_params(&lay, P);
+        cg_fill_params(lay, P);
         int32_t index_err = 0; /* gather loads' index-error flag (in-range indices: stays 0) */
-        cg_partial *spart = lay.part_buf >= 0 ? calloc((size_t)lay.part_entries + 1, sizeof *spart) : NULL;
-        for (int b = 0; b < lay.nbufs; b++)
-            addr[b] = lay.buf_slot[b] == -2 ? (uint64_t)(uintptr_t)spart
-                      : lay.buf_slot[b] < 0 ? (uint64_t)(uintptr_t)&index_err
-                                            : (uint64_t)(uintptr_t)data[lay.buf_slot[b]];
+        cg_partial *spart = lay->part_buf >= 0 ? calloc((size_t)lay->part_entries + 1, sizeof *spart) : NULL;
+        for (int b = 0; b < lay->nbufs; b++)
+            addr[b] = lay->buf_slot[b] == -2 ? (uint64_t)(uintptr_t)spart
+                      : lay->buf_slot[b] < 0 ? (uint64_t)(uintptr_t)&index_err
+                                            : (uint64_t)(uintptr_t)data[lay->buf_slot[b]];
         cg_cuda_plan plan;
-        cg_cuda_plan_kernel(&lay, P, addr, 1, &plan);
+        cg_cuda_plan_kernel(lay, P, addr, 1, &plan);
         void *scratch = plan.scratch_bytes ? calloc(1, plan.scratch_bytes) : NULL;
         cr_assert(!plan.scratch_bytes || scratch);
         uint64_t *words = calloc((size_t)plan.nwords, sizeof *words);
         cr_assert(words != NULL);
-        cg_cuda_fill_args(&lay, &plan, P, addr, (uint64_t)(uintptr_t)scratch, words);
+        cg_cuda_fill_args(lay, &plan, P, addr, (uint64_t)(uintptr_t)scratch, words);
         for (int l = 0; l < plan.nlaunches; l++) {
             char entry[64];
             snprintf(entry, sizeof entry, "%s", plan.launch[l].entry);
@@ -328,13 +329,14 @@ static void emu_run_schedule(const fuse_schedule *s, int n, void **results, cons
         if (scratch && plan.scratch_bytes > plan.scratch_part) {
             /* every ticket is left zero for the next eval */
             const unsigned *ticket = (const unsigned *)((char *)scratch + plan.scratch_ticket);
-            for (int q = 0; q < lay.kernel->npasses; q++) cr_assert_eq(ticket[q], 0u);
+            for (int q = 0; q < lay->kernel->npasses; q++) cr_assert_eq(ticket[q], 0u);
         }
         cr_assert_eq(index_err, 0, "kernel %d raised the index-error flag with in-range indices", k);
         free(spart);
         free(words);
         free(scratch);
         free(P);
+        graph_free(lay);
         dlclose(h);
     }
     for (int i = 0; i < n; i++) {

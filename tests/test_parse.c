@@ -1138,9 +1138,12 @@ static void *walk_thread(void *arg) {
     void *results[1] = {NULL};
     j->interp = fuse_interpret(s, results);
     j->interp_result = results[0];
-    cg_layout *lay = malloc(sizeof *lay); /* large: not on this stack */
-    for (int k = 0; lay && k < s->nkernels; k++) {
-        cg_layout_kernel(s, k, lay);
+    for (int k = 0; k < s->nkernels; k++) {
+        cg_layout *lay = cg_layout_new(s, k);
+        if (!lay) {
+            j->nomem = true;
+            break;
+        }
         const cg_dialect *d[2] = {cg_dialect_c(false), cg_dialect_cuda()};
         for (int i = 0; i < 2; i++) {
             cg_text t = {0};
@@ -1149,8 +1152,8 @@ static void *walk_thread(void *arg) {
             j->nomem |= t.nomem;
             cg_text_free(&t);
         }
+        graph_free(lay);
     }
-    free(lay);
     fuse_schedule_free(s);
     return NULL;
 }

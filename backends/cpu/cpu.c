@@ -452,9 +452,7 @@ static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const
     double t0 = graph_now_seconds();
     for (int k = 0; k < s->nkernels; k++) {
         cpu_kernel *ck = &pr->k[k];
-        ck->lay = graph_malloc(sizeof *ck->lay);
-        if (!ck->lay) goto nomem;
-        cg_layout_kernel(s, k, ck->lay);
+        if (!(ck->lay = cg_layout_new(s, k))) goto nomem;
         ck->P = graph_calloc((size_t)ck->lay->nparams + 1, sizeof *ck->P);
         ck->B = graph_calloc((size_t)ck->lay->nbufs + 1, sizeof *ck->B);
         if (!ck->P || !ck->B) goto nomem;

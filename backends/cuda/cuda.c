@@ -481,9 +481,7 @@ static lf_status program_build(lf_graph *g, cuda_state *cs, int n, lf_node *cons
     double t0 = graph_now_seconds();
     for (int k = 0; k < s->nkernels; k++) {
         cuda_kernel *ck = &pr->k[k];
-        ck->lay = graph_malloc(sizeof *ck->lay);
-        if (!ck->lay) goto nomem;
-        cg_layout_kernel(s, k, ck->lay);
+        if (!(ck->lay = cg_layout_new(s, k))) goto nomem;
         ck->P = graph_calloc((size_t)ck->lay->nparams + 1, sizeof *ck->P);
         ck->addr = graph_calloc((size_t)ck->lay->nbufs + 1, sizeof *ck->addr);
         if (!ck->P || !ck->addr) goto nomem;
