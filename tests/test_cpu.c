@@ -2519,3 +2519,51 @@ Test(cpu, cold_compile_error_names_its_kernel) {
     free(x);
     expect_no_leak();
 }
+
+/* 4 processes starting cold on one cache folder with the same program of
+ * six kernels still compile each kernel once: the misses' locks are taken
+ * in key order before the unit is compiled, so one process compiles, the
+ * others wait and load every kernel from disk. No lock file is left. */
+Test(cpu, cold_program_processes_compile_each_kernel_once, .timeout = 300) {
+    enum { P = 4 };
+    int go[2], res[2];
+    cr_assert_eq(pipe(go), 0);
+    cr_assert_eq(pipe(res), 0);
+    float *x = rand_f32(CHAIN_N, -2, 2);
+    pid_t pids[P];
+    for (int p = 0; p < P; p++) {
+        pids[p] = fork();
+        cr_assert_geq(pids[p], 0);
+        if (pids[p] == 0) {
+            close(go[1]);
+            close(res[0]);
+            char b;
+            if (read(go[0], &b, 1) < 0) _exit(2); /* all start together */
+            lf_ctx *c = unfused_ctx(2);
+            lf_eval_stats st = eval_chain(c, x, 0, CHAIN_LEN, NULL);
+            int out[3] = {0, st.kernels_compiled, st.kernels_disk_hits};
+            int rc = write(res[1], out, sizeof out) == sizeof out ? 0 : 1;
+            lf_ctx_destroy(c);
+            _exit(rc);
+        }
+    }
+    close(go[0]);
+    close(res[1]);
+    close(go[1]); /* go */
+    int compiled = 0, disk = 0, got[3];
+    for (int p = 0; p < P; p++) {
+        cr_assert_eq(read(res[0], got, sizeof got), (ssize_t)sizeof got, "child %d said nothing", p);
+        compiled += got[1], disk += got[2];
+    }
+    for (int p = 0; p < P; p++) {
+        int ws;
+        cr_assert_eq(waitpid(pids[p], &ws, 0), pids[p]);
+        cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "child %d failed", p);
+    }
+    close(res[0]);
+    free(x);
+    cr_assert_eq(compiled, CHAIN_LEN, "%d kernels compiled in all (%d loaded), want each once (%d)", compiled, disk,
+                 CHAIN_LEN);
+    cr_assert_eq(disk, (P - 1) * CHAIN_LEN);
+    cr_assert_eq(tu_dir_entries(cache_dir, true), CHAIN_LEN, "a lock or temp file was left");
+}
