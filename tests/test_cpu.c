@@ -2567,3 +2567,42 @@ Test(cpu, cold_program_processes_compile_each_kernel_once, .timeout = 300) {
     cr_assert_eq(disk, (P - 1) * CHAIN_LEN);
     cr_assert_eq(tu_dir_entries(cache_dir, true), CHAIN_LEN, "a lock or temp file was left");
 }
+
+/* An allocation failure anywhere in a cold program of several kernels (the
+ * lookups, the locks, the units' sources, the compiles on two threads, the
+ * binding and storing) fails the eval with LF_ERR_NOMEM and leaks nothing;
+ * each try starts cold (a fresh cache folder). */
+Test(cpu, cold_program_allocation_failures_leak_nothing, .timeout = 600) {
+    enum { LEN = 4 };
+    float *x = rand_f32(CHAIN_N, -2, 2);
+    int failed = 0, ok_in_a_row = 0, k;
+    for (k = 1; k <= 2000 && ok_in_a_row < 25; k++) { /* some failures are survived: until 25 pass in a row */
+        char dir[400];
+        snprintf(dir, sizeof dir, "%s/cache-%d", tmpdir, k);
+        setenv("LF_CACHE_DIR", dir, 1);
+        lf_ctx *c = unfused_ctx(2);
+        lf_graph *g = lf_graph_new(c);
+        lf_node *y = in_node(g, LF_F32, 1, SH(CHAIN_N), x);
+        for (int i = 0; i < LEN; i++) y = lf_map(g, lf_fn_parse(g, CHAIN[i]), y);
+        lf_buffer *yb = lf_buffer_new_like(c, y);
+        cr_assert(yb && lf_graph_status(g) == LF_OK);
+        lf_debug_fail_alloc(k, false);
+        lf_status st = lf_eval(g, 1, &y, &yb);
+        lf_debug_fail_alloc(0, false);
+        if (st == LF_OK) {
+            ok_in_a_row++;
+        } else {
+            cr_assert_eq(st, LF_ERR_NOMEM, "allocation %d: %s: %s", k, lf_status_name(st), lf_errmsg(c));
+            ok_in_a_row = 0;
+            failed++;
+        }
+        lf_graph_free(g);
+        lf_buffer_free(yb);
+        lf_ctx_destroy(c);
+        expect_no_leak();
+    }
+    cr_expect(ok_in_a_row == 25 && failed > 20, "%d tries, %d failed, %d passed in a row at the end", k - 1, failed,
+              ok_in_a_row);
+    setenv("LF_CACHE_DIR", cache_dir, 1);
+    free(x);
+}
