@@ -311,7 +311,8 @@ static lf_status disk_load(lf_ctx *ctx, cpu_state *cs, const cg_layout *lay, con
  * program_build looks every kernel up first (kernel_find): in memory, then
  * on disk. What is left, the misses, is compiled together (misses_build):
  * each miss's disk lock is taken (diskcache_lock, in the order of the keys,
- * so that two processes never wait on each other) and the disk looked at
+ * so that no two processes wait on each other in a cycle: a holder of a key
+ * only ever waits for a larger one) and the disk looked at
  * again; the rest is split into at most T units (T = the pool's threads, a
  * unit per UNIT_MIN_KERNELS misses at least) compiled at once, one compiler
  * run each (backends/cpu/unit.h). Then, in kernel order, each miss is bound
@@ -325,12 +326,15 @@ static lf_status disk_load(lf_ctx *ctx, cpu_state *cs, const cg_layout *lay, con
  * the start-up cost batching removes; storing the unit's object under each
  * key costs disk space only (a unit's object, a few tens of KiB, once per
  * kernel in it) and keeps every lookup as it was: a later program that
- * shares one kernel finds it, in memory or on disk, alone.
+ * shares one kernel finds it, in memory or on disk, alone (loading, from
+ * disk, its unit's whole object, the siblings' code unused).
  *
  * Errors stay those of compiling one kernel after the other: when a unit of
  * several kernels fails, its kernels are compiled again one by one, in
  * kernel order, so the message is the first failing kernel's own; the
  * misses before it are stored as before, it and those after it are not.
+ * (A unit that ran past the time limit is retried the same way, so a
+ * program whose kernel 0 alone is too slow waits the limit twice.)
  */
 
 /* A compiler run costs about 28 ms plus about 16 ms a kernel (-O3, this
