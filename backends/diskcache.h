@@ -22,9 +22,11 @@
  * (the user's choice); the entries may not (O_NOFOLLOW).
  *
  * Size. No kernel object comes near DISKCACHE_MAX_ENTRY (64 MiB; the largest
- * of the 38 objects the bench cases compile is 15.7 KiB, and fusion caps the
- * size of a kernel's body): a larger file is corrupt, removed without being
- * read, and a larger payload is not stored.
+ * of the 38 objects the bench cases compile one kernel each is 15.7 KiB, the
+ * CPU backend's unit of unfused hypot's 8 kernels, stored under each of
+ * their keys, 23 KiB, and fusion caps the size of a kernel's body): a larger
+ * file is corrupt, removed without being read, and a larger payload is not
+ * stored.
  */
 #ifndef LF_DISKCACHE_H
 #define LF_DISKCACHE_H

@@ -25,10 +25,10 @@ void host_print_stats(const lf_eval_stats *st, const fuse_schedule *s, bool fuse
             st->bytes_written, st->bytes_materialized, st->temp_bytes_avoided, st->plan_seconds);
     if (!s) {
         fprintf(stderr,
-                "lazyfuse %s: program %s, kernels compiled %d, from disk %d, from memory %d, "
+                "lazyfuse %s: program %s, kernels compiled %d (compiler runs %d), from disk %d, from memory %d, "
                 "codegen+compile+load %.6f s\n",
-                backend, st->program_reused ? "reused" : "built", st->kernels_compiled, st->kernels_disk_hits,
-                st->kernels_memory_hits, st->compile_seconds);
+                backend, st->program_reused ? "reused" : "built", st->kernels_compiled, st->compiler_runs,
+                st->kernels_disk_hits, st->kernels_memory_hits, st->compile_seconds);
         return;
     }
     fuse_schedule_print(s, stderr);

@@ -720,6 +720,7 @@ typedef struct run_result {
     bool ok;
     int64_t n;                       /* elements reported (matmul: its side) */
     double first_s, median_s, gbps;  /* cold eval, median timed eval */
+    int first_compiled, first_runs;  /* the cold eval's kernels compiled and compiler runs */
     int reps, kernels;
     size_t temp_bytes;               /* lf_eval_stats.bytes_materialized */
     size_t traffic;                  /* graph input + output bytes */
@@ -1033,6 +1034,11 @@ static bool run_case(const options *o, const bench_case *c, bool fused, run_resu
         double t0 = now_s();
         ok = lf_eval(g, nout, outs, dst) == LF_OK;
         r->first_s = now_s() - t0;
+        lf_eval_stats st;
+        if (ok && lf_ctx_last_stats(ctx, &st) == LF_OK) {
+            r->first_compiled = st.kernels_compiled;
+            r->first_runs = st.compiler_runs;
+        }
     }
     if (ok) {
         double t0 = now_s();
@@ -1391,6 +1397,7 @@ static void json_case(const options *o, const bench_case *c, const char *mode, c
     json_num("gbps", r->gbps, "%.4f");
     printf(",\"kernels\":%d,\"temp_bytes\":%zu", r->kernels, r->temp_bytes);
     json_num("first_s", r->first_s, "%.9g");
+    printf(",\"first_compiled\":%d,\"first_compiler_runs\":%d", r->first_compiled, r->first_runs);
     printf(",\"reps\":%d,\"threads\":%d,\"bytes\":%zu,\"cache\":\"%s\"", r->reps, o->nthreads,
            r->traffic, cache_kind(o));
     json_num("pct_of_stream_copy", copy_gbps > 0 ? 100 * r->gbps / copy_gbps : NAN, "%.2f");

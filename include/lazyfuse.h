@@ -824,6 +824,10 @@ typedef struct lf_eval_stats {
     int kernels_compiled;      /* kernels this eval compiled (disk and memory misses) */
     int kernels_disk_hits;     /* kernels loaded from the on-disk cache */
     int kernels_memory_hits;   /* kernels found in the context's in-memory cache */
+    int compiler_runs;         /* C compiler runs this eval started (CPU backend):
+                                  a program's misses are compiled together, one
+                                  run per unit of several kernels, up to one unit
+                                  per pool thread, run at once; 0 on CUDA */
     bool program_reused;       /* the graph's planned, compiled program was reused
                                   (no planning, no codegen, no lookup) */
     double compile_seconds;    /* wall-clock time in codegen, compile and load */

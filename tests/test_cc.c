@@ -26,12 +26,15 @@
  * sleeps a fixed time and hopes.
  */
 #include "backends/cpu/cc.h"
+#include "backends/cpu/pool.h"
+#include "backends/cpu/unit.h"
 #include "graph/graph.h"
 #include "lazyfuse.h"
 #include "testutil.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -550,5 +553,67 @@ Test(cc, long_binary_log_is_printable_and_bounded, .timeout = 60) {
     free(err);
     free(first);
     lf_ctx_destroy(c);
+    expect_no_leak();
+}
+
+/* ---- units: several kernels in one translation unit, several units at once ---- */
+
+/* The prelude once; "lf_k_" renamed where an identifier starts with it, and
+ * nowhere else (not inside xlf_k_, not lf_kx). */
+Test(cc, unit_source_renames_each_kernels_entries) {
+    const char *srcs[2] = {"P\n/* k0 */ void lf_k_run(void) { xlf_k_a = lf_kx; lf_k_row(); }\n",
+                           "P\nvoid lf_k_pass0(void) {}\n"};
+    const char *prefixes[2] = {"lf_aa_", "lf_bb_"};
+    char *u = cpu_unit_source(2, 2, srcs, prefixes);
+    cr_assert_not_null(u);
+    cr_expect_str_eq(u, "P\n/* k0 */ void lf_aa_run(void) { xlf_k_a = lf_kx; lf_aa_row(); }\n"
+                        "void lf_bb_pass0(void) {}\n");
+    graph_free(u);
+    expect_no_leak();
+}
+
+/* cc_compile on several threads at once (the pool's, as the CPU backend
+ * compiles a program's units): every unit gets its own object or its own
+ * error, and no temp folder is left. */
+Test(cc, units_compile_at_once, .timeout = 120) {
+    enum { N = 4 };
+    static const char *const flags[] = {"-O2", "-fPIC", "-shared", NULL};
+    cpu_unit u[N];
+    memset(u, 0, sizeof u);
+    for (int i = 0; i < N; i++)
+        u[i].text = graph_strdupf(i == 2 ? "int f%d(void) { return missing_%d; }\n"
+                                         : "__attribute__((visibility(\"default\"))) int f%d(void) { return %d; }\n",
+                                  i, i);
+    cpu_pool *pool = cpu_pool_new(N);
+    cr_assert_not_null(pool);
+    cpu_units_compile(pool, u, N, flags, NULL, 60);
+    cpu_pool_free(pool);
+    for (int i = 0; i < N; i++) {
+        if (i == 2) {
+            cr_expect_eq(u[i].rc, -1);
+            cr_expect(u[i].log && strstr(u[i].log, "missing_2"), "unit 2's log: %s", u[i].log ? u[i].log : "(null)");
+        } else {
+            cr_assert_eq(u[i].rc, 0, "unit %d: %s", i, u[i].log ? u[i].log : "?");
+            char *why = NULL, name[8];
+            void *h = cc_dlopen_bytes(u[i].so, u[i].len, &why);
+            cr_assert_not_null(h, "unit %d: %s", i, why ? why : "?");
+            snprintf(name, sizeof name, "f%d", i);
+            int (*f)(void);
+            void *sym = dlsym(h, name);
+            cr_assert_not_null(sym, "unit %d lacks %s", i, name);
+            memcpy(&f, &sym, sizeof sym);
+            cr_expect_eq(f(), i);
+            dlclose(h);
+        }
+        graph_free(u[i].text);
+        graph_free(u[i].so);
+        graph_free(u[i].log);
+    }
+    DIR *d = opendir(tmpd);
+    cr_assert_not_null(d);
+    int left = 0;
+    for (struct dirent *e; (e = readdir(d));) left += !strncmp(e->d_name, "lazyfuse-cc-", 12);
+    closedir(d);
+    cr_expect_eq(left, 0, "%d temp folders left", left);
     expect_no_leak();
 }

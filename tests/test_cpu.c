@@ -2504,3 +2504,259 @@ Test(cpu, program_cache_per_output_set, .timeout = 300) {
     unsetenv("LF_CPU_PARALLEL_MIN");
     expect_no_leak();
 }
+
+/* ==== 10. cold start: a program's misses compiled together ========================== */
+
+/* An unfused context (every map its own kernel) of `threads` threads. */
+static lf_ctx *unfused_ctx(int threads) {
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    o.backend = LF_BACKEND_CPU;
+    o.compile = LF_COMPILE_REQUIRE;
+    o.fusion = 0;
+    lf_ctx *c = lf_ctx_new(&o);
+    cr_assert_not_null(c, "lf_ctx_new: %s", lf_errmsg(NULL));
+    cr_assert_eq(cpu_set_threads(c, threads), LF_OK, "cpu_set_threads: %s", lf_errmsg(c));
+    return c;
+}
+
+/* The maps of a chain over x, one kernel each with fusion off; kernel 1
+ * (x * 1234.5) prints the constant as 0x1.34ap+10, which a compiler wrapper
+ * can look for. */
+static const char *const CHAIN[] = {"(x) -> exp(x * 0.25)", "(x) -> x * 1234.5", "(x) -> x + 1.0",
+                                    "(x) -> sin(x * 0.0001)", "(x) -> x * x - 3.0", "(x) -> sqrt(abs(x))"};
+enum { CHAIN_LEN = sizeof CHAIN / sizeof CHAIN[0], CHAIN_N = 3000 };
+
+/* Evaluates maps CHAIN[first..first+len) over x in c against the reference;
+ * returns the stats and, when out is not NULL, the result (malloc'd). */
+static lf_eval_stats eval_chain(lf_ctx *c, const float *x, int first, int len, float **out) {
+    lf_graph *g = lf_graph_new(c);
+    lf_node *y = in_node(g, LF_F32, 1, SH(CHAIN_N), x);
+    for (int i = first; i < first + len; i++) y = lf_map(g, lf_fn_parse(g, CHAIN[i]), y);
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+    lf_eval_stats st = check_vs_reference("chain", g, 1, &y, (const double[]){1e-5});
+    if (out) {
+        lf_buffer *b = lf_buffer_new_like(c, y);
+        cr_assert_eq(lf_eval(g, 1, &y, &b), LF_OK, "%s", lf_errmsg(c));
+        *out = raw_read(b);
+        lf_buffer_free(b);
+    }
+    lf_graph_free(g);
+    return st;
+}
+
+/* Issue 14, "Cold start": the six kernels a program misses are compiled in
+ * one compiler run on one thread, in two at once on two; the results are
+ * the reference's, bit for bit the same on 1 and 2 threads; a second
+ * context with the same disk cache loads every kernel from it. */
+Test(cpu, cold_program_one_compiler_run_per_unit) {
+    float *x = rand_f32(CHAIN_N, -2, 2), *y[3];
+    char cc[400], runs[400], script[1000];
+    snprintf(cc, sizeof cc, "%s/cc-counting", tmpdir);
+    snprintf(runs, sizeof runs, "%s/runs", tmpdir);
+    snprintf(script, sizeof script, "#!/bin/sh\nfor a do case \"$a\" in *.c) echo run >> '%s';; esac; done\nexec cc \"$@\"\n", runs);
+    write_script(cc, script); /* counts the compiles (not the probe), beside compiler_runs */
+    setenv("CC", cc, 1);
+    for (int t = 1; t <= 2; t++) {
+        char dir[400];
+        snprintf(dir, sizeof dir, "%s/cache-%d", tmpdir, t);
+        setenv("LF_CACHE_DIR", dir, 1);
+        unlink(runs);
+        lf_ctx *c = unfused_ctx(t);
+        lf_eval_stats st = eval_chain(c, x, 0, CHAIN_LEN, &y[t]);
+        EXPECT_STATS("cold", st, CHAIN_LEN, CHAIN_LEN, 0, 0, false);
+        cr_expect_eq(st.compiler_runs, t, "%d threads: %d compiler runs, want %d", t, st.compiler_runs, t);
+        int lines = 0;
+        FILE *f = fopen(runs, "r");
+        for (int ch; f && (ch = fgetc(f)) != EOF;) lines += ch == '\n';
+        if (f) fclose(f);
+        cr_expect_eq(lines, t, "%d threads: the compiler ran %d times, want %d", t, lines, t);
+        cr_expect_eq(tu_dir_entries(dir, false), CHAIN_LEN, "%d threads: %d cache entries, want one per kernel", t,
+                     tu_dir_entries(dir, false));
+        lf_ctx_destroy(c);
+        c = unfused_ctx(t); /* a second context: every kernel from disk, no compiler run */
+        st = eval_chain(c, x, 0, CHAIN_LEN, NULL);
+        EXPECT_STATS("from disk", st, CHAIN_LEN, 0, CHAIN_LEN, 0, false);
+        cr_expect_eq(st.compiler_runs, 0);
+        lf_ctx_destroy(c);
+    }
+    expect_same_bits("1 and 2 threads", LF_F32, y[1], y[2], CHAIN_N);
+    unsetenv("CC");
+    setenv("LF_CACHE_DIR", cache_dir, 1);
+    free(y[1]);
+    free(y[2]);
+    free(x);
+    expect_no_leak();
+}
+
+/* A kernel shared by two programs of one context is a memory hit in the
+ * second, whose new kernels are compiled together; a kernel that appears
+ * twice in one program is compiled once (the second a memory hit). */
+Test(cpu, cold_shared_kernel_is_a_memory_hit) {
+    float *x = rand_f32(CHAIN_N, -2, 2);
+    lf_ctx *c = unfused_ctx(1);
+    lf_eval_stats st = eval_chain(c, x, 0, 3, NULL);
+    EXPECT_STATS("first program", st, 3, 3, 0, 0, false);
+    cr_expect_eq(st.compiler_runs, 1);
+    st = eval_chain(c, x, 0, CHAIN_LEN, NULL); /* kernels 0-2 shared */
+    EXPECT_STATS("second program", st, CHAIN_LEN, CHAIN_LEN - 3, 0, 3, false);
+    cr_expect_eq(st.compiler_runs, 1);
+    /* exp(x*0.25) twice in one cold program: compiled once */
+    lf_ctx_destroy(c);
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/cache-2", tmpdir);
+    setenv("LF_CACHE_DIR", dir, 1);
+    c = unfused_ctx(2);
+    lf_graph *g = lf_graph_new(c);
+    lf_node *a = in_node(g, LF_F32, 1, SH(CHAIN_N), x);
+    lf_node *b = lf_map(g, lf_fn_parse(g, CHAIN[3]), lf_map(g, lf_fn_parse(g, CHAIN[0]), a));
+    lf_node *y = lf_map(g, lf_fn_parse(g, CHAIN[0]), b);
+    st = check_vs_reference("a kernel twice", g, 1, &y, (const double[]){1e-5});
+    cr_expect(st.kernels == 3 && st.kernels_compiled == 2 && st.kernels_memory_hits == 1 && st.compiler_runs == 1,
+              "kernels %d compiled %d memory hits %d compiler runs %d; want 3 2 1 1", st.kernels,
+              st.kernels_compiled, st.kernels_memory_hits, st.compiler_runs);
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+    setenv("LF_CACHE_DIR", cache_dir, 1);
+    free(x);
+    expect_no_leak();
+}
+
+/* A compiler wrapper that fails any unit holding CHAIN's kernel 1. */
+static const char FAILING_CC[] = "#!/bin/sh\n"
+                                 "for a do case \"$a\" in *.c) if grep -q '0x1.34ap+10' \"$a\"; then\n"
+                                 "  echo \"$a:1:1: error: injected failure\" >&2; exit 1; fi;; esac; done\n"
+                                 "exec cc \"$@\"\n";
+
+/* A compile error in one kernel of a unit: the eval fails with that
+ * kernel's own message (its number and the compiler's error), the kernel
+ * before it is stored as when kernels were compiled one by one, and
+ * neither the failing kernel nor any after it is; on 1 and 2 threads. */
+Test(cpu, cold_compile_error_names_its_kernel) {
+    char cc[400];
+    snprintf(cc, sizeof cc, "%s/cc-wrapper", tmpdir);
+    write_script(cc, FAILING_CC);
+    float *x = rand_f32(CHAIN_N, -2, 2);
+    for (int t = 1; t <= 2; t++) {
+        char dir[400];
+        snprintf(dir, sizeof dir, "%s/cache-%d", tmpdir, t);
+        setenv("LF_CACHE_DIR", dir, 1);
+        setenv("CC", cc, 1);
+        lf_ctx *c = unfused_ctx(t);
+        lf_graph *g = lf_graph_new(c);
+        lf_node *y = in_node(g, LF_F32, 1, SH(CHAIN_N), x);
+        for (int i = 0; i < CHAIN_LEN; i++) y = lf_map(g, lf_fn_parse(g, CHAIN[i]), y);
+        lf_buffer *yb = lf_buffer_new_like(c, y);
+        cr_assert_eq(lf_eval(g, 1, &y, &yb), LF_ERR_BACKEND);
+        const char *msg = lf_errmsg(c);
+        cr_expect(strstr(msg, "eval: compiling kernel 1 failed: C compiler failed (exit status 1)") &&
+                      strstr(msg, "injected failure"),
+                  "%d threads: message: %s", t, msg);
+        lf_eval_stats st;
+        cr_assert_eq(lf_ctx_last_stats(c, &st), LF_OK);
+        cr_expect_eq(st.kernels, 0, "stats after a failed eval are zero");
+        cr_expect_eq(tu_dir_entries(dir, false), 1, "%d threads: %d cache entries, want kernel 0's only", t,
+                     tu_dir_entries(dir, false));
+        lf_graph_free(g);
+        lf_buffer_free(yb);
+        lf_ctx_destroy(c);
+        /* the compiler works again (same $CC, same keys): kernel 0 from disk, the others compiled */
+        write_script(cc, "#!/bin/sh\nexec cc \"$@\"\n");
+        c = unfused_ctx(t);
+        lf_eval_stats st2 = eval_chain(c, x, 0, CHAIN_LEN, NULL);
+        EXPECT_STATS("after the failure", st2, CHAIN_LEN, CHAIN_LEN - 1, 1, 0, false);
+        lf_ctx_destroy(c);
+        unsetenv("CC");
+        write_script(cc, FAILING_CC);
+    }
+    setenv("LF_CACHE_DIR", cache_dir, 1);
+    free(x);
+    expect_no_leak();
+}
+
+/* 4 processes starting cold on one cache folder with the same program of
+ * six kernels still compile each kernel once: the misses' locks are taken
+ * in key order before the unit is compiled, so one process compiles, the
+ * others wait and load every kernel from disk. No lock file is left. */
+Test(cpu, cold_program_processes_compile_each_kernel_once, .timeout = 300) {
+    enum { P = 4 };
+    int go[2], res[2];
+    cr_assert_eq(pipe(go), 0);
+    cr_assert_eq(pipe(res), 0);
+    float *x = rand_f32(CHAIN_N, -2, 2);
+    pid_t pids[P];
+    for (int p = 0; p < P; p++) {
+        pids[p] = fork();
+        cr_assert_geq(pids[p], 0);
+        if (pids[p] == 0) {
+            close(go[1]);
+            close(res[0]);
+            char b;
+            if (read(go[0], &b, 1) < 0) _exit(2); /* all start together */
+            lf_ctx *c = unfused_ctx(2);
+            lf_eval_stats st = eval_chain(c, x, 0, CHAIN_LEN, NULL);
+            int out[3] = {0, st.kernels_compiled, st.kernels_disk_hits};
+            int rc = write(res[1], out, sizeof out) == sizeof out ? 0 : 1;
+            lf_ctx_destroy(c);
+            _exit(rc);
+        }
+    }
+    close(go[0]);
+    close(res[1]);
+    close(go[1]); /* go */
+    int compiled = 0, disk = 0, got[3];
+    for (int p = 0; p < P; p++) {
+        cr_assert_eq(read(res[0], got, sizeof got), (ssize_t)sizeof got, "child %d said nothing", p);
+        compiled += got[1], disk += got[2];
+    }
+    for (int p = 0; p < P; p++) {
+        int ws;
+        cr_assert_eq(waitpid(pids[p], &ws, 0), pids[p]);
+        cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "child %d failed", p);
+    }
+    close(res[0]);
+    free(x);
+    cr_assert_eq(compiled, CHAIN_LEN, "%d kernels compiled in all (%d loaded), want each once (%d)", compiled, disk,
+                 CHAIN_LEN);
+    cr_assert_eq(disk, (P - 1) * CHAIN_LEN);
+    cr_assert_eq(tu_dir_entries(cache_dir, true), CHAIN_LEN, "a lock or temp file was left");
+}
+
+/* An allocation failure anywhere in a cold program of several kernels (the
+ * lookups, the locks, the units' sources, the compiles on two threads, the
+ * binding and storing) fails the eval with LF_ERR_NOMEM and leaks nothing;
+ * each try starts cold (a fresh cache folder). */
+Test(cpu, cold_program_allocation_failures_leak_nothing, .timeout = 600) {
+    enum { LEN = 4 };
+    float *x = rand_f32(CHAIN_N, -2, 2);
+    int failed = 0, ok_in_a_row = 0, k;
+    for (k = 1; k <= 2000 && ok_in_a_row < 25; k++) { /* some failures are survived: until 25 pass in a row */
+        char dir[400];
+        snprintf(dir, sizeof dir, "%s/cache-%d", tmpdir, k);
+        setenv("LF_CACHE_DIR", dir, 1);
+        lf_ctx *c = unfused_ctx(2);
+        lf_graph *g = lf_graph_new(c);
+        lf_node *y = in_node(g, LF_F32, 1, SH(CHAIN_N), x);
+        for (int i = 0; i < LEN; i++) y = lf_map(g, lf_fn_parse(g, CHAIN[i]), y);
+        lf_buffer *yb = lf_buffer_new_like(c, y);
+        cr_assert(yb && lf_graph_status(g) == LF_OK);
+        lf_debug_fail_alloc(k, false);
+        lf_status st = lf_eval(g, 1, &y, &yb);
+        lf_debug_fail_alloc(0, false);
+        if (st == LF_OK) {
+            ok_in_a_row++;
+        } else {
+            cr_assert_eq(st, LF_ERR_NOMEM, "allocation %d: %s: %s", k, lf_status_name(st), lf_errmsg(c));
+            ok_in_a_row = 0;
+            failed++;
+        }
+        lf_graph_free(g);
+        lf_buffer_free(yb);
+        lf_ctx_destroy(c);
+        expect_no_leak();
+    }
+    cr_expect(ok_in_a_row == 25 && failed > 20, "%d tries, %d failed, %d passed in a row at the end", k - 1, failed,
+              ok_in_a_row);
+    setenv("LF_CACHE_DIR", cache_dir, 1);
+    free(x);
+}

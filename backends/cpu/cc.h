@@ -9,6 +9,12 @@
  * past its time limit. Messages are graph_malloc'd (NULL only when even that
  * allocation failed); every out-parameter for a message may itself be NULL.
  *
+ * Threads: cc_probe and cc_compile may run on several threads at once (the
+ * CPU backend compiles a program's units in parallel): each compile has its
+ * own temp folder and files, every descriptor is opened close-on-exec (a
+ * child started by one thread keeps none of another's), the signal mask is
+ * per thread, and the stale-folder sweep runs once (pthread_once).
+ *
  * Time limits: timeout_s > 0 is the limit in seconds (INFINITY: none); 0,
  * a negative value or NaN means LF_COMPILE_TIMEOUT_DEFAULT (lazyfuse.h).
  */

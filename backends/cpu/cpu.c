@@ -13,6 +13,13 @@
  *    entry's lock (diskcache_lock), so concurrent processes compile once.
  *    The folder is opened at the context's first compile (kcache_disk_open):
  *    one that is not private to us is not used at all (diskcache.h, Trust).
+ * Cold path: a program's kernels are all looked up first; those that miss
+ * both levels are compiled together, several kernels to a translation unit
+ * and up to one unit per pool thread, compiled at once (backends/cpu/unit.h;
+ * "building a program's kernels" below says why the disk keeps the unit's
+ * object under each kernel's key). A kernel's functions are named
+ * lf_<its disk key>_run etc. in every object (never lf_k_, which only its
+ * source says), so an object is bound by the names its key gives.
  * A graph's programs (one per output set, graph.h's program cache) cache the
  * lookups themselves: re-evaluating outputs of an unchanged graph evaluated
  * lately goes straight to the kernels.
@@ -29,6 +36,7 @@
 
 #include "backends/cpu/cc.h"
 #include "backends/cpu/pool.h"
+#include "backends/cpu/unit.h"
 #include "backends/diskcache.h"
 #include "backends/host.h"
 #include "backends/kcache.h"
@@ -59,9 +67,17 @@ static const char *const libs_scalar[] = {"-lm", NULL};
 
 /* ---- the in-memory kernel cache ---------------------------------------------------------- */
 
+/* A loaded shared object, shared by the kernels bound from it (a unit of
+ * several kernels is loaded once): each kentry bound to it holds a
+ * reference, and so does the code that loaded it until it is done binding. */
+typedef struct so_ref {
+    void *handle;                   /* dlopen handle */
+    int refs;                       /* holders; dlclose'd at 0 */
+} so_ref;
+
 typedef struct kentry {
     kcache_entry base;              /* hash, text, chain (backends/kcache.h) */
-    void *handle;                   /* dlopen handle */
+    so_ref *so;                     /* the object its functions are in */
     cg_run_fn run;                  /* ELEMENTWISE, INNER, OUTER */
     cg_pass_fn pass[FUSE_MAX_PASSES]; /* FULL */
     cg_fin_fn fin[FUSE_MAX_PASSES];
@@ -88,10 +104,31 @@ typedef struct cpu_state {
     kcache kernels;                 /* in-memory kernel cache (kentry) */
 } cpu_state;
 
+/* Loads an object held in memory: a reference for the caller, or NULL with
+ * *why (NULL: out of memory). */
+static so_ref *so_load(const void *bytes, size_t len, char **why) {
+    so_ref *r = graph_malloc(sizeof *r);
+    *why = NULL;
+    if (!r) return NULL;
+    r->handle = cc_dlopen_bytes(bytes, len, why);
+    if (!r->handle) {
+        graph_free(r);
+        return NULL;
+    }
+    r->refs = 1;
+    return r;
+}
+
+static void so_unref(so_ref *r) {
+    if (r && --r->refs == 0) {
+        dlclose(r->handle);
+        graph_free(r);
+    }
+}
+
 static void kentry_release(kcache_entry *base, void *arg) {
     (void)arg;
-    kentry *e = (kentry *)base;
-    if (e->handle) dlclose(e->handle);
+    so_unref(((kentry *)base)->so);
 }
 
 static void state_free(void *p) {
@@ -171,53 +208,55 @@ static bool probe(lf_ctx *ctx, cpu_state *cs) {
     return kcache_disk_open(ctx, &cs->cache_dir) == LF_OK; /* an unsafe folder: NULL, with a warning */
 }
 
-/* Resolves the kernel's functions in a loaded object. */
-static bool bind_functions(kentry *e, const cg_layout *lay, char **why) {
+/* Resolves the kernel's functions, named <prefix><name>, in the loaded
+ * object r; on success e holds a reference to r. False with *why = the
+ * missing name (NULL: out of memory). */
+static bool bind_functions(kentry *e, const cg_layout *lay, so_ref *r, const char *prefix, char **why) {
     const fuse_kernel *kn = lay->kernel;
-    char name[32];
-#define SYM(dst, fmt, ...)                                                  \
-    do {                                                                          \
-        snprintf(name, sizeof name, fmt, __VA_ARGS__);                            \
-        void *sym = dlsym(e->handle, name);                                       \
-        if (!sym) {                                                               \
-            *why = graph_strdup(name);                                            \
-            return false;                                                         \
-        }                                                                         \
-        memcpy(&(dst), &sym, sizeof sym);                                         \
+    char name[128];
+#define SYM(dst, fmt, ...)                                                                         \
+    do {                                                                                           \
+        int at = snprintf(name, sizeof name, "%s", prefix);                                        \
+        snprintf(name + at, sizeof name - (size_t)at, fmt, __VA_ARGS__);                          \
+        void *sym = dlsym(r->handle, name);                                                        \
+        if (!sym) {                                                                                \
+            *why = graph_strdup(name);                                                             \
+            return false;                                                                          \
+        }                                                                                          \
+        memcpy(&(dst), &sym, sizeof sym);                                                          \
     } while (0)
     if (lay->strategy == CG_SCAN) {
-        SYM(e->run, "lf_k_%s", "run");
-        SYM(e->pass[0], "lf_k_%s", "pass0");
-        SYM(e->fin[0], "lf_k_%s", "fin0");
-        SYM(e->scan, "lf_k_%s", "scan");
-        return true;
+        SYM(e->run, "%s", "run");
+        SYM(e->pass[0], "%s", "pass0");
+        SYM(e->fin[0], "%s", "fin0");
+        SYM(e->scan, "%s", "scan");
+    } else if (kn->scatter) { /* blocks, then the combine over dst's elements */
+        SYM(e->run, "%s", "run");
+        SYM(e->row, "%s", "row");
+    } else if (lay->strategy != CG_REDUCE_FULL) {
+        SYM(e->run, "%s", "run");
+    } else {
+        for (int q = 0; q < kn->npasses; q++) {
+            SYM(e->pass[q], "pass%d", q);
+            SYM(e->fin[q], "fin%d", q);
+        }
+        SYM(e->epi, "%s", "epi");
+        if (kn->row) SYM(e->row, "%s", "row");
     }
-    if (kn->scatter) { /* blocks, then the combine over dst's elements */
-        SYM(e->run, "lf_k_%s", "run");
-        SYM(e->row, "lf_k_%s", "row");
-        return true;
-    }
-    if (lay->strategy != CG_REDUCE_FULL) {
-        SYM(e->run, "lf_k_%s", "run");
-        return true;
-    }
-    for (int q = 0; q < kn->npasses; q++) {
-        SYM(e->pass[q], "lf_k_pass%d", q);
-        SYM(e->fin[q], "lf_k_fin%d", q);
-    }
-    SYM(e->epi, "lf_k_%s", "epi");
-    if (kn->row) SYM(e->row, "lf_k_%s", "row");
 #undef SYM
+    e->so = r;
+    r->refs++;
     return true;
 }
 
-/* The disk key: SHA-256 of everything the object depends on. */
+/* The disk key: SHA-256 of everything the object depends on. v2: kernels
+ * are named by their key (sym_prefix), no longer lf_k_. */
 static void disk_key(const cpu_state *cs, const char *text, char key[72]) {
     sha256_ctx c;
     uint8_t d[32];
     char hex[65];
     sha256_init(&c);
-    static const char tag[] = "lazyfuse cpu kernel v1\n";
+    static const char tag[] = "lazyfuse cpu kernel v2\n";
     sha256_update(&c, tag, sizeof tag - 1);
     for (int i = 0; cs->flags[i]; i++) sha256_update(&c, cs->flags[i], strlen(cs->flags[i]) + 1);
     const char *const *libs = cs->vector_math ? libs_vector : libs_scalar;
@@ -232,19 +271,11 @@ static void disk_key(const cpu_state *cs, const char *text, char key[72]) {
     snprintf(key, 72, "%s.so", hex);
 }
 
-/* Loads a shared object and resolves the kernel's functions: true, or false
- * with nothing loaded (e->handle NULL) and *why saying what failed (NULL:
- * out of memory; *lacks: a function is missing, *why names it). */
-static bool load_and_bind(kentry *e, const cg_layout *lay, const void *so, size_t len, char **why, bool *lacks) {
-    *lacks = false;
-    e->handle = cc_dlopen_bytes(so, len, why);
-    if (!e->handle) return false;
-    if (bind_functions(e, lay, why)) return true;
-    *lacks = true;
-    dlclose(e->handle);
-    e->handle = NULL;
-    return false;
-}
+/* The prefix of a kernel's functions in every object that holds it (the
+ * lf_k_ of its source renamed): lf_<its disk key's 64 hex digits>_. Distinct
+ * kernels of a unit have distinct keys, so their names never clash, and an
+ * object found under a key is bound by the names that key gives. */
+static void sym_prefix(const char *key, char prefix[72]) { snprintf(prefix, 72, "lf_%.64s_", key); }
 
 /* Loads kernel key from the disk cache: true on a hit that loads and binds.
  * An entry that verifies but does not load or bind (planted, or stored by a
@@ -258,90 +289,259 @@ static lf_status disk_load(lf_ctx *ctx, cpu_state *cs, const cg_layout *lay, con
     *loaded = false;
     lf_status status = kcache_disk_get(ctx, cs->cache_dir, key, &so, &len, &hit);
     if (status != LF_OK || !hit) return status;
-    char *why = NULL;
-    bool lacks;
-    if (load_and_bind(e, lay, so, len, &why, &lacks)) {
+    char *why = NULL, prefix[72];
+    so_ref *r = so_load(so, len, &why);
+    sym_prefix(key, prefix);
+    if (r && bind_functions(e, lay, r, prefix, &why)) {
         *loaded = true;
     } else {
         if (graph_debug_on("cache"))
             fprintf(stderr, "lazyfuse: kernel cache entry %s/%s %s%s; removed, rebuilding it\n", cs->cache_dir,
-                    key, lacks ? "lacks function " : "does not load: ", why ? why : "?");
+                    key, r ? "lacks function " : "does not load: ", why ? why : "?");
         diskcache_remove(cs->cache_dir, key);
     }
+    so_unref(r);
     graph_free(why);
     graph_free(so);
     return LF_OK;
 }
 
-/* Finds or builds the compiled kernel of layout lay. A compiled object is
- * stored on disk only once it has loaded and bound here (bind first, then
- * store), so a broken compile never poisons the cache. A disk miss takes the
- * entry's lock (diskcache_lock) before compiling and looks again once it has
- * it: N processes starting cold compile each kernel once. */
-static lf_status kernel_get(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s, const cg_layout *lay,
-                            int k, kentry **out, lf_eval_stats *st) {
+/* ---- building a program's kernels: the cold path --------------------------------------------
+ *
+ * program_build looks every kernel up first (kernel_find): in memory, then
+ * on disk. What is left, the misses, is compiled together (misses_build):
+ * each miss's disk lock is taken (diskcache_lock, in the order of the keys,
+ * so that no two processes wait on each other in a cycle: a holder of a key
+ * only ever waits for a larger one) and the disk looked at
+ * again; the rest is split into at most T units (T = the pool's threads, a
+ * unit per UNIT_MIN_KERNELS misses at least) compiled at once, one compiler
+ * run each (backends/cpu/unit.h). Then, in kernel order, each miss is bound
+ * from its unit's object, stored on disk and added to the memory cache.
+ *
+ * The disk level keeps one entry per kernel, keyed by the kernel's own
+ * source as before: the object stored under a kernel's key is the whole
+ * object of the unit it was compiled in, and the kernel's functions in it
+ * are named by that key (sym_prefix). Splitting a unit's object into one
+ * object per kernel would take a link (an ld run) per kernel, a good part of
+ * the start-up cost batching removes; storing the unit's object under each
+ * key costs disk space only (a unit's object, a few tens of KiB, once per
+ * kernel in it) and keeps every lookup as it was: a later program that
+ * shares one kernel finds it, in memory or on disk, alone (loading, from
+ * disk, its unit's whole object, the siblings' code unused).
+ *
+ * Errors stay those of compiling one kernel after the other: when a unit of
+ * several kernels fails, its kernels are compiled again one by one, in
+ * kernel order, so the message is the first failing kernel's own; the
+ * misses before it are stored as before, it and those after it are not.
+ * (A unit that ran past the time limit is retried the same way, so a
+ * program whose kernel 0 alone is too slow waits the limit twice.)
+ */
+
+/* A compiler run costs about 28 ms plus about 16 ms a kernel (-O3, this
+ * machine: benches/measured/41-cold-start.md); a second unit pays the 28 ms
+ * again on another core, which is worth it once each unit gets 2 kernels. */
+enum { UNIT_MIN_KERNELS = 2 };
+
+/* A kernel of the program being built that missed the memory cache. */
+typedef struct miss {
+    int k;                          /* its kernel number */
+    const cg_layout *lay;
+    kentry *e;                      /* its entry, not in the memory cache yet */
+    cg_text src;                    /* its full source */
+    char key[72];                   /* its disk key */
+    char prefix[72];                /* its functions' prefix (sym_prefix) */
+    int lock;                       /* diskcache_lock's fd, -1 none */
+    char *lock_path;
+    int unit;                       /* the unit compiling it */
+    bool done;                      /* in the memory cache (loaded or compiled) */
+} miss;
+
+/* Adds a loaded miss to the memory cache and lets go of its source and lock. */
+static void miss_done(cpu_state *cs, miss *m) {
+    diskcache_unlock(m->lock, m->lock_path);
+    m->lock = -1;
+    m->lock_path = NULL;
+    cg_text_free(&m->src);
+    kcache_add(&cs->kernels, &m->e->base);
+    m->done = true;
+}
+
+/* Frees what a miss that was not added holds. */
+static void miss_drop(miss *m) {
+    if (m->done) return;
+    diskcache_unlock(m->lock, m->lock_path);
+    cg_text_free(&m->src);
+    if (m->e) {
+        so_unref(m->e->so);
+        kcache_discard(&m->e->base);
+    }
+    m->e = NULL;
+}
+
+/* Looks kernel k (layout lay) up: a memory hit, a kernel identical to an
+ * earlier miss of this program (*same = its index in m, counted as a memory
+ * hit as when it was compiled first), or a disk hit sets *out; a miss is
+ * appended to m (*nm) with *out NULL. */
+static lf_status kernel_find(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s, const cg_layout *lay, int k,
+                             miss *m, int *nm, int *same, kentry **out, lf_eval_stats *st) {
     cg_text src;
     kcache_entry *found;
     bool hit;
+    *out = NULL;
+    *same = -1;
     lf_status status = kcache_lookup(ctx, &cs->kernels, s, lay, cg_dialect_c(cs->vector_math), k, "kernel",
                                      sizeof(kentry), &src, &found, &hit);
     if (status != LF_OK) return status;
     kentry *e = (kentry *)found;
+    if (!hit)
+        for (int j = 0; j < *nm; j++)
+            if (m[j].e->base.hash == e->base.hash && !strcmp(m[j].e->base.text, e->base.text)) {
+                kcache_discard(&e->base);
+                cg_text_free(&src);
+                *same = j;
+                hit = true;
+                break;
+            }
     if (hit) {
         st->kernels_memory_hits++;
-        *out = e;
+        if (*same < 0) *out = e;
         return LF_OK;
     }
-    char key[72], *why = NULL, *lock_path = NULL;
-    int lock = -1;
-    void *so = NULL;
-    size_t len = 0;
-    disk_key(cs, e->base.text, key);
+    miss *mi = &m[(*nm)++];
+    *mi = (miss){.k = k, .lay = lay, .e = e, .src = src, .lock = -1};
+    disk_key(cs, e->base.text, mi->key);
+    sym_prefix(mi->key, mi->prefix);
     bool loaded = false;
-    status = disk_load(ctx, cs, lay, key, e, &loaded);
-    if (status == LF_OK && !loaded && cs->cache_dir) {
-        /* wait as long as the holder's compile may take */
-        lock = diskcache_lock(cs->cache_dir, key, ctx->opt.compile_timeout + 10, &lock_path);
-        if (lock >= 0) status = disk_load(ctx, cs, lay, key, e, &loaded); /* built while we waited? */
-    }
-    if (status != LF_OK) goto fail;
+    status = disk_load(ctx, cs, lay, mi->key, e, &loaded);
+    if (status != LF_OK) return status; /* the caller drops the miss */
     if (loaded) {
         st->kernels_disk_hits++;
-    } else {
-        char *log = NULL;
-        if (cc_compile(src.s, cs->flags, cs->vector_math ? libs_vector : libs_scalar, ctx->opt.compile_timeout, &so,
-                       &len, &log) != 0) {
-            status = log ? graph_error(ctx, LF_ERR_BACKEND, "eval: compiling kernel %d failed: %s", k, log)
-                         : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory compiling kernel %d", k);
-            graph_free(log);
-            goto fail;
-        }
-        bool lacks;
-        if (!load_and_bind(e, lay, so, len, &why, &lacks)) {
-            if (lacks)
-                status = graph_error(ctx, LF_ERR_BACKEND, "eval: kernel %d lacks function %s (not cached)", k,
-                                     why ? why : "?");
-            else
-                status = why ? graph_error(ctx, LF_ERR_BACKEND, "eval: loading kernel %d failed: %s", k, why)
-                             : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory loading kernel %d", k);
-            goto fail;
-        }
-        kcache_disk_put(cs->cache_dir, key, so, len);
-        st->kernels_compiled++;
+        miss_done(cs, mi);
+        *out = e;
     }
-    diskcache_unlock(lock, lock_path);
-    graph_free(so);
-    cg_text_free(&src);
-    kcache_add(&cs->kernels, &e->base);
-    *out = e;
     return LF_OK;
-fail:
-    diskcache_unlock(lock, lock_path);
-    graph_free(why);
-    graph_free(so);
-    cg_text_free(&src);
-    if (e->handle) dlclose(e->handle);
-    kcache_discard(&e->base);
+}
+
+static int by_key(const void *a, const void *b) {
+    return strcmp((*(miss *const *)a)->key, (*(miss *const *)b)->key);
+}
+
+/* Binds miss m from the object `bytes` (its unit's, or its own), loading it
+ * into *r first when *r is NULL (the caller unrefs *r), stores the object
+ * under m's key and adds m to the memory cache. */
+static lf_status miss_bind(lf_ctx *ctx, cpu_state *cs, miss *m, const void *bytes, size_t len, so_ref **r) {
+    char *why = NULL;
+    if (!*r && !(*r = so_load(bytes, len, &why)))
+        return why ? graph_error(ctx, LF_ERR_BACKEND, "eval: loading kernel %d failed: %s", m->k, why)
+                   : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory loading kernel %d", m->k);
+    if (!bind_functions(m->e, m->lay, *r, m->prefix, &why)) {
+        lf_status status = graph_error(ctx, LF_ERR_BACKEND, "eval: kernel %d lacks function %s (not cached)",
+                                       m->k, why ? why : "?");
+        graph_free(why);
+        return status;
+    }
+    kcache_disk_put(cs->cache_dir, m->key, bytes, len);
+    miss_done(cs, m);
+    return LF_OK;
+}
+
+static lf_status compile_failed(lf_ctx *ctx, int k, const char *log) {
+    return log ? graph_error(ctx, LF_ERR_BACKEND, "eval: compiling kernel %d failed: %s", k, log)
+               : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory compiling kernel %d", k);
+}
+
+/* Compiles and loads the misses of m[0..nm) that are not done (see the top
+ * of this section). On failure the caller drops every miss. */
+static lf_status misses_build(lf_ctx *ctx, cpu_state *cs, miss *m, int nm, lf_eval_stats *st) {
+    const char *const *libs = cs->vector_math ? libs_vector : libs_scalar;
+    const cg_dialect *d = cg_dialect_c(cs->vector_math);
+    size_t prelude_len = strlen(d->prelude) + strlen(cg_prelude_helpers);
+    lf_status status = LF_OK;
+    miss **left = graph_calloc((size_t)nm, sizeof *left);
+    cpu_unit *units = NULL;
+    const char **srcs = graph_calloc((size_t)nm, sizeof *srcs), **prefixes = graph_calloc((size_t)nm, sizeof *prefixes);
+    int nleft = 0, nunits = 0;
+    if (!left || !srcs || !prefixes) goto nomem;
+    for (int i = 0; i < nm; i++)
+        if (!m[i].done) left[nleft++] = &m[i];
+    if (cs->cache_dir && nleft) { /* lock in key order, then look again: built while we waited? */
+        qsort(left, (size_t)nleft, sizeof *left, by_key);
+        for (int i = 0; i < nleft; i++) {
+            miss *mi = left[i];
+            bool loaded = false;
+            mi->lock = diskcache_lock(cs->cache_dir, mi->key, ctx->opt.compile_timeout + 10, &mi->lock_path);
+            if (mi->lock >= 0 && (status = disk_load(ctx, cs, mi->lay, mi->key, mi->e, &loaded)) != LF_OK) goto done;
+            if (loaded) {
+                st->kernels_disk_hits++;
+                miss_done(cs, mi);
+            }
+        }
+        nleft = 0; /* back to kernel order */
+        for (int i = 0; i < nm; i++)
+            if (!m[i].done) left[nleft++] = &m[i];
+    }
+    if (!nleft) goto done;
+    nunits = nleft / UNIT_MIN_KERNELS;
+    if (nunits > cpu_pool_threads(cs->pool)) nunits = cpu_pool_threads(cs->pool);
+    if (nunits < 1) nunits = 1;
+    if (!(units = graph_calloc((size_t)nunits, sizeof *units))) goto nomem;
+    for (int u = 0; u < nunits; u++) {
+        cpu_unit *c = &units[u];
+        c->first = (int)((int64_t)nleft * u / nunits);
+        c->count = (int)((int64_t)nleft * (u + 1) / nunits) - c->first;
+        for (int i = 0; i < c->count; i++) {
+            miss *mi = left[c->first + i];
+            mi->unit = u;
+            srcs[i] = mi->src.s;
+            prefixes[i] = mi->prefix;
+        }
+        if (!(c->text = cpu_unit_source(prelude_len, c->count, srcs, prefixes))) goto nomem;
+    }
+    cpu_units_compile(cs->pool, units, nunits, cs->flags, libs, ctx->opt.compile_timeout);
+    st->compiler_runs += nunits;
+    so_ref **loaded = graph_calloc((size_t)nunits, sizeof *loaded);
+    if (!loaded) goto nomem;
+    for (int i = 0; i < nleft && status == LF_OK; i++) {
+        miss *mi = left[i];
+        cpu_unit *c = &units[mi->unit];
+        if (c->rc == 0) {
+            status = miss_bind(ctx, cs, mi, c->so, c->len, &loaded[mi->unit]);
+        } else if (c->count == 1) {
+            status = compile_failed(ctx, mi->k, c->log);
+        } else { /* the unit failed: this kernel alone, for its own message */
+            cpu_unit one = {0};
+            so_ref *r = NULL;
+            const char *src1[1] = {mi->src.s}, *pre1[1] = {mi->prefix};
+            if (!(one.text = cpu_unit_source(prelude_len, 1, src1, pre1))) {
+                status = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory compiling kernel %d", mi->k);
+                break;
+            }
+            one.rc = cc_compile(one.text, cs->flags, libs, ctx->opt.compile_timeout, &one.so, &one.len, &one.log);
+            st->compiler_runs++;
+            status = one.rc ? compile_failed(ctx, mi->k, one.log) : miss_bind(ctx, cs, mi, one.so, one.len, &r);
+            so_unref(r);
+            graph_free(one.text);
+            graph_free(one.so);
+            graph_free(one.log);
+        }
+        if (status == LF_OK) st->kernels_compiled++;
+    }
+    for (int u = 0; u < nunits; u++) so_unref(loaded[u]);
+    graph_free(loaded);
+    goto done;
+nomem:
+    status = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory compiling the program's kernels");
+done:
+    if (units)
+        for (int u = 0; u < nunits; u++) {
+            graph_free(units[u].text);
+            graph_free(units[u].so);
+            graph_free(units[u].log);
+        }
+    graph_free(units);
+    graph_free(left);
+    graph_free(srcs);
+    graph_free(prefixes);
     return status;
 }
 
@@ -425,6 +625,9 @@ static bool program_matches(const cpu_program *pr, const lf_graph *g, int n, lf_
 static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const *outs, lf_buffer *const *dsts,
                                cpu_program **out, lf_eval_stats *st) {
     lf_ctx *ctx = g->ctx;
+    miss *misses = NULL;            /* the kernels that missed the memory cache */
+    int *same = NULL, nm = 0;       /* per kernel: the earlier miss it equals, or -1 */
+    lf_status status;
     cpu_program *pr = graph_calloc(1, sizeof *pr);
     if (!pr) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
     pr->version = g->version;
@@ -434,7 +637,7 @@ static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const
     pr->inplace = graph_calloc((size_t)n + 1, sizeof *pr->inplace);
     if (!pr->out_ids || !pr->inplace) goto nomem;
     for (int i = 0; i < n; i++) pr->out_ids[i] = outs[i]->id;
-    lf_status status = fuse_plan(g, n, outs, pr->fused, &pr->s);
+    status = fuse_plan(g, n, outs, pr->fused, &pr->s);
     if (status != LF_OK) {
         program_free(pr);
         return status;
@@ -450,6 +653,9 @@ static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const
     for (int b = 0; b < s->nblocks; b++)
         if (s->block_bytes[b] && !(pr->blocks[b] = graph_malloc(s->block_bytes[b]))) goto nomem;
     double t0 = graph_now_seconds();
+    misses = graph_calloc((size_t)s->nkernels + 1, sizeof *misses);
+    same = graph_calloc((size_t)s->nkernels + 1, sizeof *same);
+    if (!misses || !same) goto nomem;
     for (int k = 0; k < s->nkernels; k++) {
         cpu_kernel *ck = &pr->k[k];
         if (!(ck->lay = cg_layout_new(s, k))) goto nomem;
@@ -477,18 +683,28 @@ static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const
             ck->part = graph_calloc((size_t)ck->lay->part_entries + 1, sizeof *ck->part);
             if (!ck->part) goto nomem;
         }
-        status = kernel_get(ctx, cs, s, ck->lay, k, &ck->fns, st);
-        if (status != LF_OK) {
-            program_free(pr);
-            return status;
-        }
+        status = kernel_find(ctx, cs, s, ck->lay, k, misses, &nm, &same[k], &ck->fns, st);
+        if (status != LF_OK) goto fail;
     }
+    if (nm && (status = misses_build(ctx, cs, misses, nm, st)) != LF_OK) goto fail;
+    for (int i = 0; i < nm; i++)
+        if (!pr->k[misses[i].k].fns) pr->k[misses[i].k].fns = misses[i].e;
+    for (int k = 0; k < s->nkernels; k++)
+        if (same[k] >= 0) pr->k[k].fns = misses[same[k]].e;
+    graph_free(misses);
+    graph_free(same);
     st->compile_seconds = graph_now_seconds() - t0;
     *out = pr;
     return LF_OK;
 nomem:
+    status = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory building the CPU program");
+fail:
+    if (misses)
+        for (int i = 0; i < nm; i++) miss_drop(&misses[i]);
+    graph_free(misses);
+    graph_free(same);
     program_free(pr);
-    return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory building the CPU program");
+    return status;
 }
 
 /* ---- running ------------------------------------------------------------------------------------ */
@@ -732,6 +948,7 @@ static lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *c
     stats->kernels_compiled = keep.kernels_compiled;
     stats->kernels_disk_hits = keep.kernels_disk_hits;
     stats->kernels_memory_hits = keep.kernels_memory_hits;
+    stats->compiler_runs = keep.compiler_runs;
     stats->program_reused = keep.program_reused;
     stats->compile_seconds = keep.compile_seconds;
     stats->outputs_in_place = keep.outputs_in_place;
