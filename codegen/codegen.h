@@ -191,6 +191,12 @@ typedef struct cg_text {
 
 void cg_text_free(cg_text *t);
 void cg_printf(cg_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The definitions of the vector math functions kernel kn calls (lf_exp,
+ * lf_sinf, ...: every vector width through one libmvec variant, so that an
+ * element's result does not depend on its position; dialect_c.c), each
+ * guarded so that a unit of several kernels defines it once. Printed after
+ * the C vector dialect's prelude and the shared helpers. */
+void cg_c_vmath_defs(cg_text *out, const fuse_kernel *kn);
 
 /* Names of the generated functions of a kernel (kernel prefix "lf_k"):
  *   ELEMENTWISE, INNER, OUTER: void lf_k_run(B, P, begin, end)

@@ -11,13 +11,20 @@
  * stays branch-free where a loop should vectorize. The compile flags
  * (backends/cpu) never include a fast-math flag: f32 arithmetic is rounded
  * after every operation and NaN/Inf follow IEEE 754. With vector_math the
- * prelude declares the libm functions that glibc's libmvec implements as
- * `simd`, so GCC vectorizes loops that call them; libmvec's accuracy (a few
- * ulp, stated in lazyfuse.h and tested) is then the only difference from
- * the reference evaluator outside reductions.
+ * libm functions that glibc's libmvec implements are called as lf_<fn>,
+ * declared `simd` so GCC vectorizes loops that call them, and defined per
+ * kernel so that every vector width and the scalar call go through one
+ * libmvec variant (cg_c_vmath_defs: an element's result never depends on
+ * its position in the array); libmvec's accuracy (a few ulp, stated in
+ * lazyfuse.h and tested) is then the only difference from the reference
+ * evaluator outside reductions.
  */
 #include "codegen/codegen.h"
 #include "graph/random.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 
 /* graph/random.h's code as text (LF_INLINE is not a macro here) */
 #define STRINGIZE_(...) #__VA_ARGS__
@@ -113,14 +120,33 @@ const char cg_prelude_helpers[] =
     "   scalar tail, and sqrt differs from pow at -inf (NaN, not +inf), at -0\n"
     "   (-0, not +0) and by 1 ulp for some finite x. So y == 0.5 is always the\n"
     "   square root with pow's special values: the same result at every\n"
-    "   position (and on CUDA), correctly rounded; other y call pow. */\n"
+    "   position (and on CUDA), correctly rounded; other y call pow. And\n"
+    "   +-0 ** y for y < 0 is set here: +inf, or -0's -inf when y is an odd\n"
+    "   integer (glibc 2.36's vector pow gives +inf for -0 ** -1). x ** 2 is\n"
+    "   x * x (exact: pow is correctly rounded there), which GCC did itself\n"
+    "   for a literal 2 when pow was called by its builtin name. */\n"
     "LF_INLINE float lf_pow_f32(float x, float y) {\n"
     "    float h = x == -(float)INFINITY ? (float)INFINITY : sqrtf(x) + 0.0f;\n"
-    "    return y == 0.5f ? h : powf(x, y);\n"
+    "    float hy = y * 0.5f, z = (y == truncf(y)) & (hy != truncf(hy)) ? copysignf((float)INFINITY, x)\n"
+    "                                                                  : (float)INFINITY;\n"
+    "    return y == 0.5f ? h : y == 2 ? x * x : x == 0 && y < 0 ? z : powf(x, y);\n"
     "}\n"
     "LF_INLINE double lf_pow_f64(double x, double y) {\n"
     "    double h = x == -(double)INFINITY ? (double)INFINITY : sqrt(x) + 0.0;\n"
-    "    return y == 0.5 ? h : pow(x, y);\n"
+    "    double hy = y * 0.5, z = (y == trunc(y)) & (hy != trunc(hy)) ? copysign((double)INFINITY, x)\n"
+    "                                                             : (double)INFINITY;\n"
+    "    return y == 0.5 ? h : y == 2 ? x * x : x == 0 && y < 0 ? z : pow(x, y);\n"
+    "}\n"
+    "/* atan2(y, x) with y == +-0 set here as C's atan2 has it: +-0 for x > 0\n"
+    "   or x == +0, +-pi for x < 0 or x == -0 (glibc 2.36's vector atan2 gave\n"
+    "   +pi for (-0, -0.5) and 0 for (+-0, -0)); a NaN x stays atan2's NaN. */\n"
+    "LF_INLINE float lf_atan2_f32(float y, float x) {\n"
+    "    float z = x < 0 || (x == 0 && signbit(x)) ? copysignf(3.14159274f, y) : copysignf(0.0f, y);\n"
+    "    return y == 0 && x == x ? z : atan2f(y, x);\n"
+    "}\n"
+    "LF_INLINE double lf_atan2_f64(double y, double x) {\n"
+    "    double z = x < 0 || (x == 0 && signbit(x)) ? copysign(3.141592653589793, y) : copysign(0.0, y);\n"
+    "    return y == 0 && x == x ? z : atan2(y, x);\n"
     "}\n"
     "/* min/max propagate NaN (as the canonical NaN) */\n"
     "LF_INLINE float lf_fmin_f32(float a, float b) { return (a != a || b != b) ? (float)NAN : (b < a ? b : a); }\n"
@@ -197,33 +223,142 @@ const char cg_prelude_helpers[] =
     "    if (take) { *a = b; *aa = ba; }\n"
     "}\n";
 
-/* libm functions glibc's libmvec implements for every x86-64 vector ISA. */
-#define SIMD_DECLS                                                                              \
+/* libm functions glibc's libmvec implements for every x86-64 vector ISA
+ * (name, arity); f32 versions add 'f'. */
+static const struct vm_fn {
+    const char *name;
+    int arity;
+} vm_fns[] = {
+    {"exp", 1},   {"exp2", 1},  {"expm1", 1}, {"log", 1},   {"log2", 1},  {"log10", 1}, {"log1p", 1},
+    {"sin", 1},   {"cos", 1},   {"tan", 1},   {"asin", 1},  {"acos", 1},  {"atan", 1},  {"sinh", 1},
+    {"cosh", 1},  {"tanh", 1},  {"asinh", 1}, {"acosh", 1}, {"atanh", 1}, {"erf", 1},   {"cbrt", 1},
+    {"pow", 2},   {"atan2", 2}, {"hypot", 2},
+};
+enum { VM_NFNS = (int)(sizeof vm_fns / sizeof vm_fns[0]) };
+
+/* Position independence of vector math. GCC vectorizes a loop calling a
+ * `simd` function with one vector variant in the main loop, another in the
+ * vectorized epilogue and the scalar function in the remainder: glibc's
+ * libmvec AVX-512, AVX2 and scalar libm give different bits for some inputs
+ * (asinh of one value at positions 0..7, 8..11 and 12 of an array: three
+ * results), so a result would depend on the element's position. So the
+ * kernels call lf_<fn> instead (the names are #defined over the libm ones
+ * after <math.h>): declared simd here, and defined per kernel for the
+ * functions it uses (cg_c_vmath_defs), every variant GCC may call (SSE,
+ * AVX, AVX2 and AVX-512 widths, and the scalar one) going through ONE
+ * libmvec variant, the widest the compile flags allow (AVX-512 under
+ * __AVX512F__, else AVX2), narrower vectors padded by repeating the last
+ * lane. Same input, same bits, at any position, thread count and chunking.
+ * (With every element on the vector path, glibc 2.36's vector pow showed
+ * pow(-0, -1) = +inf; lf_pow_* sets +-0 ** negative y itself.) */
+#define VMATH_HEAD                                                                              \
     "#define LF_SIMD __attribute__((simd(\"notinbranch\"), const, nothrow, leaf))\n"           \
-    "LF_SIMD float expf(float); LF_SIMD double exp(double);\n"                                 \
-    "LF_SIMD float exp2f(float); LF_SIMD double exp2(double);\n"                               \
-    "LF_SIMD float expm1f(float); LF_SIMD double expm1(double);\n"                             \
-    "LF_SIMD float logf(float); LF_SIMD double log(double);\n"                                 \
-    "LF_SIMD float log2f(float); LF_SIMD double log2(double);\n"                               \
-    "LF_SIMD float log10f(float); LF_SIMD double log10(double);\n"                             \
-    "LF_SIMD float log1pf(float); LF_SIMD double log1p(double);\n"                             \
-    "LF_SIMD float sinf(float); LF_SIMD double sin(double);\n"                                 \
-    "LF_SIMD float cosf(float); LF_SIMD double cos(double);\n"                                 \
-    "LF_SIMD float tanf(float); LF_SIMD double tan(double);\n"                                 \
-    "LF_SIMD float asinf(float); LF_SIMD double asin(double);\n"                               \
-    "LF_SIMD float acosf(float); LF_SIMD double acos(double);\n"                               \
-    "LF_SIMD float atanf(float); LF_SIMD double atan(double);\n"                               \
-    "LF_SIMD float sinhf(float); LF_SIMD double sinh(double);\n"                               \
-    "LF_SIMD float coshf(float); LF_SIMD double cosh(double);\n"                               \
-    "LF_SIMD float tanhf(float); LF_SIMD double tanh(double);\n"                               \
-    "LF_SIMD float asinhf(float); LF_SIMD double asinh(double);\n"                             \
-    "LF_SIMD float acoshf(float); LF_SIMD double acosh(double);\n"                             \
-    "LF_SIMD float atanhf(float); LF_SIMD double atanh(double);\n"                             \
-    "LF_SIMD float erff(float); LF_SIMD double erf(double);\n"                                 \
-    "LF_SIMD float cbrtf(float); LF_SIMD double cbrt(double);\n"                               \
-    "LF_SIMD float powf(float, float); LF_SIMD double pow(double, double);\n"                  \
-    "LF_SIMD float atan2f(float, float); LF_SIMD double atan2(double, double);\n"              \
-    "LF_SIMD float hypotf(float, float); LF_SIMD double hypot(double, double);\n"
+    "#define LF_VWRAP __attribute__((visibility(\"hidden\"), const, nothrow))\n"               \
+    "typedef double lf_d2 __attribute__((vector_size(16)));\n"                                 \
+    "typedef double lf_d4 __attribute__((vector_size(32)));\n"                                 \
+    "typedef double lf_d8 __attribute__((vector_size(64)));\n"                                 \
+    "typedef float lf_f4 __attribute__((vector_size(16)));\n"                                  \
+    "typedef float lf_f8 __attribute__((vector_size(32)));\n"                                  \
+    "typedef float lf_f16 __attribute__((vector_size(64)));\n"
+
+/* The common part of the vector prelude: VMATH_HEAD, then for every
+ * function its simd declarations and the #defines that rename the libm
+ * names (built once, cg_dialect_c). */
+static char vmath_prelude[8192];
+
+static void vmath_prelude_build(void) {
+    size_t n = 0;
+    n += (size_t)snprintf(vmath_prelude + n, sizeof vmath_prelude - n, "%s", PRELUDE_C VMATH_HEAD);
+    for (int i = 0; i < VM_NFNS; i++)
+        for (int f = 0; f < 2; f++) {
+            const char *t = f ? "float" : "double", *sx = f ? "f" : "";
+            n += (size_t)snprintf(vmath_prelude + n, sizeof vmath_prelude - n,
+                                  "LF_SIMD %s lf_%s%s(%s%s%s);\n#define %s%s lf_%s%s\n", t, vm_fns[i].name, sx, t,
+                                  vm_fns[i].arity == 2 ? ", " : "", vm_fns[i].arity == 2 ? t : "", vm_fns[i].name,
+                                  sx, vm_fns[i].name, sx);
+        }
+}
+
+/* One variant of lf_<name> for vector type lf_<T><L> (isa letter, L lanes)
+ * through the canonical libmvec variant (cisa, CL lanes). */
+static void vm_variant(cg_text *o, const char *name, bool f32, int arity, char isa, int L, char cisa, int CL) {
+    const char *T = f32 ? "f" : "d", *vs = arity == 2 ? "vv" : "v";
+    cg_printf(o, "LF_VWRAP lf_%s%d lf_%c_%s(lf_%s%d x", T, L, isa, name, T, L);
+    if (arity == 2) cg_printf(o, ", lf_%s%d y", T, L);
+    cg_printf(o, ") __asm__(\"_ZGV%cN%d%s_lf_%s\");\n", isa, L, vs, name);
+    cg_printf(o, "LF_VWRAP lf_%s%d lf_%c_%s(lf_%s%d x", T, L, isa, name, T, L);
+    if (arity == 2) cg_printf(o, ", lf_%s%d y", T, L);
+    if (L == CL) {
+        cg_printf(o, ") { return _ZGV%cN%d%s_%s(x%s); }\n", cisa, CL, vs, name, arity == 2 ? ", y" : "");
+        return;
+    }
+    char widen[128] = "", narrow[96] = "";
+    size_t wn = 0, nn = 0;
+    for (int i = 0; i < CL; i++) wn += (size_t)snprintf(widen + wn, sizeof widen - wn, ", %d", i < L ? i : L - 1);
+    for (int i = 0; i < L; i++) nn += (size_t)snprintf(narrow + nn, sizeof narrow - nn, ", %d", i);
+    cg_printf(o, ") {\n    lf_%s%d r = _ZGV%cN%d%s_%s(__builtin_shufflevector(x, x%s)", T, CL, cisa, CL, vs, name,
+              widen);
+    if (arity == 2) cg_printf(o, ", __builtin_shufflevector(y, y%s)", widen);
+    cg_printf(o, ");\n    return __builtin_shufflevector(r, r%s);\n}\n", narrow);
+}
+
+/* Every variant of lf_<name> (name with its f suffix) through the libmvec
+ * variant of cisa with CL lanes; the AVX-512 (e) variant only when that is
+ * cisa (GCC calls it only under __AVX512F__). */
+static void vm_isa(cg_text *o, const char *name, bool f32, int arity, char cisa, int CL) {
+    const char *t = f32 ? "float" : "double", *T = f32 ? "f" : "d", *vs = arity == 2 ? "vv" : "v";
+    int w = f32 ? 4 : 2; /* lanes of a 16-byte vector */
+    cg_printf(o, "lf_%s%d _ZGV%cN%d%s_%s(lf_%s%d", T, CL, cisa, CL, vs, name, T, CL);
+    if (arity == 2) cg_printf(o, ", lf_%s%d", T, CL);
+    cg_printf(o, ");\n");
+    cg_printf(o, "LF_VWRAP %s lf_s_%s(%s x%s%s) __asm__(\"lf_%s\");\n", t, name, t, arity == 2 ? ", " : "",
+              arity == 2 ? (f32 ? "float y" : "double y") : "", name);
+    cg_printf(o, "LF_VWRAP %s lf_s_%s(%s x%s%s) { return _ZGV%cN%d%s_%s((lf_%s%d){} + x", t, name, t,
+              arity == 2 ? ", " : "", arity == 2 ? (f32 ? "float y" : "double y") : "", cisa, CL, vs, name, T, CL);
+    if (arity == 2) cg_printf(o, ", (lf_%s%d){} + y", T, CL);
+    cg_printf(o, ")[0]; }\n");
+    vm_variant(o, name, f32, arity, 'b', w, cisa, CL);
+    vm_variant(o, name, f32, arity, 'c', 2 * w, cisa, CL);
+    vm_variant(o, name, f32, arity, 'd', 2 * w, cisa, CL);
+    if (cisa == 'e') vm_variant(o, name, f32, arity, 'e', 4 * w, cisa, CL);
+}
+
+/* The definitions of lf_<fn> for one function and dtype, once per unit. */
+static void vm_defs(cg_text *o, int i, bool f32) {
+    char name[32];
+    snprintf(name, sizeof name, "%s%s", vm_fns[i].name, f32 ? "f" : "");
+    cg_printf(o, "#ifndef LF_VM_%s\n#define LF_VM_%s\n#ifdef __AVX512F__\n", name, name);
+    vm_isa(o, name, f32, vm_fns[i].arity, 'e', f32 ? 16 : 8);
+    cg_printf(o, "#else\n");
+    vm_isa(o, name, f32, vm_fns[i].arity, 'd', f32 ? 8 : 4);
+    cg_printf(o, "#endif\n#endif\n");
+}
+
+/* Marks in used[i][f32] the vector math function i that fn f computes in
+ * dtype f32 or f64 (ctype: f's compute dtypes). */
+static void vm_scan_fn(const lf_fn *f, const lf_dtype *ctype, bool used[][2]) {
+    if (!f) return;
+    for (int e = 0; e < f->nexprs; e++) {
+        if (f->exprs[e].kind != EXPR_OP || !graph_dtype_is_float(ctype[e])) continue;
+        lf_op op = f->exprs[e].op;
+        const char *cn = op == LF_OP_SIGMOID ? "exp" : graph_ops[op].cname; /* sigmoid: 1/(1+exp(-x)) */
+        for (int i = 0; i < VM_NFNS; i++)
+            if (!strcmp(cn, vm_fns[i].name)) used[i][ctype[e] == LF_F32] = true;
+    }
+}
+
+void cg_c_vmath_defs(cg_text *out, const fuse_kernel *kn) {
+    bool used[VM_NFNS][2];
+    memset(used, 0, sizeof used);
+    for (int f = 0; f < kn->npasses + 2; f++) {
+        const lf_fn *fn = f < kn->npasses ? kn->passes[f].fn : f == kn->npasses ? kn->epi : kn->row;
+        const lf_dtype *ct = f < kn->npasses ? kn->passes[f].ctype : f == kn->npasses ? kn->epi_ctype : kn->row_ctype;
+        vm_scan_fn(fn, ct, used);
+    }
+    for (int i = 0; i < VM_NFNS; i++)
+        for (int t = 0; t < 2; t++)
+            if (used[i][t]) vm_defs(out, i, t);
+}
 
 static const cg_dialect c_scalar = {
     .name = "c",
@@ -238,7 +373,7 @@ static const cg_dialect c_scalar = {
 
 static const cg_dialect c_vector = {
     .name = "c",
-    .prelude = PRELUDE_C SIMD_DECLS,
+    .prelude = vmath_prelude, /* PRELUDE_C, VMATH_HEAD, the simd declarations */
     .restrict_kw = "restrict",
     .value_attr = "",
     .type = {"uint8_t", "int32_t", "int64_t", "float", "double"},
@@ -247,4 +382,8 @@ static const cg_dialect c_vector = {
     .vector_math = true,
 };
 
-const cg_dialect *cg_dialect_c(bool vector_math) { return vector_math ? &c_vector : &c_scalar; }
+const cg_dialect *cg_dialect_c(bool vector_math) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    if (vector_math) pthread_once(&once, vmath_prelude_build);
+    return vector_math ? &c_vector : &c_scalar;
+}

@@ -182,6 +182,7 @@ static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][size
         case LF_OP_MOD: cg_fmt(out, cap, "lf_pymod_%s(%s, %s)", tag, x[0], x[1]); return;
         case LF_OP_FLOORDIV: cg_fmt(out, cap, "lf_floordiv_%s(%s, %s)", tag, x[0], x[1]); return;
         case LF_OP_POW: cg_fmt(out, cap, "lf_pow_%s(%s, %s)", tag, x[0], x[1]); return;
+        case LF_OP_ATAN2: cg_fmt(out, cap, "lf_atan2_%s(%s, %s)", tag, x[0], x[1]); return;
         case LF_OP_MIN: cg_fmt(out, cap, "lf_fmin_%s(%s, %s)", tag, x[0], x[1]); return;
         case LF_OP_MAX: cg_fmt(out, cap, "lf_fmax_%s(%s, %s)", tag, x[0], x[1]); return;
         case LF_OP_NEG: cg_fmt(out, cap, "(-(%s))", x[0]); return;
