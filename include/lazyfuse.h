@@ -254,7 +254,11 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * and iota, except (1) the transcendental functions (exp ... erf, asinh,
  * acosh, atanh, pow, atan2, hypot, sigmoid), which call glibc's vector math library (libmvec)
  * when GCC and libmvec are present: within 4 ulp of scalar libm for f32 and
- * f64, with the same NaN and infinities (x ** y with y == 0.5, on the CPU
+ * f64, with the same NaN and infinities, and the same result for the same
+ * input at every position of an array, thread count and chunking (every
+ * element goes through one libmvec variant, vector loop and remainder
+ * alike; pow of +-0 to a negative power and atan2 of +-0 are set as C's,
+ * since libmvec's differ there) (x ** y with y == 0.5, on the CPU
  * and CUDA backends, is the correctly rounded square root with pow's values
  * at -inf and -0, +inf and +0: the same at every position of an array,
  * within 1 ulp of C's pow); and (2) float reductions, which sum
