@@ -279,58 +279,121 @@ static void vmath_prelude_build(void) {
         }
 }
 
+/* Prints "(lf_<T><n>){v[i0], v[i1], ...}": lanes of vector v picked by
+ * index (lane i of the new vector is v[min(i, last)]): a widening that
+ * repeats v's last lane, or a narrowing. Plain vector subscripts and an
+ * initializer, which every GCC with vector extensions compiles (no
+ * __builtin_shufflevector: GCC 12 and later only). */
+static void vm_lanes(cg_text *o, const char *T, int n, const char *v, int last) {
+    cg_printf(o, "(lf_%s%d){", T, n);
+    for (int i = 0; i < n; i++) cg_printf(o, "%s%s[%d]", i ? ", " : "", v, i < last ? i : last);
+    cg_printf(o, "}");
+}
+
+/* The header "LF_VWRAP <ret> <fname>(<params>)" of a wrapper (ret and param
+ * types are ty; one or two parameters x, y). */
+static void vm_head(cg_text *o, const char *ty, const char *fname, int arity) {
+    cg_printf(o, "LF_VWRAP %s %s(%s x", ty, fname, ty);
+    if (arity == 2) cg_printf(o, ", %s y", ty);
+    cg_printf(o, ")");
+}
+
 /* One variant of lf_<name> for vector type lf_<T><L> (isa letter, L lanes)
- * through the canonical libmvec variant (cisa, CL lanes). */
+ * through the canonical libmvec variant (cisa, CL lanes, CL >= L). */
 static void vm_variant(cg_text *o, const char *name, bool f32, int arity, char isa, int L, char cisa, int CL) {
     const char *T = f32 ? "f" : "d", *vs = arity == 2 ? "vv" : "v";
-    cg_printf(o, "LF_VWRAP lf_%s%d lf_%c_%s(lf_%s%d x", T, L, isa, name, T, L);
-    if (arity == 2) cg_printf(o, ", lf_%s%d y", T, L);
-    cg_printf(o, ") __asm__(\"_ZGV%cN%d%s_lf_%s\");\n", isa, L, vs, name);
-    cg_printf(o, "LF_VWRAP lf_%s%d lf_%c_%s(lf_%s%d x", T, L, isa, name, T, L);
-    if (arity == 2) cg_printf(o, ", lf_%s%d y", T, L);
+    char ty[16], fname[64];
+    snprintf(ty, sizeof ty, "lf_%s%d", T, L);
+    snprintf(fname, sizeof fname, "lf_%c_%s", isa, name);
+    vm_head(o, ty, fname, arity);
+    cg_printf(o, " __asm__(\"_ZGV%cN%d%s_lf_%s\");\n", isa, L, vs, name);
+    vm_head(o, ty, fname, arity);
     if (L == CL) {
-        cg_printf(o, ") { return _ZGV%cN%d%s_%s(x%s); }\n", cisa, CL, vs, name, arity == 2 ? ", y" : "");
+        cg_printf(o, " { return _ZGV%cN%d%s_%s(x%s); }\n", cisa, CL, vs, name, arity == 2 ? ", y" : "");
         return;
     }
-    char widen[128] = "", narrow[96] = "";
-    size_t wn = 0, nn = 0;
-    for (int i = 0; i < CL; i++) wn += (size_t)snprintf(widen + wn, sizeof widen - wn, ", %d", i < L ? i : L - 1);
-    for (int i = 0; i < L; i++) nn += (size_t)snprintf(narrow + nn, sizeof narrow - nn, ", %d", i);
-    cg_printf(o, ") {\n    lf_%s%d r = _ZGV%cN%d%s_%s(__builtin_shufflevector(x, x%s)", T, CL, cisa, CL, vs, name,
-              widen);
-    if (arity == 2) cg_printf(o, ", __builtin_shufflevector(y, y%s)", widen);
-    cg_printf(o, ");\n    return __builtin_shufflevector(r, r%s);\n}\n", narrow);
+    cg_printf(o, " {\n    lf_%s%d r = _ZGV%cN%d%s_%s(", T, CL, cisa, CL, vs, name);
+    vm_lanes(o, T, CL, "x", L - 1);
+    if (arity == 2) {
+        cg_printf(o, ", ");
+        vm_lanes(o, T, CL, "y", L - 1);
+    }
+    cg_printf(o, ");\n    return ");
+    vm_lanes(o, T, L, "r", L - 1);
+    cg_printf(o, ";\n}\n");
+}
+
+/* The scalar lf_<name>: every lane of the canonical vector (cisa, CL lanes)
+ * set to x (a true broadcast: x's sign of zero is kept), lane 0 returned. */
+static void vm_scalar(cg_text *o, const char *name, bool f32, int arity, char cisa, int CL) {
+    const char *t = f32 ? "float" : "double", *T = f32 ? "f" : "d", *vs = arity == 2 ? "vv" : "v";
+    char fname[64];
+    snprintf(fname, sizeof fname, "lf_s_%s", name);
+    vm_head(o, t, fname, arity);
+    cg_printf(o, " __asm__(\"lf_%s\");\n", name);
+    vm_head(o, t, fname, arity);
+    cg_printf(o, " { return _ZGV%cN%d%s_%s(", cisa, CL, vs, name);
+    for (int a = 0; a < arity; a++) {
+        cg_printf(o, "%s(lf_%s%d){", a ? ", " : "", T, CL);
+        for (int i = 0; i < CL; i++) cg_printf(o, "%s%s", i ? ", " : "", a ? "y" : "x");
+        cg_printf(o, "}");
+    }
+    cg_printf(o, ")[0]; }\n");
 }
 
 /* Every variant of lf_<name> (name with its f suffix) through the libmvec
  * variant of cisa with CL lanes; the AVX-512 (e) variant only when that is
  * cisa (GCC calls it only under __AVX512F__). */
 static void vm_isa(cg_text *o, const char *name, bool f32, int arity, char cisa, int CL) {
-    const char *t = f32 ? "float" : "double", *T = f32 ? "f" : "d", *vs = arity == 2 ? "vv" : "v";
+    const char *T = f32 ? "f" : "d", *vs = arity == 2 ? "vv" : "v";
     int w = f32 ? 4 : 2; /* lanes of a 16-byte vector */
     cg_printf(o, "lf_%s%d _ZGV%cN%d%s_%s(lf_%s%d", T, CL, cisa, CL, vs, name, T, CL);
     if (arity == 2) cg_printf(o, ", lf_%s%d", T, CL);
     cg_printf(o, ");\n");
-    cg_printf(o, "LF_VWRAP %s lf_s_%s(%s x%s%s) __asm__(\"lf_%s\");\n", t, name, t, arity == 2 ? ", " : "",
-              arity == 2 ? (f32 ? "float y" : "double y") : "", name);
-    cg_printf(o, "LF_VWRAP %s lf_s_%s(%s x%s%s) { return _ZGV%cN%d%s_%s((lf_%s%d){} + x", t, name, t,
-              arity == 2 ? ", " : "", arity == 2 ? (f32 ? "float y" : "double y") : "", cisa, CL, vs, name, T, CL);
-    if (arity == 2) cg_printf(o, ", (lf_%s%d){} + y", T, CL);
-    cg_printf(o, ")[0]; }\n");
+    vm_scalar(o, name, f32, arity, cisa, CL);
     vm_variant(o, name, f32, arity, 'b', w, cisa, CL);
     vm_variant(o, name, f32, arity, 'c', 2 * w, cisa, CL);
     vm_variant(o, name, f32, arity, 'd', 2 * w, cisa, CL);
     if (cisa == 'e') vm_variant(o, name, f32, arity, 'e', 4 * w, cisa, CL);
 }
 
+/* Without AVX2 (an x86-64 CPU before Haswell, or a virtual one that hides
+ * it, with -march=native) libmvec's AVX2 entries would fault: every lane
+ * and the scalar call go to scalar libm (__builtin_<fn>, since the libm
+ * name is #defined to lf_<fn>), only the SSE variant GCC may call there. */
+static void vm_scalar_only(cg_text *o, const char *name, bool f32, int arity) {
+    const char *t = f32 ? "float" : "double", *T = f32 ? "f" : "d", *vs = arity == 2 ? "vv" : "v";
+    int w = f32 ? 4 : 2;
+    char fname[64], ty[16];
+    snprintf(fname, sizeof fname, "lf_s_%s", name);
+    vm_head(o, t, fname, arity);
+    cg_printf(o, " __asm__(\"lf_%s\");\n", name);
+    vm_head(o, t, fname, arity);
+    cg_printf(o, " { return __builtin_%s(x%s); }\n", name, arity == 2 ? ", y" : "");
+    snprintf(fname, sizeof fname, "lf_b_%s", name);
+    snprintf(ty, sizeof ty, "lf_%s%d", T, w);
+    vm_head(o, ty, fname, arity);
+    cg_printf(o, " __asm__(\"_ZGVbN%d%s_lf_%s\");\n", w, vs, name);
+    vm_head(o, ty, fname, arity);
+    cg_printf(o, " { return (%s){", ty);
+    for (int i = 0; i < w; i++) {
+        cg_printf(o, "%s__builtin_%s(x[%d]", i ? ", " : "", name, i);
+        if (arity == 2) cg_printf(o, ", y[%d]", i);
+        cg_printf(o, ")");
+    }
+    cg_printf(o, "}; }\n");
+}
+
 /* The definitions of lf_<fn> for one function and dtype, once per unit. */
 static void vm_defs(cg_text *o, int i, bool f32) {
     char name[32];
     snprintf(name, sizeof name, "%s%s", vm_fns[i].name, f32 ? "f" : "");
-    cg_printf(o, "#ifndef LF_VM_%s\n#define LF_VM_%s\n#ifdef __AVX512F__\n", name, name);
+    cg_printf(o, "#ifndef LF_VM_%s\n#define LF_VM_%s\n#if defined(__AVX512F__)\n", name, name);
     vm_isa(o, name, f32, vm_fns[i].arity, 'e', f32 ? 16 : 8);
-    cg_printf(o, "#else\n");
+    cg_printf(o, "#elif defined(__AVX2__)\n");
     vm_isa(o, name, f32, vm_fns[i].arity, 'd', f32 ? 8 : 4);
+    cg_printf(o, "#else\n");
+    vm_scalar_only(o, name, f32, vm_fns[i].arity);
     cg_printf(o, "#endif\n#endif\n");
 }
 

@@ -1419,6 +1419,7 @@ static void math_position_independent(lf_dtype t) {
             for (int r = 0; r < 64 && !bad; r++) {
                 double x, y;
                 math_sample(&MATH[k], f64, 1000 + r, &x, &y);
+                if (r < 4) x = (r & 1) ? -0.0 : 0.0, y = (r & 2) ? -0.0 : 3.0; /* signed zeros in every lane */
                 for (int i = 0; i < len; i++) xs[i] = x, ys[i] = y;
                 write_doubles(xb, t, xs, len);
                 write_doubles(yb, t, ys, len);

@@ -431,9 +431,12 @@ static int by_key(const void *a, const void *b) {
  * under m's key and adds m to the memory cache. */
 static lf_status miss_bind(lf_ctx *ctx, cpu_state *cs, miss *m, const void *bytes, size_t len, so_ref **r) {
     char *why = NULL;
-    if (!*r && !(*r = so_load(bytes, len, &why)))
-        return why ? graph_error(ctx, LF_ERR_BACKEND, "eval: loading kernel %d failed: %s", m->k, why)
-                   : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory loading kernel %d", m->k);
+    if (!*r && !(*r = so_load(bytes, len, &why))) {
+        lf_status status = why ? graph_error(ctx, LF_ERR_BACKEND, "eval: loading kernel %d failed: %s", m->k, why)
+                               : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory loading kernel %d", m->k);
+        graph_free(why);
+        return status;
+    }
     if (!bind_functions(m->e, m->lay, *r, m->prefix, &why)) {
         lf_status status = graph_error(ctx, LF_ERR_BACKEND, "eval: kernel %d lacks function %s (not cached)",
                                        m->k, why ? why : "?");
@@ -500,11 +503,26 @@ static lf_status misses_build(lf_ctx *ctx, cpu_state *cs, miss *m, int nm, lf_ev
     cpu_units_compile(cs->pool, units, nunits, cs->flags, libs, ctx->opt.compile_timeout);
     st->compiler_runs += nunits;
     so_ref **loaded = graph_calloc((size_t)nunits, sizeof *loaded);
-    if (!loaded) goto nomem;
+    bool *unloadable = graph_calloc((size_t)nunits, sizeof *unloadable);
+    if (!loaded || !unloadable) {
+        graph_free(loaded);
+        graph_free(unloadable);
+        goto nomem;
+    }
+    /* a unit of several kernels that compiled but does not load (say one
+       kernel needs a symbol the libm lacks) is redone kernel by kernel too,
+       so the failure is its own kernel's and the others are cached */
+    for (int u = 0; u < nunits && status == LF_OK; u++) {
+        char *why = NULL;
+        if (units[u].rc != 0 || units[u].count < 2 || (loaded[u] = so_load(units[u].so, units[u].len, &why))) continue;
+        if (why) unloadable[u] = true;
+        else status = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory loading compiled kernels");
+        graph_free(why);
+    }
     for (int i = 0; i < nleft && status == LF_OK; i++) {
         miss *mi = left[i];
         cpu_unit *c = &units[mi->unit];
-        if (c->rc == 0) {
+        if (c->rc == 0 && !unloadable[mi->unit]) {
             status = miss_bind(ctx, cs, mi, c->so, c->len, &loaded[mi->unit]);
         } else if (c->count == 1) {
             status = compile_failed(ctx, mi->k, c->log);
@@ -528,6 +546,7 @@ static lf_status misses_build(lf_ctx *ctx, cpu_state *cs, miss *m, int nm, lf_ev
     }
     for (int u = 0; u < nunits; u++) so_unref(loaded[u]);
     graph_free(loaded);
+    graph_free(unloadable);
     goto done;
 nomem:
     status = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory compiling the program's kernels");
