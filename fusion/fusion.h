@@ -297,8 +297,9 @@ lf_status fuse_report_index_error(const fuse_schedule *s, int k, void *const *da
 bool fuse_in_place_ok(const fuse_schedule *s, int o, int j);
 /* Marks output i's slot and every input slot bound to dst that
  * fuse_in_place_ok allows may_alias (a backend asked to write output i into
- * dst, before codegen reads the flags). */
-void fuse_plan_in_place(fuse_schedule *s, int i, const lf_buffer *dst);
+ * dst, before codegen reads the flags); returns fuse_in_place_target(s, dst),
+ * what the backend keys the program by. */
+const lf_buffer *fuse_plan_in_place(fuse_schedule *s, int i, const lf_buffer *dst);
 /* dst when s reads dst (an input slot is bound to it), else NULL: what a
  * backend asks fuse_plan_in_place for, and keys its programs by (an eval of
  * x = f(x) and one of y = f(x) are two programs; only the first drops

@@ -73,12 +73,14 @@ bool fuse_in_place_ok(const fuse_schedule *s, int o, int j) {
     return true;
 }
 
-void fuse_plan_in_place(fuse_schedule *s, int i, const lf_buffer *dst) {
+const lf_buffer *fuse_plan_in_place(fuse_schedule *s, int i, const lf_buffer *dst) {
+    const lf_buffer *target = fuse_in_place_target(s, dst);
     int o = s->out_slot[i];
-    if (s->slots[o].kind != FUSE_SLOT_OUTPUT || s->slots[o].output != i) return;
+    if (!target || s->slots[o].kind != FUSE_SLOT_OUTPUT || s->slots[o].output != i) return target;
     for (int j = 0; j < s->nslots; j++)
         if (s->slots[j].kind == FUSE_SLOT_INPUT && s->slots[j].buffer == dst && fuse_in_place_ok(s, o, j))
             s->slots[o].may_alias = s->slots[j].may_alias = true;
+    return target;
 }
 
 bool fuse_output_in_place(const fuse_schedule *s, int i, const lf_buffer *dst) {

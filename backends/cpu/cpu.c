@@ -662,7 +662,7 @@ static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const
         return status;
     }
     for (int i = 0; i < n; i++) /* outputs asked for in their own inputs */
-        if ((pr->inplace[i] = fuse_in_place_target(pr->s, dsts[i]))) fuse_plan_in_place(pr->s, i, dsts[i]);
+        pr->inplace[i] = fuse_plan_in_place(pr->s, i, dsts[i]);
     fuse_schedule_stats(pr->s, &pr->stats);
     const fuse_schedule *s = pr->s;
     if (graph_debug_on("schedule")) fuse_schedule_print(s, stderr);
