@@ -345,8 +345,11 @@ typedef enum node_kind {
     NODE_REDUCE,  /* reduction over a set of axes */
     NODE_SCAN,    /* prefix combine along one axis (lf_scan) */
     NODE_GATHER,  /* inputs[0] (x) read at inputs[1] (idx) along an axis */
-    NODE_SCATTER  /* inputs[0] (dst) with inputs[2] (values) combined in at
+    NODE_SCATTER, /* inputs[0] (dst) with inputs[2] (values) combined in at
                      inputs[1] (idx) along an axis */
+    NODE_SORT     /* the first k entries of the stable sort of inputs[0]
+                     along an axis: values or positions (lf_sort, lf_argsort,
+                     lf_topk; graph/sort.c) */
 } node_kind;
 
 /* One cached program of a graph: a backend's plan, kernels and temporaries
@@ -414,6 +417,14 @@ struct lf_node {
             int axis;                   /* NODE_SCATTER: dst's axis idx names */
             lf_scatter_op op;           /* how values combine */
         } scatter;
+        struct {
+            int axis;                   /* NODE_SORT: the sorted axis (0..ndim-1) */
+            int64_t k;                  /* entries kept per row (0..extent):
+                                           the node's extent on the axis */
+            bool descending;            /* the reverse order (topk largest) */
+            bool indices;               /* i64 positions along the axis,
+                                           else x's values */
+        } sort;
     } u;
 };
 
@@ -525,6 +536,37 @@ lf_scalar graph_scatter_combine(lf_scatter_op op, lf_dtype t, lf_scalar a, lf_sc
 lf_status graph_eval_scatter(const lf_node *n, const void *dst, const void *idx, const void *values, void *out);
 /* The index check alone (used after a kernel raised its flag). */
 lf_status graph_scatter_check(const lf_node *n, const void *idx);
+
+/* ---- sort: shared by every evaluator (sort.c) ----
+ * A sort node's rows: x's positions with the axis coordinate 0, in
+ * row-major order of the other axes (nrows of them, n = x's extent on the
+ * axis); row r's element j is x's dense element row_base(r) + j * x_stride.
+ * Its output row r's entry j (j < k) is the node's dense element
+ * out_base(r) + j * out_stride, where out_base is row_base computed with
+ * the node's own shape. */
+typedef struct graph_sort_geom {
+    int64_t nrows;                 /* product of the other axes' extents */
+    int64_t n;                     /* x's extent on the axis */
+    int64_t k;                     /* entries kept per row */
+    int64_t x_stride;              /* x's dense stride on the axis */
+    int64_t out_stride;            /* the node's dense stride on the axis */
+    int64_t inner;                 /* product of the extents after the axis
+                                      (x's and the node's: equal) */
+} graph_sort_geom;
+void graph_sort_geom_of(const lf_node *n, graph_sort_geom *gm);
+/* Dense element of row r's first entry in x (in_row_base) or in the node's
+ * output (out_row_base). */
+int64_t graph_sort_row_base(const graph_sort_geom *gm, int64_t r, bool out);
+/* The sort key of value v of dtype t: an unsigned integer whose numeric
+ * order is the order of lazyfuse.h (ascending; descending is ~key): floats
+ * by their bits with the sign folded, -0.0 as +0.0, every NaN as the
+ * largest key; integers with the sign bit flipped; bool 0 or 1. 32-bit
+ * dtypes and bool give keys below 2^32 (graph_sort_key_wide is false). */
+uint64_t graph_sort_key(lf_dtype t, lf_scalar v, bool descending);
+static inline bool graph_sort_key_wide(lf_dtype t) { return t == LF_F64 || t == LF_I64; }
+/* The reference evaluation of sort node n from dense x into out (n's dtype,
+ * dense): per row a stable sort by graph_sort_key, first k entries. */
+lf_status graph_eval_sort(const lf_node *n, const void *x, void *out);
 
 /* ==== dot.c: Graphviz DOT of the graph ===================================== */
 

@@ -775,6 +775,49 @@ LF_API const char *lf_reduce_op_name(lf_reduce_op op);
 #define LF_SCAN_BLOCK 4096
 LF_API lf_node *lf_scan(lf_graph *g, lf_reduce_op op, lf_node *x, int axis, bool exclusive);
 
+/* ---- sort, argsort and top-k (k-select) --------------------------------- */
+
+/* Order. Every dtype sorts by one total order, NumPy's: ascending is the
+ * numeric order with NaN last (every NaN, whatever its sign or payload, is
+ * equal to every other NaN and larger than +inf); descending is its exact
+ * reverse, so NaN comes first. -0.0 and +0.0 compare equal; bool sorts
+ * false < true. Sorts are stable: elements that compare equal keep the order
+ * of their positions along the axis (in descending order too), so -0.0 and
+ * +0.0, or two NaNs, come out in the order they went in. A value is moved,
+ * never recomputed: the sorted values carry their own bits (a -0.0 stays
+ * -0.0, a NaN keeps its payload).
+ * The axis may be negative (counting from the end); every other axis is
+ * batched: each row along the axis is sorted on its own. A bad axis is
+ * LF_ERR_AXIS ("sort: axis 3 out of range for 2 dimensions"); a 0-d x is
+ * LF_ERR_AXIS too. Zero-size axes and rows of one element are valid.
+ * Fusion: the map that produces the keys is computed in the sort's first
+ * pass (its values are never stored apart), and a gather of a payload by
+ * argsort's indices (lf_gather(v, axis, lf_argsort(k, axis, ..))) reads the
+ * payload in its consumer. */
+
+/* The values of x sorted along axis (x's dtype and shape). */
+LF_API lf_node *lf_sort(lf_graph *g, lf_node *x, int axis, bool descending);
+/* The stable sorting permutation of x along axis: i64 positions along the
+ * axis, x's shape, such that lf_gather(x, axis, lf_argsort(x, axis, d))
+ * equals lf_sort(x, axis, d). */
+LF_API lf_node *lf_argsort(lf_graph *g, lf_node *x, int axis, bool descending);
+/* The k largest (largest true) or smallest elements of x along axis, in
+ * order (largest first, or smallest first), every other axis batched:
+ * *values (x's dtype) and *indices (i64 positions along the axis) have x's
+ * shape with extent k on the axis. They are the first k entries of
+ * lf_sort / lf_argsort (descending = largest), so ties keep the lower
+ * index first and NaN counts as the largest value. Either out-pointer may
+ * name a node the caller does not use; both must be non-NULL.
+ * Errors (nothing is made, the out-pointers are set to NULL where given):
+ *   LF_ERR_NULL   "topk: values is NULL", "topk: indices is NULL"
+ *   LF_ERR_SHAPE  "topk: k = 7 out of range 0..5 for axis 1 of x [3,5]"
+ *   LF_ERR_AXIS   "topk: axis 2 out of range for 2 dimensions"
+ * Small k (LF_TOPK_SELECT or less) is one pass over each row that keeps
+ * the k best candidates, never a full sort. */
+#define LF_TOPK_SELECT 64
+LF_API lf_status lf_topk(lf_graph *g, lf_node *x, int64_t k, int axis, bool largest, lf_node **values,
+                         lf_node **indices);
+
 LF_API const char *lf_op_name(lf_op op); /* the op's text in expression strings */
 
 /* ---- evaluation -------------------------------------------------------------- */
