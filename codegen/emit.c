@@ -489,6 +489,10 @@ static void emit_stores(cg_emitter *e, int reg, const char *jv, const char *pref
         access_index(e, a, jv, idx, sizeof idx);
         cg_fmt(x, sizeof x, "%sv%d", prefix, so->expr);
         lf_dtype from = fn_etype(kn, reg, so->expr);
+        if (kn->sort) {
+            cg_emit_sort_store(e, a, idx, x, from);
+            continue;
+        }
         if (kn->scatter) { /* combined into the block's partial at the target */
             int pg = a->param_gather;
             graph_scatter_geom gm;
@@ -510,6 +514,48 @@ static void emit_stores(cg_emitter *e, int reg, const char *jv, const char *pref
         if (e->vec) cg_line(e, "w%d.x[l] = %s; /* -> n%d */", i, val, e->s->slots[so->slot].node->id);
         else cg_line(e, "b%d[%s] = %s; /* -> n%d */", a->buf, idx, val, e->s->slots[so->slot].node->id);
     }
+}
+
+/* ---- sort kernels ---- */
+
+void cg_emit_sort_key_defs(cg_emitter *e) {
+    cg_printf(e->t, "#ifndef LF_SORT_KEYS\n#define LF_SORT_KEYS\n"
+                    "/* sort keys: unsigned integers in the order of lazyfuse.h (graph_sort_key):\n"
+                    "   -0.0 as +0.0, every NaN the largest, integers with the sign bit flipped */\n"
+                    "LF_INLINE uint32_t lf_skey_f32(float v) {\n"
+                    "    union { float f; uint32_t u; } c = {v};\n"
+                    "    uint32_t u = v == 0.0f ? 0u : c.u;\n"
+                    "    u = (u >> 31) ? ~u : (u | 0x80000000u);\n"
+                    "    return v != v ? 0xffffffffu : u;\n"
+                    "}\n"
+                    "LF_INLINE uint64_t lf_skey_f64(double v) {\n"
+                    "    union { double f; uint64_t u; } c = {v};\n"
+                    "    uint64_t u = v == 0.0 ? 0u : c.u;\n"
+                    "    u = (u >> 63) ? ~u : (u | 0x8000000000000000ull);\n"
+                    "    return v != v ? 0xffffffffffffffffull : u;\n"
+                    "}\n"
+                    "#endif\n");
+}
+
+void cg_emit_sort_store(cg_emitter *e, const cg_access *a, const char *idx, const char *x, lf_dtype from) {
+    if (a->index != 0) return; /* one value per position: the backend writes the slots */
+    const lf_node *sn = e->kn->sort;
+    bool desc = sn->u.sort.descending, wide = graph_sort_key_wide(from);
+    expr_buf key;
+    if (e->sort_raw) {
+        if (from == LF_BOOL) cg_line(e, "((uint8_t *)lf_w)[%s - lf_base] = (uint8_t)((%s) != 0);", idx, x);
+        else cg_line(e, "((%s *)lf_w)[%s - lf_base] = %s;", e->d->type[from], idx, x);
+        return;
+    }
+    switch (from) {
+    case LF_F32: cg_fmt(key, sizeof key, "lf_skey_f32(%s)", x); break;
+    case LF_F64: cg_fmt(key, sizeof key, "lf_skey_f64(%s)", x); break;
+    case LF_I32: cg_fmt(key, sizeof key, "((uint32_t)(%s) ^ 0x80000000u)", x); break;
+    case LF_I64: cg_fmt(key, sizeof key, "((uint64_t)(%s) ^ 0x8000000000000000ull)", x); break;
+    default: cg_fmt(key, sizeof key, "(uint32_t)((%s) != 0)", x); break;
+    }
+    cg_line(e, "((%s *)lf_w)[%s - lf_base] = %s%s; /* sort key -> n%d */", wide ? "uint64_t" : "uint32_t", idx, key,
+            desc ? (wide ? " ^ 0xffffffffffffffffull" : " ^ 0xffffffffu") : "", sn->id);
 }
 
 /* ---- scatter kernels ---- */

@@ -29,6 +29,8 @@ typedef struct cg_emitter {
     int level;                     /* current loop level (names o<a>_<level>) */
     bool vec;                      /* CUDA vector body: contiguous loads and stores go
                                       through the 4-element registers w<a>.x[l] */
+    bool sort_raw;                 /* sort kernels: store 0 writes the value itself
+                                      (lf_k_raw), else its sort key (lf_k_run) */
 } cg_emitter;
 
 /* One expression piece of generated text. */
@@ -120,6 +122,15 @@ void cg_emit_scatter_init(cg_emitter *e, const char *q);
 /* Element t of the output: dst (+) the partials sp[b * dn + t] of blocks
  * b < nblocks, stored (expressions of the skeleton). */
 void cg_emit_scatter_finish(cg_emitter *e, const char *t, const char *nblocks, const char *dn);
+
+/* ---- sort kernels (plan_sort.c) ---- */
+/* The key helpers (lf_skey_<dtype>: graph_sort_key's order), guarded so
+ * that a unit of several kernels defines them once. */
+void cg_emit_sort_key_defs(cg_emitter *e);
+/* The key (or, with e->sort_raw, the value) of store 0's expression,
+ * written at the loop position relative to `base` into the work array
+ * lf_w; the other stores are not written (the backend does). */
+void cg_emit_sort_store(cg_emitter *e, const cg_access *a, const char *idx, const char *x, lf_dtype from);
 
 /* ---- the skeletons ---- */
 void cg_emit_c(cg_emitter *e);    /* emit_c.c */

@@ -22,6 +22,8 @@
  *    them on cache-sized groups of blocks with a look-back between threads
  *    (backends/cpu/cpu.c, scan_lookback), so the row's second read comes
  *    from the cache. Every way folds in the order of lazyfuse.h.
+ *  - sort kernels (kernel->sort): lf_k_run writes each position's sort
+ *    key, lf_k_raw its value, into the backend's work array (emit_sort).
  *
  * What must stay true: every function named in codegen.h ("Names of the
  * generated functions") is printed for its strategy, with the signatures of
@@ -475,7 +477,38 @@ static void emit_scatter(cg_emitter *e) {
     cg_close_block(e);
 }
 
+/* A sort kernel (plan_sort.c): lf_k_run(B, P, begin, end) writes the sort
+ * keys of flat positions [begin, end) of its space (rows one after the
+ * other, the sorted axis innermost) to the work array at position -
+ * begin; lf_k_raw(B, P, begin, end) writes the values themselves (the
+ * body's dtype) the same way. The work array is passed as B[buf of store
+ * 0]; the backend sorts the rows and writes the slots. */
+static void emit_sort(cg_emitter *e) {
+    const cg_layout *lay = e->lay;
+    int inner = lay->ndim - 1;
+    cg_emit_sort_key_defs(e);
+    for (int raw = 0; raw < 2; raw++) {
+        e->sort_raw = raw;
+        open_fn(e, raw ? "raw(" ARGS_RUN ")" : "run(" ARGS_RUN ")");
+        cg_declare_buffers(e);
+        int wb = -1;
+        for (int i = 0; i < lay->naccess; i++)
+            if (lay->access[i].fn < 0 && lay->access[i].index == 0) wb = lay->access[i].buf;
+        cg_line(e, "void *restrict lf_w = B[%d];", wb);
+        cg_line(e, "const int64_t lf_base = begin;");
+        cg_line(e, "const int64_t E = P[%d];", lay->param_extent + inner);
+        cg_line(e, "int64_t at = begin;");
+        emit_flat_range(e, "end");
+        cg_close_block(e);
+    }
+    e->sort_raw = false;
+}
+
 void cg_emit_c(cg_emitter *e) {
+    if (e->kn->sort) {
+        emit_sort(e);
+        return;
+    }
     if (e->kn->scatter) {
         emit_scatter(e);
         return;

@@ -209,6 +209,17 @@ typedef struct fuse_kernel {
     int scat_idx_expr;             /* body expression of the index */
     int scat_dst_slot;             /* slot of dst, or -1: dst is a constant */
     int scat_dst_scalar;           /* that constant's index in scalars, else -1 */
+    /* sort kernels only (plan_sort.c): an elementwise kernel over the sort
+       input's space with the sorted axis moved last (fuse_sort_space: each
+       row of the space is one row to sort, contiguous in row-major order);
+       the body computes the sorted value; its stores name the sort nodes'
+       slots but are not written at the loop position: a backend writes the
+       value (store 0's expression) as a key into its own work array, sorts
+       each row, and writes the first k entries of each row into the slots
+       of sort_values and sort_indices (either may be NULL, not both) */
+    const lf_node *sort;           /* the kernel's root sort node, else NULL */
+    const lf_node *sort_values;    /* its node giving values, or NULL */
+    const lf_node *sort_indices;   /* its node giving positions, or NULL */
     /* all kinds: the constant nodes (lf_const, lf_fill) the kernel reads, in
        order of first use (fns in fuse_kernel_fn_loads order, then a scatter's
        dst). Their values are not part of the kernel: an fn reads scalars[j]

@@ -180,6 +180,43 @@ static lf_status run_scatter(const fuse_schedule *s, const fuse_kernel *kn, void
     return LF_OK;
 }
 
+/* A sort kernel (plan_sort.c): the body at every position of its space (the
+ * sort input's rows one after the other), each value put back at its dense
+ * place in the sort input, then graph_eval_sort of each sort node of the
+ * kernel into its slot, as the reference evaluator does. */
+static lf_status run_sort(const fuse_schedule *s, const fuse_kernel *kn, void *const *data, lf_scalar *vals) {
+    const lf_node *n = kn->sort, *x = n->inputs[0];
+    graph_sort_geom gm;
+    graph_sort_geom_of(n, &gm);
+    lf_dtype params[GRAPH_MAX_PARAMS];
+    lf_scalar args[GRAPH_MAX_PARAMS];
+    int ax[LF_MAX_DIMS];
+    int64_t idx[LF_MAX_DIMS] = {0};
+    size_t bytes = (size_t)x->numel * lf_dtype_size(x->dtype);
+    void *keys = graph_malloc(bytes ? bytes : 1);
+    if (!keys) return graph_error(s->graph->ctx, LF_ERR_NOMEM, "eval: out of memory running the fused schedule");
+    load_dtypes(kn->loads, kn->nloads, params);
+    for (int d = 0; d < kn->ndim; d++) ax[d] = d;
+    for (int64_t i = 0; i < kn->numel; i++) {
+        load_all(kn->loads, kn->nloads, data, idx, args);
+        graph_fn_eval(kn->body, params, kn->body_etype, kn->body_ctype, args, vals);
+        int64_t r = gm.n ? i / gm.n : 0, j = i - r * gm.n;
+        graph_scalar_store(keys, x->dtype, graph_sort_row_base(&gm, r, false) + j * gm.x_stride,
+                           vals[kn->stores[0].expr]);
+        next_index(kn->ndim, ax, kn->shape, idx);
+    }
+    lf_status st = LF_OK;
+    const lf_node *outs[2] = {kn->sort_values, kn->sort_indices};
+    for (int o = 0; o < 2 && st == LF_OK; o++) {
+        if (!outs[o]) continue;
+        for (int j = 0; j < kn->nstores; j++)
+            if (s->slots[kn->stores[j].slot].node == outs[o] && data[kn->stores[j].slot])
+                st = graph_eval_sort(outs[o], keys, data[kn->stores[j].slot]);
+    }
+    graph_free(keys);
+    return st;
+}
+
 /* Sets the ACC arguments of loads ls from the finished results res. */
 static void load_acc(const fuse_load *ls, int n, const lf_scalar *res, lf_scalar *args) {
     for (int j = 0; j < n; j++)
@@ -336,6 +373,8 @@ lf_status fuse_interpret(const fuse_schedule *s, void **results) {
         index_bad = false;
         if (kn->scan) {
             run_scan(s, kn, data, vals);
+        } else if (kn->sort) {
+            if ((st = run_sort(s, kn, data, vals)) != LF_OK) goto fail;
         } else if (kn->scatter) {
             if ((st = run_scatter(s, kn, data, vals)) != LF_OK) goto fail;
         } else if (kn->epi) run_reduce(s, kn, data, vals);

@@ -114,6 +114,16 @@
  *     with the producers of idx and values inlined (map -> scatter: a
  *     histogram of floor(x*256) is one kernel reading x once). dst is a
  *     slot or a constant (bincount's zeros: a run-time scalar, no kernel).
+ *   Sort (plan_sort.c). A sort, argsort or topk node is always a root
+ *     with a kernel of its own over its input's space, the sorted axis
+ *     innermost; its input's elementwise producers are inlined (map ->
+ *     sort: the keys are computed in the sort's first pass, never stored
+ *     apart); a backend sorts each row of keys in its own work memory and
+ *     writes the first k values or positions to the node's slot. A sibling
+ *     (same input, axis, k and order, the other output: topk's values and
+ *     indices) shares the kernel; nothing else joins it. A consumer reads
+ *     the sorted slot; a gather by argsort's indices is a load in the
+ *     consumer (the payload is never stored sorted apart).
  *   Fusion off. Every needed node except inputs, views and constants (values,
  *     not ops: a run-time scalar of the kernels that use them) is a root: one
  *     kernel per op with full temporaries (the unfused baseline).
@@ -302,6 +312,7 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
         }
     fuse_gather_fixed_roots(p);
     fuse_scatter_fixed_roots(p);
+    fuse_sort_fixed_roots(p);
     /* rounds: instances, kernels (merges), shared expensive nodes, splits */
     for (;;) {
         lf_status st;

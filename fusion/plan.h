@@ -10,6 +10,8 @@
  *   plan_build.c    pass 2: the buffer plan, building each kernel, the memory
  *                   plan, traffic statistics and printing
  *
+ *   plan_scan.c, plan_gather.c, plan_scatter.c, plan_sort.c: one rule family each
+ *
  * A rule family of its own (scan, gather/scatter, sort) goes in a file of
  * its own next to these, opening with its rule as plan.c's top comment
  * states it.
@@ -283,5 +285,19 @@ void fuse_scatter_fixed_roots(planner *p);
 bool fuse_scatter_instances(planner *p, inst *i);
 /* The scatter kernel's space and fields, after its body is built. */
 void fuse_scatter_kernel(planner *p, int k, fuse_kernel *kn);
+
+/* ---- plan_sort.c ---- */
+/* Every needed sort node becomes a root. */
+void fuse_sort_fixed_roots(planner *p);
+/* The space of sort node n's kernel: x's shape with the axis moved last. */
+void fuse_sort_space(const lf_node *n, int *ndim, int64_t *shape);
+/* A sort's own instance: x at the map from that space to x's elements, into
+ * i->in[0]. false when out of memory. */
+bool fuse_sort_instances(planner *p, inst *i);
+/* An earlier sort root whose kernel sort root e joins (same input, axis, k
+ * and order, the other output), or -1. */
+int fuse_sort_sibling(const planner *p, int e);
+/* The sort kernel's space and fields, after its body is built. */
+void fuse_sort_kernel(planner *p, int k, fuse_kernel *kn);
 
 #endif /* LF_FUSION_PLAN_H */

@@ -69,6 +69,7 @@ static bool emit_inst(planner *p, lf_fn *f, const kbuild *kb, inst *i, int grp) 
     case NODE_VIEW: i->expr = i->in[0]->expr; return true;
     case NODE_REDUCE: return true; /* the seed of a reduction kernel: folded, not emitted */
     case NODE_SCAN: return true;   /* the seed of a scan kernel, likewise */
+    case NODE_SORT: i->expr = i->in[0]->expr; return true; /* the key (plan_sort.c) */
     case NODE_SCATTER: { /* its own kernel: the values in dst's dtype (plan_scatter.c) */
         if (n->inputs[2]->dtype == n->dtype) {
             i->expr = i->in[2]->expr;
@@ -392,6 +393,7 @@ static lf_status build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *
         kn->body_etype = body.etype, kn->body_ctype = body.ctype;
         kn->passes[0] = body;
         if (st == LF_OK && rn->kind == NODE_SCATTER) fuse_scatter_kernel(p, k, kn);
+        if (st == LF_OK && rn->kind == NODE_SORT) fuse_sort_kernel(p, k, kn);
         return st;
     }
     kn->redmask = fuse_fold_mask(rn);
@@ -581,7 +583,12 @@ void fuse_schedule_print(const fuse_schedule *s, FILE *fp) {
         const fuse_kernel *kn = &s->kernels[k];
         char sh[160];
         fprintf(fp, "  kernel %d: root %d, ", k, kn->root);
-        if (!kn->epi) {
+        if (kn->sort) {
+            fprintf(fp, "sort rows of %s (%s, k %lld%s%s), %d body exprs",
+                    graph_shape_str(sh, sizeof sh, kn->ndim, kn->shape),
+                    kn->sort->u.sort.descending ? "descending" : "ascending", (long long)kn->sort->u.sort.k,
+                    kn->sort_values ? ", values" : "", kn->sort_indices ? ", indices" : "", kn->body->nexprs);
+        } else if (!kn->epi) {
             fprintf(fp, "elementwise over %s, %d body exprs", graph_shape_str(sh, sizeof sh, kn->ndim, kn->shape),
                     kn->body->nexprs);
         } else {

@@ -38,7 +38,7 @@ static bool identity_load(const fuse_kernel *kn, const fuse_load *l) {
 
 /* Whether kernel kn stores slot o at every point's own position. */
 static bool stores_pointwise(const fuse_kernel *kn, int o) {
-    if (kn->scan || kn->scatter) return false;
+    if (kn->scan || kn->scatter || kn->sort) return false;
     bool found = false;
     for (int j = 0; j < kn->nstores; j++) {
         if (kn->stores[j].slot != o) continue;

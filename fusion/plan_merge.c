@@ -415,6 +415,18 @@ lf_status fuse_plan_merges(planner *p) {
             u->closed = true;
             continue;
         }
+        if (en->kind == NODE_SORT) { /* a kernel of its own, or its sibling's (plan_sort.c) */
+            int sib = fuse_sort_sibling(p, e);
+            if (sib >= 0) {
+                join(p, e, p->unit[sib], ROLE_BODY);
+                continue;
+            }
+            unit *u = start_unit(p, e, &tail);
+            if (!u) return fuse_nomem(p);
+            if (!u->parked && !u->closed) unlink_open(p, u);
+            u->closed = true;
+            continue;
+        }
         if (en->kind == NODE_SCAN) joined = 0; /* plan_scan.c: a kernel of its own */
         else if (en->kind == NODE_REDUCE) joined = join_reduce(p, e);
         else if ((joined = join_epilogue(p, e)) == 0) joined = join_space(p, e);

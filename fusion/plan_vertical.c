@@ -152,6 +152,10 @@ lf_status fuse_find_instances(planner *p) {
                 if (!fuse_scatter_instances(p, i)) return fuse_nomem(p);
                 continue;
             }
+            if (n->kind == NODE_SORT && id == i->kernel) { /* its own kernel: plan_sort.c */
+                if (!fuse_sort_instances(p, i)) return fuse_nomem(p);
+                continue;
+            }
             if (fuse_is_leaf(p, n, i->kernel)) continue;
             if (n->kind == NODE_VIEW) {
                 fuse_step st = fuse_make_step(n->ndim, n->shape, n->u.view.offset, n->u.view.strides);

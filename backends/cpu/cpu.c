@@ -36,6 +36,7 @@
 
 #include "backends/cpu/cc.h"
 #include "backends/cpu/pool.h"
+#include "backends/cpu/sort_kernel.h"
 #include "backends/cpu/unit.h"
 #include "backends/diskcache.h"
 #include "backends/host.h"
@@ -85,6 +86,8 @@ typedef struct kentry {
     cg_row_fn row;
     cg_pass_fn scan;                /* SCAN: blocks from their offsets (also
                                        run, pass[0], fin[0]) */
+    cg_run_fn raw;                  /* sort kernels: values into the work array
+                                       (run writes keys; backends/cpu/sort_kernel.c) */
 } kentry;
 
 typedef struct cpu_state {
@@ -230,6 +233,9 @@ static bool bind_functions(kentry *e, const cg_layout *lay, so_ref *r, const cha
         SYM(e->pass[0], "%s", "pass0");
         SYM(e->fin[0], "%s", "fin0");
         SYM(e->scan, "%s", "scan");
+    } else if (kn->sort) { /* keys, and values for the ones keys do not carry */
+        SYM(e->run, "%s", "run");
+        SYM(e->raw, "%s", "raw");
     } else if (kn->scatter) { /* blocks, then the combine over dst's elements */
         SYM(e->run, "%s", "run");
         SYM(e->row, "%s", "row");
@@ -855,7 +861,7 @@ static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buf
        eval must leave that input as it was) */
     int first_check = s->nkernels;
     for (int k = s->nkernels - 1; k >= 0; k--)
-        if (pr->k[k].lay->err_buf >= 0) first_check = k;
+        if (pr->k[k].lay->err_buf >= 0 || pr->k[k].lay->kernel->sort) first_check = k; /* sorts: memory */
     for (int i = 0; i < n; i++) {
         const fuse_slot *sl = &s->slots[s->out_slot[i]];
         if (sl->kind != FUSE_SLOT_OUTPUT || sl->output != i) continue;
@@ -883,6 +889,17 @@ static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buf
                                                   : data[ck->lay->buf_slot[b]];
         ck->err = 0;
         if (ck->lay->kernel->nscalars) cg_fill_scalars(ck->lay, ck->P); /* lf_scalar_set */
+        const fuse_kernel *kn = ck->lay->kernel;
+        if (kn->sort) { /* keys, the sort runtime, the slots (sort_kernel.c) */
+            cpu_sort_job job = {ck->lay, ck->fns->run, ck->fns->raw, ck->B, ck->P, NULL, NULL};
+            for (int j = 0; j < kn->nstores; j++) {
+                const lf_node *sn = s->slots[kn->stores[j].slot].node;
+                if (sn == kn->sort_values) job.values = data[kn->stores[j].slot];
+                if (sn == kn->sort_indices) job.indices = data[kn->stores[j].slot];
+            }
+            if ((status = cpu_run_sort(ctx, cs->pool, cs->parallel_min, &job)) != LF_OK) goto done;
+            continue;
+        }
         run_kernel(cs->pool, cs->parallel_min, ck);
         if (ck->err) {
             status = fuse_report_index_error(s, k, data);

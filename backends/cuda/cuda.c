@@ -718,8 +718,31 @@ fail:
     return status;
 }
 
+/* Whether the outputs depend on a sort node (NODE_SORT): 1 yes, 0 no, -1
+ * out of memory. */
+static int needs_sort(const lf_graph *g, int n, lf_node *const *outs) {
+    bool *need = graph_calloc((size_t)g->nnodes + 1, sizeof *need);
+    if (!need) return -1;
+    for (int i = 0; i < n; i++) need[outs[i]->id] = true;
+    int found = 0;
+    for (int id = g->nnodes - 1; id >= 0 && !found; id--) {
+        if (!need[id]) continue;
+        const lf_node *x = g->nodes[id];
+        found = x->kind == NODE_SORT;
+        for (int k = 0; k < x->ninputs; k++) need[x->inputs[k]->id] = true;
+    }
+    graph_free(need);
+    return found;
+}
+
 lf_status cuda_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts, lf_eval_stats *stats) {
     lf_ctx *ctx = g->ctx;
+    /* Sorts have no device kernels yet (codegen/sort_cuda.c has the sort
+       module, not wired here): such an eval runs on the host, on copies of
+       the inputs, with the planner and the schedule interpreter. */
+    int sorts = needs_sort(g, n, outs);
+    if (sorts < 0) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
+    if (sorts) return host_eval(g, n, outs, dsts, stats, false);
     cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
     memset(stats, 0, sizeof *stats);
     char es[512];
