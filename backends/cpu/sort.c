@@ -1,0 +1,590 @@
+/* backends/cpu/sort.c: stable ascending sort of rows of unsigned keys (see
+ * sort.h), the runtime behind the CPU backend's sort, argsort and top-k.
+ *
+ * Four paths, chosen per call and per row:
+ *  - tiny rows (n <= CPU_SORT_TINY): insertion sort of (key, pos) pairs;
+ *  - top-k (k <= CPU_SORT_TOPK_MAX, n >= TOPK_RATIO*k): one pass keeping the
+ *    k best (key, pos) candidates sorted; a key enters only when strictly
+ *    below the k-th (positions only grow, so a tie never displaces), and
+ *    blocks of 16 keys none of which is below it are skipped with one vector
+ *    compare. Inputs that keep inserting (descending data) give up after a
+ *    budget and take the radix path: the result is the same;
+ *  - LSD radix sort of (key, pos) with pos as uint32 (keys alone when no
+ *    positions are wanted): one histogram pass counts every digit at once,
+ *    passes whose digit is the same for every key are skipped, the last pass
+ *    scatters straight into keys_out / idx_out when k == n;
+ *  - a long row (fewer rows than threads, n >= cpu_sort_long_min): the same
+ *    radix sort split into nchunks contiguous chunks of our own (independent
+ *    of the pool's chunking): per-chunk histograms, offsets laid out in
+ *    (digit, chunk) order so the parallel scatter is exactly stable, then
+ *    ping-pong buffers; the top-k path splits the same way and merges the
+ *    chunks' candidates in chunk (so position) order.
+ * Every path computes the unique stable order, so results do not depend on
+ * the thread count or on which path ran. Kernels are written once with the
+ * key width and position modes as arguments and inlined (always_inline) into
+ * one instance per combination, so their inner loops are branch-free.
+ */
+#include "backends/cpu/sort.h"
+#include "graph/graph.h"
+
+#include <assert.h>
+#include <string.h>
+
+int64_t cpu_sort_pos32_max = UINT32_MAX;
+int64_t cpu_sort_long_min = 65536;
+
+#define AI static inline __attribute__((always_inline))
+#define HOT __attribute__((optimize("O3")))
+
+enum { TOPK_RATIO = 4 };          /* top-k path needs n >= TOPK_RATIO*k */
+enum { RADIX11_MIN = 1 << 16 };   /* rows this long use 11-bit digits, else 8 */
+enum { PAR_MIN_KEYS = 1 << 15 };  /* fewer keys in all: one thread */
+
+/* ---- keys and positions of either width ---------------------------------- */
+
+AI uint64_t ldk(const void *p, int64_t i, bool w) {
+    return w ? ((const uint64_t *)p)[i] : ((const uint32_t *)p)[i];
+}
+AI void stk(void *p, int64_t i, uint64_t v, bool w) {
+    if (w) ((uint64_t *)p)[i] = v;
+    else ((uint32_t *)p)[i] = (uint32_t)v;
+}
+
+/* Where a pass reads positions from, or writes them to. */
+enum { P_NONE, P_IOTA, P_U32, P_U64 };
+
+/* ---- radix kernels ---------------------------------------------------------- */
+
+/* Counts every digit of keys [b, e) at once: h[p*nb + digit p] (npass
+ * digits of `bits` bits); h is zeroed by the caller. */
+AI void hist_all_k(const void *keys, int64_t b, int64_t e, uint32_t *h, int bits, int npass, bool w) {
+    const uint64_t mask = ((uint64_t)1 << bits) - 1;
+    const int nb = 1 << bits;
+    for (int64_t i = b; i < e; i++) {
+        uint64_t key = ldk(keys, i, w);
+#pragma GCC unroll 8
+        for (int p = 0; p < npass; p++) h[p * nb + ((key >> (p * bits)) & mask)]++;
+    }
+}
+
+HOT static void hist_all(const void *keys, int64_t b, int64_t e, uint32_t *h, int bits, bool w) {
+    if (w && bits == 8) hist_all_k(keys, b, e, h, 8, 8, true);
+    else if (w) hist_all_k(keys, b, e, h, 11, 6, true);
+    else if (bits == 8) hist_all_k(keys, b, e, h, 8, 4, false);
+    else hist_all_k(keys, b, e, h, 11, 3, false);
+}
+
+/* Counts one digit (at `shift`) of keys [b, e). */
+AI void hist_one_k(const void *keys, int64_t b, int64_t e, uint32_t *h, int shift, uint64_t mask, bool w) {
+    for (int64_t i = b; i < e; i++) h[(ldk(keys, i, w) >> shift) & mask]++;
+}
+
+HOT static void hist_one(const void *keys, int64_t b, int64_t e, uint32_t *h, int shift, uint64_t mask, bool w) {
+    if (w) hist_one_k(keys, b, e, h, shift, mask, true);
+    else hist_one_k(keys, b, e, h, shift, mask, false);
+}
+
+/* One stable scatter of [b, e): key i goes to dk[off[digit]++] (when dkeys)
+ * and its position, read per spm (P_IOTA: i itself), to dp per dpm. */
+AI void scatter_k(const void *sk, const void *sp, void *dk, void *dp, int64_t b, int64_t e, int64_t *off,
+                  int shift, uint64_t mask, bool w, int spm, int dpm, bool dkeys) {
+    for (int64_t i = b; i < e; i++) {
+        uint64_t key = ldk(sk, i, w);
+        int64_t d = off[(key >> shift) & mask]++;
+        if (dkeys) stk(dk, d, key, w);
+        if (dpm != P_NONE) {
+            uint64_t pos = spm == P_IOTA  ? (uint64_t)i
+                           : spm == P_U32 ? ((const uint32_t *)sp)[i]
+                                          : ((const uint64_t *)sp)[i];
+            if (dpm == P_U32) ((uint32_t *)dp)[d] = (uint32_t)pos;
+            else ((uint64_t *)dp)[d] = pos;
+        }
+    }
+}
+
+HOT static void scatter(const void *sk, const void *sp, void *dk, void *dp, int64_t b, int64_t e, int64_t *off,
+                        int shift, uint64_t mask, bool w, int spm, int dpm, bool dkeys) {
+#define SC(W, SP, DP, DK)                                                            \
+    if (w == W && spm == SP && dpm == DP && dkeys == DK) {                           \
+        scatter_k(sk, sp, dk, dp, b, e, off, shift, mask, W, SP, DP, DK);            \
+        return;                                                                      \
+    }
+#define SC_W(SP, DP, DK) SC(false, SP, DP, DK) SC(true, SP, DP, DK)
+#define SC_DK(SP, DP) SC_W(SP, DP, false) SC_W(SP, DP, true)
+    SC_W(P_NONE, P_NONE, true)
+    SC_DK(P_IOTA, P_U32) SC_DK(P_IOTA, P_U64) SC_DK(P_U32, P_U32) SC_DK(P_U32, P_U64) SC_DK(P_U64, P_U64)
+#undef SC_DK
+#undef SC_W
+#undef SC
+    assert(!"scatter: no such mode");
+}
+
+/* Copies entries [b, e) of a sorted buffer into the outputs (positions
+ * widened to int64). */
+static void copy_out(const void *sk, const void *sp, int spm, bool w, void *kout, int64_t *iout, int64_t b,
+                     int64_t e) {
+    if (b >= e) return;
+    size_t ks = w ? 8 : 4;
+    if (kout) memcpy((char *)kout + b * ks, (const char *)sk + b * ks, (size_t)(e - b) * ks);
+    if (!iout) return;
+    for (int64_t i = b; i < e; i++)
+        iout[i] = spm == P_IOTA  ? i
+                  : spm == P_U32 ? (int64_t)((const uint32_t *)sp)[i]
+                                 : (int64_t)((const uint64_t *)sp)[i];
+}
+
+/* ---- digits ------------------------------------------------------------------ */
+
+typedef struct digits {
+    int bits, nb, npass;  /* digit width, 1 << bits, digits per key */
+    uint64_t mask;        /* nb - 1 */
+} digits;
+
+static digits digits_for(int64_t n, bool w) {
+    digits d;
+    d.bits = n >= RADIX11_MIN ? 11 : 8;
+    d.nb = 1 << d.bits;
+    d.npass = ((w ? 64 : 32) + d.bits - 1) / d.bits;
+    d.mask = (uint64_t)d.nb - 1;
+    return d;
+}
+
+/* Exclusive prefix sum of h[0..nb) into off. */
+static void prefix(const uint32_t *h, int64_t *off, int nb) {
+    int64_t s = 0;
+    for (int b = 0; b < nb; b++) {
+        off[b] = s;
+        s += h[b];
+    }
+}
+
+/* ---- one row on one thread --------------------------------------------------- */
+
+/* Scratch of one thread for rows of n keys, carved from the big block. */
+typedef struct row_scratch {
+    void *kb;        /* n keys: the other half of the ping-pong with the row */
+    uint32_t *pa;    /* n positions (when wanted) */
+    uint32_t *pb;    /* n positions (when wanted) */
+    uint32_t *hist;  /* npass * nb counters */
+    int64_t *off;    /* nb offsets */
+} row_scratch;
+
+/* LSD radix sort of one row of n (<= UINT32_MAX) keys into the first k
+ * entries of kout / iout (either may be NULL, not both). */
+static void radix_row(void *keys, int64_t n, int64_t k, bool w, void *kout, int64_t *iout, const row_scratch *s) {
+    digits dg = digits_for(n, w);
+    memset(s->hist, 0, sizeof(uint32_t) * (size_t)(dg.npass * dg.nb));
+    hist_all(keys, 0, n, s->hist, dg.bits, w);
+    int act[8], nact = 0;
+    uint64_t k0 = ldk(keys, 0, w);
+    for (int p = 0; p < dg.npass; p++)
+        if (s->hist[p * dg.nb + ((k0 >> (p * dg.bits)) & dg.mask)] != (uint32_t)n) act[nact++] = p;
+
+    const void *sk = keys, *sp = NULL;
+    int spm = iout ? P_IOTA : P_NONE;
+    for (int j = 0; j < nact; j++) {
+        int p = act[j];
+        prefix(s->hist + p * dg.nb, s->off, dg.nb);
+        void *dk, *dp = NULL;
+        int dpm = P_NONE;
+        bool dkeys = true;
+        if (j == nact - 1 && k == n) { /* last pass: straight into the outputs */
+            dk = kout;
+            dkeys = kout != NULL;
+            if (iout) dp = iout, dpm = P_U64;
+        } else {
+            dk = sk == keys ? s->kb : keys;
+            if (iout) dp = sp == s->pa ? s->pb : s->pa, dpm = P_U32;
+        }
+        scatter(sk, sp, dk, dp, 0, n, s->off, p * dg.bits, dg.mask, w, spm, dpm, dkeys);
+        sk = dk, sp = dp, spm = dpm;
+    }
+    if (nact == 0 || k < n) copy_out(sk, sp, spm, w, kout, iout, 0, k);
+}
+
+/* Stable insertion sort of a row of n <= CPU_SORT_TINY keys. */
+static void tiny_row(const void *keys, int64_t n, int64_t k, bool w, void *kout, int64_t *iout) {
+    uint64_t ck[CPU_SORT_TINY];
+    int32_t cp[CPU_SORT_TINY];
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t x = ldk(keys, i, w);
+        int64_t j = i;
+        for (; j > 0 && ck[j - 1] > x; j--) ck[j] = ck[j - 1], cp[j] = cp[j - 1];
+        ck[j] = x, cp[j] = (int32_t)i;
+    }
+    for (int64_t j = 0; j < k; j++) {
+        if (kout) stk(kout, j, ck[j], w);
+        if (iout) iout[j] = cp[j];
+    }
+}
+
+/* ---- top-k: one pass keeping the k best ------------------------------------- */
+
+/* Inserts (x, pos) into the sorted candidates ck/cp[0..m) with m < cap... */
+AI void cand_insert(uint64_t *ck, int64_t *cp, int64_t m, uint64_t x, int64_t pos) {
+    int64_t j = m;
+    for (; j > 0 && ck[j - 1] > x; j--) ck[j] = ck[j - 1], cp[j] = cp[j - 1];
+    ck[j] = x, cp[j] = pos;
+}
+
+/* Whether any of the 16 keys at p is below t. */
+AI bool any_below16(const void *p, uint64_t t, bool w) {
+    unsigned any = 0;
+    if (w) {
+        const uint64_t *q = p;
+        for (int j = 0; j < 16; j++) any |= q[j] < t;
+    } else {
+        const uint32_t *q = p;
+        uint32_t t32 = (uint32_t)t;
+        for (int j = 0; j < 16; j++) any |= q[j] < t32;
+    }
+    return any != 0;
+}
+
+/* The k best of keys [b, e) (positions b..e-1) into ck/cp, sorted by
+ * (key, pos); returns how many (min(k, e-b)), or -1 when it gave up after
+ * too many insertions (the caller sorts instead). */
+AI int64_t topk_k(const void *keys, int64_t b, int64_t e, int64_t k, bool w, uint64_t *ck, int64_t *cp) {
+    int64_t m = 0, i = b;
+    for (; i < e && m < k; i++, m++) cand_insert(ck, cp, m, ldk(keys, i, w), i);
+    if (m < k) return m;
+    uint64_t thr = ck[k - 1];
+    int64_t ins = 0, budget = (e - b) / 16 + 4 * k + 64;
+    const size_t ks = w ? 8 : 4;
+    for (; i + 16 <= e && thr > 0; i += 16) {
+        if (!any_below16((const char *)keys + (size_t)i * ks, thr, w)) continue;
+        for (int64_t j = i; j < i + 16; j++) {
+            uint64_t x = ldk(keys, j, w);
+            if (x < thr) {
+                cand_insert(ck, cp, k - 1, x, j);
+                thr = ck[k - 1];
+                ins++;
+            }
+        }
+        if (ins > budget) return -1;
+    }
+    for (; i < e && thr > 0; i++) {
+        uint64_t x = ldk(keys, i, w);
+        if (x < thr) cand_insert(ck, cp, k - 1, x, i), thr = ck[k - 1];
+    }
+    return k;
+}
+
+HOT static int64_t topk(const void *keys, int64_t b, int64_t e, int64_t k, bool w, uint64_t *ck, int64_t *cp) {
+    return w ? topk_k(keys, b, e, k, true, ck, cp) : topk_k(keys, b, e, k, false, ck, cp);
+}
+
+static void write_cands(const uint64_t *ck, const int64_t *cp, int64_t k, bool w, void *kout, int64_t *iout) {
+    for (int64_t j = 0; j < k; j++) {
+        if (kout) stk(kout, j, ck[j], w);
+        if (iout) iout[j] = cp[j];
+    }
+}
+
+static bool topk_fits(int64_t n, int64_t k) {
+    return n > CPU_SORT_TINY && k <= CPU_SORT_TOPK_MAX && n >= TOPK_RATIO * k;
+}
+
+/* ---- rows in parallel ---------------------------------------------------------- */
+
+typedef struct rows_job {
+    const cpu_sort_rows_args *a;
+    char *scratch;        /* per worker: `per` bytes */
+    size_t per;
+    digits dg;
+} rows_job;
+
+static size_t align64(size_t b) { return (b + 63) & ~(size_t)63; }
+
+/* Carves one worker's row scratch out of p (sizes in row_scratch_bytes). */
+static row_scratch carve_row(char *p, int64_t n, bool w, bool pos, digits dg) {
+    row_scratch s;
+    s.kb = p, p += align64((size_t)n * (w ? 8 : 4));
+    s.pa = pos ? (uint32_t *)p : NULL, p += pos ? align64((size_t)n * 4) : 0;
+    s.pb = pos ? (uint32_t *)p : NULL, p += pos ? align64((size_t)n * 4) : 0;
+    s.hist = (uint32_t *)p, p += align64(sizeof(uint32_t) * (size_t)(dg.npass * dg.nb));
+    s.off = (int64_t *)p;
+    return s;
+}
+
+static size_t row_scratch_bytes(int64_t n, bool w, bool pos, digits dg) {
+    return align64((size_t)n * (w ? 8 : 4)) + (pos ? 2 * align64((size_t)n * 4) : 0) +
+           align64(sizeof(uint32_t) * (size_t)(dg.npass * dg.nb)) + align64(sizeof(int64_t) * (size_t)dg.nb);
+}
+
+static void sort_one_row(const cpu_sort_rows_args *a, int64_t r, const row_scratch *s) {
+    int64_t n = a->n, k = a->k;
+    bool w = a->wide;
+    size_t ks = w ? 8 : 4;
+    void *keys = (char *)a->keys + (size_t)(r * n) * ks;
+    void *kout = a->keys_out ? (char *)a->keys_out + (size_t)(r * k) * ks : NULL;
+    int64_t *iout = a->idx_out ? a->idx_out + r * k : NULL;
+    if (n <= CPU_SORT_TINY) {
+        tiny_row(keys, n, k, w, kout, iout);
+        return;
+    }
+    if (topk_fits(n, k)) {
+        uint64_t ck[CPU_SORT_TOPK_MAX];
+        int64_t cp[CPU_SORT_TOPK_MAX];
+        if (topk(keys, 0, n, k, w, ck, cp) >= 0) {
+            write_cands(ck, cp, k, w, kout, iout);
+            return;
+        }
+    }
+    radix_row(keys, n, k, w, kout, iout, s);
+}
+
+static void rows_body(void *arg, int64_t begin, int64_t end, int worker) {
+    rows_job *j = arg;
+    row_scratch s = {0};
+    if (j->scratch)
+        s = carve_row(j->scratch + (size_t)worker * j->per, j->a->n, j->a->wide, j->a->idx_out != NULL, j->dg);
+    for (int64_t r = begin; r < end; r++) sort_one_row(j->a, r, &s);
+}
+
+/* ---- one long row split across the pool ------------------------------------- */
+
+typedef struct long_job {
+    int64_t n, k;             /* the row's keys, entries wanted */
+    bool w;                   /* 64-bit keys */
+    int64_t nchunks, chunk;   /* chunk c is [c*chunk, min(n, (c+1)*chunk)) */
+    digits dg;
+    uint32_t *hall;           /* nchunks * npass * nb: every digit, original order */
+    uint32_t *hone;           /* nchunks * nb: one digit of the current buffer */
+    int64_t *off;             /* nchunks * nb: scatter offsets */
+    uint64_t *ck;             /* nchunks * k top-k candidates ... */
+    int64_t *cp;              /* ... and their positions */
+    int64_t *cm;              /* nchunks: candidates found, -1 when given up */
+    /* the current step */
+    const void *sk, *sp;      /* source keys and positions */
+    void *dk, *dp;            /* destinations */
+    int spm, dpm;             /* position modes (P_*) */
+    bool dkeys;               /* write keys */
+    int shift;                /* digit position */
+    void *kout;               /* copy-out step: outputs */
+    int64_t *iout;
+} long_job;
+
+static void chunk_range(const long_job *j, int64_t c, int64_t *b, int64_t *e, int64_t n) {
+    *b = c * j->chunk;
+    *e = *b + j->chunk < n ? *b + j->chunk : n;
+}
+
+static void long_hist_all(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    long_job *j = arg;
+    size_t per = (size_t)(j->dg.npass * j->dg.nb);
+    for (int64_t c = begin; c < end; c++) {
+        int64_t b, e;
+        chunk_range(j, c, &b, &e, j->n);
+        memset(j->hall + c * per, 0, per * sizeof(uint32_t));
+        hist_all(j->sk, b, e, j->hall + c * per, j->dg.bits, j->w);
+    }
+}
+
+static void long_hist_one(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    long_job *j = arg;
+    for (int64_t c = begin; c < end; c++) {
+        int64_t b, e;
+        chunk_range(j, c, &b, &e, j->n);
+        memset(j->hone + c * j->dg.nb, 0, (size_t)j->dg.nb * sizeof(uint32_t));
+        hist_one(j->sk, b, e, j->hone + c * j->dg.nb, j->shift, j->dg.mask, j->w);
+    }
+}
+
+static void long_scatter(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    long_job *j = arg;
+    for (int64_t c = begin; c < end; c++) {
+        int64_t b, e;
+        chunk_range(j, c, &b, &e, j->n);
+        scatter(j->sk, j->sp, j->dk, j->dp, b, e, j->off + c * j->dg.nb, j->shift, j->dg.mask, j->w, j->spm,
+                j->dpm, j->dkeys);
+    }
+}
+
+static void long_copy(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    long_job *j = arg;
+    for (int64_t c = begin; c < end; c++) {
+        int64_t b, e;
+        int64_t ch = (j->k + j->nchunks - 1) / j->nchunks;
+        b = c * ch;
+        e = b + ch < j->k ? b + ch : j->k;
+        copy_out(j->sk, j->sp, j->spm, j->w, j->kout, j->iout, b, e);
+    }
+}
+
+static void long_topk(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    long_job *j = arg;
+    for (int64_t c = begin; c < end; c++) {
+        int64_t b, e;
+        chunk_range(j, c, &b, &e, j->n);
+        j->cm[c] = topk(j->sk, b, e, j->k, j->w, j->ck + c * j->k, j->cp + c * j->k);
+    }
+}
+
+/* Merges the chunks' candidate lists (each sorted by (key, pos), chunk c's
+ * positions all below chunk c+1's) into the first k; false if a chunk gave
+ * up. */
+static bool long_topk_merge(const long_job *j, void *kout, int64_t *iout) {
+    uint64_t mk[2][CPU_SORT_TOPK_MAX];
+    int64_t mp[2][CPU_SORT_TOPK_MAX];
+    int64_t m = 0;
+    int cur = 0;
+    for (int64_t c = 0; c < j->nchunks; c++) {
+        int64_t cm = j->cm[c];
+        if (cm < 0) return false;
+        const uint64_t *bk = j->ck + c * j->k;
+        const int64_t *bp = j->cp + c * j->k;
+        int64_t x = 0, y = 0, t = 0;
+        while (t < j->k && (x < m || y < cm)) { /* ties: the earlier chunk first */
+            if (y >= cm || (x < m && mk[cur][x] <= bk[y])) mk[!cur][t] = mk[cur][x], mp[!cur][t++] = mp[cur][x++];
+            else mk[!cur][t] = bk[y], mp[!cur][t++] = bp[y++];
+        }
+        m = t, cur = !cur;
+    }
+    write_cands(mk[cur], mp[cur], j->k, j->w, kout, iout);
+    return true;
+}
+
+/* Sorts one long row on the pool; j's buffers were carved by the caller. */
+static void long_row(cpu_pool *pool, long_job *j, void *keys, void *kout, int64_t *iout, void *kb, void *pa,
+                     void *pb, bool pos64) {
+    int64_t n = j->n, k = j->k;
+    bool w = j->w;
+    digits dg = j->dg;
+    j->sk = keys;
+    if (topk_fits(n, k)) {
+        cpu_pool_run(pool, long_topk, j, j->nchunks, 1, 2);
+        if (long_topk_merge(j, kout, iout)) return;
+    }
+    cpu_pool_run(pool, long_hist_all, j, j->nchunks, 1, 2);
+    size_t per = (size_t)(dg.npass * dg.nb);
+    int act[8], nact = 0;
+    uint64_t k0 = ldk(keys, 0, w);
+    for (int p = 0; p < dg.npass; p++) {
+        int64_t bin = (int64_t)((k0 >> (p * dg.bits)) & dg.mask), tot = 0;
+        for (int64_t c = 0; c < j->nchunks; c++) tot += j->hall[c * per + p * dg.nb + bin];
+        if (tot != n) act[nact++] = p;
+    }
+    const void *sk = keys, *sp = NULL;
+    int spm = iout ? P_IOTA : P_NONE;
+    for (int a = 0; a < nact; a++) {
+        int p = act[a];
+        j->sk = sk, j->shift = p * dg.bits;
+        const uint32_t *h = j->hall + p * dg.nb;
+        size_t hstride = per;
+        if (a > 0) {
+            cpu_pool_run(pool, long_hist_one, j, j->nchunks, 1, 2);
+            h = j->hone, hstride = (size_t)dg.nb;
+        }
+        int64_t s = 0; /* offsets in (digit, chunk) order: stable */
+        for (int b = 0; b < dg.nb; b++)
+            for (int64_t c = 0; c < j->nchunks; c++) {
+                j->off[c * dg.nb + b] = s;
+                s += h[c * hstride + b];
+            }
+        void *dk, *dp = NULL;
+        int dpm = P_NONE;
+        bool dkeys = true;
+        if (a == nact - 1 && k == n) {
+            dk = kout;
+            dkeys = kout != NULL;
+            if (iout) dp = iout, dpm = P_U64;
+        } else {
+            dk = sk == keys ? kb : keys;
+            if (iout) dp = sp == pa ? pb : pa, dpm = pos64 ? P_U64 : P_U32;
+        }
+        j->sp = sp, j->dk = dk, j->dp = dp, j->spm = spm, j->dpm = dpm, j->dkeys = dkeys;
+        cpu_pool_run(pool, long_scatter, j, j->nchunks, 1, 2);
+        sk = dk, sp = dp, spm = dpm;
+    }
+    if (nact == 0 || k < n) {
+        j->sk = sk, j->sp = sp, j->spm = spm, j->kout = kout, j->iout = iout;
+        cpu_pool_run(pool, long_copy, j, j->nchunks, 1, 2);
+    }
+}
+
+/* ---- entry ---------------------------------------------------------------------- */
+
+/* Adds b to *total, false on overflow. */
+static bool add_size(size_t *total, size_t b) {
+    if (*total > SIZE_MAX - b) return false;
+    *total += b;
+    return true;
+}
+
+static bool sort_long(cpu_pool *pool, const cpu_sort_rows_args *a, int threads) {
+    int64_t n = a->n, k = a->k;
+    bool w = a->wide, pos = a->idx_out != NULL, pos64 = n > cpu_sort_pos32_max;
+    size_t ks = w ? 8 : 4, ps = pos64 ? 8 : 4;
+    long_job j = {.n = n, .k = k, .w = w, .dg = digits_for(n, w)};
+    int64_t minch = cpu_sort_long_min / 2 > 16 ? cpu_sort_long_min / 2 : 16;
+    int64_t nch = (n + minch - 1) / minch; /* chunks of at least long_min/2 keys, */
+    if (nch > threads) nch = threads;
+    int64_t big = (n + ((int64_t)1 << 30) - 1) >> 30; /* of at most 2^30 keys (uint32 counters) */
+    if (nch < big) nch = big;
+    j.nchunks = nch;
+    j.chunk = ((n + nch - 1) / nch + 15) & ~(int64_t)15;
+    j.nchunks = (n + j.chunk - 1) / j.chunk;
+    nch = j.nchunks;
+
+    size_t nb = (size_t)j.dg.nb, per = (size_t)(j.dg.npass * j.dg.nb), total = 0;
+    size_t kbytes = (size_t)n * ks, pbytes = pos ? (size_t)n * ps : 0;
+    if ((uint64_t)n > SIZE_MAX / 8) return false;
+    bool ok = add_size(&total, align64(kbytes)) && add_size(&total, 2 * align64(pbytes)) &&
+              add_size(&total, align64((size_t)nch * per * 4)) && add_size(&total, align64((size_t)nch * nb * 4)) &&
+              add_size(&total, align64((size_t)nch * nb * 8)) &&
+              add_size(&total, align64((size_t)nch * (size_t)(k <= CPU_SORT_TOPK_MAX ? k : 0) * 16 + (size_t)nch * 8));
+    char *blk = ok ? graph_malloc(total) : NULL;
+    if (!blk) return false;
+    char *p = blk;
+    void *kb = p;
+    p += align64(kbytes);
+    void *pa = pos ? p : NULL;
+    p += align64(pbytes);
+    void *pb = pos ? p : NULL;
+    p += align64(pbytes);
+    j.hall = (uint32_t *)p, p += align64((size_t)nch * per * 4);
+    j.hone = (uint32_t *)p, p += align64((size_t)nch * nb * 4);
+    j.off = (int64_t *)p, p += align64((size_t)nch * nb * 8);
+    j.cm = (int64_t *)p, p += (size_t)nch * 8;
+    j.ck = (uint64_t *)p, p += (size_t)nch * (size_t)(k <= CPU_SORT_TOPK_MAX ? k : 0) * 8;
+    j.cp = (int64_t *)p;
+
+    for (int64_t r = 0; r < a->nrows; r++) {
+        void *keys = (char *)a->keys + (size_t)(r * n) * ks;
+        void *kout = a->keys_out ? (char *)a->keys_out + (size_t)(r * k) * ks : NULL;
+        int64_t *iout = a->idx_out ? a->idx_out + r * k : NULL;
+        long_row(pool, &j, keys, kout, iout, kb, pa, pb, pos64);
+    }
+    graph_free(blk);
+    return true;
+}
+
+bool cpu_sort_rows(cpu_pool *pool, const cpu_sort_rows_args *a) {
+    int64_t nrows = a->nrows, n = a->n, k = a->k;
+    if (nrows <= 0 || k <= 0 || n <= 0 || (!a->keys_out && !a->idx_out)) return true;
+    int threads = cpu_pool_threads(pool);
+    /* Fewer long rows than threads: each row split across the pool. So are
+     * rows too long for uint32 positions. */
+    if ((threads > 1 && nrows < threads && n >= cpu_sort_long_min) || n > cpu_sort_pos32_max)
+        return sort_long(pool, a, threads);
+
+    rows_job j = {.a = a, .dg = digits_for(n, a->wide)};
+    int64_t min_par = PAR_MIN_KEYS / n + 1; /* rows in a parallel run */
+    if (min_par < 2) min_par = 2;
+    if (n > CPU_SORT_TINY) { /* radix scratch, also for top-k rows that give up */
+        j.per = row_scratch_bytes(n, a->wide, a->idx_out != NULL, j.dg);
+        size_t users = nrows >= min_par ? (size_t)threads : 1; /* worker ids the run may use */
+        if (users > SIZE_MAX / j.per) return false;
+        j.scratch = graph_malloc(j.per * users);
+        if (!j.scratch) return false;
+    }
+    cpu_pool_run(pool, rows_body, &j, nrows, 1, min_par);
+    graph_free(j.scratch);
+    return true;
+}

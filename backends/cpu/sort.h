@@ -1,0 +1,65 @@
+/* backends/cpu/sort.h: the CPU backend's sort runtime.
+ *
+ * Sorts rows of unsigned integer keys, ascending and stable, and writes the
+ * first k entries of each row (keys, positions, or both). The keys were
+ * written by a generated kernel and are already order-preserving (floats and
+ * signed integers mapped to unsigned integers, descending folded in:
+ * graph_sort_key), so this file knows nothing of dtypes. What must stay true:
+ *  - the result is the unique stable ascending order (ties keep position
+ *    order), whatever the path taken and whatever the pool's thread count:
+ *    every path is an exact stable sort, and parallel paths only split work,
+ *    never the order (offsets are laid out in (digit, chunk) order);
+ *  - scratch comes from graph_malloc in one block before anything is
+ *    written; out of memory returns false with keys_out, idx_out and keys
+ *    untouched; nothing aborts.
+ * Paths, per row: n <= CPU_SORT_TINY an insertion sort; k <= CPU_SORT_TOPK_MAX
+ * and k much smaller than n one pass keeping the k best (falling back to the
+ * radix sort on inputs where it would do too many insertions); otherwise an
+ * LSD radix sort (8- or 11-bit digits, constant digits skipped, positions as
+ * uint32). Rows run in parallel on the pool, each on one thread; fewer rows
+ * than threads with long rows are each split across the pool instead.
+ */
+#ifndef LF_CPU_SORT_H
+#define LF_CPU_SORT_H
+
+#include "backends/cpu/pool.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CPU_SORT_TINY 32      /* rows of at most this many keys: insertion sort */
+#define CPU_SORT_TOPK_MAX 64  /* the single-pass top-k path is for k up to this */
+
+typedef struct cpu_sort_rows_args {
+    int64_t nrows;      /* rows (>= 0) */
+    int64_t n;          /* keys per row (>= 0) */
+    int64_t k;          /* entries wanted per row, 0..n: the first k of the
+                           stable ascending order */
+    bool wide;          /* keys are uint64_t, else uint32_t */
+    void *keys;         /* nrows*n keys, row r at keys + r*n (in elements);
+                           used as scratch: its contents are unspecified
+                           after a successful call */
+    void *keys_out;     /* nrows*k: row r's first k keys in order (same width
+                           as keys), or NULL (not wanted) */
+    int64_t *idx_out;   /* nrows*k: their positions within the row
+                           (0..n-1), or NULL (not wanted) */
+} cpu_sort_rows_args;
+/* keys_out and idx_out must not overlap keys or each other. */
+
+/* Sorts every row of a and writes the outputs it asks for: rows in parallel
+ * on the pool (NULL: the caller alone), or a long row split across the
+ * pool's threads. The outputs are identical for any thread count. Returns
+ * false only when out of memory (scratch from graph_malloc); then keys,
+ * keys_out and idx_out are untouched. k == 0, nrows == 0 or both outputs
+ * NULL write nothing and return true without allocating. */
+bool cpu_sort_rows(cpu_pool *pool, const cpu_sort_rows_args *a);
+
+/* Test hooks (process-wide; tests only, never set while a sort runs):
+ * rows longer than cpu_sort_pos32_max keys carry their positions as
+ * uint64_t (default UINT32_MAX: lowering it tests that path on small rows);
+ * cpu_sort_long_min is the row length from which fewer rows than threads
+ * are split across the pool (default 65536). */
+extern int64_t cpu_sort_pos32_max;
+extern int64_t cpu_sort_long_min;
+
+#endif
