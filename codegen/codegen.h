@@ -311,4 +311,77 @@ void cg_cuda_fill_args(const cg_layout *lay, const cg_cuda_plan *plan, const int
  * cg_cuda_fill_args: a new constant value needs no new launch plan. */
 void cg_cuda_fill_scalar_args(const cg_layout *lay, const int64_t *P, uint64_t *words);
 
+/* ==== sort_cuda.c: the CUDA sort module and its launches =================
+ *
+ * One fixed module (not per graph) sorts the rows of a dense device array
+ * of keys K[nrows][n] (uint32, or uint64 when wide: graph_sort_key's order-
+ * preserving keys, descending already folded in) stably ascending, equal
+ * keys in position order, and writes each row's first k entries:
+ * keys_out[r*k + j] (K's width) and pos_out[r*k + j] (int64 position in
+ * the row), either optional. Paths (sort_cuda.c's top says more): BLOCK (a
+ * row fits a block's shared memory), SELECT (k <= LF_TOPK_SELECT: one read
+ * of each row), RADIX (a segmented global LSD radix sort, three launches a
+ * pass, with a device scratch). Every entry takes ONE by-value parameter of
+ * CG_CUDA_SORT_WORDS 8-byte words; launch l of a plan reads its own words,
+ * words[l * nwords ..] (cg_cuda_sort_fill_args). The backend launches
+ * launch[0 .. nlaunches) in order on one stream, with kernelParams =
+ * {words + l * nwords}, gridDim grid, blockDim block, shared_bytes dynamic
+ * shared memory (always 0). The scratch needs no initialisation; it must
+ * not be shared by two plans in flight. Results never depend on the device:
+ * grids come from the shape alone.
+ */
+enum { CG_CUDA_SORT_WORDS = 13, CG_CUDA_SORT_MAX_LAUNCHES = 24 };
+
+typedef enum cg_cuda_sort_path {
+    CG_SORT_AUTO,                  /* the plan picks (as listed below) */
+    CG_SORT_BLOCK,                 /* n <= 16 * threads: a block sorts a row */
+    CG_SORT_SELECT,                /* k <= LF_TOPK_SELECT: per-thread candidates, merged */
+    CG_SORT_RADIX                  /* global LSD radix sort, 8-bit digits */
+} cg_cuda_sort_path;
+
+typedef struct cg_cuda_sort_launch {
+    const char *entry;             /* kernel name in the module (static string) */
+    unsigned grid[3];              /* blocks */
+    unsigned block[3];             /* threads per block */
+    unsigned shared_bytes;         /* dynamic shared memory (0) */
+    int pass;                      /* RADIX: the digit pass (bits 8*pass ..); -1 */
+} cg_cuda_sort_launch;
+
+typedef struct cg_cuda_sort_plan {
+    cg_cuda_sort_path path;        /* the path taken */
+    int threads;                   /* threads per block of its launches */
+    int64_t nrows, n, k;           /* the shape planned */
+    bool wide, want_keys, want_pos;
+    int nlaunches;                 /* 0 when there is nothing to do (no rows,
+                                      k = 0, neither output wanted) */
+    cg_cuda_sort_launch launch[CG_CUDA_SORT_MAX_LAUNCHES];
+    int nwords;                    /* words of each launch's lf_args */
+    size_t scratch_bytes;          /* device scratch needed (0: none) */
+    size_t scratch_keys[2], scratch_pos[2], scratch_hist; /* RADIX: byte
+                                      offsets of the ping-pong keys and
+                                      positions and of the digit counts */
+    int64_t tiles;                 /* RADIX: tiles a row (16 * threads keys) */
+} cg_cuda_sort_plan;
+
+/* The module's CUDA C++ text (static; compile it once per context with the
+ * backend's NVRTC options). Entries: lf_sort_block32/64, lf_sort_select32/64,
+ * lf_sort_hist32/64, lf_sort_scan, lf_sort_scatter32/64. */
+const char *cg_cuda_sort_source(void);
+/* Plans the sort of nrows rows of n keys keeping the first k (0 <= k <= n),
+ * 64-bit keys when wide; the path the shape picks and 256 threads. */
+void cg_cuda_plan_sort(int64_t nrows, int64_t n, int64_t k, bool wide, bool want_keys, bool want_pos,
+                       cg_cuda_sort_plan *plan);
+/* The same with a path forced (or CG_SORT_AUTO) and threads per block (0:
+ * 256; else a power of two from 32 to 256; tests run small blocks on the
+ * emulator). Returns false, and plans nothing, when the path cannot take
+ * the shape (BLOCK with n > 16 * threads, SELECT with k > LF_TOPK_SELECT)
+ * or an argument is out of range. */
+bool cg_cuda_plan_sort_with(int64_t nrows, int64_t n, int64_t k, bool wide, bool want_keys, bool want_pos,
+                            cg_cuda_sort_path path, int threads, cg_cuda_sort_plan *plan);
+/* Writes plan->nlaunches * plan->nwords words: launch l's at words[l *
+ * nwords]. Device addresses: keys (K), keys_out and pos_out (ignored unless
+ * wanted), scratch (plan->scratch_bytes, 0 when none). */
+void cg_cuda_sort_fill_args(const cg_cuda_sort_plan *plan, uint64_t keys, uint64_t keys_out, uint64_t pos_out,
+                            uint64_t scratch, uint64_t *words);
+
 #endif /* LF_CODEGEN_H */
