@@ -114,6 +114,15 @@
  *     with the producers of idx and values inlined (map -> scatter: a
  *     histogram of floor(x*256) is one kernel reading x once). dst is a
  *     slot or a constant (bincount's zeros: a run-time scalar, no kernel).
+ *   Small reductions. A sum or product over at most SMALL_REDUCE (8)
+ *     elements per output element that is not an output or marked is no
+ *     root: each use inlines it as an unrolled fold of its input at the
+ *     reduced positions (in the reference's order: the identity, then
+ *     each element converted to the accumulator dtype, then the result
+ *     rounded to the node's dtype once, so values are bit-identical). A
+ *     contraction over a tiny axis (A = Vd @ C with 3 columns) is then
+ *     elementwise and fuses into its consumer (the top-k that reads it)
+ *     instead of being stored.
  *   Sort (plan_sort.c). A sort, argsort or topk node is always a root
  *     with a kernel of its own over its input's space, the sorted axis
  *     innermost; its input's elementwise producers are inlined (map ->
@@ -292,7 +301,7 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
         if (!p->needed[id]) continue;
         const lf_node *x = g->nodes[id];
         for (int k = 0; k < x->ninputs; k++) p->needed[x->inputs[k]->id] = true;
-        if (fuse_is_fold(x) || (x->materialize && x->kind != NODE_INPUT) ||
+        if ((fuse_is_fold(x) && !(p->fusion && fuse_small_reduce(x))) || (x->materialize && x->kind != NODE_INPUT) ||
             (!p->fusion && x->kind != NODE_VIEW && x->kind != NODE_INPUT && x->kind != NODE_CONST))
             p->root[id] = true;
     }

@@ -286,6 +286,17 @@ bool fuse_scatter_instances(planner *p, inst *i);
 /* The scatter kernel's space and fields, after its body is built. */
 void fuse_scatter_kernel(planner *p, int k, fuse_kernel *kn);
 
+/* ---- plan_vertical.c: small reductions inlined ---- */
+/* Reductions over at most SMALL_REDUCE elements (sum or product) are
+ * inlined into their consumers as an unrolled fold when not a root
+ * (plan.c's rule "Small reductions"). */
+enum { SMALL_REDUCE = 8 };
+/* Whether n is such a reduction (whatever its root status). */
+bool fuse_small_reduce(const lf_node *n);
+/* The instances an instance of n uses: n's inputs, or for an inlined small
+ * reduction one per reduced position. */
+int fuse_inst_inputs(const planner *p, const inst *i);
+
 /* ---- plan_sort.c ---- */
 /* Every needed sort node becomes a root. */
 void fuse_sort_fixed_roots(planner *p);

@@ -67,7 +67,33 @@ static bool emit_inst(planner *p, lf_fn *f, const kbuild *kb, inst *i, int grp) 
     }
     switch (n->kind) {
     case NODE_VIEW: i->expr = i->in[0]->expr; return true;
-    case NODE_REDUCE: return true; /* the seed of a reduction kernel: folded, not emitted */
+    case NODE_REDUCE: /* the seed of a reduction kernel: folded, not emitted */
+        if (p->root[n->id]) return true;
+        { /* an inlined small reduction (plan.c): identity, then each element, rounded once */
+            lf_dtype acc = graph_red_acc_dtype(n->u.reduce.op, n->inputs[0]->dtype);
+            fn_expr c = graph_fn_blank_expr(EXPR_CONST);
+            c.is_int = acc != LF_F64;
+            if (c.is_int) c.value.i = n->u.reduce.op == LF_RED_PROD;
+            else c.value.f = n->u.reduce.op == LF_RED_PROD ? 1.0 : 0.0;
+            int r = graph_fn_add(f, &c);
+            for (int j = 0, cnt = fuse_inst_inputs(p, i); r >= 0 && j < cnt; j++) {
+                fn_expr x = graph_fn_blank_expr(EXPR_CAST);
+                x.cast_to = acc;
+                x.arg[0] = i->in[j]->expr;
+                int xv = graph_fn_add(f, &x);
+                if (xv < 0) return false;
+                fn_expr o = graph_fn_blank_expr(EXPR_OP);
+                o.op = n->u.reduce.op == LF_RED_PROD ? LF_OP_MUL : LF_OP_ADD;
+                o.arg[0] = r;
+                o.arg[1] = xv;
+                r = graph_fn_add(f, &o);
+            }
+            if (r < 0) return false;
+            fn_expr out = graph_fn_blank_expr(EXPR_CAST);
+            out.cast_to = n->dtype;
+            out.arg[0] = r;
+            return (i->expr = graph_fn_add(f, &out)) >= 0;
+        }
     case NODE_SCAN: return true;   /* the seed of a scan kernel, likewise */
     case NODE_SORT: i->expr = i->in[0]->expr; return true; /* the key (plan_sort.c) */
     case NODE_SCATTER: { /* its own kernel: the values in dst's dtype (plan_scatter.c) */

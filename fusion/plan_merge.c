@@ -470,7 +470,7 @@ int fuse_find_victim(planner *p) {
             }
             int64_t s = 0, b = 0;
             const void *key = NULL;
-            for (int a = 0; a < n->ninputs; a++) {
+            for (int a = 0, na = fuse_inst_inputs(p, i); a < na; a++) {
                 const inst *in = i->in[a];
                 s += in->nload;
                 b += in->nbuf;

@@ -62,6 +62,51 @@ static inst *add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) {
 
 inst *fuse_add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) { return add_inst(p, n, k, m); }
 
+bool fuse_small_reduce(const lf_node *n) {
+    if (n->kind != NODE_REDUCE || (n->u.reduce.op != LF_RED_SUM && n->u.reduce.op != LF_RED_PROD)) return false;
+    const lf_node *x = n->inputs[0];
+    int64_t count = 1;
+    for (int d = 0; d < x->ndim; d++)
+        if (n->u.reduce.axes & (1u << d)) count *= x->shape[d];
+    return count >= 1 && count <= SMALL_REDUCE && count <= LF_MAX_ARGS;
+}
+
+int fuse_inst_inputs(const planner *p, const inst *i) {
+    const lf_node *n = i->node;
+    if (n->kind != NODE_REDUCE || p->root[n->id]) return n->ninputs;
+    return (int)(n->inputs[0]->numel / (n->numel ? n->numel : 1));
+}
+
+/* An inlined small reduction's instance: x at each reduced position, in
+ * row-major order of the reduced axes (the reference's fold order), each
+ * map taking the reduction's output element to x's element there. */
+static bool small_reduce_instances(planner *p, inst *i) {
+    const lf_node *n = i->node, *x = n->inputs[0];
+    int64_t dense[LF_MAX_DIMS], strides[LF_MAX_DIMS] = {0}, pos[LF_MAX_DIMS] = {0};
+    graph_contiguous_strides(x->ndim, x->shape, dense);
+    uint32_t mask = n->u.reduce.axes;
+    for (int d = 0, o = 0; d < x->ndim; d++) { /* the output's axes: x's kept ones (and reduced ones kept as 1) */
+        bool red = mask & (1u << d);
+        if (!red) strides[o++] = dense[d];
+        else if (n->u.reduce.keepdims) strides[o++] = 0;
+    }
+    int cnt = fuse_inst_inputs(p, i);
+    for (int c = 0; c < cnt; c++) {
+        int64_t off = 0;
+        for (int d = 0; d < x->ndim; d++)
+            if (mask & (1u << d)) off += pos[d] * dense[d];
+        for (int d = x->ndim - 1; d >= 0; d--) { /* next reduced position, row-major */
+            if (!(mask & (1u << d))) continue;
+            if (++pos[d] < x->shape[d]) break;
+            pos[d] = 0;
+        }
+        fuse_step st = fuse_make_step(n->ndim, n->shape, off, strides);
+        const fuse_map *m = fuse_map_compose(&p->iar, i->map, &st);
+        if (!m || !(i->in[c] = add_inst(p, x, i->kernel, m))) return false;
+    }
+    return true;
+}
+
 /* Takes back every instance made since node top was processed (they are
  * the newest), so that nodes top..0 can be processed again. */
 static void rewind_instances(planner *p, int top) {
@@ -157,6 +202,10 @@ lf_status fuse_find_instances(planner *p) {
                 continue;
             }
             if (fuse_is_leaf(p, n, i->kernel)) continue;
+            if (n->kind == NODE_REDUCE && !p->root[id]) { /* inlined small reduction */
+                if (!small_reduce_instances(p, i)) return fuse_nomem(p);
+                continue;
+            }
             if (n->kind == NODE_VIEW) {
                 fuse_step st = fuse_make_step(n->ndim, n->shape, n->u.view.offset, n->u.view.strides);
                 const fuse_map *m = fuse_map_compose(&p->iar, i->map, &st);

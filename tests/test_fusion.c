@@ -757,8 +757,9 @@ Test(fusion, row_rule_falls_back) {
     lf_node *y = lf_div(g, e, s);
     lf_eval_stats st = eval_checked(ctx, g, 1, &y);
     cr_expect_gt(st.kernels, 1);
-    /* the map reads the reduction transposed: not the row broadcast */
-    lf_node *q = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){5, 5}));
+    /* the map reads the reduction transposed: not the row broadcast (rows of
+       more than SMALL_REDUCE elements: a smaller sum is inlined, one kernel) */
+    lf_node *q = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){12, 12}));
     lf_node *mq = lf_reduce(g, LF_RED_SUM, q, 1, (int[]){1}, true);
     lf_node *yq = lf_sub(g, q, lf_transpose(g, mq));
     st = eval_checked(ctx, g, 1, &yq);
@@ -1555,4 +1556,87 @@ Test(fusion, gather_scatter_allocation_failures_are_clean) {
     for (int k = 0; k < 3; k++) lf_buffer_free(d[k]);
     lf_graph_free(g);
     lf_ctx_destroy(ctx);
+}
+
+/* Small reductions (plan.c): a sum or product over at most SMALL_REDUCE
+ * elements is inlined as an unrolled fold, bit-identical to the reference
+ * (the identity first, each element in the accumulator dtype, rounded
+ * once), so a contraction over a tiny axis fuses into its consumer. Larger
+ * ones, outputs and min/max stay reduction kernels. */
+Test(fusion, small_reductions_are_inlined) {
+    for (int f = 1; f >= 0; f--) {
+        lf_ctx *ctx = fctx(f);
+        lf_graph *g = lf_graph_new(ctx);
+        lf_node *v = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){40, 3}));
+        lf_node *c = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){3, 17}));
+        lf_node *prod = lf_mul(g, lf_expand_dims(g, v, 2), lf_expand_dims(g, c, 0)); /* [40,3,17] */
+        lf_node *a = lf_reduce(g, LF_RED_SUM, prod, 1, (int[]){1}, false);     /* [40,17] = v @ c */
+        lf_node *y = lf_mul(g, a, a);
+        lf_eval_stats st = eval_checked(ctx, g, 1, &y);
+        cr_expect_eq(st.kernels, f ? 1 : 3, "fusion %d: kernels %d", f, st.kernels); /* mul, sum, mul */
+        if (f) cr_expect_eq(st.bytes_materialized, 0);
+        /* keepdims, a product over two axes (2 x 4 = 8 elements), integers */
+        lf_node *xi = lf_input(g, ramp(ctx, LF_I32, 3, (int64_t[]){2, 9, 4}));
+        lf_node *pi = lf_reduce(g, LF_RED_PROD, xi, 2, (int[]){0, 2}, true);
+        lf_node *yi = lf_add(g, pi, lf_const(g, LF_I64, 1));
+        st = eval_checked(ctx, g, 1, &yi);
+        cr_expect_eq(st.kernels, f ? 1 : 2);
+        /* nine elements: a reduction kernel of its own, stored for the map */
+        lf_node *x9 = lf_input(g, ramp(ctx, LF_F64, 2, (int64_t[]){9, 5}));
+        lf_node *s9 = lf_reduce(g, LF_RED_SUM, x9, 1, (int[]){0}, false);
+        lf_node *y9 = lf_sqrt(g, lf_abs(g, s9));
+        st = eval_checked(ctx, g, 1, &y9);
+        cr_expect_eq(st.kernels, f ? 1 : 3); /* the map is the reduction's epilogue */
+        lf_node *m3 = lf_reduce(g, LF_RED_MAX, v, 1, (int[]){1}, false); /* max: not inlined */
+        lf_node *ym = lf_neg(g, m3);
+        st = eval_checked(ctx, g, 1, &ym);
+        cr_expect_eq(st.kernels, f ? 1 : 2);
+        lf_graph_free(g);
+        lf_ctx_destroy(ctx);
+    }
+}
+
+/* Sorts (plan_sort.c): the key's map is computed in the sort's own kernel
+ * (no stored key), topk's values and indices are one kernel, a gather of a
+ * payload by argsort's indices is a load in its consumer, and every result
+ * equals the reference's bit for bit. */
+Test(fusion, sort_fuses_its_key_map_and_siblings) {
+    for (int f = 1; f >= 0; f--) {
+        lf_ctx *ctx = fctx(f);
+        lf_graph *g = lf_graph_new(ctx);
+        lf_node *x = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){7, 30}));
+        lf_node *key = lf_sub(g, lf_abs(g, x), lf_const(g, LF_F32, 0.5));
+        lf_node *outs[2];
+        cr_assert_eq(lf_topk(g, key, 4, 1, true, &outs[0], &outs[1]), LF_OK, "%s", lf_errmsg(ctx));
+        lf_eval_stats st = eval_checked(ctx, g, 2, outs);
+        cr_expect_eq(st.kernels, f ? 1 : 4, "fusion %d: kernels %d", f, st.kernels);
+        if (f) cr_expect_eq(st.bytes_materialized, 0);
+        /* along axis 0, descending and ascending, values only */
+        lf_node *s0 = lf_sort(g, key, 0, false);
+        st = eval_checked(ctx, g, 1, &s0);
+        cr_expect_eq(st.kernels, f ? 1 : 3); /* abs, sub, sort */
+        /* take_along_axis(payload, argsort(key)) * 2: the sort, then one kernel */
+        lf_node *pay = lf_input(g, ramp(ctx, LF_F64, 2, (int64_t[]){7, 30}));
+        lf_node *ord = lf_argsort(g, key, 1, true);
+        lf_node *y = lf_mul(g, lf_gather(g, pay, 1, ord), lf_const(g, LF_F64, 2.0));
+        st = eval_checked(ctx, g, 1, &y);
+        if (f) {
+            cr_expect_eq(st.kernels, 2);
+            cr_expect_eq(st.bytes_materialized, (size_t)7 * 30 * 8); /* the indices only */
+        }
+        /* a sort's input computed by an inlined small contraction (as spca) */
+        lf_node *v = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){50, 3}));
+        lf_node *c = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){3, 11}));
+        lf_node *a = lf_reduce(g, LF_RED_SUM, lf_mul(g, lf_expand_dims(g, v, 2), lf_expand_dims(g, c, 0)), 1,
+                               (int[]){1}, false);
+        lf_node *tk[2];
+        cr_assert_eq(lf_topk(g, a, 5, 0, true, &tk[0], &tk[1]), LF_OK);
+        st = eval_checked(ctx, g, 2, tk);
+        if (f) {
+            cr_expect_eq(st.kernels, 1);
+            cr_expect_eq(st.bytes_materialized, 0);
+        }
+        lf_graph_free(g);
+        lf_ctx_destroy(ctx);
+    }
 }
