@@ -91,6 +91,17 @@ const char *graph_dot_node_label(const lf_node *n, char *buf, size_t cap) {
         append(buf, cap, &len, "scatter %s axis %d", ops[n->u.scatter.op], n->u.scatter.axis);
         break;
     }
+    case NODE_SORT: {
+        /* "sort desc axis 1", "argsort axis 0", "topk k=10 largest axis 1 indices" */
+        const lf_node *x = n->inputs[0];
+        bool desc = n->u.sort.descending, ix = n->u.sort.indices;
+        if (n->u.sort.k == x->shape[n->u.sort.axis])
+            append(buf, cap, &len, "%s%s axis %d", ix ? "argsort" : "sort", desc ? " desc" : "", n->u.sort.axis);
+        else
+            append(buf, cap, &len, "topk k=%lld %s axis %d %s", (long long)n->u.sort.k, desc ? "largest" : "smallest",
+                   n->u.sort.axis, ix ? "indices" : "values");
+        break;
+    }
     }
     append(buf, cap, &len, "\\n%s %s", lf_dtype_name(n->dtype),
            graph_shape_str(shape, sizeof shape, n->ndim, n->shape));

@@ -225,6 +225,7 @@ lf_status graph_eval_reference(lf_graph *g, int n, lf_node *const *outs, void **
         case NODE_SCAN: eval_scan(node, ins[0], out); break;
         case NODE_GATHER: st = graph_eval_gather(node, ins[0], ins[1], out); break;
         case NODE_SCATTER: st = graph_eval_scatter(node, ins[0], ins[1], ins[2], out); break;
+        case NODE_SORT: st = graph_eval_sort(node, ins[0], out); break;
         case NODE_INPUT: break;
         }
         /* free inputs whose last consumer this was */

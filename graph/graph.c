@@ -337,6 +337,23 @@ lf_node *graph_new_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx, int n
     return n;
 }
 
+/* A sort node (graph/sort.c checks the arguments): x's shape with extent k
+ * on the axis, x's dtype or i64 positions. */
+lf_node *graph_new_sort(lf_graph *g, const char *what, lf_node *x, int axis, int64_t k, bool descending,
+                        bool indices) {
+    int64_t shape[LF_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[axis] = k;
+    lf_node *n = new_node(g, what, NODE_SORT, indices ? LF_I64 : x->dtype, x->ndim, shape, 1, &x);
+    if (n) {
+        n->u.sort.axis = axis;
+        n->u.sort.k = k;
+        n->u.sort.descending = descending;
+        n->u.sort.indices = indices;
+    }
+    return n;
+}
+
 /* A scatter node (graph/scatter.c checks the arguments). */
 lf_node *graph_new_scatter(lf_graph *g, lf_scatter_op op, lf_node *dst, int axis, lf_node *idx, lf_node *values) {
     lf_node *in[3] = {dst, idx, values};

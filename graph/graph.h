@@ -553,6 +553,12 @@ typedef struct graph_sort_geom {
     int64_t inner;                 /* product of the extents after the axis
                                       (x's and the node's: equal) */
 } graph_sort_geom;
+/* Makes sort node (graph.c; lf_sort, lf_argsort and lf_topk checked the
+ * arguments, `what` names the call in an overflow or out-of-memory
+ * message): x's shape with extent k on the axis, dtype i64 when indices,
+ * else x's. */
+lf_node *graph_new_sort(lf_graph *g, const char *what, lf_node *x, int axis, int64_t k, bool descending,
+                        bool indices);
 void graph_sort_geom_of(const lf_node *n, graph_sort_geom *gm);
 /* Dense element of row r's first entry in x (in_row_base) or in the node's
  * output (out_row_base). */
