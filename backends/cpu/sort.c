@@ -29,6 +29,9 @@
 
 #include <assert.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 int64_t cpu_sort_pos32_max = UINT32_MAX;
 int64_t cpu_sort_long_min = 65536;
@@ -119,6 +122,117 @@ HOT static void scatter(const void *sk, const void *sp, void *dk, void *dp, int6
     assert(!"scatter: no such mode");
 }
 
+/* The same scatter through write-combining buffers, for buffers larger
+ * than the caches: each digit collects its entries in a cache line of its
+ * own (wk, wp: 64 bytes per digit each) at the slot its destination has in
+ * its line, and a full line is copied out at once, so stores to memory are
+ * whole lines instead of one scattered element each. A digit's first line
+ * may start before its range [start, ...) (another digit's, or another
+ * chunk's entries): only from the range's start is copied. `start` holds
+ * nb entries of scratch. */
+/* Copies one full 64-byte line to a 64-byte aligned destination, with
+ * non-temporal stores where there are (the line is not read again soon;
+ * this skips reading it into the cache first). */
+AI void line_out(void *dst, const void *src, bool nt) {
+#ifdef __SSE2__
+    if (nt) {
+        const __m128i *s = src;
+        __m128i *d = dst;
+        _mm_stream_si128(d, _mm_load_si128(s));
+        _mm_stream_si128(d + 1, _mm_load_si128(s + 1));
+        _mm_stream_si128(d + 2, _mm_load_si128(s + 2));
+        _mm_stream_si128(d + 3, _mm_load_si128(s + 3));
+        return;
+    }
+#endif
+    (void)nt;
+    memcpy(dst, src, 64);
+}
+
+AI void scatter_wc_k(const void *sk, const void *sp, void *dk, void *dp, int64_t b, int64_t e, int64_t *off,
+                     int shift, uint64_t mask, bool w, int spm, int dpm, bool dkeys, char *wk, char *wp,
+                     int64_t *start) {
+    const size_t ks = w ? 8 : 4, ps = dpm == P_U64 ? 8 : 4;
+    const int64_t B = 64 / (int64_t)ks; /* entries per line of keys */
+    const size_t pl = (size_t)B * ps;   /* bytes per line of positions: 32, 64 or 128 */
+    const bool ntk = dkeys && ((uintptr_t)dk & 63) == 0;
+    const bool ntp = dpm != P_NONE && ((uintptr_t)dp & 63) == 0 && pl >= 64;
+    const int nb = (int)mask + 1;
+    for (int d = 0; d < nb; d++) start[d] = off[d];
+    for (int64_t i = b; i < e; i++) {
+        uint64_t key = ldk(sk, i, w);
+        size_t dg = (key >> shift) & mask;
+        int64_t d = off[dg]++;
+        int64_t slot = d & (B - 1);
+        if (dkeys) stk(wk + dg * 64, slot, key, w);
+        if (dpm != P_NONE) {
+            uint64_t pos = spm == P_IOTA  ? (uint64_t)i
+                           : spm == P_U32 ? ((const uint32_t *)sp)[i]
+                                          : ((const uint64_t *)sp)[i];
+            if (dpm == P_U32) ((uint32_t *)(wp + dg * 128))[slot] = (uint32_t)pos;
+            else ((uint64_t *)(wp + dg * 128))[slot] = pos;
+        }
+        if (slot == B - 1) {
+            int64_t line = d - (B - 1);
+            if (line >= start[dg]) {
+                if (dkeys) line_out((char *)dk + line * ks, wk + dg * 64, ntk);
+                if (dpm != P_NONE) {
+                    char *q = (char *)dp + line * (int64_t)ps;
+                    if (pl == 32) memcpy(q, wp + dg * 128, 32);
+                    else line_out(q, wp + dg * 128, ntp);
+                    if (pl == 128) line_out(q + 64, wp + dg * 128 + 64, ntp);
+                }
+            } else {
+                int64_t lo = start[dg];
+                if (dkeys) memcpy((char *)dk + lo * ks, wk + dg * 64 + (lo - line) * ks, (size_t)(d + 1 - lo) * ks);
+                if (dpm != P_NONE)
+                    memcpy((char *)dp + lo * ps, wp + dg * 128 + (lo - line) * ps, (size_t)(d + 1 - lo) * ps);
+            }
+        }
+    }
+    for (int dg = 0; dg < nb; dg++) { /* partial last lines */
+        int64_t end = off[dg];
+        if (end == start[dg] || (end & (B - 1)) == 0) continue;
+        int64_t line = end & ~(B - 1), lo = line > start[dg] ? line : start[dg];
+        if (dkeys) memcpy((char *)dk + lo * ks, wk + dg * 64 + (lo - line) * ks, (size_t)(end - lo) * ks);
+        if (dpm != P_NONE) memcpy((char *)dp + lo * ps, wp + dg * 128 + (lo - line) * ps, (size_t)(end - lo) * ps);
+    }
+#ifdef __SSE2__
+    if (ntk || ntp) _mm_sfence();
+#endif
+}
+
+/* Write-combining scratch: 64-byte lines of keys and of positions per digit,
+ * then the digits' start offsets. */
+typedef struct wc_buf {
+    char *wk, *wp;    /* nb lines each */
+    int64_t *start;   /* nb */
+} wc_buf;
+
+static size_t wc_bytes(int nb) { return (size_t)nb * (64 + 128 + 8); }
+
+static wc_buf wc_carve(char *p, int nb) {
+    wc_buf b = {p, p + (size_t)nb * 64, (int64_t *)(p + (size_t)nb * 192)};
+    return b;
+}
+
+HOT static void scatter_wc(const void *sk, const void *sp, void *dk, void *dp, int64_t b, int64_t e, int64_t *off,
+                           int shift, uint64_t mask, bool w, int spm, int dpm, bool dkeys, const wc_buf *wb) {
+#define SC(W, SP, DP, DK)                                                                                        \
+    if (w == W && spm == SP && dpm == DP && dkeys == DK) {                                                       \
+        scatter_wc_k(sk, sp, dk, dp, b, e, off, shift, mask, W, SP, DP, DK, wb->wk, wb->wp, wb->start);          \
+        return;                                                                                                  \
+    }
+#define SC_W(SP, DP, DK) SC(false, SP, DP, DK) SC(true, SP, DP, DK)
+#define SC_DK(SP, DP) SC_W(SP, DP, false) SC_W(SP, DP, true)
+    SC_W(P_NONE, P_NONE, true)
+    SC_DK(P_IOTA, P_U32) SC_DK(P_IOTA, P_U64) SC_DK(P_U32, P_U32) SC_DK(P_U32, P_U64) SC_DK(P_U64, P_U64)
+#undef SC_DK
+#undef SC_W
+#undef SC
+    assert(!"scatter_wc: no such mode");
+}
+
 /* Copies entries [b, e) of a sorted buffer into the outputs (positions
  * widened to int64). */
 static void copy_out(const void *sk, const void *sp, int spm, bool w, void *kout, int64_t *iout, int64_t b,
@@ -167,6 +281,7 @@ typedef struct row_scratch {
     uint32_t *pb;    /* n positions (when wanted) */
     uint32_t *hist;  /* npass * nb counters */
     int64_t *off;    /* nb offsets */
+    char *wc;        /* write-combining buffers (rows of RADIX11_MIN keys and more), else NULL */
 } row_scratch;
 
 /* LSD radix sort of one row of n (<= UINT32_MAX) keys into the first k
@@ -196,7 +311,12 @@ static void radix_row(void *keys, int64_t n, int64_t k, bool w, void *kout, int6
             dk = sk == keys ? s->kb : keys;
             if (iout) dp = sp == s->pa ? s->pb : s->pa, dpm = P_U32;
         }
-        scatter(sk, sp, dk, dp, 0, n, s->off, p * dg.bits, dg.mask, w, spm, dpm, dkeys);
+        if (s->wc) {
+            wc_buf wb = wc_carve(s->wc, dg.nb);
+            scatter_wc(sk, sp, dk, dp, 0, n, s->off, p * dg.bits, dg.mask, w, spm, dpm, dkeys, &wb);
+        } else {
+            scatter(sk, sp, dk, dp, 0, n, s->off, p * dg.bits, dg.mask, w, spm, dpm, dkeys);
+        }
         sk = dk, sp = dp, spm = dpm;
     }
     if (nact == 0 || k < n) copy_out(sk, sp, spm, w, kout, iout, 0, k);
@@ -289,7 +409,8 @@ static bool topk_fits(int64_t n, int64_t k) {
 
 typedef struct rows_job {
     const cpu_sort_rows_args *a;
-    char *scratch;        /* per worker: `per` bytes */
+    char *scratch;        /* per worker: `per` bytes, 64-byte aligned */
+    char *block;          /* what graph_malloc gave (to free) */
     size_t per;
     digits dg;
 } rows_job;
@@ -303,13 +424,15 @@ static row_scratch carve_row(char *p, int64_t n, bool w, bool pos, digits dg) {
     s.pa = pos ? (uint32_t *)p : NULL, p += pos ? align64((size_t)n * 4) : 0;
     s.pb = pos ? (uint32_t *)p : NULL, p += pos ? align64((size_t)n * 4) : 0;
     s.hist = (uint32_t *)p, p += align64(sizeof(uint32_t) * (size_t)(dg.npass * dg.nb));
-    s.off = (int64_t *)p;
+    s.off = (int64_t *)p, p += align64(sizeof(int64_t) * (size_t)dg.nb);
+    s.wc = n >= RADIX11_MIN ? p : NULL;
     return s;
 }
 
 static size_t row_scratch_bytes(int64_t n, bool w, bool pos, digits dg) {
     return align64((size_t)n * (w ? 8 : 4)) + (pos ? 2 * align64((size_t)n * 4) : 0) +
-           align64(sizeof(uint32_t) * (size_t)(dg.npass * dg.nb)) + align64(sizeof(int64_t) * (size_t)dg.nb);
+           align64(sizeof(uint32_t) * (size_t)(dg.npass * dg.nb)) + align64(sizeof(int64_t) * (size_t)dg.nb) +
+           (n >= RADIX11_MIN ? align64(wc_bytes(dg.nb)) : 0);
 }
 
 static void sort_one_row(const cpu_sort_rows_args *a, int64_t r, const row_scratch *s) {
@@ -355,6 +478,7 @@ typedef struct long_job {
     uint64_t *ck;             /* nchunks * k top-k candidates ... */
     int64_t *cp;              /* ... and their positions */
     int64_t *cm;              /* nchunks: candidates found, -1 when given up */
+    char *wc;                 /* nchunks * wc_bytes(nb): write-combining buffers */
     /* the current step */
     const void *sk, *sp;      /* source keys and positions */
     void *dk, *dp;            /* destinations */
@@ -399,8 +523,9 @@ static void long_scatter(void *arg, int64_t begin, int64_t end, int worker) {
     for (int64_t c = begin; c < end; c++) {
         int64_t b, e;
         chunk_range(j, c, &b, &e, j->n);
-        scatter(j->sk, j->sp, j->dk, j->dp, b, e, j->off + c * j->dg.nb, j->shift, j->dg.mask, j->w, j->spm,
-                j->dpm, j->dkeys);
+        wc_buf wb = wc_carve(j->wc + (size_t)c * wc_bytes(j->dg.nb), j->dg.nb);
+        scatter_wc(j->sk, j->sp, j->dk, j->dp, b, e, j->off + c * j->dg.nb, j->shift, j->dg.mask, j->w, j->spm,
+                   j->dpm, j->dkeys, &wb);
     }
 }
 
@@ -537,11 +662,11 @@ static bool sort_long(cpu_pool *pool, const cpu_sort_rows_args *a, int threads) 
     if ((uint64_t)n > SIZE_MAX / 8) return false;
     bool ok = add_size(&total, align64(kbytes)) && add_size(&total, 2 * align64(pbytes)) &&
               add_size(&total, align64((size_t)nch * per * 4)) && add_size(&total, align64((size_t)nch * nb * 4)) &&
-              add_size(&total, align64((size_t)nch * nb * 8)) &&
+              add_size(&total, align64((size_t)nch * nb * 8)) && add_size(&total, align64((size_t)nch * wc_bytes((int)nb))) &&
               add_size(&total, align64((size_t)nch * (size_t)(k <= CPU_SORT_TOPK_MAX ? k : 0) * 16 + (size_t)nch * 8));
-    char *blk = ok ? graph_malloc(total) : NULL;
+    char *blk = ok && add_size(&total, 64) ? graph_malloc(total) : NULL;
     if (!blk) return false;
-    char *p = blk;
+    char *p = blk + (-(uintptr_t)blk & 63); /* 64-byte aligned */
     void *kb = p;
     p += align64(kbytes);
     void *pa = pos ? p : NULL;
@@ -551,6 +676,7 @@ static bool sort_long(cpu_pool *pool, const cpu_sort_rows_args *a, int threads) 
     j.hall = (uint32_t *)p, p += align64((size_t)nch * per * 4);
     j.hone = (uint32_t *)p, p += align64((size_t)nch * nb * 4);
     j.off = (int64_t *)p, p += align64((size_t)nch * nb * 8);
+    j.wc = p, p += align64((size_t)nch * wc_bytes((int)nb));
     j.cm = (int64_t *)p, p += (size_t)nch * 8;
     j.ck = (uint64_t *)p, p += (size_t)nch * (size_t)(k <= CPU_SORT_TOPK_MAX ? k : 0) * 8;
     j.cp = (int64_t *)p;
@@ -580,11 +706,12 @@ bool cpu_sort_rows(cpu_pool *pool, const cpu_sort_rows_args *a) {
     if (n > CPU_SORT_TINY) { /* radix scratch, also for top-k rows that give up */
         j.per = row_scratch_bytes(n, a->wide, a->idx_out != NULL, j.dg);
         size_t users = nrows >= min_par ? (size_t)threads : 1; /* worker ids the run may use */
-        if (users > SIZE_MAX / j.per) return false;
-        j.scratch = graph_malloc(j.per * users);
-        if (!j.scratch) return false;
+        if (users > (SIZE_MAX - 64) / j.per) return false;
+        j.block = graph_malloc(j.per * users + 64);
+        if (!j.block) return false;
+        j.scratch = j.block + (-(uintptr_t)j.block & 63);
     }
     cpu_pool_run(pool, rows_body, &j, nrows, 1, min_par);
-    graph_free(j.scratch);
+    graph_free(j.block);
     return true;
 }
