@@ -33,16 +33,31 @@ static const char EMU_SHIM[] =
     "#define int64_t lf_int64_t\n#define uint64_t lf_uint64_t\n"
     "#undef INT32_MAX\n#undef INT32_MIN\n#undef INT64_MAX\n#undef INT64_MIN\n#undef INT64_C\n";
 
-/* Appended: runs one launch (every block in turn, a thread per CUDA thread). */
+/* Appended: runs one launch, a thread per CUDA thread. The threads are made
+ * once per launch and run every block in turn, meeting at the barrier after
+ * each (the next block reuses the static shared memory); they start only
+ * once all are made, so a failed pthread_create leaves none waiting. */
 static const char EMU_TRAILER[] =
     "\n#undef B\n#undef P\n#undef R\n"
     "typedef void (*lf_emu_fn)(const lf_args);\n"
-    "struct lf_emu_thread { lf_emu_fn fn; const lf_args *a; unsigned blk, tx, ty; };\n"
+    "struct lf_emu_thread { lf_emu_fn fn; const lf_args *a; unsigned grid, tx, ty; };\n"
+    "static pthread_mutex_t lf_emu_mu = PTHREAD_MUTEX_INITIALIZER;\n"
+    "static pthread_cond_t lf_emu_cv = PTHREAD_COND_INITIALIZER;\n"
+    "static int lf_emu_go; /* 0 wait, 1 run, -1 give up */\n"
     "static void *lf_emu_run(void *p) {\n"
     "    lf_emu_thread *t = (lf_emu_thread *)p;\n"
-    "    blockIdx.x = t->blk; blockIdx.y = blockIdx.z = 0;\n"
+    "    pthread_mutex_lock(&lf_emu_mu);\n"
+    "    while (lf_emu_go == 0) pthread_cond_wait(&lf_emu_cv, &lf_emu_mu);\n"
+    "    int go = lf_emu_go;\n"
+    "    pthread_mutex_unlock(&lf_emu_mu);\n"
+    "    if (go < 0) return 0;\n"
+    "    blockIdx.y = blockIdx.z = 0;\n"
     "    threadIdx.x = t->tx; threadIdx.y = t->ty; threadIdx.z = 0;\n"
-    "    t->fn(*t->a);\n"
+    "    for (unsigned b = 0; b < t->grid; b++) {\n"
+    "        blockIdx.x = b;\n"
+    "        t->fn(*t->a);\n"
+    "        pthread_barrier_wait(&lf_emu_barrier);\n"
+    "    }\n"
     "    return 0;\n"
     "}\n"
     "extern \"C\" int lf_emu_launch(void *fn, unsigned grid, unsigned bx, unsigned by, const void *words) {\n"
@@ -57,20 +72,21 @@ static const char EMU_TRAILER[] =
     "    pthread_attr_t attr;\n"
     "    pthread_attr_init(&attr);\n"
     "    pthread_attr_setstacksize(&attr, 1 << 18);\n"
-    "    int rc = 0;\n"
-    "    for (unsigned b = 0; b < grid && !rc; b++) {\n"
-    "        unsigned made = 0;\n"
-    "        for (unsigned i = 0; i < n; i++) {\n"
-    "            t[i].fn = (lf_emu_fn)fn; t[i].a = &a; t[i].blk = b; t[i].tx = i % bx; t[i].ty = i / bx;\n"
-    "            if (pthread_create(&th[i], &attr, lf_emu_run, &t[i])) { rc = -2; break; }\n"
-    "            made++;\n"
-    "        }\n"
-    "        if (rc) { /* cannot happen past the barrier: threads would wait forever */ }\n"
-    "        for (unsigned i = 0; i < made; i++) pthread_join(th[i], 0);\n"
+    "    lf_emu_go = 0;\n"
+    "    unsigned made = 0;\n"
+    "    for (; made < n; made++) {\n"
+    "        t[made].fn = (lf_emu_fn)fn; t[made].a = &a; t[made].grid = grid;\n"
+    "        t[made].tx = made % bx; t[made].ty = made / bx;\n"
+    "        if (pthread_create(&th[made], &attr, lf_emu_run, &t[made])) break;\n"
     "    }\n"
+    "    pthread_mutex_lock(&lf_emu_mu);\n"
+    "    lf_emu_go = made == n ? 1 : -1;\n"
+    "    pthread_cond_broadcast(&lf_emu_cv);\n"
+    "    pthread_mutex_unlock(&lf_emu_mu);\n"
+    "    for (unsigned i = 0; i < made; i++) pthread_join(th[i], 0);\n"
     "    pthread_attr_destroy(&attr);\n"
     "    pthread_barrier_destroy(&lf_emu_barrier);\n"
-    "    return rc;\n"
+    "    return made == n ? 0 : -2;\n"
     "}\n";
 
 /* Compiles the emulated module of CUDA text src; returns its handle. */
