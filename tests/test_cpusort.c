@@ -211,13 +211,13 @@ Test(cpusort, radix_rows_11bit) {
 /* One long row split across the pool (threads 2 and 3; 1 sorts it alone). */
 Test(cpusort, long_row) {
     int64_t n = tu_on_valgrind() ? (1 << 17) : (1 << 20);
-    int64_t kk[] = {n, n - 5, 10};
+    int64_t kk[] = {n, 10};
     enum dist dr[] = {D_RANDOM};
-    sweep_light(1, n, kk, 3, dr, 1);
+    sweep_light(1, n, kk, 2, dr, 1);
     n = 1 << 17; /* still several chunks */
-    int64_t k2[] = {n, 64};
-    enum dist ds[] = {D_THREE, D_HIGH, D_DESC, D_EQUAL};
-    sweep_light(1, n, k2, 2, ds, 4);
+    int64_t k2[] = {n, n - 5, 64};
+    enum dist ds[] = {D_RANDOM, D_THREE, D_HIGH, D_DESC, D_EQUAL};
+    sweep_light(1, n, k2, 3, ds, 5);
     enum dist de[] = {D_EQUAL};
     int64_t ke[] = {n, 3};
     sweep_light(2, n, ke, 2, de, 1);

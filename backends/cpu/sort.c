@@ -349,6 +349,17 @@ AI void cand_insert(uint64_t *ck, int64_t *cp, int64_t m, uint64_t x, int64_t po
 
 /* Whether any of the 16 keys at p is below t. */
 AI bool any_below16(const void *p, uint64_t t, bool w) {
+#ifdef __SSE2__
+    if (!w) { /* unsigned x < t as signed (x ^ 2^31) < (t ^ 2^31) */
+        const __m128i sb = _mm_set1_epi32(INT32_MIN), tv = _mm_set1_epi32((int32_t)((uint32_t)t ^ 0x80000000u));
+        const __m128i *q = p;
+        __m128i m = _mm_cmplt_epi32(_mm_xor_si128(_mm_loadu_si128(q), sb), tv);
+        m = _mm_or_si128(m, _mm_cmplt_epi32(_mm_xor_si128(_mm_loadu_si128(q + 1), sb), tv));
+        m = _mm_or_si128(m, _mm_cmplt_epi32(_mm_xor_si128(_mm_loadu_si128(q + 2), sb), tv));
+        m = _mm_or_si128(m, _mm_cmplt_epi32(_mm_xor_si128(_mm_loadu_si128(q + 3), sb), tv));
+        return _mm_movemask_epi8(m) != 0;
+    }
+#endif
     unsigned any = 0;
     if (w) {
         const uint64_t *q = p;
