@@ -352,6 +352,40 @@ static lf_node *pick_sibling(gen *G, const lf_node *o) {
     return pick(G);
 }
 
+/* A sort, argsort or topk (any axis, order and k, 0..extent included) of a
+ * node, often a map's value (so the key's map fuses into the sort), and now
+ * and then a payload gathered by argsort's indices (take_along_axis: a load
+ * in the consumer) or an elementwise consumer of the sorted values. */
+static lf_node *gen_sort(gen *G) {
+    lf_graph *g = G->g;
+    lf_node *x = pick(G);
+    for (int t = 0; t < 6 && x->ndim == 0; t++) x = pick(G);
+    if (x->ndim == 0) return gen_elementwise(G);
+    int axis = rint_(&G->r, -x->ndim, x->ndim - 1);
+    int64_t ext = x->shape[(axis + x->ndim) % x->ndim];
+    bool desc = chance(&G->r, 50);
+    switch (rint_(&G->r, 0, 4)) {
+    case 0: return lf_sort(g, x, axis, desc);
+    case 1: {
+        lf_node *ord = lf_argsort(g, x, axis, desc);
+        if (chance(&G->r, 50)) return ord;
+        lf_node *pay = pick_sibling(G, x);
+        if (pay->ndim != x->ndim || memcmp(pay->shape, x->shape, (size_t)x->ndim * sizeof *x->shape)) pay = x;
+        push(G, ord);
+        return lf_gather(g, pay, axis, ord);
+    }
+    case 2: return lf_add(g, lf_sort(g, x, axis, desc), lf_cast(g, x, lf_node_dtype(x)));
+    default: {
+        lf_node *v = NULL, *ix = NULL;
+        int64_t k = chance(&G->r, 30) ? ext : rint_(&G->r, 0, ext < 70 ? ext : 70);
+        lf_topk(g, x, k, axis, desc, &v, &ix);
+        if (!v) return gen_elementwise(G);
+        push(G, ix);
+        return v;
+    }
+    }
+}
+
 /* A gather of a pool node along a random axis with in-range indices (some
  * negative), idx broadcast on some axes; a 1-d x takes a 1-d or 2-d idx. */
 static lf_node *gen_gather(gen *G) {
@@ -486,6 +520,7 @@ int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs) {
         push(G, x);
         if (chance(&G->r, 10)) push(G, gen_scan(G)); /* lf_scan in a tenth of the steps */
         if (chance(&G->r, 10)) push(G, gen_stencil(G)); /* many taps of one buffer */
+        if (chance(&G->r, 8)) push(G, gen_sort(G)); /* sort, argsort, topk in an eighth */
     }
     if (chance(&G->r, 15)) push(G, gen_stencil(G)); /* a stencil as the first output */
     int nout = rint_(&G->r, 1, 3);
