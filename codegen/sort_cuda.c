@@ -44,12 +44,31 @@
  * a GPU; CUB is built on warp shuffles, inline PTX and libcu++ and cannot
  * run there, so its use would be checked only on a GPU; (2) NVRTC compiles
  * CUB only with the toolkit's include tree at run time (a dependency the
- * backend does not have: it loads libnvrtc alone) and spends seconds on its
- * templates, against ~1 s for this module; (3) CUB's device-wide sorts are
+ * backend does not have: it loads libnvrtc alone), and its templates add
+ * their own compile time (not measured; this module takes about 4 s with
+ * NVRTC on a busy 2-core machine, once per device, then the disk cache
+ * can hold it); (3) CUB's device-wide sorts are
  * host-launched (cub::DeviceRadixSort needs the runtime API, not the driver
  * API this backend uses), so only its block primitives would be usable
  * anyway. Fusion is unaffected by the choice: the key map and the payload
  * gather live in the generated passes around these launches.
+ *
+ * What the CUDA backend does with it (not wired yet): compile
+ * cg_cuda_sort_source() once per context like a kernel (cuda_nvrtc_compile
+ * with cs->arch / cs->ptx, disk-cache key from its text, cuModuleLoadData)
+ * and keep the module until the context goes; per sort node, before the
+ * first launch of the eval (cuda.h: everything fallible first), call
+ * cg_cuda_plan_sort(nrows, n, k, graph_sort_key_wide(x's dtype), want_keys,
+ * want_pos, &plan), look up each plan.launch[l].entry (cuModuleGetFunction),
+ * allocate plan.scratch_bytes (no zeroing needed), the keys array K
+ * (nrows * n * (wide ? 8 : 4) bytes) and, where the output pass needs them,
+ * keys_out / pos_out (nrows * k entries), then fill nlaunches * nwords
+ * words with cg_cuda_sort_fill_args. At run time, on the context's stream:
+ * the generated key pass (writes K), then for l in 0 .. nlaunches:
+ * cuLaunchKernel(fn[l], grid, block, shared_bytes, stream, {words + l *
+ * nwords}), then the generated output pass (gathers through pos_out). K,
+ * the scratch and the outputs may go back to the caching allocator after
+ * the output pass is queued (stream order).
  *
  * What must stay true:
  *  - results depend on nothing but the keys: a stable sort's first k are
