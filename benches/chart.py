@@ -27,13 +27,14 @@ from xml.sax.saxutils import escape
 
 CASE_ORDER = ['gaussian_pdf', 'polar_distance', 'hypot', 'triad', 'chain8', 'sum_of_squares',
               'softmax_rows', 'matmul_zip_reduce', 'chain32', 'cumsum', 'cumsum_rows', 'scan_fused',
-              'random_fused', 'random_fill', 'gather_perm', 'gather_rows', 'histogram']
-SYSTEM_ORDER = ['lazyfuse fused', 'lazyfuse unfused', 'numpy', 'numexpr',
+              'random_fused', 'random_fill', 'gather_perm', 'gather_rows', 'histogram',
+              'sort_f32', 'argsort_rows', 'topk_rows', 'spca']
+SYSTEM_ORDER = ['lazyfuse fused', 'lazyfuse unfused', 'numpy', 'numpy_batched', 'numexpr',
                 'numba_vectorize', 'numba_njit', 'numpy_blas', 'cupy', 'cupy_kernel', 'cupy_fuse', 'jax_jit',
                 'torch_eager', 'torch_compile', 'numba_cuda']
 COLORS = {
     'lazyfuse fused': '#1f77b4', 'lazyfuse unfused': '#ff7f0e', 'stream_copy': '#555555',
-    'numpy': '#2ca02c', 'numpy_blas': '#98df8a', 'numexpr': '#d62728',
+    'numpy': '#2ca02c', 'numpy_blas': '#98df8a', 'numpy_batched': '#bcbd22', 'numexpr': '#d62728',
     'numba_vectorize': '#9467bd', 'numba_njit': '#8c564b', 'cupy': '#e377c2',
     'cupy_kernel': '#f7b6d2', 'cupy_fuse': '#bcbd22', 'jax_jit': '#17becf',
     'torch_eager': '#aec7e8', 'torch_compile': '#ffbb78', 'numba_cuda': '#c5b0d5',
@@ -126,7 +127,7 @@ def sweep_series(lf):
     out = {}
     for r in lf:
         c, mode = r.get('case'), r.get('mode')
-        if c not in CASE_ORDER or c == 'matmul_zip_reduce' or mode not in ('fused', 'unfused'):
+        if c not in CASE_ORDER or c in ('matmul_zip_reduce', 'topk_rows', 'spca') or mode not in ('fused', 'unfused'):
             continue
         if not r.get('gbps'):
             continue

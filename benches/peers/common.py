@@ -122,7 +122,7 @@ class Case:
     deviation (see moments_diff)."""
 
     def __init__(self, name, inputs, shape, tol, reduction=False, out_dtype=np.float32, out_shape=None,
-                 check='values', reports_n=False):
+                 check='values', reports_n=False, make=None, compare=None):
         self.name = name
         self.reports_n = reports_n     # lazyfuse-bench reports --n, not the element count
         self.input_specs = inputs      # [(seed, lo, hi)] or [('perm' | 'index', seed, dtype)]
@@ -132,6 +132,12 @@ class Case:
         self.out_dtype = np.dtype(out_dtype)
         self.fixed_out_shape = out_shape
         self.check = check
+        # issue 15's cases: make(n, ref_path) -> inputs, when they are not all
+        # seed_examples.c's (spca reads lazyfuse's samples from its saved
+        # output 1); compare(result, ref_path, n, inputs) -> (diff, tol, how),
+        # for several outputs or exact checks with ties
+        self.make = make
+        self.compare = compare
 
     def dims(self, n, matmul_n):
         """Shape of each input for lazyfuse-bench's --n N (matmul: --matmul-n)."""
@@ -139,6 +145,8 @@ class Case:
             return (SOFTMAX_ROWS, max(1, n // SOFTMAX_ROWS))
         if self.shape == 'matmul':
             return (matmul_n, matmul_n)
+        if self.shape == 'samples':
+            return (n, SPCA_P)
         return (n,)
 
     def reported_n(self, n, matmul_n):
@@ -149,7 +157,9 @@ class Case:
             return n
         return int(np.prod(self.dims(n, matmul_n)))
 
-    def make_inputs(self, n, matmul_n):
+    def make_inputs(self, n, matmul_n, ref_path=None):
+        if self.make is not None:
+            return self.make(n, ref_path)
         d = self.dims(n, matmul_n)
         count = int(np.prod(d))
         made = []
@@ -165,12 +175,63 @@ class Case:
     def out_shape(self, n, matmul_n):
         if self.name == 'sum_of_squares':
             return ()
+        if self.name == 'spca':
+            return (SPCA_P,)
+        if self.name == 'topk_rows':
+            return (n, SPCA_K)
         if self.fixed_out_shape is not None:
             return self.fixed_out_shape
         return self.dims(n, matmul_n)
 
     def out_bytes(self, n, matmul_n):
         return int(np.prod(self.out_shape(n, matmul_n), dtype=np.int64)) * self.out_dtype.itemsize
+
+
+# ---- issue 15: sorts, top-k and the seed's sparse PCA --------------------------
+# lazyfuse-bench's constants (benches/lazyfuse_bench.c, tools/spca.h)
+SPCA_P, SPCA_D, SPCA_K = 1000, 3, 10    # features (also topk_rows' row length), d, k
+SPCA_VD_SEED = 61                        # Vd [p, d] = lcg_f32(p * d, -1, 1, 61)
+
+
+def ref_output(ref_path, k):
+    """lazyfuse-bench's saved output k of a case (k > 0: CASE.k.f32)."""
+    return ref_path if k == 0 else ref_path[:-len('.f32')] + f'.{k}.f32'
+
+
+def spca_inputs(n, ref_path):
+    """Vd [p, d] (seed_examples.c's LCG) and the samples C [d, n]: lazyfuse's
+    own (its lf_random normal numbers, saved as spca.1.f32), or without a
+    lazyfuse run NumPy's standard normal (the check is then n/a)."""
+    vd = lcg_f32(SPCA_P * SPCA_D, -1, 1, SPCA_VD_SEED).reshape(SPCA_P, SPCA_D)
+    if ref_path:
+        c = np.fromfile(ref_output(ref_path, 1), dtype=F32).reshape(SPCA_D, n)
+    else:
+        c = np.random.default_rng(2014).standard_normal((SPCA_D, n), dtype=F32)
+    return [vd, c]
+
+
+def spca_compare(result, ref_path, n, inputs):
+    """opt_x against lazyfuse's (a peer does its own float32 arithmetic and
+    BLAS, so within PEER_TOL; another best sample is far off)."""
+    ref = np.fromfile(ref_path, dtype=F32)
+    return max_rel_diff(np.asarray(result, dtype=F32).ravel(), ref), PEER_TOL, 'opt_x values'
+
+
+def topk_compare(result, ref_path, n, inputs):
+    """Values exactly; indices exactly where the value is not tied in its
+    row (with ties the order is defined, but argpartition may pick another
+    of the tied positions at the boundary)."""
+    values, indices = result
+    rv = np.fromfile(ref_output(ref_path, 0), dtype=F32).reshape(n, SPCA_K)
+    ri = np.fromfile(ref_output(ref_path, 1), dtype=np.int64).reshape(n, SPCA_K)
+    if values.shape != rv.shape or not np.array_equal(values, rv):
+        return math.inf, 0.0, 'values, and indices of untied values'
+    s = -np.sort(-inputs[0], axis=1)[:, :SPCA_K + 1]   # each row's k + 1 largest, descending
+    tied = np.zeros(rv.shape, bool)
+    tied[:, 1:] |= s[:, 1:SPCA_K] == s[:, :SPCA_K - 1]
+    tied |= s[:, :SPCA_K] == s[:, 1:SPCA_K + 1]
+    bad = (indices != ri) & ~tied
+    return (math.inf if np.any(bad) else 0.0), 0.0, 'values, and indices of untied values'
 
 
 PI_F = 3.14159
@@ -194,6 +255,13 @@ CASES = [
     Case('gather_perm', [(23, -1, 1), ('perm', 5, np.int64)], 'elem', 0.0),
     Case('gather_rows', [(29, -1, 1), ('index', 7, np.int32)], 'rows', 0.0, reports_n=True),
     Case('histogram', [(31, 0, 1)], 'elem', 0.0, reduction=True, out_dtype=np.int64, out_shape=(256,)),
+    # issue 15: the order is defined (stable, NaN last), so exactly
+    Case('sort_f32', [(43, -1, 1)], 'elem', 0.0),
+    Case('argsort_rows', [(47, -1, 1)], 'rows', 0.0, out_dtype=np.int64),
+    Case('topk_rows', [(53, -1, 1)], 'samples', 0.0, reduction=True, out_shape=None, reports_n=True,
+         compare=topk_compare),
+    Case('spca', [], 'samples', 1e-3, reduction=True, reports_n=True, make=spca_inputs,
+         compare=spca_compare),
 ]
 CASE_BY_NAME = {c.name: c for c in CASES}
 
@@ -252,6 +320,8 @@ def measure(call, time_one, fixed_reps):
     reps): first_s is the first call (compilation included), excluded from
     the median, as is the warm-up that sizes the repetitions."""
     first_s = time_one(call)
+    if getattr(call, 'once', False):  # too slow to repeat (the seed's spca loop)
+        return first_s, first_s, 1
     warm = time_one(call)
     reps = pick_reps(fixed_reps, warm)
     times = [time_one(call) for _ in range(reps)]

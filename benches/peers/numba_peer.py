@@ -283,6 +283,8 @@ class NumbaNjit(Peer):
         return numba_version(self.numba)
 
     def prepare(self, case, inputs, n, matmul_n):
+        if case.name not in self.fns:
+            raise NotApplicable('no @njit version of this case')
         fn = self.fns[case.name]
         if case.name == 'sum_of_squares':
             return lambda: fn(*inputs)

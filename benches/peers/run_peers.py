@@ -36,16 +36,17 @@ sys.path.insert(0, HERE)
 
 # numpy_blas last: OpenBLAS's threads busy-wait for a while after a call,
 # which on a small machine would slow whatever is measured next
-CPU_SYSTEMS = ['numpy', 'numexpr', 'numba_vectorize', 'numba_njit', 'numpy_blas']
+CPU_SYSTEMS = ['numpy', 'numpy_batched', 'numexpr', 'numba_vectorize', 'numba_njit', 'numpy_blas']
 CUDA_SYSTEMS = ['cupy', 'cupy_kernel', 'cupy_fuse', 'jax_jit', 'torch_eager', 'torch_compile', 'numba_cuda']
-MODULE_OF = {'numpy': 'numpy_peer', 'numpy_blas': 'numpy_peer', 'numexpr': 'numexpr_peer',
+MODULE_OF = {'numpy': 'numpy_peer', 'numpy_blas': 'numpy_peer', 'numpy_batched': 'numpy_peer', 'numexpr': 'numexpr_peer',
              'numba_vectorize': 'numba_peer', 'numba_njit': 'numba_peer', 'cupy': 'cupy_peer',
              'cupy_kernel': 'cupy_peer', 'cupy_fuse': 'cupy_peer', 'jax_jit': 'jax_peer',
              'torch_eager': 'torch_peer', 'torch_compile': 'torch_peer', 'numba_cuda': 'numba_cuda_peer'}
 # common.CASES's names (common imports numpy, which --help must not need)
 CASE_NAMES = ['gaussian_pdf', 'polar_distance', 'hypot', 'triad', 'chain8', 'sum_of_squares',
               'softmax_rows', 'matmul_zip_reduce', 'chain32', 'cumsum', 'cumsum_rows', 'scan_fused',
-              'random_fused', 'random_fill', 'gather_perm', 'gather_rows', 'histogram']
+              'random_fused', 'random_fill', 'gather_perm', 'gather_rows', 'histogram',
+              'sort_f32', 'argsort_rows', 'topk_rows', 'spca']
 
 
 def parse_args(argv):
@@ -175,9 +176,16 @@ def main(argv):
             n = ref_line['n'] if case.shape != 'matmul' else a.n
         if not peers:
             break
-        inputs = case.make_inputs(n, matmul_n)
+        ref_path = ref_line.get('output') if ref_line else None
+        try:
+            inputs = case.make_inputs(n, matmul_n, ref_path)
+        except (OSError, ValueError) as e:
+            say(f"{cname}: cannot make the inputs from lazyfuse's outputs: {e}; left out")
+            continue
         ref = None
-        if ref_line and ref_line.get('output'):
+        if case.compare is not None:
+            pass  # case.compare reads lazyfuse's outputs itself
+        elif ref_line and ref_line.get('output'):
             try:
                 ref = np.fromfile(ref_line['output'], dtype=case.out_dtype).reshape(case.out_shape(n, matmul_n))
             except (OSError, ValueError) as e:
@@ -191,7 +199,9 @@ def main(argv):
             try:
                 call = peer.prepare(case, inputs, n, matmul_n)
                 first_s, median_s, reps = common.measure(call, peer.time_one, a.reps)
-                result = peer.to_host(call())
+                result = call()
+                result = (tuple(peer.to_host(x) for x in result) if isinstance(result, tuple)
+                          else peer.to_host(result))
             except common.NotApplicable as e:
                 emit(dict(base, status='n/a', why=str(e)))
                 continue
@@ -200,13 +210,19 @@ def main(argv):
                 emit(dict(base, status='error', why=f'{type(e).__name__}: {e}'))
                 failed = 1
                 continue
-            out_bytes = case.out_bytes(n, matmul_n)
+            out_bytes = 0 if cname == 'topk_rows' else case.out_bytes(n, matmul_n)  # input only
             rec = dict(base, status='ok', median_s=median_s, first_s=first_s, reps=reps,
                        threads=a.threads, bytes=in_bytes + out_bytes,
                        gbps=(in_bytes + out_bytes) / median_s / 1e9)
             if case.name == 'matmul_zip_reduce':
                 rec['gflops'] = 2.0 * matmul_n ** 3 / median_s / 1e9
-            if ref is not None:
+            if case.compare is not None and ref_path:
+                d, tol, how = case.compare(result, ref_path, n, inputs)
+                rec.update(max_rel_diff=d if d != float('inf') else None, tol=tol, check_how=how,
+                           check='ok' if d <= tol else 'MISMATCH')
+                if rec['check'] != 'ok':
+                    say(f'{cname} {peer.name}: MISMATCH against lazyfuse ({how})')
+            elif ref is not None:
                 if case.check == 'moments':
                     # the random part only: output minus the input it is added to
                     base_in = inputs[0].astype(np.float64) if inputs else 0.0
