@@ -22,6 +22,9 @@
 #   --sweep LO:HI[:STEP]  the sizes, as exponents of 2 (default 10:26:1); the
 #                         merged table and the peers use the largest
 #   --cases LIST          comma list of cases (default: all; see lazyfuse-bench --list)
+#   --samples S           rows of topk_rows and samples of spca (default 64000, the
+#                         seed's; --quick: 4000). Both run once, after the sweep; spca's
+#                         NumPy peer runs the seed's Python loop once (seconds)
 #   --reps R              timed repetitions per case (default: ~0.5 s worth, 5..200)
 #   --threads T           threads of lazyfuse and of the peers (default: all CPUs)
 #   --backend cpu|cuda    cuda: lazyfuse's CUDA backend and the GPU peers (CuPy,
@@ -55,7 +58,7 @@ usage() {
     exit 2
 }
 
-QUICK=0 SWEEP="" CASES="" REPS="" THREADS="" BACKEND=cpu SYSTEMS="" PEERS=1 INSTALL=1
+QUICK=0 SWEEP="" CASES="" SAMPLES="" REPS="" THREADS="" BACKEND=cpu SYSTEMS="" PEERS=1 INSTALL=1
 BUILD=build-rel OUT="" RESULTS=1
 CMDLINE="bash scripts/bench.sh${*:+ $*}"
 while [ $# -gt 0 ]; do
@@ -64,6 +67,7 @@ while [ $# -gt 0 ]; do
     --sweep) SWEEP="${2:?--sweep needs LO:HI[:STEP]}"; shift ;;
     --cases) CASES="${2:?--cases needs a list}"; shift ;;
     --reps) REPS="${2:?--reps needs a number}"; shift ;;
+    --samples) SAMPLES="${2:?--samples needs a number}"; shift ;;
     --threads) THREADS="${2:?--threads needs a number}"; shift ;;
     --backend) BACKEND="${2:?--backend needs cpu or cuda}"; shift ;;
     --systems) SYSTEMS="${2:?--systems needs a list}"; shift ;;
@@ -81,6 +85,7 @@ case "$BACKEND" in cpu|cuda) ;; *) die "--backend: expected cpu or cuda, got '$B
 if [ "$QUICK" -eq 1 ]; then
     : "${SWEEP:=10:20:2}"
     : "${REPS:=3}"
+    : "${SAMPLES:=4000}"
     : "${OUT:=$BUILD/bench-quick}"
 fi
 : "${SWEEP:=10:26:1}"
@@ -142,6 +147,7 @@ fi
 
 args=(--sweep "$SWEEP" --backend "$BACKEND" --json --save-outputs "$WORK/outputs")
 [ -n "$CASES" ] && args+=(--case "$CASES")
+[ -n "$SAMPLES" ] && args+=(--samples "$SAMPLES")
 [ -n "$REPS" ] && args+=(--reps "$REPS")
 [ -n "$THREADS" ] && args+=(--threads "$THREADS")
 say "lazyfuse-bench ${args[*]}"
