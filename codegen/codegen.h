@@ -235,6 +235,9 @@ int64_t cg_scan_blocks(const cg_layout *lay);
 int cg_pass_reductions(const fuse_kernel *kn, int q);
 
 typedef void (*cg_run_fn)(void *const *B, const int64_t *P, int64_t begin, int64_t end);
+/* A sort kernel's lf_k_run: keys into the work array; returns whether a value
+ * of the range is one its key does not give back (emit_c.c, emit_sort). */
+typedef int (*cg_sort_fn)(void *const *B, const int64_t *P, int64_t begin, int64_t end);
 typedef void (*cg_pass_fn)(void *const *B, const int64_t *P, cg_value *R, int64_t begin,
                            int64_t end, cg_partial *part);
 typedef void (*cg_fin_fn)(const int64_t *P, cg_value *R, cg_partial *part, int64_t nblocks); /* scans write part */

@@ -534,6 +534,16 @@ void cg_emit_sort_key_defs(cg_emitter *e) {
                     "    u = (u >> 63) ? ~u : (u | 0x8000000000000000ull);\n"
                     "    return v != v ? 0xffffffffffffffffull : u;\n"
                     "}\n"
+                    "/* a value its key does not give back: -0.0, or a NaN other than the\n"
+                    "   canonical one (0x7fc00000, 0x7ff8000000000000) */\n"
+                    "LF_INLINE int lf_sodd_f32(float v) {\n"
+                    "    union { float f; uint32_t u; } c = {v};\n"
+                    "    return (c.u == 0x80000000u) | ((v != v) & (c.u != 0x7fc00000u));\n"
+                    "}\n"
+                    "LF_INLINE int lf_sodd_f64(double v) {\n"
+                    "    union { double f; uint64_t u; } c = {v};\n"
+                    "    return (c.u == 0x8000000000000000ull) | ((v != v) & (c.u != 0x7ff8000000000000ull));\n"
+                    "}\n"
                     "#endif\n");
 }
 
@@ -556,6 +566,8 @@ void cg_emit_sort_store(cg_emitter *e, const cg_access *a, const char *idx, cons
     }
     cg_line(e, "((%s *)lf_w)[%s - lf_base] = %s%s; /* sort key -> n%d */", wide ? "uint64_t" : "uint32_t", idx, key,
             desc ? (wide ? " ^ 0xffffffffffffffffull" : " ^ 0xffffffffu") : "", sn->id);
+    if (graph_dtype_is_float(from)) /* lf_k_run returns whether a value needs lf_k_raw */
+        cg_line(e, "lf_odd |= lf_sodd_%s(%s);", from == LF_F32 ? "f32" : "f64", x);
 }
 
 /* ---- scatter kernels ---- */

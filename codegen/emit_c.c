@@ -477,11 +477,13 @@ static void emit_scatter(cg_emitter *e) {
     cg_close_block(e);
 }
 
-/* A sort kernel (plan_sort.c): lf_k_run(B, P, begin, end) writes the sort
- * keys of flat positions [begin, end) of its space (rows one after the
+/* A sort kernel (plan_sort.c): int lf_k_run(B, P, begin, end) writes the
+ * sort keys of flat positions [begin, end) of its space (rows one after the
  * other, the sorted axis innermost) to the work array at position -
- * begin; lf_k_raw(B, P, begin, end) writes the values themselves (the
- * body's dtype) the same way. The work array is passed as B[buf of store
+ * begin, and returns whether one of the values is a float its key does
+ * not give back (-0.0, a NaN other than the canonical one: lf_sodd_*);
+ * lf_k_raw(B, P, begin, end) writes the values themselves (the body's
+ * dtype) the same way. The work array is passed as B[buf of store
  * 0]; the backend sorts the rows and writes the slots. */
 static void emit_sort(cg_emitter *e) {
     const cg_layout *lay = e->lay;
@@ -489,7 +491,12 @@ static void emit_sort(cg_emitter *e) {
     cg_emit_sort_key_defs(e);
     for (int raw = 0; raw < 2; raw++) {
         e->sort_raw = raw;
-        open_fn(e, raw ? "raw(" ARGS_RUN ")" : "run(" ARGS_RUN ")");
+        if (raw) open_fn(e, "raw(" ARGS_RUN ")");
+        else { /* returns whether a value of the range is one its key does not give back */
+            cg_open_block(e, "%s int lf_k_run(" ARGS_RUN ") {", e->d->entry);
+            e->level = 0;
+            cg_line(e, "int lf_odd = 0;");
+        }
         cg_declare_buffers(e);
         int wb = -1;
         for (int i = 0; i < lay->naccess; i++)
@@ -499,6 +506,7 @@ static void emit_sort(cg_emitter *e) {
         cg_line(e, "const int64_t E = P[%d];", lay->param_extent + inner);
         cg_line(e, "int64_t at = begin;");
         emit_flat_range(e, "end");
+        if (!raw) cg_line(e, "return lf_odd;");
         cg_close_block(e);
     }
     e->sort_raw = false;

@@ -86,15 +86,22 @@ static void drop(dataset *s) {
 
 static cpu_pool *pools[4];
 
+/* Kept work memory (cpu_sort_cache): the 2-thread runs take their scratch
+ * from it and give it back, so later sorts reuse blocks earlier ones left. */
+static cpu_sort_cache *cache;
+
 static void pools_init(void) {
     for (int t = 1; t <= 3; t++) {
         pools[t] = cpu_pool_new(t);
         cr_assert(pools[t]);
     }
+    cache = cpu_sort_cache_new();
+    cr_assert(cache);
 }
 
 static void pools_fini(void) {
     for (int t = 1; t <= 3; t++) cpu_pool_free(pools[t]);
+    cpu_sort_cache_free(cache);
     lf_debug_fail_alloc(0, false);
 }
 
@@ -114,7 +121,8 @@ static void check_one(const dataset *s, int64_t k, int mode, int threads, const 
     if (kout) memset(kout, SENTINEL, outn * ks);
     if (iout) memset(iout, SENTINEL, outn * 8);
     cpu_sort_rows_args a = {.nrows = s->nrows, .n = s->n, .k = k, .wide = s->wide,
-                            .keys = keys, .keys_out = kout, .idx_out = iout};
+                            .keys = keys, .keys_out = kout, .idx_out = iout,
+                            .cache = threads == 2 ? cache : NULL};
     cr_assert(cpu_sort_rows(pools[threads], &a), "%s: returned false", what);
     for (int64_t r = 0; r < s->nrows; r++) {
         const pair *o = s->order + r * s->n;
@@ -262,7 +270,7 @@ static void expect_no_write(int64_t nrows, int64_t n, int64_t k) {
     memset(kout, SENTINEL, sizeof kout);
     memset(iout, SENTINEL, sizeof iout);
     for (int t = 1; t <= 3; t++) {
-        cpu_sort_rows_args a = {nrows, n, k, false, keys, kout, iout};
+        cpu_sort_rows_args a = {nrows, n, k, false, keys, kout, iout, NULL};
         cr_assert(cpu_sort_rows(pools[t], &a));
         for (int i = 0; i < 8; i++) {
             cr_assert_eq(kout[i], 0xA5A5A5A5u);
@@ -278,7 +286,7 @@ Test(cpusort, empty_shapes) {
     expect_no_write(2, 4000, 0);
     /* both outputs NULL */
     uint32_t keys[4] = {3, 2, 1, 0};
-    cpu_sort_rows_args a = {1, 4, 4, false, keys, NULL, NULL};
+    cpu_sort_rows_args a = {1, 4, 4, false, keys, NULL, NULL, NULL};
     cr_assert(cpu_sort_rows(pools[2], &a));
     /* a NULL pool runs on the caller */
     uint32_t ko[4];
@@ -307,7 +315,7 @@ static void oom(int64_t nrows, int64_t n, int64_t k, int threads) {
     memset(iout, SENTINEL, outn * 8);
     size_t base = lf_debug_live_bytes();
     lf_debug_fail_alloc(1, true);
-    cpu_sort_rows_args a = {nrows, n, k, false, keys, kout, iout};
+    cpu_sort_rows_args a = {nrows, n, k, false, keys, kout, iout, NULL};
     bool ok = cpu_sort_rows(pools[threads], &a);
     lf_debug_fail_alloc(0, false);
     cr_assert(!ok, "n=%lld: sort succeeded with every allocation failing", (long long)n);
@@ -340,4 +348,28 @@ Test(cpusort, tiny_needs_no_memory) {
     check_one(&s, 20, M_BOTH, 2, "tiny under failure");
     lf_debug_fail_alloc(0, false);
     drop(&s);
+}
+
+/* The cache gives back what it keeps: the smallest kept block that fits,
+ * a fresh one when none does; a block given back is kept, up to
+ * CPU_SORT_CACHED of them, the largest. */
+Test(cpusort, cache_reuses_blocks) {
+    cpu_sort_cache *c = cpu_sort_cache_new();
+    cr_assert(c);
+    void *a = cpu_sort_cache_take(c, 1000), *b = cpu_sort_cache_take(c, 5000);
+    cr_assert(a && b);
+    cpu_sort_cache_give(c, a, 1000);
+    cpu_sort_cache_give(c, b, 5000);
+    cr_expect_eq(cpu_sort_cache_take(c, 900), a);  /* the smallest that fits */
+    cr_expect_eq(cpu_sort_cache_take(c, 4000), b);
+    cpu_sort_cache_give(c, a, 1000);
+    cpu_sort_cache_give(c, b, 5000);
+    void *d = cpu_sort_cache_take(c, 9000);        /* none fits: fresh, the kept ones freed */
+    cr_assert(d);
+    cpu_sort_cache_give(c, d, 9000);
+    cr_expect_eq(cpu_sort_cache_take(c, 9000), d);
+    cpu_sort_cache_give(c, d, 9000);
+    cpu_sort_cache_give(c, NULL, 10);
+    cpu_sort_cache_free(c);
+    cpu_sort_cache_free(NULL);
 }

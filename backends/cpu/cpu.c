@@ -36,6 +36,7 @@
 
 #include "backends/cpu/cc.h"
 #include "backends/cpu/pool.h"
+#include "backends/cpu/sort.h"
 #include "backends/cpu/sort_kernel.h"
 #include "backends/cpu/unit.h"
 #include "backends/diskcache.h"
@@ -86,8 +87,8 @@ typedef struct kentry {
     cg_row_fn row;
     cg_pass_fn scan;                /* SCAN: blocks from their offsets (also
                                        run, pass[0], fin[0]) */
-    cg_run_fn raw;                  /* sort kernels: values into the work array
-                                       (run writes keys; backends/cpu/sort_kernel.c) */
+    cg_sort_fn keys;                /* sort kernels: keys into the work array, */
+    cg_run_fn raw;                  /* and values (backends/cpu/sort_kernel.c) */
 } kentry;
 
 typedef struct cpu_state {
@@ -105,6 +106,7 @@ typedef struct cpu_state {
     char march[80];                 /* the -march flag used */
     const char *flags[32];          /* cc_flags with it */
     kcache kernels;                 /* in-memory kernel cache (kentry) */
+    cpu_sort_cache *sort_cache;     /* sorts' kept work memory (made on first use) */
 } cpu_state;
 
 /* Loads an object held in memory: a reference for the caller, or NULL with
@@ -138,6 +140,7 @@ static void state_free(void *p) {
     cpu_state *cs = p;
     if (!cs) return;
     cpu_pool_free(cs->pool);
+    cpu_sort_cache_free(cs->sort_cache);
     kcache_clear(&cs->kernels, kentry_release, NULL);
     graph_free(cs->cc_version);
     graph_free(cs->cc_problem);
@@ -234,7 +237,7 @@ static bool bind_functions(kentry *e, const cg_layout *lay, so_ref *r, const cha
         SYM(e->fin[0], "%s", "fin0");
         SYM(e->scan, "%s", "scan");
     } else if (kn->sort) { /* keys, and values for the ones keys do not carry */
-        SYM(e->run, "%s", "run");
+        SYM(e->keys, "%s", "run");
         SYM(e->raw, "%s", "raw");
     } else if (kn->scatter) { /* blocks, then the combine over dst's elements */
         SYM(e->run, "%s", "run");
@@ -891,7 +894,8 @@ static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buf
         if (ck->lay->kernel->nscalars) cg_fill_scalars(ck->lay, ck->P); /* lf_scalar_set */
         const fuse_kernel *kn = ck->lay->kernel;
         if (kn->sort) { /* keys, the sort runtime, the slots (sort_kernel.c) */
-            cpu_sort_job job = {ck->lay, ck->fns->run, ck->fns->raw, ck->B, ck->P, NULL, NULL};
+            if (!cs->sort_cache) cs->sort_cache = cpu_sort_cache_new(); /* NULL: plain allocations */
+            cpu_sort_job job = {ck->lay, ck->fns->keys, ck->fns->raw, ck->B, ck->P, NULL, NULL, cs->sort_cache};
             for (int j = 0; j < kn->nstores; j++) {
                 const lf_node *sn = s->slots[kn->stores[j].slot].node;
                 if (sn == kn->sort_values) job.values = data[kn->stores[j].slot];

@@ -28,6 +28,7 @@
 #include "graph/graph.h"
 
 #include <assert.h>
+#include <pthread.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -644,6 +645,74 @@ static void long_row(cpu_pool *pool, long_job *j, void *keys, void *kout, int64_
     }
 }
 
+/* ---- kept work memory ---------------------------------------------------------- */
+
+struct cpu_sort_cache {
+    pthread_mutex_t mu;
+    void *p[CPU_SORT_CACHED];        /* kept blocks (NULL: none) */
+    size_t bytes[CPU_SORT_CACHED];   /* their sizes */
+};
+
+cpu_sort_cache *cpu_sort_cache_new(void) {
+    cpu_sort_cache *c = graph_calloc(1, sizeof *c);
+    if (c && pthread_mutex_init(&c->mu, NULL) != 0) {
+        graph_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void cpu_sort_cache_free(cpu_sort_cache *c) {
+    if (!c) return;
+    for (int i = 0; i < CPU_SORT_CACHED; i++) graph_free(c->p[i]);
+    pthread_mutex_destroy(&c->mu);
+    graph_free(c);
+}
+
+void *cpu_sort_cache_take(cpu_sort_cache *c, size_t bytes) {
+    if (!c) return graph_malloc(bytes);
+    void *p = NULL;
+    pthread_mutex_lock(&c->mu);
+    int best = -1; /* the smallest kept block that fits */
+    for (int i = 0; i < CPU_SORT_CACHED; i++)
+        if (c->p[i] && c->bytes[i] >= bytes && (best < 0 || c->bytes[i] < c->bytes[best])) best = i;
+    if (best >= 0) {
+        p = c->p[best];
+        c->p[best] = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (p) return p;
+    /* nothing fits: the kept blocks are too small to be worth keeping */
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < CPU_SORT_CACHED; i++) {
+        graph_free(c->p[i]);
+        c->p[i] = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return graph_malloc(bytes);
+}
+
+void cpu_sort_cache_give(cpu_sort_cache *c, void *p, size_t bytes) {
+    if (!c || !p) {
+        graph_free(p);
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    int slot = -1; /* an empty entry, else the smallest smaller one */
+    for (int i = 0; i < CPU_SORT_CACHED && slot < 0; i++)
+        if (!c->p[i]) slot = i;
+    for (int i = 0; i < CPU_SORT_CACHED && slot < 0; i++)
+        if (c->bytes[i] < bytes && (slot < 0 || c->bytes[i] < c->bytes[slot])) slot = i;
+    void *drop = p;
+    if (slot >= 0) {
+        drop = c->p[slot];
+        c->p[slot] = p;
+        c->bytes[slot] = bytes;
+    }
+    pthread_mutex_unlock(&c->mu);
+    graph_free(drop);
+}
+
 /* ---- entry ---------------------------------------------------------------------- */
 
 /* Adds b to *total, false on overflow. */
@@ -675,7 +744,7 @@ static bool sort_long(cpu_pool *pool, const cpu_sort_rows_args *a, int threads) 
               add_size(&total, align64((size_t)nch * per * 4)) && add_size(&total, align64((size_t)nch * nb * 4)) &&
               add_size(&total, align64((size_t)nch * nb * 8)) && add_size(&total, align64((size_t)nch * wc_bytes((int)nb))) &&
               add_size(&total, align64((size_t)nch * (size_t)(k <= CPU_SORT_TOPK_MAX ? k : 0) * 16 + (size_t)nch * 8));
-    char *blk = ok && add_size(&total, 64) ? graph_malloc(total) : NULL;
+    char *blk = ok && add_size(&total, 64) ? cpu_sort_cache_take(a->cache, total) : NULL;
     if (!blk) return false;
     char *p = blk + (-(uintptr_t)blk & 63); /* 64-byte aligned */
     void *kb = p;
@@ -698,7 +767,7 @@ static bool sort_long(cpu_pool *pool, const cpu_sort_rows_args *a, int threads) 
         int64_t *iout = a->idx_out ? a->idx_out + r * k : NULL;
         long_row(pool, &j, keys, kout, iout, kb, pa, pb, pos64);
     }
-    graph_free(blk);
+    cpu_sort_cache_give(a->cache, blk, total);
     return true;
 }
 
@@ -718,11 +787,11 @@ bool cpu_sort_rows(cpu_pool *pool, const cpu_sort_rows_args *a) {
         j.per = row_scratch_bytes(n, a->wide, a->idx_out != NULL, j.dg);
         size_t users = nrows >= min_par ? (size_t)threads : 1; /* worker ids the run may use */
         if (users > (SIZE_MAX - 64) / j.per) return false;
-        j.block = graph_malloc(j.per * users + 64);
+        j.block = cpu_sort_cache_take(a->cache, j.per * users + 64);
         if (!j.block) return false;
         j.scratch = j.block + (-(uintptr_t)j.block & 63);
     }
     cpu_pool_run(pool, rows_body, &j, nrows, 1, min_par);
-    graph_free(j.block);
+    cpu_sort_cache_give(a->cache, j.block, j.per * (nrows >= min_par ? (size_t)threads : 1) + 64);
     return true;
 }

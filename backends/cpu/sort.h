@@ -25,10 +25,24 @@
 #include "backends/cpu/pool.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define CPU_SORT_TINY 32      /* rows of at most this many keys: insertion sort */
 #define CPU_SORT_TOPK_MAX 64  /* the single-pass top-k path is for k up to this */
+
+/* Work memory kept between sorts (a context's, freed with it): a sort of
+ * 2^24 keys needs some 200 MB of scratch, and fresh pages cost more to
+ * fault in and clear than the sort itself. cpu_sort_cache_take gives a kept
+ * block of at least `bytes` (or a fresh one, NULL when out of memory);
+ * cpu_sort_cache_give hands a block back (it keeps the CPU_SORT_CACHED
+ * largest, frees the rest). Thread-safe. */
+#define CPU_SORT_CACHED 2
+typedef struct cpu_sort_cache cpu_sort_cache;
+cpu_sort_cache *cpu_sort_cache_new(void);      /* NULL when out of memory */
+void cpu_sort_cache_free(cpu_sort_cache *c);   /* NULL is a no-op */
+void *cpu_sort_cache_take(cpu_sort_cache *c, size_t bytes); /* c NULL: graph_malloc */
+void cpu_sort_cache_give(cpu_sort_cache *c, void *p, size_t bytes); /* c NULL: graph_free */
 
 typedef struct cpu_sort_rows_args {
     int64_t nrows;      /* rows (>= 0) */
@@ -43,6 +57,8 @@ typedef struct cpu_sort_rows_args {
                            as keys), or NULL (not wanted) */
     int64_t *idx_out;   /* nrows*k: their positions within the row
                            (0..n-1), or NULL (not wanted) */
+    cpu_sort_cache *cache; /* where scratch comes from and goes back to, or
+                           NULL (graph_malloc, freed on return) */
 } cpu_sort_rows_args;
 /* keys_out and idx_out must not overlap keys or each other. */
 

@@ -19,9 +19,12 @@
  *    or more): all keys at once, computed on the pool, sorted across it by
  *    cpu_sort_rows, the entries written on the pool.
  * Values that the keys do not carry: a key is -0.0 and +0.0 alike and one
- * key stands for every NaN, so a row with such entries computes its values
- * again (lf_k_raw) and takes them in position order: the sort is stable, so
- * the m-th zero (or NaN) entry of the output is the row's m-th zero (NaN).
+ * key stands for every NaN. The key pass says whether its range holds a
+ * -0.0 or a NaN other than the canonical one (0x7fc00000 and its f64 twin);
+ * when it does not, a zero key is +0.0 and a NaN key the canonical NaN;
+ * when it does, a row with such entries computes its values again
+ * (lf_k_raw) and takes them in position order: the sort is stable, so the
+ * m-th zero (or NaN) entry of the output is the row's m-th zero (NaN).
  * The values are moved, never recomputed differently, as lazyfuse.h states.
  */
 #include "backends/cpu/sort_kernel.h"
@@ -45,25 +48,29 @@ typedef struct sort_run {
     int wbuf, nbufs;               /* the work array's buffer; buffers */
     int64_t rows_per_chunk;
     atomic_int failed;             /* a task ran out of memory */
+    atomic_int odd;                /* long rows: a key pass met an odd value */
     void *K, *kout;                /* long rows: all keys, the sorted first k */
     int64_t *iout;                 /* long rows: their positions */
     atomic_uchar *fix;             /* long rows: per row, values to take from lf_k_raw */
 } sort_run;
 
 /* The value of key `key` at out[at]; false (nothing written) when the key
- * stands for several values (zero, NaN): the value comes from lf_k_raw. */
-static bool decode(const sort_run *c, uint64_t key, void *out, int64_t at) {
+ * stands for several values (zero, NaN) and `odd` says one of them may be
+ * other than +0.0 or the canonical NaN: the value comes from lf_k_raw. */
+static bool decode(const sort_run *c, uint64_t key, void *out, int64_t at, bool odd) {
     switch (c->t) {
     case LF_F32: {
         uint32_t u = (uint32_t)key ^ (c->desc ? 0xffffffffu : 0u);
-        if (u == 0xffffffffu || u == 0x80000000u) return false;
+        if ((u == 0xffffffffu || u == 0x80000000u) && odd) return false;
+        if (u == 0xffffffffu) u = 0xffc00000u; /* the canonical NaN's key (a zero key gives +0.0) */
         u = (u & 0x80000000u) ? (u & 0x7fffffffu) : ~u;
         memcpy((char *)out + at * 4, &u, 4);
         return true;
     }
     case LF_F64: {
         uint64_t u = key ^ (c->desc ? ~(uint64_t)0 : 0u);
-        if (u == ~(uint64_t)0 || u == (uint64_t)1 << 63) return false;
+        if ((u == ~(uint64_t)0 || u == (uint64_t)1 << 63) && odd) return false;
+        if (u == ~(uint64_t)0) u = 0xfff8000000000000ull; /* the canonical NaN's key */
         u = (u >> 63) ? (u & ~((uint64_t)1 << 63)) : ~u;
         memcpy((char *)out + at * 8, &u, 8);
         return true;
@@ -92,13 +99,18 @@ static bool raw_is(const sort_run *c, const void *raw, int64_t i, int cls) {
     return cls ? v != v : v == 0.0;
 }
 
-/* Runs a generated entry over flat positions [b, e) with the work array w
- * (written at position - b). */
-static void run_into(const sort_run *c, cg_run_fn fn, void *w, int64_t b, int64_t e) {
+/* Runs lf_k_run (keys; returns the odd-value flag) or lf_k_raw (values)
+ * over flat positions [b, e) with the work array w (written at position -
+ * b). */
+static int run_into(const sort_run *c, bool raw, void *w, int64_t b, int64_t e) {
     void *B[CG_MAX_BUFS];
     memcpy(B, c->job->B, (size_t)c->nbufs * sizeof *B);
     B[c->wbuf] = w;
-    fn(B, c->job->P, b, e);
+    if (raw) {
+        c->job->raw(B, c->job->P, b, e);
+        return 0;
+    }
+    return c->job->keys(B, c->job->P, b, e);
 }
 
 /* Row r's values whose keys stand for several values (row keys sorted in
@@ -108,13 +120,13 @@ static bool fix_row(sort_run *c, int64_t r, const void *rk) {
     const graph_sort_geom *gm = &c->gm;
     void *raw = graph_malloc((size_t)gm->n * c->vw + 1);
     if (!raw) return false;
-    run_into(c, c->job->raw, raw, r * gm->n, (r + 1) * gm->n);
+    run_into(c, true, raw, r * gm->n, (r + 1) * gm->n);
     int64_t base = graph_sort_row_base(gm, r, true), next[2] = {0, 0};
     for (int64_t j = 0; j < gm->k; j++) {
         int64_t at = base + j * gm->out_stride;
         uint64_t key = key_at(c, rk, j);
         char probe[8];
-        if (decode(c, key, probe, 0)) continue;
+        if (decode(c, key, probe, 0, true)) continue;
         uint64_t u = key ^ (c->desc ? (c->wide ? ~(uint64_t)0 : 0xffffffffu) : 0u);
         int cls = c->wide ? u == ~(uint64_t)0 : u == 0xffffffffu; /* 1: NaN, 0: zero */
         int64_t *p = &next[cls];
@@ -127,15 +139,17 @@ static bool fix_row(sort_run *c, int64_t r, const void *rk) {
 }
 
 /* Writes entries [j0, j1) of row r (sorted keys rk, positions ri, each k
- * long) to the slots; returns whether some value needs fix_row. */
-static bool write_entries(const sort_run *c, int64_t r, int64_t j0, int64_t j1, const void *rk, const int64_t *ri) {
+ * long) to the slots; returns whether some value needs fix_row (only when
+ * the row's key pass met an odd value). */
+static bool write_entries(const sort_run *c, int64_t r, int64_t j0, int64_t j1, const void *rk, const int64_t *ri,
+                          bool odd) {
     const graph_sort_geom *gm = &c->gm;
     int64_t base = graph_sort_row_base(gm, r, true);
     bool fix = false;
     if (c->job->indices)
         for (int64_t j = j0; j < j1; j++) ((int64_t *)c->job->indices)[base + j * gm->out_stride] = ri[j];
     if (c->job->values)
-        for (int64_t j = j0; j < j1; j++) fix |= !decode(c, key_at(c, rk, j), c->job->values, base + j * gm->out_stride);
+        for (int64_t j = j0; j < j1; j++) fix |= !decode(c, key_at(c, rk, j), c->job->values, base + j * gm->out_stride, odd);
     return fix;
 }
 
@@ -157,12 +171,12 @@ static void chunk_task(void *arg, int64_t begin, int64_t end, int worker) {
         }
         void *K = mem, *kout = c->job->values ? mem + kb : NULL;
         int64_t *iout = c->job->indices ? (int64_t *)(void *)(mem + kb + ob) : NULL;
-        run_into(c, c->job->keys, K, r0 * gm->n, r1 * gm->n);
-        cpu_sort_rows_args a = {rows, gm->n, gm->k, c->wide, K, kout, iout};
+        bool odd = run_into(c, false, K, r0 * gm->n, r1 * gm->n) != 0;
+        cpu_sort_rows_args a = {rows, gm->n, gm->k, c->wide, K, kout, iout, NULL};
         bool ok = cpu_sort_rows(NULL, &a);
         for (int64_t r = 0; ok && r < rows; r++) {
             const void *rk = kout ? (const char *)kout + (size_t)(r * gm->k) * c->kw : NULL;
-            if (write_entries(c, r0 + r, 0, gm->k, rk, iout ? iout + r * gm->k : NULL)) ok = fix_row(c, r0 + r, rk);
+            if (write_entries(c, r0 + r, 0, gm->k, rk, iout ? iout + r * gm->k : NULL, odd)) ok = fix_row(c, r0 + r, rk);
         }
         graph_free(mem);
         if (!ok) {
@@ -177,7 +191,8 @@ static void chunk_task(void *arg, int64_t begin, int64_t end, int worker) {
 static void keys_task(void *arg, int64_t begin, int64_t end, int worker) {
     (void)worker;
     sort_run *c = arg;
-    run_into(c, c->job->keys, (char *)c->K + (size_t)begin * c->kw, begin, end);
+    if (run_into(c, false, (char *)c->K + (size_t)begin * c->kw, begin, end))
+        atomic_store_explicit(&c->odd, 1, memory_order_relaxed);
 }
 
 static void write_task(void *arg, int64_t begin, int64_t end, int worker) {
@@ -187,7 +202,7 @@ static void write_task(void *arg, int64_t begin, int64_t end, int worker) {
     while (begin < end) { /* flat entries: row r, entries j0 .. j1 */
         int64_t r = begin / k, j0 = begin - r * k, j1 = end - r * k < k ? end - r * k : k;
         const void *rk = c->kout ? (const char *)c->kout + (size_t)(r * k) * c->kw : NULL;
-        if (write_entries(c, r, j0, j1, rk, c->iout ? c->iout + r * k : NULL))
+        if (write_entries(c, r, j0, j1, rk, c->iout ? c->iout + r * k : NULL, atomic_load_explicit(&c->odd, memory_order_relaxed)))
             atomic_store_explicit(&c->fix[r], 1, memory_order_relaxed);
         begin += j1 - j0;
     }
@@ -197,7 +212,8 @@ static lf_status run_long(lf_ctx *ctx, cpu_pool *pool, sort_run *c) {
     const graph_sort_geom *gm = &c->gm;
     size_t kb = (size_t)(gm->nrows * gm->n) * c->kw, ob = c->job->values ? (size_t)(gm->nrows * gm->k) * c->kw : 0,
            ib = c->job->indices ? (size_t)(gm->nrows * gm->k) * sizeof(int64_t) : 0;
-    char *mem = graph_malloc(kb + ob + ib + (size_t)gm->nrows + 16);
+    size_t total = kb + ob + ib + (size_t)gm->nrows + 16;
+    char *mem = cpu_sort_cache_take(c->job->cache, total);
     if (!mem) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory for a sort's keys (%zu bytes)", kb + ob + ib);
     c->K = mem;
     c->kout = ob ? mem + kb : NULL;
@@ -205,12 +221,12 @@ static lf_status run_long(lf_ctx *ctx, cpu_pool *pool, sort_run *c) {
     c->fix = (atomic_uchar *)(mem + kb + ob + ib);
     for (int64_t r = 0; r < gm->nrows; r++) atomic_init(&c->fix[r], 0);
     cpu_pool_run(pool, keys_task, c, gm->nrows * gm->n, 16384, 0);
-    cpu_sort_rows_args a = {gm->nrows, gm->n, gm->k, c->wide, c->K, c->kout, c->iout};
+    cpu_sort_rows_args a = {gm->nrows, gm->n, gm->k, c->wide, c->K, c->kout, c->iout, c->job->cache};
     bool ok = cpu_sort_rows(pool, &a);
     if (ok) cpu_pool_run(pool, write_task, c, gm->nrows * gm->k, 16384, 0);
     for (int64_t r = 0; ok && r < gm->nrows; r++)
         if (atomic_load(&c->fix[r])) ok = fix_row(c, r, (const char *)c->kout + (size_t)(r * gm->k) * c->kw);
-    graph_free(mem);
+    cpu_sort_cache_give(c->job->cache, mem, total);
     return ok ? LF_OK : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory sorting");
 }
 
@@ -232,6 +248,7 @@ lf_status cpu_run_sort(lf_ctx *ctx, cpu_pool *pool, int64_t parallel_min, const 
     for (int i = 0; i < lay->naccess; i++)
         if (lay->access[i].fn < 0 && lay->access[i].index == 0) c.wbuf = lay->access[i].buf;
     atomic_init(&c.failed, 0);
+    atomic_init(&c.odd, 0);
     int threads = cpu_pool_threads(pool);
     int64_t total = c.gm.nrows * c.gm.n;
     if (c.gm.n >= LONG_ROW && c.gm.nrows < threads && total >= parallel_min) return run_long(ctx, pool, &c);

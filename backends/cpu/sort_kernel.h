@@ -9,12 +9,15 @@
 
 typedef struct cpu_sort_job {
     const cg_layout *lay;          /* the sort kernel's layout (lay->kernel->sort) */
-    cg_run_fn keys;                /* lf_k_run: keys of flat positions into B[wbuf] */
+    cg_sort_fn keys;               /* lf_k_run: keys of flat positions into B[wbuf];
+                                      returns whether a value there is one its key
+                                      does not give back (-0.0, a NaN not canonical) */
     cg_run_fn raw;                 /* lf_k_raw: values of flat positions into B[wbuf] */
     void *const *B;                /* the kernel's buffers as bound for this eval */
     const int64_t *P;              /* its parameters */
     void *values;                  /* the values node's slot memory, or NULL */
     void *indices;                 /* the indices node's slot memory, or NULL */
+    struct cpu_sort_cache *cache;  /* the context's kept work memory (backends/cpu/sort.h), or NULL */
 } cpu_sort_job;
 
 /* Runs the job: rows in cache-sized chunks on the pool's threads (each
