@@ -52,6 +52,8 @@ typedef struct sort_run {
     void *K, *kout;                /* long rows: all keys, the sorted first k */
     int64_t *iout;                 /* long rows: their positions */
     atomic_uchar *fix;             /* long rows: per row, values to take from lf_k_raw */
+    bool direct_idx;               /* the indices slot's rows are contiguous (the
+                                      axis is the last): the sort writes them there */
 } sort_run;
 
 /* The value of key `key` at out[at]; false (nothing written) when the key
@@ -146,7 +148,7 @@ static bool write_entries(const sort_run *c, int64_t r, int64_t j0, int64_t j1, 
     const graph_sort_geom *gm = &c->gm;
     int64_t base = graph_sort_row_base(gm, r, true);
     bool fix = false;
-    if (c->job->indices)
+    if (c->job->indices && !c->direct_idx)
         for (int64_t j = j0; j < j1; j++) ((int64_t *)c->job->indices)[base + j * gm->out_stride] = ri[j];
     if (c->job->values)
         for (int64_t j = j0; j < j1; j++) fix |= !decode(c, key_at(c, rk, j), c->job->values, base + j * gm->out_stride, odd);
@@ -163,14 +165,16 @@ static void chunk_task(void *arg, int64_t begin, int64_t end, int worker) {
         int64_t r0 = ch * c->rows_per_chunk, r1 = r0 + c->rows_per_chunk < gm->nrows ? r0 + c->rows_per_chunk : gm->nrows;
         int64_t rows = r1 - r0;
         size_t kb = (size_t)(rows * gm->n) * c->kw, ob = (size_t)(rows * gm->k) * c->kw,
-               ib = (size_t)(rows * gm->k) * sizeof(int64_t);
+               ib = c->direct_idx ? 0 : (size_t)(rows * gm->k) * sizeof(int64_t);
         char *mem = graph_malloc(kb + ob + ib + 16);
         if (!mem) {
             atomic_store(&c->failed, 1);
             return;
         }
         void *K = mem, *kout = c->job->values ? mem + kb : NULL;
-        int64_t *iout = c->job->indices ? (int64_t *)(void *)(mem + kb + ob) : NULL;
+        int64_t *iout = !c->job->indices ? NULL
+                        : c->direct_idx ? (int64_t *)c->job->indices + r0 * gm->k
+                                        : (int64_t *)(void *)(mem + kb + ob);
         bool odd = run_into(c, false, K, r0 * gm->n, r1 * gm->n) != 0;
         cpu_sort_rows_args a = {rows, gm->n, gm->k, c->wide, K, kout, iout, NULL};
         bool ok = cpu_sort_rows(NULL, &a);
@@ -211,13 +215,13 @@ static void write_task(void *arg, int64_t begin, int64_t end, int worker) {
 static lf_status run_long(lf_ctx *ctx, cpu_pool *pool, sort_run *c) {
     const graph_sort_geom *gm = &c->gm;
     size_t kb = (size_t)(gm->nrows * gm->n) * c->kw, ob = c->job->values ? (size_t)(gm->nrows * gm->k) * c->kw : 0,
-           ib = c->job->indices ? (size_t)(gm->nrows * gm->k) * sizeof(int64_t) : 0;
+           ib = c->job->indices && !c->direct_idx ? (size_t)(gm->nrows * gm->k) * sizeof(int64_t) : 0;
     size_t total = kb + ob + ib + (size_t)gm->nrows + 16;
     char *mem = cpu_sort_cache_take(c->job->cache, total);
     if (!mem) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory for a sort's keys (%zu bytes)", kb + ob + ib);
     c->K = mem;
     c->kout = ob ? mem + kb : NULL;
-    c->iout = ib ? (int64_t *)(void *)(mem + kb + ob) : NULL;
+    c->iout = ib ? (int64_t *)(void *)(mem + kb + ob) : c->direct_idx ? (int64_t *)c->job->indices : NULL;
     c->fix = (atomic_uchar *)(mem + kb + ob + ib);
     for (int64_t r = 0; r < gm->nrows; r++) atomic_init(&c->fix[r], 0);
     cpu_pool_run(pool, keys_task, c, gm->nrows * gm->n, 16384, 0);
@@ -249,6 +253,7 @@ lf_status cpu_run_sort(lf_ctx *ctx, cpu_pool *pool, int64_t parallel_min, const 
         if (lay->access[i].fn < 0 && lay->access[i].index == 0) c.wbuf = lay->access[i].buf;
     atomic_init(&c.failed, 0);
     atomic_init(&c.odd, 0);
+    c.direct_idx = job->indices && c.gm.inner == 1;
     int threads = cpu_pool_threads(pool);
     int64_t total = c.gm.nrows * c.gm.n;
     if (c.gm.n >= LONG_ROW && c.gm.nrows < threads && total >= parallel_min) return run_long(ctx, pool, &c);
