@@ -746,6 +746,9 @@ typedef enum lf_reduce_op {
 /* Reduces x over naxes axes (negative counts from the end; no repeats), or
  * over all axes when naxes is 0 and axes is NULL (naxes > 0 with a NULL axes
  * array is LF_ERR_NULL, naxes < 0 LF_ERR_AXIS). keepdims keeps reduced axes as extent 1.
+ * A sum or product over at most 8 elements per output (a contraction over a
+ * tiny axis) that is not an output is computed inline by its consumers
+ * (no kernel, nothing stored), with the same result bits.
  * Empty reductions: sum 0, prod 1, mean NaN; min, max, argmin and argmax of
  * an empty set fail with LF_ERR_SHAPE. min/max propagate NaN; argmin/argmax
  * give the first extreme (the first NaN if any), as an index into the reduced
@@ -812,8 +815,15 @@ LF_API lf_node *lf_argsort(lf_graph *g, lf_node *x, int axis, bool descending);
  *   LF_ERR_NULL   "topk: values is NULL", "topk: indices is NULL"
  *   LF_ERR_SHAPE  "topk: k = 7 out of range 0..5 for axis 1 of x [3,5]"
  *   LF_ERR_AXIS   "topk: axis 2 out of range for 2 dimensions"
- * Small k (LF_TOPK_SELECT or less) is one pass over each row that keeps
- * the k best candidates, never a full sort. */
+ * Small k (LF_TOPK_SELECT or less, and at most a quarter of the extent)
+ * is one pass over each row that keeps the k best candidates (on the CPU a
+ * row whose order makes candidates enter again and again, such as rising
+ * keys for largest, is sorted instead; the result is the same).
+ * How sorts run. CPU: the keys of a cache-sized group of rows are computed
+ * (the key's map fused) into a thread's own memory and selected or
+ * radix-sorted there, groups in parallel; fewer long rows than threads are
+ * radix-sorted across the threads; work memory is kept by the context
+ * between evals. CUDA: see "CUDA backend" above. */
 #define LF_TOPK_SELECT 64
 LF_API lf_status lf_topk(lf_graph *g, lf_node *x, int64_t k, int axis, bool largest, lf_node **values,
                          lf_node **indices);
