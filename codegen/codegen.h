@@ -368,7 +368,8 @@ typedef struct cg_cuda_sort_plan {
 
 /* The module's CUDA C++ text (static; compile it once per context with the
  * backend's NVRTC options). Entries: lf_sort_block32/64, lf_sort_select32/64,
- * lf_sort_hist32/64, lf_sort_scan, lf_sort_scatter32/64. */
+ * lf_sort_hist32/64, lf_sort_scan, lf_sort_scatter32/64, and the output
+ * pass lf_sort_write. */
 const char *cg_cuda_sort_source(void);
 /* Plans the sort of nrows rows of n keys keeping the first k (0 <= k <= n),
  * 64-bit keys when wide; the path the shape picks and 256 threads. */
@@ -386,5 +387,26 @@ bool cg_cuda_plan_sort_with(int64_t nrows, int64_t n, int64_t k, bool wide, bool
  * wanted), scratch (plan->scratch_bytes, 0 when none). */
 void cg_cuda_sort_fill_args(const cg_cuda_sort_plan *plan, uint64_t keys, uint64_t keys_out, uint64_t pos_out,
                             uint64_t scratch, uint64_t *words);
+
+/* A sort kernel's work area on the device (emit_cuda.c's key pass, bound as
+ * the buffer of the kernel's store 0): the keys K[numel] (uint32, or uint64
+ * when wide) at its start, then, when value_size > 0, the values V[numel]
+ * (value_size bytes each) at cg_cuda_sort_values_offset (256-byte aligned,
+ * the offset the key pass computes from its own extents). numel: the
+ * kernel's space (nrows * n). */
+size_t cg_cuda_sort_values_offset(int64_t numel, bool wide);
+size_t cg_cuda_sort_work_bytes(int64_t numel, bool wide, size_t value_size);
+/* The output pass (lf_sort_write, after the plan's launches): a thread per
+ * entry of the nrows * k sorted positions (grid-stride; threads per block
+ * as cg_cuda_plan_sort_with, 0: 256; the grid from the shape alone). False,
+ * and nothing to launch, when nrows * k is 0. */
+bool cg_cuda_plan_sort_write(int64_t nrows, int64_t k, int threads, cg_cuda_sort_launch *l);
+/* Its CG_CUDA_SORT_WORDS words: per row r (o = r / inner, i = r % inner)
+ * and j < k, at = o*k*inner + i + j*inner (graph_sort_row_base),
+ * indices_out[at] = pos[r*k + j] (int64) and values_out[at] =
+ * values[r*n + pos[r*k + j]] (value_size bytes: 1, 4 or 8); either output
+ * address may be 0 (not written). pos: the plan's pos_out; values: V. */
+void cg_cuda_sort_write_args(int64_t nrows, int64_t n, int64_t k, int64_t inner, size_t value_size, uint64_t values,
+                             uint64_t pos, uint64_t values_out, uint64_t indices_out, uint64_t *words);
 
 #endif /* LF_CODEGEN_H */

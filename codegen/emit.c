@@ -551,12 +551,8 @@ void cg_emit_sort_store(cg_emitter *e, const cg_access *a, const char *idx, cons
     if (a->index != 0) return; /* one value per position: the backend writes the slots */
     const lf_node *sn = e->kn->sort;
     bool desc = sn->u.sort.descending, wide = graph_sort_key_wide(from);
+    const char *flip = desc ? (wide ? " ^ 0xffffffffffffffffull" : " ^ 0xffffffffu") : "";
     expr_buf key;
-    if (e->sort_raw) {
-        if (from == LF_BOOL) cg_line(e, "((uint8_t *)lf_w)[%s - lf_base] = (uint8_t)((%s) != 0);", idx, x);
-        else cg_line(e, "((%s *)lf_w)[%s - lf_base] = %s;", e->d->type[from], idx, x);
-        return;
-    }
     switch (from) {
     case LF_F32: cg_fmt(key, sizeof key, "lf_skey_f32(%s)", x); break;
     case LF_F64: cg_fmt(key, sizeof key, "lf_skey_f64(%s)", x); break;
@@ -564,8 +560,21 @@ void cg_emit_sort_store(cg_emitter *e, const cg_access *a, const char *idx, cons
     case LF_I64: cg_fmt(key, sizeof key, "((uint64_t)(%s) ^ 0x8000000000000000ull)", x); break;
     default: cg_fmt(key, sizeof key, "(uint32_t)((%s) != 0)", x); break;
     }
+    if (e->d->cuda) { /* emit_cuda.c's key pass: K[p], and V[p] when the values are wanted */
+        cg_line(e, "lf_K[%s] = %s%s; /* sort key -> n%d */", idx, key, flip, sn->id);
+        const lf_node *vn = e->kn->sort_values;
+        if (!vn) return;
+        if (from == LF_BOOL) cg_line(e, "lf_V[%s] = (uint8_t)((%s) != 0); /* value -> n%d */", idx, x, vn->id);
+        else cg_line(e, "lf_V[%s] = %s; /* value -> n%d */", idx, x, vn->id);
+        return;
+    }
+    if (e->sort_raw) {
+        if (from == LF_BOOL) cg_line(e, "((uint8_t *)lf_w)[%s - lf_base] = (uint8_t)((%s) != 0);", idx, x);
+        else cg_line(e, "((%s *)lf_w)[%s - lf_base] = %s;", e->d->type[from], idx, x);
+        return;
+    }
     cg_line(e, "((%s *)lf_w)[%s - lf_base] = %s%s; /* sort key -> n%d */", wide ? "uint64_t" : "uint32_t", idx, key,
-            desc ? (wide ? " ^ 0xffffffffffffffffull" : " ^ 0xffffffffu") : "", sn->id);
+            flip, sn->id);
     if (graph_dtype_is_float(from)) /* lf_k_run returns whether a value needs lf_k_raw */
         cg_line(e, "lf_odd |= lf_sodd_%s(%s);", from == LF_F32 ? "f32" : "f64", x);
 }

@@ -129,7 +129,9 @@ void cg_emit_scatter_finish(cg_emitter *e, const char *t, const char *nblocks, c
 void cg_emit_sort_key_defs(cg_emitter *e);
 /* The key (or, with e->sort_raw, the value) of store 0's expression,
  * written at the loop position relative to `base` into the work array
- * lf_w; the other stores are not written (the backend does). */
+ * lf_w; the other stores are not written (the backend does). The CUDA
+ * dialect writes the key to lf_K[position] and, when the kernel has a
+ * values node, the value itself to lf_V[position] (emit_cuda.c). */
 void cg_emit_sort_store(cg_emitter *e, const cg_access *a, const char *idx, const char *x, lf_dtype from);
 
 /* ---- the skeletons ---- */

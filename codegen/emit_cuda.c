@@ -150,6 +150,7 @@ void cg_cuda_plan_kernel(const cg_layout *lay, const int64_t *P, const uint64_t 
         if (dn > 0) add(plan, E_ROW, i32, grid_for(dn, THREADS, sm_count), THREADS, 1);
         return;
     }
+    if (kn->sort && kn->sort->u.sort.k == 0) return; /* nothing to write: no key pass either */
     switch (lay->strategy) {
     case CG_ELEMENTWISE: {
         int64_t T = product(lay, P, 0, lay->ndim);
@@ -283,7 +284,7 @@ static int math_calls(const lf_fn *fn) {
 }
 
 bool cg_cuda_vectorizable(const cg_layout *lay) {
-    if (lay->strategy != CG_ELEMENTWISE || lay->ndim != 1) return false;
+    if (lay->strategy != CG_ELEMENTWISE || lay->ndim != 1 || lay->kernel->sort) return false;
     /* four lanes of many inlined math calls compile slowly (polar_distance:
      * 230 ms) and such kernels gain little from wide loads */
     if (math_calls(lay->kernel->passes[0].fn) > 3) return false;
@@ -742,6 +743,42 @@ static void cuda_scatter(cg_emitter *e) {
     cuda_close_body(e, "row", 1, 2);
 }
 
+/* A sort kernel's key pass (plan_sort.c; the backend's steps are in
+ * sort_cuda.c's top comment): run, a grid-stride loop over the flat
+ * positions p of the kernel's space (the sort input's rows one after the
+ * other, the sorted axis innermost), writes K[p], the sort key of the
+ * body's value (graph_sort_key's order, descending folded in: uint32, or
+ * uint64 for f64 and i64), and, when the kernel has a values node, V[p],
+ * the value itself (the body's dtype), in the same pass. K and V share one
+ * work area, bound as store 0's buffer: K at its start, V at
+ * cg_cuda_sort_values_offset (cg_cuda_sort_work_bytes in all). The slots
+ * are written later by the module's lf_sort_write, from V through the
+ * sorted positions: values are moved, never decoded from keys, so -0.0 and
+ * NaN payloads keep their bits. */
+static void cuda_sort(cg_emitter *e) {
+    const cg_layout *lay = e->lay;
+    const fuse_kernel *kn = e->kn;
+    int inner = lay->ndim - 1, wb = -1;
+    for (int i = 0; i < lay->naccess; i++)
+        if (lay->access[i].fn < 0 && lay->access[i].index == 0) wb = lay->access[i].buf;
+    lf_dtype t = kn->body_etype[kn->stores[0].expr];
+    bool wide = graph_sort_key_wide(t);
+    const char *kt = wide ? "uint64_t" : "uint32_t", *vt = e->d->type[t];
+    cg_emit_sort_key_defs(e);
+    cuda_open_body(e, "run");
+    cg_line(e, "%s *__restrict__ lf_K = (%s *)B[%d]; /* sort keys, K[position] */", kt, kt, wb);
+    cg_line(e, "const lf_idx E = (lf_idx)P[%d];", lay->param_extent + inner);
+    cuda_extent_product(e, "T", 0, lay->ndim);
+    if (kn->sort_values)
+        cg_line(e, "%s *__restrict__ lf_V = (%s *)((char *)B[%d] + (((unsigned long long)T * %d + 255) & ~255ull)); "
+                   "/* values, V[position] */",
+                vt, vt, wb, wide ? 8 : 4);
+    cg_open_block(e, "for (lf_idx at = lf_tid; at < T; at += lf_stride) {");
+    cuda_flat_element(e);
+    cg_close_block(e);
+    cuda_close_body(e, "run", 1, 2);
+}
+
 void cg_emit_cuda(cg_emitter *e) {
     const cg_layout *lay = e->lay;
     cg_printf(e->t, "struct lf_args {\n    void *B[%d];\n    lf_value *R;\n    lf_partial *part;\n"
@@ -750,6 +787,10 @@ void cg_emit_cuda(cg_emitter *e) {
     cg_printf(e->t, "#define B (a.B)\n#define P (a.P)\n#define R (a.R)\n");
     if (e->kn->scatter) {
         cuda_scatter(e);
+        return;
+    }
+    if (e->kn->sort) {
+        cuda_sort(e);
         return;
     }
     switch (lay->strategy) {

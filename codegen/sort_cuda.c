@@ -53,22 +53,27 @@
  * anyway. Fusion is unaffected by the choice: the key map and the payload
  * gather live in the generated passes around these launches.
  *
- * What the CUDA backend does with it (not wired yet): compile
- * cg_cuda_sort_source() once per context like a kernel (cuda_nvrtc_compile
- * with cs->arch / cs->ptx, disk-cache key from its text, cuModuleLoadData)
- * and keep the module until the context goes; per sort node, before the
- * first launch of the eval (cuda.h: everything fallible first), call
- * cg_cuda_plan_sort(nrows, n, k, graph_sort_key_wide(x's dtype), want_keys,
- * want_pos, &plan), look up each plan.launch[l].entry (cuModuleGetFunction),
- * allocate plan.scratch_bytes (no zeroing needed), the keys array K
- * (nrows * n * (wide ? 8 : 4) bytes) and, where the output pass needs them,
- * keys_out / pos_out (nrows * k entries), then fill nlaunches * nwords
- * words with cg_cuda_sort_fill_args. At run time, on the context's stream:
- * the generated key pass (writes K), then for l in 0 .. nlaunches:
- * cuLaunchKernel(fn[l], grid, block, shared_bytes, stream, {words + l *
- * nwords}), then the generated output pass (gathers through pos_out). K,
- * the scratch and the outputs may go back to the caching allocator after
- * the output pass is queued (stream order).
+ * What the CUDA backend does with it (backends/cuda/sort.c): compile
+ * cg_cuda_sort_source() once per context like a kernel (cuda_module_load:
+ * NVRTC with cs->arch / cs->ptx, disk-cache key from its text,
+ * cuModuleLoadData) and keep the module until the context goes; per sort
+ * kernel, at program build, cg_cuda_plan_sort(nrows, n, k,
+ * graph_sort_key_wide(x's dtype), false, true, &plan) and
+ * cg_cuda_plan_sort_write, and look up each launch's entry
+ * (cuModuleGetFunction); per eval, before its first launch (cuda.h:
+ * everything fallible first), allocate the key pass's work area
+ * (cg_cuda_sort_work_bytes: K, then V when the kernel has a values node),
+ * pos_out (nrows * k int64) and plan.scratch_bytes (no zeroing needed), and
+ * fill the words (cg_cuda_sort_fill_args, cg_cuda_sort_write_args). At run
+ * time, on the context's stream: the generated key pass (emit_cuda.c:
+ * writes K and V), then for l in 0 .. nlaunches: cuLaunchKernel(fn[l],
+ * grid, block, shared_bytes, stream, {words + l * nwords}), then the output
+ * pass lf_sort_write (indices = pos_out, values = V[row, pos_out], moved as
+ * bits, into the nodes' slots). The work area, the scratch and pos_out go
+ * back to the caching allocator once the output pass is queued (stream
+ * order). Checked on the host emulation (tests/test_cuda_codegen.c: whole
+ * schedules with sorts; tests/test_cuda_sort.c: every path) and against a
+ * fake driver (tests/test_cuda.c); never run on a GPU yet.
  *
  * What must stay true:
  *  - results depend on nothing but the keys: a stable sort's first k are
@@ -429,6 +434,37 @@ static const char SORT_SOURCE[] =
     "    }\n"
     "}\n"
     "\n"
+    "/* The output pass: per entry e = r*k + j of the sorted positions pos (the\n"
+    " * plan's pos_out), row r = (o, i) with o = r / inner, i = r % inner, writes\n"
+    " * at = o*k*inner + i + j*inner (graph_sort_row_base: the node's dense\n"
+    " * layout, the sorted axis at stride inner): iout[at] = pos[e] and vout[at]\n"
+    " * = V[r*n + pos[e]] (elements of LF_W_ESIZE bytes: 1, 4 or 8, moved as\n"
+    " * bits). Either output may be 0 (not wanted). Grid-stride over entries. */\n"
+    "#define LF_W_VALS LF_W_KEYS   /* V: the key pass's values, [nrows][n] */\n"
+    "#define LF_W_VOUT LF_W_KOUT   /* the values node's slot, or 0 */\n"
+    "#define LF_W_IOUT LF_W_DSTP   /* the indices node's slot, or 0 */\n"
+    "#define LF_W_INNER LF_W_TILES /* product of the extents after the axis */\n"
+    "#define LF_W_ESIZE LF_W_SHIFT /* bytes of a value */\n"
+    "extern \"C\" __global__ void __launch_bounds__(LF_MAXT) lf_sort_write(const lf_args a) {\n"
+    "    const lf_i64 *pos = (const lf_i64 *)a.w[LF_W_POUT];\n"
+    "    const unsigned char *V = (const unsigned char *)a.w[LF_W_VALS];\n"
+    "    unsigned char *vout = (unsigned char *)a.w[LF_W_VOUT];\n"
+    "    lf_i64 *iout = (lf_i64 *)a.w[LF_W_IOUT];\n"
+    "    const lf_i64 nrows = (lf_i64)a.w[LF_W_NROWS], n = (lf_i64)a.w[LF_W_N], k = (lf_i64)a.w[LF_W_K];\n"
+    "    const lf_i64 inner = (lf_i64)a.w[LF_W_INNER], es = (lf_i64)a.w[LF_W_ESIZE];\n"
+    "    const lf_i64 total = nrows * k, stride = (lf_i64)gridDim.x * blockDim.x;\n"
+    "    for (lf_i64 e = (lf_i64)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += stride) {\n"
+    "        const lf_i64 r = e / k, j = e - r * k, o = r / inner, i = r - o * inner;\n"
+    "        const lf_i64 at = o * k * inner + i + j * inner, p = pos[e];\n"
+    "        if (iout) iout[at] = p;\n"
+    "        if (!vout) continue;\n"
+    "        const lf_i64 src = r * n + p;\n"
+    "        if (es == 8) ((lf_u64 *)vout)[at] = ((const lf_u64 *)V)[src];\n"
+    "        else if (es == 4) ((unsigned *)vout)[at] = ((const unsigned *)V)[src];\n"
+    "        else vout[at] = V[src];\n"
+    "    }\n"
+    "}\n"
+    "\n"
     "#define LF_ENTRY(name, fn, K) \\\n"
     "    extern \"C\" __global__ void __launch_bounds__(LF_MAXT) name(const lf_args a) { fn<K>(a); }\n"
     "LF_ENTRY(lf_sort_block32, lf_sort_block, unsigned)\n"
@@ -519,6 +555,44 @@ void cg_cuda_plan_sort(int64_t nrows, int64_t n, int64_t k, bool wide, bool want
                        cg_cuda_sort_plan *plan) {
     bool ok = cg_cuda_plan_sort_with(nrows, n, k, wide, want_keys, want_pos, CG_SORT_AUTO, 0, plan);
     (void)ok;
+}
+
+size_t cg_cuda_sort_values_offset(int64_t numel, bool wide) {
+    return align256((size_t)numel * (wide ? 8 : 4));
+}
+
+size_t cg_cuda_sort_work_bytes(int64_t numel, bool wide, size_t value_size) {
+    return cg_cuda_sort_values_offset(numel, wide) + (value_size ? align256((size_t)numel * value_size) : 0);
+}
+
+bool cg_cuda_plan_sort_write(int64_t nrows, int64_t k, int threads, cg_cuda_sort_launch *l) {
+    memset(l, 0, sizeof *l);
+    if (threads <= 0) threads = DEFAULT_THREADS;
+    int64_t total = nrows * k;
+    if (nrows <= 0 || k <= 0 || threads < 32 || threads > DEFAULT_THREADS || (threads & (threads - 1))) return false;
+    int64_t blocks = (total + threads - 1) / threads;
+    l->entry = "lf_sort_write";
+    l->grid[0] = (unsigned)(blocks > GRID_CAP ? GRID_CAP : blocks);
+    l->grid[1] = l->grid[2] = 1;
+    l->block[0] = (unsigned)threads;
+    l->block[1] = l->block[2] = 1;
+    l->shared_bytes = 0;
+    l->pass = -1;
+    return true;
+}
+
+void cg_cuda_sort_write_args(int64_t nrows, int64_t n, int64_t k, int64_t inner, size_t value_size, uint64_t values,
+                             uint64_t pos, uint64_t values_out, uint64_t indices_out, uint64_t *words) {
+    memset(words, 0, CG_CUDA_SORT_WORDS * sizeof *words);
+    words[W_KEYS] = values_out ? values : 0;
+    words[W_KOUT] = values_out;
+    words[W_POUT] = pos;
+    words[W_NROWS] = (uint64_t)nrows;
+    words[W_N] = (uint64_t)n;
+    words[W_K] = (uint64_t)k;
+    words[W_DSTP] = indices_out;
+    words[W_TILES] = (uint64_t)inner;
+    words[W_SHIFT] = (uint64_t)value_size;
 }
 
 void cg_cuda_sort_fill_args(const cg_cuda_sort_plan *plan, uint64_t keys, uint64_t keys_out, uint64_t pos_out,

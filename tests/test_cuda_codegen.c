@@ -13,7 +13,17 @@
  *   codegen/emit_cuda.c over host memory, block after block; the outputs
  *   must match the reference evaluator as the compiled CPU backend must
  *   (floats within 1e-4 relative: device-order reductions and libm). Both
- *   index widths and the vec/scalar elementwise entries are exercised. This
+ *   index widths and the vec/scalar elementwise entries are exercised.
+ *   Sort kernels run as the backend runs them (backends/cuda/sort.c): the
+ *   generated key pass, the sort module's plan (codegen/sort_cuda.c, built
+ *   once per test on the emulation; 32 threads per block to keep it fast,
+ *   the backend's own 256-thread plan on the first sort of the random graphs
+ *   and on two of the large cases) and its output pass. Sort outputs must
+ *   equal the reference bit for bit (values moved as bits, positions
+ *   exact); in the random graphs a sort's input may come from reductions or
+ *   math the emulation rounds differently, and a difference is then allowed
+ *   only as far as that rounding explains it (sort_check); the large cases
+ *   have exact inputs and allow none. This
  *   checks the kernels' logic (indexing, grid-stride loops, block trees,
  *   the last-block ticket, epilogues, row passes); it cannot check what only
  *   a GPU shows (warp scheduling, memory model, device math accuracy): the
@@ -93,9 +103,8 @@ static void compile_plans(nvrtc_run *run, lf_graph *g, int n, lf_node **outs) {
         fuse_schedule *s = NULL;
         cr_assert_eq(fuse_plan(g, n, outs, fused, &s), LF_OK, "%s: %s", run->what, lf_errmsg(g->ctx));
         for (int k = 0; k < s->nkernels; k++) {
-            if (s->kernels[k].sort) continue; /* no CUDA sort kernels yet: the backend sorts on the host */
-                        cg_layout *lay = cg_layout_new(s, k);
-        cr_assert(lay != NULL);
+            cg_layout *lay = cg_layout_new(s, k);
+            cr_assert(lay != NULL);
             cg_text t = {0};
             cg_emit_kernel(s, lay, cg_dialect_cuda(), &t);
             cr_assert(!t.nomem);
@@ -164,10 +173,90 @@ Test(cuda_codegen, every_kernel_compiles_with_nvrtc, .timeout = 3000) {
 
 /* ---- emulated: the kernels' logic on the host ------------------------------------------ */
 
+/* The sort module on the emulator, built on first use, and how its plans
+ * are made: threads per block 0 (the backend's own plan, cg_cuda_plan_sort)
+ * or 32..256 (cg_cuda_plan_sort_with, the path the shape picks at that
+ * block size); real_once: the next sort kernel uses the backend's plan,
+ * then the flag clears. */
+typedef struct emu_sorts {
+    void *h;
+    emu_launch_fn launch;
+    int threads;
+    bool real_once;
+    bool strict;                   /* sort outputs must equal the reference's bits */
+    int kernels, launches, real, paths[4];
+    int exact, explained;          /* sort outputs equal to the reference, or within rounding of their input */
+} emu_sorts;
+
+/* Sort kernel k of s (layout lay, parameters P, buffer addresses addr with
+ * the key pass's work area at addr[store 0's buffer]) after its key pass:
+ * the module's launches, then the output pass into the slots in data. */
+static void emu_sort_kernel(emu_sorts *es, const fuse_schedule *s, const cg_layout *lay, void **data, void *work,
+                            const char *dir, int *id) {
+    const fuse_kernel *kn = lay->kernel;
+    if (!es->h) {
+        es->h = emu_build(cg_cuda_sort_source(), dir, (*id)++);
+        es->launch = (emu_launch_fn)(uintptr_t)dlsym(es->h, "lf_emu_launch");
+        cr_assert(es->launch != NULL);
+    }
+    graph_sort_geom gm;
+    graph_sort_geom_of(kn->sort, &gm);
+    lf_dtype t = kn->sort->inputs[0]->dtype;
+    bool wide = graph_sort_key_wide(t);
+    cg_cuda_sort_plan plan;
+    bool real = es->threads == 0 || es->real_once;
+    if (real) cg_cuda_plan_sort(gm.nrows, gm.n, gm.k, wide, false, true, &plan);
+    else cr_assert(cg_cuda_plan_sort_with(gm.nrows, gm.n, gm.k, wide, false, true, CG_SORT_AUTO, es->threads, &plan));
+    es->real += real;
+    es->real_once = false;
+    es->kernels++;
+    es->paths[plan.path]++;
+    size_t outs = (size_t)(gm.nrows * gm.k);
+    int64_t *pos = malloc(outs * 8 + 16);
+    void *scratch = plan.scratch_bytes ? malloc(plan.scratch_bytes) : NULL;
+    uint64_t *words = malloc(((size_t)plan.nlaunches + 2) * CG_CUDA_SORT_WORDS * sizeof *words);
+    cr_assert(pos && words && (scratch || !plan.scratch_bytes));
+    memset(pos, 0x5a, outs * 8 + 16);
+    if (scratch) memset(scratch, 0xa5, plan.scratch_bytes); /* needs no initialisation */
+    uint64_t K = (uint64_t)(uintptr_t)work;
+    cg_cuda_sort_fill_args(&plan, K, 0, (uint64_t)(uintptr_t)pos, (uint64_t)(uintptr_t)scratch, words);
+    for (int l = 0; l < plan.nlaunches; l++) {
+        const cg_cuda_sort_launch *la = &plan.launch[l];
+        void *fn = dlsym(es->h, la->entry);
+        cr_assert(fn != NULL, "sort entry %s missing", la->entry);
+        unsigned grid = la->grid[0] > 3 ? 3 : la->grid[0]; /* every sort launch is grid-stride */
+        cr_assert_eq(es->launch(fn, grid, la->block[0], 1, words + (size_t)l * plan.nwords), 0);
+        es->launches++;
+    }
+    uint64_t vout = 0, iout = 0;
+    for (int j = 0; j < kn->nstores; j++) {
+        const fuse_slot *sl = &s->slots[kn->stores[j].slot];
+        if (sl->node == kn->sort_values) vout = (uint64_t)(uintptr_t)data[kn->stores[j].slot];
+        if (sl->node == kn->sort_indices) iout = (uint64_t)(uintptr_t)data[kn->stores[j].slot];
+    }
+    cr_assert(vout || !kn->sort_values);
+    cr_assert(iout || !kn->sort_indices);
+    cg_cuda_sort_launch wl;
+    if (cg_cuda_plan_sort_write(gm.nrows, gm.k, real ? 0 : es->threads, &wl)) {
+        size_t vs = lf_dtype_size(t);
+        uint64_t V = K + cg_cuda_sort_values_offset(gm.nrows * gm.n, wide);
+        cg_cuda_sort_write_args(gm.nrows, gm.n, gm.k, gm.inner, vs, V, (uint64_t)(uintptr_t)pos, vout, iout, words);
+        void *fn = dlsym(es->h, wl.entry);
+        cr_assert(fn != NULL, "sort entry %s missing", wl.entry);
+        cr_assert_eq(es->launch(fn, wl.grid[0] > 3 ? 3 : wl.grid[0], wl.block[0], 1, words), 0);
+        es->launches++;
+    } else {
+        cr_assert_eq(outs, 0u);
+    }
+    free(pos);
+    free(scratch);
+    free(words);
+}
+
 /* Runs schedule s on the emulator; results[i] receives output i
  * (malloc'd, the output's bytes). force64: launch the 64-bit entries. */
 static void emu_run_schedule(const fuse_schedule *s, int n, void **results, const char *dir, int *id,
-                             bool force64, int *launches, int *vec_launches) {
+                             bool force64, int *launches, int *vec_launches, emu_sorts *es) {
     void **data = calloc((size_t)s->nslots + 1, sizeof *data);
     void **owned = calloc((size_t)s->nslots + 1, sizeof *owned);
     cr_assert(data && owned);
@@ -184,8 +273,9 @@ static void emu_run_schedule(const fuse_schedule *s, int n, void **results, cons
         }
     }
     for (int k = 0; k < s->nkernels; k++) {
-                cg_layout *lay = cg_layout_new(s, k);
+        cg_layout *lay = cg_layout_new(s, k);
         cr_assert(lay != NULL);
+        const fuse_kernel *kn = lay->kernel;
         cg_text t = {0};
         cg_emit_kernel(s, lay, cg_dialect_cuda(), &t);
         cr_assert(!t.nomem);
@@ -203,6 +293,17 @@ static void emu_run_schedule(const fuse_schedule *s, int n, void **results, cons
             addr[b] = lay->buf_slot[b] == -2 ? (uint64_t)(uintptr_t)spart
                       : lay->buf_slot[b] < 0 ? (uint64_t)(uintptr_t)&index_err
                                             : (uint64_t)(uintptr_t)data[lay->buf_slot[b]];
+        void *work = NULL; /* a sort kernel's keys and values (the key pass writes them) */
+        if (kn->sort) {
+            lf_dtype st = kn->sort->inputs[0]->dtype;
+            size_t wb = cg_cuda_sort_work_bytes(kn->numel, graph_sort_key_wide(st),
+                                                kn->sort_values ? lf_dtype_size(st) : 0);
+            work = malloc(wb + 16);
+            cr_assert(work != NULL);
+            memset(work, 0x7f, wb + 16);
+            for (int i = 0; i < lay->naccess; i++)
+                if (lay->access[i].fn < 0 && lay->access[i].index == 0) addr[lay->access[i].buf] = (uint64_t)(uintptr_t)work;
+        }
         cg_cuda_plan plan;
         cg_cuda_plan_kernel(lay, P, addr, 1, &plan);
         void *scratch = plan.scratch_bytes ? calloc(1, plan.scratch_bytes) : NULL;
@@ -230,7 +331,12 @@ static void emu_run_schedule(const fuse_schedule *s, int n, void **results, cons
             const unsigned *ticket = (const unsigned *)((char *)scratch + plan.scratch_ticket);
             for (int q = 0; q < lay->kernel->npasses; q++) cr_assert_eq(ticket[q], 0u);
         }
+        if (kn->sort) {
+            cr_assert(kn->sort->u.sort.k == 0 || kn->numel == 0 || plan.nlaunches == 1, "a sort's key pass is one launch");
+            emu_sort_kernel(es, s, lay, data, work, dir, id);
+        }
         cr_assert_eq(index_err, 0, "kernel %d raised the index-error flag with in-range indices", k);
+        free(work);
         free(spart);
         free(words);
         free(scratch);
@@ -264,24 +370,79 @@ static bool same(lf_dtype t, double a, double b) {
     return a == b;
 }
 
+/* Sort output n (its emulated bytes got, the reference's in want): bit for
+ * bit equal, or, unless es->strict, different only as the rounding of n's
+ * input allows: the input x (evaluated by the reference) may come from
+ * reductions or math the emulation rounds differently (the other outputs'
+ * tolerance), which can reorder near-ties; then each value must be within
+ * that tolerance and each position must hold, in the reference's x, a value
+ * within it of the reference's choice. Counts exact and explained outputs. */
+static void sort_check(lf_ctx *ctx, lf_graph *g, const fuse_schedule *s, lf_node *n, const void *got,
+                       lf_buffer *want, const char *what, bool force64, emu_sorts *es) {
+    int64_t m = lf_buffer_numel(want);
+    size_t bytes = lf_buffer_bytes(want), esz = lf_dtype_size(n->dtype);
+    unsigned char *wb = malloc(bytes + 1);
+    cr_assert(wb != NULL);
+    cr_assert_eq(lf_buffer_read(want, wb, bytes), LF_OK);
+    if (memcmp(got, wb, bytes) == 0) {
+        es->exact++;
+        free(wb);
+        return;
+    }
+    int64_t bad = 0;
+    while (bad < m && !memcmp((const unsigned char *)got + (size_t)bad * esz, wb + (size_t)bad * esz, esz)) bad++;
+    if (es->strict) {
+        fuse_schedule_print(s, stderr);
+        cr_assert_fail("%s, %s entries: sort output n%d (%s, %lld elements) element %lld is %.17g, reference %.17g "
+                       "(bits differ)",
+                       what, force64 ? "64-bit" : "32-bit", n->id, lf_dtype_name(n->dtype), (long long)m, (long long)bad,
+                       element(n->dtype, got, bad), element(n->dtype, wb, bad));
+    }
+    if (n->u.sort.indices) {
+        lf_node *x = n->inputs[0];
+        lf_buffer *xb = lf_buffer_new_like(ctx, x);
+        cr_assert_eq(lf_eval(g, 1, &x, &xb), LF_OK, "%s", lf_errmsg(ctx));
+        int64_t xn = lf_buffer_numel(xb);
+        double *xv = malloc((size_t)(xn ? xn : 1) * sizeof *xv);
+        cr_assert(xv != NULL);
+        tu_read(xb, xv);
+        graph_sort_geom gm;
+        graph_sort_geom_of(n, &gm);
+        for (int64_t e = 0; e < m; e++) {
+            int64_t o = e / (gm.k * gm.inner), i = e % gm.inner;
+            int64_t pg = ((const int64_t *)got)[e], pw = ((const int64_t *)wb)[e];
+            cr_assert(pg >= 0 && pg < gm.n, "%s: sort output n%d element %lld: position %lld out of range", what, n->id,
+                      (long long)e, (long long)pg);
+            double a = xv[o * gm.n * gm.inner + pg * gm.inner + i], b = xv[o * gm.n * gm.inner + pw * gm.inner + i];
+            if (!same(x->dtype, a, b)) {
+                fuse_schedule_print(s, stderr);
+                cr_assert_fail("%s, %s entries: argsort/top-k n%d element %lld is position %lld (x = %.17g), reference "
+                               "%lld (x = %.17g)",
+                               what, force64 ? "64-bit" : "32-bit", n->id, (long long)e, (long long)pg, a, (long long)pw,
+                               b);
+            }
+        }
+        free(xv);
+        lf_buffer_free(xb);
+    } /* values: the tolerance check of every output follows */
+    es->explained++;
+    free(wb);
+}
+
 /* Runs graph g's fused plan on the emulator and compares every output
  * with the reference evaluator; what names the graph in failures. */
 static void emu_check(lf_ctx *ctx, lf_graph *g, int nout, lf_node **outs, const char *what, const char *dir,
-                      int *id, bool force64, int *kernels, int *launches, int *vec_launches) {
+                      int *id, bool force64, int *kernels, int *launches, int *vec_launches, emu_sorts *es) {
     fuse_schedule *s = NULL;
     cr_assert_eq(fuse_plan(g, nout, outs, true, &s), LF_OK, "%s: %s", what, lf_errmsg(ctx));
-    for (int k = 0; k < s->nkernels; k++)
-        if (s->kernels[k].sort) { /* the CUDA backend runs graphs with sorts on the host: nothing to emulate */
-            fuse_schedule_free(s);
-            return;
-        }
     *kernels += s->nkernels;
     void *got[3];
-    emu_run_schedule(s, nout, got, dir, id, force64, launches, vec_launches);
+    emu_run_schedule(s, nout, got, dir, id, force64, launches, vec_launches, es);
     for (int i = 0; i < nout; i++) {
         lf_buffer *want = lf_buffer_new_like(ctx, outs[i]);
         cr_assert_eq(lf_eval(g, 1, &outs[i], &want), LF_OK, "%s", lf_errmsg(ctx));
         int64_t m = lf_buffer_numel(want);
+        if (outs[i]->kind == NODE_SORT) sort_check(ctx, g, s, outs[i], got[i], want, what, force64, es);
         double *w = malloc((size_t)(m ? m : 1) * sizeof *w);
         cr_assert(w != NULL);
         tu_read(want, w);
@@ -323,6 +484,7 @@ Test(cuda_codegen, emulated_large_kernels_match_the_reference, .timeout = 3000) 
     cr_assert(mkdtemp(dir) != NULL);
     lf_ctx *ctx = ref_ctx();
     int id = 0, launches = 0, vec_launches = 0, kernels = 0;
+    emu_sorts es = {.threads = 32, .strict = true}; /* the sorts below have exact inputs */
     char what[128];
     for (int i = 0; i < seed_nexamples; i++) {
         const seed_example *ex = &seed_examples[i];
@@ -337,7 +499,7 @@ Test(cuda_codegen, emulated_large_kernels_match_the_reference, .timeout = 3000) 
             int nout = ex->build(ctx, g, sizes[k], outs);
             cr_assert_gt(nout, 0, "%s: %s", ex->name, lf_errmsg(ctx));
             snprintf(what, sizeof what, "%s n=%lld", ex->name, (long long)sizes[k]);
-            emu_check(ctx, g, nout, outs, what, dir, &id, k == 1, &kernels, &launches, &vec_launches);
+            emu_check(ctx, g, nout, outs, what, dir, &id, k == 1, &kernels, &launches, &vec_launches, &es);
             lf_graph_free(g);
         }
     }
@@ -354,7 +516,7 @@ Test(cuda_codegen, emulated_large_kernels_match_the_reference, .timeout = 3000) 
         lf_node *out = lf_div(g, e, lf_reduce(g, LF_RED_SUM, e, 1, &ax, true));
         cr_assert(out != NULL, "%s", lf_errmsg(ctx));
         snprintf(what, sizeof what, "softmax rows [%lld, %lld]", (long long)rows[ri][0], (long long)rows[ri][1]);
-        emu_check(ctx, g, 1, &out, what, dir, &id, ri % 2 == 1, &kernels, &launches, &vec_launches);
+        emu_check(ctx, g, 1, &out, what, dir, &id, ri % 2 == 1, &kernels, &launches, &vec_launches, &es);
         lf_graph_free(g);
     }
     /* reductions of every kind over sizes that fill blocks */
@@ -381,7 +543,7 @@ Test(cuda_codegen, emulated_large_kernels_match_the_reference, .timeout = 3000) 
             snprintf(what, sizeof what, "reductions %d of [%lld, %lld, %lld]", k, (long long)shapes[si][0],
                      (long long)shapes[si][1], (long long)shapes[si][2]);
             for (int j = 0; j < 3; j++) cr_assert(outs[k][j] != NULL, "%s: %s", what, lf_errmsg(ctx));
-            emu_check(ctx, g, 3, outs[k], what, dir, &id, (si + k) % 2 == 1, &kernels, &launches, &vec_launches);
+            emu_check(ctx, g, 3, outs[k], what, dir, &id, (si + k) % 2 == 1, &kernels, &launches, &vec_launches, &es);
         }
         lf_graph_free(g);
     }
@@ -399,11 +561,74 @@ Test(cuda_codegen, emulated_large_kernels_match_the_reference, .timeout = 3000) 
             lf_scan(g, LF_RED_MAX, x, 0, si == 0)};
         for (int j = 0; j < 3; j++) cr_assert(outs[j] != NULL, "%s", lf_errmsg(ctx));
         snprintf(what, sizeof what, "scans of [%lld, %lld]", (long long)sshapes[si][0], (long long)sshapes[si][1]);
-        emu_check(ctx, g, 3, outs, what, dir, &id, si == 1, &kernels, &launches, &vec_launches);
+        emu_check(ctx, g, 3, outs, what, dir, &id, si == 1, &kernels, &launches, &vec_launches, &es);
         lf_graph_free(g);
     }
-    fprintf(stderr, "cuda_codegen: emulated large graphs: %d kernels, %d launches (%d vec)\n", kernels, launches,
-            vec_launches);
+    /* sorts on every path of the module, end to end (key pass, the module's
+     * plan, output pass): f32 rows with signed zeros and NaNs of several
+     * payloads (values compared as bits), long rows (RADIX at 32 threads),
+     * a top-k of a map (SELECT), a batched argsort along axis 0 (inner 3)
+     * and 64-bit keys; the BLOCK and SELECT ones with the backend's own plan
+     * (256 threads) */
+    {
+        const int64_t shp[2] = {3, 1500};
+        int64_t nel = shp[0] * shp[1];
+        float *v = malloc((size_t)nel * sizeof *v);
+        cr_assert(v != NULL);
+        const uint32_t nans[3] = {0x7fc00000u, 0xffc00001u, 0x7f800abcu};
+        for (int64_t i = 0; i < nel; i++) {
+            int c = (int)(tu_rand() % 10);
+            if (c == 0) v[i] = 0.0f;
+            else if (c == 1) v[i] = -0.0f;
+            else if (c == 2) memcpy(&v[i], &nans[tu_rand() % 3], 4);
+            else v[i] = (float)tu_randint(-20, 20) * 0.5f;
+        }
+        lf_buffer *xb = lf_buffer_new(ctx, LF_F32, 2, shp);
+        cr_assert(xb != NULL);
+        cr_assert_eq(lf_buffer_write(xb, v, (size_t)nel * sizeof *v), LF_OK);
+        free(v);
+        for (int c = 0; c < 5; c++) {
+            lf_graph *g = lf_graph_new(ctx);
+            lf_node *x = lf_input(g, xb), *outs[3] = {NULL, NULL, NULL};
+            int nout = 2;
+            es.real_once = c == 1 || c == 2;
+            if (c == 0) { /* RADIX at 32 threads, 32-bit keys; sort and argsort share one kernel */
+                outs[0] = lf_sort(g, x, 1, false);
+                outs[1] = lf_argsort(g, x, 1, false);
+            } else if (c == 1) { /* SELECT, the backend's plan (a row of 4500 > 4096): top-10 of a map, descending */
+                lf_node *row = lf_reshape(g, x, 2, (int64_t[]){1, 4500});
+                lf_topk(g, lf_map(g, lf_fn_parse(g, "(x) -> x * x - 3"), row), 10, 1, true, &outs[0], &outs[1]);
+            } else if (c == 4) { /* SELECT at 32 threads: ascending top-7 of a map (three rows) */
+                lf_topk(g, lf_map(g, lf_fn_parse(g, "(x) -> 2 - x"), x), 7, 1, false, &outs[0], &outs[1]);
+            } else if (c == 2) { /* BLOCK, the backend's plan: along axis 0 of a [500, 3] view (inner 3) */
+                lf_node *y = lf_reshape(g, x, 2, (int64_t[]){1500, 3});
+                outs[0] = lf_sort(g, lf_slice(g, y, 0, 0, 500, 1), 0, true);
+                outs[1] = lf_argsort(g, lf_slice(g, y, 0, 0, 500, 1), 0, true);
+            } else if (c == 3) { /* 64-bit keys, RADIX at 32 threads: a top-200 of f64 and i64 */
+                lf_node *d = lf_cast(g, x, LF_F64);
+                lf_topk(g, d, 200, 1, false, &outs[0], &outs[1]);
+                lf_node *iv = NULL, *ii = NULL;
+                lf_topk(g, lf_cast(g, lf_map(g, lf_fn_parse(g, "(x) -> x * 1000"), lf_cast(g, x, LF_F64)), LF_I64), 300, 1,
+                        true, &iv, &ii);
+                outs[2] = iv;
+                nout = 3;
+            }
+            for (int j = 0; j < nout; j++) cr_assert(outs[j] != NULL, "sorts %d: %s", c, lf_errmsg(ctx));
+            snprintf(what, sizeof what, "sorts %d of [3, 1500]", c);
+            emu_check(ctx, g, nout, outs, what, dir, &id, c == 3, &kernels, &launches, &vec_launches, &es);
+            lf_graph_free(g);
+        }
+        lf_buffer_free(xb);
+        cr_assert_geq(es.real, 2, "the backend's own sort plan ran");
+        cr_assert(es.paths[CG_SORT_BLOCK] && es.paths[CG_SORT_SELECT] && es.paths[CG_SORT_RADIX],
+                  "sort paths: block %d, select %d, radix %d", es.paths[CG_SORT_BLOCK], es.paths[CG_SORT_SELECT],
+                  es.paths[CG_SORT_RADIX]);
+    }
+    fprintf(stderr, "cuda_codegen: emulated large graphs: %d kernels, %d launches (%d vec); sorts: %d kernels "
+            "(%d with the backend's plan; block %d, select %d, radix %d), %d module launches\n", kernels, launches,
+            vec_launches, es.kernels, es.real, es.paths[CG_SORT_BLOCK], es.paths[CG_SORT_SELECT],
+            es.paths[CG_SORT_RADIX], es.launches);
+    if (es.h) dlclose(es.h);
     rmdir(dir);
     lf_ctx_destroy(ctx);
 }
@@ -417,17 +642,25 @@ Test(cuda_codegen, emulated_kernels_match_the_reference, .timeout = 3000) {
     const char *only = getenv("LF_TEST_GRAPH");
     int first = only ? atoi(only) : 0, last = only ? first + 1 : env_int("LF_TEST_EMU_NGRAPHS", 40);
     int id = 0, launches = 0, vec_launches = 0, kernels = 0;
+    /* sorts: 32 threads per block (paths as the shape picks them at that
+       size), the first with the backend's own plan */
+    emu_sorts es = {.threads = 32, .real_once = true};
     for (int gi = first; gi < last; gi++) {
         gen G;
         lf_node *outs[3];
         int nout = gen_graph(&G, ctx, seed, gi, outs);
         char what[96];
         snprintf(what, sizeof what, "graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d)", gi, seed, gi);
-        emu_check(ctx, G.g, nout, outs, what, dir, &id, gi % 2 == 1, &kernels, &launches, &vec_launches);
+        emu_check(ctx, G.g, nout, outs, what, dir, &id, gi % 2 == 1, &kernels, &launches, &vec_launches, &es);
         lf_graph_free(G.g);
     }
-    fprintf(stderr, "cuda_codegen: emulated %d graphs, %d kernels, %d launches (%d vec)\n", last - first, kernels,
-            launches, vec_launches);
+    fprintf(stderr, "cuda_codegen: emulated %d graphs, %d kernels, %d launches (%d vec); sorts: %d kernels "
+            "(%d with the backend's plan; block %d, select %d, radix %d), %d module launches; sort outputs: %d bit-exact, "
+            "%d within the rounding of their input\n", last - first, kernels,
+            launches, vec_launches, es.kernels, es.real, es.paths[CG_SORT_BLOCK], es.paths[CG_SORT_SELECT],
+            es.paths[CG_SORT_RADIX], es.launches, es.exact, es.explained);
+    cr_assert_gt(es.exact, 0, "no sort output of the random graphs was checked bit for bit");
+    if (es.h) dlclose(es.h);
     rmdir(dir);
     lf_ctx_destroy(ctx);
 }
