@@ -669,6 +669,156 @@ Test(cuda, fake_output_that_is_also_an_input) {
     cr_expect_eq(counters().live_bytes, 0);
 }
 
+/* Device buffers of ctx: x (f32, values i*0.37 mod 5 - 2.5, with ties) and
+ * a sentinel-filled output of each node. */
+static lf_buffer *sentinel_like(lf_ctx *ctx, const lf_node *n) {
+    lf_buffer *b = lf_buffer_new_like(ctx, n);
+    cr_assert_not_null(b, "%s", lf_errmsg(ctx));
+    size_t bytes = lf_buffer_bytes(b);
+    unsigned char *h = malloc(bytes + 1);
+    cr_assert_not_null(h);
+    memset(h, 0x5c, bytes);
+    cr_assert_eq(lf_buffer_write(b, h, bytes), LF_OK);
+    free(h);
+    return b;
+}
+
+static void expect_bytes(const lf_buffer *b, unsigned char v) {
+    size_t bytes = lf_buffer_bytes(b);
+    unsigned char *h = malloc(bytes + 1);
+    cr_assert_not_null(h);
+    cr_assert_eq(lf_buffer_read(b, h, bytes), LF_OK);
+    for (size_t i = 0; i < bytes; i++) cr_assert_eq(h[i], v, "a failed eval wrote byte %zu", i);
+    free(h);
+}
+
+static lf_buffer *sort_input(lf_ctx *ctx, int64_t rows, int64_t n) {
+    int64_t shape[2] = {rows, n};
+    float *h = malloc((size_t)(rows * n) * sizeof *h);
+    cr_assert_not_null(h);
+    for (int64_t i = 0; i < rows * n; i++) h[i] = (float)fmod((double)i * 0.37, 5.0) - 2.5f;
+    lf_buffer *b = lf_buffer_new(ctx, LF_F32, 2, shape);
+    cr_assert_not_null(b, "%s", lf_errmsg(ctx));
+    cr_assert_eq(lf_buffer_write(b, h, (size_t)(rows * n) * sizeof *h), LF_OK);
+    free(h);
+    return b;
+}
+
+/* A top-k (values and indices, the key from a map) and an argsort go through
+ * the device path: the key pass, the sort module's launches and the output
+ * pass, counted on the fake driver; nothing is copied to the host (the old
+ * host fallback read the inputs back); the module loads once per context;
+ * a cached re-eval allocates and looks up nothing on the driver. */
+Test(cuda, fake_sorts_launch_on_the_device) {
+    char *dir = tmp_dir();
+    lf_ctx *ctx = fake_ctx(dir);
+    lf_buffer *xb = sort_input(ctx, 6, 300);
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *x = lf_input(g, xb), *v = NULL, *ix = NULL;
+    cr_assert_eq(lf_topk(g, lf_map(g, lf_fn_parse(g, "(x) -> x * x - 1"), x), 5, 1, true, &v, &ix), LF_OK, "%s",
+                 lf_graph_errmsg(g));
+    lf_buffer *vb = sentinel_like(ctx, v), *ib = sentinel_like(ctx, ix);
+    fake_counters c0 = counters();
+    cr_assert_eq(lf_eval(g, 2, (lf_node *[]){v, ix}, (lf_buffer *[]){vb, ib}), LF_OK, "%s", lf_errmsg(ctx));
+    fake_counters c1 = counters();
+    lf_eval_stats st;
+    cr_assert_eq(lf_ctx_last_stats(ctx, &st), LF_OK);
+    cr_expect_eq(st.kernels, 1, "values and indices: one sort kernel");
+    cr_expect_eq(st.kernels_compiled, 2, "the kernel and the sort module");
+    cr_expect_eq(c1.loads - c0.loads, 2);
+    /* 6 rows of 300: the BLOCK path, one launch */
+    cr_expect_eq(c1.launches - c0.launches, 3, "key pass, block sort, output pass");
+    cr_expect_eq(c1.last_grid[0], 1u, "the output pass: 30 entries, one block");
+    cr_expect_eq(c1.last_block[0], 256u);
+    cr_expect_eq(c1.dtoh - c0.dtoh, 0, "nothing went to the host");
+    cr_expect_eq(c1.htod - c0.htod, 0);
+    cr_assert_eq(lf_eval(g, 2, (lf_node *[]){v, ix}, (lf_buffer *[]){vb, ib}), LF_OK, "%s", lf_errmsg(ctx));
+    fake_counters c2 = counters();
+    cr_assert_eq(lf_ctx_last_stats(ctx, &st), LF_OK);
+    cr_expect(st.program_reused);
+    cr_expect_eq(st.kernels_compiled + st.kernels_disk_hits + st.kernels_memory_hits, 0);
+    cr_expect_eq(c2.launches - c1.launches, 3);
+    cr_expect_eq(c2.allocs, c1.allocs, "a cached re-eval takes its sort memory from the cache");
+    cr_expect_eq(c2.get_functions, c1.get_functions, "and looks nothing up");
+    cr_expect_eq(c2.loads, c1.loads);
+    /* a long argsort: the RADIX path (4 passes of 3 launches); the module is
+       loaded already */
+    lf_buffer *yb = sort_input(ctx, 2, 5000);
+    lf_graph *g2 = lf_graph_new(ctx);
+    lf_node *a = lf_argsort(g2, lf_input(g2, yb), 1, false);
+    cr_assert_not_null(a, "%s", lf_graph_errmsg(g2));
+    lf_buffer *ab = sentinel_like(ctx, a);
+    cr_assert_eq(lf_eval(g2, 1, &a, &ab), LF_OK, "%s", lf_errmsg(ctx));
+    fake_counters c3 = counters();
+    cr_assert_eq(lf_ctx_last_stats(ctx, &st), LF_OK);
+    cr_expect_eq(st.kernels_compiled, 1, "only the key pass: the module stays loaded");
+    cr_expect_eq(c3.loads - c2.loads, 1);
+    cr_expect_eq(c3.launches - c2.launches, 1 + 12 + 1, "key pass, 4 radix passes of 3 launches, output pass");
+    cr_expect_eq(c3.dtoh - c2.dtoh, 0);
+    lf_graph_free(g2);
+    lf_buffer_free(yb);
+    lf_buffer_free(ab);
+    lf_graph_free(g);
+    lf_buffer_free(xb);
+    lf_buffer_free(vb);
+    lf_buffer_free(ib);
+    lf_ctx_destroy(ctx);
+    /* a new context: the module comes from the disk cache */
+    ctx = fake_ctx(dir);
+    xb = sort_input(ctx, 6, 300);
+    g = lf_graph_new(ctx);
+    cr_assert_eq(lf_topk(g, lf_map(g, lf_fn_parse(g, "(x) -> x * x - 1"), lf_input(g, xb)), 5, 1, true, &v, &ix),
+                 LF_OK);
+    vb = sentinel_like(ctx, v);
+    ib = sentinel_like(ctx, ix);
+    cr_assert_eq(lf_eval(g, 2, (lf_node *[]){v, ix}, (lf_buffer *[]){vb, ib}), LF_OK, "%s", lf_errmsg(ctx));
+    cr_assert_eq(lf_ctx_last_stats(ctx, &st), LF_OK);
+    cr_expect_eq(st.kernels_compiled, 0);
+    cr_expect_eq(st.kernels_disk_hits, 2, "the key pass and the module");
+    lf_graph_free(g);
+    lf_buffer_free(xb);
+    lf_buffer_free(vb);
+    lf_buffer_free(ib);
+    lf_ctx_destroy(ctx);
+    fake_counters c4 = counters();
+    cr_expect_eq(c4.live_bytes, 0);
+    cr_expect_eq(c4.loads, c4.unloads);
+    cr_expect_eq(c4.bad_frees, 0);
+    rm_dir(dir);
+}
+
+/* The sort's memory (keys and values, positions, the radix scratch) is
+ * taken before the first launch: when the device cannot hold it, the eval
+ * fails with LF_ERR_NOMEM, launches nothing and leaves the output as it
+ * was; the context stays usable for a smaller sort. */
+Test(cuda, fake_sort_out_of_device_memory_launches_nothing) {
+    setenv("FAKE_CUDA_MEM", "1500000", 1);
+    lf_ctx *ctx = fake_ctx(NULL);
+    lf_buffer *xb = sort_input(ctx, 2, 20000); /* 160 KB */
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *a = lf_argsort(g, lf_input(g, xb), 1, false);
+    lf_buffer *ab = sentinel_like(ctx, a); /* 320 KB; the radix scratch alone is about 1 MB */
+    fake_counters c0 = counters();
+    lf_status st = lf_eval(g, 1, &a, &ab);
+    cr_assert_eq(st, LF_ERR_NOMEM, "%s: %s", lf_status_name(st), lf_errmsg(ctx));
+    expect_msg(lf_errmsg(ctx), "eval: sort: cuda: out of device memory");
+    cr_expect_eq(counters().launches - c0.launches, 0, "nothing was launched");
+    expect_bytes(ab, 0x5c);
+    /* a top-3 of the same rows (the SELECT path, no scratch) fits */
+    lf_node *v = NULL, *ix = NULL;
+    cr_assert_eq(lf_topk(g, lf_input(g, xb), 3, 1, false, &v, &ix), LF_OK);
+    lf_buffer *vb = sentinel_like(ctx, v);
+    cr_assert_eq(lf_eval(g, 1, &v, &vb), LF_OK, "%s", lf_errmsg(ctx));
+    cr_expect_eq(counters().launches - c0.launches, 3);
+    lf_graph_free(g);
+    lf_buffer_free(xb);
+    lf_buffer_free(ab);
+    lf_buffer_free(vb);
+    lf_ctx_destroy(ctx);
+    cr_expect_eq(counters().live_bytes, 0);
+    cr_expect_eq(counters().bad_frees, 0);
+}
+
 Test(cuda, fake_host_evaluators_on_a_device_context) {
     /* tests switch ctx->backend to compare with the oracle: on a device
        context that runs on host copies of the inputs */

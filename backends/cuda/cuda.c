@@ -20,9 +20,17 @@
  * re-evaluating the same outputs into the same buffers plans, emits, looks up
  * and allocates nothing, and only launches.
  *
+ * Sort kernels (fusion/plan_sort.c) run on the device too: their key pass
+ * is a generated kernel as above, bound to a work area instead of its
+ * first slot; the sort module's launches and the output pass that follow
+ * are sort.c's (cuda_sort_*: module loaded once per context, plans and
+ * lookups at program build, memory per run before the first launch).
+ * None of this has run on a GPU: the emulation of tests/test_cuda_codegen.c
+ * and the fake driver of tests/test_cuda.c are what checked it.
+ *
  * What must stay true (see also cuda.h): every fallible step of an eval
- * (planning, compiling, loading, entry lookups, allocating temporaries and
- * scratch, the argument size check) is done for all kernels before the first
+ * (planning, compiling, loading, entry lookups, allocating temporaries,
+ * scratch and sort memory, the argument size check) is done for all kernels before the first
  * launch; an output goes straight into the user's buffer only when no kernel
  * reads that buffer and no other output names it (cpu.c's rule), else
  * through a temporary copied at the end with cuMemcpyDtoDAsync; a scratch is
@@ -39,7 +47,6 @@
 #include <string.h>
 
 enum {
-    MAX_ENTRIES = 2 * CG_CUDA_MAX_LAUNCHES + 4, /* entry points cached per module */
     CLASSIC_PARAM_BYTES = 4096,                 /* kernel argument limit before CUDA 12.1 */
     LARGE_PARAM_BYTES = 32764                   /* limit from 12.1 on Volta and newer */
 };
@@ -48,14 +55,6 @@ enum {
 static CUresult make_current(cuda_state *cs) { return cs->drv.CtxSetCurrent(cs->cu); }
 
 /* ---- the state -------------------------------------------------------------------------- */
-
-struct cuda_module {
-    kcache_entry base;             /* hash, text, chain (backends/kcache.h) */
-    CUmodule mod;                  /* loaded module */
-    int nentries;                  /* entry points looked up so far */
-    const char *entry[MAX_ENTRIES]; /* their names (static strings of emit_cuda.c) */
-    CUfunction fn[MAX_ENTRIES];
-};
 
 static void module_release(kcache_entry *base, void *arg) {
     cuda_state *cs = arg;
@@ -71,6 +70,10 @@ static void state_free(void *p) {
         cs->drv.StreamSynchronize(cs->stream);
     }
     kcache_clear(&cs->modules, module_release, cs);
+    if (cs->sort_module) {
+        if (cs->sort_module->mod) cs->drv.ModuleUnload(cs->sort_module->mod);
+        graph_free(cs->sort_module);
+    }
     if (cs->stream) {
         cuda_mem_trim(cs);
         cs->drv.StreamDestroy(cs->stream);
@@ -198,8 +201,8 @@ void cuda_alloc_stats(const lf_ctx *ctx, cuda_alloc *out) {
 /* ---- buffers ---------------------------------------------------------------------------- */
 
 /* Records a failed device allocation of bytes for `what`. */
-static lf_status alloc_error(lf_ctx *ctx, cuda_state *cs, CUresult r, bool host_nomem, size_t bytes,
-                             const char *what) {
+lf_status cuda_alloc_error(lf_ctx *ctx, cuda_state *cs, CUresult r, bool host_nomem, size_t bytes,
+                           const char *what) {
     char es[512];
     if (host_nomem) return graph_error(ctx, LF_ERR_NOMEM, "%s: out of memory", what);
     if (r == CUDA_ERROR_OUT_OF_MEMORY)
@@ -218,7 +221,7 @@ lf_status cuda_buffer_alloc(lf_ctx *ctx, size_t bytes, uint64_t *addr, const cha
     bool host_nomem;
     CUdeviceptr p;
     r = cuda_mem_alloc(cs, bytes, true, &p, &host_nomem);
-    if (r != CUDA_SUCCESS) return alloc_error(ctx, cs, r, host_nomem, bytes, what);
+    if (r != CUDA_SUCCESS) return cuda_alloc_error(ctx, cs, r, host_nomem, bytes, what);
     *addr = p;
     return LF_OK;
 }
@@ -274,6 +277,60 @@ static void disk_key(const cuda_state *cs, const char *text, char key[80]) {
     snprintf(key, 80, "%s.%s", hex, cs->ptx ? "ptx" : "cubin");
 }
 
+lf_status cuda_module_load(lf_ctx *ctx, cuda_state *cs, const char *key_text, const char *src, const char *name,
+                           const char *what, CUmodule *mod, lf_eval_stats *st) {
+    char key[80], es[512], err[1024];
+    disk_key(cs, key_text, key);
+    void *image = NULL;
+    size_t len = 0;
+    bool from_disk = false;
+    CUresult r = CUDA_SUCCESS;
+    *mod = NULL;
+    lf_status status = kcache_disk_get(ctx, cs->cache_dir, key, &image, &len, &from_disk);
+    if (status != LF_OK) return status;
+    /* PTX must be NUL-terminated for cuModuleLoadData; nvrtcGetPTX's is */
+    if (from_disk && cs->ptx && (!len || ((char *)image)[len - 1])) from_disk = false;
+    if (from_disk && (r = cs->drv.ModuleLoadData(mod, image)) != CUDA_SUCCESS) {
+        *mod = NULL; /* verified but refused (planted, another driver?): remove and rebuild it */
+        from_disk = false;
+        diskcache_remove(cs->cache_dir, key);
+    }
+    if (!from_disk) {
+        graph_free(image);
+        image = NULL;
+        char *log = NULL;
+        status = cuda_nvrtc_compile(&cs->nv, src, name, cs->arch, cs->ptx, &image, &len, &log, err, sizeof err);
+        if (status != LF_OK) {
+            status = graph_error(ctx, status, "eval: compiling %s failed: %s%s%s", what, err, log ? "\n" : "",
+                                 log ? log : "");
+            graph_free(log);
+            graph_free(image);
+            return status;
+        }
+        graph_free(log);
+        r = cs->drv.ModuleLoadData(mod, image); /* load first, then store: a refused image is not cached */
+        if (r != CUDA_SUCCESS) {
+            *mod = NULL;
+            char hint[256] = "";
+            if (cs->driver_version / 1000 < cs->nv.major)
+                snprintf(hint, sizeof hint,
+                         " (NVRTC %d.%d is newer than the CUDA driver %d.%d: set LF_NVRTC_LIBRARY to "
+                         "an NVRTC no newer than the driver, or update the driver)",
+                         cs->nv.major, cs->nv.minor, cs->driver_version / 1000, cs->driver_version % 1000 / 10);
+            graph_free(image);
+            return graph_error(ctx, r == CUDA_ERROR_OUT_OF_MEMORY ? LF_ERR_NOMEM : LF_ERR_BACKEND,
+                               "eval: loading %s failed: %s%s", what, cuda_result_str(&cs->drv, r, es, sizeof es),
+                               hint);
+        }
+        kcache_disk_put(cs->cache_dir, key, image, len);
+        st->kernels_compiled++;
+    } else {
+        st->kernels_disk_hits++;
+    }
+    graph_free(image);
+    return LF_OK;
+}
+
 /* Finds or builds the module of kernel k (layout lay). */
 static lf_status module_get(lf_ctx *ctx, cuda_state *cs, const fuse_schedule *s, const cg_layout *lay, int k,
                             cuda_module **out, lf_eval_stats *st) {
@@ -289,74 +346,28 @@ static lf_status module_get(lf_ctx *ctx, cuda_state *cs, const fuse_schedule *s,
         *out = m;
         return LF_OK;
     }
-    char key[80], es[512], err[1024];
-    disk_key(cs, m->base.text, key);
-    void *image = NULL;
-    size_t len = 0;
-    bool from_disk = false;
-    CUresult r = CUDA_SUCCESS;
-    status = kcache_disk_get(ctx, cs->cache_dir, key, &image, &len, &from_disk);
-    if (status != LF_OK) goto fail;
-    /* PTX must be NUL-terminated for cuModuleLoadData; nvrtcGetPTX's is */
-    if (from_disk && cs->ptx && (!len || ((char *)image)[len - 1])) from_disk = false;
-    if (from_disk && (r = cs->drv.ModuleLoadData(&m->mod, image)) != CUDA_SUCCESS) {
-        m->mod = NULL; /* verified but refused (planted, another driver?): remove and rebuild it */
-        from_disk = false;
-        diskcache_remove(cs->cache_dir, key);
-    }
-    if (!from_disk) {
-        graph_free(image);
-        image = NULL;
-        char *log = NULL, name[48];
-        snprintf(name, sizeof name, "lazyfuse_kernel_%d.cu", k);
-        status = cuda_nvrtc_compile(&cs->nv, src.s, name, cs->arch, cs->ptx, &image, &len, &log, err, sizeof err);
-        if (status != LF_OK) {
-            status = graph_error(ctx, status, "eval: compiling CUDA kernel %d failed: %s%s%s", k, err,
-                                 log ? "\n" : "", log ? log : "");
-            graph_free(log);
-            goto fail;
-        }
-        graph_free(log);
-        r = cs->drv.ModuleLoadData(&m->mod, image); /* load first, then store: a refused image is not cached */
-        if (r != CUDA_SUCCESS) {
-            m->mod = NULL;
-            char hint[256] = "";
-            if (cs->driver_version / 1000 < cs->nv.major)
-                snprintf(hint, sizeof hint,
-                         " (NVRTC %d.%d is newer than the CUDA driver %d.%d: set LF_NVRTC_LIBRARY to "
-                         "an NVRTC no newer than the driver, or update the driver)",
-                         cs->nv.major, cs->nv.minor, cs->driver_version / 1000, cs->driver_version % 1000 / 10);
-            status = graph_error(ctx, r == CUDA_ERROR_OUT_OF_MEMORY ? LF_ERR_NOMEM : LF_ERR_BACKEND,
-                                 "eval: loading CUDA kernel %d failed: %s%s", k,
-                                 cuda_result_str(&cs->drv, r, es, sizeof es), hint);
-            goto fail;
-        }
-        kcache_disk_put(cs->cache_dir, key, image, len);
-        st->kernels_compiled++;
-    } else {
-        st->kernels_disk_hits++;
-    }
-    graph_free(image);
+    char name[48], what[48];
+    snprintf(name, sizeof name, "lazyfuse_kernel_%d.cu", k);
+    snprintf(what, sizeof what, "CUDA kernel %d", k);
+    status = cuda_module_load(ctx, cs, m->base.text, src.s, name, what, &m->mod, st);
     cg_text_free(&src);
+    if (status != LF_OK) {
+        kcache_discard(&m->base);
+        return status;
+    }
     kcache_add(&cs->modules, &m->base);
     *out = m;
     return LF_OK;
-fail:
-    graph_free(image);
-    cg_text_free(&src);
-    kcache_discard(&m->base);
-    return status;
 }
 
-/* The entry point `entry` of module m, looked up once. */
-static CUresult module_function(cuda_state *cs, cuda_module *m, const char *entry, CUfunction *fn) {
+CUresult cuda_module_function(cuda_state *cs, cuda_module *m, const char *entry, CUfunction *fn) {
     for (int i = 0; i < m->nentries; i++)
         if (m->entry[i] == entry || !strcmp(m->entry[i], entry)) {
             *fn = m->fn[i];
             return CUDA_SUCCESS;
         }
     CUresult r = cs->drv.ModuleGetFunction(fn, m->mod, entry);
-    if (r == CUDA_SUCCESS && m->nentries < MAX_ENTRIES) {
+    if (r == CUDA_SUCCESS && m->nentries < CUDA_MODULE_ENTRIES) {
         m->entry[m->nentries] = entry;
         m->fn[m->nentries++] = *fn;
     }
@@ -380,6 +391,8 @@ typedef struct cuda_kernel {
     CUdeviceptr spart;             /* scatter kernels: the partials (lay->part_entries
                                       cg_partial), 0 */
     size_t spart_bytes;            /* their size */
+    cuda_sort *sort;               /* sort kernels: the module's launches and the
+                                      output pass (sort.c), else NULL */
 } cuda_kernel;
 
 typedef struct cuda_program {
@@ -412,6 +425,7 @@ static void program_free(void *p) {
             cuda_kernel *ck = &pr->k[i];
             cuda_mem_free(cs, ck->scratch, ck->scratch_bytes);
             cuda_mem_free(cs, ck->spart, ck->spart_bytes);
+            cuda_sort_free(cs, ck->sort);
             graph_free(ck->lay);
             graph_free(ck->P);
             graph_free(ck->addr);
@@ -473,7 +487,7 @@ static lf_status program_build(lf_graph *g, cuda_state *cs, int n, lf_node *cons
         bool host_nomem;
         CUresult r = cuda_mem_alloc(cs, s->block_bytes[b], false, &pr->blocks[b], &host_nomem);
         if (r != CUDA_SUCCESS) {
-            status = alloc_error(ctx, cs, r, host_nomem, s->block_bytes[b], "eval");
+            status = cuda_alloc_error(ctx, cs, r, host_nomem, s->block_bytes[b], "eval");
             program_free(pr);
             return status;
         }
@@ -491,13 +505,14 @@ static lf_status program_build(lf_graph *g, cuda_state *cs, int n, lf_node *cons
             size_t bytes = (size_t)ck->lay->part_entries * sizeof(cg_partial);
             CUresult r = cuda_mem_alloc(cs, bytes, false, &ck->spart, &host_nomem);
             if (r != CUDA_SUCCESS) {
-                status = alloc_error(ctx, cs, r, host_nomem, bytes, "eval");
+                status = cuda_alloc_error(ctx, cs, r, host_nomem, bytes, "eval");
                 program_free(pr);
                 return status;
             }
             ck->spart_bytes = bytes;
         }
         status = module_get(ctx, cs, s, ck->lay, k, &ck->mod, st);
+        if (status == LF_OK && s->kernels[k].sort) status = cuda_sort_prepare(ctx, cs, s, ck->lay, k, &ck->sort, st);
         if (status != LF_OK) {
             program_free(pr);
             return status;
@@ -511,7 +526,7 @@ static lf_status program_build(lf_graph *g, cuda_state *cs, int n, lf_node *cons
         bool host_nomem;
         CUresult r = cuda_mem_alloc(cs, sizeof(int32_t), true, &pr->errflag, &host_nomem);
         if (r != CUDA_SUCCESS) {
-            status = alloc_error(ctx, cs, r, host_nomem, sizeof(int32_t), "eval");
+            status = cuda_alloc_error(ctx, cs, r, host_nomem, sizeof(int32_t), "eval");
             program_free(pr);
             return status;
         }
@@ -554,12 +569,12 @@ static lf_status kernel_prepare(lf_ctx *ctx, cuda_state *cs, cuda_kernel *ck, in
         ck->scratch_bytes = 0;
         bool host_nomem;
         CUresult r = cuda_mem_alloc(cs, plan->scratch_bytes, true, &ck->scratch, &host_nomem);
-        if (r != CUDA_SUCCESS) return alloc_error(ctx, cs, r, host_nomem, plan->scratch_bytes, "eval");
+        if (r != CUDA_SUCCESS) return cuda_alloc_error(ctx, cs, r, host_nomem, plan->scratch_bytes, "eval");
         ck->scratch_bytes = plan->scratch_bytes;
     }
     for (int i = 0; i < plan->nlaunches; i++) {
         const char *entry = plan->launch[i].entry;
-        CUresult r = entry ? module_function(cs, ck->mod, entry, &ck->fn[i]) : CUDA_ERROR_NOT_FOUND;
+        CUresult r = entry ? cuda_module_function(cs, ck->mod, entry, &ck->fn[i]) : CUDA_ERROR_NOT_FOUND;
         if (r != CUDA_SUCCESS)
             return graph_error(ctx, LF_ERR_BACKEND, "eval: CUDA kernel %d lacks entry point %s: %s", k,
                                entry ? entry : "(null)", cuda_result_str(&cs->drv, r, es, sizeof es));
@@ -582,13 +597,16 @@ static lf_status kernel_prepare(lf_ctx *ctx, cuda_state *cs, cuda_kernel *ck, in
     return LF_OK;
 }
 
-/* Gives the run's output temporaries back to the allocator. */
+/* Gives the run's output temporaries and sort memory back to the
+ * allocator (after its launches are queued, or before any). */
 static void release_fresh(cuda_state *cs, cuda_program *pr) {
     for (int i = 0; i < pr->n; i++) {
         if (!pr->fresh[i]) continue;
         cuda_mem_free(cs, pr->fresh[i], pr->s->slots[pr->s->out_slot[i]].bytes);
         pr->fresh[i] = 0;
     }
+    for (int k = 0; k < pr->s->nkernels; k++)
+        if (pr->k[k].sort) cuda_sort_release(cs, pr->k[k].sort);
 }
 
 /* Runs the program writing into dsts; fails only before the first launch,
@@ -636,13 +654,17 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
             CUresult r = cuda_mem_alloc(cs, sl->bytes, false, &pr->fresh[i], &host_nomem);
             if (r != CUDA_SUCCESS) {
                 graph_free(unsafe);
-                status = alloc_error(ctx, cs, r, host_nomem, sl->bytes, "eval");
+                status = cuda_alloc_error(ctx, cs, r, host_nomem, sl->bytes, "eval");
                 goto fail;
             }
             data[s->out_slot[i]] = pr->fresh[i];
         }
     }
     graph_free(unsafe);
+    /* sort kernels: their keys, values, positions and the module's scratch
+       (sort.c), for this run */
+    for (int k = 0; k < s->nkernels; k++)
+        if (pr->k[k].sort && (status = cuda_sort_acquire(ctx, cs, pr->k[k].sort)) != LF_OK) goto fail;
     /* plan every kernel whose buffers moved; nothing is launched yet. The
        constants' current values (lf_scalar_set) go into P and the words */
     for (int k = 0; k < s->nkernels; k++) {
@@ -653,7 +675,8 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
             if (same && ck->plan.nlaunches) cg_cuda_fill_scalar_args(ck->lay, ck->P, ck->words);
         }
         for (int b = 0; b < ck->lay->nbufs; b++) {
-            uint64_t a = ck->lay->buf_slot[b] == -2 ? ck->spart
+            uint64_t a = ck->sort && b == ck->sort->work_buf ? ck->sort->work /* the key pass's K and V */
+                         : ck->lay->buf_slot[b] == -2 ? ck->spart
                          : ck->lay->buf_slot[b] < 0 ? pr->errflag
                                                     : data[ck->lay->buf_slot[b]];
             if (ck->addr[b] != a) {
@@ -662,8 +685,10 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
             }
         }
         if (!same && (status = kernel_prepare(ctx, cs, ck, k)) != LF_OK) goto fail;
+        if (ck->sort) cuda_sort_fill(ck->sort, data);
     }
     /* launch */
+    bool ran = false;
     for (int k = 0; k < s->nkernels; k++) {
         cuda_kernel *ck = &pr->k[k];
         void *params[1] = {ck->words};
@@ -674,12 +699,15 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
             if (r != CUDA_SUCCESS) {
                 status = graph_error(ctx, LF_ERR_BACKEND, "eval: launching CUDA kernel %d (%s) failed: %s%s", k,
                                      l->entry, cuda_result_str(&cs->drv, r, es, sizeof es),
-                                     k || i ? " (earlier kernels of this eval ran: outputs may be partly "
-                                              "written)"
-                                            : "");
+                                     ran ? " (earlier kernels of this eval ran: outputs may be partly "
+                                           "written)"
+                                         : "");
                 goto fail;
             }
+            ran = true;
         }
+        if (ck->sort && (status = cuda_sort_launch(ctx, cs, ck->sort, k, ran)) != LF_OK) goto fail;
+        ran |= ck->sort && (ck->sort->plan.nlaunches || ck->sort->has_write);
     }
     /* index checks: wait for the kernels, read the flag; a raised flag fails
        the eval before any output buffer is written (driver.c then finds the
@@ -718,31 +746,8 @@ fail:
     return status;
 }
 
-/* Whether the outputs depend on a sort node (NODE_SORT): 1 yes, 0 no, -1
- * out of memory. */
-static int needs_sort(const lf_graph *g, int n, lf_node *const *outs) {
-    bool *need = graph_calloc((size_t)g->nnodes + 1, sizeof *need);
-    if (!need) return -1;
-    for (int i = 0; i < n; i++) need[outs[i]->id] = true;
-    int found = 0;
-    for (int id = g->nnodes - 1; id >= 0 && !found; id--) {
-        if (!need[id]) continue;
-        const lf_node *x = g->nodes[id];
-        found = x->kind == NODE_SORT;
-        for (int k = 0; k < x->ninputs; k++) need[x->inputs[k]->id] = true;
-    }
-    graph_free(need);
-    return found;
-}
-
 lf_status cuda_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts, lf_eval_stats *stats) {
     lf_ctx *ctx = g->ctx;
-    /* Sorts have no device kernels yet (codegen/sort_cuda.c has the sort
-       module, not wired here): such an eval runs on the host, on copies of
-       the inputs, with the planner and the schedule interpreter. */
-    int sorts = needs_sort(g, n, outs);
-    if (sorts < 0) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
-    if (sorts) return host_eval(g, n, outs, dsts, stats, false);
     cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
     memset(stats, 0, sizeof *stats);
     char es[512];

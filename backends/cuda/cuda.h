@@ -229,7 +229,17 @@ void cuda_mem_trim(struct cuda_state *cs);
 
 /* ==== cuda.c: contexts, buffers, eval ===================================== */
 
-typedef struct cuda_module cuda_module;
+enum { CUDA_MODULE_ENTRIES = 2 * CG_CUDA_MAX_LAUNCHES + 4 }; /* entry points cached per module */
+
+/* A loaded module: a generated kernel's (in the context's kcache) or the
+ * sort module (cuda_state.sort_module). */
+typedef struct cuda_module {
+    kcache_entry base;             /* hash, text, chain (backends/kcache.h) */
+    CUmodule mod;                  /* loaded module */
+    int nentries;                  /* entry points looked up so far */
+    const char *entry[CUDA_MODULE_ENTRIES]; /* their names (static strings of codegen/) */
+    CUfunction fn[CUDA_MODULE_ENTRIES];
+} cuda_module;
 
 typedef struct cuda_state {
     cuda_driver drv;               /* libcuda */
@@ -249,6 +259,9 @@ typedef struct cuda_state {
     char *cache_dir;               /* disk cache folder, NULL if none */
     cuda_alloc alloc;              /* caching allocator */
     kcache modules;                /* in-memory module cache (cuda_module) */
+    cuda_module *sort_module;      /* the sort module (sort.c), loaded by the
+                                      first eval with a sort, kept until the
+                                      context goes; NULL before */
 } cuda_state;
 
 /* The CUDA backend's table entry (graph/backend.h): device memory, its
@@ -280,5 +293,68 @@ int cuda_device_description(const lf_ctx *ctx, char *buf, size_t cap);
 
 /* Allocator counters of a CUDA context (a test hook). */
 void cuda_alloc_stats(const lf_ctx *ctx, cuda_alloc *out);
+
+/* Loads a module from CUDA source src: from the disk cache (keyed by
+ * key_text, the NVRTC version, the target and the options), else compiled
+ * with NVRTC (name: for its log) and stored there once the driver loaded it.
+ * Counts st->kernels_compiled or kernels_disk_hits. what names it in
+ * messages ("eval: compiling <what> failed: ..."). */
+lf_status cuda_module_load(lf_ctx *ctx, cuda_state *cs, const char *key_text, const char *src, const char *name,
+                           const char *what, CUmodule *mod, lf_eval_stats *st);
+/* The entry point `entry` of module m, looked up once (then cached in m). */
+CUresult cuda_module_function(cuda_state *cs, cuda_module *m, const char *entry, CUfunction *fn);
+/* Records a failed device allocation of bytes for `what` (LF_ERR_NOMEM when
+ * out of device or host memory, else LF_ERR_BACKEND). */
+lf_status cuda_alloc_error(lf_ctx *ctx, cuda_state *cs, CUresult r, bool host_nomem, size_t bytes, const char *what);
+
+/* ==== sort.c: sort kernels on the device ================================== */
+
+/* A sort kernel of a program (fusion/plan_sort.c), run as: the generated key
+ * pass (emit_cuda.c: K and V into the work area, bound as store 0's buffer),
+ * the sort module's launches (codegen/sort_cuda.c, planned from the shape
+ * with want_pos: the first k positions of each row into pos), then its
+ * output pass lf_sort_write (indices and values into the slots). */
+typedef struct cuda_sort {
+    graph_sort_geom gm;            /* rows, extent n, k, inner */
+    bool wide;                     /* 64-bit keys */
+    size_t value_size;             /* bytes of a value; 0: no values node (no V) */
+    int work_buf;                  /* the key pass's buffer bound to the work area */
+    int values_slot, indices_slot; /* slots of the values and indices nodes, -1 */
+    cg_cuda_sort_plan plan;        /* the module's launches */
+    CUfunction fn[CG_CUDA_SORT_MAX_LAUNCHES];
+    bool has_write;                /* the output pass runs (nrows * k > 0) */
+    cg_cuda_sort_launch write;     /* its launch */
+    CUfunction write_fn;
+    uint64_t *words;               /* (plan.nlaunches + 1) * CG_CUDA_SORT_WORDS:
+                                      the module's launches', then the output pass's */
+    size_t work_bytes, pos_bytes, scratch_bytes; /* device memory of a run */
+    CUdeviceptr work, pos, scratch; /* held from cuda_sort_acquire to
+                                      cuda_sort_release, 0 otherwise */
+} cuda_sort;
+
+/* At program build, kernel k of s (layout lay, a sort kernel): loads the
+ * sort module once per context (st counts its compile or disk hit), plans
+ * the module's launches and the output pass, looks their entries up.
+ * LF_ERR_NOMEM, or LF_ERR_BACKEND from NVRTC or the driver; *out is NULL
+ * on failure. */
+lf_status cuda_sort_prepare(lf_ctx *ctx, cuda_state *cs, const fuse_schedule *s, const cg_layout *lay, int k,
+                            cuda_sort **out, lf_eval_stats *st);
+/* Frees what cuda_sort_prepare made (NULL is a no-op); memory held since
+ * cuda_sort_acquire goes back to the allocator. */
+void cuda_sort_free(cuda_state *cs, cuda_sort *so);
+/* Before a run's first launch: the work area, the positions and the
+ * module's scratch from the caching allocator (none when nothing runs).
+ * On failure holds nothing and records the message. */
+lf_status cuda_sort_acquire(lf_ctx *ctx, cuda_state *cs, cuda_sort *so);
+/* Gives a run's memory back to the allocator (after the run's launches are
+ * queued: stream order keeps it from reuse until they are done). */
+void cuda_sort_release(cuda_state *cs, cuda_sort *so);
+/* Fills the words for this run's addresses (slot_addr: device address of
+ * each slot of the schedule). */
+void cuda_sort_fill(cuda_sort *so, const uint64_t *slot_addr);
+/* Queues the module's launches and the output pass on the stream (after the
+ * key pass). Records "eval: launching CUDA kernel k (entry) failed" on a
+ * refused launch; `ran` says whether earlier launches of the eval went out. */
+lf_status cuda_sort_launch(lf_ctx *ctx, cuda_state *cs, const cuda_sort *so, int k, bool ran);
 
 #endif
