@@ -7,7 +7,8 @@
  * threads (so results are identical across thread counts), on key sets that
  * stress the paths: random, three values (ties everywhere), all equal (every
  * digit constant), only the high bits differing, descending (the top-k path
- * gives up). Edge shapes write nothing: nrows = 0, n = 0, k = 0. Out of
+ * gives up). Long rows go through the MSD path (a scatter on the top 16
+ * bits, then buckets) or, when skewed, the LSD path. Edge shapes write nothing: nrows = 0, n = 0, k = 0. Out of
  * memory returns false with outputs untouched and nothing leaked. Sizes
  * shrink under valgrind.
  */
@@ -247,6 +248,21 @@ Test(cpusort, long_row_small_chunks) {
     sweep(2, 1000, kk, 7, ALL, NALL);
     int64_t k2[] = {1, 50, 77};
     sweep(1, 77, k2, 3, ALL, NALL);
+    cpu_sort_long_min = 65536;
+}
+
+/* The MSD path of long rows (cpu_sort_msd_target lowered): many buckets,
+ * buckets straddling k, skewed inputs that fall back to the LSD path. */
+Test(cpusort, long_row_msd) {
+    cpu_sort_long_min = 40;
+    cpu_sort_msd_target = 64;
+    int64_t kk[] = {1, 10, 100, 2001, 3999, 4000};
+    sweep(2, 4000, kk, 6, ALL, NALL);
+    cpu_sort_pos32_max = 100; /* 64-bit positions through both steps */
+    int64_t k2[] = {70, 4000};
+    sweep(1, 4000, k2, 2, ALL, NALL);
+    cpu_sort_pos32_max = UINT32_MAX;
+    cpu_sort_msd_target = 16384;
     cpu_sort_long_min = 65536;
 }
 

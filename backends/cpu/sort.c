@@ -36,6 +36,7 @@
 
 int64_t cpu_sort_pos32_max = UINT32_MAX;
 int64_t cpu_sort_long_min = 65536;
+int64_t cpu_sort_msd_target = 16384;
 
 #define AI static inline __attribute__((always_inline))
 #define HOT __attribute__((optimize("O3")))
@@ -91,10 +92,10 @@ HOT static void hist_one(const void *keys, int64_t b, int64_t e, uint32_t *h, in
 /* One stable scatter of [b, e): key i goes to dk[off[digit]++] (when dkeys)
  * and its position, read per spm (P_IOTA: i itself), to dp per dpm. */
 AI void scatter_k(const void *sk, const void *sp, void *dk, void *dp, int64_t b, int64_t e, int64_t *off,
-                  int shift, uint64_t mask, bool w, int spm, int dpm, bool dkeys) {
+                  uint64_t lo, int shift, uint64_t mask, bool w, int spm, int dpm, bool dkeys) {
     for (int64_t i = b; i < e; i++) {
         uint64_t key = ldk(sk, i, w);
-        int64_t d = off[(key >> shift) & mask]++;
+        int64_t d = off[((key - lo) >> shift) & mask]++;
         if (dkeys) stk(dk, d, key, w);
         if (dpm != P_NONE) {
             uint64_t pos = spm == P_IOTA  ? (uint64_t)i
@@ -107,10 +108,10 @@ AI void scatter_k(const void *sk, const void *sp, void *dk, void *dp, int64_t b,
 }
 
 HOT static void scatter(const void *sk, const void *sp, void *dk, void *dp, int64_t b, int64_t e, int64_t *off,
-                        int shift, uint64_t mask, bool w, int spm, int dpm, bool dkeys) {
+                        uint64_t lo, int shift, uint64_t mask, bool w, int spm, int dpm, bool dkeys) {
 #define SC(W, SP, DP, DK)                                                            \
     if (w == W && spm == SP && dpm == DP && dkeys == DK) {                           \
-        scatter_k(sk, sp, dk, dp, b, e, off, shift, mask, W, SP, DP, DK);            \
+        scatter_k(sk, sp, dk, dp, b, e, off, lo, shift, mask, W, SP, DP, DK);        \
         return;                                                                      \
     }
 #define SC_W(SP, DP, DK) SC(false, SP, DP, DK) SC(true, SP, DP, DK)
@@ -152,17 +153,17 @@ AI void line_out(void *dst, const void *src, bool nt) {
 
 AI void scatter_wc_k(const void *sk, const void *sp, void *dk, void *dp, int64_t b, int64_t e, int64_t *off,
                      int shift, uint64_t mask, bool w, int spm, int dpm, bool dkeys, char *wk, char *wp,
-                     int64_t *start) {
+                     int64_t *start, const uint16_t *map, int nmap) {
     const size_t ks = w ? 8 : 4, ps = dpm == P_U64 ? 8 : 4;
     const int64_t B = 64 / (int64_t)ks; /* entries per line of keys */
     const size_t pl = (size_t)B * ps;   /* bytes per line of positions: 32, 64 or 128 */
     const bool ntk = dkeys && ((uintptr_t)dk & 63) == 0;
     const bool ntp = dpm != P_NONE && ((uintptr_t)dp & 63) == 0 && pl >= 64;
-    const int nb = (int)mask + 1;
+    const int nb = map ? nmap : (int)mask + 1;
     for (int d = 0; d < nb; d++) start[d] = off[d];
     for (int64_t i = b; i < e; i++) {
         uint64_t key = ldk(sk, i, w);
-        size_t dg = (key >> shift) & mask;
+        size_t dg = map ? map[key >> shift] : (key >> shift) & mask;
         int64_t d = off[dg]++;
         int64_t slot = d & (B - 1);
         if (dkeys) stk(wk + dg * 64, slot, key, w);
@@ -221,7 +222,7 @@ HOT static void scatter_wc(const void *sk, const void *sp, void *dk, void *dp, i
                            int shift, uint64_t mask, bool w, int spm, int dpm, bool dkeys, const wc_buf *wb) {
 #define SC(W, SP, DP, DK)                                                                                        \
     if (w == W && spm == SP && dpm == DP && dkeys == DK) {                                                       \
-        scatter_wc_k(sk, sp, dk, dp, b, e, off, shift, mask, W, SP, DP, DK, wb->wk, wb->wp, wb->start);          \
+        scatter_wc_k(sk, sp, dk, dp, b, e, off, shift, mask, W, SP, DP, DK, wb->wk, wb->wp, wb->start, NULL, 0); \
         return;                                                                                                  \
     }
 #define SC_W(SP, DP, DK) SC(false, SP, DP, DK) SC(true, SP, DP, DK)
@@ -232,6 +233,49 @@ HOT static void scatter_wc(const void *sk, const void *sp, void *dk, void *dp, i
 #undef SC_W
 #undef SC
     assert(!"scatter_wc: no such mode");
+}
+
+/* The write-combining scatter of the MSD step: key i goes to the bucket
+ * map[key >> shift] (nmap buckets), its position (i itself) along when
+ * dpm is not P_NONE. */
+HOT static void scatter_map(const void *sk, void *dk, void *dp, int64_t b, int64_t e, int64_t *off, int shift,
+                            bool w, int dpm, const wc_buf *wb, const uint16_t *map, int nmap) {
+#define SC(W, SP, DP)                                                                                           \
+    if (w == W && dpm == DP) {                                                                                  \
+        scatter_wc_k(sk, NULL, dk, dp, b, e, off, shift, 0, W, SP, DP, true, wb->wk, wb->wp, wb->start, map,    \
+                     nmap);                                                                                     \
+        return;                                                                                                 \
+    }
+    SC(false, P_NONE, P_NONE) SC(true, P_NONE, P_NONE) SC(false, P_IOTA, P_U32) SC(true, P_IOTA, P_U32)
+    SC(false, P_IOTA, P_U64) SC(true, P_IOTA, P_U64)
+#undef SC
+    assert(!"scatter_map: no such mode");
+}
+
+/* Counts the npass digits (of `bits` bits, the last may be narrower: the
+ * mask cuts nothing off, keys - lo have at most npass*bits bits) of
+ * keys [0, m) less lo: h[p * (1 << bits) + digit p]; h zeroed by the
+ * caller. */
+AI void hist_lo_k(const void *keys, int64_t m, uint64_t lo, uint32_t *h, int bits, int npass, bool w) {
+    const uint64_t mask = ((uint64_t)1 << bits) - 1;
+    const int nb = 1 << bits;
+    if (npass == 2) {
+        for (int64_t i = 0; i < m; i++) {
+            uint64_t v = ldk(keys, i, w) - lo;
+            h[v & mask]++;
+            h[nb + ((v >> bits) & mask)]++;
+        }
+        return;
+    }
+    for (int64_t i = 0; i < m; i++) {
+        uint64_t v = ldk(keys, i, w) - lo;
+        for (int p = 0; p < npass; p++) h[p * nb + ((v >> (p * bits)) & mask)]++;
+    }
+}
+
+HOT static void hist_lo(const void *keys, int64_t m, uint64_t lo, uint32_t *h, int bits, int npass, bool w) {
+    if (w) hist_lo_k(keys, m, lo, h, bits, npass, true);
+    else hist_lo_k(keys, m, lo, h, bits, npass, false);
 }
 
 /* Copies entries [b, e) of a sorted buffer into the outputs (positions
@@ -316,7 +360,7 @@ static void radix_row(void *keys, int64_t n, int64_t k, bool w, void *kout, int6
             wc_buf wb = wc_carve(s->wc, dg.nb);
             scatter_wc(sk, sp, dk, dp, 0, n, s->off, p * dg.bits, dg.mask, w, spm, dpm, dkeys, &wb);
         } else {
-            scatter(sk, sp, dk, dp, 0, n, s->off, p * dg.bits, dg.mask, w, spm, dpm, dkeys);
+            scatter(sk, sp, dk, dp, 0, n, s->off, 0, p * dg.bits, dg.mask, w, spm, dpm, dkeys);
         }
         sk = dk, sp = dp, spm = dpm;
     }
@@ -491,6 +535,21 @@ typedef struct long_job {
     int64_t *cp;              /* ... and their positions */
     int64_t *cm;              /* nchunks: candidates found, -1 when given up */
     char *wc;                 /* nchunks * wc_bytes(nb): write-combining buffers */
+    /* the MSD step (msd_row) */
+    int pshift;               /* key >> pshift: the 16-bit prefix */
+    int64_t target, lim;      /* bucket size aimed at; larger buckets: LSD instead */
+    int nbmax, nbk;           /* buckets at most, buckets */
+    uint32_t *h16;            /* nchunks * 65536: prefix counts per chunk */
+    uint16_t *map;            /* 65536: prefix -> bucket */
+    uint32_t *bpf, *bpl;      /* nbmax: each bucket's first and last non-empty prefix */
+    int64_t *bstart;          /* nbmax + 1: where each bucket starts */
+    int64_t *moff;            /* nchunks * nbmax: MSD scatter offsets */
+    char *mwc;                /* nchunks * wc_bytes(nbmax) */
+    int64_t *gb;              /* groups + 1: first bucket of each group of the bucket step */
+    char *bscr;               /* per worker: bper bytes of bucket scratch */
+    size_t bper;
+    bool pos64;
+    void *kb, *pa;            /* the MSD step's destination */
     /* the current step */
     const void *sk, *sp;      /* source keys and positions */
     void *dk, *dp;            /* destinations */
@@ -587,6 +646,162 @@ static bool long_topk_merge(const long_job *j, void *kout, int64_t *iout) {
     return true;
 }
 
+/* ---- MSD: one scatter on the top 16 bits, then buckets in cache ------------ */
+
+enum { PREFIXES = 1 << 16 };
+
+/* Digits of a bucket's sort: keys - lo below 2^bits_total in npass digits
+ * of at most 12 bits. */
+static size_t bucket_scratch_bytes(int64_t lim, bool w, bool pos, bool pos64) {
+    return align64((size_t)lim * (w ? 8 : 4)) + (pos ? align64((size_t)lim * (pos64 ? 8 : 4)) : 0) +
+           align64(6 * 4096 * sizeof(uint32_t)) + align64(4096 * sizeof(int64_t));
+}
+
+static void long_h16(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    long_job *j = arg;
+    for (int64_t c = begin; c < end; c++) {
+        int64_t b, e;
+        chunk_range(j, c, &b, &e, j->n);
+        uint32_t *h = j->h16 + (size_t)c * PREFIXES;
+        memset(h, 0, PREFIXES * sizeof(uint32_t));
+        hist_one(j->sk, b, e, h, j->pshift, PREFIXES - 1, j->w);
+    }
+}
+
+static void long_msd_scatter(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    long_job *j = arg;
+    for (int64_t c = begin; c < end; c++) {
+        int64_t b, e;
+        chunk_range(j, c, &b, &e, j->n);
+        wc_buf wb = wc_carve(j->mwc + (size_t)c * wc_bytes(j->nbmax), j->nbmax);
+        scatter_map(j->sk, j->kb, j->pa, b, e, j->moff + (size_t)c * j->nbmax, j->pshift, j->w,
+                    j->pa ? (j->pos64 ? P_U64 : P_U32) : P_NONE, &wb, j->map, j->nbk);
+    }
+}
+
+/* Sorts bucket bi (in kb / pa) into the outputs: an LSD radix of the keys
+ * less the bucket's lowest prefix, in the worker's scratch. */
+static void msd_bucket(const long_job *j, int64_t bi, char *scr) {
+    int64_t s = j->bstart[bi], m = j->bstart[bi + 1] - s, k = j->k;
+    if (m == 0 || s >= k) return;
+    bool w = j->w, pos = j->pa != NULL;
+    size_t ks = w ? 8 : 4, ps = j->pos64 ? 8 : 4;
+    int pm = pos ? (j->pos64 ? P_U64 : P_U32) : P_NONE;
+    void *bk = (char *)j->kb + (size_t)s * ks, *bp = pos ? (char *)j->pa + (size_t)s * ps : NULL;
+    void *tk = scr, *tp = NULL;
+    scr += align64((size_t)j->lim * ks);
+    if (pos) tp = scr, scr += align64((size_t)j->lim * ps);
+    uint32_t *h = (uint32_t *)scr;
+    int64_t *off = (int64_t *)(scr + align64(6 * 4096 * sizeof(uint32_t)));
+    uint64_t lo = (uint64_t)j->bpf[bi] << j->pshift;
+    uint64_t span = ((uint64_t)(j->bpl[bi] - j->bpf[bi] + 1) << j->pshift) - 1;
+    int tb = 64 - __builtin_clzll(span), npass = (tb + 11) / 12, bits = (tb + npass - 1) / npass, nb = 1 << bits;
+    memset(h, 0, sizeof(uint32_t) * (size_t)(npass * nb));
+    hist_lo(bk, m, lo, h, bits, npass, w);
+    int act[6], nact = 0;
+    uint64_t v0 = ldk(bk, 0, w) - lo;
+    for (int p = 0; p < npass; p++)
+        if (h[p * nb + ((v0 >> (p * bits)) & (uint64_t)(nb - 1))] != (uint32_t)m) act[nact++] = p;
+    bool direct = s + m <= k; /* the last pass may write the outputs */
+    void *kout = j->kout ? (char *)j->kout + (size_t)s * ks : NULL;
+    int64_t *iout = j->iout ? j->iout + s : NULL;
+    const void *sk = bk, *sp = bp;
+    int spm = pm;
+    for (int a = 0; a < nact; a++) {
+        int p = act[a];
+        prefix(h + p * nb, off, nb);
+        void *dk, *dp = NULL;
+        int dpm = P_NONE;
+        bool dkeys = true;
+        if (a == nact - 1 && direct) {
+            dk = kout;
+            dkeys = kout != NULL;
+            if (iout) dp = iout, dpm = P_U64;
+        } else {
+            dk = sk == bk ? tk : bk;
+            if (pos) dp = sk == bk ? tp : bp, dpm = pm;
+        }
+        scatter(sk, sp, dk, dp, 0, m, off, lo, p * bits, (uint64_t)(nb - 1), w, spm, dpm, dkeys);
+        sk = dk, sp = dp, spm = dpm;
+    }
+    if (nact == 0 || !direct) copy_out(sk, sp, spm, w, kout, iout, 0, direct ? m : k - s);
+}
+
+static void long_buckets(void *arg, int64_t begin, int64_t end, int worker) {
+    long_job *j = arg;
+    char *scr = j->bscr + (size_t)worker * j->bper;
+    for (int64_t g = begin; g < end; g++)
+        for (int64_t bi = j->gb[g]; bi < j->gb[g + 1]; bi++) msd_bucket(j, bi, scr);
+}
+
+/* The MSD sort of one long row: false (nothing written) when a bucket is
+ * larger than j->lim, then the caller sorts by LSD. */
+static bool msd_row(cpu_pool *pool, long_job *j, void *keys, void *kout, int64_t *iout, int groups) {
+    int64_t n = j->n, nch = j->nchunks;
+    j->sk = keys;
+    cpu_pool_run(pool, long_h16, j, nch, 1, 2);
+    /* totals per prefix into chunk 0's row of a copy: h16 row nch is spare */
+    uint32_t *tot = j->h16 + (size_t)nch * PREFIXES;
+    for (int p = 0; p < PREFIXES; p++) {
+        uint64_t t = 0;
+        for (int64_t c = 0; c < nch; c++) t += j->h16[(size_t)c * PREFIXES + p];
+        if (t > (uint64_t)j->lim) return false;
+        tot[p] = (uint32_t)t;
+    }
+    /* buckets: runs of prefixes, closed before one would pass target */
+    int nbk = 0;
+    int64_t cur = 0, big = 0;
+    for (int p = 0; p < PREFIXES; p++) {
+        if (!tot[p]) {
+            j->map[p] = (uint16_t)(nbk ? nbk - 1 : 0);
+            continue;
+        }
+        if (nbk == 0 || (cur > 0 && cur + tot[p] > j->target)) {
+            if (nbk && cur > big) big = cur;
+            j->bpf[nbk++] = (uint32_t)p, cur = 0;
+        }
+        cur += tot[p];
+        j->bpl[nbk - 1] = (uint32_t)p;
+        j->map[p] = (uint16_t)(nbk - 1);
+    }
+    if (cur > big) big = cur;
+    if (big > j->lim) return false;
+    assert(nbk <= j->nbmax);
+    j->nbk = nbk;
+    /* offsets in (bucket, chunk) order: stable */
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t *o = j->moff + (size_t)c * j->nbmax;
+        memset(o, 0, sizeof(int64_t) * (size_t)nbk);
+        const uint32_t *h = j->h16 + (size_t)c * PREFIXES;
+        for (int p = 0; p < PREFIXES; p++) o[j->map[p]] += h[p];
+    }
+    int64_t sum = 0;
+    for (int b = 0; b < nbk; b++) {
+        j->bstart[b] = sum;
+        for (int64_t c = 0; c < nch; c++) {
+            int64_t *o = j->moff + (size_t)c * j->nbmax + b, t = *o;
+            *o = sum;
+            sum += t;
+        }
+    }
+    j->bstart[nbk] = sum;
+    assert(sum == n);
+    cpu_pool_run(pool, long_msd_scatter, j, nch, 1, 2);
+    /* groups of buckets with about n / groups keys each */
+    int64_t b = 0;
+    for (int g = 0; g <= groups; g++) {
+        int64_t at = g == groups ? n + 1 : (n * g + groups - 1) / groups;
+        while (b < nbk && j->bstart[b] < at) b++;
+        j->gb[g] = b;
+    }
+    j->gb[groups] = nbk;
+    j->kout = kout, j->iout = iout;
+    cpu_pool_run(pool, long_buckets, j, groups, 1, 2);
+    return true;
+}
+
 /* Sorts one long row on the pool; j's buffers were carved by the caller. */
 static void long_row(cpu_pool *pool, long_job *j, void *keys, void *kout, int64_t *iout, void *kb, void *pa,
                      void *pb, bool pos64) {
@@ -598,6 +813,7 @@ static void long_row(cpu_pool *pool, long_job *j, void *keys, void *kout, int64_
         cpu_pool_run(pool, long_topk, j, j->nchunks, 1, 2);
         if (long_topk_merge(j, kout, iout)) return;
     }
+    if (j->bscr && msd_row(pool, j, keys, kout, iout, cpu_pool_threads(pool))) return;
     cpu_pool_run(pool, long_hist_all, j, j->nchunks, 1, 2);
     size_t per = (size_t)(dg.npass * dg.nb);
     int act[8], nact = 0;
@@ -744,6 +960,24 @@ static bool sort_long(cpu_pool *pool, const cpu_sort_rows_args *a, int threads) 
               add_size(&total, align64((size_t)nch * per * 4)) && add_size(&total, align64((size_t)nch * nb * 4)) &&
               add_size(&total, align64((size_t)nch * nb * 8)) && add_size(&total, align64((size_t)nch * wc_bytes((int)nb))) &&
               add_size(&total, align64((size_t)nch * (size_t)(k <= CPU_SORT_TOPK_MAX ? k : 0) * 16 + (size_t)nch * 8));
+    /* the MSD step's buffers (rows of at least 2 * cpu_sort_msd_target) */
+    bool msd = n >= 2 * cpu_sort_msd_target && cpu_sort_msd_target > 0;
+    if (msd) {
+        j.target = cpu_sort_msd_target;
+        if (j.target < 2 * n / 4000 + 1) j.target = 2 * n / 4000 + 1; /* at most ~4000 buckets */
+        j.nbmax = (int)((2 * n / j.target + 2 + 7) & ~(int64_t)7); /* wc_bytes: whole lines */
+        j.lim = n / (4 * threads) > 4 * j.target ? n / (4 * threads) : 4 * j.target;
+        if (j.lim > n) j.lim = n;
+        if (j.lim > (int64_t)1 << 31) j.lim = (int64_t)1 << 31;
+        j.pshift = (w ? 64 : 32) - 16;
+        j.bper = bucket_scratch_bytes(j.lim, w, pos, pos64);
+        size_t mb = (size_t)j.nbmax;
+        ok = ok && add_size(&total, align64((size_t)(nch + 1) * PREFIXES * 4)) && add_size(&total, align64(PREFIXES * 2)) &&
+             add_size(&total, 2 * align64(mb * 4)) && add_size(&total, align64((mb + 1) * 8)) &&
+             add_size(&total, align64((size_t)nch * mb * 8)) && add_size(&total, align64((size_t)nch * wc_bytes((int)mb))) &&
+             add_size(&total, align64((size_t)(threads + 1) * 8)) && (size_t)threads <= SIZE_MAX / j.bper &&
+             add_size(&total, (size_t)threads * j.bper);
+    }
     char *blk = ok && add_size(&total, 64) ? cpu_sort_cache_take(a->cache, total) : NULL;
     if (!blk) return false;
     char *p = blk + (-(uintptr_t)blk & 63); /* 64-byte aligned */
@@ -760,6 +994,21 @@ static bool sort_long(cpu_pool *pool, const cpu_sort_rows_args *a, int threads) 
     j.cm = (int64_t *)p, p += (size_t)nch * 8;
     j.ck = (uint64_t *)p, p += (size_t)nch * (size_t)(k <= CPU_SORT_TOPK_MAX ? k : 0) * 8;
     j.cp = (int64_t *)p;
+    p += (size_t)nch * (size_t)(k <= CPU_SORT_TOPK_MAX ? k : 0) * 8;
+    p = blk + (-(uintptr_t)blk & 63) + align64((size_t)(p - (blk + (-(uintptr_t)blk & 63))));
+    if (msd) {
+        size_t mb = (size_t)j.nbmax;
+        j.h16 = (uint32_t *)p, p += align64((size_t)(nch + 1) * PREFIXES * 4);
+        j.map = (uint16_t *)p, p += align64(PREFIXES * 2);
+        j.bpf = (uint32_t *)p, p += align64(mb * 4);
+        j.bpl = (uint32_t *)p, p += align64(mb * 4);
+        j.bstart = (int64_t *)p, p += align64((mb + 1) * 8);
+        j.moff = (int64_t *)p, p += align64((size_t)nch * mb * 8);
+        j.mwc = p, p += align64((size_t)nch * wc_bytes((int)mb));
+        j.gb = (int64_t *)p, p += align64((size_t)(threads + 1) * 8);
+        j.bscr = p;
+        j.kb = kb, j.pa = pa, j.pos64 = pos64;
+    }
 
     for (int64_t r = 0; r < a->nrows; r++) {
         void *keys = (char *)a->keys + (size_t)(r * n) * ks;

@@ -77,5 +77,9 @@ bool cpu_sort_rows(cpu_pool *pool, const cpu_sort_rows_args *a);
  * are split across the pool (default 65536). */
 extern int64_t cpu_sort_pos32_max;
 extern int64_t cpu_sort_long_min;
+/* Long rows (split across the pool) of at least 2 * cpu_sort_msd_target
+ * keys take the MSD path: buckets of about this many keys (default 16384;
+ * lowering it tests that path on small rows; 0 turns it off). */
+extern int64_t cpu_sort_msd_target;
 
 #endif
