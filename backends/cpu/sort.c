@@ -446,7 +446,65 @@ AI int64_t topk_k(const void *keys, int64_t b, int64_t e, int64_t k, bool w, uin
     return k;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TOPK_AVX512 1
+/* The top-k pass for uint32 keys and k <= 16 with AVX-512 (the library is
+ * built for generic x86-64: chosen at run time). The k best live in one
+ * vector of keys and one of positions (less b), lanes k.. unused; blocks of
+ * 16 keys are compared with the k-th at once, and only the lanes below it
+ * are looked at; an insertion is branch-free: the lanes above the new key
+ * move up one (its place: how many kept keys are <= it, so ties keep
+ * position order). Inserting costs a few instructions, so it never gives
+ * up. e - b > k and e - b <= UINT32_MAX. */
+__attribute__((target("avx512f,popcnt,bmi"))) static int64_t topk_u32_avx512(const uint32_t *keys, int64_t b, int64_t e,
+                                                                          int64_t k, uint64_t *ck, int64_t *cp) {
+    uint32_t k0[16], p0[16];
+    for (int j = 0; j < 16; j++) k0[j] = UINT32_MAX, p0[j] = 0;
+    for (int64_t m = 0; m < k; m++) { /* the first k: insertion sort */
+        uint32_t x = keys[b + m];
+        int64_t j = m;
+        for (; j > 0 && k0[j - 1] > x; j--) k0[j] = k0[j - 1], p0[j] = p0[j - 1];
+        k0[j] = x, p0[j] = (uint32_t)m;
+    }
+    __m512i vk = _mm512_loadu_si512(k0), vp = _mm512_loadu_si512(p0);
+    const __m512i up = _mm512_set_epi32(14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0);
+    const __m512i lastk = _mm512_set1_epi32((int)(k - 1));
+    uint32_t thr = k0[k - 1];
+    int64_t i = b + k;
+    while (i < e && thr > 0) {
+        int64_t left = e - i;
+        __mmask16 lanes = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+        __m512i v = _mm512_maskz_loadu_epi32(lanes, keys + i);
+        unsigned hit = _mm512_mask_cmplt_epu32_mask(lanes, v, _mm512_set1_epi32((int)thr));
+        while (hit) {
+            int j = __builtin_ctz(hit);
+            hit &= hit - 1;
+            uint32_t x = keys[i + j];
+            if (x >= thr) continue;
+            __m512i vx = _mm512_set1_epi32((int)x);
+            __mmask16 gt = _mm512_cmpgt_epu32_mask(vk, vx); /* lanes from x's place on */
+            __mmask16 at = gt & (__mmask16)-gt;
+            vk = _mm512_mask_permutexvar_epi32(vk, gt, up, vk);
+            vp = _mm512_mask_permutexvar_epi32(vp, gt, up, vp);
+            vk = _mm512_mask_mov_epi32(vk, at, vx);
+            vp = _mm512_mask_mov_epi32(vp, at, _mm512_set1_epi32((int)(i + j - b)));
+            thr = (uint32_t)_mm_cvtsi128_si32(_mm512_castsi512_si128(_mm512_permutexvar_epi32(lastk, vk)));
+        }
+        i += 16;
+    }
+    _mm512_storeu_si512(k0, vk);
+    _mm512_storeu_si512(p0, vp);
+    for (int64_t j = 0; j < k; j++) ck[j] = k0[j], cp[j] = (int64_t)p0[j] + b;
+    return k;
+}
+#endif
+
 HOT static int64_t topk(const void *keys, int64_t b, int64_t e, int64_t k, bool w, uint64_t *ck, int64_t *cp) {
+#ifdef TOPK_AVX512
+    if (!w && k <= 16 && e - b > k && e - b <= (int64_t)UINT32_MAX && __builtin_cpu_supports("avx512f"))
+        return topk_u32_avx512(keys, b, e, k, ck, cp);
+#endif
     return w ? topk_k(keys, b, e, k, true, ck, cp) : topk_k(keys, b, e, k, false, ck, cp);
 }
 
