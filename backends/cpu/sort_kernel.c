@@ -54,6 +54,8 @@ typedef struct sort_run {
     atomic_uchar *fix;             /* long rows: per row, values to take from lf_k_raw */
     bool direct_idx;               /* the indices slot's rows are contiguous (the
                                       axis is the last): the sort writes them there */
+    char *work;                    /* chunks: per pool worker, work_per bytes */
+    size_t work_per;
 } sort_run;
 
 /* The value of key `key` at out[at]; false (nothing written) when the key
@@ -157,20 +159,24 @@ static bool write_entries(const sort_run *c, int64_t r, int64_t j0, int64_t j1, 
 
 /* ---- chunks of rows ---- */
 
+/* A chunk's work memory: keys, sorted keys, positions (when not written
+ * straight into the slot), for rows rows, 64-byte aligned parts. */
+static size_t chunk_bytes(const sort_run *c, int64_t rows, size_t *kb, size_t *ob) {
+    const graph_sort_geom *gm = &c->gm;
+    *kb = ((size_t)(rows * gm->n) * c->kw + 63) & ~(size_t)63;
+    *ob = ((size_t)(rows * gm->k) * c->kw + 63) & ~(size_t)63;
+    return *kb + *ob + (c->direct_idx ? 0 : (size_t)(rows * gm->k) * sizeof(int64_t)) + 64;
+}
+
 static void chunk_task(void *arg, int64_t begin, int64_t end, int worker) {
-    (void)worker;
     sort_run *c = arg;
     const graph_sort_geom *gm = &c->gm;
+    char *mem = c->work + (size_t)worker * c->work_per; /* the worker's own, reused by each chunk */
     for (int64_t ch = begin; ch < end && !atomic_load_explicit(&c->failed, memory_order_relaxed); ch++) {
         int64_t r0 = ch * c->rows_per_chunk, r1 = r0 + c->rows_per_chunk < gm->nrows ? r0 + c->rows_per_chunk : gm->nrows;
         int64_t rows = r1 - r0;
-        size_t kb = (size_t)(rows * gm->n) * c->kw, ob = (size_t)(rows * gm->k) * c->kw,
-               ib = c->direct_idx ? 0 : (size_t)(rows * gm->k) * sizeof(int64_t);
-        char *mem = graph_malloc(kb + ob + ib + 16);
-        if (!mem) {
-            atomic_store(&c->failed, 1);
-            return;
-        }
+        size_t kb, ob;
+        chunk_bytes(c, rows, &kb, &ob);
         void *K = mem, *kout = c->job->values ? mem + kb : NULL;
         int64_t *iout = !c->job->indices ? NULL
                         : c->direct_idx ? (int64_t *)c->job->indices + r0 * gm->k
@@ -182,7 +188,6 @@ static void chunk_task(void *arg, int64_t begin, int64_t end, int worker) {
             const void *rk = kout ? (const char *)kout + (size_t)(r * gm->k) * c->kw : NULL;
             if (write_entries(c, r0 + r, 0, gm->k, rk, iout ? iout + r * gm->k : NULL, odd)) ok = fix_row(c, r0 + r, rk);
         }
-        graph_free(mem);
         if (!ok) {
             atomic_store(&c->failed, 1);
             return;
@@ -263,7 +268,14 @@ lf_status cpu_run_sort(lf_ctx *ctx, cpu_pool *pool, int64_t parallel_min, const 
     if (c.gm.nrows / c.rows_per_chunk < want) c.rows_per_chunk = (c.gm.nrows + want - 1) / want;
     if (c.rows_per_chunk < 1) c.rows_per_chunk = 1;
     int64_t chunks = (c.gm.nrows + c.rows_per_chunk - 1) / c.rows_per_chunk;
+    size_t kb, ob;
+    c.work_per = (chunk_bytes(&c, c.rows_per_chunk, &kb, &ob) + 63) & ~(size_t)63;
+    size_t bytes = c.work_per * (size_t)threads + 64;
+    char *block = cpu_sort_cache_take(job->cache, bytes);
+    if (!block) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory for a sort's work (%zu bytes)", bytes);
+    c.work = block + (-(uintptr_t)block & 63);
     cpu_pool_run(pool, chunk_task, &c, chunks, 1, total < parallel_min ? INT64_MAX : 0);
+    cpu_sort_cache_give(job->cache, block, bytes);
     if (atomic_load(&c.failed)) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory sorting");
     return LF_OK;
 }
