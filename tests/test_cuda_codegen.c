@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static bool enabled(void) {
@@ -186,7 +187,14 @@ typedef struct emu_sorts {
     bool strict;                   /* sort outputs must equal the reference's bits */
     int kernels, launches, real, paths[4];
     int exact, explained;          /* sort outputs equal to the reference, or within rounding of their input */
+    double seconds;                /* in the module's build and launches and the output passes */
 } emu_sorts;
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* Sort kernel k of s (layout lay, parameters P, buffer addresses addr with
  * the key pass's work area at addr[store 0's buffer]) after its key pass:
@@ -194,6 +202,7 @@ typedef struct emu_sorts {
 static void emu_sort_kernel(emu_sorts *es, const fuse_schedule *s, const cg_layout *lay, void **data, void *work,
                             const char *dir, int *id) {
     const fuse_kernel *kn = lay->kernel;
+    double t0 = now_seconds();
     if (!es->h) {
         es->h = emu_build(cg_cuda_sort_source(), dir, (*id)++);
         es->launch = (emu_launch_fn)(uintptr_t)dlsym(es->h, "lf_emu_launch");
@@ -251,6 +260,7 @@ static void emu_sort_kernel(emu_sorts *es, const fuse_schedule *s, const cg_layo
     free(pos);
     free(scratch);
     free(words);
+    es->seconds += now_seconds() - t0;
 }
 
 /* Runs schedule s on the emulator; results[i] receives output i
@@ -625,9 +635,9 @@ Test(cuda_codegen, emulated_large_kernels_match_the_reference, .timeout = 3000) 
                   es.paths[CG_SORT_RADIX]);
     }
     fprintf(stderr, "cuda_codegen: emulated large graphs: %d kernels, %d launches (%d vec); sorts: %d kernels "
-            "(%d with the backend's plan; block %d, select %d, radix %d), %d module launches\n", kernels, launches,
-            vec_launches, es.kernels, es.real, es.paths[CG_SORT_BLOCK], es.paths[CG_SORT_SELECT],
-            es.paths[CG_SORT_RADIX], es.launches);
+            "(%d with the backend's plan; block %d, select %d, radix %d), %d module launches in %.1f s\n", kernels,
+            launches, vec_launches, es.kernels, es.real, es.paths[CG_SORT_BLOCK], es.paths[CG_SORT_SELECT],
+            es.paths[CG_SORT_RADIX], es.launches, es.seconds);
     if (es.h) dlclose(es.h);
     rmdir(dir);
     lf_ctx_destroy(ctx);
@@ -655,10 +665,10 @@ Test(cuda_codegen, emulated_kernels_match_the_reference, .timeout = 3000) {
         lf_graph_free(G.g);
     }
     fprintf(stderr, "cuda_codegen: emulated %d graphs, %d kernels, %d launches (%d vec); sorts: %d kernels "
-            "(%d with the backend's plan; block %d, select %d, radix %d), %d module launches; sort outputs: %d bit-exact, "
-            "%d within the rounding of their input\n", last - first, kernels,
+            "(%d with the backend's plan; block %d, select %d, radix %d), %d module launches in %.1f s; sort outputs: "
+            "%d bit-exact, %d within the rounding of their input\n", last - first, kernels,
             launches, vec_launches, es.kernels, es.real, es.paths[CG_SORT_BLOCK], es.paths[CG_SORT_SELECT],
-            es.paths[CG_SORT_RADIX], es.launches, es.exact, es.explained);
+            es.paths[CG_SORT_RADIX], es.launches, es.seconds, es.exact, es.explained);
     cr_assert_gt(es.exact, 0, "no sort output of the random graphs was checked bit for bit");
     if (es.h) dlclose(es.h);
     rmdir(dir);
