@@ -634,7 +634,10 @@ static void rows_body(void *arg, int64_t begin, int64_t end, int worker) {
     row_scratch s = {0};
     if (j->scratch)
         s = carve_row(j->scratch + (size_t)worker * j->per, j->a->n, j->a->wide, j->a->idx_out != NULL, j->dg);
-    for (int64_t r = begin; r < end; r++) sort_one_row(j->a, r, &s);
+    for (int64_t r = begin; r < end; r++) {
+        sort_one_row(j->a, r, &s);
+        if (j->a->post && j->a->keys_out) j->a->post(j->a->post_arg, r, 0, j->a->k);
+    }
 }
 
 /* ---- one long row split across the pool ------------------------------------- */
@@ -673,6 +676,9 @@ typedef struct long_job {
     bool dkeys;               /* write keys */
     int shift;                /* digit position */
     void *kout;               /* copy-out step: outputs */
+    void (*post)(void *, int64_t, int64_t, int64_t); /* cpu_sort_rows_args.post */
+    void *post_arg;
+    int64_t row;              /* the row being sorted (for post) */
     int64_t *iout;
 } long_job;
 
@@ -843,6 +849,7 @@ static void msd_bucket(const long_job *j, int64_t bi, char *scr) {
         sk = dk, sp = dp, spm = dpm;
     }
     if (nact == 0 || !direct) copy_out(sk, sp, spm, w, kout, iout, 0, direct ? m : k - s);
+    if (j->post && kout) j->post(j->post_arg, j->row, s, s + (direct ? m : k - s)); /* in this thread's cache */
 }
 
 static void long_buckets(void *arg, int64_t begin, int64_t end, int worker) {
@@ -919,7 +926,9 @@ static bool msd_row(cpu_pool *pool, long_job *j, void *keys, void *kout, int64_t
 }
 
 /* Sorts one long row on the pool; j's buffers were carved by the caller. */
-static void long_row(cpu_pool *pool, long_job *j, void *keys, void *kout, int64_t *iout, void *kb, void *pa,
+/* Sorts one long row; returns whether its keys_out entries were handed to
+ * j->post already (the MSD path does it bucket by bucket). */
+static bool long_row(cpu_pool *pool, long_job *j, void *keys, void *kout, int64_t *iout, void *kb, void *pa,
                      void *pb, bool pos64) {
     int64_t n = j->n, k = j->k;
     bool w = j->w;
@@ -927,9 +936,9 @@ static void long_row(cpu_pool *pool, long_job *j, void *keys, void *kout, int64_
     j->sk = keys;
     if (topk_fits(n, k)) {
         cpu_pool_run(pool, long_topk, j, j->nchunks, 1, 2);
-        if (long_topk_merge(j, kout, iout)) return;
+        if (long_topk_merge(j, kout, iout)) return false;
     }
-    if (j->bscr && msd_row(pool, j, keys, kout, iout, cpu_pool_threads(pool))) return;
+    if (j->bscr && msd_row(pool, j, keys, kout, iout, cpu_pool_threads(pool))) return true;
     cpu_pool_run(pool, long_hist_all, j, j->nchunks, 1, 2);
     size_t per = (size_t)(dg.npass * dg.nb);
     int act[8], nact = 0;
@@ -975,6 +984,7 @@ static void long_row(cpu_pool *pool, long_job *j, void *keys, void *kout, int64_
         j->sk = sk, j->sp = sp, j->spm = spm, j->kout = kout, j->iout = iout;
         cpu_pool_run(pool, long_copy, j, j->nchunks, 1, 2);
     }
+    return false;
 }
 
 /* ---- kept work memory ---------------------------------------------------------- */
@@ -1058,7 +1068,7 @@ static bool sort_long(cpu_pool *pool, const cpu_sort_rows_args *a, int threads) 
     int64_t n = a->n, k = a->k;
     bool w = a->wide, pos = a->idx_out != NULL, pos64 = n > cpu_sort_pos32_max;
     size_t ks = w ? 8 : 4, ps = pos64 ? 8 : 4;
-    long_job j = {.n = n, .k = k, .w = w, .dg = digits_for(n, w)};
+    long_job j = {.n = n, .k = k, .w = w, .dg = digits_for(n, w), .post = a->post, .post_arg = a->post_arg};
     int64_t minch = cpu_sort_long_min / 2 > 16 ? cpu_sort_long_min / 2 : 16;
     int64_t nch = (n + minch - 1) / minch; /* chunks of at least long_min/2 keys, */
     if (nch > threads) nch = threads;
@@ -1130,7 +1140,8 @@ static bool sort_long(cpu_pool *pool, const cpu_sort_rows_args *a, int threads) 
         void *keys = (char *)a->keys + (size_t)(r * n) * ks;
         void *kout = a->keys_out ? (char *)a->keys_out + (size_t)(r * k) * ks : NULL;
         int64_t *iout = a->idx_out ? a->idx_out + r * k : NULL;
-        long_row(pool, &j, keys, kout, iout, kb, pa, pb, pos64);
+        j.row = r;
+        if (!long_row(pool, &j, keys, kout, iout, kb, pa, pb, pos64) && a->post && kout) a->post(a->post_arg, r, 0, k);
     }
     cpu_sort_cache_give(a->cache, blk, total);
     return true;

@@ -59,6 +59,13 @@ typedef struct cpu_sort_rows_args {
                            (0..n-1), or NULL (not wanted) */
     cpu_sort_cache *cache; /* where scratch comes from and goes back to, or
                            NULL (graph_malloc, freed on return) */
+    /* When not NULL (and keys_out is): called once for every entry of
+     * keys_out, as post(post_arg, row, b, e) for entries [b, e) of row
+     * `row` once they are final, by the thread that wrote them and right
+     * after (they are in its cache): a caller may rewrite them in place
+     * (the CPU backend decodes keys into values there). */
+    void (*post)(void *post_arg, int64_t row, int64_t b, int64_t e);
+    void *post_arg;
 } cpu_sort_rows_args;
 /* keys_out and idx_out must not overlap keys or each other. */
 

@@ -34,6 +34,10 @@
 #include <stdatomic.h>
 #include <string.h>
 
+/* The key of every NaN (codegen's lf_skey_*: the canonical NaN's own key). */
+#define NAN_KEY32 0xffc00000u
+#define NAN_KEY64 0xfff8000000000000ull
+
 enum {
     CHUNK_KEYS = 32768,   /* keys per chunk task (stays in L2) */
     LONG_ROW = 65536      /* rows this long, fewer than the threads: split */
@@ -54,6 +58,7 @@ typedef struct sort_run {
     atomic_uchar *fix;             /* long rows: per row, values to take from lf_k_raw */
     bool direct_idx;               /* the indices slot's rows are contiguous (the
                                       axis is the last): the sort writes them there */
+    bool vals_direct;              /* long rows: values_direct (decode_post) */
     char *work;                    /* chunks: per pool worker, work_per bytes */
     size_t work_per;
 } sort_run;
@@ -65,16 +70,14 @@ static bool decode(const sort_run *c, uint64_t key, void *out, int64_t at, bool 
     switch (c->t) {
     case LF_F32: {
         uint32_t u = (uint32_t)key ^ (c->desc ? 0xffffffffu : 0u);
-        if ((u == 0xffffffffu || u == 0x80000000u) && odd) return false;
-        if (u == 0xffffffffu) u = 0xffc00000u; /* the canonical NaN's key (a zero key gives +0.0) */
-        u = (u & 0x80000000u) ? (u & 0x7fffffffu) : ~u;
+        if ((u == NAN_KEY32 || u == 0x80000000u) && odd) return false;
+        u = (u & 0x80000000u) ? (u & 0x7fffffffu) : ~u; /* +0.0, the canonical NaN */
         memcpy((char *)out + at * 4, &u, 4);
         return true;
     }
     case LF_F64: {
         uint64_t u = key ^ (c->desc ? ~(uint64_t)0 : 0u);
-        if ((u == ~(uint64_t)0 || u == (uint64_t)1 << 63) && odd) return false;
-        if (u == ~(uint64_t)0) u = 0xfff8000000000000ull; /* the canonical NaN's key */
+        if ((u == NAN_KEY64 || u == (uint64_t)1 << 63) && odd) return false;
         u = (u >> 63) ? (u & ~((uint64_t)1 << 63)) : ~u;
         memcpy((char *)out + at * 8, &u, 8);
         return true;
@@ -132,7 +135,7 @@ static bool fix_row(sort_run *c, int64_t r, const void *rk) {
         char probe[8];
         if (decode(c, key, probe, 0, true)) continue;
         uint64_t u = key ^ (c->desc ? (c->wide ? ~(uint64_t)0 : 0xffffffffu) : 0u);
-        int cls = c->wide ? u == ~(uint64_t)0 : u == 0xffffffffu; /* 1: NaN, 0: zero */
+        int cls = c->wide ? u == NAN_KEY64 : u == NAN_KEY32; /* 1: NaN, 0: zero */
         int64_t *p = &next[cls];
         while (*p < gm->n && !raw_is(c, raw, *p, cls)) (*p)++;
         if (*p < gm->n) memcpy((char *)c->job->values + at * (int64_t)c->vw, (char *)raw + *p * (int64_t)c->vw, c->vw);
@@ -143,18 +146,41 @@ static bool fix_row(sort_run *c, int64_t r, const void *rk) {
 }
 
 /* Writes entries [j0, j1) of row r (sorted keys rk, positions ri, each k
- * long) to the slots; returns whether some value needs fix_row (only when
+ * long) to the slots (the values only when vals: else the sort wrote them
+ * there, decode_post); returns whether some value needs fix_row (only when
  * the row's key pass met an odd value). */
 static bool write_entries(const sort_run *c, int64_t r, int64_t j0, int64_t j1, const void *rk, const int64_t *ri,
-                          bool odd) {
+                          bool odd, bool vals) {
     const graph_sort_geom *gm = &c->gm;
     int64_t base = graph_sort_row_base(gm, r, true);
     bool fix = false;
     if (c->job->indices && !c->direct_idx)
         for (int64_t j = j0; j < j1; j++) ((int64_t *)c->job->indices)[base + j * gm->out_stride] = ri[j];
-    if (c->job->values)
+    if (c->job->values && vals)
         for (int64_t j = j0; j < j1; j++) fix |= !decode(c, key_at(c, rk, j), c->job->values, base + j * gm->out_stride, odd);
     return fix;
+}
+
+/* Values decoded where the sort writes them: when the axis is the last
+ * (a row's entries are contiguous in the slot), the dtype's values are as
+ * wide as its keys (not bool) and the key pass met no odd value (every key
+ * gives its value back), the sort writes its keys straight into the values
+ * slot and decode_post turns each finished range into values while it is
+ * still in the writing thread's cache: no pass of its own over the output. */
+typedef struct post_ctx {
+    const sort_run *c;
+    int64_t r0;                    /* the first row of the sort call */
+} post_ctx;
+
+static bool values_direct(const sort_run *c, bool odd) {
+    return c->job->values && c->gm.inner == 1 && c->t != LF_BOOL && !odd;
+}
+
+static void decode_post(void *arg, int64_t row, int64_t b, int64_t e) {
+    const post_ctx *pc = arg;
+    const sort_run *c = pc->c;
+    int64_t base = (pc->r0 + row) * c->gm.k;
+    for (int64_t j = base + b; j < base + e; j++) decode(c, key_at(c, c->job->values, j), c->job->values, j, false);
 }
 
 /* ---- chunks of rows ---- */
@@ -181,12 +207,15 @@ static void chunk_task(void *arg, int64_t begin, int64_t end, int worker) {
         int64_t *iout = !c->job->indices ? NULL
                         : c->direct_idx ? (int64_t *)c->job->indices + r0 * gm->k
                                         : (int64_t *)(void *)(mem + kb + ob);
-        bool odd = run_into(c, false, K, r0 * gm->n, r1 * gm->n) != 0;
-        cpu_sort_rows_args a = {rows, gm->n, gm->k, c->wide, K, kout, iout, NULL};
+        bool odd = run_into(c, false, K, r0 * gm->n, r1 * gm->n) != 0, dv = values_direct(c, odd);
+        post_ctx pc = {c, r0};
+        if (dv) kout = (char *)c->job->values + (size_t)(r0 * gm->k) * c->kw;
+        cpu_sort_rows_args a = {rows, gm->n, gm->k, c->wide, K, kout, iout, NULL, dv ? decode_post : NULL, &pc};
         bool ok = cpu_sort_rows(NULL, &a);
-        for (int64_t r = 0; ok && r < rows; r++) {
+        for (int64_t r = 0; ok && !(dv && (c->direct_idx || !iout)) && r < rows; r++) {
             const void *rk = kout ? (const char *)kout + (size_t)(r * gm->k) * c->kw : NULL;
-            if (write_entries(c, r0 + r, 0, gm->k, rk, iout ? iout + r * gm->k : NULL, odd)) ok = fix_row(c, r0 + r, rk);
+            if (write_entries(c, r0 + r, 0, gm->k, rk, iout ? iout + r * gm->k : NULL, odd, !dv))
+                ok = fix_row(c, r0 + r, rk);
         }
         if (!ok) {
             atomic_store(&c->failed, 1);
@@ -211,7 +240,8 @@ static void write_task(void *arg, int64_t begin, int64_t end, int worker) {
     while (begin < end) { /* flat entries: row r, entries j0 .. j1 */
         int64_t r = begin / k, j0 = begin - r * k, j1 = end - r * k < k ? end - r * k : k;
         const void *rk = c->kout ? (const char *)c->kout + (size_t)(r * k) * c->kw : NULL;
-        if (write_entries(c, r, j0, j1, rk, c->iout ? c->iout + r * k : NULL, atomic_load_explicit(&c->odd, memory_order_relaxed)))
+        if (write_entries(c, r, j0, j1, rk, c->iout ? c->iout + r * k : NULL,
+                          atomic_load_explicit(&c->odd, memory_order_relaxed), !c->vals_direct))
             atomic_store_explicit(&c->fix[r], 1, memory_order_relaxed);
         begin += j1 - j0;
     }
@@ -230,9 +260,13 @@ static lf_status run_long(lf_ctx *ctx, cpu_pool *pool, sort_run *c) {
     c->fix = (atomic_uchar *)(mem + kb + ob + ib);
     for (int64_t r = 0; r < gm->nrows; r++) atomic_init(&c->fix[r], 0);
     cpu_pool_run(pool, keys_task, c, gm->nrows * gm->n, 16384, 0);
-    cpu_sort_rows_args a = {gm->nrows, gm->n, gm->k, c->wide, c->K, c->kout, c->iout, c->job->cache};
+    c->vals_direct = values_direct(c, atomic_load(&c->odd));
+    post_ctx pc = {c, 0};
+    cpu_sort_rows_args a = {gm->nrows, gm->n,          gm->k, c->wide, c->K, c->vals_direct ? c->job->values : c->kout,
+                            c->iout,   c->job->cache, c->vals_direct ? decode_post : NULL, &pc};
     bool ok = cpu_sort_rows(pool, &a);
-    if (ok) cpu_pool_run(pool, write_task, c, gm->nrows * gm->k, 16384, 0);
+    if (ok && !(c->vals_direct && (c->direct_idx || !c->iout))) /* what the sort did not write in place */
+        cpu_pool_run(pool, write_task, c, gm->nrows * gm->k, 16384, 0);
     for (int64_t r = 0; ok && r < gm->nrows; r++)
         if (atomic_load(&c->fix[r])) ok = fix_row(c, r, (const char *)c->kout + (size_t)(r * gm->k) * c->kw);
     cpu_sort_cache_give(c->job->cache, mem, total);
