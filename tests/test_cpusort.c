@@ -286,7 +286,7 @@ static void expect_no_write(int64_t nrows, int64_t n, int64_t k) {
     memset(kout, SENTINEL, sizeof kout);
     memset(iout, SENTINEL, sizeof iout);
     for (int t = 1; t <= 3; t++) {
-        cpu_sort_rows_args a = {nrows, n, k, false, keys, kout, iout, NULL};
+        cpu_sort_rows_args a = {.nrows = nrows, .n = n, .k = k, .keys = keys, .keys_out = kout, .idx_out = iout};
         cr_assert(cpu_sort_rows(pools[t], &a));
         for (int i = 0; i < 8; i++) {
             cr_assert_eq(kout[i], 0xA5A5A5A5u);
@@ -302,7 +302,7 @@ Test(cpusort, empty_shapes) {
     expect_no_write(2, 4000, 0);
     /* both outputs NULL */
     uint32_t keys[4] = {3, 2, 1, 0};
-    cpu_sort_rows_args a = {1, 4, 4, false, keys, NULL, NULL, NULL};
+    cpu_sort_rows_args a = {.nrows = 1, .n = 4, .k = 4, .keys = keys};
     cr_assert(cpu_sort_rows(pools[2], &a));
     /* a NULL pool runs on the caller */
     uint32_t ko[4];
@@ -331,7 +331,7 @@ static void oom(int64_t nrows, int64_t n, int64_t k, int threads) {
     memset(iout, SENTINEL, outn * 8);
     size_t base = lf_debug_live_bytes();
     lf_debug_fail_alloc(1, true);
-    cpu_sort_rows_args a = {nrows, n, k, false, keys, kout, iout, NULL};
+    cpu_sort_rows_args a = {.nrows = nrows, .n = n, .k = k, .keys = keys, .keys_out = kout, .idx_out = iout};
     bool ok = cpu_sort_rows(pools[threads], &a);
     lf_debug_fail_alloc(0, false);
     cr_assert(!ok, "n=%lld: sort succeeded with every allocation failing", (long long)n);
@@ -388,4 +388,53 @@ Test(cpusort, cache_reuses_blocks) {
     cpu_sort_cache_give(c, NULL, 10);
     cpu_sort_cache_free(c);
     cpu_sort_cache_free(NULL);
+}
+
+/* The post hook (cpu_sort_rows_args.post) sees every entry of keys_out
+ * exactly once, and only once the entry is final: at each call the range's
+ * keys already equal the oracle's. Rows in parallel, one long row by LSD,
+ * one by MSD buckets, and the top-k paths. */
+typedef struct post_seen {
+    const dataset *s;
+    int64_t k;
+    const uint32_t *kout;
+    int *count;            /* per entry of keys_out, calls covering it */
+    _Atomic int bad;       /* an entry was not final when seen */
+} post_seen;
+
+static void post_check(void *arg, int64_t row, int64_t b, int64_t e) {
+    post_seen *ps = arg;
+    for (int64_t j = b; j < e; j++) {
+        __atomic_fetch_add(&ps->count[row * ps->k + j], 1, __ATOMIC_RELAXED);
+        if (ps->kout[row * ps->k + j] != (uint32_t)ps->s->order[row * ps->s->n + j].key) ps->bad = 1;
+    }
+}
+
+Test(cpusort, post_sees_every_final_entry_once) {
+    struct { int64_t nrows, n, k, msd_target; } cases[] = {
+        {40, 1000, 1000, 0}, {40, 1000, 10, 0}, {1, 300000, 300000, 0}, {1, 300000, 7, 0}, {2, 200000, 150000, 2048},
+    };
+    int64_t old_long = cpu_sort_long_min, old_msd = cpu_sort_msd_target;
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        dataset s = make(cases[c].nrows, cases[c].n, false, D_RANDOM);
+        int64_t k = cases[c].k, outn = s.nrows * k;
+        if (cases[c].msd_target) cpu_sort_msd_target = cases[c].msd_target;
+        uint32_t *keys = malloc((size_t)(s.nrows * s.n) * 4), *kout = malloc((size_t)outn * 4);
+        int *count = calloc((size_t)outn, sizeof *count);
+        cr_assert(keys && kout && count);
+        memcpy(keys, s.keys, (size_t)(s.nrows * s.n) * 4);
+        post_seen ps = {&s, k, kout, count, 0};
+        cpu_sort_rows_args a = {.nrows = s.nrows, .n = s.n, .k = k, .keys = keys, .keys_out = kout,
+                                .post = post_check, .post_arg = &ps};
+        cr_assert(cpu_sort_rows(pools[2], &a));
+        cr_expect_eq(ps.bad, 0, "case %zu: an entry handed to post was not final", c);
+        for (int64_t j = 0; j < outn; j++)
+            cr_assert_eq(count[j], 1, "case %zu: entry %lld seen %d times", c, (long long)j, count[j]);
+        cpu_sort_msd_target = old_msd;
+        free(keys);
+        free(kout);
+        free(count);
+        drop(&s);
+    }
+    cpu_sort_long_min = old_long;
 }
