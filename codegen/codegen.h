@@ -61,6 +61,11 @@ enum {
     CG_LANES = 16,          /* independent accumulators of an inner reduction */
     CG_OUTER_BLOCK = 256,   /* innermost outputs per work item (outer reductions) */
     CG_FULL_BLOCK = 16384,  /* reduced positions per partial (full reductions) */
+    CG_SMALL_STRIDE = 16,   /* an innermost-loop stride of at most this (in
+                               elements, either sign) is printed as a literal
+                               (part of the kernel's structure) so the compiler
+                               can vectorize the strided load; larger ones are
+                               run-time parameters */
     /* every fn's loads (GRAPH_MAX_PARAMS each: passes, epilogue, row pass)
        and the stores */
     CG_MAX_ACCESSES = GRAPH_MAX_PARAMS * (FUSE_MAX_PASSES + 2) + FUSE_MAX_STORES,

@@ -902,9 +902,17 @@ void cg_declare_buffers(cg_emitter *e) {
                     sl->node->id, sl->may_alias ? ", may alias" : "");
     }
     for (int i = 0; i < lay->naccess; i++)
-        if (lay->access[i].inner == CG_INNER_STRIDED)
-            cg_line(e, "%sconst lf_idx s%d = (lf_idx)P[%d];", e->d->value_attr, i,
-                 lay->access[i].param_offset + lay->ndim);
+        if (lay->access[i].inner == CG_INNER_STRIDED) {
+            const cg_access *ac = &lay->access[i];
+            int64_t st = ac->strides[lay->ndim - 1];
+            if (ac->param_gather < 0 && st >= -CG_SMALL_STRIDE && st <= CG_SMALL_STRIDE)
+                /* a small stride is structure: the compiler vectorizes j * 3 (an
+                   interleaved or transposed small operand), not j * P[..] */
+                cg_line(e, "%sconst lf_idx s%d = %lld; /* small stride, baked in */", e->d->value_attr, i,
+                        (long long)st);
+            else
+                cg_line(e, "%sconst lf_idx s%d = (lf_idx)P[%d];", e->d->value_attr, i, ac->param_offset + lay->ndim);
+        }
 }
 
 /* Declares res<r> for every reduction (n: array length or NULL). */

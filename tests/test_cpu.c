@@ -2366,6 +2366,45 @@ Test(cpu, debug_source_dump) {
     expect_no_leak();
 }
 
+/* A small innermost stride (an interleaved or transposed small operand: the
+ * columns of an [n, 3] array) is printed as a literal, so the compiler can
+ * vectorize the strided load; a large one stays a run-time parameter. The
+ * results equal the reference either way. */
+Test(cpu, small_inner_strides_are_baked_in) {
+    setenv("LF_DEBUG", "source", 1);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    lf_graph *g = lf_graph_new(c);
+    double v[60 * 20];
+    for (int i = 0; i < 60 * 20; i++) v[i] = (double)((i * 7) % 23) - 11.0;
+    lf_node *x3 = lf_input(g, tu_buf(c, LF_F32, 2, (int64_t[]){400, 3}, v));
+    lf_node *x20 = lf_input(g, tu_buf(c, LF_F32, 2, (int64_t[]){60, 20}, v));
+    lf_node *y3 = lf_add(g, lf_slice(g, x3, 1, 0, 1, 1), lf_slice(g, x3, 1, 2, 3, 1));   /* [400, 1]: stride 3 */
+    lf_node *y20 = lf_mul(g, lf_slice(g, x20, 1, 5, 6, 1), lf_const(g, LF_F32, 2.0)); /* [60, 1]: stride 20 */
+    lf_node *outs[2] = {lf_reshape(g, y3, 1, (int64_t[]){400}), lf_reshape(g, y20, 1, (int64_t[]){60})};
+    for (int i = 0; i < 2; i++) {
+        lf_buffer *d = lf_buffer_new_like(c, outs[i]);
+        tu_capture_stderr_start();
+        lf_status st = lf_eval(g, 1, &outs[i], &d);
+        char *err = tu_capture_stderr_end();
+        cr_assert_eq(st, LF_OK, "%s", lf_errmsg(c));
+        bool baked = strstr(err, "= 3; /* small stride, baked in */") != NULL;
+        cr_expect_eq(baked, i == 0, "output %d: stride literal %s:\n%s", i, baked ? "printed" : "missing", err);
+        if (i == 1) cr_expect(strstr(err, "= 20; /* small stride") == NULL);
+        free(err);
+        double got[400];
+        tu_read(d, got);
+        for (int j = 0; j < (i ? 60 : 400); j++) {
+            double want = i ? v[j * 20 + 5] * 2.0 : v[j * 3] + v[j * 3 + 2];
+            cr_assert(got[j] == want, "output %d element %d: %g, want %g", i, j, got[j], want);
+        }
+        lf_buffer_free(d);
+    }
+    unsetenv("LF_DEBUG");
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+    expect_no_leak();
+}
+
 /* ==== 8. run-time scalars (lf_const, lf_fill, lf_scalar_set) ========================== */
 
 /* One graph with constants of every dtype in every kernel kind: elementwise
