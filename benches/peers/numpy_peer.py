@@ -86,11 +86,16 @@ class NumPyBlas(NumPy):
 
 
 # ---- issue 15: sorts, top-k and the seed's sparse PCA -------------------------
-# lazyfuse's order is NumPy's stable one (NaN last, ties lower index first),
-# so the stable kinds are the ones to compare exactly.
+# lazyfuse's order is NumPy's stable one (NaN last, ties lower index first).
+# sort_f32 times NumPy's default kind (its fastest: SIMD quicksort, about 10x
+# its stable sort on float32 here): sorted values do not depend on
+# stability (the inputs hold no -0.0 or NaN), so the check stays exact.
+# argsort_rows needs the stable kind to give the same positions on ties
+# (the keys are 24-bit values, so ties are many); on these rows it is as
+# fast as the default quicksort (1.10 s against 1.18 s, measured apart).
 
 def sort_f32(np, x):
-    return lambda: np.sort(x, kind='stable')
+    return lambda: np.sort(x)
 
 
 def argsort_rows(np, x):
