@@ -312,6 +312,14 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * exp; same NaN and infinities), and float reductions sum in double in an
  * order fixed by the shape. Compile failures are LF_ERR_BACKEND with NVRTC's
  * log in lf_errmsg; failed launches name the driver's error.
+ * Sorts: the sort's first pass is a generated kernel that computes the keys
+ * (their map fused) and the values into a work area; a fixed module of sort
+ * kernels (compiled once per context: one block per row in shared memory
+ * for rows of up to 4096 keys, per-thread candidate lists merged in a block
+ * for top-k with k <= LF_TOPK_SELECT, a stable global LSD radix sort
+ * otherwise; grids from the shape alone) orders each row, and an output
+ * pass moves the values and positions into place; batched rows are one
+ * launch per step, never one per row.
  * Status: every kernel the code generator prints is compiled with NVRTC in
  * CI and its logic checked against the reference evaluator in a host
  * emulation, but this backend has not yet run on a GPU (scripts/gpu-check.sh
