@@ -107,6 +107,15 @@ AI void scatter_k(const void *sk, const void *sp, void *dk, void *dp, int64_t b,
     }
 }
 
+/* The modes the scatters are specialized for, as X(wide keys, source
+ * positions, destination positions, keys written): keys alone, or keys
+ * with positions (from iota or carried) written with or without the keys. */
+#define SCATTER_POS_MODES(X, SP, DP) X(false, SP, DP, false) X(true, SP, DP, false) X(false, SP, DP, true) X(true, SP, DP, true)
+#define SCATTER_MODES(X)                                                                                        \
+    X(false, P_NONE, P_NONE, true) X(true, P_NONE, P_NONE, true) SCATTER_POS_MODES(X, P_IOTA, P_U32)           \
+    SCATTER_POS_MODES(X, P_IOTA, P_U64) SCATTER_POS_MODES(X, P_U32, P_U32) SCATTER_POS_MODES(X, P_U32, P_U64)  \
+    SCATTER_POS_MODES(X, P_U64, P_U64)
+
 HOT static void scatter(const void *sk, const void *sp, void *dk, void *dp, int64_t b, int64_t e, int64_t *off,
                         uint64_t lo, int shift, uint64_t mask, bool w, int spm, int dpm, bool dkeys) {
 #define SC(W, SP, DP, DK)                                                            \
@@ -114,12 +123,7 @@ HOT static void scatter(const void *sk, const void *sp, void *dk, void *dp, int6
         scatter_k(sk, sp, dk, dp, b, e, off, lo, shift, mask, W, SP, DP, DK);        \
         return;                                                                      \
     }
-#define SC_W(SP, DP, DK) SC(false, SP, DP, DK) SC(true, SP, DP, DK)
-#define SC_DK(SP, DP) SC_W(SP, DP, false) SC_W(SP, DP, true)
-    SC_W(P_NONE, P_NONE, true)
-    SC_DK(P_IOTA, P_U32) SC_DK(P_IOTA, P_U64) SC_DK(P_U32, P_U32) SC_DK(P_U32, P_U64) SC_DK(P_U64, P_U64)
-#undef SC_DK
-#undef SC_W
+    SCATTER_MODES(SC)
 #undef SC
     assert(!"scatter: no such mode");
 }
@@ -225,12 +229,7 @@ HOT static void scatter_wc(const void *sk, const void *sp, void *dk, void *dp, i
         scatter_wc_k(sk, sp, dk, dp, b, e, off, shift, mask, W, SP, DP, DK, wb->wk, wb->wp, wb->start, NULL, 0); \
         return;                                                                                                  \
     }
-#define SC_W(SP, DP, DK) SC(false, SP, DP, DK) SC(true, SP, DP, DK)
-#define SC_DK(SP, DP) SC_W(SP, DP, false) SC_W(SP, DP, true)
-    SC_W(P_NONE, P_NONE, true)
-    SC_DK(P_IOTA, P_U32) SC_DK(P_IOTA, P_U64) SC_DK(P_U32, P_U32) SC_DK(P_U32, P_U64) SC_DK(P_U64, P_U64)
-#undef SC_DK
-#undef SC_W
+    SCATTER_MODES(SC)
 #undef SC
     assert(!"scatter_wc: no such mode");
 }
