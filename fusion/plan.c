@@ -115,8 +115,10 @@
  *     histogram of floor(x*256) is one kernel reading x once). dst is a
  *     slot or a constant (bincount's zeros: a run-time scalar, no kernel).
  *   Small reductions. A sum or product over at most SMALL_REDUCE (8)
- *     elements per output element that is not an output or marked is no
- *     root: each use inlines it as an unrolled fold of its input at the
+ *     elements per output element of a cheap input (as the multiple-
+ *     consumer rule counts it: at most 8 operations, none transcendental)
+ *     that is not an output or marked is no root (unless the load-cap
+ *     split picks it): each use inlines it as an unrolled fold of its input at the
  *     reduced positions (in the reference's order: the identity, then
  *     each element converted to the accumulator dtype, then the result
  *     rounded to the node's dtype once, so values are bit-identical). A

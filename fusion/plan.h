@@ -227,7 +227,7 @@ int fuse_count_loads(const planner *p, int k, pload *ls, int *nbufs);
  * an earlier kernel or starts its own (see the rules at the top). */
 lf_status fuse_plan_merges(planner *p);
 /* A node to make a root because its kernel has too many loads, or -1 when
- * all kernels fit: the inlined map node whose subtree gathers the most loads
+ * all kernels fit: the inlined map node (or small reduction) whose subtree gathers the most loads
  * (counted as a tree, so an upper bound) while still fitting in one kernel. */
 int fuse_find_victim(planner *p);
 /* Splits the kernels with more than FUSE_MAX_OPS operations: walking a
@@ -287,9 +287,11 @@ bool fuse_scatter_instances(planner *p, inst *i);
 void fuse_scatter_kernel(planner *p, int k, fuse_kernel *kn);
 
 /* ---- plan_vertical.c: small reductions inlined ---- */
-/* Reductions over at most SMALL_REDUCE elements (sum or product) are
+/* Reductions over at most SMALL_REDUCE elements (sum or product) of a
+ * cheap input (at most CHEAP_OPS operations, none transcendental) are
  * inlined into their consumers as an unrolled fold when not a root
- * (plan.c's rule "Small reductions"). */
+ * (plan.c's rule "Small reductions"); the load-cap split may make one a
+ * root again (fuse_find_victim). */
 enum { SMALL_REDUCE = 8 };
 /* Whether n is such a reduction (whatever its root status). */
 bool fuse_small_reduce(const lf_node *n);

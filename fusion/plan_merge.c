@@ -437,7 +437,7 @@ lf_status fuse_plan_merges(planner *p) {
 }
 
 /* A node to make a root because its kernel passes a load cap, or -1 when
- * all kernels fit: the inlined map node whose subtree gathers the most loads
+ * all kernels fit: the inlined map node (or small reduction) whose subtree gathers the most loads
  * (counted as a tree, so an upper bound) while still fitting in one kernel:
  * at most GRAPH_MAX_PARAMS loads of at most LF_MAX_ARGS buffers, the
  * buffers bounded by a tree count too, except that the loads of a subtree
@@ -482,7 +482,8 @@ int fuse_find_victim(planner *p) {
             i->nkey = key;
             /* the largest inlined subtree that fits in a kernel of its own */
             bool fits = fuse_loads_fit(i->nload, i->nbuf);
-            if (n->kind == NODE_MAP && n->id != k && i->nload >= 2 && fits &&
+            bool inlined = n->kind == NODE_MAP || (n->kind == NODE_REDUCE && !p->root[n->id]); /* a small reduction too */
+            if (inlined && n->id != k && i->nload >= 2 && fits &&
                 (!best || i->nload > best->nload || (i->nload == best->nload && n->id > best->node->id)))
                 best = i;
         }

@@ -62,13 +62,44 @@ static inst *add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) {
 
 inst *fuse_add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) { return add_inst(p, n, k, m); }
 
+_Static_assert(SMALL_REDUCE <= LF_MAX_ARGS, "an inlined small reduction keeps its inputs in inst.in[]");
+
+static bool op_expensive(lf_op op);
+
+/* Whether the elementwise expression computing x (through views and maps,
+ * as a tree) is cheap: at most CHEAP_OPS operations and casts, none
+ * transcendental. Walked with an explicit stack; past it, not cheap. */
+static bool cheap_input(const lf_node *x) {
+    const lf_node *stack[64];
+    int top = 0, ops = 0;
+    stack[top++] = x;
+    while (top > 0) {
+        const lf_node *n = stack[--top];
+        if (n->kind == NODE_VIEW) {
+            stack[top++] = n->inputs[0];
+            continue;
+        }
+        if (n->kind != NODE_MAP) continue; /* a load: inputs, iotas, constants, roots */
+        const lf_fn *f = n->u.map.fn;
+        for (int e = 0; e < f->nexprs; e++) {
+            if (f->exprs[e].kind == EXPR_OP && op_expensive(f->exprs[e].op)) return false;
+            ops += f->exprs[e].kind == EXPR_OP || f->exprs[e].kind == EXPR_CAST;
+        }
+        if (ops > CHEAP_OPS || top + n->ninputs > 64) return false;
+        for (int k = 0; k < n->ninputs; k++) stack[top++] = n->inputs[k];
+    }
+    return true;
+}
+
 bool fuse_small_reduce(const lf_node *n) {
     if (n->kind != NODE_REDUCE || (n->u.reduce.op != LF_RED_SUM && n->u.reduce.op != LF_RED_PROD)) return false;
     const lf_node *x = n->inputs[0];
     int64_t count = 1;
     for (int d = 0; d < x->ndim; d++)
         if (n->u.reduce.axes & (1u << d)) count *= x->shape[d];
-    return count >= 1 && count <= SMALL_REDUCE && count <= LF_MAX_ARGS;
+    /* a cheap input only: a consumer that reads the sum broadcast computes it
+       again at every one of its positions (the compiler may hoist it) */
+    return count >= 1 && count <= SMALL_REDUCE && cheap_input(x);
 }
 
 int fuse_inst_inputs(const planner *p, const inst *i) {

@@ -1640,3 +1640,45 @@ Test(fusion, sort_fuses_its_key_map_and_siblings) {
         lf_ctx_destroy(ctx);
     }
 }
+
+/* Small reductions nested in each other multiply their loads: sum over 8
+ * of sum over 8 of x reads 64 positions of x; with one more input the fn
+ * passes the 64-load cap, and the split makes one of them a root (a
+ * reduction kernel) instead of failing. A small sum of an expensive input
+ * (a float function: sqrt) is not inlined: a consumer reading it broadcast would compute the
+ * exps again at each of its positions. Values as the reference's. */
+Test(fusion, nested_small_reductions_split) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *x = lf_input(g, ramp(ctx, LF_F32, 3, (int64_t[]){8, 8, 50}));
+    lf_node *z = lf_input(g, ramp(ctx, LF_F32, 1, (int64_t[]){50}));
+    lf_node *s1 = lf_reduce(g, LF_RED_SUM, x, 1, (int[]){0}, false);   /* [8, 50] */
+    lf_node *s2 = lf_reduce(g, LF_RED_SUM, s1, 1, (int[]){0}, false);  /* [50] */
+    lf_node *y = lf_add(g, s2, z);
+    lf_eval_stats st = eval_checked(ctx, g, 1, &y);
+    /* the outer sum made a root: a reduction kernel with the inner one inlined, y its epilogue */
+    cr_expect_eq(st.kernels, 1, "kernels %d", st.kernels);
+    fuse_schedule *s = plan_on(g, 1, &y);
+    cr_expect(s->nkernels == 1 && s->kernels[0].redmask != 0 && s->kernels[0].nloads <= GRAPH_MAX_PARAMS);
+    fuse_schedule_free(s);
+    /* three levels, 512 positions of x */
+    lf_node *x3 = lf_input(g, ramp(ctx, LF_F64, 4, (int64_t[]){8, 8, 8, 20}));
+    lf_node *t = x3;
+    for (int l = 0; l < 3; l++) t = lf_reduce(g, LF_RED_SUM, t, 1, (int[]){0}, false);
+    lf_node *y3 = lf_mul(g, t, lf_const(g, LF_F64, 3.0));
+    st = eval_checked(ctx, g, 1, &y3);
+    cr_expect_eq(st.kernels, 2, "kernels %d", st.kernels);
+    /* exp: the small sum stays a reduction kernel, the broadcast consumer reads it */
+    lf_node *e = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){30, 4}));
+    lf_node *se = lf_reduce(g, LF_RED_SUM, lf_sqrt(g, lf_abs(g, e)), 1, (int[]){1}, true); /* [30, 1] */
+    lf_node *big = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){30, 200}));
+    lf_node *yb = lf_mul(g, se, big);
+    s = plan_on(g, 1, &yb);
+    bool reduce_kernel = false;
+    for (int k = 0; k < s->nkernels; k++) reduce_kernel |= s->kernels[k].redmask != 0;
+    cr_expect(reduce_kernel, "sum(sqrt(|e|)) was inlined into the broadcast consumer");
+    fuse_schedule_free(s);
+    eval_checked(ctx, g, 1, &yb);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
