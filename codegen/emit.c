@@ -528,13 +528,13 @@ void cg_emit_sort_key_defs(cg_emitter *e) {
                     "    union { float f; uint32_t u; } c = {v};\n"
                     "    uint32_t u = v == 0.0f ? 0u : c.u;\n"
                     "    u = (u >> 31) ? ~u : (u | 0x80000000u);\n"
-                    "    return v != v ? 0xffc00000u : u;\n"
+                    "    return v != v ? %#xu : u;\n"
                     "}\n"
                     "LF_INLINE uint64_t lf_skey_f64(double v) {\n"
                     "    union { double f; uint64_t u; } c = {v};\n"
                     "    uint64_t u = v == 0.0 ? 0u : c.u;\n"
                     "    u = (u >> 63) ? ~u : (u | 0x8000000000000000ull);\n"
-                    "    return v != v ? 0xfff8000000000000ull : u;\n"
+                    "    return v != v ? %#llxull : u;\n"
                     "}\n"
                     "/* a value its key does not give back: -0.0, or a NaN other than the\n"
                     "   canonical one (0x7fc00000, 0x7ff8000000000000) */\n"
@@ -546,7 +546,8 @@ void cg_emit_sort_key_defs(cg_emitter *e) {
                     "    union { double f; uint64_t u; } c = {v};\n"
                     "    return (c.u == 0x8000000000000000ull) | ((v != v) & (c.u != 0x7ff8000000000000ull));\n"
                     "}\n"
-                    "#endif\n");
+                    "#endif\n",
+              GRAPH_SORT_NAN_KEY32, (unsigned long long)GRAPH_SORT_NAN_KEY64);
 }
 
 void cg_emit_sort_store(cg_emitter *e, const cg_access *a, const char *idx, const char *x, lf_dtype from) {

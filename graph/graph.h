@@ -565,9 +565,16 @@ void graph_sort_geom_of(const lf_node *n, graph_sort_geom *gm);
 int64_t graph_sort_row_base(const graph_sort_geom *gm, int64_t r, bool out);
 /* The sort key of value v of dtype t: an unsigned integer whose numeric
  * order is the order of lazyfuse.h (ascending; descending is ~key): floats
- * by their bits with the sign folded, -0.0 as +0.0, every NaN as the
- * largest key; integers with the sign bit flipped; bool 0 or 1. 32-bit
- * dtypes and bool give keys below 2^32 (graph_sort_key_wide is false). */
+ * by their bits with the sign folded (sign clear: bits | sign bit; sign
+ * set: ~bits), -0.0 as +0.0, every NaN as GRAPH_SORT_NAN_KEY32/64 (the
+ * canonical quiet NaN's own key, above +inf's and every other key, so a key
+ * decodes to a value by bit operations: +0.0 or that NaN where several
+ * values share it); integers with the sign bit flipped; bool 0 or 1.
+ * 32-bit dtypes and bool give keys below 2^32 (graph_sort_key_wide is
+ * false). The generated kernels' key helpers (codegen/emit.c) print the
+ * same mapping. */
+#define GRAPH_SORT_NAN_KEY32 0xffc00000u
+#define GRAPH_SORT_NAN_KEY64 0xfff8000000000000ull
 uint64_t graph_sort_key(lf_dtype t, lf_scalar v, bool descending);
 static inline bool graph_sort_key_wide(lf_dtype t) { return t == LF_F64 || t == LF_I64; }
 /* The reference evaluation of sort node n from dense x into out (n's dtype,

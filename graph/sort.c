@@ -101,7 +101,7 @@ uint64_t graph_sort_key(lf_dtype t, lf_scalar v, bool descending) {
     case LF_F32: {
         float f = (float)v.f;
         uint32_t b;
-        if (isnan(f)) b = UINT32_MAX;
+        if (isnan(f)) b = GRAPH_SORT_NAN_KEY32;
         else {
             if (f == 0) f = 0.0f; /* -0.0 as +0.0 */
             memcpy(&b, &f, sizeof b);
@@ -112,7 +112,7 @@ uint64_t graph_sort_key(lf_dtype t, lf_scalar v, bool descending) {
     }
     case LF_F64: {
         double f = v.f;
-        if (isnan(f)) key = UINT64_MAX;
+        if (isnan(f)) key = GRAPH_SORT_NAN_KEY64;
         else {
             if (f == 0) f = 0.0;
             memcpy(&key, &f, sizeof key);

@@ -794,9 +794,9 @@ LF_API lf_node *lf_scan(lf_graph *g, lf_reduce_op op, lf_node *x, int axis, bool
  * reverse, so NaN comes first. -0.0 and +0.0 compare equal; bool sorts
  * false < true. Sorts are stable: elements that compare equal keep the order
  * of their positions along the axis (in descending order too), so -0.0 and
- * +0.0, or two NaNs, come out in the order they went in. A value is moved,
- * never recomputed: the sorted values carry their own bits (a -0.0 stays
- * -0.0, a NaN keeps its payload).
+ * +0.0, or two NaNs, come out in the order they went in. Values keep their
+ * bits: a sorted value is the element's own (a -0.0 stays -0.0, a NaN keeps
+ * its payload).
  * The axis may be negative (counting from the end); every other axis is
  * batched: each row along the axis is sorted on its own. A bad axis is
  * LF_ERR_AXIS ("sort: axis 3 out of range for 2 dimensions"); a 0-d x is
@@ -824,9 +824,11 @@ LF_API lf_node *lf_argsort(lf_graph *g, lf_node *x, int axis, bool descending);
  *   LF_ERR_SHAPE  "topk: k = 7 out of range 0..5 for axis 1 of x [3,5]"
  *   LF_ERR_AXIS   "topk: axis 2 out of range for 2 dimensions"
  * Small k (LF_TOPK_SELECT or less, and at most a quarter of the extent)
- * is one pass over each row that keeps the k best candidates (on the CPU a
- * row whose order makes candidates enter again and again, such as rising
- * keys for largest, is sorted instead; the result is the same).
+ * is a selection that keeps the k best candidates, never a full sort of the
+ * row, on rows of more than 32 elements (the CPU reads a row twice in
+ * cache: its lane minima bound the k best first, for k <= 16 with AVX-512;
+ * a row whose order makes candidates enter again and again, such as rising
+ * keys for largest, may be sorted instead; the result is the same).
  * How sorts run. CPU: the keys of a cache-sized group of rows are computed
  * (the key's map fused) into a thread's own memory and selected or
  * radix-sorted there, groups in parallel; fewer long rows than threads are

@@ -525,11 +525,15 @@ Test(sort, keys_follow_the_order) {
                 }
             }
     }
-    /* the extremes: every NaN is the largest key ascending, the smallest descending */
-    lf_scalar nan = {.f = -NAN};
-    cr_expect_eq(graph_sort_key(LF_F32, nan, false), UINT32_MAX);
-    cr_expect_eq(graph_sort_key(LF_F32, nan, true), 0);
-    cr_expect_eq(graph_sort_key(LF_F64, nan, false), UINT64_MAX);
+    /* the extremes: every NaN is the canonical NaN's key, above +inf's
+       ascending and below every other key descending */
+    lf_scalar nan = {.f = -NAN}, inf = {.f = INFINITY};
+    cr_expect_eq(graph_sort_key(LF_F32, nan, false), GRAPH_SORT_NAN_KEY32);
+    cr_expect_gt(graph_sort_key(LF_F32, nan, false), graph_sort_key(LF_F32, inf, false));
+    cr_expect_eq(graph_sort_key(LF_F32, nan, true), ~GRAPH_SORT_NAN_KEY32 & UINT32_MAX);
+    cr_expect_lt(graph_sort_key(LF_F32, nan, true), graph_sort_key(LF_F32, inf, true));
+    cr_expect_eq(graph_sort_key(LF_F64, nan, false), GRAPH_SORT_NAN_KEY64);
+    cr_expect_gt(graph_sort_key(LF_F64, nan, false), graph_sort_key(LF_F64, inf, false));
     cr_expect_eq(graph_sort_key(LF_F64, (lf_scalar){.f = -0.0}, false), graph_sort_key(LF_F64, (lf_scalar){.f = 0.0}, false));
     cr_expect_eq(graph_sort_key(LF_I32, (lf_scalar){.i = INT32_MIN}, false), 0);
     cr_expect_eq(graph_sort_key(LF_BOOL, (lf_scalar){.i = 1}, true), UINT32_MAX - 1);

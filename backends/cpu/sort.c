@@ -924,9 +924,9 @@ static bool msd_row(cpu_pool *pool, long_job *j, void *keys, void *kout, int64_t
     return true;
 }
 
-/* Sorts one long row on the pool; j's buffers were carved by the caller. */
-/* Sorts one long row; returns whether its keys_out entries were handed to
- * j->post already (the MSD path does it bucket by bucket). */
+/* Sorts one long row on the pool (j's buffers were carved by the caller);
+ * returns whether its keys_out entries were handed to j->post already (the
+ * MSD path does it bucket by bucket). */
 static bool long_row(cpu_pool *pool, long_job *j, void *keys, void *kout, int64_t *iout, void *kb, void *pa,
                      void *pb, bool pos64) {
     int64_t n = j->n, k = j->k;

@@ -9,15 +9,23 @@
  *    order), whatever the path taken and whatever the pool's thread count:
  *    every path is an exact stable sort, and parallel paths only split work,
  *    never the order (offsets are laid out in (digit, chunk) order);
- *  - scratch comes from graph_malloc in one block before anything is
- *    written; out of memory returns false with keys_out, idx_out and keys
- *    untouched; nothing aborts.
+ *  - scratch is one block (from the caller's cpu_sort_cache when it gives
+ *    one, else graph_malloc) taken before anything is written; out of
+ *    memory returns false with keys_out, idx_out and keys untouched;
+ *    nothing aborts.
  * Paths, per row: n <= CPU_SORT_TINY an insertion sort; k <= CPU_SORT_TOPK_MAX
- * and k much smaller than n one pass keeping the k best (falling back to the
- * radix sort on inputs where it would do too many insertions); otherwise an
- * LSD radix sort (8- or 11-bit digits, constant digits skipped, positions as
- * uint32). Rows run in parallel on the pool, each on one thread; fewer rows
- * than threads with long rows are each split across the pool instead.
+ * and k much smaller than n a top-k selection (with AVX-512, for k <= 16: the
+ * k best kept in vector registers, 16 keys compared at once, rows of up to
+ * 8192 keys bounded first by their 16 lane minima and then collected in a
+ * second pass over the row in cache; else one pass keeping the k best,
+ * falling back to the radix sort on inputs where it would do too many
+ * insertions); otherwise an LSD radix sort (8- or 11-bit digits, constant
+ * digits skipped, positions as uint32). Rows run in parallel on the pool,
+ * each on one thread. Fewer rows than threads with long rows are split
+ * across the pool: an MSD scatter on the top 16 bits into cache-sized
+ * buckets, each bucket sorted by LSD in cache on a thread of its own (a
+ * bucket too large for that falls back to an LSD sort of the whole row
+ * across the pool).
  */
 #ifndef LF_CPU_SORT_H
 #define LF_CPU_SORT_H
@@ -62,8 +70,10 @@ typedef struct cpu_sort_rows_args {
     /* When not NULL (and keys_out is): called once for every entry of
      * keys_out, as post(post_arg, row, b, e) for entries [b, e) of row
      * `row` once they are final, by the thread that wrote them and right
-     * after (they are in its cache): a caller may rewrite them in place
-     * (the CPU backend decodes keys into values there). */
+     * after (mostly still in its cache; not after the streaming stores of
+     * a long row's LSD fallback, whose whole row is handed over at the
+     * end on the caller's thread): a caller may rewrite them in place (the
+     * CPU backend decodes keys into values there). */
     void (*post)(void *post_arg, int64_t row, int64_t b, int64_t e);
     void *post_arg;
 } cpu_sort_rows_args;

@@ -31,12 +31,9 @@
 
 #include "backends/cpu/sort.h"
 
+#include <assert.h>
 #include <stdatomic.h>
 #include <string.h>
-
-/* The key of every NaN (codegen's lf_skey_*: the canonical NaN's own key). */
-#define NAN_KEY32 0xffc00000u
-#define NAN_KEY64 0xfff8000000000000ull
 
 enum {
     CHUNK_KEYS = 32768,   /* keys per chunk task (stays in L2) */
@@ -70,14 +67,14 @@ static bool decode(const sort_run *c, uint64_t key, void *out, int64_t at, bool 
     switch (c->t) {
     case LF_F32: {
         uint32_t u = (uint32_t)key ^ (c->desc ? 0xffffffffu : 0u);
-        if ((u == NAN_KEY32 || u == 0x80000000u) && odd) return false;
+        if ((u == GRAPH_SORT_NAN_KEY32 || u == 0x80000000u) && odd) return false;
         u = (u & 0x80000000u) ? (u & 0x7fffffffu) : ~u; /* +0.0, the canonical NaN */
         memcpy((char *)out + at * 4, &u, 4);
         return true;
     }
     case LF_F64: {
         uint64_t u = key ^ (c->desc ? ~(uint64_t)0 : 0u);
-        if ((u == NAN_KEY64 || u == (uint64_t)1 << 63) && odd) return false;
+        if ((u == GRAPH_SORT_NAN_KEY64 || u == (uint64_t)1 << 63) && odd) return false;
         u = (u >> 63) ? (u & ~((uint64_t)1 << 63)) : ~u;
         memcpy((char *)out + at * 8, &u, 8);
         return true;
@@ -135,10 +132,11 @@ static bool fix_row(sort_run *c, int64_t r, const void *rk) {
         char probe[8];
         if (decode(c, key, probe, 0, true)) continue;
         uint64_t u = key ^ (c->desc ? (c->wide ? ~(uint64_t)0 : 0xffffffffu) : 0u);
-        int cls = c->wide ? u == NAN_KEY64 : u == NAN_KEY32; /* 1: NaN, 0: zero */
+        int cls = c->wide ? u == GRAPH_SORT_NAN_KEY64 : u == GRAPH_SORT_NAN_KEY32; /* 1: NaN, 0: zero */
         int64_t *p = &next[cls];
         while (*p < gm->n && !raw_is(c, raw, *p, cls)) (*p)++;
-        if (*p < gm->n) memcpy((char *)c->job->values + at * (int64_t)c->vw, (char *)raw + *p * (int64_t)c->vw, c->vw);
+        assert(*p < gm->n); /* stable: the row holds as many such values as the output entries */
+        memcpy((char *)c->job->values + at * (int64_t)c->vw, (char *)raw + *p * (int64_t)c->vw, c->vw);
         (*p)++;
     }
     graph_free(raw);
@@ -210,9 +208,9 @@ static void chunk_task(void *arg, int64_t begin, int64_t end, int worker) {
         bool odd = run_into(c, false, K, r0 * gm->n, r1 * gm->n) != 0, dv = values_direct(c, odd);
         post_ctx pc = {c, r0};
         if (dv) kout = (char *)c->job->values + (size_t)(r0 * gm->k) * c->kw;
-        cpu_sort_rows_args a = {rows, gm->n, gm->k, c->wide, K, kout, iout, NULL, dv ? decode_post : NULL, &pc};
+        cpu_sort_rows_args a = {rows, gm->n, gm->k, c->wide, K, kout, iout, c->job->cache, dv ? decode_post : NULL, &pc};
         bool ok = cpu_sort_rows(NULL, &a);
-        for (int64_t r = 0; ok && !(dv && (c->direct_idx || !iout)) && r < rows; r++) {
+        for (int64_t r = 0; ok && !dv && r < rows; r++) { /* dv: values and positions are in place */
             const void *rk = kout ? (const char *)kout + (size_t)(r * gm->k) * c->kw : NULL;
             if (write_entries(c, r0 + r, 0, gm->k, rk, iout ? iout + r * gm->k : NULL, odd, !dv))
                 ok = fix_row(c, r0 + r, rk);
@@ -265,7 +263,7 @@ static lf_status run_long(lf_ctx *ctx, cpu_pool *pool, sort_run *c) {
     cpu_sort_rows_args a = {gm->nrows, gm->n,          gm->k, c->wide, c->K, c->vals_direct ? c->job->values : c->kout,
                             c->iout,   c->job->cache, c->vals_direct ? decode_post : NULL, &pc};
     bool ok = cpu_sort_rows(pool, &a);
-    if (ok && !(c->vals_direct && (c->direct_idx || !c->iout))) /* what the sort did not write in place */
+    if (ok && !c->vals_direct) /* values_direct: the axis is the last, so the positions are in place too */
         cpu_pool_run(pool, write_task, c, gm->nrows * gm->k, 16384, 0);
     for (int64_t r = 0; ok && r < gm->nrows; r++)
         if (atomic_load(&c->fix[r])) ok = fix_row(c, r, (const char *)c->kout + (size_t)(r * gm->k) * c->kw);
