@@ -709,7 +709,15 @@ static lf_buffer *sort_input(lf_ctx *ctx, int64_t rows, int64_t n) {
  * pass, counted on the fake driver; nothing is copied to the host (the old
  * host fallback read the inputs back); the module loads once per context;
  * a cached re-eval allocates and looks up nothing on the driver. */
+/* Both sort tests compile the sort module with the real NVRTC, which
+ * under valgrind takes many minutes: CI's valgrind pass skips them (its
+ * normal and sanitizer passes run them). */
+static void skip_sort_module_on_valgrind(void) {
+    if (tu_on_valgrind()) cr_skip_test("NVRTC compiling the sort module under valgrind: run in the other passes");
+}
+
 Test(cuda, fake_sorts_launch_on_the_device) {
+    skip_sort_module_on_valgrind();
     char *dir = tmp_dir();
     lf_ctx *ctx = fake_ctx(dir);
     lf_buffer *xb = sort_input(ctx, 6, 300);
@@ -792,6 +800,7 @@ Test(cuda, fake_sorts_launch_on_the_device) {
  * fails with LF_ERR_NOMEM, launches nothing and leaves the output as it
  * was; the context stays usable for a smaller sort. */
 Test(cuda, fake_sort_out_of_device_memory_launches_nothing) {
+    skip_sort_module_on_valgrind();
     setenv("FAKE_CUDA_MEM", "1500000", 1);
     lf_ctx *ctx = fake_ctx(NULL);
     lf_buffer *xb = sort_input(ctx, 2, 20000); /* 160 KB */
