@@ -7,7 +7,10 @@
  * map, and alone filling a buffer), and the scan primitive (a cumulative
  * sum, of rows, and between two maps), and two stencils that read one input
  * through many shifted slices (a width-9 moving average, a 3x3 conv over a
- * padded image). The graphs of existing names must not
+ * padded image), and issue 16's row and contraction cases (a layer norm;
+ * the zip-reduce matmul with a bias + relu epilogue, with a row-scaled
+ * operand, batched, and a matrix-vector product). The graphs of existing
+ * names must not
  * change: tests, the visualizer and recorded benchmark runs mean them. */
 #include "seed_examples.h"
 
@@ -289,6 +292,76 @@ static int conv3x3(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
     return outs[0] ? 1 : 0;
 }
 
+/* Layer norm of the rows of x [4096, n]: mean over the row, the centred row,
+ * its variance (the mean of the squared centred values), then
+ * (x - mean) / sqrt(var + 1e-5) * gamma + beta with gamma and beta [n]
+ * broadcast over the rows. Built as softmax_rows is: reductions kept as
+ * [4096, 1] and broadcast back. */
+static int layer_norm(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    int64_t shape[2] = {4096, n};
+    int last = -1;
+    lf_node *x = input_f32(ctx, g, 2, shape, SEED_LAYER_NORM_X_LO, SEED_LAYER_NORM_X_HI, SEED_LAYER_NORM_X);
+    lf_node *gamma = input_f32(ctx, g, 1, &n, 0.5f, 1.5f, SEED_LAYER_NORM_GAMMA);
+    lf_node *beta = input_f32(ctx, g, 1, &n, -1, 1, SEED_LAYER_NORM_BETA);
+    lf_node *mean = lf_reduce(g, LF_RED_MEAN, x, 1, &last, true);
+    lf_node *xc = lf_sub(g, x, mean);
+    lf_node *var = lf_reduce(g, LF_RED_MEAN, lf_mul(g, xc, xc), 1, &last, true);
+    lf_node *y = lf_div(g, xc, lf_sqrt(g, lf_add(g, var, c32(g, 1e-5))));
+    outs[0] = lf_add(g, lf_mul(g, y, gamma), beta);
+    return outs[0] ? 1 : 0;
+}
+
+/* sum over j of a[..., i, j, None] * b[..., None, j, k]: the zip-reduce
+ * contraction of matmul_zip_reduce over the last two axes of a and b. */
+static lf_node *zip_reduce(lf_graph *g, lf_node *a, lf_node *b) {
+    int nd = lf_node_ndim(a);
+    int j = nd - 1;
+    lf_node *prod = lf_mul(g, lf_expand_dims(g, a, nd), lf_expand_dims(g, b, nd - 2)); /* [.., I, J, K] */
+    return lf_reduce(g, LF_RED_SUM, prod, 1, &j, false);
+}
+
+/* relu(A @ B + bias[None, :]): the contraction with an epilogue. */
+static int matmul_bias_relu(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    int64_t shape[2] = {n, n};
+    lf_node *a = input_f32(ctx, g, 2, shape, -1, 1, SEED_MATMUL_A);
+    lf_node *b = input_f32(ctx, g, 2, shape, -1, 1, SEED_MATMUL_B);
+    lf_node *bias = input_f32(ctx, g, 1, &n, -1, 1, SEED_MATMUL_BIAS);
+    outs[0] = lf_maximum(g, lf_add(g, zip_reduce(g, a, b), bias), c32(g, 0));
+    return outs[0] ? 1 : 0;
+}
+
+/* (A * s[:, None]) @ B, s a per-row scale of A: the contraction with a
+ * prologue on one operand. */
+static int matmul_scaled(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    int64_t shape[2] = {n, n};
+    lf_node *a = input_f32(ctx, g, 2, shape, -1, 1, SEED_MATMUL_A);
+    lf_node *b = input_f32(ctx, g, 2, shape, -1, 1, SEED_MATMUL_B);
+    lf_node *s = input_f32(ctx, g, 1, &n, 0.5f, 1.5f, SEED_MATMUL_SCALE);
+    outs[0] = zip_reduce(g, lf_mul(g, a, lf_expand_dims(g, s, 1)), b);
+    return outs[0] ? 1 : 0;
+}
+
+/* SEED_BATCH products of [n/2, n/2] matrices, [b, m, m] x [b, m, m] with
+ * m = max(1, n/2) (as many multiply-adds as one n x n product), written as
+ * the zip-reduce with a batch axis. */
+static int batched_matmul(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    int64_t m = seed_batched_side(n), shape[3] = {SEED_BATCH, m, m};
+    lf_node *a = input_f32(ctx, g, 3, shape, -1, 1, SEED_MATMUL_A);
+    lf_node *b = input_f32(ctx, g, 3, shape, -1, 1, SEED_MATMUL_B);
+    outs[0] = zip_reduce(g, a, b);
+    return outs[0] ? 1 : 0;
+}
+
+/* A [n, n] times x [n] as sum(A * x[None, :], axis=1). */
+static int matvec(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    int64_t shape[2] = {n, n};
+    int j = 1;
+    lf_node *a = input_f32(ctx, g, 2, shape, -1, 1, SEED_MATMUL_A);
+    lf_node *x = input_f32(ctx, g, 1, &n, -1, 1, SEED_MATVEC_X);
+    outs[0] = lf_reduce(g, LF_RED_SUM, lf_mul(g, a, lf_expand_dims(g, x, 0)), 1, &j, false);
+    return outs[0] ? 1 : 0;
+}
+
 const seed_example seed_examples[] = {
     {"gaussian_pdf", "exp(-0.5*((x-m)/s)**2) / (s*sqrt(2 pi)), one parsed fn", 1 << 24, gaussian_pdf},
     {"polar_distance", "distance of two points in polar form, a DAG of 15 builtin ops", 1 << 24, polar_distance},
@@ -312,8 +385,23 @@ const seed_example seed_examples[] = {
 };
 const int seed_nexamples = (int)(sizeof seed_examples / sizeof seed_examples[0]);
 
+/* Not in seed_examples[]: the tests that walk that table build every entry
+ * at sizes chosen for the elementwise cases (tests/test_cuda_codegen.c
+ * builds 70001 and 5000; a contraction or a 4096-row case at those sizes is
+ * gigabytes). */
+const seed_example seed_more_examples[] = {
+    {"layer_norm", "layer norm of the rows of [4096, n]: mean, centred, variance, * gamma + beta", 4096, layer_norm},
+    {"matmul_bias_relu", "relu(A @ B + bias[None, :]), A @ B as the zip-reduce, n x n", 256, matmul_bias_relu},
+    {"matmul_scaled", "(A * s[:, None]) @ B, s a per-row scale, A @ B as the zip-reduce, n x n", 256, matmul_scaled},
+    {"batched_matmul", "8 zip-reduce products of [n/2, n/2] matrices ([8, m, m] x [8, m, m])", 256, batched_matmul},
+    {"matvec", "A [n, n] times x [n] as sum(A * x[None, :], axis=1)", 256, matvec},
+};
+const int seed_nmore_examples = (int)(sizeof seed_more_examples / sizeof seed_more_examples[0]);
+
 const seed_example *seed_find(const char *name) {
     for (int i = 0; i < seed_nexamples; i++)
         if (strcmp(seed_examples[i].name, name) == 0) return &seed_examples[i];
+    for (int i = 0; i < seed_nmore_examples; i++)
+        if (strcmp(seed_more_examples[i].name, name) == 0) return &seed_more_examples[i];
     return NULL;
 }
