@@ -31,6 +31,9 @@
 #include "lazyfuse.h"
 #include "seed_examples.h"
 #include "spca.h"
+#ifdef LF_BENCH_HANDFUSED
+#include "handfused.h"
+#endif
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -59,6 +62,7 @@
 #define SWEEP_LO 10         /* --sweep with no range: n = 2^10 .. 2^26 */
 #define SWEEP_HI 26
 #define SWEEP_MAX_SIZES 64
+#define MATMUL_MAX_SIDES 8  /* --matmul-n 256,512,1024: at most this many sides */
 
 /* ---- cases ------------------------------------------------------------- */
 
@@ -89,6 +93,10 @@ typedef struct bench_case {
 
 static int64_t stencil9_in(int64_t s);
 static int64_t conv3x3_in(int64_t s);
+static int64_t layer_norm_in(int64_t s);
+static int64_t matmul_vec_in(int64_t s);
+static int64_t batched_in(int64_t s);
+static int64_t matvec_in(int64_t s);
 static double stencil9_ref(int64_t s, const float *out, int64_t numel);
 static double conv3x3_ref(int64_t s, const float *out, int64_t numel);
 
@@ -126,6 +134,13 @@ static const bench_case cases[] = {
     {"argsort_rows", NULL, SHAPE_ROWS, 1, 0, NULL, NULL},     /* [4096, n/4096] f32 -> i64 */
     {"topk_rows", NULL, SHAPE_SAMPLES, 1, 0, NULL, NULL},     /* [S, 1000] f32 -> [S, 10] f32 + i64 */
     {"spca", NULL, SHAPE_SAMPLES, 0, 1e-5, NULL, NULL},       /* S samples, p = 1000, d = 3, k = 10 */
+    /* issue 16: a row case (x [4096, n/4096] and gamma, beta of the row) and
+       the contractions, whose side is --matmul-n (each of its list) */
+    {"layer_norm", "layer_norm", SHAPE_ROWS, 1, 1e-4, layer_norm_in, NULL},
+    {"matmul_bias_relu", "matmul_bias_relu", SHAPE_MATMUL, 2, 1e-3, matmul_vec_in, NULL}, /* A, B, bias */
+    {"matmul_scaled", "matmul_scaled", SHAPE_MATMUL, 2, 1e-3, matmul_vec_in, NULL},       /* A, B, s */
+    {"batched_matmul", "batched_matmul", SHAPE_MATMUL, 2, 1e-3, batched_in, NULL},        /* 8 x [n/2]^2 each */
+    {"matvec", "matvec", SHAPE_MATMUL, 1, 1e-3, matvec_in, NULL},                         /* A, x */
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 #define SOFTMAX_ROWS 4096
@@ -142,7 +157,9 @@ static const bench_case cases[] = {
 
 typedef struct options {
     int64_t n;              /* --n */
-    int64_t matmul_n;       /* --matmul-n */
+    int64_t matmul_n;       /* the side the contraction cases run at now */
+    int64_t matmul_sides[MATMUL_MAX_SIDES]; /* --matmul-n's list, ascending */
+    int nmatmul;            /* its length */
     lf_backend backend;     /* --backend */
     bool run_fused, run_unfused; /* --mode */
     int reps;               /* --reps; 0: auto */
@@ -176,7 +193,9 @@ static int usage(FILE *f) {
             "  --mode M         fused, unfused or both (default both)\n"
             "  --reps R         timed evals per case and mode (default: ~0.5 s worth, 5..200)\n"
             "  --threads T      worker threads of the contexts and the copy (default 0: all CPUs)\n"
-            "  --matmul-n M     side of matmul_zip_reduce (default 256)\n"
+            "  --matmul-n M[,M..]  side of matmul_zip_reduce and the other contraction cases\n"
+            "                   (default 256); a comma list (up to 8) runs them at each side,\n"
+            "                   after the other cases\n"
             "  --samples S      rows of topk_rows and samples of spca (default 64000)\n"
             "  --copy K         stream_copy kernel: loop (default, STREAM's) or memcpy\n"
             "  --cache-dir D    kernel disk cache of every context: a folder, or 'default'\n"
@@ -260,11 +279,46 @@ static int parse_sweep(options *o, const char *range) {
     return 0;
 }
 
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* --matmul-n's "M" or "M1,M2,..": sides in 1..65536, sorted ascending,
+ * repeats dropped; o->matmul_n is the first. 0 or a bad-flag exit code. */
+static int parse_sides(options *o, const char *list) {
+    o->nmatmul = 0;
+    for (const char *s = list;;) {
+        const char *end = strchr(s, ',');
+        char one[32];
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        int64_t v;
+        if (len >= sizeof one) len = sizeof one - 1;
+        memcpy(one, s, len);
+        one[len] = '\0';
+        if (!parse_i64(one, 1, 1 << 16, &v))
+            return bad_flag("--matmul-n: expected integers in 1..65536 (a comma list), got '%s'", list);
+        if (o->nmatmul == MATMUL_MAX_SIDES)
+            return bad_flag("--matmul-n: at most %d sides, got '%s'", MATMUL_MAX_SIDES, list);
+        o->matmul_sides[o->nmatmul++] = v;
+        if (!end) break;
+        s = end + 1;
+    }
+    qsort(o->matmul_sides, (size_t)o->nmatmul, sizeof o->matmul_sides[0], cmp_i64);
+    int k = 0;
+    for (int i = 0; i < o->nmatmul; i++)
+        if (!k || o->matmul_sides[i] != o->matmul_sides[k - 1]) o->matmul_sides[k++] = o->matmul_sides[i];
+    o->nmatmul = k;
+    o->matmul_n = o->matmul_sides[0];
+    return 0;
+}
+
 /* Parses argv into *o; returns -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, options *o) {
     memset(o, 0, sizeof *o);
     o->n = (int64_t)1 << 24;
     o->matmul_n = 256;
+    o->matmul_sides[0] = 256, o->nmatmul = 1;
     o->samples = SPCA_SAMPLES;
     o->backend = LF_BACKEND_CPU;
     o->run_fused = o->run_unfused = true;
@@ -318,9 +372,8 @@ static int parse_args(int argc, char **argv, options *o) {
             if (!*val) return bad_flag("--save-outputs: empty folder name");
             o->save_dir = val;
         } else if (!strcmp(flag, "--matmul-n")) {
-            if (!parse_i64(val, 1, 1 << 16, &v))
-                return bad_flag("--matmul-n: expected an integer in 1..65536, got '%s'", val);
-            o->matmul_n = v;
+            int rc = parse_sides(o, val);
+            if (rc) return rc;
         } else if (!strcmp(flag, "--samples")) {
             if (!parse_i64(val, 1, (int64_t)1 << 30, &v))
                 return bad_flag("--samples: expected an integer in 1..2^30, got '%s'", val);
@@ -1151,6 +1204,26 @@ static const char *compare(const bench_case *c, const run_result *f, const run_r
 
 static int64_t stencil9_in(int64_t s) { return s + 8; }
 static int64_t conv3x3_in(int64_t s) { return (s + 2) * (s + 2); }
+/* issue 16's cases: x [4096, s] and gamma, beta [s]; A, B [s, s] and a
+ * vector of s; SEED_BATCH pairs of [m, m]; A [s, s] and x [s] */
+static int64_t layer_norm_in(int64_t s) { return SOFTMAX_ROWS * s + 2 * s; }
+static int64_t matmul_vec_in(int64_t s) { return 2 * s * s + s; }
+static int64_t batched_in(int64_t s) {
+    int64_t m = seed_batched_side(s);
+    return 2 * SEED_BATCH * m * m;
+}
+static int64_t matvec_in(int64_t s) { return s * s + s; }
+
+/* The multiply-adds of a contraction case at side s, times 2 (GFLOP/s). */
+static double case_flops(const bench_case *c, int64_t s) {
+    double m = (double)s;
+    if (!strcmp(c->name, "matvec")) return 2 * m * m;
+    if (!strcmp(c->name, "batched_matmul")) {
+        double b = (double)seed_batched_side(s);
+        return 2.0 * SEED_BATCH * b * b * b;
+    }
+    return 2 * m * m * m;
+}
 
 static double rel_diff(float got, float want) {
     if (isnan(got) && isnan(want)) return 0;
@@ -1634,8 +1707,8 @@ static void json_case(const options *o, const bench_case *c, const char *mode, c
            r->traffic, cache_kind(o));
     json_num("pct_of_stream_copy", copy_gbps > 0 ? 100 * r->gbps / copy_gbps : NAN, "%.2f");
     if (c->shape == SHAPE_MATMUL) {
-        double m = (double)o->matmul_n;
-        json_num("gflops", 2 * m * m * m / r->median_s / 1e9, "%.4f");
+        printf(",\"matmul_n\":%" PRId64, o->matmul_n);
+        json_num("gflops", case_flops(c, o->matmul_n) / r->median_s / 1e9, "%.4f");
     }
     if (!isnan(speedup)) json_num("speedup", speedup, "%.4f");
     printf(",\"check\":\"%s\"", check);
@@ -1661,8 +1734,7 @@ static void table_case(const bench_case *c, const options *o, const char *mode, 
     char pct[16], sp[16], gf[16];
     fmt_opt(pct, sizeof pct, copy_gbps > 0 ? 100 * r->gbps / copy_gbps : NAN, "%.1f%%");
     fmt_opt(sp, sizeof sp, speedup, "%.2fx");
-    double m = (double)o->matmul_n;
-    fmt_opt(gf, sizeof gf, c->shape == SHAPE_MATMUL ? 2 * m * m * m / r->median_s / 1e9 : NAN, "%.2f");
+    fmt_opt(gf, sizeof gf, c->shape == SHAPE_MATMUL ? case_flops(c, o->matmul_n) / r->median_s / 1e9 : NAN, "%.2f");
     printf("%-18s %-8s %7d %9.1f %9.2f %10.3f %8.2f %7s %8s %8s  %s\n", c->name, mode, r->kernels,
            (double)r->temp_bytes / 1e6, r->first_s * 1e3, r->median_s * 1e3, r->gbps, pct, sp, gf,
            check);
@@ -1688,12 +1760,21 @@ static int sweep_sizes(const options *o, int64_t *sizes) {
     return k;
 }
 
-/* Whether case c runs at size n of this run (in a sweep, matmul runs once
- * after it, and softmax_rows, 4096 rows, needs n >= 4096). */
+/* Whether case c runs at size n of this run (in a sweep, or with several
+ * --matmul-n sides, the contractions run after it, once per side; in a
+ * sweep the --samples cases once after it; and softmax_rows, 4096 rows,
+ * needs n >= 4096). */
 static bool runs_at(const options *o, const bench_case *c, int64_t n) {
+    if (c->shape == SHAPE_MATMUL && o->nmatmul > 1) return false;
     if (!o->sweep) return true;
     if (c->shape == SHAPE_MATMUL || c->shape == SHAPE_SAMPLES) return false;
     return c->shape != SHAPE_ROWS || n >= SOFTMAX_ROWS;
+}
+
+/* Whether case c runs after the sizes (see runs_at). */
+static bool runs_after(const options *o, const bench_case *c) {
+    if (c->shape == SHAPE_MATMUL) return o->sweep || o->nmatmul > 1;
+    return c->shape == SHAPE_SAMPLES && o->sweep;
 }
 
 static int prog_done, prog_total;
@@ -1717,7 +1798,8 @@ static void progress(const options *o, const char *what, int64_t n) {
     char nb[32];
     fmt_n(nb, sizeof nb, n);
     fprintf(stderr, PROG ": [%d/%d] %s %s: %s (%.0f s so far)\n", prog_done, prog_total,
-            n == o->matmul_n && strstr(what, "matmul") ? "side" : "n", nb, what, now_s() - prog_t0);
+            n == o->matmul_n && (strstr(what, "matmul") || strstr(what, "matvec")) ? "side" : "n", nb, what,
+            now_s() - prog_t0);
 }
 
 /* Writes the outputs of r to DIR/CASE.f32 (output k > 0: DIR/CASE.k.f32);
@@ -1836,8 +1918,8 @@ int main(int argc, char **argv) {
             if (o.selected[i] && runs_at(&o, &cases[i], sizes[si])) prog_total += modes;
     }
     for (int i = 0; i < NCASES; i++)
-        if (o.sweep && o.selected[i] && (cases[i].shape == SHAPE_MATMUL || cases[i].shape == SHAPE_SAMPLES))
-            matmul_after = true, prog_total += modes;
+        if (o.selected[i] && runs_after(&o, &cases[i]))
+            matmul_after = true, prog_total += modes * (cases[i].shape == SHAPE_MATMUL ? o.nmatmul : 1);
     if (o.overhead) prog_total++;
 
     char model[256];
@@ -1888,13 +1970,34 @@ int main(int argc, char **argv) {
         }
     }
     if (matmul_after) {
-        first_size = true; /* its own folders, not used by the sweep */
-        if (!o.json) printf("\n== matmul_zip_reduce (%" PRId64 " x %" PRId64 "), topk_rows and spca (%" PRId64
-                            " samples): %% copy against the last stream_copy\n\n", o.matmul_n, o.matmul_n,
-                            o.samples);
-        if (!o.json) table_header();
+        /* the contractions at each --matmul-n side (outputs saved at the
+           largest), then topk_rows and spca; % copy against the last copy */
+        for (int k = 0; k < o.nmatmul; k++) {
+            o.matmul_n = o.matmul_sides[k];
+            first_size = k == 0; /* their own folders, not used by the sweep */
+            bool any = false;
+            for (int i = 0; i < NCASES; i++) any = any || (o.selected[i] && cases[i].shape == SHAPE_MATMUL && runs_after(&o, &cases[i]));
+            if (!any) break;
+            if (!o.json) {
+                printf("\n== contractions at side %" PRId64 " (matmul_zip_reduce etc.; batched_matmul: %d x %" PRId64
+                       "^2): %% copy against the last stream_copy\n\n", o.matmul_n, SEED_BATCH,
+                       seed_batched_side(o.matmul_n));
+                table_header();
+            }
+            for (int i = 0; i < NCASES; i++)
+                if (o.selected[i] && cases[i].shape == SHAPE_MATMUL && runs_after(&o, &cases[i]) &&
+                    !run_one(&o, &cases[i], &copy, o.save_dir && k == o.nmatmul - 1))
+                    failed = 1;
+        }
+        first_size = true;
+        bool samples = false;
+        for (int i = 0; i < NCASES; i++) samples = samples || (o.selected[i] && cases[i].shape == SHAPE_SAMPLES && runs_after(&o, &cases[i]));
+        if (samples && !o.json) {
+            printf("\n== topk_rows and spca (%" PRId64 " samples): %% copy against the last stream_copy\n\n", o.samples);
+            table_header();
+        }
         for (int i = 0; i < NCASES; i++)
-            if (o.selected[i] && (cases[i].shape == SHAPE_MATMUL || cases[i].shape == SHAPE_SAMPLES) &&
+            if (o.selected[i] && cases[i].shape == SHAPE_SAMPLES && runs_after(&o, &cases[i]) &&
                 !run_one(&o, &cases[i], &copy, o.save_dir != NULL))
                 failed = 1;
     }
