@@ -166,7 +166,7 @@ typedef struct options {
     int threads;            /* --threads as given (0: all CPUs) */
     int nthreads;           /* threads actually used: threads or online CPUs */
     bool json;              /* --json */
-    bool use_memcpy;        /* --copy memcpy */
+    int copy;               /* --copy: the reference copy, a copy_kind (0 loop, 1 memcpy, 2 nt) */
     bool selected[NCASES];  /* --case */
     bool overhead;          /* "overhead" selected */
     const char *cache_dir;  /* --cache-dir DIR; NULL: fresh folders (or "default") */
@@ -197,7 +197,9 @@ static int usage(FILE *f) {
             "                   (default 256); a comma list (up to 8) runs them at each side,\n"
             "                   after the other cases\n"
             "  --samples S      rows of topk_rows and samples of spca (default 64000)\n"
-            "  --copy K         stream_copy kernel: loop (default, STREAM's) or memcpy\n"
+            "  --copy K         the stream_copy that %% copy is against: loop (default,\n"
+            "                   STREAM's), memcpy or nt (non-temporal stores); the loop and\n"
+            "                   the nt copy are measured at every n whatever K is\n"
             "  --cache-dir D    kernel disk cache of every context: a folder, or 'default'\n"
             "                   (the library's); without it each case and mode gets a fresh\n"
             "                   empty folder (removed at exit), so first_s is a cold compile\n"
@@ -400,9 +402,10 @@ static int parse_args(int argc, char **argv, options *o) {
             o->cache_default = !strcmp(val, "default");
             o->cache_dir = o->cache_default ? NULL : val;
         } else if (!strcmp(flag, "--copy")) {
-            if (!strcmp(val, "loop")) o->use_memcpy = false;
-            else if (!strcmp(val, "memcpy")) o->use_memcpy = true;
-            else return bad_flag("--copy: expected loop or memcpy, got '%s'", val);
+            if (!strcmp(val, "loop")) o->copy = 0;
+            else if (!strcmp(val, "memcpy")) o->copy = 1;
+            else if (!strcmp(val, "nt")) o->copy = 2;
+            else return bad_flag("--copy: expected loop, memcpy or nt, got '%s'", val);
         } else { /* --case */
             int rc = select_cases(o, val);
             if (rc) return rc;
@@ -525,139 +528,232 @@ static void cpu_model(char *buf, size_t cap) {
     fclose(f);
 }
 
-/* ---- STREAM-style copy on the host ----------------------------------------- */
+/* ---- a team of threads: the copies and the c_handfused references --------- */
 
-/* The copy kernel is STREAM's: a plain loop dst[i] = src[i], compiled with
- * ordinary stores as lazyfuse's own kernels are. benches/meson.build passes
- * -fno-tree-loop-distribute-patterns so GCC keeps it a loop instead of
- * calling memcpy (glibc's memcpy switches to non-temporal stores on large
+/* A job over [0, n): each of nthreads workers (the calling thread is worker
+ * 0) runs fn on its own static chunk, the w-th of nthreads near-equal
+ * ranges, so a job that first-touches memory puts each page with the thread
+ * that later works on it. Threads are made once and released by a barrier;
+ * only the work between the start and end barriers is timed. */
+typedef struct team team;
+typedef void (*team_fn)(const team *t, int64_t lo, int64_t hi);
+
+typedef struct team_arg {
+    team *t;
+    int index;
+} team_arg;
+
+struct team {
+    int nthreads;                    /* the team, the calling thread included */
+    pthread_t *tids;                 /* helper threads 1 .. nthreads-1 */
+    team_arg *args;                  /* their arguments */
+    pthread_mutex_t gate;            /* held while the team is formed */
+    pthread_barrier_t start, done;   /* around each job */
+    int64_t n;                       /* the range of the current job */
+    team_fn fn;                      /* the current job; NULL: quit */
+    void *arg;                       /* the job's data */
+};
+
+static void team_chunk(team *t, int w) {
+    int64_t T = t->nthreads, q = t->n / T, rem = t->n % T;
+    int64_t lo = q * w + (w < rem ? w : rem), hi = lo + q + (w < rem);
+    t->fn(t, lo, hi);
+}
+
+static void *team_worker(void *arg) {
+    team_arg *a = arg;
+    team *t = a->t;
+    /* wait until the team is complete and its barriers exist */
+    pthread_mutex_lock(&t->gate);
+    pthread_mutex_unlock(&t->gate);
+    for (;;) {
+        pthread_barrier_wait(&t->start);
+        if (!t->fn) return NULL;
+        team_chunk(t, a->index);
+        pthread_barrier_wait(&t->done);
+    }
+}
+
+/* Runs fn over [0, n) on every worker; returns the seconds between the
+ * start and the end barrier as the calling thread sees them. */
+static double team_run(team *t, team_fn fn, void *arg, int64_t n) {
+    t->fn = fn, t->arg = arg, t->n = n;
+    double t0 = now_s();
+    pthread_barrier_wait(&t->start);
+    team_chunk(t, 0);
+    pthread_barrier_wait(&t->done);
+    return now_s() - t0;
+}
+
+/* Forms a team of nthreads: fewer, with a message, if a thread cannot be
+ * made (the barriers are sized afterwards). False when out of memory. */
+static bool team_start(team *t, int nthreads, const char *what) {
+    memset(t, 0, sizeof *t);
+    t->tids = calloc((size_t)nthreads, sizeof *t->tids);
+    t->args = calloc((size_t)nthreads, sizeof *t->args);
+    if (!t->tids || !t->args) {
+        free(t->tids), free(t->args);
+        return false;
+    }
+    pthread_mutex_init(&t->gate, NULL);
+    pthread_mutex_lock(&t->gate);
+    int k = 1;
+    for (; k < nthreads; k++) {
+        t->args[k] = (team_arg){t, k};
+        int e = pthread_create(&t->tids[k], NULL, team_worker, &t->args[k]);
+        if (e) {
+            fprintf(stderr, PROG ": %s: pthread_create: %s; %d threads\n", what, strerror(e), k);
+            break;
+        }
+    }
+    t->nthreads = k;
+    pthread_barrier_init(&t->start, NULL, (unsigned)k);
+    pthread_barrier_init(&t->done, NULL, (unsigned)k);
+    pthread_mutex_unlock(&t->gate);
+    return true;
+}
+
+static void team_stop(team *t) {
+    t->fn = NULL;
+    pthread_barrier_wait(&t->start); /* the workers see no job and return */
+    for (int w = 1; w < t->nthreads; w++) pthread_join(t->tids[w], NULL);
+    pthread_barrier_destroy(&t->start);
+    pthread_barrier_destroy(&t->done);
+    pthread_mutex_destroy(&t->gate);
+    free(t->tids);
+    free(t->args);
+}
+
+/* ---- STREAM-style copies on the host ---------------------------------------- */
+
+/* The reference copy is STREAM's: a plain loop dst[i] = src[i], compiled
+ * with ordinary stores as lazyfuse's own kernels are. benches/meson.build
+ * passes -fno-tree-loop-distribute-patterns so GCC keeps it a loop instead
+ * of calling memcpy (glibc's memcpy switches to non-temporal stores on large
  * blocks, which skip the write-allocate read and report a higher figure than
- * STREAM's Copy). --copy memcpy measures that variant instead. */
+ * STREAM's Copy). --copy memcpy measures that variant instead, --copy nt the
+ * nt copy below. Whatever the reference, the loop and the nt copy are both
+ * measured at every n and reported on the stream_copy line. */
 static void copy_loop(float *restrict dst, const float *restrict src, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = src[i];
 }
 
-typedef enum pool_job { JOB_INIT, JOB_COPY, JOB_QUIT } pool_job;
-
-typedef struct copy_pool {
-    int nthreads;                    /* the team, the calling thread included */
-    pthread_t *tids;                 /* helper threads 1 .. nthreads-1 */
-    pthread_mutex_t gate;            /* held while the team is formed */
-    pthread_barrier_t start, done;   /* around each job */
-    float *src, *dst;                /* n floats each */
-    int64_t n;
-    bool use_memcpy;                 /* --copy memcpy */
-    pool_job job;                    /* what the next start barrier releases */
-} copy_pool;
-
-typedef struct pool_arg {
-    copy_pool *p;
-    int index;
-} pool_arg;
-
-/* Static chunks: worker w owns the w-th of nthreads near-equal ranges, for
- * init and copy alike, so each thread first touches the pages it copies. */
-static void do_chunk(copy_pool *p, int w) {
-    int64_t T = p->nthreads, q = p->n / T, rem = p->n % T;
-    int64_t lo = q * w + (w < rem ? w : rem), hi = lo + q + (w < rem);
-    if (p->job == JOB_INIT) {
-        for (int64_t i = lo; i < hi; i++) {
-            p->src[i] = (float)(i % 1000) * 0.001f;
-            p->dst[i] = 0;
-        }
-    } else if (p->use_memcpy)
-        memcpy(p->dst + lo, p->src + lo, (size_t)(hi - lo) * sizeof(float));
-    else
-        copy_loop(p->dst + lo, p->src + lo, hi - lo);
+/* The copy with non-temporal stores (_mm_stream_ps, SSE: every x86-64):
+ * the stores go to memory through write-combining buffers without reading
+ * the destination's lines first (no write-allocate), so it moves 2 x n x 4
+ * bytes where the loop moves 3 x n x 4: the limit for a kernel whose output
+ * is larger than the last-level cache and is stored with streaming stores.
+ * Below that size it is slower than the loop (the output leaves the cache).
+ * Elsewhere than x86-64 there is no such copy (nt_ok false). */
+#if defined(__x86_64__) || defined(__SSE__)
+#include <xmmintrin.h>
+#define HAVE_NT_COPY 1
+static void copy_nt(float *restrict dst, const float *restrict src, int64_t n) {
+    int64_t i = 0;
+    for (; i < n && ((uintptr_t)(dst + i) & 15); i++) dst[i] = src[i];
+    for (; i + 16 <= n; i += 16) { /* one 64-byte line per iteration */
+        __m128 a = _mm_loadu_ps(src + i), b = _mm_loadu_ps(src + i + 4);
+        __m128 c = _mm_loadu_ps(src + i + 8), d = _mm_loadu_ps(src + i + 12);
+        _mm_stream_ps(dst + i, a);
+        _mm_stream_ps(dst + i + 4, b);
+        _mm_stream_ps(dst + i + 8, c);
+        _mm_stream_ps(dst + i + 12, d);
+    }
+    for (; i < n; i++) dst[i] = src[i];
+    _mm_sfence(); /* the streamed lines are globally visible before the end barrier */
 }
+#else
+#define HAVE_NT_COPY 0
+#endif
 
-static void *pool_worker(void *arg) {
-    pool_arg *a = arg;
-    copy_pool *p = a->p;
-    /* wait until the team is complete and its barriers exist */
-    pthread_mutex_lock(&p->gate);
-    pthread_mutex_unlock(&p->gate);
-    for (;;) {
-        pthread_barrier_wait(&p->start);
-        if (p->job == JOB_QUIT) return NULL;
-        do_chunk(p, a->index);
-        pthread_barrier_wait(&p->done);
+typedef enum copy_kind { COPY_LOOP, COPY_MEMCPY, COPY_NT } copy_kind;
+static const char *const copy_names[] = {"loop", "memcpy", "nt"};
+
+typedef struct copy_job {
+    float *src, *dst;
+    copy_kind kind;
+} copy_job;
+
+static void copy_init_fn(const team *t, int64_t lo, int64_t hi) {
+    copy_job *j = t->arg;
+    for (int64_t i = lo; i < hi; i++) {
+        j->src[i] = (float)(i % 1000) * 0.001f;
+        j->dst[i] = 0;
     }
 }
 
-/* Runs one job on every worker; returns the seconds between the start and
- * the end barrier as the calling thread sees them. */
-static double pool_run(copy_pool *p, pool_job job) {
-    p->job = job;
-    double t0 = now_s();
-    pthread_barrier_wait(&p->start);
-    if (job == JOB_QUIT) return 0;
-    do_chunk(p, 0);
-    pthread_barrier_wait(&p->done);
-    return now_s() - t0;
+static void copy_fn(const team *t, int64_t lo, int64_t hi) {
+    copy_job *j = t->arg;
+    if (j->kind == COPY_MEMCPY) memcpy(j->dst + lo, j->src + lo, (size_t)(hi - lo) * sizeof(float));
+#if HAVE_NT_COPY
+    else if (j->kind == COPY_NT) copy_nt(j->dst + lo, j->src + lo, hi - lo);
+#endif
+    else copy_loop(j->dst + lo, j->src + lo, hi - lo);
 }
 
 typedef struct copy_result {
     bool ok;
-    double median_s, gbps;
+    double median_s, gbps;     /* the reference (--copy) */
     int reps;
     bool check_ok;
-    char what[64];   /* "loop, 2 threads" or the GPU's name */
+    char what[64];             /* "loop, 2 threads" or the GPU's name */
+    copy_kind kind;            /* the reference's kind (host) */
+    /* the other copies measured at the same n (host): the plain loop and
+       the non-temporal one (the reference's own figures when it is one) */
+    bool loop_ok, nt_ok;
+    double loop_gbps, nt_gbps, nt_median_s;
 } copy_result;
 
+/* Times copies of kind k (a warm-up, one to size the reps, then the reps);
+ * the median in *median_s, false when out of memory. */
+static bool time_copy(const options *o, team *tm, copy_job *j, copy_kind k, double *median_s, int *reps_out) {
+    j->kind = k;
+    team_run(tm, copy_fn, j, o->n); /* warm-up */
+    int reps = pick_reps(o, team_run(tm, copy_fn, j, o->n));
+    double *t = malloc((size_t)reps * sizeof *t);
+    if (!t) return false;
+    for (int r = 0; r < reps; r++) t[r] = team_run(tm, copy_fn, j, o->n);
+    *median_s = median(t, reps);
+    *reps_out = reps;
+    free(t);
+    return true;
+}
+
 static bool host_copy(const options *o, copy_result *r) {
-    copy_pool p = {.nthreads = o->nthreads, .n = o->n, .use_memcpy = o->use_memcpy};
-    p.src = malloc((size_t)o->n * sizeof(float));
-    p.dst = malloc((size_t)o->n * sizeof(float));
-    p.tids = calloc((size_t)o->nthreads, sizeof *p.tids);
-    pool_arg *args = calloc((size_t)o->nthreads, sizeof *args);
-    double *t = malloc(AUTO_REPS_MAX * sizeof *t);
-    if (!p.src || !p.dst || !p.tids || !args || !t) {
-        fprintf(stderr, PROG ": stream_copy: out of memory for 2 x %" PRId64 " floats\n", o->n);
-        free(p.src), free(p.dst), free(p.tids), free(args), free(t);
+    if (o->copy == COPY_NT && !HAVE_NT_COPY) {
+        fprintf(stderr, PROG ": stream_copy: --copy nt: no non-temporal store on this machine\n");
         return false;
     }
-    /* form the team behind the gate; if a thread cannot be made, the team is
-     * smaller (and says so), since the barriers are sized only afterwards */
-    pthread_mutex_init(&p.gate, NULL);
-    pthread_mutex_lock(&p.gate);
-    int team = 1;
-    for (; team < o->nthreads; team++) {
-        args[team] = (pool_arg){&p, team};
-        int e = pthread_create(&p.tids[team], NULL, pool_worker, &args[team]);
-        if (e) {
-            fprintf(stderr, PROG ": stream_copy: pthread_create: %s; %d threads\n", strerror(e), team);
-            break;
-        }
+    copy_job j = {malloc((size_t)o->n * sizeof(float)), malloc((size_t)o->n * sizeof(float)), COPY_LOOP};
+    team tm;
+    if (!j.src || !j.dst || !team_start(&tm, o->nthreads, "stream_copy")) {
+        fprintf(stderr, PROG ": stream_copy: out of memory for 2 x %" PRId64 " floats\n", o->n);
+        free(j.src), free(j.dst);
+        return false;
     }
-    p.nthreads = team;
-    pthread_barrier_init(&p.start, NULL, (unsigned)team);
-    pthread_barrier_init(&p.done, NULL, (unsigned)team);
-    pthread_mutex_unlock(&p.gate);
-
-    pool_run(&p, JOB_INIT);
-    pool_run(&p, JOB_COPY); /* warm-up */
-    int reps = pick_reps(o, pool_run(&p, JOB_COPY));
-    if (reps > AUTO_REPS_MAX) {
-        double *bigger = realloc(t, (size_t)reps * sizeof *t);
-        if (bigger) t = bigger;
-        else reps = AUTO_REPS_MAX;
+    double bytes = 2.0 * (double)o->n * sizeof(float);
+    team_run(&tm, copy_init_fn, &j, o->n);
+    r->kind = o->copy;
+    bool ok = time_copy(o, &tm, &j, o->copy, &r->median_s, &r->reps);
+    if (ok) {
+        r->gbps = bytes / r->median_s / 1e9;
+        r->check_ok = memcmp(j.src, j.dst, (size_t)o->n * sizeof(float)) == 0;
+        snprintf(r->what, sizeof r->what, "%s, %d thread%s", copy_names[o->copy], tm.nthreads,
+                 tm.nthreads == 1 ? "" : "s");
     }
-    for (int k = 0; k < reps; k++) t[k] = pool_run(&p, JOB_COPY);
-    r->reps = reps;
-    r->median_s = median(t, reps);
-    r->gbps = 2.0 * (double)o->n * sizeof(float) / r->median_s / 1e9;
-    r->check_ok = memcmp(p.src, p.dst, (size_t)o->n * sizeof(float)) == 0;
-    snprintf(r->what, sizeof r->what, "%s, %d thread%s", o->use_memcpy ? "memcpy" : "loop", team,
-             team == 1 ? "" : "s");
-
-    pool_run(&p, JOB_QUIT);
-    for (int w = 1; w < team; w++) pthread_join(p.tids[w], NULL);
-    pthread_barrier_destroy(&p.start);
-    pthread_barrier_destroy(&p.done);
-    pthread_mutex_destroy(&p.gate);
-    free(p.src), free(p.dst), free(p.tids), free(args), free(t);
-    return true;
+    int reps;
+    double med;
+    if (ok && o->copy == COPY_LOOP) r->loop_ok = true, r->loop_gbps = r->gbps;
+    else if (ok && time_copy(o, &tm, &j, COPY_LOOP, &med, &reps)) r->loop_ok = true, r->loop_gbps = bytes / med / 1e9;
+    if (ok && o->copy == COPY_NT) r->nt_ok = true, r->nt_gbps = r->gbps, r->nt_median_s = r->median_s;
+    else if (ok && HAVE_NT_COPY && time_copy(o, &tm, &j, COPY_NT, &med, &reps)) {
+        r->nt_ok = true, r->nt_median_s = med, r->nt_gbps = bytes / med / 1e9;
+        if (memcmp(j.src, j.dst, (size_t)o->n * sizeof(float)) != 0) r->check_ok = false;
+    }
+    team_stop(&tm);
+    free(j.src), free(j.dst);
+    if (!ok) fprintf(stderr, PROG ": stream_copy: out of memory\n");
+    return ok;
 }
 
 /* ---- STREAM-style copy on a CUDA device -------------------------------------
@@ -810,6 +906,12 @@ typedef struct run_result {
                                         mismatch, 0 not made */
     double ref_diff;                 /* its largest relative difference */
     char saved[4200];                /* --save-outputs: the file written, else "" */
+    struct {                         /* the c_handfused reference (fused mode), if ran */
+        bool ran, check_ok;
+        double median_s, lf_median_s;  /* its median, lazyfuse's in the same (interleaved) reps */
+        double diff;                   /* largest relative difference from lazyfuse fused's output */
+        int reps, threads;
+    } hand;
 } run_result;
 
 static void run_result_free(run_result *r) {
@@ -1084,6 +1186,117 @@ static bool run_inplace_axpy(const options *o, const bench_case *c, bool fused, 
     return ok;
 }
 
+/* ---- c_handfused: the hand-written references (handfused.c) -----------------
+ * For gaussian_pdf, polar_distance, hypot, softmax_rows and layer_norm, in
+ * the fused mode on the CPU backend: handfused.c's one-pass C loop on the
+ * same inputs, split over --threads threads as stream_copy is (a team made
+ * once, static chunks of the elements or rows), timed in the same
+ * repetitions as lazyfuse's eval, interleaved (each first in turn), so both
+ * medians share the machine's noise. Its output is checked against
+ * lazyfuse's fused output at the peers' tolerance (HANDFUSED_TOL). Reported
+ * as mode "c_handfused" (table row and JSON line) with lazyfuse_speedup =
+ * its median over lazyfuse fused's (above 1: lazyfuse is faster). */
+#define HANDFUSED_TOL 1e-3 /* as benches/peers/common.py's PEER_TOL: another math library's rounding */
+
+typedef struct hf_input {
+    uint32_t seed;     /* seed_fill_f32's */
+    float lo, hi;
+    bool row_vector;   /* one value per column (gamma, beta), not the main input's shape */
+} hf_input;
+
+/* The inputs of tools/seed_examples.c's builders, in their order; a drift
+ * shows as a MISMATCH of the c_handfused check. */
+static const struct {
+    const char *name;
+    hf_input in[4];
+} hf_inputs[] = {
+    {"gaussian_pdf", {{1, -3, 3, false}}},
+    {"polar_distance", {{2, 0.5f, 1.5f, false}, {3, -3.14159f, 3.14159f, false}, {4, 0.5f, 1.5f, false},
+                        {5, -3.14159f, 3.14159f, false}}},
+    {"hypot", {{6, -10, 10, false}, {7, -10, 10, false}}},
+    {"softmax_rows", {{9, -4, 4, false}}},
+    {"layer_norm", {{SEED_LAYER_NORM_X, SEED_LAYER_NORM_X_LO, SEED_LAYER_NORM_X_HI, false},
+                    {SEED_LAYER_NORM_GAMMA, 0.5f, 1.5f, true}, {SEED_LAYER_NORM_BETA, -1, 1, true}}},
+};
+
+#ifdef LF_BENCH_HANDFUSED
+static void hf_team_fn(const team *t, int64_t lo, int64_t hi) {
+    const hf_case *hc = ((const void *const *)t->arg)[0];
+    const hf_args *a = ((const void *const *)t->arg)[1];
+    hc->run(a, lo, hi);
+}
+#endif
+
+/* Runs case c's reference beside lazyfuse's eval of (g, outs, dst), after
+ * run_case's timed evals (r holds their results, host[0] the output);
+ * fills r->hand. cols: the row length (row cases); numel: the main input's
+ * element count. Nothing when the case has no reference. */
+static void run_handfused(const options *o, const bench_case *c, lf_graph *g, int nout, lf_node *const *outs,
+                          lf_buffer *const *dst, int64_t numel, int64_t cols, run_result *r) {
+    int k = -1;
+    for (size_t i = 0; i < sizeof hf_inputs / sizeof hf_inputs[0]; i++)
+        if (!strcmp(hf_inputs[i].name, c->name)) k = (int)i;
+    if (k < 0 || o->backend != LF_BACKEND_CPU) return;
+#ifndef LF_BENCH_HANDFUSED
+    (void)g, (void)nout, (void)outs, (void)dst, (void)numel, (void)cols, (void)r;
+    static bool said;
+    if (!said) fprintf(stderr, PROG ": c_handfused: not built (benches/meson.build found no libmvec or the "
+                               "compiler lacks -march=native / -fopenmp-simd)\n");
+    said = true;
+#else
+    const hf_case *hc = hf_find(c->name);
+    if (!hc || !r->host[0] || r->dtype[0] != LF_F32) return;
+    hf_args a = {.cols = cols};
+    float *in[4] = {NULL};
+    bool ok = (a.out = malloc((size_t)(numel ? numel : 1) * sizeof(float))) != NULL;
+    for (int i = 0; ok && i < hc->ninputs; i++) {
+        const hf_input *s = &hf_inputs[k].in[i];
+        int64_t len = s->row_vector ? cols : numel;
+        ok = (in[i] = malloc((size_t)(len ? len : 1) * sizeof(float))) != NULL;
+        if (ok) seed_fill_f32(in[i], len, s->lo, s->hi, s->seed);
+        a.in[i] = in[i];
+    }
+    team tm;
+    double *t = ok ? malloc(2 * (size_t)r->reps * sizeof *t) : NULL;
+    ok = t && team_start(&tm, o->nthreads, "c_handfused");
+    if (ok) {
+        const void *job[2] = {hc, &a};
+        int64_t range = hc->rows ? numel / (cols ? cols : 1) : numel;
+        /* first touch of the output by the team, and a warm-up */
+        team_run(&tm, hf_team_fn, (void *)job, range);
+        for (int rep = 0; ok && rep < r->reps; rep++)
+            for (int j = 0; ok && j < 2; j++) { /* each first in turn */
+                int path = (j + rep) % 2;
+                if (path) {
+                    t[r->reps + rep] = team_run(&tm, hf_team_fn, (void *)job, range);
+                } else {
+                    double t0 = now_s();
+                    ok = lf_eval(g, nout, outs, dst) == LF_OK;
+                    t[rep] = now_s() - t0;
+                }
+            }
+        team_stop(&tm);
+    }
+    if (ok) {
+        r->hand.ran = true;
+        r->hand.lf_median_s = median(t, r->reps);
+        r->hand.median_s = median(t + r->reps, r->reps);
+        r->hand.reps = r->reps;
+        r->hand.threads = o->nthreads;
+        r->hand.diff = max_rel_diff(a.out, r->host[0], LF_F32, numel);
+        r->hand.check_ok = r->hand.diff <= HANDFUSED_TOL;
+        if (!r->hand.check_ok)
+            fprintf(stderr, PROG ": warning: %s: c_handfused differs from lazyfuse fused by %.3g (relative) > %g\n",
+                    c->name, r->hand.diff, HANDFUSED_TOL);
+    } else
+        fprintf(stderr, PROG ": %s: c_handfused: out of memory or eval failed: %s\n", c->name,
+                lf_errmsg(NULL));
+    free(t);
+    for (int i = 0; i < 4; i++) free(in[i]);
+    free(a.out);
+#endif
+}
+
 static bool run_case(const options *o, const bench_case *c, bool fused, run_result *r) {
     if (!strcmp(c->name, "e2e_gaussian")) return run_e2e_gaussian(o, c, fused, r);
     memset(r, 0, sizeof *r);
@@ -1180,6 +1393,7 @@ static bool run_case(const options *o, const bench_case *c, bool fused, run_resu
                         "moves %zu\n", c->name, r->traffic, st.bytes_read + st.bytes_written);
     r->gbps = (double)r->traffic / r->median_s / 1e9;
     r->ok = true;
+    if (fused) run_handfused(o, c, g, nout, outs, dst, main_numel, c->shape == SHAPE_ROWS ? size : 0, r);
     lf_ctx_destroy(ctx);
     return true;
 }
@@ -1695,7 +1909,7 @@ static const char *own_case_what(const bench_case *c) {
 static const char *backend_str(const options *o) { return o->backend == LF_BACKEND_CUDA ? "cuda" : "cpu"; }
 
 static void json_case(const options *o, const bench_case *c, const char *mode, const run_result *r,
-                      const char *check, double diff, double speedup, double copy_gbps) {
+                      const char *check, double diff, double speedup, double copy_gbps, double nt_gbps) {
     printf("{\"case\":\"%s\",\"backend\":\"%s\",\"mode\":\"%s\",\"n\":%" PRId64, c->name,
            backend_str(o), mode, r->n);
     json_num("median_s", r->median_s, "%.9g");
@@ -1706,6 +1920,7 @@ static void json_case(const options *o, const bench_case *c, const char *mode, c
     printf(",\"reps\":%d,\"threads\":%d,\"bytes\":%zu,\"cache\":\"%s\"", r->reps, o->nthreads,
            r->traffic, cache_kind(o));
     json_num("pct_of_stream_copy", copy_gbps > 0 ? 100 * r->gbps / copy_gbps : NAN, "%.2f");
+    if (nt_gbps > 0) json_num("pct_of_nt_copy", 100 * r->gbps / nt_gbps, "%.2f");
     if (c->shape == SHAPE_MATMUL) {
         printf(",\"matmul_n\":%" PRId64, o->matmul_n);
         json_num("gflops", case_flops(c, o->matmul_n) / r->median_s / 1e9, "%.4f");
@@ -1724,6 +1939,29 @@ static void json_case(const options *o, const bench_case *c, const char *mode, c
     printf("}\n");
 }
 
+/* The c_handfused line of case c (r: lazyfuse fused's result, r->hand ran). */
+static void json_hand(const options *o, const bench_case *c, const run_result *r, double copy_gbps,
+                      double nt_gbps) {
+    double gbps = (double)r->traffic / r->hand.median_s / 1e9;
+    printf("{\"case\":\"%s\",\"backend\":\"%s\",\"mode\":\"c_handfused\",\"n\":%" PRId64, c->name,
+           backend_str(o), r->n);
+    json_num("median_s", r->hand.median_s, "%.9g");
+    json_num("gbps", gbps, "%.4f");
+    printf(",\"kernels\":1,\"temp_bytes\":0,\"reps\":%d,\"threads\":%d,\"bytes\":%zu", r->hand.reps,
+           r->hand.threads, r->traffic);
+    json_num("pct_of_stream_copy", copy_gbps > 0 ? 100 * gbps / copy_gbps : NAN, "%.2f");
+    if (nt_gbps > 0) json_num("pct_of_nt_copy", 100 * gbps / nt_gbps, "%.2f");
+    json_num("lazyfuse_median_s", r->hand.lf_median_s, "%.9g");
+    json_num("lazyfuse_speedup", r->hand.median_s / r->hand.lf_median_s, "%.4f");
+    printf(",\"check\":\"%s\"", r->hand.check_ok ? "ok" : "MISMATCH");
+    json_num("max_rel_diff", r->hand.diff, "%.3g");
+#ifdef LF_BENCH_HANDFUSED
+    printf(",\"compiled\":");
+    json_str(hf_compiled_with);
+#endif
+    printf("}\n");
+}
+
 static void fmt_opt(char *buf, size_t cap, double v, const char *fmt) {
     if (isfinite(v)) snprintf(buf, cap, fmt, v);
     else snprintf(buf, cap, "-");
@@ -1735,13 +1973,24 @@ static void table_case(const bench_case *c, const options *o, const char *mode, 
     fmt_opt(pct, sizeof pct, copy_gbps > 0 ? 100 * r->gbps / copy_gbps : NAN, "%.1f%%");
     fmt_opt(sp, sizeof sp, speedup, "%.2fx");
     fmt_opt(gf, sizeof gf, c->shape == SHAPE_MATMUL ? case_flops(c, o->matmul_n) / r->median_s / 1e9 : NAN, "%.2f");
-    printf("%-18s %-8s %7d %9.1f %9.2f %10.3f %8.2f %7s %8s %8s  %s\n", c->name, mode, r->kernels,
+    printf("%-18s %-11s %7d %9.1f %9.2f %10.3f %8.2f %7s %8s %8s  %s\n", c->name, mode, r->kernels,
            (double)r->temp_bytes / 1e6, r->first_s * 1e3, r->median_s * 1e3, r->gbps, pct, sp, gf,
            check);
 }
 
+/* The c_handfused row: its median, GB/s and % copy; under speedup its
+ * median over lazyfuse fused's in the same interleaved reps. */
+static void table_hand(const bench_case *c, const run_result *r, double copy_gbps) {
+    double gbps = (double)r->traffic / r->hand.median_s / 1e9;
+    char pct[16], sp[16];
+    fmt_opt(pct, sizeof pct, copy_gbps > 0 ? 100 * gbps / copy_gbps : NAN, "%.1f%%");
+    fmt_opt(sp, sizeof sp, r->hand.median_s / r->hand.lf_median_s, "%.2fx");
+    printf("%-18s %-11s %7s %9s %9s %10.3f %8.2f %7s %8s %8s  %s\n", c->name, "c_handfused", "-", "-", "-",
+           r->hand.median_s * 1e3, gbps, pct, sp, "-", r->hand.check_ok ? "ok" : "MISMATCH");
+}
+
 static void table_header(void) {
-    printf("%-18s %-8s %7s %9s %9s %10s %8s %7s %8s %8s  %s\n", "case", "mode", "kernels", "temp MB",
+    printf("%-18s %-11s %7s %9s %9s %10s %8s %7s %8s %8s  %s\n", "case", "mode", "kernels", "temp MB",
            "first ms", "median ms", "GB/s", "% copy", "speedup", "GFLOP/s", "check");
 }
 
@@ -1853,13 +2102,18 @@ static bool run_one(const options *o, const bench_case *c, const copy_result *co
         if (r && !save_outputs(o, c, r)) ok = false;
     }
     double speedup = f.ok && u.ok ? u.median_s / f.median_s : NAN;
-    double cg = copy->ok ? copy->gbps : 0;
+    double cg = copy->ok ? copy->gbps : 0, nt = copy->ok && copy->nt_ok ? copy->nt_gbps : 0;
     if (f.ok) {
-        if (o->json) json_case(o, c, "fused", &f, check, diff, speedup, cg);
+        if (o->json) json_case(o, c, "fused", &f, check, diff, speedup, cg, nt);
         else table_case(c, o, "fused", &f, check, speedup, cg);
     }
+    if (f.ok && f.hand.ran) {
+        if (o->json) json_hand(o, c, &f, cg, nt);
+        else table_hand(c, &f, cg);
+        if (!f.hand.check_ok) ok = false;
+    }
     if (u.ok) {
-        if (o->json) json_case(o, c, "unfused", &u, check, diff, NAN, cg);
+        if (o->json) json_case(o, c, "unfused", &u, check, diff, NAN, cg, nt);
         else table_case(c, o, "unfused", &u, check, NAN, cg);
     }
     fflush(stdout);
@@ -1881,18 +2135,28 @@ static bool run_copy(const options *o, copy_result *copy) {
             fprintf(stderr, PROG ": warning: stream_copy destination differs from its source\n");
             ok = false;
         }
-        fprintf(info, "stream_copy (%s): %.2f GB/s (median of %d, %.1f MiB copied each)\n", copy->what,
+        fprintf(info, "stream_copy (%s): %.2f GB/s (median of %d, %.1f MiB copied each)", copy->what,
                 copy->gbps, copy->reps, (double)o->n * sizeof(float) / 1048576.0);
+        if (copy->kind != COPY_LOOP && copy->loop_ok) fprintf(info, "; loop %.2f GB/s", copy->loop_gbps);
+        if (copy->kind != COPY_NT && copy->nt_ok)
+            fprintf(info, "; nt (non-temporal stores) %.2f GB/s, %.2fx the loop", copy->nt_gbps,
+                    copy->loop_ok ? copy->nt_gbps / copy->loop_gbps : NAN);
+        fprintf(info, "\n");
         if (o->json) {
             printf("{\"case\":\"stream_copy\",\"backend\":\"%s\",\"mode\":\"reference\",\"n\":%" PRId64,
                    backend_str(o), o->n);
             json_num("median_s", copy->median_s, "%.9g");
             json_num("gbps", copy->gbps, "%.4f");
+            if (copy->loop_ok) json_num("loop_gbps", copy->loop_gbps, "%.4f");
+            if (copy->nt_ok) {
+                json_num("nt_gbps", copy->nt_gbps, "%.4f");
+                json_num("nt_median_s", copy->nt_median_s, "%.9g");
+            }
             printf(",\"kernels\":1,\"temp_bytes\":0,\"reps\":%d,\"threads\":%d,\"bytes\":%.0f,"
                    "\"copy\":\"%s\",\"check\":\"%s\"}\n",
                    copy->reps, o->backend == LF_BACKEND_CUDA ? 0 : o->nthreads,
                    2.0 * (double)o->n * sizeof(float),
-                   o->backend == LF_BACKEND_CUDA ? "cuMemcpyDtoD" : o->use_memcpy ? "memcpy" : "loop",
+                   o->backend == LF_BACKEND_CUDA ? "cuMemcpyDtoD" : copy_names[copy->kind],
                    copy->check_ok ? "ok" : "MISMATCH");
             fflush(stdout);
         }
@@ -2033,6 +2297,10 @@ int main(int argc, char **argv) {
     if (!o.json && o.run_fused && o.run_unfused)
         printf("\nGB/s counts graph inputs and outputs only; %% copy is GB/s over stream_copy; "
                "speedup is unfused over fused median.\n");
+    if (!o.json && o.run_fused)
+        printf("c_handfused: a hand-written one-pass C loop (benches/handfused.c, -O3 -march=native, libmvec) "
+               "on %d threads; its speedup column is its median over lazyfuse fused's, timed interleaved "
+               "(above 1x lazyfuse is faster).\n", o.nthreads);
     if (o.sweep || o.json) fprintf(stderr, PROG ": done in %.0f s\n", now_s() - prog_t0);
     cache_root_remove();
     return failed;
