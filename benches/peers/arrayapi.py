@@ -66,6 +66,33 @@ def matmul_zip_reduce(xp, a, b, out=None):
     return xp.sum(a[:, :, None] * b[None, :, :], axis=1)
 
 
+def layer_norm(xp, x, gamma, beta, out=None):
+    mean = xp.mean(x, axis=1, keepdims=True)
+    xc = x - mean
+    var = xp.mean(xc * xc, axis=1, keepdims=True)
+    return _last(xp, xp.add, (xc / xp.sqrt(var + 1e-5) * gamma, beta), out)
+
+
+# issue 16's contractions, written as the zip-reduce (the broadcast product
+# is a real array here; numpy_blas writes them with A @ B)
+
+def matmul_bias_relu(xp, a, b, bias, out=None):
+    c = xp.sum(a[:, :, None] * b[None, :, :], axis=1)
+    return _last(xp, xp.maximum, (c + bias, 0.0), out)
+
+
+def matmul_scaled(xp, a, b, s, out=None):
+    return xp.sum((a * s[:, None])[:, :, None] * b[None, :, :], axis=1)
+
+
+def batched_matmul(xp, a, b, out=None):
+    return xp.sum(a[:, :, :, None] * b[:, None, :, :], axis=2)
+
+
+def matvec(xp, a, x, out=None):
+    return xp.sum(a * x[None, :], axis=1)
+
+
 def cumsum(xp, x, out=None):
     # accumulated in float64 and rounded to float32, as lazyfuse defines its
     # scans (NumPy's float32 accumulator drifts past the checking tolerance

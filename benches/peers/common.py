@@ -25,6 +25,7 @@ AUTO_REPS_SECONDS = 0.5
 AUTO_REPS_MIN = 5
 AUTO_REPS_MAX = 200
 SOFTMAX_ROWS = 4096
+BATCH = 8            # batched_matmul: BATCH products of side matmul_n // 2 (seed_examples.h)
 
 
 # ---- inputs: tools/seed_examples.c's input_f32 --------------------------------
@@ -114,7 +115,9 @@ def index_input(count, perm, rng, seed, dtype):
 class Case:
     """One lazyfuse-bench case: its inputs (shape from the size) and the
     tolerance of lazyfuse-bench's own fused/unfused check. An input spec is
-    (seed, lo, hi) for tools/seed_examples.c's input_f32, or ('perm', seed,
+    (seed, lo, hi) for tools/seed_examples.c's input_f32, (seed, lo, hi,
+    'vec') for one of the last extent's length (layer_norm's gamma and beta,
+    a matmul's bias, row scale or vector), or ('perm', seed,
     dtype) / ('index', seed, dtype) for its input_index (a permutation of the
     whole input, or uniform in 0..last extent-1). check: 'values' compares
     with lazyfuse's output (common.max_rel_diff; exact for integers), 'moments'
@@ -126,7 +129,7 @@ class Case:
         self.name = name
         self.reports_n = reports_n     # lazyfuse-bench reports --n, not the element count
         self.input_specs = inputs      # [(seed, lo, hi)] or [('perm' | 'index', seed, dtype)]
-        self.shape = shape             # 'elem', 'rows' or 'matmul'
+        self.shape = shape             # 'elem', 'rows', 'matmul', 'batched' or 'samples'
         self.tol = tol
         self.reduction = reduction     # output is not elementwise
         self.out_dtype = np.dtype(out_dtype)
@@ -145,13 +148,16 @@ class Case:
             return (SOFTMAX_ROWS, max(1, n // SOFTMAX_ROWS))
         if self.shape == 'matmul':
             return (matmul_n, matmul_n)
+        if self.shape == 'batched':
+            m = max(1, matmul_n // 2)
+            return (BATCH, m, m)
         if self.shape == 'samples':
             return (n, SPCA_P)
         return (n,)
 
     def reported_n(self, n, matmul_n):
         """The "n" lazyfuse-bench reports for this case."""
-        if self.shape == 'matmul':
+        if self.shape in ('matmul', 'batched'):
             return matmul_n
         if self.reports_n:
             return n
@@ -167,6 +173,9 @@ class Case:
             if spec[0] in ('perm', 'index'):
                 kind, seed, dtype = spec
                 made.append(index_input(count, kind == 'perm', d[-1], seed, dtype).reshape(d))
+            elif len(spec) == 4 and spec[3] == 'vec':
+                seed, lo, hi, _ = spec
+                made.append(lcg_f32(d[-1], lo, hi, seed))
             else:
                 seed, lo, hi = spec
                 made.append(lcg_f32(count, lo, hi, seed).reshape(d))
@@ -181,7 +190,31 @@ class Case:
             return (n, SPCA_K)
         if self.fixed_out_shape is not None:
             return self.fixed_out_shape
+        if self.name == 'matvec':
+            return (matmul_n,)
         return self.dims(n, matmul_n)
+
+    def flops(self, matmul_n):
+        """2 x the multiply-adds of a contraction case (GFLOP/s), else None."""
+        m = matmul_n
+        if self.name == 'matvec':
+            return 2.0 * m * m
+        if self.shape == 'batched':
+            b = max(1, m // 2)
+            return 2.0 * BATCH * b ** 3
+        if self.shape == 'matmul':
+            return 2.0 * m ** 3
+        return None
+
+    def product_bytes(self, matmul_n):
+        """Bytes of the broadcast product a literal zip-reduce materializes
+        (NumPy's A[:, :, None] * B[None]), else 0."""
+        if self.shape == 'batched':
+            b = max(1, matmul_n // 2)
+            return BATCH * b ** 3 * 4
+        if self.shape == 'matmul' and self.name != 'matvec':
+            return matmul_n ** 3 * 4
+        return 0
 
     def out_bytes(self, n, matmul_n):
         return int(np.prod(self.out_shape(n, matmul_n), dtype=np.int64)) * self.out_dtype.itemsize
@@ -262,7 +295,15 @@ CASES = [
          compare=topk_compare),
     Case('spca', [], 'samples', 1e-3, reduction=True, reports_n=True, make=spca_inputs,
          compare=spca_compare),
+    # issue 16 (seed_examples.h's seeds): a row case and the contractions,
+    # whose side is lazyfuse-bench's --matmul-n
+    Case('layer_norm', [(67, -4, 4), (71, 0.5, 1.5, 'vec'), (73, -1, 1, 'vec')], 'rows', 1e-4, reduction=True),
+    Case('matmul_bias_relu', [(10, -1, 1), (11, -1, 1), (79, -1, 1, 'vec')], 'matmul', 1e-3, reduction=True),
+    Case('matmul_scaled', [(10, -1, 1), (11, -1, 1), (83, 0.5, 1.5, 'vec')], 'matmul', 1e-3, reduction=True),
+    Case('batched_matmul', [(10, -1, 1), (11, -1, 1)], 'batched', 1e-3, reduction=True),
+    Case('matvec', [(10, -1, 1), (89, -1, 1, 'vec')], 'matmul', 1e-3, reduction=True),
 ]
+MATMUL_CASES = [c.name for c in CASES if c.shape in ('matmul', 'batched')]
 CASE_BY_NAME = {c.name: c for c in CASES}
 
 # chain8 / chain32 (seed_examples.c chain_ops): per round, in float32,

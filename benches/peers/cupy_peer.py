@@ -7,7 +7,7 @@
 Inputs live on the device before timing; time is from CUDA events."""
 import arrayapi
 from base import Peer, SkipPeer, cuda_event_timer
-from common import CHAIN_MUL, CHAIN_ROUNDS, CHAIN_SUB, F32, NotApplicable, chain_adds
+from common import CHAIN_MUL, CHAIN_ROUNDS, CHAIN_SUB, F32, MATMUL_CASES, NotApplicable, chain_adds
 
 
 def load_cupy():
@@ -101,7 +101,7 @@ class CupyFuse(CupyBase):
 
     def prepare(self, case, inputs, n, matmul_n):
         cp = self.cp
-        if case.name in ('softmax_rows', 'matmul_zip_reduce'):
+        if case.name in ('softmax_rows', 'layer_norm') or case.name in MATMUL_CASES:
             raise NotApplicable('cupy.fuse allows one reduction, at the end, without keepdims')
         fn = arrayapi.for_case(case.name)
         d = self.device_inputs(inputs)

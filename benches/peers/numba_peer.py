@@ -196,6 +196,70 @@ def build_njit(numba):
                 for kk in range(nk):
                     out[i, kk] += aij * b[j, kk]
 
+    @njit(parallel=True)
+    def layer_norm(x, gamma, beta, out):
+        rows, cols = x.shape
+        for r in prange(rows):
+            s = 0.0
+            for j in range(cols):
+                s += x[r, j]
+            mean = np.float32(s / cols)
+            q = 0.0
+            for j in range(cols):
+                c = x[r, j] - mean
+                q += c * c
+            d = np.float32(math.sqrt(np.float32(q / cols) + np.float32(1e-5)))
+            for j in range(cols):
+                out[r, j] = (x[r, j] - mean) / d * gamma[j] + beta[j]
+
+    @njit(parallel=True)
+    def matmul_bias_relu(a, b, bias, out):
+        ni, nj = a.shape
+        nk = b.shape[1]
+        for i in prange(ni):
+            for kk in range(nk):
+                out[i, kk] = 0
+            for j in range(nj):
+                aij = a[i, j]
+                for kk in range(nk):
+                    out[i, kk] += aij * b[j, kk]
+            for kk in range(nk):
+                out[i, kk] = max(out[i, kk] + bias[kk], np.float32(0))
+
+    @njit(parallel=True)
+    def matmul_scaled(a, b, s, out):
+        ni, nj = a.shape
+        nk = b.shape[1]
+        for i in prange(ni):
+            for kk in range(nk):
+                out[i, kk] = 0
+            for j in range(nj):
+                aij = a[i, j] * s[i]
+                for kk in range(nk):
+                    out[i, kk] += aij * b[j, kk]
+
+    @njit(parallel=True)
+    def batched_matmul(a, b, out):
+        nb, ni, nj = a.shape
+        nk = b.shape[2]
+        for q in prange(nb * ni):
+            p, i = q // ni, q % ni
+            for kk in range(nk):
+                out[p, i, kk] = 0
+            for j in range(nj):
+                aij = a[p, i, j]
+                for kk in range(nk):
+                    out[p, i, kk] += aij * b[p, j, kk]
+
+    @njit(parallel=True)
+    def matvec(a, x, out):
+        ni, nj = a.shape
+        for i in prange(ni):
+            acc = 0.0
+            for j in range(nj):
+                acc += a[i, j] * x[j]
+            out[i] = acc
+
     @njit
     def cumsum(x, out):
         # a scan is sequential; a double accumulator gives lazyfuse's results
@@ -268,7 +332,9 @@ def build_njit(numba):
             'random_fill': random_fill, 'random_fused': random_fused,
             'gaussian_pdf': gaussian_pdf, 'polar_distance': polar_distance, 'hypot': hypot,
             'triad': triad, 'chain8': chain8, 'chain32': chain32, 'sum_of_squares': sum_of_squares,
-            'softmax_rows': softmax_rows, 'matmul_zip_reduce': matmul_zip_reduce}
+            'softmax_rows': softmax_rows, 'matmul_zip_reduce': matmul_zip_reduce,
+            'layer_norm': layer_norm, 'matmul_bias_relu': matmul_bias_relu, 'matmul_scaled': matmul_scaled,
+            'batched_matmul': batched_matmul, 'matvec': matvec}
 
 
 class NumbaNjit(Peer):

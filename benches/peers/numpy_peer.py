@@ -1,12 +1,19 @@
 """NumPy, unfused: every op a separate pass that allocates its result (the
 temporaries a NumPy user pays for); the last op writes into a preallocated
-output with out=. numpy_blas: matmul only, A @ B through the BLAS NumPy is
-linked with (a different algorithm from the zip-reduce, shown for scale)."""
+output with out=. numpy_blas: the contraction cases only, A @ B through the
+BLAS NumPy is linked with (a different algorithm from the zip-reduce, shown
+for scale), with the other cases' elementwise prologue or epilogue as NumPy
+passes of their own."""
 import os
 
 import arrayapi
 from base import Peer, SkipPeer
-from common import SPCA_K, NotApplicable
+from common import MATMUL_CASES, SPCA_K, NotApplicable
+
+# The literal zip-reduce materializes the I x J x K product: above this many
+# bytes (a side of 512 is 512 MiB; 1024 would be 4 GiB) the numpy peer says
+# n/a rather than exhaust a shared machine's memory.
+PRODUCT_MAX_BYTES = 1 << 30
 
 # lazyfuse-bench's seeds (tools/seed_examples.c)
 RANDOM_SEED = {'random_fused': 20140101, 'random_fill': 42}
@@ -33,7 +40,10 @@ class NumPy(Peer):
         if case.name in SORTS:
             return SORTS[case.name](np, *inputs)
         fn = arrayapi.for_case(case.name)
-        if case.name in ('sum_of_squares', 'matmul_zip_reduce', 'gather_rows', 'histogram'):
+        if case.product_bytes(matmul_n) > PRODUCT_MAX_BYTES:
+            raise NotApplicable(f'the zip-reduce product would be {case.product_bytes(matmul_n) / 2**30:.0f} GiB '
+                                f'(over {PRODUCT_MAX_BYTES >> 30} GiB)')
+        if case.name in ('sum_of_squares', 'gather_rows', 'histogram') or case.name in MATMUL_CASES:
             return lambda: fn(np, *inputs)
         out = np.empty(case.out_shape(n, matmul_n), case.out_dtype)
         return lambda: fn(np, *inputs, out=out)
@@ -71,18 +81,30 @@ def blas_name(np):
 
 class NumPyBlas(NumPy):
     name = 'numpy_blas'
-    how = 'matmul only: numpy.matmul (A @ B) through BLAS sgemm'
+    how = ('contractions only: numpy.matmul (A @ B) through BLAS sgemm/sgemv, the prologue or epilogue '
+           'as separate NumPy passes')
 
     def version(self):
         return f'{self.np.__version__}, {blas_name(self.np)}'
 
     def prepare(self, case, inputs, n, matmul_n):
         np = self.np
-        if case.name != 'matmul_zip_reduce':
-            raise NotApplicable('matmul only')
-        a, b = inputs
-        out = np.empty((matmul_n, matmul_n), np.float32)
-        return lambda: np.matmul(a, b, out=out)
+        if case.name not in MATMUL_CASES:
+            raise NotApplicable('contractions only')
+        out = np.empty(case.out_shape(n, matmul_n), np.float32)
+        if case.name in ('matmul_zip_reduce', 'batched_matmul', 'matvec'):
+            a, b = inputs
+            return lambda: np.matmul(a, b, out=out)
+        if case.name == 'matmul_bias_relu':
+            a, b, bias = inputs
+
+            def bias_relu():
+                np.matmul(a, b, out=out)
+                np.add(out, bias, out=out)
+                return np.maximum(out, np.float32(0), out=out)
+            return bias_relu
+        a, b, s = inputs  # matmul_scaled: the scaled A is a temporary, as a user writes it
+        return lambda: np.matmul(a * s[:, None], b, out=out)
 
 
 # ---- issue 15: sorts, top-k and the seed's sparse PCA -------------------------

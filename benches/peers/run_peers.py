@@ -46,7 +46,10 @@ MODULE_OF = {'numpy': 'numpy_peer', 'numpy_blas': 'numpy_peer', 'numpy_batched':
 CASE_NAMES = ['gaussian_pdf', 'polar_distance', 'hypot', 'triad', 'chain8', 'sum_of_squares',
               'softmax_rows', 'matmul_zip_reduce', 'chain32', 'cumsum', 'cumsum_rows', 'scan_fused',
               'random_fused', 'random_fill', 'gather_perm', 'gather_rows', 'histogram',
-              'sort_f32', 'argsort_rows', 'topk_rows', 'spca']
+              'sort_f32', 'argsort_rows', 'topk_rows', 'spca',
+              'layer_norm', 'matmul_bias_relu', 'matmul_scaled', 'batched_matmul', 'matvec']
+# the contraction cases: their n is lazyfuse-bench's --matmul-n (each its own)
+MATMUL_NAMES = ['matmul_zip_reduce', 'matmul_bias_relu', 'matmul_scaled', 'batched_matmul', 'matvec']
 
 
 def parse_args(argv):
@@ -54,7 +57,7 @@ def parse_args(argv):
     p.add_argument('--lazyfuse', metavar='RUN.jsonl',
                    help='lazyfuse-bench --json --save-outputs run: sizes and reference outputs')
     p.add_argument('--n', type=int, default=1 << 24, help='size without --lazyfuse (default 2^24)')
-    p.add_argument('--matmul-n', type=int, default=256, help='matmul side without --lazyfuse')
+    p.add_argument('--matmul-n', type=int, default=256, help='side of the contraction cases without --lazyfuse')
     p.add_argument('--case', default='all', help='comma list of cases (default all)')
     p.add_argument('--systems', default='cpu',
                    help="cpu (default), cuda, all, none, or a comma list of: "
@@ -172,13 +175,19 @@ def main(argv):
         case = common.CASE_BY_NAME[cname]
         ref_line = refs.get(cname)
         n = a.n
+        mn = matmul_n
         if ref_line:
-            n = ref_line['n'] if case.shape != 'matmul' else a.n
+            # a contraction's n is its side (each may have run at its own sides;
+            # the largest is compared); the others' n is theirs
+            if cname in MATMUL_NAMES:
+                mn = ref_line['n']
+            else:
+                n = ref_line['n']
         if not peers:
             break
         ref_path = ref_line.get('output') if ref_line else None
         try:
-            inputs = case.make_inputs(n, matmul_n, ref_path)
+            inputs = case.make_inputs(n, mn, ref_path)
         except (OSError, ValueError) as e:
             say(f"{cname}: cannot make the inputs from lazyfuse's outputs: {e}; left out")
             continue
@@ -187,17 +196,17 @@ def main(argv):
             pass  # case.compare reads lazyfuse's outputs itself
         elif ref_line and ref_line.get('output'):
             try:
-                ref = np.fromfile(ref_line['output'], dtype=case.out_dtype).reshape(case.out_shape(n, matmul_n))
+                ref = np.fromfile(ref_line['output'], dtype=case.out_dtype).reshape(case.out_shape(n, mn))
             except (OSError, ValueError) as e:
                 say(f"{cname}: cannot read lazyfuse's output {ref_line['output']}: {e}; check n/a")
-        rn = case.reported_n(n, matmul_n)
+        rn = case.reported_n(n, mn)
         in_bytes = sum(x.nbytes for x in inputs)
         for peer in peers:
             done += 1
             say(f'[{done}/{total}] {cname} {peer.name} (n {rn}, {time.time() - t0:.0f} s so far)')
             base = {'kind': 'case', 'case': cname, 'system': peer.name, 'backend': peer.backend, 'n': rn}
             try:
-                call = peer.prepare(case, inputs, n, matmul_n)
+                call = peer.prepare(case, inputs, n, mn)
                 first_s, median_s, reps = common.measure(call, peer.time_one, a.reps)
                 result = call()
                 result = (tuple(peer.to_host(x) for x in result) if isinstance(result, tuple)
@@ -210,12 +219,12 @@ def main(argv):
                 emit(dict(base, status='error', why=f'{type(e).__name__}: {e}'))
                 failed = 1
                 continue
-            out_bytes = 0 if cname == 'topk_rows' else case.out_bytes(n, matmul_n)  # input only
+            out_bytes = 0 if cname == 'topk_rows' else case.out_bytes(n, mn)  # input only
             rec = dict(base, status='ok', median_s=median_s, first_s=first_s, reps=reps,
                        threads=a.threads, bytes=in_bytes + out_bytes,
                        gbps=(in_bytes + out_bytes) / median_s / 1e9)
-            if case.name == 'matmul_zip_reduce':
-                rec['gflops'] = 2.0 * matmul_n ** 3 / median_s / 1e9
+            if case.flops(mn):
+                rec['gflops'] = case.flops(mn) / median_s / 1e9
             if case.compare is not None and ref_path:
                 d, tol, how = case.compare(result, ref_path, n, inputs)
                 rec.update(max_rel_diff=d if d != float('inf') else None, tol=tol, check_how=how,
