@@ -61,6 +61,9 @@ enum {
     CG_LANES = 16,          /* independent accumulators of an inner reduction */
     CG_OUTER_BLOCK = 256,   /* innermost outputs per work item (outer reductions) */
     CG_FULL_BLOCK = 16384,  /* reduced positions per partial (full reductions) */
+    CG_KEEP_BYTES = 65536,  /* row buffer of one row keep (fuse_keep) in the C
+                               dialect: rows up to this many bytes of the kept
+                               value use it, longer ones compute it again */
     CG_SMALL_STRIDE = 16,   /* an innermost-loop stride of at most this (in
                                elements, either sign) is printed as a literal
                                (part of the kernel's structure) so the compiler

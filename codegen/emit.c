@@ -420,6 +420,14 @@ static void emit_fn(cg_emitter *e, int f, const char *jv, acc_form form, const c
         expr_buf v;
         const char *note = "";
         char notebuf[64] = "";
+        int kept = -1; /* the row pass reads this value back (what computes it is left dead) */
+        for (int t = 0; e->keep && f == kn->npasses + 1 && t < kn->nkeeps; t++)
+            if (kn->keeps[t].row_expr == i) kept = t;
+        if (kept >= 0) {
+            cg_line(e, "%sconst %s %sv%d = lf_keep%d[%s]; /* n%d, kept */", e->d->value_attr, cg_vtype(e, et[i]),
+                    prefix, i, kept, jv, kn->keeps[kept].node->id);
+            continue;
+        }
         switch (x->kind) {
         case EXPR_PARAM: {
             const fuse_load *ld = &ls[x->param];
@@ -467,6 +475,9 @@ static void emit_fn(cg_emitter *e, int f, const char *jv, acc_form form, const c
         }
         }
         cg_line(e, "%sconst %s %sv%d = %s;%s", e->d->value_attr, cg_vtype(e, et[i]), prefix, i, v, note);
+        for (int t = 0; e->keep && f < kn->npasses && t < kn->nkeeps; t++)
+            if (kn->keeps[t].pass == f && kn->keeps[t].pass_expr == i)
+                cg_line(e, "lf_keep%d[%s] = %sv%d; /* kept for the row pass */", t, jv, prefix, i);
     }
 }
 

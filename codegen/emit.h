@@ -31,6 +31,9 @@ typedef struct cg_emitter {
                                       through the 4-element registers w<a>.x[l] */
     bool sort_raw;                 /* sort kernels: store 0 writes the value itself
                                       (lf_k_raw), else its sort key (lf_k_run) */
+    bool keep;                     /* row keeps on (C REDUCE_INNER, one reduced
+                                      axis): a pass stores each kept value into
+                                      lf_keep<t>[jj], the row pass reads it there */
 } cg_emitter;
 
 /* One expression piece of generated text. */

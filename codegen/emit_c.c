@@ -31,6 +31,8 @@
  */
 #include "codegen/emit.h"
 
+#include <inttypes.h>
+
 /* The reduced nest of pass q (INNER and FULL): levels over the reduced axes
  * but the innermost, then the innermost axis split into lanes. lo/hi bound
  * the outermost reduced axis (FULL blocks) or are NULL. */
@@ -127,11 +129,33 @@ static void emit_elementwise(cg_emitter *e) {
 
 
 
+/* Whether pass q stores a row keep. */
+static bool pass_keeps(const fuse_kernel *kn, int q) {
+    for (int t = 0; t < kn->nkeeps; t++)
+        if (kn->keeps[t].pass == q) return true;
+    return false;
+}
+
+/* Row keeps (fuse_keep): with one reduced axis, each kept value gets a row
+ * buffer lf_keep<t> of CG_KEEP_BYTES on the stack; rows that fit
+ * (lf_keepon) run the passes that compute a kept value and the row pass
+ * twice over: once storing it, once reading it back; longer rows compute
+ * it again. Both ways give the same bits. */
 static void emit_inner(cg_emitter *e) {
     const fuse_kernel *kn = e->kn;
     const cg_layout *lay = e->lay;
+    bool keeps = kn->row && kn->nkeeps > 0 && lay->nkept == lay->ndim - 1;
     open_fn(e, "run(" ARGS_RUN ")");
     cg_declare_buffers(e);
+    int64_t keep_len = CG_KEEP_BYTES;
+    for (int t = 0; keeps && t < kn->nkeeps; t++) {
+        int64_t len = CG_KEEP_BYTES / (int64_t)lf_dtype_size(kn->keeps[t].dtype);
+        if (len < keep_len) keep_len = len;
+    }
+    for (int t = 0; keeps && t < kn->nkeeps; t++)
+        cg_line(e, "%s lf_keep%d[%" PRId64 "]; /* row keep: n%d */", cg_vtype(e, kn->keeps[t].dtype), t, keep_len,
+                kn->keeps[t].node->id);
+    if (keeps) cg_line(e, "const int lf_keepon = P[%d] <= %" PRId64 ";", lay->param_extent + lay->ndim - 1, keep_len);
     cg_open_block(e, "for (int64_t out = begin; out < end; out++) {");
     cg_unravel(e, "out", 0, lay->nkept);
     cg_declare_results(e, NULL);
@@ -140,7 +164,18 @@ static void emit_inner(cg_emitter *e) {
         char lanes[16];
         cg_fmt(lanes, sizeof lanes, "%d", CG_LANES);
         cg_declare_accs(e, q, lanes, lanes);
-        emit_lane_nest(e, q, ACC_SCALAR, NULL, NULL);
+        if (keeps && pass_keeps(kn, q)) {
+            cg_open_block(e, "if (lf_keepon) {");
+            e->keep = true;
+            emit_lane_nest(e, q, ACC_SCALAR, NULL, NULL);
+            e->keep = false;
+            cg_close_block(e);
+            cg_open_block(e, "else {");
+            emit_lane_nest(e, q, ACC_SCALAR, NULL, NULL);
+            cg_close_block(e);
+        } else {
+            emit_lane_nest(e, q, ACC_SCALAR, NULL, NULL);
+        }
         combine_lanes(e, q);
         cg_finish_into(e, q, "0", NULL);
         cg_close_block(e);
@@ -150,7 +185,16 @@ static void emit_inner(cg_emitter *e) {
     cg_close_block(e);
     if (kn->row) {
         cg_open_block(e, "{ /* row pass */");
+        if (keeps) {
+            cg_open_block(e, "if (lf_keepon) {");
+            e->keep = true;
+            emit_row_nest(e, ACC_SCALAR, NULL, NULL);
+            e->keep = false;
+            cg_close_block(e);
+            cg_open_block(e, "else {");
+        }
         emit_row_nest(e, ACC_SCALAR, NULL, NULL);
+        if (keeps) cg_close_block(e);
         cg_close_block(e);
     }
     cg_close_block(e);

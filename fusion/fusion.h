@@ -126,10 +126,23 @@ enum {
     FUSE_MAX_STORES = 16,          /* most stores a merge makes a kernel have (a
                                       kernel's buffers: its loads' slots, at most
                                       LF_MAX_ARGS per fn, and its stores) */
-    FUSE_MAX_OPS = 500             /* most operations (ops and casts of the
+    FUSE_MAX_OPS = 500,            /* most operations (ops and casts of the
                                       inlined nodes' fns) of one kernel, so that
                                       compile time grows linearly (plan.c) */
+    FUSE_MAX_KEEPS = 2             /* most row keeps of one kernel (plan_keep.c) */
 };
+
+/* A row keep (plan_keep.c): expression pass_expr of pass `pass`'s fn and
+ * expression row_expr of the row fn are the same node's value at the same
+ * element; a backend may store the first into a row buffer and read it back
+ * as the second instead of computing it again (same bits either way). */
+typedef struct fuse_keep {
+    int pass;                      /* the pass computing it first */
+    int pass_expr;                 /* its expression in that pass's fn */
+    int row_expr;                  /* its expression in the row fn */
+    lf_dtype dtype;                /* the value's dtype (the node's) */
+    const lf_node *node;           /* the node (for dumps) */
+} fuse_keep;
 
 /* One reduction folded by a reduction kernel. */
 typedef struct fuse_red {
@@ -188,6 +201,8 @@ typedef struct fuse_kernel {
     lf_fn *row;                    /* row fn, NULL when there is no row pass */
     lf_dtype *row_etype;
     lf_dtype *row_ctype;
+    int nkeeps;                    /* row keeps (plan_keep.c), 0..FUSE_MAX_KEEPS */
+    fuse_keep keeps[FUSE_MAX_KEEPS];
     /* all kinds */
     int nstores;                   /* stores, at least one */
     fuse_store *stores;

@@ -10,7 +10,7 @@
  *   plan_build.c    pass 2: the buffer plan, building each kernel, the memory
  *                   plan, traffic statistics and printing
  *
- *   plan_scan.c, plan_gather.c, plan_scatter.c, plan_sort.c: one rule family each
+ *   plan_scan.c, plan_gather.c, plan_scatter.c, plan_sort.c, plan_keep.c: one rule family each
  *
  * A rule family of its own (scan, gather/scatter, sort) goes in a file of
  * its own next to these, opening with its rule as plan.c's top comment
@@ -298,6 +298,11 @@ bool fuse_small_reduce(const lf_node *n);
 /* The instances an instance of n uses: n's inputs, or for an inlined small
  * reduction one per reduced position. */
 int fuse_inst_inputs(const planner *p, const inst *i);
+
+/* ---- plan_keep.c ---- */
+/* Records kernel kn's row keeps (kn built, its fns' instances still
+ * numbered). false when out of memory. */
+bool fuse_row_keeps(planner *p, int k, fuse_kernel *kn);
 
 /* ---- plan_sort.c ---- */
 /* Every needed sort node becomes a root. */

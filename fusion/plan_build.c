@@ -480,6 +480,7 @@ static lf_status build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *
     st = build_fn(p, s, kn, k, ROLE_ROW, 0, &kb, &row);
     kn->row = row.fn, kn->row_loads = row.loads, kn->nrow_loads = row.nloads;
     kn->row_etype = row.etype, kn->row_ctype = row.ctype;
+    if (st == LF_OK && !fuse_row_keeps(p, k, kn)) return fuse_nomem(p);
     return st;
 }
 
@@ -633,6 +634,8 @@ void fuse_schedule_print(const fuse_schedule *s, FILE *fp) {
             }
             fprintf(fp, ", epilogue %d exprs", kn->epi->nexprs);
             if (kn->row) fprintf(fp, ", row pass %d exprs", kn->row->nexprs);
+            for (int j = 0; j < kn->nkeeps; j++)
+                fprintf(fp, ", keeps n%d (pass %d)", kn->keeps[j].node->id, kn->keeps[j].pass);
         }
         fprintf(fp, "; nodes");
         for (int j = 0; j < kn->nnodes; j++) fprintf(fp, " %d", kn->nodes[j]);

@@ -44,6 +44,7 @@
 
 #include "backends/cpu/cpu.h"
 #include "backends/diskcache.h"
+#include "codegen/codegen.h"
 #include "graph/graph.h"
 
 #include <criterion/criterion.h>
@@ -599,6 +600,66 @@ static void build_softmax(lf_graph *g, int64_t s, void *const *h, outset *o) {
 }
 
 Test(cpu, sizes_softmax, .timeout = 300) { sweep("row softmax", gen_softmax, build_softmax); }
+
+/* Row keeps (fusion/plan_keep.c): softmax's exp(x - max) is stored in the
+ * sum's pass and read back by the row pass when a row fits the keep buffer
+ * (CG_KEEP_BYTES), computed again when it does not; both ways give the same
+ * bits. Rows of KEEP_LEN (kept) and KEEP_LEN + 1 (recomputed: the extra
+ * element is -inf, whose exp is +0, so the max, the sum and every other
+ * output are unchanged) agree bit for bit, at 1 and 3 threads, f32 and f64;
+ * the source shows the keep. */
+static void row_keep_edge(lf_dtype t) {
+    const int64_t KEEP_LEN = CG_KEEP_BYTES / (int64_t)lf_dtype_size(t), R = 3, L = KEEP_LEN + 1;
+    double *v = malloc((size_t)(R * L) * sizeof *v);
+    cr_assert_not_null(v);
+    for (int64_t i = 0; i < R * L; i++) v[i] = (double)((i * 7919) % 2003) / 200.0 - 5.0;
+    for (int64_t r = 0; r < R; r++) v[r * L + L - 1] = -INFINITY;
+    for (int threads = 1; threads <= 3; threads += 2) {
+        setenv("LF_CPU_PARALLEL_MIN", "1", 1);
+        lf_ctx *c = cpu_ctx(threads, LF_COMPILE_REQUIRE, NULL);
+        unsetenv("LF_CPU_PARALLEL_MIN");
+        double *got[2];
+        for (int k = 0; k < 2; k++) { /* k = 0: rows of KEEP_LEN (the first columns), 1: of L */
+            int64_t len = k ? L : KEEP_LEN;
+            lf_graph *g = lf_graph_new(c);
+            lf_node *x = lf_slice(g, lf_input(g, tu_buf(c, t, 2, (int64_t[]){R, L}, v)), 1, 0, len, 1);
+            lf_node *m = lf_reduce(g, LF_RED_MAX, x, 1, AX(1), true);
+            lf_node *e = lf_exp(g, lf_sub(g, x, m));
+            lf_node *y = lf_div(g, e, lf_reduce(g, LF_RED_SUM, e, 1, AX(1), true));
+            lf_buffer *d = lf_buffer_new_like(c, y);
+            setenv("LF_DEBUG", "source", 1);
+            tu_capture_stderr_start();
+            lf_status st = lf_eval(g, 1, &y, &d);
+            char *src = tu_capture_stderr_end();
+            unsetenv("LF_DEBUG");
+            cr_assert_eq(st, LF_OK, "%s", lf_errmsg(c));
+            if (k == 0) cr_expect(strstr(src, "kept for the row pass") && strstr(src, "kept */"),
+                                  "the row keep is missing from the source:\n%s", src);
+            free(src);
+            got[k] = malloc((size_t)(R * len) * sizeof(double));
+            cr_assert_not_null(got[k]);
+            tu_read(d, got[k]);
+            lf_buffer_free(d);
+            lf_graph_free(g);
+        }
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t j = 0; j < KEEP_LEN; j++) {
+                double a = got[0][r * KEEP_LEN + j], b = got[1][r * L + j];
+                cr_assert(!memcmp(&a, &b, sizeof a), "%s, %d threads, row %" PRId64 " element %" PRId64
+                          ": kept %a, recomputed %a", lf_dtype_name(t), threads, r, j, a, b);
+            }
+        for (int64_t r = 0; r < R; r++)
+            cr_assert(got[1][r * L + L - 1] == 0.0, "the -inf element's softmax is %g", got[1][r * L + L - 1]);
+        free(got[0]);
+        free(got[1]);
+        lf_ctx_destroy(c);
+    }
+    free(v);
+    expect_no_leak();
+}
+
+Test(cpu, row_keep_same_bits_as_recomputing_f32, .timeout = 300) { row_keep_edge(LF_F32); }
+Test(cpu, row_keep_same_bits_as_recomputing_f64, .timeout = 300) { row_keep_edge(LF_F64); }
 
 /* (d) reductions over axis 0 of [5, s] and of [s, 3]. */
 static void gen_columns(int64_t s, void **h) {

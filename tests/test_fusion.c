@@ -694,12 +694,19 @@ Test(fusion, softmax_rows_is_one_row_kernel) {
     cr_expect_eq(kn->nstores, 1);
     cr_expect(kn->stores[0].row);
     cr_expect_eq(kn->nrow_loads, 3, "row loads: x, max, sum"); /* x, acc max, acc sum */
+    /* exp(x - max) is computed in the sum's pass and kept for the row pass */
+    cr_assert_eq(kn->nkeeps, 1, "keeps %d", kn->nkeeps);
+    cr_expect_eq(kn->keeps[0].pass, 1);
+    cr_expect_eq(kn->keeps[0].node->u.map.fn->exprs[kn->keeps[0].node->u.map.fn->result].op, LF_OP_EXP);
+    cr_expect_eq(kn->passes[1].fn->exprs[kn->keeps[0].pass_expr].op, LF_OP_EXP);
+    cr_expect_eq(kn->row->exprs[kn->keeps[0].row_expr].op, LF_OP_EXP);
     char *text = NULL;
     size_t len = 0;
     FILE *fp = open_memstream(&text, &len);
     fuse_schedule_print(s, fp);
     fclose(fp);
-    cr_expect(strstr(text, "row reduce") && strstr(text, "pass 1 [sum") && strstr(text, "row pass"),
+    cr_expect(strstr(text, "row reduce") && strstr(text, "pass 1 [sum") && strstr(text, "row pass") &&
+                  strstr(text, "keeps n"),
               "%s", text);
     free(text);
     fuse_schedule_free(s);
@@ -722,6 +729,17 @@ Test(fusion, layer_norm_is_one_row_kernel) {
     cr_expect_eq(on.bytes_read, (LR * LC + 2 * LC) * 8);
     cr_expect_eq(on.bytes_written, LR * LC * 8);
     cr_expect_geq(off.kernels, 9);
+    { /* nothing transcendental is computed in a pass and again in the row pass: no keeps */
+        lf_ctx *ctx = fctx(1);
+        lf_graph *g = lf_graph_new(ctx);
+        lf_node *y = layer_norm(g, ctx);
+        fuse_schedule *s = plan_on(g, 1, &y);
+        cr_assert_eq(s->nkernels, 1);
+        cr_expect_eq(s->kernels[0].nkeeps, 0);
+        fuse_schedule_free(s);
+        lf_graph_free(g);
+        lf_ctx_destroy(ctx);
+    }
     run_example("layer_norm (2 axes)", layer_norm_2axes, &on, &off);
     cr_expect_eq(on.kernels, 1, "kernels %d", on.kernels);
     cr_expect_eq(on.bytes_materialized, 0);
