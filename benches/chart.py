@@ -28,12 +28,17 @@ from xml.sax.saxutils import escape
 CASE_ORDER = ['gaussian_pdf', 'polar_distance', 'hypot', 'triad', 'chain8', 'sum_of_squares',
               'softmax_rows', 'matmul_zip_reduce', 'chain32', 'cumsum', 'cumsum_rows', 'scan_fused',
               'random_fused', 'random_fill', 'gather_perm', 'gather_rows', 'histogram',
-              'sort_f32', 'argsort_rows', 'topk_rows', 'spca']
-SYSTEM_ORDER = ['lazyfuse fused', 'lazyfuse unfused', 'numpy', 'numpy_batched', 'numexpr',
+              'sort_f32', 'argsort_rows', 'topk_rows', 'spca',
+              'layer_norm', 'matmul_bias_relu', 'matmul_scaled', 'batched_matmul', 'matvec']
+# cases whose n is not the sweep's (a contraction's side, --samples)
+NOT_SWEPT = ('matmul_zip_reduce', 'matmul_bias_relu', 'matmul_scaled', 'batched_matmul', 'matvec',
+             'topk_rows', 'spca')
+SYSTEM_ORDER = ['lazyfuse fused', 'lazyfuse unfused', 'c_handfused', 'numpy', 'numpy_batched', 'numexpr',
                 'numba_vectorize', 'numba_njit', 'numpy_blas', 'cupy', 'cupy_kernel', 'cupy_fuse', 'jax_jit',
                 'torch_eager', 'torch_compile', 'numba_cuda']
 COLORS = {
     'lazyfuse fused': '#1f77b4', 'lazyfuse unfused': '#ff7f0e', 'stream_copy': '#555555',
+    'c_handfused': '#393b79',
     'numpy': '#2ca02c', 'numpy_blas': '#98df8a', 'numpy_batched': '#bcbd22', 'numexpr': '#d62728',
     'numba_vectorize': '#9467bd', 'numba_njit': '#8c564b', 'cupy': '#e377c2',
     'cupy_kernel': '#f7b6d2', 'cupy_fuse': '#bcbd22', 'jax_jit': '#17becf',
@@ -127,7 +132,7 @@ def sweep_series(lf):
     out = {}
     for r in lf:
         c, mode = r.get('case'), r.get('mode')
-        if c not in CASE_ORDER or c in ('matmul_zip_reduce', 'topk_rows', 'spca') or mode not in ('fused', 'unfused'):
+        if c not in CASE_ORDER or c in NOT_SWEPT or mode not in ('fused', 'unfused'):
             continue
         if not r.get('gbps'):
             continue
@@ -224,6 +229,12 @@ def table_points(lf, peers):
         c, mode = r.get('case'), r.get('mode')
         if c in best and mode in ('fused', 'unfused') and r['n'] == best[c] and r.get('median_s'):
             pts.setdefault(c, {})['lazyfuse ' + mode] = (r['median_s'], r.get('check', 'n/a'))
+    for r in lf:  # the hand-written C reference, at lazyfuse fused's time x its interleaved ratio
+        c = r.get('case')
+        if r.get('mode') == 'c_handfused' and c in pts and r['n'] == best[c] and r.get('median_s'):
+            f = pts[c].get('lazyfuse fused')
+            t = f[0] * r['lazyfuse_speedup'] if f and r.get('lazyfuse_speedup') else r['median_s']
+            pts[c]['c_handfused'] = (t, r.get('check', 'n/a'))
     for r in peers:  # only at the n lazyfuse ran (matmul: the same side)
         c = r.get('case')
         if r.get('kind') == 'case' and r.get('status') == 'ok' and c in pts and r.get('n') == best[c]:

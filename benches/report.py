@@ -38,6 +38,8 @@ import chart  # noqa: E402
 
 CASES = chart.CASE_ORDER
 LF_COLS = ['lazyfuse fused', 'lazyfuse unfused']
+HAND = 'c_handfused'   # lazyfuse-bench's hand-written C reference (a column after lazyfuse's)
+MATMUL_CASES = ('matmul_zip_reduce', 'matmul_bias_relu', 'matmul_scaled', 'batched_matmul', 'matvec')
 
 # Why lazyfuse fused loses to a peer on a case, as analysed for the recorded
 # run. Keyed by (case, system) or by case alone. A loss with no entry is
@@ -197,6 +199,13 @@ def merge(lf, peers):
             cells[c]['lazyfuse ' + r['mode']] = {'median_s': r['median_s'], 'check': r.get('check', 'n/a'),
                                                  'gbps': r.get('gbps')}
     systems = list(LF_COLS)
+    for r in lf:  # the c_handfused reference: its ratio is the one measured interleaved with lazyfuse fused
+        c = r.get('case')
+        if c in best and r['n'] == best[c] and r.get('mode') == HAND and r.get('median_s'):
+            cells[c][HAND] = {'median_s': r['median_s'], 'check': r.get('check', 'n/a'), 'gbps': r.get('gbps'),
+                              'interleaved_ratio': r.get('lazyfuse_speedup')}
+            if HAND not in systems:
+                systems.append(HAND)
     for r in peers:
         if r.get('kind') == 'system' and r.get('status') == 'ok' and r['system'] not in systems:
             systems.append(r['system'])
@@ -212,7 +221,9 @@ def merge(lf, peers):
     for c, row in cells.items():
         f = row.get('lazyfuse fused', {}).get('median_s')
         for cell in row.values():
-            if f and cell.get('median_s'):
+            if cell.get('interleaved_ratio'):
+                cell['ratio'] = cell['interleaved_ratio']
+            elif f and cell.get('median_s'):
                 cell['ratio'] = cell['median_s'] / f
     return {'n': best, 'systems': systems, 'cells': cells}
 
@@ -239,7 +250,9 @@ def cell_text(cell):
 
 
 def size_text(case, n):
-    if case == 'matmul_zip_reduce':
+    if case == 'batched_matmul':
+        return f'8x{max(1, n // 2)}^2'
+    if case in MATMUL_CASES:
         return f'{n}^2'
     return chart.fmt_n(n)
 
@@ -271,7 +284,11 @@ TABLE_LEGEND = ('Each cell: median time (time / lazyfuse fused time); above 1x l
                 "lazyfuse's output (largest difference relative to the larger magnitude, floored at "
                 "1e-3 of the array's largest, as lazyfuse-bench measures; tolerance 1e-3: other "
                 "math libraries and FMA contraction move results by about 1e-4). `n/a`: the system has no way to write the case. "
-                'n: elements of the main input (matmul: the side of the square matrices).')
+                'n: elements of the main input (contractions: the side of the square matrices; batched_matmul: '
+                '8 products of half that side).')
+HAND_LEGEND = ('`c_handfused`: lazyfuse-bench\'s hand-written one-pass C loop (benches/handfused.c, -O3 '
+               '-march=native, libmvec) on the same threads; its ratio is the one measured with the two timed '
+               'interleaved in the same repetitions.')
 
 
 # ---- lazyfuse's own table, targets, losses ------------------------------------------------------
@@ -280,7 +297,7 @@ def lf_rows(lf, best):
     rows = []
     copy = {r['n']: r for r in lf if r.get('case') == 'stream_copy'}
     for c in CASES:
-        for mode in ('fused', 'unfused'):
+        for mode in ('fused', HAND, 'unfused'):
             r = next((r for r in lf if r.get('case') == c and r.get('mode') == mode
                       and r['n'] == best.get(c)), None)
             if r:
@@ -290,17 +307,47 @@ def lf_rows(lf, best):
 
 def lf_table(lf, best):
     rows, _ = lf_rows(lf, best)
-    out = ['| case | mode | kernels | temp MB | first ms | median ms | GB/s | % copy | speedup | GFLOP/s | check |',
-           '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|']
+    nt = any('pct_of_nt_copy' in r for r in rows)
+    out = ['| case | mode | kernels | temp MB | first ms | median ms | GB/s | % copy | '
+           + ('% nt copy | ' if nt else '') + 'speedup | GFLOP/s | check |',
+           '|---|---|---:|---:|---:|---:|---:|---:|' + ('---:|' if nt else '') + '---:|---:|---|']
     for r in rows:
         def f(k, fmt):
             v = r.get(k)
             return fmt.format(v) if isinstance(v, (int, float)) else '-'
-        out.append(f"| {r['case']} | {r['mode']} | {r['kernels']} | {r['temp_bytes'] / 1e6:.1f} | "
+        hand = r['mode'] == HAND
+        # a c_handfused row: its time over lazyfuse fused's, measured interleaved
+        sp = f('lazyfuse_speedup', '{:.2f}x') if hand else f('speedup', '{:.2f}x')
+        out.append(f"| {r['case']} | {r['mode']} | {'-' if hand else r['kernels']} | "
+                   f"{'-' if hand else format(r['temp_bytes'] / 1e6, '.1f')} | "
                    f"{format(r['first_s'] * 1e3, '.2f') if r.get('first_s') is not None else '-'} | "
                    f"{r['median_s'] * 1e3:.3f} | {f('gbps', '{:.2f}')} | {f('pct_of_stream_copy', '{:.1f}%')} | "
-                   f"{f('speedup', '{:.2f}x')} | {f('gflops', '{:.2f}')} | {r.get('check', '-')} |")
+                   + (f"{f('pct_of_nt_copy', '{:.1f}%')} | " if nt else '')
+                   + f"{sp} | {f('gflops', '{:.2f}')} | {r.get('check', '-')} |")
     return '\n'.join(out)
+
+
+def sides_table(lf):
+    """The contraction cases at every side the run measured (--matmul-n with
+    a list), or [] when each ran at one side only."""
+    rows = [r for r in lf if r.get('case') in MATMUL_CASES and r.get('mode') in ('fused', 'unfused')
+            and r.get('median_s')]
+    if len({r['n'] for r in rows}) < 2:
+        return []
+    out = ['| case | side | fused ms | fused GFLOP/s | unfused ms | unfused GFLOP/s | speedup | check |',
+           '|---|---:|---:|---:|---:|---:|---:|---|']
+    for c in MATMUL_CASES:
+        for n in sorted({r['n'] for r in rows if r['case'] == c}):
+            fu = next((r for r in rows if r['case'] == c and r['n'] == n and r['mode'] == 'fused'), {})
+            un = next((r for r in rows if r['case'] == c and r['n'] == n and r['mode'] == 'unfused'), {})
+
+            def g(r, k, fmt, scale=1, unit=''):
+                v = r.get(k)
+                return format(v * scale, fmt) + unit if isinstance(v, (int, float)) else '-'
+            out.append(f"| {c} | {size_text(c, n)} | {g(fu, 'median_s', '.3f', 1e3)} | {g(fu, 'gflops', '.2f')} | "
+                       f"{g(un, 'median_s', '.3f', 1e3)} | {g(un, 'gflops', '.2f')} | {g(fu, 'speedup', '.2f', 1, 'x')} | "
+                       f"{fu.get('check', un.get('check', '-'))} |")
+    return out
 
 
 def targets(lf):
@@ -336,6 +383,7 @@ def targets(lf):
     speedup('chain32', 8)
     pct('softmax_rows', 50)
     mm = [r for r in lf if r.get('case') == 'matmul_zip_reduce' and r.get('mode') == 'fused']
+    mm = [r for r in mm if r['n'] == 256] or mm  # the target's side when the run has several
     g = mm[-1].get('gflops') if mm else None
     side = mm[-1]['n'] if mm else 256
     out.append((f'matmul_zip_reduce {side} >= 20 GFLOP/s', f'{g:.1f}' if g is not None else 'not run',
@@ -360,7 +408,7 @@ def losses(m):
     for c in CASES:
         row = m['cells'].get(c, {})
         for s in m['systems']:
-            if s in LF_COLS:
+            if s in LF_COLS or s == HAND:
                 continue
             cell = row.get(s, {})
             if cell.get('ratio') is not None and cell['ratio'] < 1:
@@ -428,7 +476,8 @@ def backend_section(doc, title, charts_rel):
     sk = [r for r in sysl if r.get('status') != 'ok']
     if sk:
         out.append('- Skipped: ' + '; '.join(f"{r['system']}: {r.get('why', '')}" for r in sk) + '.')
-    out += ['', f'### Merged table at the largest n', '', TABLE_LEGEND, '', md_table(m), '']
+    legend = TABLE_LEGEND + (' ' + HAND_LEGEND if HAND in m['systems'] else '')
+    out += ['', f'### Merged table at the largest n', '', legend, '', md_table(m), '']
     na = [(r['case'], r['system'], r.get('why', '')) for r in peers
           if r.get('kind') == 'case' and r.get('status') in ('n/a', 'error')]
     if na:
@@ -449,19 +498,34 @@ def backend_section(doc, title, charts_rel):
     out += ['### lazyfuse fused and unfused at the largest n', '',
             '`first ms` is the first eval (planning and compiling every kernel, with a fresh kernel '
             'cache at the sweep\'s first size, a reused one after); `% copy` is GB/s over the '
-            'stream_copy measured at the same n; `speedup` is unfused over fused.', '',
+            'stream_copy measured at the same n (`% nt copy`, when the run has it: over the copy with '
+            'non-temporal stores); `speedup` is unfused over fused, and on a `c_handfused` row (the '
+            'hand-written C reference) its time over lazyfuse fused\'s, the two timed interleaved.', '',
             lf_table(lf, best), '']
     copy = [r for r in lf if r.get('case') == 'stream_copy']
     if copy:
         top = max(copy, key=lambda r: r['n'])
+        nt = (f"; with non-temporal stores {top['nt_gbps']:.1f} GB/s (`% nt copy`)"
+              if top.get('nt_gbps') and top.get('copy') != 'nt' else '')
         out.append(f"stream_copy at n = {chart.fmt_n(top['n'])}: {top['gbps']:.1f} GB/s "
-                   f"({top.get('copy', '')}, {top.get('threads', '?')} threads, median of {top.get('reps', '?')}).")
+                   f"({top.get('copy', '')}, {top.get('threads', '?')} threads, median of {top.get('reps', '?')}){nt}.")
     ov = {r['mode']: r for r in lf if r.get('case') == 'overhead'}
     if ov:
         out.append('Overhead (triad, n = 1024, median of 2000): cached re-eval '
                    f"{ov.get('cached_reeval', {}).get('median_us', float('nan')):.2f} us, rebuild + eval "
                    f"{ov.get('rebuild_reeval', {}).get('median_us', float('nan')):.2f} us.")
     out.append('')
+    st = sides_table(lf)
+    if st:
+        out += ['The contraction cases at each side of the run (`--matmul-n` with a list; the tables above '
+                'show the largest):', ''] + st + ['']
+    hand = [(c, cell) for c in CASES for s, cell in m['cells'].get(c, {}).items() if s == HAND]
+    if hand:
+        out += ['lazyfuse fused against the hand-written C (`c_handfused`, the same threads, timed interleaved '
+                'in the same repetitions): ' + ', '.join(
+                    f"{c} {cell['ratio']:.2f}x" + (' (check failed)' if cell.get('check') == 'MISMATCH' else '')
+                    for c, cell in hand if cell.get('ratio'))
+                + ' (its time over lazyfuse fused\'s: above 1x lazyfuse is faster).', '']
     out += small_n_notes(lf)
     t, tn = targets(lf)
     out += [f'### Targets (issue 4) against this run', '',
@@ -488,7 +552,7 @@ def backend_section(doc, title, charts_rel):
             note = ' (its result failed the check)' if chk == 'MISMATCH' else ''
             out.append(f'- **{c}**, {s}: {r:.2f}x{note}. {why_text(c, s, r)}')
     near = [(c, s, cell['ratio']) for c in CASES for s, cell in m['cells'].get(c, {}).items()
-             if s not in LF_COLS and cell.get('ratio') is not None and 1 <= cell['ratio'] < 1.25]
+             if s not in LF_COLS and s != HAND and cell.get('ratio') is not None and 1 <= cell['ratio'] < 1.25]
     if near:
         out += ['', 'Closest behind lazyfuse fused (within 25%): '
                 + ', '.join(f'{s} on {c} ({r:.2f}x)' for c, s, r in near)
