@@ -1191,12 +1191,14 @@ static bool run_inplace_axpy(const options *o, const bench_case *c, bool fused, 
  * the fused mode on the CPU backend: handfused.c's one-pass C loop on the
  * same inputs, split over --threads threads as stream_copy is (a team made
  * once, static chunks of the elements or rows), timed in the same
- * repetitions as lazyfuse's eval, interleaved (each first in turn), so both
- * medians share the machine's noise. Its output is checked against
+ * repetitions as lazyfuse's eval, interleaved (each first in turn, after an
+ * untimed 2 ms sleep, so that neither finds the other's threads spinning),
+ * so both medians share the machine's noise. Its output is checked against
  * lazyfuse's fused output at the peers' tolerance (HANDFUSED_TOL). Reported
  * as mode "c_handfused" (table row and JSON line) with lazyfuse_speedup =
  * its median over lazyfuse fused's (above 1: lazyfuse is faster). */
 #define HANDFUSED_TOL 1e-3 /* as benches/peers/common.py's PEER_TOL: another math library's rounding */
+#define HANDFUSED_GAP_NS 2000000 /* untimed sleep before each timed run of either (2 ms) */
 
 typedef struct hf_input {
     uint32_t seed;     /* seed_fill_f32's */
@@ -1267,6 +1269,11 @@ static void run_handfused(const options *o, const bench_case *c, lf_graph *g, in
         for (int rep = 0; ok && rep < r->reps; rep++)
             for (int j = 0; ok && j < 2; j++) { /* each first in turn */
                 int path = (j + rep) % 2;
+                /* an idle gap first: lazyfuse's pool workers spin for a while
+                   after a run (backends/cpu/pool.c), which on a small machine
+                   would take a core from the team timed next; after the gap
+                   both start with their threads asleep */
+                nanosleep(&(struct timespec){0, HANDFUSED_GAP_NS}, NULL);
                 if (path) {
                     t[r->reps + rep] = team_run(&tm, hf_team_fn, (void *)job, range);
                 } else {
