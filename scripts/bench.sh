@@ -22,6 +22,11 @@
 #   --sweep LO:HI[:STEP]  the sizes, as exponents of 2 (default 10:26:1); the
 #                         merged table and the peers use the largest
 #   --cases LIST          comma list of cases (default: all; see lazyfuse-bench --list)
+#   --matmul-n M[,M..]    side(s) of the contraction cases (matmul_zip_reduce,
+#                         matmul_bias_relu, matmul_scaled, batched_matmul, matvec;
+#                         default 256); a list runs them at each side, the peers at
+#                         the largest. NumPy's literal zip-reduce is n/a past 1 GiB of
+#                         product (side 1024); lazyfuse's takes ~0.1 s an eval there
 #   --samples S           rows of topk_rows and samples of spca (default 64000, the
 #                         seed's; --quick: 4000). Both run once, after the sweep; spca's
 #                         NumPy peer runs the seed's Python loop once (seconds)
@@ -58,7 +63,7 @@ usage() {
     exit 2
 }
 
-QUICK=0 SWEEP="" CASES="" SAMPLES="" REPS="" THREADS="" BACKEND=cpu SYSTEMS="" PEERS=1 INSTALL=1
+QUICK=0 SWEEP="" CASES="" MATMUL_N="" SAMPLES="" REPS="" THREADS="" BACKEND=cpu SYSTEMS="" PEERS=1 INSTALL=1
 BUILD=build-rel OUT="" RESULTS=1
 CMDLINE="bash scripts/bench.sh${*:+ $*}"
 while [ $# -gt 0 ]; do
@@ -68,6 +73,7 @@ while [ $# -gt 0 ]; do
     --cases) CASES="${2:?--cases needs a list}"; shift ;;
     --reps) REPS="${2:?--reps needs a number}"; shift ;;
     --samples) SAMPLES="${2:?--samples needs a number}"; shift ;;
+    --matmul-n) MATMUL_N="${2:?--matmul-n needs a side or a comma list}"; shift ;;
     --threads) THREADS="${2:?--threads needs a number}"; shift ;;
     --backend) BACKEND="${2:?--backend needs cpu or cuda}"; shift ;;
     --systems) SYSTEMS="${2:?--systems needs a list}"; shift ;;
@@ -148,6 +154,7 @@ fi
 args=(--sweep "$SWEEP" --backend "$BACKEND" --json --save-outputs "$WORK/outputs")
 [ -n "$CASES" ] && args+=(--case "$CASES")
 [ -n "$SAMPLES" ] && args+=(--samples "$SAMPLES")
+[ -n "$MATMUL_N" ] && args+=(--matmul-n "$MATMUL_N")
 [ -n "$REPS" ] && args+=(--reps "$REPS")
 [ -n "$THREADS" ] && args+=(--threads "$THREADS")
 say "lazyfuse-bench ${args[*]}"
