@@ -15,6 +15,12 @@
  * overhead once, at the end), with a progress line on stderr per step.
  * --save-outputs writes each case's output (at the last n) as raw float32 so
  * that benches/peers/ can check other systems against lazyfuse.
+ * Issue 16: the copy is measured twice at every n, STREAM's loop and with
+ * non-temporal stores (--copy picks the % copy reference); the
+ * transcendental cases run beside c_handfused, a hand-written one-pass C
+ * loop (benches/handfused.c, -O3 -march=native, libmvec) on the same
+ * threads, timed interleaved with lazyfuse's eval; --matmul-n takes a list
+ * of sides for the contraction cases.
  *
  * What must stay true:
  * - gbps counts graph inputs and outputs only (each input read once, each
