@@ -65,6 +65,8 @@
 #define AUTO_REPS_SECONDS 0.5
 #define AUTO_REPS_MIN 5
 #define AUTO_REPS_MAX 200
+#define SLOW_EVAL_S 1.0       /* a contraction whose eval takes longer ... */
+#define SLOW_EVAL_REPS 3      /* ... gets this many timed reps (auto reps only) */
 #define SWEEP_LO 10         /* --sweep with no range: n = 2^10 .. 2^26 */
 #define SWEEP_HI 26
 #define SWEEP_MAX_SIZES 64
@@ -1344,9 +1346,13 @@ static bool run_case(const options *o, const bench_case *c, bool fused, run_resu
         }
     }
     if (ok) {
-        double t0 = now_s();
+        double t0 = now_s(), one;
         ok = lf_eval(g, nout, outs, dst) == LF_OK;
-        r->reps = pick_reps(o, now_s() - t0);
+        one = now_s() - t0;
+        r->reps = pick_reps(o, one);
+        /* a contraction at a large side can take seconds an eval (side 1024):
+           3 timed reps, still a median, unless --reps says otherwise */
+        if (c->shape == SHAPE_MATMUL && !o->reps && one > SLOW_EVAL_S) r->reps = SLOW_EVAL_REPS;
     }
     if (ok && !(t = malloc((size_t)r->reps * sizeof *t))) {
         fprintf(stderr, PROG ": %s %s: out of memory\n", c->name, mode);
@@ -1440,6 +1446,23 @@ static int64_t batched_in(int64_t s) {
     return 2 * SEED_BATCH * m * m;
 }
 static int64_t matvec_in(int64_t s) { return s * s + s; }
+
+/* Unfused, a contraction stores its broadcast product (I x J x K floats, 4
+ * GiB at side 1024): above this the unfused mode is left out, with a
+ * message (benches/peers/numpy_peer.py has the same limit). */
+#define UNFUSED_PRODUCT_MAX 1073741824.0
+
+/* The bytes of the broadcast product of a contraction case at side s
+ * (matvec: none beyond A's size). */
+static double unfused_product_bytes(const bench_case *c, int64_t s) {
+    double m = (double)s;
+    if (!strcmp(c->name, "matvec")) return 4 * m * m;
+    if (!strcmp(c->name, "batched_matmul")) {
+        double b = (double)seed_batched_side(s);
+        return 4.0 * SEED_BATCH * b * b * b;
+    }
+    return 4 * m * m * m;
+}
 
 /* The multiply-adds of a contraction case at side s, times 2 (GFLOP/s). */
 static double case_flops(const bench_case *c, int64_t s) {
@@ -2100,7 +2123,13 @@ static bool run_one(const options *o, const bench_case *c, const copy_result *co
         progress(o, what, n);
         if (!(own_case_of(c) ? own_case_of(c)->run(o, c, true, &f) : run_case(o, c, true, &f))) ok = false;
     }
-    if (o->run_unfused) {
+    double product = c->shape == SHAPE_MATMUL ? unfused_product_bytes(c, o->matmul_n) : 0;
+    if (o->run_unfused && product > UNFUSED_PRODUCT_MAX) {
+        progress(o, "unfused left out", n);
+        fprintf(stderr, PROG ": %s unfused at side %" PRId64 ": left out, its broadcast product would be %.1f GiB "
+                        "(over %.0f GiB)\n", c->name, o->matmul_n, product / 1073741824.0,
+                UNFUSED_PRODUCT_MAX / 1073741824.0);
+    } else if (o->run_unfused) {
         snprintf(what, sizeof what, "%s unfused", c->name);
         progress(o, what, n);
         if (!(own_case_of(c) ? own_case_of(c)->run(o, c, false, &u) : run_case(o, c, false, &u))) ok = false;
