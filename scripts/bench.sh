@@ -25,8 +25,9 @@
 #   --matmul-n M[,M..]    side(s) of the contraction cases (matmul_zip_reduce,
 #                         matmul_bias_relu, matmul_scaled, batched_matmul, matvec;
 #                         default 256); a list runs them at each side, the peers at
-#                         the largest. NumPy's literal zip-reduce is n/a past 1 GiB of
-#                         product (side 1024); lazyfuse's takes ~0.1 s an eval there
+#                         the largest. Past 1 GiB of broadcast product (side 1024)
+#                         lazyfuse's unfused mode and NumPy's literal zip-reduce are
+#                         left out; a fused eval there may take seconds (3 reps)
 #   --samples S           rows of topk_rows and samples of spca (default 64000, the
 #                         seed's; --quick: 4000). Both run once, after the sweep; spca's
 #                         NumPy peer runs the seed's Python loop once (seconds)
