@@ -13,12 +13,19 @@ class TorchNS:
     def __init__(self, torch):
         t = torch
         self.exp, self.cos, self.sin, self.sqrt, self.abs = t.exp, t.cos, t.sin, t.sqrt, t.abs
-        self.minimum, self.maximum = t.minimum, t.maximum
+        self.minimum = t.minimum
         self.add, self.subtract, self.multiply, self.divide = t.add, t.sub, t.mul, t.div
         self._t = t
 
     def max(self, x, axis, keepdims=False):
         return self._t.amax(x, dim=axis, keepdim=keepdims)
+
+    def mean(self, x, axis, keepdims=False):
+        return self._t.mean(x, dim=axis, keepdim=keepdims)
+
+    def maximum(self, a, b):
+        # torch.maximum takes tensors only (matmul_bias_relu's relu is maximum(c, 0.0))
+        return self._t.clamp_min(a, b) if isinstance(b, float) else self._t.maximum(a, b)
 
     def sum(self, x, axis=None, keepdims=False):
         if axis is None:
