@@ -7,6 +7,7 @@ with CUDA events after the compiling first call and a warm-up."""
 import math
 
 from base import Peer, SkipPeer, cuda_event_timer
+from common import NotApplicable
 from numba_peer import SCALAR, signature
 import numpy as np
 
@@ -135,6 +136,8 @@ class NumbaCuda(Peer):
             uf = self.ufuncs[case.name]
             out = cuda.device_array(case.out_shape(n, matmul_n), np.float32)
             return lambda: uf(*d, out=out)
+        if case.name not in self.kernels:
+            raise NotApplicable('no numba.cuda kernel written for this case')
         k = self.kernels[case.name]
         if case.name == 'sum_of_squares':
             res = cuda.device_array(1, np.float64)
