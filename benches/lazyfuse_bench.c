@@ -674,6 +674,18 @@ static void copy_nt(float *restrict dst, const float *restrict src, int64_t n) {
 #define HAVE_NT_COPY 0
 #endif
 
+/* The last-level cache's bytes as glibc reports them (L3, else L2), or 0. */
+static long last_level_cache(void) {
+    long b = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    b = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    if (b <= 0) b = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    return b > 0 ? b : 0;
+}
+
 typedef enum copy_kind { COPY_LOOP, COPY_MEMCPY, COPY_NT } copy_kind;
 static const char *const copy_names[] = {"loop", "memcpy", "nt"};
 
@@ -2183,6 +2195,10 @@ static bool run_copy(const options *o, copy_result *copy) {
         if (copy->kind != COPY_NT && copy->nt_ok)
             fprintf(info, "; nt (non-temporal stores) %.2f GB/s, %.2fx the loop", copy->nt_gbps,
                     copy->loop_ok ? copy->nt_gbps / copy->loop_gbps : NAN);
+        long llc = o->backend == LF_BACKEND_CUDA ? 0 : last_level_cache();
+        if (copy->nt_ok && llc > 0)
+            fprintf(info, " (last-level cache %.0f MiB: the copies are %s it)", llc / 1048576.0,
+                    2.0 * (double)o->n * sizeof(float) > (double)llc ? "larger than" : "within");
         fprintf(info, "\n");
         if (o->json) {
             printf("{\"case\":\"stream_copy\",\"backend\":\"%s\",\"mode\":\"reference\",\"n\":%" PRId64,
@@ -2193,6 +2209,7 @@ static bool run_copy(const options *o, copy_result *copy) {
             if (copy->nt_ok) {
                 json_num("nt_gbps", copy->nt_gbps, "%.4f");
                 json_num("nt_median_s", copy->nt_median_s, "%.9g");
+                if (last_level_cache() > 0) printf(",\"llc_bytes\":%ld", last_level_cache());
             }
             printf(",\"kernels\":1,\"temp_bytes\":0,\"reps\":%d,\"threads\":%d,\"bytes\":%.0f,"
                    "\"copy\":\"%s\",\"check\":\"%s\"}\n",
