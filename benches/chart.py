@@ -10,8 +10,9 @@ chart); PEERS.jsonl is benches/peers/run_peers.py output; cpu.json is the
 merged file scripts/bench.sh writes. Two charts are written:
 
 - DIR/sweep-BACKEND.svg: GB/s (graph inputs + outputs over the median time,
-  log scale) against n (log 2), one panel per case: lazyfuse fused, unfused
-  and stream_copy measured at the same n in the same run. Small n shows the
+  log scale) against n (log 2), one panel per case: lazyfuse fused, unfused,
+  the c_handfused reference where the case has one (dotted), and
+  stream_copy measured at the same n in the same run. Small n shows the
   latency floor, large n the bandwidth regime.
 - DIR/peers-BACKEND.svg: at the largest n, per case, each system's speed
   relative to lazyfuse fused (lazyfuse fused median / system median, log
@@ -132,12 +133,12 @@ def sweep_series(lf):
     out = {}
     for r in lf:
         c, mode = r.get('case'), r.get('mode')
-        if c not in CASE_ORDER or c in NOT_SWEPT or mode not in ('fused', 'unfused'):
+        if c not in CASE_ORDER or c in NOT_SWEPT or mode not in ('fused', 'unfused', 'c_handfused'):
             continue
         if not r.get('gbps'):
             continue
         s = out.setdefault(c, {})
-        s.setdefault('lazyfuse ' + mode, []).append((r['n'], r['gbps']))
+        s.setdefault(mode if mode == 'c_handfused' else 'lazyfuse ' + mode, []).append((r['n'], r['gbps']))
         if r['n'] in copy and mode == 'fused':
             s.setdefault('stream_copy', []).append((r['n'], copy[r['n']]))
     for s in out.values():
@@ -166,7 +167,9 @@ def sweep_chart(lf, path, backend, subtitle=''):
              anchor='end', color='#444')
     # legend
     lx = 10
-    for name, dash in (('lazyfuse fused', None), ('lazyfuse unfused', None), ('stream_copy', '5,3')):
+    hand = any('c_handfused' in series[c] for c in cases)
+    legend = (('lazyfuse fused', None), ('lazyfuse unfused', None), ('stream_copy', '5,3'))
+    for name, dash in legend + ((('c_handfused', '2,2'),) if hand else ()):
         svg.line(lx, 55, lx + 24, 55, COLORS[name], 2.5, dash)
         svg.text(lx + 30, 59, name.replace('lazyfuse ', ''), size=12)
         lx += 130
@@ -202,12 +205,13 @@ def sweep_chart(lf, path, backend, subtitle=''):
         svg.text(ox + pw / 2, oy + ph + 32, 'n (elements of the main input)', size=10, anchor='middle', color='#555')
         if i % ncol == 0:
             svg.text(ox - 38, oy + ph / 2, 'GB/s', size=11, anchor='middle', rotate=-90, color='#333')
-        for name in ('stream_copy', 'lazyfuse unfused', 'lazyfuse fused'):
+        for name in ('stream_copy', 'c_handfused', 'lazyfuse unfused', 'lazyfuse fused'):
             pts = [(n, v) for (n, v) in series[c].get(name, []) if v > 0]
             if not pts:
                 continue
             d = ' '.join(f'{X(n):.1f},{Y(v):.1f}' for n, v in pts)
-            dash = ' stroke-dasharray="5,3"' if name == 'stream_copy' else ''
+            dash = (' stroke-dasharray="5,3"' if name == 'stream_copy'
+                    else ' stroke-dasharray="2,2"' if name == 'c_handfused' else '')
             svg.add(f'<polyline points="{d}" fill="none" stroke="{COLORS[name]}" stroke-width="2"{dash}/>')
             if name != 'stream_copy':
                 for n, v in pts:
