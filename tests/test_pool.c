@@ -5,8 +5,13 @@
  *   of grain, chunk c runs with worker id c on one fixed thread, chunk 0 on
  *   the caller.
  * - Small runs stay on the caller and start no thread (/proc/self/task).
- * - 10,000 back-to-back runs lose no wake-up; concurrent callers serialize.
- * - Nobody spins: idle workers and a waiting caller use almost no CPU time.
+ * - 10,000 back-to-back runs lose no wake-up (workers spinning, asleep, and
+ *   runs spaced across the spin limit, where a worker goes from one to the
+ *   other); concurrent callers serialize.
+ * - Spins are bounded: idle workers and a waiting caller use almost no CPU
+ *   time, workers end up asleep after their spin, a pool is freed at once
+ *   while its workers spin, and spinning backs off when a worker cannot run
+ *   (caller and worker pinned to one CPU).
  * - 1000 pools created and freed (used or not) leak no byte and no thread.
  */
 #include "backends/cpu/pool.h"
@@ -15,6 +20,7 @@
 
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
@@ -387,17 +393,21 @@ static void *caller_thread(void *varg) {
 }
 
 Test(pool, concurrent_callers_are_serialized, .timeout = 120) { /* a lost run hangs */
-    cpu_pool *p = cpu_pool_new(4);
-    pthread_t t[3];
-    caller_arg a[3];
-    for (int i = 0; i < 3; i++) {
-        a[i] = (caller_arg){p, 0};
-        cr_assert_eq(pthread_create(&t[i], NULL, caller_thread, &a[i]), 0);
+    for (int spin = 0; spin < 2; spin++) {
+        cpu_pool *p = cpu_pool_new(4);
+        if (spin) cpu_pool_set_spin(p, 100000, 50000, true); /* also when oversubscribed */
+        pthread_t t[3];
+        caller_arg a[3];
+        for (int i = 0; i < 3; i++) {
+            a[i] = (caller_arg){p, 0};
+            cr_assert_eq(pthread_create(&t[i], NULL, caller_thread, &a[i]), 0);
+        }
+        for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+        for (int i = 0; i < 3; i++)
+            cr_assert_eq(a[i].bad, 0, "spin %d: caller %d saw %d wrong sums", spin, i, a[i].bad);
+        cr_assert_eq(ovl.overlaps, 0, "spin %d: runs overlapped %d times", spin, ovl.overlaps);
+        cpu_pool_free(p);
     }
-    for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
-    for (int i = 0; i < 3; i++) cr_assert_eq(a[i].bad, 0, "caller %d saw %d wrong sums", i, a[i].bad);
-    cr_assert_eq(ovl.overlaps, 0, "runs overlapped %d times", ovl.overlaps);
-    cpu_pool_free(p);
 }
 
 static void busy_body(void *arg, int64_t begin, int64_t end, int worker) {
@@ -444,6 +454,139 @@ Test(pool, waiting_caller_sleeps) {
                   wall);
     cr_assert_lt(cpu, 20.0, "the caller used %.1f ms of CPU time waiting 200 ms", cpu);
     cpu_pool_free(p);
+}
+
+/* ---- bounded spins ------------------------------------------------------------ */
+
+/* Waits (up to 10 s) until `want` workers of p are asleep; false if never. */
+static bool wait_sleeping(cpu_pool *p, int want) {
+    for (int i = 0; i < 10000; i++) {
+        if (cpu_pool_sleeping(p) == want) return true;
+        sleep_ms(1);
+    }
+    return false;
+}
+
+static void busy_wait_us(double us) {
+    double t0 = clock_ms(CLOCK_MONOTONIC);
+    while (clock_ms(CLOCK_MONOTONIC) - t0 < us * 1e-3) {}
+}
+
+Test(pool, spinning_back_to_back_runs, .timeout = 300) { /* a lost or doubled run fails */
+    /* Workers spinning (the defaults, forced also where the machine has fewer
+     * CPUs), spinning on more threads than cores (the pool backs off), and
+     * never spinning (every run wakes sleeping workers). */
+    static const struct { int threads, runs; int64_t worker_ns, caller_ns; bool backs_off; } cfg[] = {
+        {2, 10000, 100000, 50000, true}, {2, 5000, 100000, 50000, false},
+        {3, 3000, 100000, 50000, true}, {7, 1000, 100000, 50000, true},
+        {3, 3000, 0, 0, true}, {3, 3000, 0, 50000, true}, {3, 3000, 100000, 0, true},
+    };
+    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+        cpu_pool *p = cpu_pool_new(cfg[i].threads);
+        cpu_pool_set_spin(p, cfg[i].worker_ns, cfg[i].caller_ns, cfg[i].backs_off);
+        sum_runs(p, cfg[i].runs, i);
+        cpu_pool_free(p);
+    }
+}
+
+Test(pool, runs_across_the_spin_limit, .timeout = 300) { /* a lost wake-up hangs */
+    /* Short spins, and gaps between runs on both sides of them: workers go
+     * from spinning to sleeping around the time the next run is published,
+     * the window a lost wake-up would fall in. Every 200 runs the caller
+     * naps until both workers sleep. */
+    cpu_pool *p = cpu_pool_new(3);
+    cpu_pool_set_spin(p, 20000, 10000, false); /* no back-off: workers keep spinning */
+    sum_job *j = calloc(1, sizeof *j);
+    cr_assert_not_null(j);
+    uint64_t rng = 0x9e3779b97f4a7c15u;
+    for (int r = 0; r < 4000; r++) {
+        memset(j->part, 0, sizeof j->part);
+        j->offset = r;
+        int64_t n = 2 + r % 3000;
+        cpu_pool_run(p, sum_body, j, n, 1, 0);
+        int64_t sum = 0;
+        for (int w = 0; w < 8; w++) sum += j->part[w].sum;
+        cr_assert_eq(sum, n * (n - 1) / 2 + n * (int64_t)r, "run %d: wrong sum", r);
+        rng = rng * 6364136223846793005u + 1442695040888963407u;
+        busy_wait_us((double)((rng >> 33) % 60)); /* 0..60 us, the spin is 20 */
+        if (r % 200 == 199)
+            cr_assert(wait_sleeping(p, 2), "run %d: the workers never went to sleep (%d asleep)", r,
+                      cpu_pool_sleeping(p));
+    }
+    free(j);
+    cpu_pool_free(p);
+}
+
+Test(pool, idle_spinning_pool_sleeps) {
+    /* The default spins, on a pool no larger than this machine (forced, in
+     * case it has one CPU; no back-off, which would put the worker to sleep
+     * early): once the spins of the last run are over, the workers sleep
+     * and the process uses no CPU time. */
+    cpu_pool *p = cpu_pool_new(2);
+    cpu_pool_set_spin(p, 100000, 50000, false);
+    volatile double acc[1] = {0};
+    for (int r = 0; r < 200; r++) cpu_pool_run(p, busy_body, (void *)acc, 1 << 12, 64, 0);
+    double cpu0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
+    sleep_ms(300);
+    double idle = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+    /* A spin is 0.1 ms; the slack is for a loaded machine or valgrind. */
+    cr_assert_lt(idle, 30.0, "an idle pool used %.1f ms of CPU time in 300 ms", idle);
+    cr_assert(wait_sleeping(p, 1), "the worker is not asleep");
+    sum_runs(p, 50, 9); /* a run after the workers went to sleep */
+    cpu_pool_free(p);
+}
+
+Test(pool, free_while_workers_spin, .timeout = 120) {
+    /* Workers told to spin for 10 s are stopped by free at once: 30 pools
+     * take well under the 10 s a single full spin would. */
+    size_t base = lf_debug_live_bytes();
+    int tasks = task_count();
+    sum_job *j = calloc(1, sizeof *j);
+    cr_assert_not_null(j);
+    double t0 = clock_ms(CLOCK_MONOTONIC);
+    for (int i = 0; i < 30; i++) {
+        cpu_pool *p = cpu_pool_new(2 + i % 3);
+        cpu_pool_set_spin(p, 10000000000, 0, false);
+        memset(j->part, 0, sizeof j->part);
+        cpu_pool_run(p, sum_body, j, 100, 1, 0);
+        int64_t sum = 0;
+        for (int w = 0; w < 8; w++) sum += j->part[w].sum;
+        cr_assert_eq(sum, 100 * 99 / 2, "pool %d: wrong sum", i);
+        cpu_pool_free(p);
+    }
+    double wall = clock_ms(CLOCK_MONOTONIC) - t0;
+    free(j);
+    cr_assert_lt(wall, 9000.0, "freeing 30 pools of spinning workers took %.0f ms", wall);
+    cr_assert_eq(lf_debug_live_bytes(), base);
+    cr_assert_eq(task_count(), tasks, "freed pools left threads behind");
+}
+
+Test(pool, spinning_backs_off_when_a_worker_cannot_run, .timeout = 120) {
+    /* Caller and worker pinned to one CPU: a spinning caller holds the CPU
+     * its worker needs, so a run soon finds the worker has not taken its
+     * chunk; the pool then backs off (workers sleep instead of spinning for
+     * a while) and stays correct. */
+    cpu_set_t old, one;
+    cr_assert_eq(pthread_getaffinity_np(pthread_self(), sizeof old, &old), 0);
+    int cpu = 0;
+    while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &old)) cpu++;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (pthread_setaffinity_np(pthread_self(), sizeof one, &one)) cr_skip_test("cannot pin threads");
+    cpu_pool *p = cpu_pool_new(2); /* its worker starts below and inherits the mask */
+    cpu_pool_set_spin(p, 100000, 50000, true);
+    sum_job *j = calloc(1, sizeof *j);
+    cr_assert_not_null(j);
+    bool backed_off = false;
+    for (int r = 0; r < 5000 && !backed_off; r++) {
+        cpu_pool_run(p, sum_body, j, 64, 1, 0);
+        backed_off = cpu_pool_backoff_ns(p) > 0;
+    }
+    sum_runs(p, 500, 11);
+    cpu_pool_free(p);
+    free(j);
+    pthread_setaffinity_np(pthread_self(), sizeof old, &old);
+    cr_assert(backed_off, "5000 runs on one CPU never backed off");
 }
 
 Test(pool, thousand_pools_leak_nothing) {

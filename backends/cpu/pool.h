@@ -5,8 +5,16 @@
  *  - workers start lazily, on the first run that needs them, and never fail
  *    a run: if pthread_create fails the run uses the threads it has (the
  *    caller alone at worst);
- *  - idle workers sleep on a condition variable and the caller waits on one:
- *    nothing ever spins;
+ *  - waits spin briefly, then sleep: after a run a worker spins (pause
+ *    instructions on an atomic word) for at most 100 us waiting for the
+ *    next run, then sleeps on a condition variable; the caller spins at most
+ *    50 us for the workers' chunks, then sleeps on one. So back-to-back runs
+ *    wake no sleeping thread, and a pool left idle uses no CPU time once its
+ *    last run's spins are over. Nobody spins in a pool with more threads
+ *    than the CPUs the process may run on, nor for a while (1 ms, doubling
+ *    up to 256 ms) after a run where a worker did not get a CPU in time (a
+ *    loaded machine: there a woken sleeper is scheduled sooner than a
+ *    spinner gets its turn);
  *  - chunking is deterministic: with T the threads the pool runs on (the
  *    configured count unless pthread_create failed) and
  *        chunk = round_up(ceil(n / T), grain),
@@ -20,6 +28,7 @@
 #ifndef LF_CPU_POOL_H
 #define LF_CPU_POOL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define CPU_POOL_MAX_THREADS 256
@@ -59,5 +68,18 @@ typedef void (*cpu_range_fn)(void *arg, int64_t begin, int64_t end, int worker);
  * would deadlock). */
 void cpu_pool_run(cpu_pool *p, cpu_range_fn fn, void *arg, int64_t n, int64_t grain,
                   int64_t min_parallel);
+
+/* Test hooks. cpu_pool_set_spin sets how long a worker spins after a run and
+ * the caller spins for the workers' chunks before sleeping (nanoseconds;
+ * 0: sleep at once), replacing the defaults above (also the no-spin default
+ * of an oversubscribed pool), and whether the pool backs off from spinning
+ * when it does not pay (pool.c; the default is true); call it between runs.
+ * cpu_pool_sleeping is the number of workers asleep (or going to sleep) on
+ * the condition variable. */
+void cpu_pool_set_spin(cpu_pool *p, int64_t worker_ns, int64_t caller_ns, bool backs_off);
+int cpu_pool_sleeping(cpu_pool *p);
+/* Test hook: nanoseconds left of the current back-off (workers sleep instead
+ * of spinning; pool.c says when), 0 when none. */
+int64_t cpu_pool_backoff_ns(cpu_pool *p);
 
 #endif
