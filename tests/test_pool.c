@@ -11,7 +11,8 @@
  * - Spins are bounded: idle workers and a waiting caller use almost no CPU
  *   time, workers end up asleep after their spin, a pool is freed at once
  *   while its workers spin, and spinning backs off when a worker cannot run
- *   (caller and worker pinned to one CPU).
+ *   (caller and worker pinned to one CPU) or wakes slowly after a full spin,
+ *   but not for a slow wake-up of a worker that did not spin.
  * - 1000 pools created and freed (used or not) leak no byte and no thread.
  */
 #include "backends/cpu/pool.h"
@@ -587,6 +588,28 @@ Test(pool, spinning_backs_off_when_a_worker_cannot_run, .timeout = 120) {
     free(j);
     pthread_setaffinity_np(pthread_self(), sizeof old, &old);
     cr_assert(backed_off, "5000 runs on one CPU never backed off");
+}
+
+Test(pool, slow_wake_ups_judged_only_after_a_full_spin, .timeout = 120) {
+    /* The caller spins about a microsecond, less than any wake-up takes. A
+     * worker that sleeps without spinning (as during a back-off) is not
+     * judged by its wake-up: no run backs off. One that slept after a full
+     * (here 1 ns) spin is: a run soon backs off. */
+    for (int spun = 0; spun < 2; spun++) {
+        cpu_pool *p = cpu_pool_new(2);
+        cpu_pool_set_spin(p, spun, 1, true);
+        sum_runs(p, 1, 5); /* starts the worker */
+        bool backed_off = false;
+        for (int r = 0; r < 200 && !backed_off; r++) {
+            cr_assert(wait_sleeping(p, 1), "the worker is not asleep");
+            sum_runs(p, 1, (uint64_t)r);
+            backed_off = cpu_pool_backoff_ns(p) > 0;
+        }
+        cpu_pool_free(p);
+        cr_assert_eq(backed_off, spun == 1, "worker spin %d ns: %s", spun,
+                     spun ? "a slow wake-up after a full spin never backed off"
+                          : "a worker that never spins was judged by its wake-up");
+    }
 }
 
 Test(pool, thousand_pools_leak_nothing) {

@@ -23,17 +23,19 @@
  *    of one with work to do). So an idle pool costs no CPU time once the
  *    spins of its last run are over;
  *  - spinning backs off when it does not pay. While the caller spins it
- *    judges the run once: a worker that was not asleep at publish and has
- *    not taken its chunk START_GRACE_NS later, or any worker that has not
- *    taken its chunk by the end of the caller's spin, is not getting a CPU
- *    (another process holds it, or our own caller does). That is a miss:
- *    for `backoff_ns` from then, neither workers nor caller spin
+ *    judges the run: a worker that was not asleep at publish and has not
+ *    taken its chunk START_GRACE_NS later, or one asleep after a full spin
+ *    (often a spin that ran out while the worker was descheduled) that has
+ *    not taken its chunk by the end of the caller's spin, is not getting a
+ *    CPU (another process holds it, or our own caller does). That is a
+ *    miss: for `backoff_ns` from then, neither workers nor caller spin
  *    (BACKOFF_MIN_NS, doubled up to BACKOFF_MAX_NS while misses come within
  *    BACKOFF_WINDOW_NS of spinning resuming). On a loaded machine a woken
  *    sleeper is scheduled ahead of the CPU hogs; a spinner is one of them
  *    and waits its turn, often a whole time slice, so without the back-off
- *    spinning would be far slower there than sleeping. Workers just started
- *    are not judged;
+ *    spinning would be far slower there than sleeping. Workers just started,
+ *    and workers asleep because of a back-off, are not judged (or every
+ *    back-off would end in a slow wake-up judged a miss, and another);
  *  - no lost wake-up: a worker going to sleep takes `mu`, counts itself in
  *    `sleepers`, then looks at the word again before cond_wait; the caller
  *    stores the word, then reads `sleepers` and, when non-zero, broadcasts
@@ -120,6 +122,7 @@ struct cpu_pool {
     char pad2[64];
 
     atomic_int sleepers;           /* workers (about to be) asleep on wake */
+    atomic_int spun_out;           /* those of them that spun in full first */
     atomic_bool stop;              /* set by cpu_pool_free */
     pthread_mutex_t mu;            /* taken to sleep on or signal wake and done */
     pthread_cond_t wake;           /* workers sleep here after their spin */
@@ -160,6 +163,7 @@ cpu_pool *cpu_pool_new(int threads) {
     atomic_init(&p->started, 0);
     atomic_init(&p->caller_waits, false);
     atomic_init(&p->sleepers, 0);
+    atomic_init(&p->spun_out, 0);
     atomic_init(&p->stop, false);
     if (pthread_mutex_init(&p->run_lock, NULL)) goto fail0;
     if (pthread_mutex_init(&p->mu, NULL)) goto fail1;
@@ -208,18 +212,24 @@ static uint64_t await_gen(cpu_pool *p, uint64_t seen) {
     uint64_t word = atomic_load_explicit(&p->word, memory_order_acquire);
     if (word_gen(word) != seen) return word;
     int64_t spin = atomic_load_explicit(&p->worker_spin_ns, memory_order_relaxed);
+    bool spun = false; /* a full spin, not cut short by a back-off */
     if (spin > 0) {
         int64_t now = now_ns(), until = now + spin;
         for (unsigned i = 1; now >= atomic_load_explicit(&p->nospin_until, memory_order_relaxed); i++) {
             cpu_relax();
             word = atomic_load_explicit(&p->word, memory_order_acquire);
             if (word_gen(word) != seen) return word;
-            if (i % SPIN_CHECK == 0 && (now = now_ns()) >= until) break;
+            if (i % SPIN_CHECK == 0 && (now = now_ns()) >= until) {
+                spun = true;
+                break;
+            }
         }
     }
     pthread_mutex_lock(&p->mu);
     atomic_fetch_add(&p->sleepers, 1);
+    if (spun) atomic_fetch_add_explicit(&p->spun_out, 1, memory_order_relaxed);
     while (word_gen(word = atomic_load(&p->word)) == seen) pthread_cond_wait(&p->wake, &p->mu);
+    if (spun) atomic_fetch_sub_explicit(&p->spun_out, 1, memory_order_relaxed);
     atomic_fetch_sub(&p->sleepers, 1);
     pthread_mutex_unlock(&p->mu);
     return word;
@@ -237,12 +247,13 @@ static void back_off(cpu_pool *p, int64_t now) {
 
 /* Waits until no chunk is pending (run_lock held): spins up to `spin` ns,
  * then sleeps on done. `t_pub` is when the run was published, `chunks` the
- * chunks on workers, `asleep` the workers asleep then. When `check`, a
- * worker that has not taken its chunk START_GRACE_NS after publish (all of
- * them but `asleep`), or by the end of the spin (all of them), means the
- * pool should back off (see the top). */
+ * chunks on workers, `asleep` the workers asleep then and `spun` those of
+ * them that had spun in full. When `check`, fewer chunks taken than those of
+ * the workers not asleep START_GRACE_NS after publish, or than those of the
+ * workers not asleep or asleep after a full spin by the end of the spin,
+ * means the pool should back off (see the top). */
 static void await_pending(cpu_pool *p, int64_t spin, int64_t t_pub, bool check, int chunks,
-                          int asleep) {
+                          int asleep, int spun) {
     if (atomic_load_explicit(&p->pending, memory_order_acquire) == 0) return;
     if (spin > 0) {
         int64_t now = now_ns(), until = now + spin;
@@ -255,7 +266,7 @@ static void await_pending(cpu_pool *p, int64_t spin, int64_t t_pub, bool check, 
             bool end = now >= until;
             if (check && (end || (!graced && now - t_pub >= START_GRACE_NS))) {
                 graced = true;
-                int want = end ? chunks : chunks - asleep;
+                int want = chunks - asleep + (end ? spun : 0);
                 if (atomic_load_explicit(&p->started, memory_order_relaxed) < want) {
                     back_off(p, now);
                     break;
@@ -315,12 +326,16 @@ static void start_workers(cpu_pool *p) {
 }
 
 /* Publishes a new generation with `nchunks` chunks (run_lock held) and wakes
- * the workers asleep, if any. Returns how many were asleep. */
-static int publish(cpu_pool *p, int nchunks) {
+ * the workers asleep, if any. Returns how many were asleep, and in *spun
+ * how many of them had spun in full. */
+static int publish(cpu_pool *p, int nchunks, int *spun) {
     uint64_t gen = word_gen(atomic_load_explicit(&p->word, memory_order_relaxed)) + 1;
     atomic_store(&p->word, gen << WORD_CHUNK_BITS | (uint64_t)nchunks);
     int asleep = atomic_load(&p->sleepers);
+    *spun = 0;
     if (asleep == 0) return 0;
+    *spun = atomic_load_explicit(&p->spun_out, memory_order_relaxed);
+    if (*spun > asleep) *spun = asleep; /* read apart: keep them consistent */
     pthread_mutex_lock(&p->mu);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
@@ -331,7 +346,8 @@ void cpu_pool_free(cpu_pool *p) {
     if (!p) return;
     pthread_mutex_lock(&p->run_lock);
     atomic_store(&p->stop, true);
-    publish(p, 0);
+    int spun;
+    publish(p, 0, &spun);
     for (int i = 0; i < p->nworkers; i++) pthread_join(p->workers[i].tid, NULL);
     pthread_mutex_unlock(&p->run_lock);
     pthread_cond_destroy(&p->done);
@@ -383,10 +399,10 @@ void cpu_pool_run(cpu_pool *p, cpu_range_fn fn, void *arg, int64_t n, int64_t gr
     int64_t spin = atomic_load_explicit(&p->caller_spin_ns, memory_order_relaxed);
     int64_t t_pub = spin > 0 ? now_ns() : 0;
     if (t_pub < atomic_load_explicit(&p->nospin_until, memory_order_relaxed)) spin = 0;
-    int asleep = publish(p, (int)nchunks);
+    int spun, asleep = publish(p, (int)nchunks, &spun);
 
     fn(arg, 0, chunk, 0);
 
-    await_pending(p, spin, t_pub, !fresh && p->backs_off, (int)nchunks - 1, asleep);
+    await_pending(p, spin, t_pub, !fresh && p->backs_off, (int)nchunks - 1, asleep, spun);
     pthread_mutex_unlock(&p->run_lock);
 }
