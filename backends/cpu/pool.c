@@ -64,7 +64,7 @@
 #define WORKER_SPIN_NS 100000      /* a worker's spin after a run, before it sleeps */
 #define CALLER_SPIN_NS 50000       /* the caller's spin for pending chunks */
 #define START_GRACE_NS 20000       /* spinning workers take their chunks within this */
-#define BACKOFF_MIN_NS 1000000     /* no-spin period after a miss ... */
+#define BACKOFF_MIN_NS 250000      /* no-spin period after a miss ... */
 #define BACKOFF_MAX_NS 256000000   /* ... doubled up to this ... */
 #define BACKOFF_WINDOW_NS 50000000 /* ... while misses come this soon after it ends */
 #define SPIN_CHECK 16              /* pauses between looks at the clock */

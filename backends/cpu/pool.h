@@ -11,7 +11,7 @@
  *    50 us for the workers' chunks, then sleeps on one. So back-to-back runs
  *    wake no sleeping thread, and a pool left idle uses no CPU time once its
  *    last run's spins are over. Nobody spins in a pool with more threads
- *    than the CPUs the process may run on, nor for a while (1 ms, doubling
+ *    than the CPUs the process may run on, nor for a while (0.25 ms, doubling
  *    up to 256 ms) after a run where a worker did not get a CPU in time (a
  *    loaded machine: there a woken sleeper is scheduled sooner than a
  *    spinner gets its turn);
