@@ -144,12 +144,23 @@ typedef struct cg_layout {
     int64_t part_entries;          /* nblocks * DN */
     int param_scatter;             /* P index of block, positions, DN, nblocks */
     int dst_buf;                   /* dst's buffer (dense), -1: a constant */
+    /* contraction kernels printed as a packed GEMM (cg_contract_layout):
+       the loop axes of M (y does not move along it), N (x does not), K
+       (reduced); work = batch x blocks of M x blocks of N. -1: not one */
+    int gemm_m, gemm_n, gemm_k;
     cg_access access[];            /* naccess of them (at most CG_MAX_ACCESSES:
                                       64 loads in each of 10 fns and 16 stores,
                                       about 80 KB; cg_layout_new sizes a
                                       layout to what it uses) */
 } cg_layout;
 
+/* Whether a reduction of kn is a contraction (emit_contract.c): its fold is
+ * one chain per output element, so a full reduction is one block, one
+ * thread on CUDA. */
+bool cg_kernel_contracts(const fuse_kernel *kn);
+/* Sets lay->gemm_* (and work) when lay's kernel is printed as a packed GEMM
+ * on the CPU (emit_contract.c); gemm_m = -1 otherwise. */
+void cg_contract_layout(cg_layout *lay);
 /* Lays out kernel k of s: a graph_malloc'd layout with room for exactly its
  * accesses (free with graph_free), or NULL when out of memory. */
 cg_layout *cg_layout_new(const fuse_schedule *s, int k);

@@ -839,9 +839,13 @@ void cg_declare_accs(cg_emitter *e, int q, const char *n, const char *count) {
         cg_line(e, "%s acc%d[%s]; /* n%d %s */", cg_red_float(r) ? "double" : "int64_t", j, n, r->node->id,
              graph_reds[r->op].text);
         if (cg_red_arg(r)) cg_line(e, "int64_t arg%d[%s];", j, n);
+        int cx, cy;
+        bool con = fuse_red_contraction(kn, j, &cx, &cy); /* its block's float partial, its count */
+        if (con) cg_line(e, "float cp%d[%s]; int64_t cn%d[%s];", j, n, j, n);
         cg_line(e, "for (int64_t l = 0; l < %s; l++) {", count);
         cg_line(e, "    acc%d[l] = %s;", j, cg_red_init(r));
         if (cg_red_arg(r)) cg_line(e, "    arg%d[l] = -1;", j);
+        if (con) cg_line(e, "    cp%d[l] = 0.0f, cn%d[l] = 0;", j, j);
         cg_line(e, "}");
     }
 }
@@ -856,6 +860,11 @@ void cg_emit_pass_body(cg_emitter *e, int q, const char *jv, acc_form form, cons
         const fuse_red *r = &kn->reds[j];
         if (r->pass != q) continue;
         char a[32], g[32], x[32];
+        int cx, cy;
+        if (fuse_red_contraction(kn, j, &cx, &cy)) {
+            cg_emit_contract_fold(e, j, cx, cy, slot);
+            continue;
+        }
         cg_fmt(a, sizeof a, "acc%d[%s]", j, slot);
         cg_fmt(g, sizeof g, "arg%d[%s]", j, slot);
         cg_fmt(x, sizeof x, "v%d", r->expr);

@@ -82,6 +82,17 @@ void cg_emit_body(cg_emitter *e, int reg, const char *jv, acc_form form, const c
 void cg_emit_pass_body(cg_emitter *e, int q, const char *jv, acc_form form, const char *slot,
                        const char *pos);
 
+/* ---- contractions (emit_contract.c) ---- */
+/* Folds contraction j's operands v<cx>, v<cy> into its float partial
+ * cp<j>[slot] with fmaf, flushing it into acc<j>[slot] after every
+ * LF_CONTRACT_BLOCK steps and after the last (cn<j> counts them against the
+ * reduced count): graph_contract_fold's order. A lane slot ("l") folds into
+ * slot 0, every position in order. */
+void cg_emit_contract_fold(cg_emitter *e, int j, int cx, int cy, const char *slot);
+/* A contraction kernel the layout marked (lay->gemm_m >= 0) printed as a
+ * packed, cache-blocked GEMM (C dialect); false: not one, nothing printed. */
+bool cg_emit_contract_gemm(cg_emitter *e);
+
 /* ---- reductions ---- */
 bool cg_red_float(const fuse_red *r);  /* accumulates in double */
 bool cg_red_arg(const fuse_red *r);    /* argmin / argmax */

@@ -565,6 +565,7 @@ void cg_emit_c(cg_emitter *e) {
         emit_scatter(e);
         return;
     }
+    if (cg_emit_contract_gemm(e)) return; /* a contraction's packed GEMM (emit_contract.c) */
     switch (e->lay->strategy) {
     case CG_ELEMENTWISE: emit_elementwise(e); break;
     case CG_REDUCE_INNER: emit_inner(e); break;

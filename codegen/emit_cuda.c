@@ -164,7 +164,7 @@ void cg_cuda_plan_kernel(const cg_layout *lay, const int64_t *P, const uint64_t 
     case CG_REDUCE_INNER: {
         int64_t nout = product(lay, P, 0, lay->nkept);
         if (nout == 0) return;
-        unsigned G = row_group(lay->count), rows = THREADS / G;
+        unsigned G = cg_kernel_contracts(kn) ? 1 : row_group(lay->count), rows = THREADS / G; /* emit_contract.c */
         unsigned grid = grid_for(nout, rows, sm_count * 2);
         add(plan, E_ROWS, fits_int32(lay, P, nout, (int64_t)grid * rows + THREADS), grid, G, rows);
         return;
@@ -187,7 +187,7 @@ void cg_cuda_plan_kernel(const cg_layout *lay, const int64_t *P, const uint64_t 
         for (int q = 0; q < kn->npasses; q++) {
             int nq = cg_pass_reductions(kn, q);
             if (nq > most) most = nq;
-            add(plan, E_PASS0 + q, i32, (unsigned)nblocks, THREADS, 1);
+            add(plan, E_PASS0 + q, i32, (unsigned)nblocks, cg_kernel_contracts(kn) ? 1 : THREADS, 1);
         }
         if (kn->row) {
             int64_t T = product(lay, P, 0, lay->ndim);

@@ -237,6 +237,8 @@ static void layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
         int64_t rest = 1;
         for (int i = 1; i < lay->nred; i++) rest *= lay->extent[i];
         lay->full_block = rest >= CG_FULL_BLOCK || rest == 0 ? 1 : CG_FULL_BLOCK / rest;
+        if (cg_kernel_contracts(kn)) /* one block: the fold is one chain (emit_contract.c) */
+            lay->full_block = lay->extent[0] > 1 ? lay->extent[0] : 1;
         lay->work = (lay->extent[0] + lay->full_block - 1) / lay->full_block;
         break;
     }
@@ -286,6 +288,7 @@ static void layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
         lay->work = gm.nblocks;
     }
     lay->nparams = p;
+    cg_contract_layout(lay); /* a contraction's packed GEMM: its own work items */
 }
 
 void cg_fill_params(const cg_layout *lay, int64_t *P) {

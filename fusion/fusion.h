@@ -338,6 +338,13 @@ const lf_buffer *fuse_in_place_target(const fuse_schedule *s, const lf_buffer *d
  * overlap, no index check before the store). */
 bool fuse_output_in_place(const fuse_schedule *s, int i, const lf_buffer *dst);
 
+/* ==== plan_contract.c: contractions ======================================= */
+
+/* Whether reduction j of kn is a contraction (graph_contraction); then its
+ * expression is a float32 multiply in its pass fn and *x, *y are that
+ * multiply's operands (expression ids of the pass fn). */
+bool fuse_red_contraction(const fuse_kernel *kn, int j, int *x, int *y);
+
 /* ==== interp.c: the schedule interpreter ================================= */
 
 /* Runs s kernel by kernel, element by element, each fn evaluated by

@@ -17,8 +17,9 @@
  * double, integer sums and products in wrapping int64, and the result is
  * rounded once; min/max propagate NaN; argmin/argmax keep the first extreme
  * (the first NaN if any); an empty sum is 0, an empty product 1, an empty
- * mean NaN. Iotas and random nodes are computed as the reference computes
- * them.
+ * mean NaN; a contraction folds its product's operands (fuse_red_contraction)
+ * as graph_contract_fold does. Iotas and random nodes are computed as the
+ * reference computes them.
  *
  * Constant nodes are read when a kernel runs (EXPR_SCALAR in graph_fn_eval,
  * a scatter's constant dst from its node), so a schedule follows
@@ -229,6 +230,8 @@ static void run_reduce(const fuse_schedule *s, const fuse_kernel *kn, void *cons
     lf_dtype params[FUSE_MAX_PASSES][GRAPH_MAX_PARAMS], eparams[GRAPH_MAX_PARAMS], rparams[GRAPH_MAX_PARAMS];
     lf_scalar args[GRAPH_MAX_PARAMS], res[LF_MAX_ARGS];
     graph_red_acc acc[LF_MAX_ARGS];
+    graph_contract_acc cacc[LF_MAX_ARGS]; /* contractions (graph/contract.c) */
+    int cx[LF_MAX_ARGS], cy[LF_MAX_ARGS];  /* their operands in the pass fn, else -1 */
     lf_dtype acc_t[LF_MAX_ARGS];
     int kept[LF_MAX_DIMS], red[LF_MAX_DIMS], nkept = 0, nred = 0;
     int64_t count = 1, cstrides[LF_MAX_DIMS];
@@ -244,14 +247,20 @@ static void run_reduce(const fuse_schedule *s, const fuse_kernel *kn, void *cons
     for (int q = 0; q < kn->npasses; q++) load_dtypes(kn->passes[q].loads, kn->passes[q].nloads, params[q]);
     load_dtypes(kn->epi_loads, kn->nepi_loads, eparams);
     load_dtypes(kn->row_loads, kn->nrow_loads, rparams);
-    for (int j = 0; j < kn->nreds; j++) acc_t[j] = graph_red_acc_dtype(kn->reds[j].op, kn->reds[j].in);
+    for (int j = 0; j < kn->nreds; j++) {
+        acc_t[j] = graph_red_acc_dtype(kn->reds[j].op, kn->reds[j].in);
+        if (!fuse_red_contraction(kn, j, &cx[j], &cy[j])) cx[j] = cy[j] = -1;
+    }
     bool keep = kn->out_ndim == kn->ndim; /* keepdims (or nothing reduced) */
     int64_t idx[LF_MAX_DIMS] = {0}, oidx[LF_MAX_DIMS];
     for (int64_t o = 0; o < kn->out_numel; o++) {
         for (int q = 0; q < kn->npasses; q++) {
             const fuse_pass *ps = &kn->passes[q];
             for (int j = 0; j < kn->nreds; j++)
-                if (kn->reds[j].pass == q) graph_red_init(&acc[j], kn->reds[j].op, acc_t[j]);
+                if (kn->reds[j].pass == q) {
+                    graph_red_init(&acc[j], kn->reds[j].op, acc_t[j]);
+                    graph_contract_init(&cacc[j]);
+                }
             for (int j = 0; j < nred; j++) idx[red[j]] = 0;
             for (int64_t pos = 0; pos < count; pos++) {
                 load_all(ps->loads, ps->nloads, data, idx, args);
@@ -260,6 +269,10 @@ static void run_reduce(const fuse_schedule *s, const fuse_kernel *kn, void *cons
                 for (int j = 0; j < kn->nreds; j++) {
                     const fuse_red *r = &kn->reds[j];
                     if (r->pass != q) continue;
+                    if (cx[j] >= 0) {
+                        graph_contract_fold(&cacc[j], (float)vals[cx[j]].f, (float)vals[cy[j]].f);
+                        continue;
+                    }
                     lf_scalar v = graph_scalar_convert(vals[r->expr], r->in, acc_t[j]);
                     graph_red_fold(&acc[j], r->op, acc_t[j], v, pos);
                 }
@@ -267,7 +280,8 @@ static void run_reduce(const fuse_schedule *s, const fuse_kernel *kn, void *cons
             }
             for (int j = 0; j < kn->nreds; j++) {
                 const fuse_red *r = &kn->reds[j];
-                if (r->pass == q) res[j] = graph_red_finish(&acc[j], r->op, acc_t[j], count, r->node->dtype);
+                if (r->pass == q && cx[j] >= 0) res[j].f = graph_contract_finish(&cacc[j]);
+                else if (r->pass == q) res[j] = graph_red_finish(&acc[j], r->op, acc_t[j], count, r->node->dtype);
             }
         }
         /* the epilogue, at this element's index in the output's shape */

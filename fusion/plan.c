@@ -125,6 +125,17 @@
  *     contraction over a tiny axis (A = Vd @ C with 3 columns) is then
  *     elementwise and fuses into its consumer (the top-k that reads it)
  *     instead of being stored.
+ *   Contractions (plan_contract.c). A float32 sum over one axis of a float32
+ *     product (graph_contraction: matmul as a zip-reduce, batched, matvec)
+ *     folds the product's operands with fmaf in blocks (lazyfuse.h), so its
+ *     product map is never a leaf in its kernel: computed there from its
+ *     operands, also when the map is a root (an output, or fusion off); a
+ *     small one is inlined as an fma chain unless its product is an
+ *     output. The kernel is an
+ *     ordinary reduction kernel (prologue maps inlined into its pass,
+ *     elementwise consumers joined as its epilogue: relu(A @ B + bias) is
+ *     one kernel); codegen prints it as a packed GEMM when it has that one
+ *     reduction (codegen/emit_contract.c).
  *   Sort (plan_sort.c). A sort, argsort or topk node is always a root
  *     with a kernel of its own over its input's space, the sorted axis
  *     innermost; its input's elementwise producers are inlined (map ->
@@ -207,7 +218,8 @@ bool fuse_is_leaf(const planner *p, const lf_node *n, int k) {
     if (n->kind == NODE_INPUT || n->kind == NODE_CONST || n->kind == NODE_IOTA || n->kind == NODE_RANDOM)
         return true;
     if (n->kind == NODE_GATHER) return true; /* a load (plan_gather.c) */
-    return p->root[n->id] && n->id != k;
+    if (!p->root[n->id] || n->id == k) return false;
+    return !fuse_contracts_map(p, k, n); /* plan_contract.c */
 }
 /* ---- the planner ----------------------------------------------------------------------------------- */
 
@@ -287,6 +299,8 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     p->kcount = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kcount);
     p->kops = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kops);
     p->kops64 = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kops64);
+    p->cmap = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->cmap);
+    if (!p->cmap) return fuse_nomem(p);
     if (!p->first || !p->ninst || !p->iroot || !p->ck || !p->klist || !p->kcount || !p->kops || !p->kops64)
         return fuse_nomem(p);
     if (!p->host || !p->oslot || !p->fnops || !p->next_member) return fuse_nomem(p);
@@ -303,10 +317,11 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
         if (!p->needed[id]) continue;
         const lf_node *x = g->nodes[id];
         for (int k = 0; k < x->ninputs; k++) p->needed[x->inputs[k]->id] = true;
-        if ((fuse_is_fold(x) && !(p->fusion && fuse_small_reduce(x))) || (x->materialize && x->kind != NODE_INPUT) ||
+        if ((fuse_is_fold(x) && !(p->fusion && fuse_small_reduce(x) && !fuse_contract_stored(p, x))) || (x->materialize && x->kind != NODE_INPUT) ||
             (!p->fusion && x->kind != NODE_VIEW && x->kind != NODE_INPUT && x->kind != NODE_CONST))
             p->root[id] = true;
     }
+    fuse_contract_maps(p);
     s->unfused_temp_bytes = 0;
     for (int id = 0; id < nn; id++) {
         const lf_node *x = g->nodes[id];
@@ -331,6 +346,7 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
         if ((st = fuse_find_instances(p)) != LF_OK) return st;
         if ((st = fuse_plan_merges(p)) != LF_OK) return st;
         if (p->fusion && fuse_gather_roots(p)) continue;
+        if (p->fusion && fuse_contract_roots(p)) continue;
         if (p->fusion) {
             int added = fuse_add_shared_roots(p);
             if (added < 0) return fuse_nomem(p);

@@ -126,6 +126,8 @@ typedef struct planner {
     int *slot_of;            /* per node: slot holding its value, -1 */
     int *next_member;        /* per root: the next root of its kernel (node
                                 order, from the kernel's own root), -1 */
+    int *cmap;               /* per map: 1 + id of a needed contraction whose
+                                product it is, else 0 (plan_contract.c) */
 } planner;
 
 /* A root's part in the kernel it belongs to. */
@@ -303,6 +305,22 @@ int fuse_inst_inputs(const planner *p, const inst *i);
 /* Records kernel kn's row keeps (kn built, its fns' instances still
  * numbered). false when out of memory. */
 bool fuse_row_keeps(planner *p, int k, fuse_kernel *kn);
+
+/* ---- plan_contract.c ---- */
+/* Sets cmap[] for the product map of every needed contraction. */
+void fuse_contract_maps(planner *p);
+/* Makes a root of every inlined small contraction whose product map is a
+ * root; whether it made one. */
+bool fuse_contract_roots(planner *p);
+/* Whether contraction r's product map is an output (then r is a root). */
+bool fuse_contract_stored(const planner *p, const lf_node *r);
+/* Whether root n (a map) is computed, not loaded, in kernel k: k is a
+ * contraction whose product map is n. */
+bool fuse_contracts_map(const planner *p, int k, const lf_node *n);
+/* An inlined small contraction (instance i of the reduce node, its cnt
+ * inputs' instances already emitted into f): the fma chain of its
+ * operands from 0.0, plus 0.0. The expression id, or -1 (out of memory). */
+int fuse_small_contraction(lf_fn *f, const inst *i, int cnt);
 
 /* ---- plan_sort.c ---- */
 /* Every needed sort node becomes a root. */

@@ -69,6 +69,8 @@ static bool emit_inst(planner *p, lf_fn *f, const kbuild *kb, inst *i, int grp) 
     case NODE_VIEW: i->expr = i->in[0]->expr; return true;
     case NODE_REDUCE: /* the seed of a reduction kernel: folded, not emitted */
         if (p->root[n->id]) return true;
+        if (graph_contraction(n, NULL)) /* an inlined small contraction (plan_contract.c) */
+            return (i->expr = fuse_small_contraction(f, i, fuse_inst_inputs(p, i))) >= 0;
         { /* an inlined small reduction (plan.c): identity, then each element, rounded once */
             lf_dtype acc = graph_red_acc_dtype(n->u.reduce.op, n->inputs[0]->dtype);
             fn_expr c = graph_fn_blank_expr(EXPR_CONST);

@@ -482,7 +482,9 @@ int fuse_find_victim(planner *p) {
             i->nkey = key;
             /* the largest inlined subtree that fits in a kernel of its own */
             bool fits = fuse_loads_fit(i->nload, i->nbuf);
-            bool inlined = n->kind == NODE_MAP || (n->kind == NODE_REDUCE && !p->root[n->id]); /* a small reduction too */
+            /* a small reduction too; not a root already (a contraction's product
+               map is inlined even then: plan_contract.c) */
+            bool inlined = (n->kind == NODE_MAP || n->kind == NODE_REDUCE) && !p->root[n->id];
             if (inlined && n->id != k && i->nload >= 2 && fits &&
                 (!best || i->nload > best->nload || (i->nload == best->nload && n->id > best->node->id)))
                 best = i;
@@ -516,7 +518,7 @@ int fuse_split_big(planner *p) {
                 if (fuse_is_leaf(p, n, k)) continue; /* another instance of the new root */
             }
             run += p->fnops[n->id];
-            if (n->id != k) last = i;
+            if (n->id != k && !p->root[n->id]) last = i; /* plan_contract.c: a root may be inlined */
         }
     }
     return added;

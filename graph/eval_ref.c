@@ -8,8 +8,11 @@
  * Reductions walk their input in row-major order and accumulate in double
  * (floating input, and mean of integers) or wrapping int64 (sum and prod of
  * integers), rounding once at the end, so results do not depend on anything
- * but the input. Nothing here may change a buffer of the caller: inputs are
- * read in place, outputs go to fresh arrays that lf_eval copies on success.
+ * but the input. A contraction (graph/contract.c) evaluates its map's fn
+ * again to fold the product's operands with fmaf in blocks, so it keeps the
+ * map's inputs alive until it has run. Nothing here may change a buffer of
+ * the caller: inputs are read in place, outputs go to fresh arrays that
+ * lf_eval copies on success.
  */
 #include "graph/graph.h"
 
@@ -137,6 +140,43 @@ static lf_status eval_reduce(const lf_node *n, const void *in, void *out) {
     return LF_OK;
 }
 
+/* A contraction (graph/contract.c): the map's fn evaluated again at every
+ * element of its space (row-major, so each output's positions come in
+ * ascending order), its product's operands folded by graph_contract_fold.
+ * mins are the map's inputs. */
+static lf_status eval_contraction(const lf_node *n, const graph_contract *c, const void *const *mins,
+                                  lf_scalar *scratch, void *out) {
+    const lf_node *m = c->map;
+    const lf_fn *f = m->u.map.fn;
+    int64_t nout = n->numel;
+    graph_contract_acc *acc = graph_malloc((size_t)(nout ? nout : 1) * sizeof *acc);
+    if (!acc) return LF_ERR_NOMEM;
+    for (int64_t o = 0; o < nout; o++) graph_contract_init(&acc[o]);
+    lf_dtype params[LF_MAX_ARGS];
+    walker w;
+    walk_start(&w, m->ndim, m->shape, m->ninputs + 1);
+    int ko = m->ninputs; /* operand ko: the output element */
+    for (int k = 0; k < m->ninputs; k++) {
+        params[k] = m->inputs[k]->dtype;
+        graph_broadcast_strides(m->inputs[k]->ndim, m->inputs[k]->shape, m->ndim, m->shape, w.strides[k]);
+    }
+    int64_t ostride = 1;
+    for (int d = m->ndim - 1; d >= 0; d--)
+        if (d != c->axis) {
+            w.strides[ko][d] = ostride;
+            ostride *= m->shape[d];
+        }
+    lf_scalar args[LF_MAX_ARGS];
+    for (int64_t i = 0; i < m->numel; i++, walk_next(&w)) {
+        for (int k = 0; k < m->ninputs; k++) args[k] = graph_scalar_load(mins[k], params[k], w.off[k]);
+        graph_fn_eval(f, params, m->u.map.etype, m->u.map.ctype, args, scratch);
+        graph_contract_fold(&acc[w.off[ko]], (float)scratch[c->x].f, (float)scratch[c->y].f);
+    }
+    for (int64_t o = 0; o < nout; o++) ((float *)out)[o] = graph_contract_finish(&acc[o]);
+    graph_free(acc);
+    return LF_OK;
+}
+
 /* Each row along the axis in the blocked order of lazyfuse.h (graph_scan_step). */
 static void eval_scan(const lf_node *n, const void *in, void *out) {
     const lf_node *x = n->inputs[0];
@@ -189,6 +229,12 @@ lf_status graph_eval_reference(lf_graph *g, int n, lf_node *const *outs, void **
             needed[node->inputs[k]->id] = true;
             uses[node->inputs[k]->id]++;
         }
+        graph_contract c; /* a contraction reads its map's inputs too */
+        if (graph_contraction(node, &c))
+            for (int k = 0; k < c.map->ninputs; k++) {
+                needed[c.map->inputs[k]->id] = true;
+                uses[c.map->inputs[k]->id]++;
+            }
     }
     for (int id = 0; id < nn; id++) {
         if (!needed[id]) uses[id] = -1;
@@ -218,19 +264,30 @@ lf_status graph_eval_reference(lf_graph *g, int n, lf_node *const *outs, void **
         case NODE_RANDOM: eval_random(node, out); break;
         case NODE_VIEW: eval_view(node, ins[0], out); break;
         case NODE_MAP: eval_map(node, ins, scratch, out); break;
-        case NODE_REDUCE:
+        case NODE_REDUCE: {
+            graph_contract c;
+            if (graph_contraction(node, &c)) {
+                const void *mins[LF_MAX_ARGS];
+                for (int k = 0; k < c.map->ninputs; k++) mins[k] = vals[c.map->inputs[k]->id];
+                if (eval_contraction(node, &c, mins, scratch, out) != LF_OK)
+                    st = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory in reduction %d", id);
+                break;
+            }
             if (eval_reduce(node, ins[0], out) != LF_OK)
                 st = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory in reduction %d", id);
             break;
+        }
         case NODE_SCAN: eval_scan(node, ins[0], out); break;
         case NODE_GATHER: st = graph_eval_gather(node, ins[0], ins[1], out); break;
         case NODE_SCATTER: st = graph_eval_scatter(node, ins[0], ins[1], ins[2], out); break;
         case NODE_SORT: st = graph_eval_sort(node, ins[0], out); break;
         case NODE_INPUT: break;
         }
-        /* free inputs whose last consumer this was */
-        for (int k = 0; k < node->ninputs; k++) {
-            int in = node->inputs[k]->id;
+        /* free inputs whose last consumer this was (a contraction's map's too) */
+        graph_contract c;
+        bool contract = graph_contraction(node, &c);
+        for (int k = 0; k < node->ninputs + (contract ? c.map->ninputs : 0); k++) {
+            int in = k < node->ninputs ? node->inputs[k]->id : c.map->inputs[k - node->ninputs]->id;
             if (--uses[in] == 0 && owned[in]) {
                 graph_free(vals[in]);
                 vals[in] = NULL;

@@ -589,6 +589,35 @@ const char *graph_dot_node_label(const lf_node *n, char *buf, size_t cap);
  * edges from inputs, inputs and outputs filled, views dashed. */
 lf_status graph_dot_write_graph(lf_graph *g, int n, lf_node *const *outs, FILE *out);
 
+/* ==== contract.c: contractions (lazyfuse.h, "Contractions") ================ */
+
+/* What graph_contraction found: the map whose product is summed and the
+ * operands of its fn's result (x * y). */
+typedef struct graph_contract {
+    const lf_node *map;     /* the reduce's input, a map node */
+    int x, y;               /* expression ids of the product's operands in map's fn */
+    int axis;               /* the contracted axis (of the map's space) */
+    uint32_t x_axes, y_axes; /* axes of the map's space x (y) varies along */
+} graph_contract;
+
+/* Whether reduce node r is a contraction (the predicate of lazyfuse.h: a
+ * float32 sum over one axis of a float32 product x * y, x or y independent
+ * of a kept axis); fills *c when c is not NULL. Every evaluator, the
+ * planner and the emitters ask this and nothing else. */
+bool graph_contraction(const lf_node *r, graph_contract *c);
+
+/* The fold of a contraction: blocks of LF_CONTRACT_BLOCK fmaf steps in
+ * float, each block's partial added into a double, rounded once. */
+typedef struct graph_contract_acc {
+    double acc;     /* completed blocks, from 0.0 */
+    float part;     /* the current block, from +0.0f */
+    int n;          /* elements in the current block */
+} graph_contract_acc;
+
+void graph_contract_init(graph_contract_acc *a);
+void graph_contract_fold(graph_contract_acc *a, float x, float y);
+float graph_contract_finish(const graph_contract_acc *a);
+
 /* ==== eval_ref.c: the reference evaluator ================================= */
 
 /* Evaluates outs[0..n) node by node, unfused, into dense host arrays.

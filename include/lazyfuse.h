@@ -91,7 +91,24 @@
  *     keep the dtype. mean of integers gives f64. min and max keep the dtype.
  *     argmin and argmax give i64. Float reductions (and mean of integers)
  *     accumulate in double, integer sum and prod in int64 (wrapping), and
- *     round once at the end.
+ *     round once at the end, except contractions (below).
+ *   Contractions. A float32 sum over exactly one axis of a float32 product
+ *     x * y (the result of a map's fn, the map not marked materialized)
+ *     where x or y is independent of at least one kept axis (every map input
+ *     it reads has extent 1 there, broadcasting right-aligned: matmul written
+ *     sum(A[:, :, None] * B[None, :, :], axis=1), batched matmul,
+ *     matrix-vector, a product with a scalar) is a contraction. Its value:
+ *     along the contracted axis in ascending order, in blocks of
+ *     LF_CONTRACT_BLOCK elements, a float32 partial from +0.0f updated with
+ *     fmaf(x, y, partial) (one rounding a step); each block's partial added,
+ *     in block order, into a double from 0.0; the double rounded to float32
+ *     once. Deterministic, independent of threads and position, as accurate
+ *     as BLAS or better, and what a packed f32 FMA micro-kernel computes
+ *     (its K loop blocked by LF_CONTRACT_BLOCK). The product map is computed
+ *     inside the contraction's kernel even when it is also stored (an
+ *     output). f64, integer, several reduced axes, a sum of anything but a
+ *     product, a product that depends on every kept axis (a row-wise dot)
+ *     or a marked product are plain reductions.
  */
 #ifndef LAZYFUSE_H
 #define LAZYFUSE_H
@@ -114,6 +131,7 @@ extern "C" {
 #define LF_MAX_DIMS 8   /* most dimensions an array may have */
 #define LF_MAX_ARGS 8   /* most inputs of a zipwith, most parameters of an fn */
 #define LF_NONE INT64_MIN /* slice start/stop: "from the natural end" (Python's None) */
+#define LF_CONTRACT_BLOCK 256 /* contractions: fmaf steps per float partial (above) */
 
 /* ---- status and errors ------------------------------------------------- */
 
@@ -754,9 +772,10 @@ typedef enum lf_reduce_op {
 /* Reduces x over naxes axes (negative counts from the end; no repeats), or
  * over all axes when naxes is 0 and axes is NULL (naxes > 0 with a NULL axes
  * array is LF_ERR_NULL, naxes < 0 LF_ERR_AXIS). keepdims keeps reduced axes as extent 1.
- * A sum or product over at most 8 elements per output (a contraction over a
- * tiny axis) that is not an output is computed inline by its consumers
- * (no kernel, nothing stored), with the same result bits.
+ * A sum or product over at most 8 elements per output that is not an
+ * output is computed inline by its consumers (no kernel, nothing stored),
+ * with the same result bits (a contraction, above: its fma chain, unless its
+ * product is an output too).
  * Empty reductions: sum 0, prod 1, mean NaN; min, max, argmin and argmax of
  * an empty set fail with LF_ERR_SHAPE. min/max propagate NaN; argmin/argmax
  * give the first extreme (the first NaN if any), as an index into the reduced

@@ -3,8 +3,10 @@
  * Every choice comes from the graph's own rng, so a graph is a pure
  * function of its seed; some graphs read one node through many slices
  * (gen_stencil: the taps of a stencil, past LF_MAX_ARGS loads of one
- * buffer); shapes stay small (a few hundred elements) so
- * thousands of graphs run in seconds on the reference evaluator.
+ * buffer), some hold contractions (gen_contract: matmul, transposed,
+ * matrix-vector and batched, K past LF_CONTRACT_BLOCK in a twentieth); shapes
+ * stay small (a few hundred elements) so thousands of graphs run in seconds
+ * on the reference evaluator.
  */
 #include "randgraph.h"
 #include "testutil.h"
@@ -488,6 +490,59 @@ static lf_node *gen_stencil(gen *G) {
     return acc;
 }
 
+/* An f32 input [r, c] of the generator's values (a tenth special). */
+static lf_node *f32_matrix(gen *G, int64_t r, int64_t c) {
+    int64_t shape[2] = {r, c}, n = r * c;
+    double *vals = malloc((size_t)(n ? n : 1) * sizeof *vals);
+    for (int64_t i = 0; i < n; i++)
+        vals[i] = chance(&G->r, 10) ? SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)] : (double)rint_(&G->r, -400, 400) / 64.0;
+    lf_buffer *b = tu_buf(G->ctx, LF_F32, 2, shape, vals);
+    free(vals);
+    lf_node *x = lf_input(G->g, b);
+    lf_buffer_free(b);
+    return x;
+}
+
+/* A contraction (lazyfuse.h, "Contractions"): A @ B written as a zip-reduce
+ * (B as given, or transposed: the inner form), a matrix-vector product, or
+ * a batched matmul (a batch axis of 2); K crosses LF_CONTRACT_BLOCK in a
+ * twentieth; operands sometimes through a map (a prologue) from the pool. */
+static lf_node *gen_contract(gen *G) {
+    lf_graph *g = G->g;
+    int64_t M = rint_(&G->r, 1, 4), N = rint_(&G->r, 1, 4);
+    int64_t K = chance(&G->r, 5) ? rint_(&G->r, 250, 300) : rint_(&G->r, chance(&G->r, 5) ? 0 : 1, 12);
+    int form = rint_(&G->r, 0, 3);
+    lf_node *A = f32_matrix(G, form == 3 ? 2 * M : M, K);
+    if (form == 3) A = lf_reshape(g, A, 3, (int64_t[]){2, M, K});
+    if (chance(&G->r, 30)) A = lf_mul(g, A, lf_const(g, LF_F32, SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)]));
+    if (chance(&G->r, 20)) A = lf_abs(g, A);
+    int ax;
+    lf_node *prod;
+    switch (form) {
+    case 0: /* A[:, :, None] * B[None, :, :] */
+        prod = lf_mul(g, lf_expand_dims(g, A, 2), lf_expand_dims(g, f32_matrix(G, K, N), 0));
+        ax = 1;
+        break;
+    case 1: /* A[:, None, :] * BT[None, :, :] over the last axis */
+        prod = lf_mul(g, lf_expand_dims(g, A, 1), lf_expand_dims(g, f32_matrix(G, N, K), 0));
+        ax = 2;
+        break;
+    case 2: /* A * v, v a row */
+        prod = lf_mul(g, A, f32_matrix(G, 1, K));
+        ax = 1;
+        break;
+    default: { /* batched: A[b, :, :, None] * B[b, None, :, :] */
+        lf_node *B = lf_reshape(g, f32_matrix(G, 2 * K, N), 3, (int64_t[]){2, K, N});
+        prod = lf_mul(g, lf_expand_dims(g, A, 3), lf_expand_dims(g, B, 1));
+        ax = 2;
+        break;
+    }
+    }
+    lf_node *c = lf_reduce(g, LF_RED_SUM, prod, 1, &ax, chance(&G->r, 20));
+    if (chance(&G->r, 30)) c = lf_maximum(g, c, lf_const(g, LF_F32, 0.0)); /* an epilogue */
+    return c;
+}
+
 /* Builds random graph i; returns the outputs in outs (1..3). */
 int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs) {
     memset(G, 0, sizeof *G);
@@ -521,6 +576,7 @@ int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs) {
         if (chance(&G->r, 10)) push(G, gen_scan(G)); /* lf_scan in a tenth of the steps */
         if (chance(&G->r, 10)) push(G, gen_stencil(G)); /* many taps of one buffer */
         if (chance(&G->r, 8)) push(G, gen_sort(G)); /* sort, argsort, topk in an eighth */
+        if (chance(&G->r, 3)) push(G, gen_contract(G)); /* matmul-shaped sums of products */
     }
     if (chance(&G->r, 15)) push(G, gen_stencil(G)); /* a stencil as the first output */
     int nout = rint_(&G->r, 1, 3);

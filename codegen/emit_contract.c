@@ -1,0 +1,272 @@
+/* codegen/emit_contract.c: contractions (lazyfuse.h, "Contractions";
+ * graph/contract.c) in generated code.
+ *
+ * The generic reduction skeletons (inner lanes, outer arrays, full blocks,
+ * both dialects) fold a contraction with cg_emit_contract_fold: its own
+ * sequential chain of fmaf steps per output element, in ascending order,
+ * flushed into the double accumulator every LF_CONTRACT_BLOCK steps and
+ * after the last. What keeps that the order of lazyfuse.h: an inner lane
+ * nest folds every position into slot 0; a full reduction of a kernel with
+ * a contraction is one block (layout.c) and, on CUDA, one thread
+ * (emit_cuda.c's plan); CUDA's inner reductions give such a kernel one
+ * thread per output.
+ */
+#include "codegen/emit.h"
+
+#include <string.h>
+
+void cg_emit_contract_fold(cg_emitter *e, int j, int cx, int cy, const char *slot) {
+    const char *s = strcmp(slot, "l") ? slot : "0";
+    cg_line(e, "cp%d[%s] = fmaf(v%d, v%d, cp%d[%s]); /* contraction n%d */", j, s, cx, cy, j, s,
+            e->kn->reds[j].node->id);
+    cg_open_block(e, "if ((++cn%d[%s] & %d) == 0 || cn%d[%s] == P[%d]) {", j, s, LF_CONTRACT_BLOCK - 1, j, s,
+                  e->lay->param_count);
+    cg_line(e, "acc%d[%s] += (double)cp%d[%s];", j, s, j, s);
+    cg_line(e, "cp%d[%s] = 0.0f;", j, s);
+    cg_close_block(e);
+}
+
+bool cg_kernel_contracts(const fuse_kernel *kn) {
+    int x, y;
+    for (int j = 0; j < kn->nreds; j++)
+        if (fuse_red_contraction(kn, j, &x, &y)) return true;
+    return false;
+}
+
+/* ---- the packed GEMM kernel (CPU) ------------------------------------------------------------
+ *
+ * A kernel whose one reduction is a contraction, with one pass, no row pass,
+ * no gather, on an inner or outer layout with one reduced loop axis, whose
+ * x loads do not move along a kept loop axis N and whose y loads do not
+ * move along another kept loop axis M (cg_contract_layout), is printed as a
+ * packed, cache-blocked GEMM (Goto's loops; BLIS names them jc, pc, ic,
+ * jr, ir) instead of the generic skeleton:
+ *
+ *   work item u: (batch b, block of GEMM_MC rows of M, block of GEMM_NC
+ *   columns of N), so a result never depends on the thread count (no
+ *   split of K); for each block of LF_CONTRACT_BLOCK positions of K (the
+ *   contraction's block, so the packed K loop is its block): pack y of the
+ *   block (KC x NC, micro-panels of LF_NR columns, zero-padded) and x
+ *   (MC x KC, micro-panels of LF_MR rows, zero-padded), each packed
+ *   element computed by the pass fn (the prologue maps applied while
+ *   packing); then per micro-tile LF_MR x LF_NR the micro-kernel: float
+ *   accumulators from +0.0f, one explicit FMA per element and k in
+ *   ascending order (so each lane computes graph_contract_fold's partial
+ *   of its block), added into the item's double scratch Cd (from 0.0).
+ *   Last, each output element: res0 = (float)Cd, the epilogue and its
+ *   stores at the element (relu(C + bias) fused into the store).
+ *
+ * An element at a tile edge gets the same bits as one inside: padding
+ * adds zero-valued rows and columns that are never stored, and every
+ * element's K sequence is the same whole sequence. The FMA is
+ * __builtin_ia32_vfmaddps512_mask on AVX-512 (16 lanes, LF_NR = 32),
+ * __builtin_ia32_vfmaddps256 with FMA (8 lanes), fmaf per lane otherwise
+ * (-ffp-contract is off, so a * b + c would round twice). Packing buffers
+ * and Cd live on the worker's stack (GEMM_MC x GEMM_NC: about 640 KB).
+ */
+enum { GEMM_MC = 128, GEMM_NC = 256, GEMM_MR = 8 };
+
+/* Bit j: expression i of f reads load j (at most 64 loads). */
+static void load_deps(const lf_fn *f, uint64_t *dep) {
+    for (int i = 0; i < f->nexprs; i++) {
+        const fn_expr *x = &f->exprs[i];
+        dep[i] = x->kind == EXPR_PARAM ? (uint64_t)1 << x->param : 0;
+        for (int k = 0; k < 3; k++)
+            if ((x->kind == EXPR_OP || x->kind == EXPR_CAST) && x->arg[k] >= 0) dep[i] |= dep[x->arg[k]];
+    }
+}
+
+void cg_contract_layout(cg_layout *lay) {
+    lay->gemm_m = lay->gemm_n = lay->gemm_k = -1;
+    const fuse_kernel *kn = lay->kernel;
+    int cx, cy;
+    if (kn->scan || kn->sort || kn->scatter || kn->row || kn->npasses != 1 || kn->nreds != 1 || lay->err_buf >= 0)
+        return;
+    if ((lay->strategy != CG_REDUCE_INNER && lay->strategy != CG_REDUCE_OUTER) || lay->nred != 1) return;
+    if (!fuse_red_contraction(kn, 0, &cx, &cy)) return;
+    for (int a = 0; a < lay->naccess; a++)
+        if (lay->access[a].param_gather >= 0) return;
+    const lf_fn *f = kn->passes[0].fn;
+    uint64_t dep[FUSE_MAX_OPS * 4 + 64];
+    if (f->nexprs > (int)(sizeof dep / sizeof dep[0])) return;
+    load_deps(f, dep);
+    int kept[LF_MAX_DIMS], nk = 0;
+    for (int ax = 0; ax < lay->nkept; ax++) kept[nk++] = ax;
+    if (lay->strategy == CG_REDUCE_OUTER) kept[nk++] = lay->ndim - 1;
+    bool xz[LF_MAX_DIMS], yz[LF_MAX_DIMS];
+    for (int i = 0; i < nk; i++) {
+        int ax = kept[i];
+        xz[ax] = yz[ax] = true;
+        for (int j = 0; j < kn->passes[0].nloads; j++) {
+            const cg_access *a = cg_load_access(lay, 0, j);
+            bool moves = a->strides[ax] != 0;
+            if ((dep[cx] >> j & 1) && moves) xz[ax] = false;
+            if ((dep[cy] >> j & 1) && moves) yz[ax] = false;
+        }
+    }
+    int an = -1, am = -1;
+    for (int i = nk - 1; i >= 0 && an < 0; i--) /* N: x does not move along it, y does */
+        if (xz[kept[i]] && !yz[kept[i]]) an = kept[i];
+    for (int i = nk - 1; i >= 0 && am < 0; i--)
+        if (kept[i] != an && yz[kept[i]] && !xz[kept[i]]) am = kept[i];
+    if (an < 0 || am < 0) return;
+    lay->gemm_m = am;
+    lay->gemm_n = an;
+    lay->gemm_k = lay->nkept;
+    int64_t w = 1;
+    for (int i = 0; i < nk; i++)
+        if (kept[i] != am && kept[i] != an) w *= lay->extent[kept[i]];
+    int64_t EM = lay->extent[am], EN = lay->extent[an];
+    lay->work = w * ((EM + GEMM_MC - 1) / GEMM_MC) * ((EN + GEMM_NC - 1) / GEMM_NC);
+}
+
+/* The vector type, FMA and micro-kernel, once per unit. */
+static void gemm_defs(cg_emitter *e) {
+    cg_printf(e->t,
+              "#ifndef LF_GEMM_DEFS\n#define LF_GEMM_DEFS\n"
+              "/* contractions: one explicit FMA per element (graph_contract_fold's step) */\n"
+              "#if defined(__GNUC__) && defined(__AVX512F__)\n"
+              "typedef float lf_vf __attribute__((vector_size(64), may_alias));\n"
+              "#define LF_VW 16\n"
+              "LF_INLINE lf_vf lf_vfma(lf_vf a, lf_vf b, lf_vf c) { return __builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)-1, 4); }\n"
+              "#define LF_BCAST(s) ((lf_vf){s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s})\n"
+              "#elif defined(__GNUC__) && defined(__FMA__)\n"
+              "typedef float lf_vf __attribute__((vector_size(32), may_alias));\n"
+              "#define LF_VW 8\n"
+              "LF_INLINE lf_vf lf_vfma(lf_vf a, lf_vf b, lf_vf c) { return __builtin_ia32_vfmaddps256(a, b, c); }\n"
+              "#define LF_BCAST(s) ((lf_vf){s, s, s, s, s, s, s, s})\n"
+              "#else\n"
+              "typedef float lf_vf __attribute__((vector_size(16), may_alias));\n"
+              "#define LF_VW 4\n"
+              "LF_INLINE lf_vf lf_vfma(lf_vf a, lf_vf b, lf_vf c) {\n"
+              "    lf_vf r;\n"
+              "    for (int i = 0; i < 4; i++) r[i] = fmaf(a[i], b[i], c[i]);\n"
+              "    return r;\n"
+              "}\n"
+              "#define LF_BCAST(s) ((lf_vf){s, s, s, s})\n"
+              "#endif\n"
+              "#define LF_MR %d\n#define LF_NR (2 * LF_VW)\n#define LF_KC %d\n"
+              "/* C (LF_MR x LF_NR doubles, row stride ldc) += the float products of\n"
+              "   kc steps from +0.0f: a, kc x LF_MR (packed), b, kc x LF_NR (packed) */\n"
+              "static void lf_gemm_micro(int64_t kc, const float *restrict a, const float *restrict b, double *restrict C,\n"
+              "                          int64_t ldc) {\n",
+              GEMM_MR, LF_CONTRACT_BLOCK);
+    for (int m = 0; m < GEMM_MR; m++) cg_printf(e->t, "    lf_vf c%d0 = {0}, c%d1 = {0};\n", m, m);
+    cg_printf(e->t, "    for (int64_t k = 0; k < kc; k++) {\n"
+                    "        const lf_vf b0 = *(const lf_vf *)(b + k * LF_NR), b1 = *(const lf_vf *)(b + k * LF_NR + LF_VW);\n");
+    for (int m = 0; m < GEMM_MR; m++)
+        cg_printf(e->t,
+                  "        { const float s = a[k * LF_MR + %d]; const lf_vf av = LF_BCAST(s);"
+                  " c%d0 = lf_vfma(av, b0, c%d0); c%d1 = lf_vfma(av, b1, c%d1); }\n",
+                  m, m, m, m, m);
+    cg_printf(e->t, "    }\n");
+    /* one loop nest for the double update (eight small loops cost gcc 0.4 s
+       of loop distribution) */
+    cg_printf(e->t, "    float t[LF_MR * LF_NR] __attribute__((aligned(64)));\n");
+    for (int m = 0; m < GEMM_MR; m++)
+        cg_printf(e->t, "    *(lf_vf *)(t + %d * LF_NR) = c%d0, *(lf_vf *)(t + %d * LF_NR + LF_VW) = c%d1;\n", m, m, m, m);
+    cg_printf(e->t, "    for (int m = 0; m < LF_MR; m++)\n"
+                    "        for (int j = 0; j < LF_NR; j++) C[m * ldc + j] += (double)t[m * LF_NR + j];\n"
+                    "}\n#endif\n");
+}
+
+/* o<a>_1 of the accesses of region reg (all pass loads for reg 0) at batch
+ * base bo<a> plus the given loop-axis indices (NULL: not added). */
+static void gemm_offsets(cg_emitter *e, int reg, const char *im, const char *ik, const char *in) {
+    const cg_layout *lay = e->lay;
+    for (int a = 0; a < lay->naccess; a++) {
+        const cg_access *ac = &lay->access[a];
+        if (!cg_in_region(e, ac, reg)) continue;
+        int s = ac->param_offset + 1;
+        char t[160];
+        int n = snprintf(t, sizeof t, "bo%d", a);
+        if (im) n += snprintf(t + n, sizeof t - (size_t)n, " + (%s) * (lf_idx)P[%d]", im, s + lay->gemm_m);
+        if (ik) n += snprintf(t + n, sizeof t - (size_t)n, " + (%s) * (lf_idx)P[%d]", ik, s + lay->gemm_k);
+        if (in) snprintf(t + n, sizeof t - (size_t)n, " + (%s) * (lf_idx)P[%d]", in, s + lay->gemm_n);
+        cg_line(e, "const lf_idx o%d_1 = %s;", a, t);
+    }
+}
+
+static void emit_gemm(cg_emitter *e) {
+    const fuse_kernel *kn = e->kn;
+    const cg_layout *lay = e->lay;
+    int cx, cy, am = lay->gemm_m, an = lay->gemm_n, ak = lay->gemm_k;
+    fuse_red_contraction(kn, 0, &cx, &cy);
+    gemm_defs(e);
+    cg_open_block(e, "%s void lf_k_run(void *const *restrict B, const int64_t *restrict P, int64_t begin, int64_t end) {",
+                  e->d->entry);
+    e->level = 1;
+    cg_declare_buffers(e);
+    cg_line(e, "/* packed GEMM of contraction n%d (emit_contract.c) */", kn->reds[0].node->id);
+    cg_line(e, "const int64_t EM = P[%d], EN = P[%d], EK = P[%d];", lay->param_extent + am, lay->param_extent + an,
+            lay->param_extent + ak);
+    cg_line(e, "const int64_t nmb = (EM + %d) / %d, nnb = (EN + %d) / %d;", GEMM_MC - 1, GEMM_MC, GEMM_NC - 1, GEMM_NC);
+    cg_line(e, "float Ap[%d * LF_KC] __attribute__((aligned(64)));", GEMM_MC);
+    cg_line(e, "float Bp[%d * LF_KC] __attribute__((aligned(64)));", GEMM_NC);
+    cg_line(e, "double Cd[%d * %d] __attribute__((aligned(64)));", GEMM_MC, GEMM_NC);
+    cg_open_block(e, "for (int64_t u = begin; u < end; u++) {");
+    cg_line(e, "const int64_t nb = u %% nnb, mb = (u / nnb) %% nmb;");
+    cg_line(e, "lf_idx bt = u / nnb / nmb, q;");
+    /* batch axes: the kept loop axes other than M and N, row-major */
+    for (int a = 0; a < lay->naccess; a++) cg_line(e, "lf_idx bo%d = (lf_idx)P[%d];", a, lay->access[a].param_offset);
+    int kept[LF_MAX_DIMS], nk = 0;
+    for (int ax = 0; ax < lay->nkept; ax++) kept[nk++] = ax;
+    if (lay->strategy == CG_REDUCE_OUTER) kept[nk++] = lay->ndim - 1;
+    for (int i = nk - 1; i >= 0; i--) {
+        int ax = kept[i];
+        if (ax == am || ax == an) continue;
+        cg_line(e, "q = bt %% (lf_idx)P[%d], bt /= (lf_idx)P[%d];", lay->param_extent + ax, lay->param_extent + ax);
+        for (int a = 0; a < lay->naccess; a++)
+            cg_line(e, "bo%d += q * (lf_idx)P[%d];", a, lay->access[a].param_offset + 1 + ax);
+    }
+    cg_line(e, "(void)bt; (void)q;");
+    cg_line(e, "const int64_t m0 = mb * %d, n0 = nb * %d;", GEMM_MC, GEMM_NC);
+    cg_line(e, "const int64_t mc = EM - m0 < %d ? EM - m0 : %d, nc = EN - n0 < %d ? EN - n0 : %d;", GEMM_MC, GEMM_MC,
+            GEMM_NC, GEMM_NC);
+    cg_line(e, "const int64_t mcp = (mc + LF_MR - 1) / LF_MR * LF_MR, ncp = (nc + LF_NR - 1) / LF_NR * LF_NR;");
+    cg_line(e, "for (int64_t i = 0; i < mcp; i++) for (int64_t j = 0; j < ncp; j++) Cd[i * %d + j] = 0.0;", GEMM_NC);
+    cg_open_block(e, "for (int64_t k0 = 0; k0 < EK; k0 += LF_KC) {");
+    cg_line(e, "const int64_t kc = EK - k0 < LF_KC ? EK - k0 : LF_KC;");
+    /* pack y: Bp[(n / NR) * KC * NR + kk * NR + n % NR] */
+    cg_open_block(e, "for (int64_t kk = 0; kk < kc; kk++) {");
+    cg_line(e, "float *restrict bp = Bp + kk * LF_NR;");
+    cg_open_block(e, "for (int64_t n = 0; n < nc; n++) {");
+    gemm_offsets(e, 0, NULL, "k0 + kk", "n0 + n");
+    cg_emit_body(e, 0, NULL, ACC_SCALAR, "");
+    cg_line(e, "bp[n / LF_NR * LF_KC * LF_NR + n %% LF_NR] = v%d;", cy);
+    cg_close_block(e);
+    cg_line(e, "for (int64_t n = nc; n < ncp; n++) bp[n / LF_NR * LF_KC * LF_NR + n %% LF_NR] = 0.0f;");
+    cg_close_block(e);
+    /* pack x: Ap[(m / MR) * KC * MR + kk * MR + m % MR] */
+    cg_open_block(e, "for (int64_t m = 0; m < mc; m++) {");
+    cg_line(e, "float *restrict ap = Ap + m / LF_MR * LF_KC * LF_MR + m %% LF_MR;");
+    cg_open_block(e, "for (int64_t kk = 0; kk < kc; kk++) {");
+    gemm_offsets(e, 0, "m0 + m", "k0 + kk", NULL);
+    cg_emit_body(e, 0, NULL, ACC_SCALAR, "");
+    cg_line(e, "ap[kk * LF_MR] = v%d;", cx);
+    cg_close_block(e);
+    cg_close_block(e);
+    cg_line(e, "for (int64_t m = mc; m < mcp; m++) for (int64_t kk = 0; kk < kc; kk++) "
+               "Ap[m / LF_MR * LF_KC * LF_MR + kk * LF_MR + m %% LF_MR] = 0.0f;");
+    cg_open_block(e, "for (int64_t jr = 0; jr < ncp; jr += LF_NR) {");
+    cg_line(e, "for (int64_t ir = 0; ir < mcp; ir += LF_MR)");
+    cg_line(e, "    lf_gemm_micro(kc, Ap + ir * LF_KC, Bp + jr * LF_KC, Cd + ir * %d + jr, %d);", GEMM_NC, GEMM_NC);
+    cg_close_block(e);
+    cg_close_block(e);
+    /* the epilogue at each output element */
+    cg_open_block(e, "for (int64_t m = 0; m < mc; m++) {");
+    cg_open_block(e, "for (int64_t n = 0; n < nc; n++) {");
+    cg_line(e, "const %s res0 = (float)Cd[m * %d + n];", cg_vtype(e, kn->reds[0].node->dtype), GEMM_NC);
+    gemm_offsets(e, kn->npasses, "m0 + m", NULL, "n0 + n");
+    cg_emit_body(e, kn->npasses, NULL, ACC_SCALAR, "e");
+    cg_close_block(e);
+    cg_close_block(e);
+    cg_close_block(e);
+    cg_close_block(e);
+}
+
+bool cg_emit_contract_gemm(cg_emitter *e) {
+    if (e->d->cuda || e->lay->gemm_m < 0) return false;
+    emit_gemm(e);
+    return true;
+}
