@@ -243,8 +243,9 @@ bool cg_in_region(const cg_emitter *e, const cg_access *a, int reg) {
     if (a->fn >= 0) return a->fn == reg;
     const fuse_kernel *kn = e->kn;
     if (!kn->epi) return reg == 0;
-    bool row = kn->stores[a->index].row;
-    return row ? reg == kn->npasses + 1 : reg == kn->npasses;
+    const fuse_store *so = &kn->stores[a->index];
+    if (so->pos) return reg == 0; /* stored in pass 0 at each position */
+    return so->row ? reg == kn->npasses + 1 : reg == kn->npasses;
 }
 
 static int access_id(const cg_emitter *e, const cg_access *a) { return (int)(a - e->lay->access); }
@@ -856,6 +857,7 @@ void cg_emit_pass_body(cg_emitter *e, int q, const char *jv, acc_form form, cons
                            const char *pos) {
     const fuse_kernel *kn = e->kn;
     emit_fn(e, q, jv, form, "");
+    if (q == 0 && !kn->scan) emit_stores(e, 0, jv, ""); /* pass 0's position stores (fuse_store.pos) */
     for (int j = 0; j < kn->nreds; j++) {
         const fuse_red *r = &kn->reds[j];
         if (r->pass != q) continue;

@@ -103,7 +103,7 @@ static void collect_accesses(const fuse_schedule *s, const fuse_kernel *kn, cg_l
         a->param_steps = -1;
         a->param_iota = -1;
         a->param_gather = -1;
-        bool full = !kn->epi || so->row || kn->scan;
+        bool full = !kn->epi || so->row || so->pos || kn->scan;
         memcpy(a->strides, full ? dense : kept_dense, sizeof a->strides);
         if (kn->scatter) { /* the target over the positions, plus the index (plan_scatter.c) */
             graph_scatter_geom gm;

@@ -119,6 +119,12 @@ typedef struct fuse_store {
                                       row-major position in the iteration
                                       space; else at the output element (or,
                                       elementwise, the loop position) */
+    bool pos;                      /* reduction kernels: an expression of pass
+                                      0's fn, written during pass 0 at the
+                                      element's row-major position in the
+                                      iteration space (an elementwise output
+                                      over the reduction's input space, read
+                                      in the same pass: plan_merge.c) */
 } fuse_store;
 
 enum {

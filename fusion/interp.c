@@ -96,9 +96,9 @@ static void next_index(int nax, const int *ax, const int64_t *shape, int64_t *id
 
 /* Stores of kn with the given row flag, at element `at`. */
 static void store_all(const fuse_schedule *s, const fuse_kernel *kn, void *const *data,
-                      const lf_scalar *vals, int64_t at, bool row) {
+                      const lf_scalar *vals, int64_t at, bool row, bool pos) {
     for (int j = 0; j < kn->nstores; j++) {
-        if (kn->stores[j].row != row) continue;
+        if (kn->stores[j].row != row || kn->stores[j].pos != pos) continue;
         const fuse_slot *sl = &s->slots[kn->stores[j].slot];
         graph_scalar_store(data[kn->stores[j].slot], sl->dtype, at, vals[kn->stores[j].expr]);
     }
@@ -119,7 +119,7 @@ static void run_elementwise(const fuse_schedule *s, const fuse_kernel *kn, void 
     for (int64_t i = 0; i < kn->numel; i++) {
         load_all(kn->loads, kn->nloads, data, idx, args);
         graph_fn_eval(kn->body, params, kn->body_etype, kn->body_ctype, args, vals);
-        store_all(s, kn, data, vals, i, false);
+        store_all(s, kn, data, vals, i, false, false);
         next_index(kn->ndim, ax, kn->shape, idx);
     }
 }
@@ -252,6 +252,8 @@ static void run_reduce(const fuse_schedule *s, const fuse_kernel *kn, void *cons
         if (!fuse_red_contraction(kn, j, &cx[j], &cy[j])) cx[j] = cy[j] = -1;
     }
     bool keep = kn->out_ndim == kn->ndim; /* keepdims (or nothing reduced) */
+    bool pos_stores = false; /* pass 0 stores at positions (fuse_store.pos) */
+    for (int j = 0; j < kn->nstores; j++) pos_stores |= kn->stores[j].pos;
     int64_t idx[LF_MAX_DIMS] = {0}, oidx[LF_MAX_DIMS];
     for (int64_t o = 0; o < kn->out_numel; o++) {
         for (int q = 0; q < kn->npasses; q++) {
@@ -266,6 +268,11 @@ static void run_reduce(const fuse_schedule *s, const fuse_kernel *kn, void *cons
                 load_all(ps->loads, ps->nloads, data, idx, args);
                 load_acc(ps->loads, ps->nloads, res, args);
                 graph_fn_eval(ps->fn, params[q], ps->etype, ps->ctype, args, vals);
+                if (q == 0 && pos_stores) { /* elementwise outputs at this position */
+                    int64_t at = 0;
+                    for (int d = 0; d < kn->ndim; d++) at += idx[d] * cstrides[d];
+                    store_all(s, kn, data, vals, at, false, true);
+                }
                 for (int j = 0; j < kn->nreds; j++) {
                     const fuse_red *r = &kn->reds[j];
                     if (r->pass != q) continue;
@@ -293,7 +300,7 @@ static void run_reduce(const fuse_schedule *s, const fuse_kernel *kn, void *cons
         load_all(kn->epi_loads, kn->nepi_loads, data, oidx, args);
         load_acc(kn->epi_loads, kn->nepi_loads, res, args);
         graph_fn_eval(kn->epi, eparams, kn->epi_etype, kn->epi_ctype, args, vals);
-        store_all(s, kn, data, vals, o, false);
+        store_all(s, kn, data, vals, o, false, false);
         /* the row pass: full-size values over this element's row */
         if (kn->row) {
             for (int j = 0; j < nred; j++) idx[red[j]] = 0;
@@ -303,7 +310,7 @@ static void run_reduce(const fuse_schedule *s, const fuse_kernel *kn, void *cons
                 load_all(kn->row_loads, kn->nrow_loads, data, idx, args);
                 load_acc(kn->row_loads, kn->nrow_loads, res, args);
                 graph_fn_eval(kn->row, rparams, kn->row_etype, kn->row_ctype, args, vals);
-                store_all(s, kn, data, vals, at, true);
+                store_all(s, kn, data, vals, at, true, false);
                 next_index(nred, red, kn->shape, idx);
             }
         }
@@ -343,7 +350,7 @@ static void run_scan(const fuse_schedule *s, const fuse_kernel *kn, void *const 
             load_all(kn->epi_loads, kn->nepi_loads, data, idx, args);
             load_acc(kn->epi_loads, kn->nepi_loads, res, args);
             graph_fn_eval(kn->epi, eparams, kn->epi_etype, kn->epi_ctype, args, vals);
-            store_all(s, kn, data, vals, at, false);
+            store_all(s, kn, data, vals, at, false, false);
         }
         idx[ax] = 0;
         next_index(nkept, kept, kn->shape, idx);

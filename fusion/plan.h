@@ -135,7 +135,9 @@ typedef enum role {
     ROLE_BODY,   /* elementwise kernel: its body (the root and its siblings) */
     ROLE_PASS,   /* reduction kernel: a reduction folded in pass p->pass[id] */
     ROLE_EPI,    /* reduction kernel: the epilogue */
-    ROLE_ROW     /* reduction kernel: the row pass */
+    ROLE_ROW,    /* reduction kernel: the row pass */
+    ROLE_POS     /* reduction kernel: an elementwise root computed in pass 0
+                    and stored at each position (fuse_store.pos) */
 } role;
 
 /* A kernel being formed: its root and what has joined it, with the loads of

@@ -192,11 +192,11 @@ static bool type_fn(lf_fn *f, const fuse_load *loads, int nloads, lf_dtype **et,
     return *et && *ct && graph_fn_types(f, params, *et, *ct) != LF_NDTYPES;
 }
 
-static bool add_store(fuse_kernel *kn, int slot, int expr, bool row) {
+static bool add_store(fuse_kernel *kn, int slot, int expr, bool row, bool pos) {
     fuse_store *st = graph_realloc(kn->stores, (size_t)(kn->nstores + 1) * sizeof *st);
     if (!st) return false;
     kn->stores = st;
-    st[kn->nstores++] = (fuse_store){slot, expr, row};
+    st[kn->nstores++] = (fuse_store){slot, expr, row, pos};
     return true;
 }
 
@@ -296,7 +296,7 @@ static int store_slot(const planner *p, int e) {
 
 /* Emits the instances of root e into f and stores e's value (if stored). */
 static bool emit_root(planner *p, fuse_kernel *kn, lf_fn *f, const kbuild *kb, int e, int grp,
-                      bool row, inst **seed) {
+                      bool row, bool pos, inst **seed) {
     *seed = NULL;
     for (int j = 0; j < p->kcount[e]; j++) {
         inst *i = p->klist[e][j];
@@ -306,7 +306,15 @@ static bool emit_root(planner *p, fuse_kernel *kn, lf_fn *f, const kbuild *kb, i
     assert(*seed);
     if (fuse_is_fold(p->g->nodes[e])) return true; /* folded, stored by the epilogue */
     int sl = store_slot(p, e);
-    return sl < 0 || add_store(kn, sl, (*seed)->expr, row);
+    return sl < 0 || add_store(kn, sl, (*seed)->expr, row, pos);
+}
+
+/* Whether root e of kernel k is built into the fn of role r (and, for
+ * ROLE_PASS, pass q): pass 0 also computes the ROLE_POS roots. */
+static bool in_fn(const planner *p, int e, int k, role r, int q) {
+    if (fuse_unit_of(p, e) != k || !p->root[e]) return false;
+    if (r == ROLE_PASS && q == 0 && p->role[e] == ROLE_POS) return true;
+    return p->role[e] == r && (r != ROLE_PASS || p->pass[e] == q);
 }
 
 /* Builds one fn of kernel k from the roots of the kernel with role r (and,
@@ -315,8 +323,7 @@ static lf_status build_fn(planner *p, fuse_schedule *s, fuse_kernel *kn, int k, 
                           kbuild *kb, fuse_pass *out) {
     int grp = r != ROLE_BODY ? k : -1;
     for (int e = k; e >= 0; e = p->next_member[e])
-        if (fuse_unit_of(p, e) == k && p->root[e] && p->role[e] == r && (r != ROLE_PASS || p->pass[e] == q))
-            collect_loads(p, e, grp, kb);
+        if (in_fn(p, e, k, r, q)) collect_loads(p, e, grp, kb);
     out->fn = start_fn(p, s, kb, &out->loads, &out->nloads);
     if (!out->fn) return fuse_nomem(p);
     /* parameters first: the epilogue's stored reductions read them */
@@ -326,10 +333,10 @@ static lf_status build_fn(planner *p, fuse_schedule *s, fuse_kernel *kn, int k, 
         if (kb->loads[j].src == FUSE_SRC_ACC && graph_fn_add(out->fn, &e) < 0) return fuse_nomem(p);
     }
     for (int e = k; e >= 0; e = p->next_member[e]) {
-        if (fuse_unit_of(p, e) != k || !p->root[e] || p->role[e] != r || (r == ROLE_PASS && p->pass[e] != q))
-            continue;
+        if (!in_fn(p, e, k, r, q)) continue;
         inst *seed;
-        if (!emit_root(p, kn, out->fn, kb, e, grp, r == ROLE_ROW, &seed)) return fuse_nomem(p);
+        if (!emit_root(p, kn, out->fn, kb, e, grp, r == ROLE_ROW, p->role[e] == ROLE_POS, &seed))
+            return fuse_nomem(p);
         if (r == ROLE_PASS) /* the reductions are listed in pass order, then node order */
             for (int j = 0; j < kn->nreds; j++)
                 if (kn->reds[j].node->id == e) kn->reds[j].expr = seed->in[0]->expr;
@@ -343,7 +350,7 @@ static lf_status build_fn(planner *p, fuse_schedule *s, fuse_kernel *kn, int k, 
             fn_expr e = graph_fn_blank_expr(EXPR_PARAM);
             e.param = j;
             int id = graph_fn_add(out->fn, &e);
-            if (id < 0 || (!dup && !add_store(kn, p->slot_of[x->id], id, false))) return fuse_nomem(p);
+            if (id < 0 || (!dup && !add_store(kn, p->slot_of[x->id], id, false, false))) return fuse_nomem(p);
         }
     if (!type_fn(out->fn, out->loads, out->nloads, &out->etype, &out->ctype)) return fuse_nomem(p);
     for (int j = 0; j < out->nloads; j++) /* ACC loads name their reduction */
@@ -650,7 +657,7 @@ void fuse_schedule_print(const fuse_schedule *s, FILE *fp) {
         if (kn->row) print_loads(fp, "row loads", kn->row_loads, kn->nrow_loads);
         fprintf(fp, "; stores");
         for (int j = 0; j < kn->nstores; j++)
-            fprintf(fp, " slot%d%s", kn->stores[j].slot, kn->stores[j].row ? "(row)" : "");
+            fprintf(fp, " slot%d%s", kn->stores[j].slot, kn->stores[j].row ? "(row)" : kn->stores[j].pos ? "(pass 0)" : "");
         fprintf(fp, "\n");
     }
     for (int j = 0; j < s->nslots; j++) {

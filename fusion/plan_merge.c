@@ -1,6 +1,7 @@
 /* fusion/plan_merge.c: forming kernels (the rules of plan.c's top comment
  * "reduce -> map (epilogue)", "reduce -> broadcast -> map (row kernels)",
- * "Horizontal / multi-output", "Splitting", and the size cap): every needed
+ * "Horizontal / multi-output" (an elementwise kernel and a reduction over
+ * its space included: absorb_space), "Splitting", and the size cap): every needed
  * root joins an earlier kernel or starts its own, within the caps on loads,
  * stores, passes and operations.
  *
@@ -345,6 +346,76 @@ static int join_space(planner *p, int e) {
     return 0;
 }
 
+/* Whether the roots of elementwise kernel u (root ids below r) can move to
+ * r's place in the kernel order: no kernel before r, other than u, loads one
+ * of them, and r itself does not (it would read them from memory in the
+ * pass that writes them). */
+static bool movable(const planner *p, const unit *u, int r) {
+    for (int m = u->host; m < r; m++) {
+        if (!p->needed[m] || !p->root[m] || fuse_unit_of(p, m) != u->host) continue;
+        for (const inst *i = p->first[m]; i; i = i->next_node)
+            if (fuse_unit_of(p, i->kernel) != u->host && i->kernel <= r) return false;
+    }
+    return true;
+}
+
+/* Reduction r, about to start a kernel of its own, takes over the earliest
+ * open elementwise kernel over its input's space that shares a load with
+ * it: the kernel becomes r's, computing r in pass 0, and its roots become
+ * ROLE_POS roots of that pass, stored at each position (fuse_store.pos). So
+ * an elementwise output and a reduction over the same input (the demo's pdf
+ * and sum of squares, a normalized copy and its total) are one pass over
+ * that input. Not for a contraction (its own loop nest: plan_contract.c),
+ * nor when r reads a root of the kernel or another kernel before r does
+ * (movable). 1 joined, 0 not, -1 out of memory. */
+static int absorb_space(planner *p, int r) {
+    const lf_node *rn = p->g->nodes[r], *in = rn->inputs[0];
+    if (rn->kind != NODE_REDUCE || graph_contraction(rn, NULL)) return 0;
+    for (unit *u = p->units; u; u = u->next) {
+        if (u->red || u->scan || u->parked || u->closed || u->nroots >= FUSE_MAX_STORES ||
+            !same_shape(u->ndim, u->shape, in->ndim, in->shape) || !ops_fit(p, r, u) ||
+            !fuse_scan_allows(p, r, u, ROLE_PASS))
+            continue;
+        scan sc;
+        scan_root(p, r, u, ROLE_PASS, &sc);
+        if (!sc.ok || sc.acc || !shares(u->pl[0], u->npl[0], &sc) || union_fits(u->pl[0], u->npl[0], &sc, false, 0) < 0 ||
+            !movable(p, u, r))
+            continue;
+        int h0 = u->host;
+        for (int m = h0; m < r; m++) {
+            if (!p->needed[m] || !p->root[m] || fuse_unit_of(p, m) != h0) continue;
+            p->merged_into[m] = r;
+            p->host[m] = r;
+            p->role[m] = ROLE_POS;
+            p->pass[m] = 0;
+        }
+        p->unit[h0] = NULL;
+        p->unit[r] = u;
+        union_add(u->pl[0], &u->npl[0], &sc, false);
+        unlink_open(p, u); /* the open list is in root order: u moves to r's place */
+        u->host = r;
+        u->red = true;
+        u->mask = fuse_fold_mask(rn);
+        u->out = rn;
+        u->nreds = 1;
+        u->out_red = p->output[r] >= 0;
+        u->out_row = false;
+        u->nroots++;
+        u->nops += p->kops[r];
+        p->merged_into[r] = -1;
+        p->host[r] = r;
+        p->role[r] = ROLE_PASS;
+        p->pass[r] = 0;
+        u->prev = p->units_tail;
+        u->next = NULL;
+        if (p->units_tail) p->units_tail->next = u;
+        else p->units = u;
+        p->units_tail = u;
+        return retire(p, u) ? 1 : -1;
+    }
+    return 0;
+}
+
 /* Root e starts a kernel of its own. */
 static unit *start_unit(planner *p, int e, unit **tail) {
     const lf_node *en = p->g->nodes[e];
@@ -428,7 +499,9 @@ lf_status fuse_plan_merges(planner *p) {
             continue;
         }
         if (en->kind == NODE_SCAN) joined = 0; /* plan_scan.c: a kernel of its own */
-        else if (en->kind == NODE_REDUCE) joined = join_reduce(p, e);
+        else if (en->kind == NODE_REDUCE) {
+            if ((joined = join_reduce(p, e)) == 0) joined = absorb_space(p, e);
+        }
         else if ((joined = join_epilogue(p, e)) == 0) joined = join_space(p, e);
         if (joined < 0) return fuse_nomem(p);
         if (!joined && !start_unit(p, e, &tail)) return fuse_nomem(p);

@@ -579,6 +579,18 @@ int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs) {
         if (chance(&G->r, 3)) push(G, gen_contract(G)); /* matmul-shaped sums of products */
     }
     if (chance(&G->r, 15)) push(G, gen_stencil(G)); /* a stencil as the first output */
+    if (chance(&G->r, 10)) { /* an elementwise output and a reduction over its space: one pass */
+        lf_node *x = pick(G), *y = lf_cast(g, x, LF_F32);
+        int axes[LF_MAX_DIMS], na = 0;
+        uint32_t mask = 0;
+        for (int d = 0; d < x->ndim; d++)
+            if (chance(&G->r, 50)) axes[na++] = d, mask |= 1u << d;
+        if (!na) mask = x->ndim ? (1u << x->ndim) - 1 : 0;
+        lf_node *in = lf_abs(g, y);
+        outs[0] = lf_mul(g, y, lf_const(g, LF_F32, 0.5));
+        outs[1] = lf_reduce(g, safe_op(G, in, mask), in, na, na ? axes : NULL, chance(&G->r, 40));
+        return 2;
+    }
     int nout = rint_(&G->r, 1, 3);
     bool siblings = chance(&G->r, 40); /* several outputs over one space */
     for (int i = 0; i < nout; i++)

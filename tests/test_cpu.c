@@ -584,6 +584,34 @@ static void build_full(lf_graph *g, int64_t s, void *const *h, outset *o) {
 
 Test(cpu, sizes_full_reductions, .timeout = 300) { sweep("full reductions", gen_full, build_full); }
 
+/* (b2) outputs of different shapes in one pass (plan_merge.c absorb_space):
+ * a map over x[s] with the sum of x*x and the argmax (full reductions); a
+ * map over [3, s] with its row sums (inner); a map over [s, 3] with its
+ * column minima (outer). Each map is stored in pass 0 of its reduction's
+ * kernel. */
+static void gen_shapes(int64_t s, void **h) {
+    h[0] = rand_f32(s, -3, 3);
+    h[1] = rand_f32(3 * s, -3, 3);
+}
+
+static void build_shapes(lf_graph *g, int64_t s, void *const *h, outset *o) {
+    lf_node *x = in_node(g, LF_F32, 1, &s, h[0]);
+    lf_node *r = in_node(g, LF_F32, 2, SH(3, s), h[1]);
+    lf_node *c = in_node(g, LF_F32, 2, SH(s, 3), h[1]);
+    add_out(o, "x*3 + 1", lf_add(g, lf_mul(g, x, lf_const(g, LF_F32, 3)), lf_const(g, LF_F32, 1)), 0);
+    add_out(o, "sum(x*x)", lf_reduce(g, LF_RED_SUM, lf_mul(g, x, x), 0, NULL, false), 1e-6);
+    add_out(o, "abs(r) - 2", lf_sub(g, lf_abs(g, r), lf_const(g, LF_F32, 2)), 0);
+    add_out(o, "row sums of r*r", lf_reduce(g, LF_RED_SUM, lf_mul(g, r, r), 1, AX(1), false), 1e-6);
+    add_out(o, "c / 2", lf_div(g, c, lf_const(g, LF_F32, 2)), 0);
+    if (s == 0) return; /* min and argmax of an empty set fail when built */
+    add_out(o, "argmax x", lf_reduce(g, LF_RED_ARGMAX, lf_abs(g, x), 0, NULL, false), 0);
+    add_out(o, "column minima of c", lf_reduce(g, LF_RED_MIN, lf_sub(g, c, lf_const(g, LF_F32, 1)), 1, AX(0), true), 0);
+}
+
+Test(cpu, sizes_outputs_of_different_shapes, .timeout = 300) {
+    sweep("outputs of different shapes", gen_shapes, build_shapes);
+}
+
 /* (c) softmax over rows of [3, s]; the row argmax too. */
 enum { SOFTMAX_ROWS = 3 };
 

@@ -791,6 +791,58 @@ Test(fusion, row_rule_falls_back) {
     lf_ctx_destroy(ctx);
 }
 
+/* Outputs of different shapes in one pass (plan_merge.c, absorb_space): an
+ * elementwise output and a reduction over its space (the demo's pdf and sum
+ * of squares; per-row and per-column sums with a full-size map) are one
+ * kernel reading x once, the map stored in pass 0 at each position. Not
+ * when the reduction reads the elementwise output itself, nor when a
+ * kernel between the two reads it. */
+Test(fusion, elementwise_and_reduction_over_its_space_are_one_kernel) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    int64_t n = 1000;
+    lf_node *x = lf_input(g, ramp(ctx, LF_F32, 1, &n));
+    lf_fn *gauss = lf_fn_parse(g, "(x, m, s) -> exp(-0.5*((x-m)/s)**2) / (s*2.5066282746)");
+    lf_node *pdf = lf_zipwith(g, gauss, 3, (lf_node *[]){x, lf_const(g, LF_F32, 0), lf_const(g, LF_F32, 1)});
+    lf_node *ss = lf_reduce(g, LF_RED_SUM, lf_mul(g, x, x), 0, NULL, false);
+    for (int order = 0; order < 2; order++) {
+        lf_node *outs[2] = {order ? ss : pdf, order ? pdf : ss};
+        lf_eval_stats st = eval_checked(ctx, g, 2, outs);
+        cr_expect_eq(st.kernels, 1, "pdf and sum: %d kernels", st.kernels);
+        cr_expect_eq(st.bytes_read, (size_t)n * 4, "read %zu", st.bytes_read);
+        fuse_schedule *s = plan_on(g, 2, outs);
+        cr_assert_eq(s->nkernels, 1);
+        int pos = 0;
+        for (int j = 0; j < s->kernels[0].nstores; j++) pos += s->kernels[0].stores[j].pos;
+        cr_expect_eq(pos, 1, "one store in pass 0");
+        fuse_schedule_free(s);
+    }
+    /* rows and columns of a matrix: a map with its row sums, another with its column maxima */
+    lf_node *m = lf_input(g, ramp(ctx, LF_F64, 2, (int64_t[]){9, 14}));
+    lf_node *sq = lf_mul(g, m, lf_const(g, LF_F64, 3));
+    lf_node *rows = lf_reduce(g, LF_RED_SUM, lf_abs(g, m), 1, (int[]){1}, false);
+    lf_node *cube = lf_mul(g, lf_mul(g, m, m), m);
+    lf_node *cols = lf_reduce(g, LF_RED_MAX, lf_sub(g, m, lf_const(g, LF_F64, 1)), 1, (int[]){0}, true);
+    lf_eval_stats st = eval_checked(ctx, g, 4, (lf_node *[]){sq, rows, cube, cols});
+    cr_expect_leq(st.kernels, 2, "%d kernels", st.kernels);
+    st = eval_checked(ctx, g, 2, (lf_node *[]){sq, rows});
+    cr_expect_eq(st.kernels, 1, "map and row sums: %d kernels", st.kernels);
+    st = eval_checked(ctx, g, 2, (lf_node *[]){cube, cols});
+    cr_expect_eq(st.kernels, 1, "map and column maxima: %d kernels", st.kernels);
+    /* the reduction reads the map itself: the map is stored, then read (two kernels) */
+    lf_node *psum = lf_reduce(g, LF_RED_SUM, pdf, 0, NULL, false);
+    st = eval_checked(ctx, g, 2, (lf_node *[]){pdf, psum});
+    cr_expect_eq(st.kernels, 2, "pdf and sum(pdf): %d kernels", st.kernels);
+    /* a kernel between them reads the map: it must run first, so no merge */
+    lf_node *y = lf_input(g, ramp(ctx, LF_F32, 1, (int64_t[]){7}));
+    lf_node *mid = lf_reduce(g, LF_RED_MAX, lf_add(g, pdf, lf_const(g, LF_F32, 1)), 0, NULL, false);
+    lf_node *mid2 = lf_add(g, y, mid); /* its own space: a kernel between pdf and ss2 */
+    lf_node *ss2 = lf_reduce(g, LF_RED_MIN, lf_mul(g, x, lf_const(g, LF_F32, 2)), 0, NULL, false);
+    eval_checked(ctx, g, 3, (lf_node *[]){pdf, mid2, ss2});
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
 Test(fusion, multi_output_elementwise_is_one_kernel) {
     for (int f = 1; f >= 0; f--) {
         lf_ctx *ctx = fctx(f);
