@@ -32,7 +32,10 @@
  *    the row) and its stores write full-size values (softmax, layer norm).
  *    Only per-row values live between passes; nothing full-size is stored
  *    except the row pass's outputs. When a row fits in cache, a row kernel
- *    reads memory once and writes once.
+ *    reads memory once and writes once. An expensive value computed both
+ *    in a pass and in the row pass may be kept in a row buffer instead of
+ *    computed twice (fuse_keep). A reduction kernel's pass 0 may also store
+ *    elementwise outputs over the iteration space (fuse_store.pos).
  *
  * Invariants a consumer of a schedule may rely on:
  *  - kernels are in execution order: a kernel loads only slots that are graph

@@ -43,8 +43,12 @@
  *     above it cheaper. Inside one kernel, a node used at one index map is
  *     computed once per fn (hash-consing) and recomputed in each pass that
  *     uses it, however expensive: storing it would be the full-size
- *     temporary a row kernel exists to avoid (softmax's exp(x - max) is
- *     computed in the sum pass and again in the row pass).
+ *     temporary a row kernel exists to avoid. When such a node has a
+ *     transcendental op and is computed both in a pass and in the row pass
+ *     (softmax's exp(x - max)), the kernel records a row keep
+ *     (plan_keep.c): a backend may store the pass's value in a row-sized
+ *     buffer in cache and read it back in the row pass (the C backend does
+ *     for rows of up to CG_KEEP_BYTES).
  *   Kernels are formed in node order: each root either joins an earlier
  *     kernel (the rules below, tried in this order) or starts its own. A
  *     root joins kernel K only if every other value it loads is computed by
@@ -76,7 +80,14 @@
  *     are one pass. An elementwise root joins the earliest kernel over the
  *     same space whose body (elementwise kernel) or row pass (row kernel)
  *     shares a load with it, or computes an output when it is an output too:
- *     evaluating x+y and x*y together is one kernel with two stores.
+ *     evaluating x+y and x*y together is one kernel with two stores. A
+ *     reduction (not a contraction) that would start a kernel of its own
+ *     takes over the earliest open elementwise kernel over its input space
+ *     that shares a load with it, when it reads none of that kernel's roots
+ *     and no kernel before it does: the elementwise roots are computed in
+ *     the reduction's pass 0 and stored at each position (fuse_store.pos),
+ *     so an elementwise output and a reduction of the same input (the
+ *     demo's pdf and sum of squares) read it once (plan_merge.c).
  *   Splitting. A root whose own kernel would pass a load cap (more than
  *     LF_MAX_ARGS buffers or GRAPH_MAX_PARAMS loads in an fn) makes a root
  *     of its inlined node that gathers the most loads while fitting, and
