@@ -2559,7 +2559,9 @@ Test(cpu, scalar_set_reuses_the_program, .timeout = 300) {
     lf_eval_stats st = check_vs_reference("scalars, first values", s.g, 6, s.outs, rtol);
     cr_expect(!st.program_reused);
     int kernels = st.kernels;
-    cr_expect_geq(kernels, 5);
+    /* y and z are stored in pass 0 of r's kernel (plan_merge.c absorb_space): a
+       reduction kernel with pass-0 stores, a row kernel, a scan, a scatter */
+    cr_expect_geq(kernels, 4);
     for (int r = 1; r < 2 * NSCALAR_VALUES; r++) {
         scalar_values(r, v);
         for (int k = 0; k < 5; k++) cr_assert_eq(lf_scalar_set(s.g, s.c[k], v[k]), LF_OK, "%s", lf_errmsg(c));
