@@ -137,6 +137,15 @@ static void unlink_open(planner *p, unit *u) {
     u->next = u->prev = NULL;
 }
 
+/* Puts u at the end of the open list (which is in root order). */
+static void append_open(planner *p, unit *u) {
+    u->prev = p->units_tail;
+    u->next = NULL;
+    if (p->units_tail) p->units_tail->next = u;
+    else p->units = u;
+    p->units_tail = u;
+}
+
 /* Keeps the open list short: a kernel with FUSE_MAX_STORES roots is closed;
  * an elementwise one whose body is at a load cap (LF_MAX_ARGS buffers or
  * GRAPH_MAX_PARAMS loads) is parked, indexed by its buffers: a root can
@@ -406,18 +415,14 @@ static int absorb_space(planner *p, int r) {
         p->host[r] = r;
         p->role[r] = ROLE_PASS;
         p->pass[r] = 0;
-        u->prev = p->units_tail;
-        u->next = NULL;
-        if (p->units_tail) p->units_tail->next = u;
-        else p->units = u;
-        p->units_tail = u;
+        append_open(p, u);
         return retire(p, u) ? 1 : -1;
     }
     return 0;
 }
 
 /* Root e starts a kernel of its own. */
-static unit *start_unit(planner *p, int e, unit **tail) {
+static unit *start_unit(planner *p, int e) {
     const lf_node *en = p->g->nodes[e];
     unit *u = fuse_scratch_calloc(&p->tmp, 1, sizeof *u);
     if (!u || !(u->pl[0] = new_list(p)) || !(u->epi = new_list(p))) return NULL;
@@ -450,11 +455,7 @@ static unit *start_unit(planner *p, int e, unit **tail) {
     p->role[e] = u->red ? ROLE_PASS : ROLE_BODY;
     p->pass[e] = 0;
     p->unit[e] = u;
-    (void)tail;
-    u->prev = p->units_tail;
-    if (p->units_tail) p->units_tail->next = u;
-    else p->units = u;
-    p->units_tail = u;
+    append_open(p, u);
     return retire(p, u) ? u : NULL;
 }
 
@@ -474,13 +475,12 @@ lf_status fuse_plan_merges(planner *p) {
     p->unit = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->unit);
     if (!p->unit) return fuse_nomem(p);
     if (!p->fusion) return LF_OK;
-    unit *tail = NULL;
     for (int e = 0; e < nn; e++) {
         const lf_node *en = p->g->nodes[e];
         if (!p->needed[e] || !p->root[e]) continue;
         int joined;
         if (en->kind == NODE_SCATTER) { /* a kernel of its own that nothing joins (plan_scatter.c) */
-            unit *u = start_unit(p, e, &tail);
+            unit *u = start_unit(p, e);
             if (!u) return fuse_nomem(p);
             if (!u->parked && !u->closed) unlink_open(p, u);
             u->closed = true;
@@ -492,7 +492,7 @@ lf_status fuse_plan_merges(planner *p) {
                 join(p, e, p->unit[sib], ROLE_BODY);
                 continue;
             }
-            unit *u = start_unit(p, e, &tail);
+            unit *u = start_unit(p, e);
             if (!u) return fuse_nomem(p);
             if (!u->parked && !u->closed) unlink_open(p, u);
             u->closed = true;
@@ -504,7 +504,7 @@ lf_status fuse_plan_merges(planner *p) {
         }
         else if ((joined = join_epilogue(p, e)) == 0) joined = join_space(p, e);
         if (joined < 0) return fuse_nomem(p);
-        if (!joined && !start_unit(p, e, &tail)) return fuse_nomem(p);
+        if (!joined && !start_unit(p, e)) return fuse_nomem(p);
     }
     return LF_OK;
 }

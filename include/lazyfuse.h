@@ -237,8 +237,15 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * source prints it to stderr), compiled by $CC (else cc) with -O3
  * -march=native and no fast-math flag into a shared object, and run on the
  * context's thread pool (opt.threads threads, default one per online CPU;
- * arrays below 64 Ki elements run on the calling thread; idle workers
- * sleep). Compiled kernels are cached twice: in memory per context, keyed by
+ * arrays below 64 Ki elements run on the calling thread; after a run,
+ * workers spin for at most 100 us and the caller for 50 us waiting for the
+ * next one, then sleep: an idle pool uses no CPU, and none spins where
+ * threads outnumber CPUs or while wake-ups run late). Kernels keep their
+ * scratch on the stack of the thread running them, the workers' and the
+ * calling thread's (it runs chunks too): up to 64 KiB a row keep (softmax's
+ * exp, see the README's fusion rules) and about 640 KiB for a packed
+ * contraction's tiles, so call lf_eval from a thread with at least 1 MiB of
+ * stack (the default is 8 MiB). Compiled kernels are cached twice: in memory per context, keyed by
  * the kernel's structure (rebuilding the same graph in a loop compiles
  * nothing), and on disk in opt.cache_dir / $LF_CACHE_DIR /
  * $XDG_CACHE_HOME/lazyfuse / ~/.cache/lazyfuse, keyed by a SHA-256 of the
