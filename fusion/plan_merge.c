@@ -79,6 +79,11 @@ static void scan_root(const planner *p, int e, const unit *u, role r, scan *sc) 
             if (p->pass[x->id] > sc->phase) sc->phase = p->pass[x->id];
         } else if (l.src == FUSE_SRC_SLOT && x->kind != NODE_INPUT && p->host[x->id] >= u->host) {
             goto fail; /* computed at or after u's place */
+        } else if (l.src == FUSE_SRC_GATHER) {
+            /* the gather reads x and idx from memory: neither may be computed
+               in u (a reduction root of u is an ACC value, not yet stored) */
+            for (int k = 0; k < 2; k++)
+                if (x->inputs[k]->kind != NODE_INPUT && p->host[x->inputs[k]->id] >= u->host) goto fail;
         }
         if (fuse_find_load(sc->ls, sc->n, &l) >= 0) continue;
         if (sc->n > GRAPH_MAX_PARAMS) goto fail;
