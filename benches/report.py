@@ -122,9 +122,10 @@ TARGET_WHY = {
               'of the loop stream_copy at 2^26 (21.4 GB/s), while the copy with non-temporal '
               'stores ran 1.47x faster (31.3 GB/s: no read-for-ownership of the output). Numba '
               "njit's 20.9 ms is 25.7 GB/s, above the plain copy; its machine code was not "
-              'inspected, so whether it streams its stores is not verified. lazyfuse emits '
-              'ordinary stores (non-temporal stores for outputs beyond the last-level cache are '
-              'not implemented).',
+              'inspected, so whether it streams its stores is not verified. That run had '
+              'ordinary stores only; since then an elementwise kernel moving more than the '
+              'last-level cache streams its stores, measured 1.25x faster on chain8 and 1.34x on '
+              'triad at 2^26 in an A/B of the two ways (benches/measured/61-cpu-kernels.md).',
     ('matvec', 'numpy_blas'):
         "OpenBLAS's sgemv against lazyfuse's generic path: a matrix-vector product has no N axis, "
         'so it is not a GEMM kernel; each output is one fmaf chain of its contraction (the order '

@@ -64,6 +64,9 @@ enum {
     CG_KEEP_BYTES = 65536,  /* row buffer of one row keep (fuse_keep) in the C
                                dialect: rows up to this many bytes of the kept
                                value use it, longer ones compute it again */
+    CG_STREAM_TILE = 256,   /* elements of a streaming elementwise kernel's
+                               tile: computed into a stack buffer per store,
+                               then written with non-temporal stores */
     CG_SMALL_STRIDE = 16,   /* an innermost-loop stride of at most this (in
                                elements, either sign) is printed as a literal
                                (part of the kernel's structure) so the compiler
@@ -143,6 +146,12 @@ typedef struct cg_layout {
                                       -2; part_entries of them), -1 */
     int64_t part_entries;          /* nblocks * DN */
     int param_scatter;             /* P index of block, positions, DN, nblocks */
+    int param_stream;              /* ELEMENTWISE with a contiguous store: P
+                                      index of the streaming switch (the C
+                                      dialect's stores go through tiles and
+                                      non-temporal stores when it is non-zero;
+                                      cg_fill_params writes 0, the CPU backend
+                                      sets it from cg_stream_bytes); -1 */
     int dst_buf;                   /* dst's buffer (dense), -1: a constant */
     /* contraction kernels printed as a packed GEMM (cg_contract_layout):
        the loop axes of M (y does not move along it), N (x does not), K
@@ -164,6 +173,14 @@ void cg_contract_layout(cg_layout *lay);
 /* Lays out kernel k of s: a graph_malloc'd layout with room for exactly its
  * accesses (free with graph_free), or NULL when out of memory. */
 cg_layout *cg_layout_new(const fuse_schedule *s, int k);
+/* The bytes an ELEMENTWISE kernel moves in one run: each contiguous or
+ * strided access's elements times its dtype's size (loads invariant in the
+ * inner loop count nothing). The CPU backend streams the stores of kernels
+ * that move more than its last-level cache holds (lazyfuse.h, "CPU backend"). */
+int64_t cg_stream_bytes(const cg_layout *lay);
+/* Whether access a is a store that a streaming run writes through a tile
+ * (ELEMENTWISE, not a scatter or sort, a buffer stored at unit stride). */
+bool cg_access_streams(const cg_layout *lay, const cg_access *a);
 /* Writes P (lay->nparams int64 values) for the layout, scalars included. */
 void cg_fill_params(const cg_layout *lay, int64_t *P);
 /* Writes only the scalars' entries of P: the current values of the kernel's

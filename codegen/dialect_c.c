@@ -30,6 +30,41 @@
 #define STRINGIZE_(...) #__VA_ARGS__
 #define STRINGIZE(...) STRINGIZE_(__VA_ARGS__)
 
+/* Streaming stores (emit_c.c's streaming elementwise kernels): lf_stream
+ * copies a tile to dst, the part of dst on whole 64-byte lines with
+ * non-temporal stores (no read of the line, no cache fill) and the
+ * unaligned head and tail with plain ones; lf_sfence orders them before
+ * what follows (the pool publishing that the run is done). Without SSE
+ * (another architecture) both are plain. */
+#define PRELUDE_STREAM                                                                          \
+    "LF_INLINE void lf_stream(void *restrict dst, const void *restrict src, int64_t bytes) {\n" \
+    "    typedef float lf_nt4 __attribute__((vector_size(16)));\n"                             \
+    "    typedef float lf_nt8 __attribute__((vector_size(32)));\n"                             \
+    "    typedef float lf_nt16 __attribute__((vector_size(64)));\n"                            \
+    "    char *d = (char *)dst;\n"                                                             \
+    "    const char *s = (const char *)src;\n"                                                 \
+    "    int64_t head = (int64_t)((64 - ((uintptr_t)d & 63)) & 63);\n"                         \
+    "    if (head > bytes) head = bytes;\n"                                                    \
+    "    __builtin_memcpy(d, s, (__SIZE_TYPE__)head);\n"                                       \
+    "    d += head, s += head, bytes -= head;\n"                                               \
+    "#if defined(__clang__) && defined(__SSE__)\n"                                             \
+    "    for (; bytes >= 16; bytes -= 16, d += 16, s += 16) { lf_nt4 v; __builtin_memcpy(&v, s, 16); __builtin_nontemporal_store(v, (lf_nt4 *)d); }\n" \
+    "#elif defined(__AVX512F__)\n"                                                             \
+    "    for (; bytes >= 64; bytes -= 64, d += 64, s += 64) { lf_nt16 v; __builtin_memcpy(&v, s, 64); __builtin_ia32_movntps512((float *)d, v); }\n" \
+    "#elif defined(__AVX__)\n"                                                                 \
+    "    for (; bytes >= 32; bytes -= 32, d += 32, s += 32) { lf_nt8 v; __builtin_memcpy(&v, s, 32); __builtin_ia32_movntps256((float *)d, v); }\n" \
+    "#elif defined(__SSE__)\n"                                                                 \
+    "    for (; bytes >= 16; bytes -= 16, d += 16, s += 16) { lf_nt4 v; __builtin_memcpy(&v, s, 16); __builtin_ia32_movntps((float *)d, v); }\n" \
+    "#endif\n"                                                                                 \
+    "    (void)sizeof(lf_nt4), (void)sizeof(lf_nt8), (void)sizeof(lf_nt16);\n"                 \
+    "    __builtin_memcpy(d, s, (__SIZE_TYPE__)bytes);\n"                                      \
+    "}\n"                                                                                      \
+    "LF_INLINE void lf_sfence(void) {\n"                                                       \
+    "#if defined(__SSE__)\n"                                                                   \
+    "    __builtin_ia32_sfence();\n"                                                           \
+    "#endif\n"                                                                                 \
+    "}\n"
+
 #define PRELUDE_C                                                                               \
     "/* lazyfuse generated kernel (C dialect). */\n"                                           \
     "#include <stdint.h>\n"                                                                    \
@@ -37,7 +72,8 @@
     "typedef int64_t lf_idx; /* index arithmetic */\n"                                         \
     "#define LF_ENTRY __attribute__((visibility(\"default\")))\n"                             \
     "#define LF_INLINE static inline __attribute__((always_inline))\n"                         \
-    "#define LF_FUNC static\n"
+    "#define LF_FUNC static\n"                                                                  \
+    PRELUDE_STREAM
 
 /* The helpers both dialects include after their own header (which defines
  * the integer types, NAN, INFINITY, LF_INLINE and LF_FUNC). */

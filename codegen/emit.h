@@ -34,6 +34,9 @@ typedef struct cg_emitter {
     bool keep;                     /* row keeps on (C REDUCE_INNER, one reduced
                                       axis): a pass stores each kept value into
                                       lf_keep<t>[jj], the row pass reads it there */
+    bool stream;                   /* C ELEMENTWISE streaming body: stores that
+                                      cg_access_streams go to lf_s<a>[j - jt],
+                                      the tile cg_emit_stream_flush writes out */
 } cg_emitter;
 
 /* One expression piece of generated text. */
@@ -77,6 +80,11 @@ void cg_close_reduced_nest(cg_emitter *e, int opened);
 /* ---- fns and stores ---- */
 /* Region reg's fn at innermost index jv, then its stores. */
 void cg_emit_body(cg_emitter *e, int reg, const char *jv, acc_form form, const char *prefix);
+/* Streaming stores (e->stream): the tile lf_s<a>[CG_STREAM_TILE] of each
+ * streamed store, and the lines writing `count` elements of each tile to
+ * its buffer from innermost index `from` (lf_stream: non-temporal). */
+void cg_declare_stream_tiles(cg_emitter *e);
+void cg_emit_stream_flush(cg_emitter *e, const char *from, const char *count);
 /* The body of pass q at innermost index jv, folding into lane/element slot
  * at position pos. */
 void cg_emit_pass_body(cg_emitter *e, int q, const char *jv, acc_form form, const char *slot,

@@ -3,7 +3,11 @@
  *
  *  - ELEMENTWISE: lf_k_run(B, P, begin, end) over flat elements: per row
  *    segment the outer axes are unravelled once, then a unit-stride inner
- *    loop the compiler vectorizes; loads invariant in it are hoisted.
+ *    loop the compiler vectorizes; loads invariant in it are hoisted. A
+ *    kernel with a contiguous store is printed twice behind its streaming
+ *    switch (cg_layout.param_stream): the second way computes tiles of
+ *    CG_STREAM_TILE elements into stack buffers written out with
+ *    non-temporal stores (lf_stream), for kernels larger than the cache.
  *  - REDUCE_INNER: lf_k_run over output elements; each pass folds into
  *    CG_LANES lanes (emit_lane_nest), combined in lane order.
  *  - REDUCE_OUTER: lf_k_run over (outer output, block of innermost outputs),
@@ -102,20 +106,37 @@ static void open_fn(cg_emitter *e, const char *sig) {
 
 /* The body (region 0) over flat elements from `at` to `stop` (row length E):
  * per row segment the outer axes are unravelled once and the loads
- * invariant in the inner loop hoisted, then a unit-stride inner loop. */
+ * invariant in the inner loop hoisted, then a unit-stride inner loop; with
+ * e->stream that loop runs in tiles of CG_STREAM_TILE elements whose
+ * streamed stores go to stack tiles, each written out after the tile. */
 static void emit_flat_range(cg_emitter *e, const char *stop) {
     cg_open_block(e, "while (at < %s) {", stop);
     cg_line(e, "const int64_t row = at / E, j0 = at - row * E;");
     cg_line(e, "const int64_t j1 = %s - at < E - j0 ? j0 + (%s - at) : E;", stop, stop);
     cg_unravel(e, "row", 0, e->lay->ndim - 1);
     cg_hoist_invariants(e, 0);
-    cg_open_block(e, "for (int64_t j = j0; j < j1; j++) {");
-    cg_emit_body(e, 0, "j", ACC_SCALAR, "");
-    cg_close_block(e);
+    if (e->stream) {
+        cg_open_block(e, "for (int64_t jt = j0; jt < j1; jt += %d) {", CG_STREAM_TILE);
+        cg_line(e, "const int64_t je = j1 - jt < %d ? j1 : jt + %d;", CG_STREAM_TILE, CG_STREAM_TILE);
+        cg_open_block(e, "for (int64_t j = jt; j < je; j++) {");
+        cg_emit_body(e, 0, "j", ACC_SCALAR, "");
+        cg_close_block(e);
+        cg_emit_stream_flush(e, "jt", "je - jt");
+        cg_close_block(e);
+    } else {
+        cg_open_block(e, "for (int64_t j = j0; j < j1; j++) {");
+        cg_emit_body(e, 0, "j", ACC_SCALAR, "");
+        cg_close_block(e);
+    }
     cg_line(e, "at += j1 - j0;");
     cg_close_block(e);
 }
 
+/* With a streaming switch (lay->param_stream), the body twice: streaming
+ * stores when the backend set it, plain stores otherwise. The values are
+ * the same either way; only how they reach memory differs (non-temporal
+ * stores bypass the cache and skip reading the lines they fill, then an
+ * sfence orders them before the run's end is published). */
 static void emit_elementwise(cg_emitter *e) {
     const cg_layout *lay = e->lay;
     int inner = lay->ndim - 1;
@@ -123,7 +144,20 @@ static void emit_elementwise(cg_emitter *e) {
     cg_declare_buffers(e);
     cg_line(e, "const int64_t E = P[%d];", lay->param_extent + inner);
     cg_line(e, "int64_t at = begin;");
-    emit_flat_range(e, "end");
+    if (lay->param_stream >= 0) {
+        cg_open_block(e, "if (P[%d]) { /* streaming stores */", lay->param_stream);
+        cg_declare_stream_tiles(e);
+        e->stream = true;
+        emit_flat_range(e, "end");
+        e->stream = false;
+        cg_line(e, "lf_sfence();");
+        cg_close_block(e);
+        cg_open_block(e, "else {");
+        emit_flat_range(e, "end");
+        cg_close_block(e);
+    } else {
+        emit_flat_range(e, "end");
+    }
     cg_close_block(e);
 }
 

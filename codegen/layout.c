@@ -166,7 +166,7 @@ static void layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
     memset(lay, 0, sizeof *lay);
     lay->kernel = kn;
     lay->err_buf = -1;
-    lay->part_buf = lay->dst_buf = lay->param_scatter = -1;
+    lay->part_buf = lay->dst_buf = lay->param_scatter = lay->param_stream = -1;
     collect_accesses(s, kn, lay);
 
     /* loop order: non-unit axes, kept before reduced */
@@ -287,6 +287,12 @@ static void layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
         graph_scatter_geom_of(kn->scatter, &gm);
         lay->work = gm.nblocks;
     }
+    if (lay->strategy == CG_ELEMENTWISE && !kn->scatter && !kn->sort) {
+        bool contiguous_store = false;
+        for (int a = 0; a < lay->naccess; a++)
+            contiguous_store |= cg_access_streams(lay, &lay->access[a]);
+        if (contiguous_store) lay->param_stream = p++;
+    }
     lay->nparams = p;
     cg_contract_layout(lay); /* a contraction's packed GEMM: its own work items */
 }
@@ -303,6 +309,7 @@ void cg_fill_params(const cg_layout *lay, int64_t *P) {
     }
     P[lay->param_count] = lay->count;
     P[lay->param_full_block] = lay->full_block;
+    if (lay->param_stream >= 0) P[lay->param_stream] = 0;
     cg_fill_scalars(lay, P);
     for (int a = 0; a < lay->naccess; a++) {
         const cg_access *ac = &lay->access[a];
@@ -342,6 +349,21 @@ void cg_fill_params(const cg_layout *lay, int64_t *P) {
             for (int i = 0; i < sp->ndim; i++) *q++ = sp->strides[i];
         }
     }
+}
+
+bool cg_access_streams(const cg_layout *lay, const cg_access *a) {
+    return lay->strategy == CG_ELEMENTWISE && !lay->kernel->scatter && !lay->kernel->sort && a->fn < 0 &&
+           a->buf >= 0 && a->inner == CG_INNER_CONTIGUOUS;
+}
+
+int64_t cg_stream_bytes(const cg_layout *lay) {
+    int64_t bytes = 0;
+    for (int a = 0; a < lay->naccess; a++) {
+        const cg_access *ac = &lay->access[a];
+        if (ac->buf >= 0 && ac->inner != CG_INNER_INVARIANT)
+            bytes += lay->work * (int64_t)lf_dtype_size(ac->dtype);
+    }
+    return bytes;
 }
 
 void cg_fill_scalars(const cg_layout *lay, int64_t *P) {

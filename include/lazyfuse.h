@@ -245,7 +245,12 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * calling thread's (it runs chunks too): up to 64 KiB a row keep (softmax's
  * exp, see the README's fusion rules) and about 640 KiB for a packed
  * contraction's tiles, so call lf_eval from a thread with at least 1 MiB of
- * stack (the default is 8 MiB). Compiled kernels are cached twice: in memory per context, keyed by
+ * stack (the default is 8 MiB). An elementwise kernel that moves more bytes
+ * (its loads and stores together) than the last-level cache holds writes
+ * its contiguous outputs with non-temporal stores, through tiles of 256
+ * elements: the output would leave the cache before anyone read it, and a
+ * plain store reads each line before filling it. The values are the same
+ * either way; $LF_CPU_STREAM_MIN (bytes) sets the threshold. Compiled kernels are cached twice: in memory per context, keyed by
  * the kernel's structure (rebuilding the same graph in a loop compiles
  * nothing), and on disk in opt.cache_dir / $LF_CACHE_DIR /
  * $XDG_CACHE_HOME/lazyfuse / ~/.cache/lazyfuse, keyed by a SHA-256 of the

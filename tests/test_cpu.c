@@ -388,6 +388,39 @@ static void build_elementwise(lf_graph *g, int64_t s, void *const *h, outset *o)
 
 Test(cpu, sizes_elementwise, .timeout = 300) { sweep("elementwise", gen_elementwise, build_elementwise); }
 
+/* (a1) streaming stores (codegen/emit_c.c): with LF_CPU_STREAM_MIN=0 every
+ * elementwise kernel with a contiguous store writes it through tiles and
+ * non-temporal stores. Outputs of each dtype (1-byte bools to 8-byte
+ * values, so tile flushes start at every alignment), a broadcast operand,
+ * a reversed (strided) load and a [2, s] output whose rows end inside a
+ * tile; bit for bit against the reference at every size and thread count
+ * (chunk edges anywhere in a tile). */
+static void gen_stream(int64_t s, void **h) {
+    h[0] = rand_f32(s, -4, 4);
+    h[1] = rand_i32(s, -100, 100);
+    h[2] = rand_f32(2, -2, 2);
+}
+
+static void build_stream(lf_graph *g, int64_t s, void *const *h, outset *o) {
+    lf_node *x = in_node(g, LF_F32, 1, &s, h[0]);
+    lf_node *k = in_node(g, LF_I32, 1, &s, h[1]);
+    lf_node *y = in_node(g, LF_F32, 2, SH(2, 1), h[2]);
+    lf_node *xk[2] = {x, k};
+    add_out(o, "x * 3 - 1 (f32)", lf_zipwith(g, lf_fn_parse(g, "(x, k) -> x * 3.0 - 1.0"), 2, xk), 0);
+    add_out(o, "f64(x) * k (f64)", lf_zipwith(g, lf_fn_parse(g, "(x, k) -> f64(x) * f64(k)"), 2, xk), 0);
+    add_out(o, "k * 3 + 1 (i32)", lf_zipwith(g, lf_fn_parse(g, "(x, k) -> k * 3 + 1"), 2, xk), 0);
+    add_out(o, "x > k / 50 (bool)", lf_zipwith(g, lf_fn_parse(g, "(x, k) -> x > f32(k) / 50.0"), 2, xk), 0);
+    lf_node *rev = lf_slice(g, x, 0, LF_NONE, LF_NONE, -1);
+    add_out(o, "x[::-1] - x (f32)", lf_sub(g, rev, x), 0);
+    add_out(o, "y * x, [2, s] (f32)", lf_mul(g, y, x), 0);
+}
+
+Test(cpu, sizes_streaming_stores, .timeout = 300) {
+    setenv("LF_CPU_STREAM_MIN", "0", 1); /* read when a context's CPU state is made */
+    sweep("streaming stores", gen_stream, build_stream);
+    unsetenv("LF_CPU_STREAM_MIN");
+}
+
 /* (a2) stencils over one input: a 9-tap moving average of x[s + 8] and a
  * 3x3 conv of a padded 2-d y[r + 2, c + 2] (nine loads of one buffer, one
  * kernel), with NaN and Inf among the inputs; f32 adds and multiplies only,
