@@ -37,7 +37,7 @@
  * what follows (the pool publishing that the run is done). Without SSE
  * (another architecture) both are plain. */
 #define PRELUDE_STREAM                                                                          \
-    "LF_INLINE void lf_stream(void *restrict dst, const void *restrict src, int64_t bytes) {\n" \
+    "static __attribute__((noinline, unused)) void lf_stream(void *restrict dst, const void *restrict src, int64_t bytes) {\n" \
     "    typedef float lf_nt4 __attribute__((vector_size(16)));\n"                             \
     "    typedef float lf_nt8 __attribute__((vector_size(32)));\n"                             \
     "    typedef float lf_nt16 __attribute__((vector_size(64)));\n"                            \

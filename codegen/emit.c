@@ -525,7 +525,8 @@ static void emit_stores(cg_emitter *e, int reg, const char *jv, const char *pref
         else convert(val, sizeof val, x, from, a->dtype);
         if (e->vec) cg_line(e, "w%d.x[l] = %s; /* -> n%d */", i, val, e->s->slots[so->slot].node->id);
         else if (e->stream && cg_access_streams(lay, a))
-            cg_line(e, "lf_s%d[%s - jt] = %s; /* -> n%d, streamed */", i, jv, val, e->s->slots[so->slot].node->id);
+            cg_line(e, "lf_w%d[%s - jt] = %s; /* -> n%d, through lf_w%d */", i, jv, val, e->s->slots[so->slot].node->id,
+                    i);
         else cg_line(e, "b%d[%s] = %s; /* -> n%d */", a->buf, idx, val, e->s->slots[so->slot].node->id);
     }
 }
@@ -536,6 +537,17 @@ void cg_declare_stream_tiles(cg_emitter *e) {
         if (cg_access_streams(lay, &lay->access[i]))
             cg_line(e, "%s lf_s%d[%d]; /* tile of b%d */", e->d->type[lay->access[i].dtype], i, CG_STREAM_TILE,
                     lay->access[i].buf);
+}
+
+void cg_emit_stream_targets(cg_emitter *e, const char *from) {
+    const cg_layout *lay = e->lay;
+    for (int i = 0; i < lay->naccess; i++) {
+        const cg_access *a = &lay->access[i];
+        if (!cg_access_streams(lay, a)) continue;
+        expr_buf idx;
+        access_index(e, a, from, idx, sizeof idx);
+        cg_line(e, "%s *restrict lf_w%d = lf_nt ? lf_s%d : &b%d[%s];", e->d->type[a->dtype], i, i, a->buf, idx);
+    }
 }
 
 void cg_emit_stream_flush(cg_emitter *e, const char *from, const char *count) {

@@ -34,9 +34,9 @@ typedef struct cg_emitter {
     bool keep;                     /* row keeps on (C REDUCE_INNER, one reduced
                                       axis): a pass stores each kept value into
                                       lf_keep<t>[jj], the row pass reads it there */
-    bool stream;                   /* C ELEMENTWISE streaming body: stores that
-                                      cg_access_streams go to lf_s<a>[j - jt],
-                                      the tile cg_emit_stream_flush writes out */
+    bool stream;                   /* C ELEMENTWISE tiled body: stores that
+                                      cg_access_streams go to lf_w<a>[j - jt]
+                                      (cg_emit_stream_targets) */
 } cg_emitter;
 
 /* One expression piece of generated text. */
@@ -80,10 +80,13 @@ void cg_close_reduced_nest(cg_emitter *e, int opened);
 /* ---- fns and stores ---- */
 /* Region reg's fn at innermost index jv, then its stores. */
 void cg_emit_body(cg_emitter *e, int reg, const char *jv, acc_form form, const char *prefix);
-/* Streaming stores (e->stream): the tile lf_s<a>[CG_STREAM_TILE] of each
- * streamed store, and the lines writing `count` elements of each tile to
- * its buffer from innermost index `from` (lf_stream: non-temporal). */
+/* Streaming stores (e->stream, a tile of elements from innermost index
+ * `from`): the tile lf_s<a>[CG_STREAM_TILE] of each streamable store; the
+ * pointer lf_w<a> the body stores element j at [j - from] of: the tile when
+ * lf_nt (the run streams), else the output itself; and the lines writing
+ * `count` elements of each tile to its buffer (lf_stream: non-temporal). */
 void cg_declare_stream_tiles(cg_emitter *e);
+void cg_emit_stream_targets(cg_emitter *e, const char *from);
 void cg_emit_stream_flush(cg_emitter *e, const char *from, const char *count);
 /* The body of pass q at innermost index jv, folding into lane/element slot
  * at position pos. */

@@ -4,10 +4,11 @@
  *  - ELEMENTWISE: lf_k_run(B, P, begin, end) over flat elements: per row
  *    segment the outer axes are unravelled once, then a unit-stride inner
  *    loop the compiler vectorizes; loads invariant in it are hoisted. A
- *    kernel with a contiguous store is printed twice behind its streaming
- *    switch (cg_layout.param_stream): the second way computes tiles of
- *    CG_STREAM_TILE elements into stack buffers written out with
- *    non-temporal stores (lf_stream), for kernels larger than the cache.
+ *    kernel with a contiguous store runs that loop in tiles of
+ *    CG_STREAM_TILE elements; with its streaming switch on
+ *    (cg_layout.param_stream, for kernels larger than the cache) the
+ *    contiguous stores fill stack tiles written out with non-temporal
+ *    stores (lf_stream), else they go straight to the outputs.
  *  - REDUCE_INNER: lf_k_run over output elements; each pass folds into
  *    CG_LANES lanes (emit_lane_nest), combined in lane order.
  *  - REDUCE_OUTER: lf_k_run over (outer output, block of innermost outputs),
@@ -118,10 +119,13 @@ static void emit_flat_range(cg_emitter *e, const char *stop) {
     if (e->stream) {
         cg_open_block(e, "for (int64_t jt = j0; jt < j1; jt += %d) {", CG_STREAM_TILE);
         cg_line(e, "const int64_t je = j1 - jt < %d ? j1 : jt + %d;", CG_STREAM_TILE, CG_STREAM_TILE);
+        cg_emit_stream_targets(e, "jt");
         cg_open_block(e, "for (int64_t j = jt; j < je; j++) {");
         cg_emit_body(e, 0, "j", ACC_SCALAR, "");
         cg_close_block(e);
+        cg_open_block(e, "if (lf_nt) {");
         cg_emit_stream_flush(e, "jt", "je - jt");
+        cg_close_block(e);
         cg_close_block(e);
     } else {
         cg_open_block(e, "for (int64_t j = j0; j < j1; j++) {");
@@ -132,11 +136,13 @@ static void emit_flat_range(cg_emitter *e, const char *stop) {
     cg_close_block(e);
 }
 
-/* With a streaming switch (lay->param_stream), the body twice: streaming
- * stores when the backend set it, plain stores otherwise. The values are
- * the same either way; only how they reach memory differs (non-temporal
- * stores bypass the cache and skip reading the lines they fill, then an
- * sfence orders them before the run's end is published). */
+/* With a streaming switch (lay->param_stream), one tiled body whose
+ * streamable stores go through pointers set per tile: to stack tiles
+ * written out with non-temporal stores when the backend set the switch,
+ * to the outputs themselves otherwise (one body: the kernel compiles once).
+ * The values are the same either way; only how they reach memory differs
+ * (non-temporal stores bypass the cache and skip reading the lines they
+ * fill; an sfence orders them before the run's end is published). */
 static void emit_elementwise(cg_emitter *e) {
     const cg_layout *lay = e->lay;
     int inner = lay->ndim - 1;
@@ -145,16 +151,12 @@ static void emit_elementwise(cg_emitter *e) {
     cg_line(e, "const int64_t E = P[%d];", lay->param_extent + inner);
     cg_line(e, "int64_t at = begin;");
     if (lay->param_stream >= 0) {
-        cg_open_block(e, "if (P[%d]) { /* streaming stores */", lay->param_stream);
+        cg_line(e, "const int lf_nt = P[%d] != 0; /* streaming stores */", lay->param_stream);
         cg_declare_stream_tiles(e);
         e->stream = true;
         emit_flat_range(e, "end");
         e->stream = false;
-        cg_line(e, "lf_sfence();");
-        cg_close_block(e);
-        cg_open_block(e, "else {");
-        emit_flat_range(e, "end");
-        cg_close_block(e);
+        cg_line(e, "if (lf_nt) lf_sfence();");
     } else {
         emit_flat_range(e, "end");
     }
