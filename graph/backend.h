@@ -29,6 +29,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct graph_backend {
     lf_backend id;     /* LF_BACKEND_CPU, _CUDA or _REFERENCE: its table slot and ctx->state index */
@@ -73,6 +74,22 @@ typedef struct graph_backend {
     /* The device's description into buf (snprintf-like: the full length).
      * Required. */
     int (*device_name)(const lf_ctx *ctx, char *buf, size_t cap);
+
+    /* ---- asynchronous backends: all set or all NULL (work is done when
+     * eval returns) ---- */
+    /* Waits until the work queued by ctx is done (whole_device: every
+     * stream's work on ctx's device, other libraries' too); reports a fault
+     * of an earlier kernel (LF_ERR_BACKEND). */
+    lf_status (*synchronize)(lf_ctx *ctx, bool whole_device, const char *what);
+    /* The stream value that the DLPack exchange protocol passes for ctx's
+     * work (a CUstream as intptr_t). */
+    intptr_t (*dlpack_stream)(const lf_ctx *ctx);
+    /* Orders ctx's work against another stream of the protocol (1 legacy
+     * default, 2 per-thread default, else a stream handle): when
+     * other_waits, work queued on `other` after this call waits for what
+     * ctx queued before it (an export); else ctx's later work waits for
+     * what `other` queued before (an import). Returns at once. */
+    lf_status (*stream_order)(lf_ctx *ctx, intptr_t other, bool other_waits, const char *what);
 } graph_backend;
 
 /* Whether ctx's buffers live in device memory (its backend has buffer entries). */

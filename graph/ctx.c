@@ -234,12 +234,22 @@ void graph_buffer_release(lf_buffer *b) {
     else ctx->buffers = b->next;
     if (b->next) b->next->prev = b->prev;
     if (b->wrapped) {
+        /* an asynchronous backend's queued kernels may still use the memory:
+           the owner gets it back only after they are done (a fault they
+           report stays in lf_errmsg; the memory is released all the same) */
+        if (b->release && ctx->be && ctx->be->synchronize) ctx->be->synchronize(ctx, false, "buffer release");
         if (b->release) b->release(b->release_arg);
     } else {
         if (b->dev) ctx->be->buffer_free(b);
         graph_free(b->data);
     }
     graph_free(b);
+}
+
+lf_status lf_ctx_synchronize(lf_ctx *ctx) {
+    if (!ctx) return graph_error(NULL, LF_ERR_NULL, "ctx_synchronize: ctx is NULL");
+    if (!ctx->be || !ctx->be->synchronize) return LF_OK; /* work is done when lf_eval returns */
+    return ctx->be->synchronize(ctx, false, "ctx_synchronize");
 }
 
 void lf_buffer_free(lf_buffer *b) {

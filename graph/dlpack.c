@@ -7,6 +7,15 @@
  * DLManagedTensor that describes the buffer's own memory and holds one
  * reference to the buffer until its deleter is called.
  *
+ * Streams (the protocol's __dlpack__(stream=...)): on an asynchronous
+ * backend (CUDA) an import may name the stream its data is ready on (our
+ * stream then waits for it) and an export the consumer's stream (which then
+ * waits for our queued work); both are an event, never a host wait. The
+ * deleter of an export waits for the whole device before it drops its
+ * reference, so memory a consumer's queued work still reads is never
+ * handed out again; an imported tensor's deleter runs after our stream is
+ * done with it (graph_buffer_release).
+ *
  * What must stay true: nothing is copied either way; a failed import leaves
  * the tensor the caller's (its deleter is not called); dtypes map one to one
  * (kDLInt 32/64, kDLFloat 32/64, bool as code 6, 8 bits: DLPack 0.8's
@@ -46,8 +55,35 @@ static void call_deleter(void *arg) {
     if (t->deleter) t->deleter(t);
 }
 
+/* Checks a stream value of the protocol: 0 is ambiguous (the protocol
+ * forbids it), below -1 is nothing. */
+static lf_status check_stream(lf_ctx *ctx, intptr_t stream, const char *what) {
+    if (stream == 0 || stream < -1)
+        return graph_error(ctx, LF_ERR_INVALID,
+                           "%s: stream %ld is not a stream value of the DLPack protocol (-1: no ordering, 1: "
+                           "the legacy default stream, 2: the per-thread default stream, else a stream "
+                           "handle; 0 is ambiguous)",
+                           what, (long)stream);
+    return LF_OK;
+}
+
+intptr_t lf_ctx_dlpack_stream(const lf_ctx *ctx) {
+    if (!ctx || !ctx->be || !ctx->be->dlpack_stream) return -1;
+    return ctx->be->dlpack_stream(ctx);
+}
+
+static lf_buffer *from_dlpack(lf_ctx *ctx, struct DLManagedTensor *t, intptr_t stream, const char *what);
+
 lf_buffer *lf_buffer_from_dlpack(lf_ctx *ctx, struct DLManagedTensor *t) {
-    const char *what = "buffer_from_dlpack";
+    return from_dlpack(ctx, t, -1, "buffer_from_dlpack");
+}
+
+lf_buffer *lf_buffer_from_dlpack_stream(lf_ctx *ctx, struct DLManagedTensor *t, intptr_t stream) {
+    return from_dlpack(ctx, t, stream, "buffer_from_dlpack_stream");
+}
+
+static lf_buffer *from_dlpack(lf_ctx *ctx, struct DLManagedTensor *t, intptr_t stream, const char *what) {
+    if (ctx && check_stream(ctx, stream, what) != LF_OK) return NULL;
     if (!ctx || !t) {
         graph_error(ctx, LF_ERR_NULL, "%s: %s is NULL", what, ctx ? "tensor" : "ctx");
         return NULL;
@@ -88,6 +124,10 @@ lf_buffer *lf_buffer_from_dlpack(lf_ctx *ctx, struct DLManagedTensor *t) {
         return NULL;
     }
     void *data = dl->data ? (char *)dl->data + dl->byte_offset : NULL;
+    /* order first: a failure then leaves nothing to undo (the tensor stays
+       the caller's); an extra wait on our stream changes no data */
+    if (stream != -1 && ctx->be->stream_order && ctx->be->stream_order(ctx, stream, false, what) != LF_OK)
+        return NULL;
     return graph_buffer_wrap(ctx, what, type, dl->ndim, dl->shape, dl->strides, data, call_deleter, t);
 }
 
@@ -102,15 +142,32 @@ typedef struct export_holder {
 
 static void export_deleter(DLManagedTensor *mt) {
     export_holder *h = (export_holder *)mt;
+    lf_ctx *ctx = h->b->ctx;
+    /* the consumer's queued work may still read the memory, on streams we
+       do not know: wait for the device before the reference goes */
+    if (ctx->be->synchronize) ctx->be->synchronize(ctx, true, "dlpack deleter");
     graph_buffer_release(h->b);
     graph_free(h);
 }
 
+static lf_status to_dlpack(lf_buffer *b, intptr_t stream, struct DLManagedTensor **out, const char *what);
+
 lf_status lf_buffer_to_dlpack(lf_buffer *b, struct DLManagedTensor **out) {
-    const char *what = "buffer_to_dlpack";
+    return to_dlpack(b, -1, out, "buffer_to_dlpack");
+}
+
+lf_status lf_buffer_to_dlpack_stream(lf_buffer *b, intptr_t stream, struct DLManagedTensor **out) {
+    return to_dlpack(b, stream, out, "buffer_to_dlpack_stream");
+}
+
+static lf_status to_dlpack(lf_buffer *b, intptr_t stream, struct DLManagedTensor **out, const char *what) {
     if (out) *out = NULL;
     if (!b || !out) return graph_error(b ? b->ctx : NULL, LF_ERR_NULL, "%s: %s is NULL", what, b ? "out" : "buffer");
     if (b->user_freed) return graph_error(b->ctx, LF_ERR_STATE, "%s: the buffer was freed", what);
+    lf_status st = check_stream(b->ctx, stream, what);
+    if (st != LF_OK) return st;
+    if (stream != -1 && b->ctx->be->stream_order && (st = b->ctx->be->stream_order(b->ctx, stream, true, what)) != LF_OK)
+        return st;
     export_holder *h = graph_calloc(1, sizeof *h);
     if (!h) return graph_error(b->ctx, LF_ERR_NOMEM, "%s: out of memory", what);
     size_t esize = lf_dtype_size(b->dtype);

@@ -365,10 +365,19 @@ LF_API lf_ctx_options lf_ctx_get_options(const lf_ctx *ctx);
 /* What the context computes on, for reports and benchmarks: on CUDA the GPU's
  * name, compute capability, multiprocessors and memory, and the driver's and
  * NVRTC's versions ("NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB), CUDA
- * driver 12.4, NVRTC 12.4"); else the CPU's model and online CPUs.
+ * driver 12.4, NVRTC 12.4 [libnvrtc.so]", the NVRTC library loaded in
+ * brackets); else the CPU's model and online CPUs.
  * snprintf-like: writes at most cap bytes (NUL included; buf may be NULL
  * when cap is 0) and returns the full length, or -1 for a NULL ctx. */
 LF_API int lf_ctx_device_name(const lf_ctx *ctx, char *buf, size_t cap);
+/* Waits until every lf_eval, copy and DLPack ordering queued by ctx is done
+ * on its device. On CUDA lf_eval returns once its kernels are queued, so a
+ * timer around lf_eval alone measures the launches: time lf_eval plus this
+ * (lazyfuse-bench does). An earlier kernel's fault is reported here
+ * (LF_ERR_BACKEND). On CPU and REFERENCE contexts work is done when lf_eval
+ * returns and this returns LF_OK at once. LF_ERR_NULL for a NULL ctx. Not in
+ * lazyfuse 0.1.0. */
+LF_API lf_status lf_ctx_synchronize(lf_ctx *ctx);
 
 /* ---- buffers ------------------------------------------------------------ */
 
@@ -465,6 +474,31 @@ LF_API lf_buffer *lf_buffer_from_dlpack(lf_ctx *ctx, struct DLManagedTensor *t);
  * context, lf_buffer_read (or another synchronizing call) first: kernels
  * of an lf_eval may still be writing. LF_ERR_NULL, LF_ERR_NOMEM. */
 LF_API lf_status lf_buffer_to_dlpack(lf_buffer *b, struct DLManagedTensor **out);
+/* The stream side of the DLPack exchange protocol (Python's
+ * x.__dlpack__(stream=...)), for CUDA contexts, whose work runs on a stream
+ * of their own that is not ordered with other libraries' streams. A stream
+ * value is -1 (no ordering), 1 (CUDA's legacy default stream), 2 (the
+ * per-thread default stream) or a CUstream cast to intptr_t; 0 is refused
+ * (LF_ERR_INVALID), as the protocol says it is ambiguous.
+ *  - lf_ctx_dlpack_stream: the value to pass as stream= to a producer's
+ *    __dlpack__ when importing into ctx (the context's own stream; -1 on a
+ *    host context, whose work is done when lf_eval returns).
+ *  - lf_buffer_from_dlpack_stream: lf_buffer_from_dlpack for a tensor whose
+ *    data is ready on `stream` (work queued there before this call):
+ *    the context's later work waits for it on the device (an event: the
+ *    call does not block). A failure leaves the tensor the caller's.
+ *  - lf_buffer_to_dlpack_stream: lf_buffer_to_dlpack for a consumer that
+ *    will use the tensor on `stream`: work it queues there after this call
+ *    sees every lf_eval queued before (no lf_buffer_read needed).
+ * On a host context the stream is checked and otherwise ignored.
+ * Lifetimes, on CUDA: the deleter of an imported tensor (and a wrapped
+ * buffer's release) is called only after the context's queued work is
+ * done; the deleter of an exported one waits for the whole device (every
+ * stream of its context, the consumer's too) before lazyfuse may reuse the
+ * memory. Not in lazyfuse 0.1.0. */
+LF_API intptr_t lf_ctx_dlpack_stream(const lf_ctx *ctx);
+LF_API lf_buffer *lf_buffer_from_dlpack_stream(lf_ctx *ctx, struct DLManagedTensor *t, intptr_t stream);
+LF_API lf_status lf_buffer_to_dlpack_stream(lf_buffer *b, intptr_t stream, struct DLManagedTensor **out);
 LF_API lf_dtype lf_buffer_dtype(const lf_buffer *b);
 LF_API int lf_buffer_ndim(const lf_buffer *b);
 /* Extent of dimension axis (negative counts from the end); -1 if out of range. */

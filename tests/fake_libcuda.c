@@ -15,13 +15,26 @@
  *   FAKE_CUDA_LAUNCH=<code>   cuLaunchKernel's result (default 0)
  *   FAKE_CUDA_CC=<XY>         compute capability (default 90)
  *   FAKE_CUDA_DRIVER=<v>      cuDriverGetVersion (default 12040)
+ *   FAKE_CUDA_SYNC_US=<us>    cuStreamSynchronize, cuCtxSynchronize and
+ *                             cuEventSynchronize sleep this long first, as
+ *                             if kernels were still running (default 0)
+ * Streams: the backend's own (cuStreamCreate), the legacy and per-thread
+ * default streams ((CUstream)1 and 2) and one "foreign" stream
+ * (fake_cuda_foreign_stream(), standing for CuPy's or PyTorch's) are
+ * accepted. Events record the host clock; cuEventElapsedTime reports the
+ * time between two records. fake_cuda_log() returns the ordering calls made
+ * since the last fake_cuda_log_clear() as one string of words
+ * ("launch sync:ours record:E1@ours wait:foreign<E1 ctxsync ..."), so a test
+ * can check what was ordered after what.
  * Fresh allocations are filled with 0xAB, so code that forgets to zero a
  * buffer is caught. fake_cuda_counters() tells the test what happened.
  * Only the ABI matters here: no CUDA header is included.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -32,7 +45,8 @@ enum { OK = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NOT_INITIALIZED = 3, NO_DEV
 
 typedef struct fake_counters {
     long inits, allocs, frees, bad_frees, memsets, htod, dtoh, dtod, syncs, loads, unloads,
-        get_functions, launches, retains, releases, streams_created, streams_destroyed, set_current;
+        get_functions, launches, retains, releases, streams_created, streams_destroyed, set_current,
+        ctx_syncs, events_created, events_destroyed;
     size_t live_bytes;             /* allocated and not freed */
     unsigned last_grid[3], last_block[3];
 } fake_counters;
@@ -41,6 +55,29 @@ static fake_counters C;
 static int initialized, init_result, ndevices = 1, load_result, launch_result, cc = 90,
                                     driver = 12040;
 static size_t mem_limit = (size_t)1 << 30;
+static long sync_us;
+
+/* ---- the ordering log ---- */
+static char oplog[8192];
+static size_t oplog_len;
+
+static void logf_op(const char *word) {
+    size_t n = strlen(word);
+    if (oplog_len + n + 2 >= sizeof oplog) return; /* full: later calls unseen */
+    if (oplog_len) oplog[oplog_len++] = ' ';
+    memcpy(oplog + oplog_len, word, n);
+    oplog_len += n;
+    oplog[oplog_len] = 0;
+}
+
+__attribute__((visibility("default"))) const char *fake_cuda_log(void) { return oplog; }
+__attribute__((visibility("default"))) void fake_cuda_log_clear(void) { oplog_len = 0, oplog[0] = 0; }
+
+static void sync_delay(void) {
+    if (sync_us <= 0) return;
+    struct timespec ts = {sync_us / 1000000, sync_us % 1000000 * 1000};
+    while (nanosleep(&ts, &ts) != 0) {}
+}
 static int primary_refs;
 
 typedef struct alloc_rec {
@@ -68,6 +105,7 @@ API cuInit(unsigned flags) {
     launch_result = env_int("FAKE_CUDA_LAUNCH", 0);
     cc = env_int("FAKE_CUDA_CC", 90);
     driver = env_int("FAKE_CUDA_DRIVER", 12040);
+    sync_us = env_int("FAKE_CUDA_SYNC_US", 0);
     const char *m = getenv("FAKE_CUDA_MEM");
     if (m && *m) mem_limit = (size_t)strtoull(m, NULL, 10);
     initialized = init_result == OK;
@@ -170,7 +208,19 @@ API cuCtxSetCurrent(void *ctx) {
     return ctx == &primary_token || !ctx ? OK : INVALID_VALUE;
 }
 
-static int stream_token;
+static int stream_token, foreign_token;
+
+__attribute__((visibility("default"))) void *fake_cuda_foreign_stream(void) { return &foreign_token; }
+
+/* Whether s is a stream this driver knows, and its name in the log. */
+static const char *stream_name(void *s) {
+    if (s == &stream_token) return "ours";
+    if (s == &foreign_token) return "foreign";
+    if (s == NULL) return "null";
+    if (s == (void *)1) return "legacy";
+    if (s == (void *)2) return "ptds";
+    return NULL;
+}
 
 API cuStreamCreate(void **s, unsigned flags) {
     NEED_INIT;
@@ -187,8 +237,90 @@ API cuStreamDestroy_v2(void *s) {
 }
 
 API cuStreamSynchronize(void *s) {
-    if (s != &stream_token) return INVALID_VALUE;
-    C.syncs++;
+    const char *name = stream_name(s);
+    if (!name) return INVALID_VALUE;
+    sync_delay();
+    if (s == &stream_token) C.syncs++;
+    char w[64];
+    snprintf(w, sizeof w, "sync:%s", name);
+    logf_op(w);
+    return OK;
+}
+
+API cuCtxSynchronize(void) {
+    NEED_INIT;
+    sync_delay();
+    C.ctx_syncs++;
+    logf_op("ctxsync");
+    return OK;
+}
+
+/* Events: a number (for the log) and the host time of the last record. */
+typedef struct fake_event {
+    int magic, id;
+    struct timespec at;
+    int recorded;
+} fake_event;
+static int next_event_id = 1;
+
+API cuEventCreate(void **ev, unsigned flags) {
+    NEED_INIT;
+    (void)flags;
+    fake_event *e = calloc(1, sizeof *e);
+    if (!e) return OUT_OF_MEMORY;
+    e->magic = 0xe7e7;
+    e->id = next_event_id++;
+    C.events_created++;
+    *ev = e;
+    return OK;
+}
+
+API cuEventDestroy_v2(void *ev) {
+    fake_event *e = ev;
+    if (!e || e->magic != 0xe7e7) return INVALID_HANDLE;
+    e->magic = 0;
+    free(e);
+    C.events_destroyed++;
+    return OK;
+}
+
+API cuEventRecord(void *ev, void *s) {
+    fake_event *e = ev;
+    const char *name = stream_name(s);
+    if (!e || e->magic != 0xe7e7) return INVALID_HANDLE;
+    if (!name) return INVALID_VALUE;
+    clock_gettime(CLOCK_MONOTONIC, &e->at);
+    e->recorded = 1;
+    char w[64];
+    snprintf(w, sizeof w, "record:E%d@%s", e->id, name);
+    logf_op(w);
+    return OK;
+}
+
+API cuEventSynchronize(void *ev) {
+    fake_event *e = ev;
+    if (!e || e->magic != 0xe7e7) return INVALID_HANDLE;
+    sync_delay();
+    clock_gettime(CLOCK_MONOTONIC, &e->at); /* the work "ends" now */
+    return OK;
+}
+
+API cuEventElapsedTime(float *ms, void *a, void *b) {
+    fake_event *e0 = a, *e1 = b;
+    if (!ms || !e0 || !e1 || e0->magic != 0xe7e7 || e1->magic != 0xe7e7) return INVALID_HANDLE;
+    if (!e0->recorded || !e1->recorded) return INVALID_VALUE;
+    *ms = (float)((double)(e1->at.tv_sec - e0->at.tv_sec) * 1e3 + (double)(e1->at.tv_nsec - e0->at.tv_nsec) * 1e-6);
+    return OK;
+}
+
+API cuStreamWaitEvent(void *s, void *ev, unsigned flags) {
+    fake_event *e = ev;
+    const char *name = stream_name(s);
+    if (!e || e->magic != 0xe7e7) return INVALID_HANDLE;
+    if (!name || flags) return INVALID_VALUE;
+    char w[64];
+    snprintf(w, sizeof w, "wait:%s<E%d", name, e->id);
+    logf_op(w);
     return OK;
 }
 
@@ -258,6 +390,21 @@ API cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, void *s) {
     return OK;
 }
 
+/* The synchronous copies lazyfuse-bench's copy line uses (the NULL stream). */
+API cuMemsetD32_v2(CUdeviceptr dst, unsigned v, size_t n) {
+    if (!find(dst, n * 4)) return INVALID_VALUE;
+    C.memsets++;
+    for (size_t i = 0; i < n; i++) memcpy((char *)(uintptr_t)dst + 4 * i, &v, 4);
+    return OK;
+}
+
+API cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    if (!find(src, n) || !find(dst, n)) return INVALID_VALUE;
+    C.dtod++;
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return OK;
+}
+
 API cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, void *s) {
     if (s != &stream_token || !find(dst, n)) return INVALID_VALUE;
     C.memsets++;
@@ -306,6 +453,7 @@ API cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
     if (!f || s != &stream_token || !params || !params[0] || extra) return INVALID_VALUE;
     if (!gx || !gy || !gz || !bx || !by || !bz || (unsigned long)bx * by * bz > 1024) return INVALID_VALUE;
     C.launches++;
+    logf_op("launch");
     C.last_grid[0] = gx, C.last_grid[1] = gy, C.last_grid[2] = gz;
     C.last_block[0] = bx, C.last_block[1] = by, C.last_block[2] = bz;
     return launch_result;

@@ -20,6 +20,7 @@
 #include "backends/cuda/cuda.h"
 #include "codegen/codegen.h"
 #include "testutil.h"
+#include "timed_eval.h" /* benches/: lazyfuse-bench's timed region */
 
 #include <dlpack/dlpack.h>
 
@@ -37,7 +38,8 @@
 /* Same layout as fake_libcuda.c's. */
 typedef struct fake_counters {
     long inits, allocs, frees, bad_frees, memsets, htod, dtoh, dtod, syncs, loads, unloads,
-        get_functions, launches, retains, releases, streams_created, streams_destroyed, set_current;
+        get_functions, launches, retains, releases, streams_created, streams_destroyed, set_current,
+        ctx_syncs, events_created, events_destroyed;
     size_t live_bytes;
     unsigned last_grid[3], last_block[3];
 } fake_counters;
@@ -911,6 +913,179 @@ Test(cuda, fake_wrapped_device_memory_and_dlpack) {
     lf_buffer_free(owner);
     lf_ctx_destroy(ctx);
     cr_expect_eq(counters().live_bytes, 0);
+}
+
+/* ---- ordering: synchronization, DLPack streams, releases ---- */
+
+/* A function of the fake driver (fake_cuda_log, ...). */
+static void *fake_sym(const char *name) {
+    void *h = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
+    cr_assert_not_null(h, "the fake driver is not loaded");
+    void *p = dlsym(h, name);
+    cr_assert_not_null(p, "fake driver lacks %s", name);
+    dlclose(h); /* still loaded: the library opened it with RTLD_NODELETE */
+    return p;
+}
+static const char *fake_log(void) {
+    const char *(*f)(void);
+    void *p = fake_sym("fake_cuda_log");
+    memcpy(&f, &p, sizeof p);
+    return f();
+}
+static void fake_log_clear(void) {
+    void (*f)(void);
+    void *p = fake_sym("fake_cuda_log_clear");
+    memcpy(&f, &p, sizeof p);
+    f();
+}
+static intptr_t fake_foreign_stream(void) {
+    void *(*f)(void);
+    void *p = fake_sym("fake_cuda_foreign_stream");
+    memcpy(&f, &p, sizeof p);
+    return (intptr_t)f();
+}
+
+/* Position of word w in the fake's log (-1: absent), from index from on. */
+static long log_pos(const char *log, const char *w, long from) {
+    const char *p = strstr(log + from, w);
+    return p ? (long)(p - log) : -1;
+}
+
+Test(cuda, synchronize_waits_for_the_stream_and_host_contexts_return_at_once) {
+    cr_expect_eq(lf_ctx_synchronize(NULL), LF_ERR_NULL);
+    lf_ctx *cpu = new_ctx(LF_BACKEND_CPU, NULL), *ref = new_ctx(LF_BACKEND_REFERENCE, NULL);
+    cr_assert(cpu && ref);
+    cr_expect_eq(lf_ctx_synchronize(cpu), LF_OK);
+    cr_expect_eq(lf_ctx_synchronize(ref), LF_OK);
+    cr_expect_eq(lf_ctx_dlpack_stream(cpu), -1, "a host context has no stream");
+    lf_ctx_destroy(cpu);
+    lf_ctx_destroy(ref);
+    lf_ctx *ctx = fake_ctx(NULL);
+    fake_log_clear();
+    long s0 = counters().syncs;
+    cr_expect_eq(lf_ctx_synchronize(ctx), LF_OK, "%s", lf_errmsg(ctx));
+    cr_expect_eq(counters().syncs, s0 + 1);
+    cr_expect_str_eq(fake_log(), "sync:ours");
+    cr_expect_neq(lf_ctx_dlpack_stream(ctx), -1);
+    lf_ctx_destroy(ctx);
+}
+
+/* lazyfuse-bench's timed region (benches/timed_eval.c) holds the wait for
+ * the device: with a fake synchronization of 30 ms, a timed eval takes at
+ * least that, and the fake saw the launch before the wait. */
+Test(cuda, bench_timed_region_contains_the_synchronization) {
+    setenv("FAKE_CUDA_SYNC_US", "30000", 1);
+    lf_ctx *ctx = fake_ctx(NULL);
+    int64_t n = 4096;
+    lf_buffer *xb = lf_buffer_new(ctx, LF_F32, 1, &n);
+    cr_assert_not_null(xb);
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *y = lf_add(g, lf_mul(g, lf_input(g, xb), lf_const(g, LF_F32, 2.0)), lf_const(g, LF_F32, 1.0));
+    lf_buffer *yb = lf_buffer_new_like(ctx, y);
+    cr_assert_not_null(yb);
+    cr_assert_eq(lf_eval(g, 1, &y, &yb), LF_OK, "%s", lf_errmsg(ctx)); /* compiles */
+    fake_log_clear();
+    double t0 = bench_now();
+    cr_assert_eq(lf_eval(g, 1, &y, &yb), LF_OK, "%s", lf_errmsg(ctx));
+    double untimed = bench_now() - t0;
+    cr_expect_lt(untimed, 0.030, "lf_eval alone waited for the device (%g s)", untimed);
+    cr_expect_eq(log_pos(fake_log(), "sync", 0), -1, "lf_eval synchronized: %s", fake_log());
+    fake_log_clear();
+    double s = bench_timed_eval(ctx, g, 1, &y, &yb);
+    cr_assert_geq(s, 0.030, "the timed region (%g s) does not hold the 30 ms synchronization", s);
+    long launch = log_pos(fake_log(), "launch", 0);
+    cr_expect_geq(launch, 0, "%s", fake_log());
+    cr_expect_gt(log_pos(fake_log(), "sync:ours", launch), launch, "launch, then the wait: %s", fake_log());
+    lf_graph_free(g);
+    lf_buffer_free(xb);
+    lf_buffer_free(yb);
+    lf_ctx_destroy(ctx);
+}
+
+Test(cuda, dlpack_export_orders_the_consumer_stream_after_our_work) {
+    lf_ctx *ctx = fake_ctx(NULL);
+    int64_t n = 16;
+    lf_buffer *b = lf_buffer_new(ctx, LF_F32, 1, &n);
+    cr_assert_not_null(b);
+    intptr_t foreign = fake_foreign_stream();
+    DLManagedTensor *t = NULL;
+    /* 0 is ambiguous in the protocol, and nothing is exported */
+    cr_expect_eq(lf_buffer_to_dlpack_stream(b, 0, &t), LF_ERR_INVALID);
+    cr_expect_null(t);
+    expect_msg(lf_errmsg(ctx), "0 is ambiguous");
+    cr_expect_eq(lf_buffer_to_dlpack_stream(b, -7, &t), LF_ERR_INVALID);
+    /* -1: no ordering, no event */
+    fake_log_clear();
+    cr_assert_eq(lf_buffer_to_dlpack_stream(b, -1, &t), LF_OK, "%s", lf_errmsg(ctx));
+    cr_expect_str_eq(fake_log(), "");
+    t->deleter(t);
+    /* a consumer stream: an event recorded on ours, waited for on theirs */
+    fake_log_clear();
+    cr_assert_eq(lf_buffer_to_dlpack_stream(b, foreign, &t), LF_OK, "%s", lf_errmsg(ctx));
+    const char *log = fake_log();
+    long rec = log_pos(log, "record:E", 0), wait = log_pos(log, "wait:foreign<E", 0);
+    cr_expect(rec >= 0 && wait > rec, "record on ours, then the consumer waits: %s", log);
+    cr_expect_neq(log_pos(log, "@ours", 0), -1, "%s", log);
+    /* the legacy default stream (1) too */
+    DLManagedTensor *t2 = NULL;
+    fake_log_clear();
+    cr_assert_eq(lf_buffer_to_dlpack_stream(b, 1, &t2), LF_OK, "%s", lf_errmsg(ctx));
+    cr_expect_neq(log_pos(fake_log(), "wait:legacy<E", 0), -1, "%s", fake_log());
+    /* the deleter waits for the device before the buffer goes */
+    lf_buffer_free(b);
+    fake_log_clear();
+    long cs0 = counters().ctx_syncs;
+    t2->deleter(t2);
+    cr_expect_eq(counters().ctx_syncs, cs0 + 1, "the deleter waits for the whole device");
+    fake_counters c0 = counters();
+    t->deleter(t); /* the last reference: the memory goes back to the allocator after the wait */
+    cr_expect_eq(counters().ctx_syncs, c0.ctx_syncs + 1);
+    cr_expect_eq(counters().events_created, counters().events_destroyed, "every event destroyed");
+    lf_ctx_destroy(ctx);
+}
+
+static int ordered_release_syncs = -1;
+static void record_syncs_at_release(void *arg) {
+    (void)arg;
+    ordered_release_syncs = (int)counters().syncs;
+}
+
+Test(cuda, dlpack_import_waits_for_the_producer_stream_and_releases_after_our_work) {
+    lf_ctx *ctx = fake_ctx(NULL);
+    int64_t n = 16;
+    lf_buffer *owner = lf_buffer_new(ctx, LF_F32, 1, &n);
+    cr_assert_not_null(owner);
+    intptr_t foreign = fake_foreign_stream();
+    DLManagedTensor t = {.dl_tensor = {.data = (void *)(uintptr_t)owner->dev, .device = {kDLCUDA, 0}, .ndim = 1,
+                                       .dtype = {kDLFloat, 32, 1}, .shape = &n},
+                         .deleter = NULL};
+    cr_expect_null(lf_buffer_from_dlpack_stream(ctx, &t, 0));
+    expect_msg(lf_errmsg(ctx), "buffer_from_dlpack_stream: stream 0");
+    fake_log_clear();
+    lf_buffer *b = lf_buffer_from_dlpack_stream(ctx, &t, foreign);
+    cr_assert_not_null(b, "%s", lf_errmsg(ctx));
+    const char *log = fake_log();
+    long rec = log_pos(log, "record:E", 0), wait = log_pos(log, "wait:ours<E", 0);
+    cr_expect(rec >= 0 && wait > rec && log_pos(log, "@foreign", 0) >= 0,
+              "recorded on the producer's stream, then ours waits: %s", log);
+    lf_buffer_free(b);
+    /* a wrapped buffer's release (an imported tensor's deleter) comes after
+       our stream is done: the fake counted a sync before the callback */
+    lf_buffer *w = lf_buffer_wrap(ctx, LF_F32, 1, &n, NULL, (void *)(uintptr_t)owner->dev, record_syncs_at_release,
+                                  NULL);
+    cr_assert_not_null(w);
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *y = lf_mul(g, lf_input(g, w), lf_const(g, LF_F32, 3.0));
+    lf_buffer *yb = lf_buffer_new_like(ctx, y);
+    cr_assert_eq(lf_eval(g, 1, &y, &yb), LF_OK, "%s", lf_errmsg(ctx));
+    int before = (int)counters().syncs;
+    lf_buffer_free(w);
+    cr_expect_eq(ordered_release_syncs, -1, "the graph still reads it: not released");
+    lf_graph_free(g);
+    cr_expect_eq(ordered_release_syncs, before + 1, "released after one wait for our stream");
+    lf_buffer_free(yb);
+    lf_buffer_free(owner);
+    lf_ctx_destroy(ctx);
 }
 
 Test(cuda, fake_destroy_frees_what_the_user_left) {

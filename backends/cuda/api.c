@@ -11,8 +11,11 @@
 #include "backends/cuda/cuda.h"
 
 #include <dlfcn.h>
+#include <glob.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Copies the last dlerror() (or "?") into buf. */
 static void dl_why(char *buf, size_t cap) {
@@ -80,6 +83,11 @@ int cuda_driver_load(cuda_driver *d, char *why, size_t cap) {
     REQ(StreamCreate, "cuStreamCreate");
     REQ(StreamDestroy, "cuStreamDestroy_v2");
     REQ(StreamSynchronize, "cuStreamSynchronize");
+    REQ(StreamWaitEvent, "cuStreamWaitEvent");
+    REQ(EventCreate, "cuEventCreate");
+    REQ(EventRecord, "cuEventRecord");
+    REQ(EventDestroy, "cuEventDestroy_v2");
+    REQ(CtxSynchronize, "cuCtxSynchronize");
     REQ(MemAlloc, "cuMemAlloc_v2");
     REQ(MemFree, "cuMemFree_v2");
     REQ(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
@@ -115,26 +123,66 @@ const char *cuda_result_str(const cuda_driver *d, CUresult r, char *buf, size_t 
 
 /* ---- NVRTC ------------------------------------------------------------------------------ */
 
-/* The candidates after $LF_NVRTC_LIBRARY, in order; false past the last. */
-static bool nvrtc_candidate(int i, char *out, size_t cap) {
+/* The candidates after $LF_NVRTC_LIBRARY, in order, into list (at most cap
+ * paths of 512 bytes); returns how many. First the dynamic loader's own
+ * search (sonames), then the toolkit's lib64/ under $CUDA_HOME, $CUDA_PATH
+ * and /usr/local/cuda (the unversioned name is a development link that a
+ * runtime-only install lacks, so the versioned ones too), then the NVRTC of
+ * pip's wheels (nvidia-cuda-nvrtc: nvidia/cu13/lib for CUDA 13,
+ * nvidia/cuda_nvrtc/lib for 12) in the site-packages of $VIRTUAL_ENV,
+ * $CONDA_PREFIX, the python3 first on $PATH, ~/.local, /usr/local and /usr. */
+enum { NVRTC_MAX_CANDIDATES = 64 };
+static int nvrtc_candidates(char (*list)[512], int cap) {
     static const char *const sonames[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
-    static const char *const homes[] = {"CUDA_HOME", "CUDA_PATH", NULL};
-    if (i < 3) {
-        snprintf(out, cap, "%s", sonames[i]);
-        return true;
+    static const char *const files[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
+    int n = 0;
+    for (int i = 0; i < 3 && n < cap; i++) snprintf(list[n++], 512, "%s", sonames[i]);
+    const char *homes[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
+    for (int h = 0; h < 3; h++) {
+        if (!homes[h] || !*homes[h]) continue;
+        for (int i = 0; i < 3 && n < cap; i++) snprintf(list[n++], 512, "%s/lib64/%s", homes[h], files[i]);
     }
-    i -= 3;
-    if (i < 2) {
-        const char *h = getenv(homes[i]);
-        if (h && *h) snprintf(out, cap, "%s/lib64/libnvrtc.so", h);
-        else out[0] = 0; /* unset: skipped */
-        return true;
+    /* prefixes whose lib/python3.*\/site-packages may hold the wheels */
+    char prefixes[6][512];
+    int np = 0;
+    const char *venv = getenv("VIRTUAL_ENV"), *conda = getenv("CONDA_PREFIX"), *home = getenv("HOME");
+    if (venv && *venv) snprintf(prefixes[np++], 512, "%s", venv);
+    if (conda && *conda) snprintf(prefixes[np++], 512, "%s", conda);
+    const char *path = getenv("PATH");
+    while (path && *path && np < 3) { /* the first python3 on PATH: its folder's parent */
+        const char *colon = strchr(path, ':');
+        size_t len = colon ? (size_t)(colon - path) : strlen(path);
+        char py[512];
+        if (len && len < 400) {
+            snprintf(py, sizeof py, "%.*s/python3", (int)len, path);
+            if (access(py, X_OK) == 0) {
+                snprintf(prefixes[np], 512, "%.*s/..", (int)len, path);
+                np++;
+                break;
+            }
+        }
+        path = colon ? colon + 1 : NULL;
     }
-    if (i == 2) {
-        snprintf(out, cap, "/usr/local/cuda/lib64/libnvrtc.so");
-        return true;
-    }
-    return false;
+    if (home && *home) snprintf(prefixes[np++], 512, "%s/.local", home);
+    snprintf(prefixes[np++], 512, "/usr/local");
+    snprintf(prefixes[np++], 512, "/usr");
+    static const char *const wheel_dirs[] = {"nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"};
+    for (int p = 0; p < np; p++)
+        for (int w = 0; w < 2; w++) {
+            char pattern[1200];
+            snprintf(pattern, sizeof pattern, "%.511s/lib/python3*/site-packages/%s/libnvrtc.so*", prefixes[p],
+                     wheel_dirs[w]);
+            glob_t g;
+            if (glob(pattern, 0, NULL, &g) == 0) {
+                /* skip the builtins library (libnvrtc-builtins is another name,
+                   but libnvrtc.so.13.0.88.alt and the like are not NVRTC either) */
+                for (size_t i = 0; i < g.gl_pathc && n < cap; i++)
+                    if (!strstr(g.gl_pathv[i], ".alt") && strlen(g.gl_pathv[i]) < 512)
+                        memcpy(list[n++], g.gl_pathv[i], strlen(g.gl_pathv[i]) + 1);
+            }
+            globfree(&g);
+        }
+    return n;
 }
 
 int cuda_nvrtc_load(cuda_nvrtc *nv, char *why, size_t cap) {
@@ -150,18 +198,21 @@ int cuda_nvrtc_load(cuda_nvrtc *nv, char *why, size_t cap) {
         }
         snprintf(nv->path, sizeof nv->path, "%s", env);
     } else {
-        char path[512];
-        for (int i = 0; !nv->lib && nvrtc_candidate(i, path, sizeof path); i++) {
-            if (!path[0]) continue;
-            nv->lib = open_lib(path);
+        static char list[NVRTC_MAX_CANDIDATES][512]; /* a few KiB: off the stack */
+        static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
+        pthread_mutex_lock(&list_lock);
+        int n = nvrtc_candidates(list, NVRTC_MAX_CANDIDATES);
+        for (int i = 0; !nv->lib && i < n; i++) {
+            nv->lib = open_lib(list[i]);
             if (!nv->lib && i == 0) dl_why(err, sizeof err);
-            if (nv->lib) snprintf(nv->path, sizeof nv->path, "%s", path);
+            if (nv->lib) memcpy(nv->path, list[i], sizeof nv->path); /* both 512 bytes */
         }
+        pthread_mutex_unlock(&list_lock);
         if (!nv->lib) {
             snprintf(why, cap,
-                     "cannot load libnvrtc (%s; also tried libnvrtc.so.13, libnvrtc.so.12 and "
-                     "lib64/ of $CUDA_HOME, $CUDA_PATH, /usr/local/cuda): install the CUDA "
-                     "toolkit's NVRTC or set LF_NVRTC_LIBRARY",
+                     "cannot load libnvrtc (%s; also tried libnvrtc.so.13, libnvrtc.so.12, lib64/ "
+                     "of $CUDA_HOME, $CUDA_PATH, /usr/local/cuda and pip's nvidia/cu13/lib): "
+                     "install the CUDA toolkit's NVRTC or set LF_NVRTC_LIBRARY",
                      err);
             return -1;
         }

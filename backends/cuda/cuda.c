@@ -186,10 +186,10 @@ fail:
 
 int cuda_device_description(const lf_ctx *ctx, char *buf, size_t cap) {
     const cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
-    return snprintf(buf, cap, "%s (sm_%d%d, %d SMs, %.1f GiB), CUDA driver %d.%d, NVRTC %d.%d%s", cs->name,
-                    cs->cc_major, cs->cc_minor, cs->sm_count, (double)cs->total_mem / (1 << 30),
+    return snprintf(buf, cap, "%s (sm_%d%d, %d SMs, %.1f GiB), CUDA driver %d.%d, NVRTC %d.%d%s [%s]",
+                    cs->name, cs->cc_major, cs->cc_minor, cs->sm_count, (double)cs->total_mem / (1 << 30),
                     cs->driver_version / 1000, cs->driver_version % 1000 / 10, cs->nv.major, cs->nv.minor,
-                    cs->ptx ? " (PTX, JIT by the driver)" : "");
+                    cs->ptx ? " (PTX, JIT by the driver)" : "", cs->nv.path);
 }
 
 void cuda_alloc_stats(const lf_ctx *ctx, cuda_alloc *out) {
@@ -830,6 +830,48 @@ static void backend_dlpack_device(const lf_ctx *ctx, int *type, int *id) {
     *id = cs->ordinal;
 }
 
+/* Waits for the context's stream (or, whole_device, for every stream of
+ * the device's primary context, which CuPy and PyTorch share). */
+static lf_status backend_synchronize(lf_ctx *ctx, bool whole_device, const char *what) {
+    cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
+    char es[512];
+    CUresult r = make_current(cs);
+    if (r == CUDA_SUCCESS) r = whole_device ? cs->drv.CtxSynchronize() : cs->drv.StreamSynchronize(cs->stream);
+    if (r != CUDA_SUCCESS)
+        return graph_error(ctx, LF_ERR_BACKEND, "%s: cuda: %s failed (an earlier kernel's fault?): %s", what,
+                           whole_device ? "cuCtxSynchronize" : "cuStreamSynchronize",
+                           cuda_result_str(&cs->drv, r, es, sizeof es));
+    return LF_OK;
+}
+
+static intptr_t backend_dlpack_stream(const lf_ctx *ctx) {
+    const cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
+    return (intptr_t)cs->stream;
+}
+
+/* One event recorded on the stream that goes first, waited for by the
+ * other; the stream values 1 and 2 of the protocol are the driver's own
+ * handles of the legacy and per-thread default streams (CU_STREAM_LEGACY,
+ * CU_STREAM_PER_THREAD), so every value is a CUstream as it is. */
+static lf_status backend_stream_order(lf_ctx *ctx, intptr_t other, bool other_waits, const char *what) {
+    cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
+    CUstream theirs = (CUstream)other;
+    CUstream first = other_waits ? cs->stream : theirs, then = other_waits ? theirs : cs->stream;
+    if (first == then) return LF_OK;
+    char es[512];
+    CUevent ev = NULL;
+    const char *step = "cuCtxSetCurrent";
+    CUresult r = make_current(cs);
+    if (r == CUDA_SUCCESS) step = "cuEventCreate", r = cs->drv.EventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+    if (r == CUDA_SUCCESS) step = "cuEventRecord", r = cs->drv.EventRecord(ev, first);
+    if (r == CUDA_SUCCESS) step = "cuStreamWaitEvent", r = cs->drv.StreamWaitEvent(then, ev, 0);
+    if (ev) cs->drv.EventDestroy(ev); /* released by the driver once the wait is done */
+    if (r != CUDA_SUCCESS)
+        return graph_error(ctx, LF_ERR_BACKEND, "%s: cuda: ordering against stream %#lx: %s failed: %s", what,
+                           (unsigned long)other, step, cuda_result_str(&cs->drv, r, es, sizeof es));
+    return LF_OK;
+}
+
 const graph_backend cuda_backend = {
     .id = LF_BACKEND_CUDA,
     .name = "cuda",
@@ -844,4 +886,7 @@ const graph_backend cuda_backend = {
     .eval = backend_eval,
     .dlpack_device = backend_dlpack_device,
     .device_name = cuda_device_description,
+    .synchronize = backend_synchronize,
+    .dlpack_stream = backend_dlpack_stream,
+    .stream_order = backend_stream_order,
 };

@@ -50,6 +50,7 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
 enum {
     CUDA_SUCCESS = 0,
     CUDA_ERROR_INVALID_VALUE = 1,
@@ -70,6 +71,7 @@ enum {
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 };
 enum { CU_STREAM_NON_BLOCKING = 1 };
+enum { CU_EVENT_DISABLE_TIMING = 2 };
 typedef int nvrtcResult;
 typedef struct _nvrtcProgram *nvrtcProgram;
 enum { NVRTC_SUCCESS = 0, NVRTC_ERROR_COMPILATION = 6 };
@@ -98,6 +100,11 @@ typedef struct cuda_driver {
     CUresult (*StreamCreate)(CUstream *stream, unsigned flags);
     CUresult (*StreamDestroy)(CUstream stream);
     CUresult (*StreamSynchronize)(CUstream stream);
+    CUresult (*StreamWaitEvent)(CUstream stream, CUevent ev, unsigned flags);
+    CUresult (*EventCreate)(CUevent *ev, unsigned flags);
+    CUresult (*EventRecord)(CUevent ev, CUstream stream);
+    CUresult (*EventDestroy)(CUevent ev);
+    CUresult (*CtxSynchronize)(void);
     CUresult (*MemAlloc)(CUdeviceptr *ptr, size_t bytes);
     CUresult (*MemFree)(CUdeviceptr ptr);
     CUresult (*MemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t bytes, CUstream s);
@@ -288,7 +295,7 @@ lf_status cuda_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *
                     lf_eval_stats *stats);
 
 /* "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB), CUDA driver 12.4, NVRTC
- * 12.4" into buf (snprintf-like: returns the full length). */
+ * 12.4 [/usr/local/cuda/lib64/libnvrtc.so]" (the NVRTC file loaded) into buf (snprintf-like: returns the full length). */
 int cuda_device_description(const lf_ctx *ctx, char *buf, size_t cap);
 
 /* Allocator counters of a CUDA context (a test hook). */
