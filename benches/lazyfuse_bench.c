@@ -39,6 +39,7 @@
 #include "spca.h"
 #ifdef LF_BENCH_HANDFUSED
 #include "handfused.h"
+#include "timed_eval.h"
 #endif
 
 #include <dlfcn.h>
@@ -432,11 +433,9 @@ static int parse_args(int argc, char **argv, options *o) {
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+/* Every eval goes through bench_eval (timed_eval.h): lf_eval, then the wait
+ * for the device, so a clock read after it follows the kernels on CUDA. */
+#define now_s bench_now
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -807,8 +806,9 @@ typedef struct cuda_api {
 static const char *cuda_load(cuda_api *c) {
     static char why[256];
     memset(c, 0, sizeof *c);
-    c->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!c->lib) c->lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
+    const char *env = getenv("LF_CUDA_LIBRARY"); /* as the library: a test's fake driver */
+    c->lib = env && *env ? dlopen(env, RTLD_NOW | RTLD_LOCAL) : dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!c->lib && !(env && *env)) c->lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
     if (!c->lib) {
         const char *e = dlerror();
         snprintf(why, sizeof why, "%s", e ? e : "libcuda.so.1 not found");
@@ -1072,13 +1072,13 @@ static bool run_e2e_gaussian(const options *o, const bench_case *c, bool fused, 
     /* one eval of each path (compiles), then timing one wrapped eval picks reps */
     if (ok) {
         double t0 = now_s();
-        ok = lf_eval(gw, 1, &ow, &yw) == LF_OK;
+        ok = bench_eval(ctx, gw, 1, &ow, &yw) == LF_OK;
         r->first_s = now_s() - t0;
     }
-    ok = ok && lf_eval(g2, 1, &ob, &yb) == LF_OK;
+    ok = ok && bench_eval(ctx, g2, 1, &ob, &yb) == LF_OK;
     if (ok) {
         double t0 = now_s();
-        ok = lf_eval(gw, 1, &ow, &yw) == LF_OK;
+        ok = bench_eval(ctx, gw, 1, &ow, &yw) == LF_OK;
         r->reps = pick_reps(o, now_s() - t0);
         ok = ok && (t = malloc(3 * (size_t)r->reps * sizeof *t));
     }
@@ -1087,12 +1087,12 @@ static bool run_e2e_gaussian(const options *o, const bench_case *c, bool fused, 
             int path = (j + k) % 3;
             double t0 = now_s(), acc = 0;
             if (path == 0) { /* wrapped: eval into y, use y */
-                ok = lf_eval(gw, 1, &ow, &yw) == LF_OK && (host || lf_buffer_read(yw, back, (size_t)n * 4) == LF_OK);
+                ok = bench_eval(ctx, gw, 1, &ow, &yw) == LF_OK && (host || lf_buffer_read(yw, back, (size_t)n * 4) == LF_OK);
                 for (int64_t i = 0; i < n; i += E2E_USE_STRIDE) acc += yout[i];
             } else if (path == 1) { /* the eval alone */
-                ok = lf_eval(g2, 1, &ob, &yb) == LF_OK;
+                ok = bench_eval(ctx, g2, 1, &ob, &yb) == LF_OK;
             } else { /* copies: write x, eval, read y, use it */
-                ok = lf_buffer_write(xb, x, (size_t)n * 4) == LF_OK && lf_eval(g2, 1, &ob, &yb) == LF_OK &&
+                ok = lf_buffer_write(xb, x, (size_t)n * 4) == LF_OK && bench_eval(ctx, g2, 1, &ob, &yb) == LF_OK &&
                      lf_buffer_read(yb, back, (size_t)n * 4) == LF_OK;
                 for (int64_t i = 0; i < n; i += E2E_USE_STRIDE) acc += back[i];
             }
@@ -1161,11 +1161,11 @@ static bool run_inplace_axpy(const options *o, const bench_case *c, bool fused, 
     memset(&es, 0, sizeof es);
     if (ok) { /* both programs (into x, into y) are planned and compiled here */
         double t0 = now_s();
-        ok = lf_eval(g, 1, &y, &xb) == LF_OK && lf_ctx_last_stats(ctx, &es) == LF_OK;
+        ok = bench_eval(ctx, g, 1, &y, &xb) == LF_OK && lf_ctx_last_stats(ctx, &es) == LF_OK;
         r->first_s = now_s() - t0;
-        ok = ok && lf_eval(g, 1, &y, &yb) == LF_OK;
+        ok = ok && bench_eval(ctx, g, 1, &y, &yb) == LF_OK;
         t0 = now_s();
-        ok = ok && lf_eval(g, 1, &y, &xb) == LF_OK;
+        ok = ok && bench_eval(ctx, g, 1, &y, &xb) == LF_OK;
         r->reps = pick_reps(o, now_s() - t0);
         ok = ok && (t = malloc(2 * (size_t)r->reps * sizeof *t));
     }
@@ -1173,11 +1173,11 @@ static bool run_inplace_axpy(const options *o, const bench_case *c, bool fused, 
         for (int j = 0; ok && j < 2; j++) { /* each path first in turn */
             int path = (j + k) % 2;
             double t0 = now_s();
-            ok = lf_eval(g, 1, &y, path ? &yb : &xb) == LF_OK;
+            ok = bench_eval(ctx, g, 1, &y, path ? &yb : &xb) == LF_OK;
             t[path * r->reps + k] = now_s() - t0;
         }
     r->host[0] = ok ? malloc((size_t)(n ? n : 1) * sizeof(float)) : NULL;
-    ok = ok && r->host[0] && lf_buffer_write(xb, x0, (size_t)n * 4) == LF_OK && lf_eval(g, 1, &y, &xb) == LF_OK &&
+    ok = ok && r->host[0] && lf_buffer_write(xb, x0, (size_t)n * 4) == LF_OK && bench_eval(ctx, g, 1, &y, &xb) == LF_OK &&
          lf_buffer_read(xb, r->host[0], (size_t)n * 4) == LF_OK;
     if (ok) {
         double inplace = median(t, r->reps), outofplace = median(t + r->reps, r->reps);
@@ -1253,7 +1253,7 @@ static void hf_team_fn(const team *t, int64_t lo, int64_t hi) {
  * run_case's timed evals (r holds their results, host[0] the output);
  * fills r->hand. cols: the row length (row cases); numel: the main input's
  * element count. Nothing when the case has no reference. */
-static void run_handfused(const options *o, const bench_case *c, lf_graph *g, int nout, lf_node *const *outs,
+static void run_handfused(const options *o, const bench_case *c, lf_ctx *ctx, lf_graph *g, int nout, lf_node *const *outs,
                           lf_buffer *const *dst, int64_t numel, int64_t cols, run_result *r) {
     int k = -1;
     for (size_t i = 0; i < sizeof hf_inputs / sizeof hf_inputs[0]; i++)
@@ -1298,7 +1298,7 @@ static void run_handfused(const options *o, const bench_case *c, lf_graph *g, in
                     t[r->reps + rep] = team_run(&tm, hf_team_fn, (void *)job, range);
                 } else {
                     double t0 = now_s();
-                    ok = lf_eval(g, nout, outs, dst) == LF_OK;
+                    ok = bench_eval(ctx, g, nout, outs, dst) == LF_OK;
                     t[rep] = now_s() - t0;
                 }
             }
@@ -1349,7 +1349,7 @@ static bool run_case(const options *o, const bench_case *c, bool fused, run_resu
     if (ok) {
         step = "eval";
         double t0 = now_s();
-        ok = lf_eval(g, nout, outs, dst) == LF_OK;
+        ok = bench_eval(ctx, g, nout, outs, dst) == LF_OK;
         r->first_s = now_s() - t0;
         lf_eval_stats st;
         if (ok && lf_ctx_last_stats(ctx, &st) == LF_OK) {
@@ -1359,7 +1359,7 @@ static bool run_case(const options *o, const bench_case *c, bool fused, run_resu
     }
     if (ok) {
         double t0 = now_s(), one;
-        ok = lf_eval(g, nout, outs, dst) == LF_OK;
+        ok = bench_eval(ctx, g, nout, outs, dst) == LF_OK;
         one = now_s() - t0;
         r->reps = pick_reps(o, one);
         /* a contraction at a large side can take seconds an eval (side 1024):
@@ -1373,7 +1373,7 @@ static bool run_case(const options *o, const bench_case *c, bool fused, run_resu
     }
     for (int k = 0; ok && k < r->reps; k++) {
         double t0 = now_s();
-        ok = lf_eval(g, nout, outs, dst) == LF_OK;
+        ok = bench_eval(ctx, g, nout, outs, dst) == LF_OK;
         t[k] = now_s() - t0;
     }
     if (!ok) {
@@ -1424,7 +1424,7 @@ static bool run_case(const options *o, const bench_case *c, bool fused, run_resu
                         "moves %zu\n", c->name, r->traffic, st.bytes_read + st.bytes_written);
     r->gbps = (double)r->traffic / r->median_s / 1e9;
     r->ok = true;
-    if (fused) run_handfused(o, c, g, nout, outs, dst, main_numel, c->shape == SHAPE_ROWS ? size : 0, r);
+    if (fused) run_handfused(o, c, ctx, g, nout, outs, dst, main_numel, c->shape == SHAPE_ROWS ? size : 0, r);
     lf_ctx_destroy(ctx);
     return true;
 }
@@ -1540,9 +1540,11 @@ static double conv3x3_ref(int64_t s, const float *out, int64_t numel) {
 
 typedef struct overhead_result {
     bool ok;
-    double median_s[2];   /* cached_reeval, rebuild_reeval */
-    int kernels[2];
-    size_t temp_bytes[2];
+    double median_s[3];   /* cached_reeval, rebuild_reeval (each until the device is
+                             done), cached_host (lf_eval alone: the host's time to
+                             queue a cached program; the wait comes after the clock) */
+    int kernels[3];
+    size_t temp_bytes[3];
     bool check_ok;
 } overhead_result;
 
@@ -1568,10 +1570,10 @@ static bool run_overhead(const options *o, overhead_result *r) {
     /* cached: one graph, evaluated once to warm up, then OVERHEAD_ITERS times */
     lf_graph *g = ok ? lf_graph_new(ctx) : NULL;
     lf_node *y = g ? triad_of(g, in) : NULL;
-    ok = y && lf_eval(g, 1, &y, &dst) == LF_OK;
+    ok = y && bench_eval(ctx, g, 1, &y, &dst) == LF_OK;
     for (int k = 0; ok && k < OVERHEAD_ITERS; k++) {
         double t0 = now_s();
-        ok = lf_eval(g, 1, &y, &dst) == LF_OK;
+        ok = bench_eval(ctx, g, 1, &y, &dst) == LF_OK;
         t[k] = now_s() - t0;
     }
     if (ok) {
@@ -1580,13 +1582,26 @@ static bool run_overhead(const options *o, overhead_result *r) {
         r->kernels[0] = st.kernels;
         r->temp_bytes[0] = st.bytes_materialized;
     }
+    /* cached, host time: the clock stops when lf_eval returns (on CUDA: the
+       launches are queued), the wait for the device follows untimed */
+    for (int k = 0; ok && k < OVERHEAD_ITERS; k++) {
+        double t0 = now_s();
+        ok = lf_eval(g, 1, &y, &dst) == LF_OK;
+        t[k] = now_s() - t0;
+        ok = ok && lf_ctx_synchronize(ctx) == LF_OK;
+    }
+    if (ok) {
+        r->median_s[2] = median(t, OVERHEAD_ITERS);
+        r->kernels[2] = r->kernels[0];
+        r->temp_bytes[2] = r->temp_bytes[0];
+    }
     lf_graph_free(g);
     /* rebuilt: a new graph of the same structure per iteration (one warm-up) */
     for (int k = -1; ok && k < OVERHEAD_ITERS; k++) {
         double t0 = now_s();
         g = lf_graph_new(ctx);
         y = g ? triad_of(g, in) : NULL;
-        ok = y && lf_eval(g, 1, &y, &dst) == LF_OK;
+        ok = y && bench_eval(ctx, g, 1, &y, &dst) == LF_OK;
         lf_graph_free(g);
         if (k >= 0) t[k] = now_s() - t0;
     }
@@ -1639,7 +1654,7 @@ static bool const_sweep_evals(lf_ctx *ctx, lf_graph *g, lf_node *m, lf_node *y, 
     *compiled = *reused = 0;
     for (int k = 0; k < CONST_SWEEP_EVALS; k++) {
         double t0 = now_s();
-        bool ok = lf_scalar_set(g, m, 0.01 * (k + 1)) == LF_OK && lf_eval(g, 1, &y, &dst) == LF_OK;
+        bool ok = lf_scalar_set(g, m, 0.01 * (k + 1)) == LF_OK && bench_eval(ctx, g, 1, &y, &dst) == LF_OK;
         t[k] = now_s() - t0;
         if (!ok) return false;
         lf_eval_stats st;
@@ -1665,13 +1680,13 @@ static bool run_const_sweep(const options *o, const bench_case *c, bool fused, r
     bool ok = dst && dst1;
     if (ok) { /* the first eval compiles (or finds the kernels on disk) */
         double t0 = now_s();
-        ok = lf_eval(g, 1, &y, &dst) == LF_OK;
+        ok = bench_eval(ctx, g, 1, &y, &dst) == LF_OK;
         r->first_s = now_s() - t0;
     }
     int compiled = 0, reused = 0, compiled1 = 0, reused1 = 0;
     double host_s = NAN;
     ok = ok && const_sweep_evals(ctx, g, m, y, dst, &r->median_s, &compiled, &reused);
-    ok = ok && lf_eval(g1, 1, &y1, &dst1) == LF_OK &&
+    ok = ok && bench_eval(ctx, g1, 1, &y1, &dst1) == LF_OK &&
          const_sweep_evals(ctx, g1, m1, y1, dst1, &host_s, &compiled1, &reused1);
     if (!ok) {
         fprintf(stderr, PROG ": %s %s: %s\n", c->name, mode, lf_errmsg(ctx));
@@ -1798,7 +1813,7 @@ static bool spca_extras(const options *o, lf_ctx *ctx, lf_graph *g, sorted_graph
     lf_buffer *cb = lf_buffer_new(ctx, LF_F32, 2, dS);
     float *C = malloc((size_t)(SPCA_D * S) * sizeof *C), *ref_x = malloc(SPCA_P * sizeof *ref_x);
     int64_t best = -1;
-    bool ok = cb && C && ref_x && lf_eval(g, 1, &sg->spca.C, &cb) == LF_OK &&
+    bool ok = cb && C && ref_x && bench_eval(ctx, g, 1, &sg->spca.C, &cb) == LF_OK &&
               lf_buffer_read(cb, C, (size_t)(SPCA_D * S) * sizeof *C) == LF_OK &&
               lf_buffer_read(dst[1], &best, sizeof best) == LF_OK;
     spca_ref_result ref;
@@ -1828,7 +1843,7 @@ static bool spca_extras(const options *o, lf_ctx *ctx, lf_graph *g, sorted_graph
                 int path = (j + k) % 2;
                 double t0 = now_s();
                 if (path) ok = spca_ref(sg->Vd, C, SPCA_P, SPCA_D, S, SPCA_K, 2, ref_x, &ref) == 0;
-                else ok = lf_eval(g, sg->nout, sg->outs, dst) == LF_OK && lf_buffer_read(dst[1], &best, 8) == LF_OK;
+                else ok = bench_eval(ctx, g, sg->nout, sg->outs, dst) == LF_OK && lf_buffer_read(dst[1], &best, 8) == LF_OK;
                 t[path * r->reps + k] = now_s() - t0;
             }
         if (t && ok) {
@@ -1874,18 +1889,18 @@ static bool run_sorted(const options *o, const bench_case *c, bool fused, run_re
     if (ok) {
         step = "eval";
         double t0 = now_s();
-        ok = lf_eval(g, sg.nout, sg.outs, dst) == LF_OK;
+        ok = bench_eval(ctx, g, sg.nout, sg.outs, dst) == LF_OK;
         r->first_s = now_s() - t0;
         lf_eval_stats st;
         if (ok && lf_ctx_last_stats(ctx, &st) == LF_OK) r->first_compiled = st.kernels_compiled, r->first_runs = st.compiler_runs;
         t0 = now_s();
-        ok = ok && lf_eval(g, sg.nout, sg.outs, dst) == LF_OK;
+        ok = ok && bench_eval(ctx, g, sg.nout, sg.outs, dst) == LF_OK;
         r->reps = pick_reps(o, now_s() - t0);
         ok = ok && (t = malloc((size_t)r->reps * sizeof *t));
     }
     for (int k = 0; ok && k < r->reps; k++) {
         double t0 = now_s();
-        ok = lf_eval(g, sg.nout, sg.outs, dst) == LF_OK;
+        ok = bench_eval(ctx, g, sg.nout, sg.outs, dst) == LF_OK;
         t[k] = now_s() - t0;
     }
     if (ok) {
@@ -2334,10 +2349,10 @@ int main(int argc, char **argv) {
                 fprintf(stderr, PROG ": warning: overhead: triad result differs from a*b+c\n");
                 failed = 1;
             }
-            static const char *const modes_s[2] = {"cached_reeval", "rebuild_reeval"};
+            static const char *const modes_s[3] = {"cached_reeval", "rebuild_reeval", "cached_host"};
             double traffic = 4.0 * OVERHEAD_N * sizeof(float);
             if (o.json)
-                for (int k = 0; k < 2; k++) {
+                for (int k = 0; k < 3; k++) {
                     printf("{\"case\":\"overhead\",\"backend\":\"%s\",\"mode\":\"%s\",\"n\":%d",
                            backend_str(&o), modes_s[k], OVERHEAD_N);
                     json_num("median_s", ov.median_s[k], "%.9g");
@@ -2349,8 +2364,10 @@ int main(int argc, char **argv) {
                 }
             else
                 printf("\noverhead (triad a*b+c, n = %d, median of %d): cached re-eval %.2f us/eval, "
-                       "rebuild + eval %.2f us/iteration\n",
-                       OVERHEAD_N, OVERHEAD_ITERS, ov.median_s[0] * 1e6, ov.median_s[1] * 1e6);
+                       "rebuild + eval %.2f us/iteration (both until the device is done); host time of "
+                       "a cached lf_eval alone %.2f us\n",
+                       OVERHEAD_N, OVERHEAD_ITERS, ov.median_s[0] * 1e6, ov.median_s[1] * 1e6,
+                       ov.median_s[2] * 1e6);
         }
     }
     if (!o.json && o.run_fused && o.run_unfused)

@@ -108,7 +108,8 @@ static void expect_graph_err2(const char *where, lf_graph *gg, lf_status st, int
 /* ---- NULL handles ------------------------------------------------------------------ */
 
 Test(errors, null_context_and_buffer_calls) {
-    /* NULL options mean the defaults */
+    /* NULL options mean the defaults (AUTO: CUDA where a GPU is usable, else
+       the CPU); the only context of the suite made without naming a backend */
     lf_ctx *dflt = lf_ctx_new(NULL);
     cr_assert(dflt != NULL, "lf_ctx_new(NULL): %s", lf_errmsg(NULL));
     cr_expect_neq(lf_ctx_backend(dflt), LF_BACKEND_AUTO);

@@ -58,7 +58,12 @@ Test(memory, ctx_destroy_frees_everything) {
  * must still hold its sentinel. Frees everything it made. */
 static lf_status build_and_eval(int64_t n) {
     lf_status st = LF_OK;
-    lf_ctx *ctx = lf_ctx_new(NULL);
+    /* the CPU backend, named: AUTO would pick CUDA on a machine with a GPU
+       (and sweep the driver's setup instead of a user's build + eval) */
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    o.backend = LF_BACKEND_CPU;
+    lf_ctx *ctx = lf_ctx_new(&o);
     if (!ctx) return LF_ERR_NOMEM;
     lf_buffer *xb = lf_buffer_new(ctx, LF_F32, 1, &n);
     lf_buffer *pdf = lf_buffer_new(ctx, LF_F32, 1, &n);

@@ -361,7 +361,7 @@ Test(scalar, float_floor_division_matches_numpy) {
 /* Typing: & | ^ ~ keep bool and promote; << >> take bool as i32; // is
  * arithmetic; a float operand of a bitwise operator is found. */
 Test(scalar, integer_operator_typing) {
-    lf_ctx *ctx = lf_ctx_new(NULL);
+    lf_ctx *ctx = tu_ctx(); /* typing only: the suite's backend (reference) */
     cr_assert(ctx != NULL);
     lf_graph *g = lf_graph_new(ctx);
     static const struct { const char *src; lf_dtype a, b, want; int bad; } c[] = {
