@@ -1328,3 +1328,53 @@ Test(cuda, device_auto_picks_cuda) {
     cr_expect_eq(lf_ctx_backend(ctx), LF_BACKEND_CUDA);
     lf_ctx_destroy(ctx);
 }
+
+/* The DLPack stream protocol against a second stream of the device (as
+ * CuPy's or PyTorch's would be): an import waits for the producer's queued
+ * memsets, an export's consumer stream waits for our queued kernels. Large
+ * enough (64 Mi floats) that the unordered way loses the race. */
+Test(cuda, device_dlpack_streams_order_work) {
+    lf_ctx *ctx = device_ctx();
+    cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
+    CUstream other = NULL;
+    cr_assert_eq(cs->drv.StreamCreate(&other, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    int64_t n = (int64_t)1 << 26;
+    size_t bytes = (size_t)n * 4;
+    lf_buffer *owner = lf_buffer_new(ctx, LF_F32, 1, &n);
+    cr_assert_not_null(owner, "%s", lf_errmsg(ctx));
+    cr_assert_eq(lf_ctx_synchronize(ctx), LF_OK);
+    /* producer: 0x3f bytes (0.74739...f) written on the other stream, a few
+       times over so that it is still running when we launch */
+    for (int k = 0; k < 8; k++)
+        cr_assert_eq(cs->drv.MemsetD8Async(owner->dev, (unsigned char)(k == 7 ? 0x3f : 0x11 + k), bytes, other),
+                     CUDA_SUCCESS);
+    DLManagedTensor t = {.dl_tensor = {.data = (void *)(uintptr_t)owner->dev, .device = {kDLCUDA, cs->ordinal},
+                                       .ndim = 1, .dtype = {kDLFloat, 32, 1}, .shape = &n}};
+    lf_buffer *x = lf_buffer_from_dlpack_stream(ctx, &t, (intptr_t)other);
+    cr_assert_not_null(x, "%s", lf_errmsg(ctx));
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *y = lf_mul(g, lf_input(g, x), lf_const(g, LF_F32, 2.0));
+    lf_buffer *yb = lf_buffer_new_like(ctx, y);
+    cr_assert_eq(lf_eval(g, 1, &y, &yb), LF_OK, "%s", lf_errmsg(ctx));
+    /* consumer: reads y on the other stream after the export's ordering */
+    DLManagedTensor *out = NULL;
+    cr_assert_eq(lf_buffer_to_dlpack_stream(yb, (intptr_t)other, &out), LF_OK, "%s", lf_errmsg(ctx));
+    float *host = malloc(bytes);
+    cr_assert_not_null(host);
+    cr_assert_eq(cs->drv.MemcpyDtoHAsync(host, (CUdeviceptr)(uintptr_t)out->dl_tensor.data, bytes, other),
+                 CUDA_SUCCESS);
+    cr_assert_eq(cs->drv.StreamSynchronize(other), CUDA_SUCCESS);
+    float one;
+    memset(&one, 0x3f, 4);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += host[i] != 2 * one;
+    cr_expect_eq(bad, 0, "%lld of %lld elements saw unordered data", (long long)bad, (long long)n);
+    out->deleter(out);
+    free(host);
+    lf_graph_free(g);
+    lf_buffer_free(x);
+    lf_buffer_free(yb);
+    lf_buffer_free(owner);
+    cs->drv.StreamDestroy(other);
+    lf_ctx_destroy(ctx);
+}
