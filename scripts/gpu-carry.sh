@@ -17,6 +17,11 @@
 #
 #   include/           criterion/ and dlpack/ headers
 #   lib/               the shared libraries and their links (libcriterion.so too)
+#   lib/common/        those of them that most systems have already (zlib,
+#                      OpenSSL, Kerberos, PCRE2, libffi, ...): env.sh puts
+#                      this folder on LD_LIBRARY_PATH only when the target's
+#                      loader lacks one of them, so the image's own copies
+#                      (which its Python, compilers and CUDA tools load) win
 #   lib/pkgconfig/     criterion.pc, its prefix relative to itself (${pcfiledir})
 #   env.sh             for bash to source: CPATH, LIBRARY_PATH, LD_LIBRARY_PATH
 #                      and PKG_CONFIG_PATH into this folder, wherever it lies
@@ -132,6 +137,12 @@ done
 [ -e "$DEST/lib/libcriterion.so" ] || die "no libcriterion.so in the packages"
 dangling="$(find "$DEST/lib" -xtype l)"
 [ -z "$dangling" ] || die "links that point nowhere: $dangling"
+# The common ones, with their links, into lib/common/.
+mkdir -p "$DEST/lib/common"
+for stem in libz libssl libcrypto libgssapi_krb5 libk5crypto libkrb5 libkrb5support libkeyutils libcom_err \
+    libpcre2-8 libffi; do
+    find "$DEST/lib" -maxdepth 1 -name "$stem.so*" -exec mv -t "$DEST/lib/common/" {} +
+done
 
 # criterion.pc, its prefix relative to its own folder; the static-linking
 # fields go (Requires.private names .pc files not carried, Libs.private a
@@ -157,7 +168,20 @@ cat >"$DEST/env.sh" <<'EOF'
 gpu_carry="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
 export CPATH="$gpu_carry/include${CPATH:+:$CPATH}"
 export LIBRARY_PATH="$gpu_carry/lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
-export LD_LIBRARY_PATH="$gpu_carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# lib/common/ holds libraries most systems have (zlib, OpenSSL, ...): on the
+# loader's path only when the system lacks one of them, so that every other
+# program keeps the system's own copies
+gpu_carry_ld="$gpu_carry/lib"
+for gpu_carry_f in "$gpu_carry"/lib/common/*.so.*; do
+    gpu_carry_f="${gpu_carry_f##*/}"
+    case "$gpu_carry_f" in *.so.*.*) continue ;; esac # sonames only
+    if ! /sbin/ldconfig -p 2>/dev/null | grep -q "^[[:space:]]$gpu_carry_f "; then
+        gpu_carry_ld="$gpu_carry_ld:$gpu_carry/lib/common"
+        break
+    fi
+done
+export LD_LIBRARY_PATH="$gpu_carry_ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+unset gpu_carry_ld gpu_carry_f
 export PKG_CONFIG_PATH="$gpu_carry/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 unset gpu_carry
 EOF
