@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
 # scripts/gpu-check.sh: the checks that need an NVIDIA GPU, in one run.
 #
+# For a short device lease (15 minutes, one command) use
+# scripts/gpu-first-run.sh instead: it does the same kinds of checks within a
+# time budget (7.5 min by default; each step has a time limit and is skipped
+# when the budget left cannot hold it) and leaves at most 8 files. This
+# script has no budget: all suites, 2000 differential graphs and two builds
+# take far longer than such a lease; use it on a machine you keep.
+#
 #   bash scripts/gpu-check.sh            run everything below
 #   bash scripts/gpu-check.sh STEP...    only these steps: info build test fusion
 #                                        memcheck racecheck bench

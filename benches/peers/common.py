@@ -320,30 +320,48 @@ def chain_adds(rounds):
 
 # ---- checking ------------------------------------------------------------------
 
-def max_rel_diff(a, b):
+# Elements per slice of max_rel_diff on the host (float64 temporaries of 8
+# MiB, in cache) and on a device (128 MiB). The whole-array form made a dozen
+# 512 MiB temporaries at 2^26 elements and took 4-8 s a check.
+CHECK_CHUNK = 1 << 20
+CHECK_CHUNK_DEVICE = 1 << 24
+
+
+def max_rel_diff(a, b, xp=np):
     """lazyfuse-bench's comparison of a against the baseline b: the largest
     |a - b| / max(|a|, |b|, 1e-3 * max finite |b|); NaN matches only NaN, an
-    infinity only itself (else inf)."""
-    a = np.asarray(a, dtype=np.float64).ravel()
-    b = np.asarray(b, dtype=np.float64).ravel()
+    infinity only itself (else inf). Computed in float64, slice by slice (two
+    passes: the NaN positions and the scale, then the differences); with xp =
+    cupy on the device, where a GPU peer's output already is."""
+    a = xp.asarray(a).ravel()
+    b = xp.asarray(b).ravel()
     if a.shape != b.shape:
         return math.inf
-    na, nb = np.isnan(a), np.isnan(b)
-    if np.any(na != nb):
-        return math.inf
-    keep = ~na
-    a, b = a[keep], b[keep]
-    if a.size == 0:
-        return 0.0
-    fin = np.isfinite(b)
-    scale = float(np.max(np.abs(b[fin]))) if np.any(fin) else 0.0
+    n = a.size
+    step = CHECK_CHUNK if xp is np else CHECK_CHUNK_DEVICE
+    f64 = xp.float64
+    scale = 0.0
+    for i in range(0, n, step):
+        ac, bc = a[i:i + step].astype(f64), b[i:i + step].astype(f64)
+        if bool(xp.any(xp.isnan(ac) != xp.isnan(bc))):
+            return math.inf
+        bc = xp.abs(bc)
+        scale = max(scale, float(xp.max(xp.where(xp.isfinite(bc), bc, 0.0))) if bc.size else 0.0)
     floor = max(scale * 1e-3, np.finfo(np.float64).tiny)
-    eq = a == b
-    if np.any(~eq & (np.isinf(a) | np.isinf(b))):
-        return math.inf
-    m = np.maximum(np.maximum(np.abs(a), np.abs(b)), floor)
-    d = np.where(eq, 0.0, np.abs(a - b) / m)
-    return float(np.max(d))
+    worst = 0.0
+    with np.errstate(invalid='ignore', over='ignore'):
+        for i in range(0, n, step):
+            ac, bc = a[i:i + step].astype(f64), b[i:i + step].astype(f64)
+            if ac.size == 0:
+                continue
+            eq = ac == bc
+            if bool(xp.any(~eq & (xp.isinf(ac) | xp.isinf(bc)))):
+                return math.inf
+            m = xp.maximum(xp.maximum(xp.abs(ac), xp.abs(bc)), floor)
+            # NaN against NaN (the first pass made sure they pair up) counts 0
+            d = xp.where(eq | xp.isnan(ac), 0.0, xp.abs(ac - bc) / m)
+            worst = max(worst, float(xp.max(d)))
+    return worst
 
 
 # ---- timing ----------------------------------------------------------------------
@@ -355,16 +373,20 @@ def pick_reps(fixed, one_s):
     return max(AUTO_REPS_MIN, min(AUTO_REPS_MAX, r))
 
 
-def measure(call, time_one, fixed_reps):
+def measure(call, time_one, fixed_reps, cap_s=0.0):
     """call() runs the case once; time_one(call) runs and times it once,
     waiting for the device when there is one. Returns (first_s, median_s,
     reps): first_s is the first call (compilation included), excluded from
-    the median, as is the warm-up that sizes the repetitions."""
+    the median, as is the warm-up that sizes the repetitions. cap_s > 0
+    bounds the timed repetitions to about cap_s seconds (at least 3), for a
+    run with a time budget."""
     first_s = time_one(call)
     if getattr(call, 'once', False):  # too slow to repeat (the seed's spca loop)
         return first_s, first_s, 1
     warm = time_one(call)
     reps = pick_reps(fixed_reps, warm)
+    if cap_s > 0 and warm > 0:
+        reps = min(reps, max(3, int(cap_s / warm)))
     times = [time_one(call) for _ in range(reps)]
     return first_s, statistics.median(times), reps
 

@@ -2,11 +2,13 @@
 @vectorize([...], target='cuda') over device arrays (the same scalar
 functions as numba_peer.py), the others with @cuda.jit kernels: a grid-stride
 sum of squares with a shared-memory block reduction and one float64 atomic
-per block, a block per softmax row, and a thread per matmul output. Timed
-with CUDA events after the compiling first call and a warm-up."""
+per block, a block per softmax row, and a thread per matmul output. Each
+timed call is the host clock around the call with cuda.synchronize() before
+and after (base.device_timer), after the compiling first call and a
+warm-up."""
 import math
 
-from base import Peer, SkipPeer, cuda_event_timer
+from base import Peer, SkipPeer, device_timer
 from common import NotApplicable
 from numba_peer import SCALAR, signature
 import numpy as np
@@ -118,7 +120,10 @@ class NumbaCuda(Peer):
         self.numba, self.cuda = numba, cuda
         self.kernels = build_kernels()
         self.ufuncs = {}
-        self.time_one = cuda_event_timer(lambda: cuda.event(timing=True), lambda e0, e1: e0.elapsed_time(e1))
+        self.time_one = device_timer(self.sync)
+
+    def sync(self):
+        self.cuda.synchronize()
 
     def version(self):
         return self.numba.__version__

@@ -3,6 +3,7 @@
 
     run_peers.py --lazyfuse RUN.jsonl [--systems cpu|cuda|all|LIST] [--case LIST]
                  [--reps R] [--threads T] [--json OUT]
+                 [--case-seconds S] [--time-limit S] [--only SYSTEM=CASE,...]
 
 With --lazyfuse (JSON lines of `lazyfuse-bench --json --save-outputs DIR`),
 every case that run saved is run at the same size, on the same inputs
@@ -17,12 +18,21 @@ Each system is skipped with a message when it is not installed (or, for the
 GPU ones, when there is no device); a case a system has no way to express is
 n/a. Per case and system: the first call (compilation) is timed apart, one
 warm-up sizes the repetitions (~0.5 s, 5..200, unless --reps), each
-repetition is timed alone, and the median is reported. Progress goes to
+repetition is timed alone, and the median is reported. GPU systems time with
+the device synchronized before and after each call (base.device_timer), and
+their outputs are checked on the device with CuPy when it is installed
+(common.max_rel_diff with xp = cupy), else on the host.
+
+For a run with a time budget (scripts/gpu-first-run.sh): --case-seconds S
+bounds each case's timed repetitions to about S seconds (at least 3);
+--time-limit S starts no case after S seconds (those left get status
+"skipped"); --only SYSTEM=CASE,... (repeatable) runs that system on those
+cases only (torch.compile takes ~10 s a case to compile). Progress goes to
 stderr; JSON lines to --json (default stdout):
   {"kind":"system","system":..,"backend":..,"status":"ok"|"skipped","why":..,"version":..,"how":..}
   {"kind":"case","case":..,"system":..,"backend":..,"n":..,"median_s":..,"gbps":..,"first_s":..,
    "reps":..,"threads":..,"bytes":..,"check":"ok"|"MISMATCH"|"n/a","max_rel_diff":..}
-  or, for n/a and errors: {"kind":"case","case":..,"system":..,"status":"n/a"|"error","why":..}
+  or, for n/a, errors and time limits: {"kind":"case","case":..,"system":..,"status":"n/a"|"error"|"skipped","why":..}
 Exit status: 0, or 1 when a system raised an error, 2 for bad arguments.
 """
 import argparse
@@ -65,7 +75,23 @@ def parse_args(argv):
     p.add_argument('--reps', type=int, default=0, help='timed calls per case (default ~0.5 s, 5..200)')
     p.add_argument('--threads', type=int, default=0, help='threads (default 0: every online CPU)')
     p.add_argument('--json', metavar='OUT', help='write JSON lines here (default stdout)')
+    p.add_argument('--case-seconds', type=float, default=0.0, metavar='S',
+                   help="about S seconds of timed calls per case and system (at least 3 calls; default no cap)")
+    p.add_argument('--time-limit', type=float, default=0.0, metavar='S',
+                   help='start no case after S seconds; the rest are reported as skipped (default none)')
+    p.add_argument('--only', action='append', default=[], metavar='SYSTEM=CASE,...',
+                   help='run SYSTEM on these cases only (repeatable)')
     a = p.parse_args(argv)
+    only = {}
+    for spec in a.only:
+        sysname, eq, cases = spec.partition('=')
+        if not eq or sysname not in MODULE_OF:
+            p.error(f"--only: expected SYSTEM=CASE,... with a known system, got '{spec}'")
+        only[sysname] = {c for c in cases.split(',') if c}
+        bad = [c for c in only[sysname] if c not in CASE_NAMES]
+        if bad:
+            p.error(f"--only: unknown case(s): {', '.join(bad)}")
+    a.only = only
     if a.systems == 'cpu':
         a.systems = CPU_SYSTEMS
     elif a.systems == 'cuda':
@@ -83,8 +109,8 @@ def parse_args(argv):
     bad = [c for c in a.case if c not in CASE_NAMES]
     if bad:
         p.error(f"unknown case(s): {', '.join(bad)}")
-    if a.threads < 0 or a.reps < 0 or a.n < 1 or a.matmul_n < 1:
-        p.error('--threads, --reps, --n and --matmul-n must not be negative')
+    if a.threads < 0 or a.reps < 0 or a.n < 1 or a.matmul_n < 1 or a.case_seconds < 0 or a.time_limit < 0:
+        p.error('--threads, --reps, --n, --matmul-n, --case-seconds and --time-limit must not be negative')
     if a.threads == 0:
         a.threads = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
     return a
@@ -112,8 +138,35 @@ def lazyfuse_refs(path):
     return {c: r for c, (_, r) in best.items()}
 
 
+_DEVICE_XP = []
+
+
+def device_xp():
+    """CuPy for checking GPU outputs on the device, or None (not installed,
+    no device): then they are copied to the host and checked there."""
+    if not _DEVICE_XP:
+        try:
+            import cupy
+            _DEVICE_XP.append(cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None)
+        except Exception:  # noqa: BLE001 - no CuPy, no driver: check on the host
+            _DEVICE_XP.append(None)
+    return _DEVICE_XP[0]
+
+
+def on_device(cp, x):
+    """x (a CuPy, torch, JAX or Numba device array) as a CuPy array, no copy."""
+    if isinstance(x, cp.ndarray):
+        return x
+    if hasattr(x, '__cuda_array_interface__'):
+        return cp.asarray(x)
+    return cp.from_dlpack(x)
+
+
 def main(argv):
     a = parse_args(argv)
+    # JAX takes 75% of the GPU's memory at start unless told not to
+    os.environ.setdefault('XLA_PYTHON_CLIENT_PREALLOCATE', 'false')
+    os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
     # thread counts of the libraries that read them at import time
     for var in ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS', 'NUMEXPR_MAX_THREADS',
                 'NUMBA_NUM_THREADS'):
@@ -171,8 +224,19 @@ def main(argv):
 
     failed = 0
     total, done, t0 = len(cases) * len(peers), 0, time.time()
+
+    def out_of_time():
+        return a.time_limit > 0 and time.time() - t0 > a.time_limit
+
     for cname in cases:
         case = common.CASE_BY_NAME[cname]
+        if out_of_time():
+            for peer in peers:
+                done += 1
+                emit({'kind': 'case', 'case': cname, 'system': peer.name, 'backend': peer.backend,
+                      'status': 'skipped', 'why': f'--time-limit {a.time_limit:g} s reached'})
+            say(f'{cname}: left out: --time-limit {a.time_limit:g} s reached')
+            continue
         ref_line = refs.get(cname)
         n = a.n
         mn = matmul_n
@@ -201,16 +265,37 @@ def main(argv):
                 say(f"{cname}: cannot read lazyfuse's output {ref_line['output']}: {e}; check n/a")
         rn = case.reported_n(n, mn)
         in_bytes = sum(x.nbytes for x in inputs)
+        ref_dev = None  # ref on the device, made for the first GPU peer that checks there
         for peer in peers:
             done += 1
-            say(f'[{done}/{total}] {cname} {peer.name} (n {rn}, {time.time() - t0:.0f} s so far)')
             base = {'kind': 'case', 'case': cname, 'system': peer.name, 'backend': peer.backend, 'n': rn}
+            if peer.name in a.only and cname not in a.only[peer.name]:
+                emit(dict(base, status='n/a', why='left out by --only'))
+                continue
+            if out_of_time():
+                emit(dict(base, status='skipped', why=f'--time-limit {a.time_limit:g} s reached'))
+                continue
+            say(f'[{done}/{total}] {cname} {peer.name} (n {rn}, {time.time() - t0:.0f} s so far)')
+            dev_result, check_on = None, 'host'
             try:
                 call = peer.prepare(case, inputs, n, mn)
-                first_s, median_s, reps = common.measure(call, peer.time_one, a.reps)
+                first_s, median_s, reps = common.measure(call, peer.time_one, a.reps, a.case_seconds)
                 result = call()
-                result = (tuple(peer.to_host(x) for x in result) if isinstance(result, tuple)
-                          else peer.to_host(result))
+                peer.wait(result)
+                cp = device_xp() if peer.backend == 'cuda' else None
+                if (cp is not None and ref is not None and case.check == 'values' and case.compare is None
+                        and not isinstance(result, tuple)):
+                    try:
+                        dev_result = cp.asarray(on_device(cp, result), dtype=case.out_dtype).reshape(ref.shape)
+                        if ref_dev is None:
+                            ref_dev = cp.asarray(ref)
+                        check_on = 'device'
+                    except Exception as e:  # noqa: BLE001 - no zero-copy view: check on the host
+                        say(f'{cname} {peer.name}: checking on the host ({type(e).__name__}: {e})')
+                        dev_result = None
+                if dev_result is None:
+                    result = (tuple(peer.to_host(x) for x in result) if isinstance(result, tuple)
+                              else peer.to_host(result))
             except common.NotApplicable as e:
                 emit(dict(base, status='n/a', why=str(e)))
                 continue
@@ -238,7 +323,16 @@ def main(argv):
                     got = np.asarray(result, dtype=np.float64).reshape(ref.shape) - base_in
                     d = common.moments_diff(got, ref.astype(np.float64) - base_in)
                 else:
-                    d = common.max_rel_diff(np.asarray(result, dtype=case.out_dtype).reshape(ref.shape), ref)
+                    d = None
+                    if dev_result is not None:
+                        try:
+                            d = common.max_rel_diff(dev_result, ref_dev, xp=device_xp())
+                        except Exception as e:  # noqa: BLE001 - out of device memory, say: on the host
+                            say(f'{cname} {peer.name}: checking on the host ({type(e).__name__}: {e})')
+                            result, check_on = peer.to_host(result), 'host'
+                    if d is None:
+                        d = common.max_rel_diff(np.asarray(result, dtype=case.out_dtype).reshape(ref.shape), ref)
+                rec['check_on'] = check_on
                 rec['max_rel_diff'] = d if d != float('inf') else None
                 tol = common.peer_tol(case)
                 rec['tol'] = tol
@@ -251,7 +345,8 @@ def main(argv):
             else:
                 rec['check'] = 'n/a'
             emit(rec)
-        del inputs
+            del call, result, dev_result  # this system's device memory, before the next one's
+        del inputs, ref_dev
     say(f'done in {time.time() - t0:.0f} s')
     if out is not sys.stdout:
         out.close()

@@ -1,10 +1,11 @@
 """PyTorch on a CUDA device (untested here): the NumPy code run on torch
 tensors through a small namespace shim (torch names differ: amax, dim=,
 keepdim=), eager (one kernel per op) and under torch.compile (Inductor
-fuses it into Triton kernels). Timed with torch.cuda.Event after the
-compiling first call and a warm-up."""
+fuses it into Triton kernels). Each timed call is the host clock around
+the call with torch.cuda.synchronize() before and after
+(base.device_timer), after the compiling first call and a warm-up."""
 import arrayapi
-from base import Peer, SkipPeer, cuda_event_timer
+from base import Peer, SkipPeer, device_timer
 
 
 class TorchNS:
@@ -27,6 +28,10 @@ class TorchNS:
         # torch.maximum takes tensors only (matmul_bias_relu's relu is maximum(c, 0.0))
         return self._t.clamp_min(a, b) if isinstance(b, float) else self._t.maximum(a, b)
 
+    def cumsum(self, x, axis=None, dtype=None, out=None):
+        # numpy's cumsum without an axis runs over the flattened array
+        return self._t.cumsum(x.reshape(-1) if axis is None else x, dim=0 if axis is None else axis)
+
     def sum(self, x, axis=None, keepdims=False):
         if axis is None:
             return self._t.sum(x)
@@ -44,8 +49,10 @@ class TorchBase(Peer):
         if not torch.cuda.is_available():
             raise SkipPeer('no CUDA device (torch.cuda.is_available() is False)')
         self.torch, self.ns = torch, TorchNS(torch)
-        self.time_one = cuda_event_timer(lambda: torch.cuda.Event(enable_timing=True),
-                                         lambda e0, e1: e0.elapsed_time(e1))
+        self.time_one = device_timer(self.sync)
+
+    def sync(self):
+        self.torch.cuda.synchronize()
 
     def version(self):
         return self.torch.__version__
