@@ -1048,8 +1048,12 @@ Test(eval, fmod_and_numpy_spellings) {
     chk_tol("asinh", lf_asinh(g, h), LF_F64, 5, (double[]){0, asinh(1.0), asinh(0.5), -INFINITY, asinh(2.0)}, 1e-15);
     chk_tol("acosh", lf_acosh(g, h), LF_F64, 5, (double[]){NAN, 0, NAN, NAN, acosh(2.0)}, 1e-15);
     chk_tol("atanh", lf_atanh(g, h), LF_F64, 5, (double[]){0, INFINITY, atanh(0.5), NAN, NAN}, 1e-15);
+    /* f32 asinh: the host evaluators call libm's asinhf (bit for bit); CUDA's
+       device asinhf is within its documented 3 ulp (lazyfuse.h, "CUDA
+       backend"; on an H200 asinhf(1) came out 1 ulp above glibc's) */
+    const char *backend = getenv("LF_TEST_BACKEND");
     chk_tol("arcsinh f32", map("(x) -> arcsinh(x)", in1(LF_F32, 1, (double[]){1})), LF_F32, 1,
-            (double[]){asinhf(1.0f)}, 0);
+            (double[]){asinhf(1.0f)}, backend && !strcmp(backend, "cuda") ? 3 * FLT_EPSILON : 0);
     /* each spelling is its operator: equal fns, printed with the table's name */
     static const char *const same[][2] = {
         {"(a, b) -> power(a, b)", "(a, b) -> a**b"},        {"(a, b) -> pow(a, b)", "(a, b) -> a**b"},

@@ -105,6 +105,13 @@ class NumbaCuda(Peer):
 
     def load(self, threads):
         global cuda, float32, float64
+        if not hasattr(np, 'row_stack'):
+            # numba-cuda 0.30.4 registers an overload of np.row_stack when it
+            # first compiles (numba/cuda/np/arrayobj.py), and NumPy 2.4 removed
+            # that alias of np.vstack: on the H200 run of 2026-11-27 (NumPy
+            # 2.5.2) every case failed with AttributeError. The alias back, for
+            # numba-cuda only; nothing here calls it.
+            np.row_stack = np.vstack
         try:
             import numba
             from numba import cuda, float32, float64
