@@ -271,7 +271,9 @@ def cell_text(cell):
     if not cell:
         return '-'
     if 'median_s' not in cell:
-        return 'n/a' if cell.get('status') == 'n/a' else 'error'
+        st = cell.get('status')
+        # 'skipped': run_peers --time-limit ran out before the case started
+        return st if st in ('n/a', 'skipped') else 'error'
     t = fmt_time(cell['median_s'])
     r = cell.get('ratio')
     mark = ' !' if cell.get('check') == 'MISMATCH' else ''
@@ -632,13 +634,12 @@ def render_results(path, docs):
         out += backend_section(docs['cuda'], 'CUDA backend (GPU)', rel)
     else:
         out += ['## GPU', '',
-                'No GPU figures were measured: the machine this file was generated on has no GPU, '
-                'and no CUDA run (`benches/results/cuda.json`) is recorded. On a machine with one, '
-                '`bash scripts/bench.sh --backend cuda` runs lazyfuse-bench on the CUDA backend '
-                '(the copy reference is `cuMemcpyDtoD`, timed with events) and the GPU peers in '
-                '`benches/peers/` (CuPy array code, ElementwiseKernel and `cupy.fuse`; `jax.jit`; '
-                'PyTorch eager and `torch.compile`; Numba CUDA) where they are installed. Those '
-                'peers are written but have not been run: nothing here says how they perform.', '']
+                'No CUDA sweep (`benches/results/cuda.json`) is recorded: `bash scripts/bench.sh '
+                '--backend cuda` on a machine with a GPU makes one. The CUDA backend\'s first GPU '
+                'figures, from one lease of an NVIDIA H200 (`bash scripts/gpu-first-run.sh`: the '
+                'CUDA suites, the random differential, lazyfuse-bench at 2^26 against '
+                '`cuMemcpyDtoD` and the GPU peers on the same device), are in the section "CUDA '
+                'backend on an NVIDIA H200" below (`benches/measured/70-gpu-h200.md`).', '']
     out += measured_sections(os.path.join(os.path.dirname(path) or '.', 'measured'))
     with open(path, 'w') as f:
         f.write('\n'.join(out).rstrip() + '\n')
