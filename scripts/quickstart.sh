@@ -34,7 +34,8 @@ export DEBIAN_FRONTEND=noninteractive
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-PACKAGES=(meson ninja-build pkg-config gcc g++ libcriterion-dev libdlpack-dev python3-numpy graphviz valgrind)
+PACKAGES=(meson ninja-build pkg-config gcc g++ libcriterion-dev libdlpack-dev python3-numpy graphviz valgrind
+          shellcheck)
 
 say() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'quickstart: %s\n' "$*" >&2; exit 1; }

@@ -26,8 +26,10 @@ bad() {
     fails=$((fails + 1))
 }
 
+# scripts/quickstart.sh installs shellcheck; elsewhere it may be missing
 if command -v shellcheck > /dev/null; then
     shellcheck "$script" || bad "shellcheck found problems in scripts/gpu-first-run.sh"
+    (cd "$src" && shellcheck -x scripts/gpu-carry.sh) || bad "shellcheck found problems in scripts/gpu-carry.sh"
 else
     echo "gpu-first-run-dry: shellcheck not installed, not run"
 fi
