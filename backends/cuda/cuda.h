@@ -16,7 +16,11 @@
  *  - every driver call of a context goes to its one stream, so work is
  *    ordered: a block the allocator hands out again is only touched by work
  *    queued after the work that used it before; memory is given back to the
- *    driver (cuMemFree) only after the stream is synchronized;
+ *    driver (cuMemFree) only after the stream is synchronized. The one
+ *    exception is DLPack's stream protocol (graph/dlpack.c through the
+ *    table's stream_order): an event recorded on one stream and waited for
+ *    on the other, never a host wait; memory a consumer may still read is
+ *    reused only after the export's deleter waited for the whole device;
  *  - a failed eval changes no buffer: everything that can fail (planning,
  *    compiling, loading, allocating, launch planning) happens before the
  *    first launch; a launch the driver refuses after others went out is
