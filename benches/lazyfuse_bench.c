@@ -434,8 +434,8 @@ static int parse_args(int argc, char **argv, options *o) {
 /* ---- helpers -------------------------------------------------------------- */
 
 /* Every eval goes through bench_eval (timed_eval.h): lf_eval, then the wait
- * for the device, so a clock read after it follows the kernels on CUDA. */
-#define now_s bench_now
+ * for the device, so a clock read (bench_now) after it follows the kernels
+ * on CUDA. */
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -585,11 +585,11 @@ static void *team_worker(void *arg) {
  * start and the end barrier as the calling thread sees them. */
 static double team_run(team *t, team_fn fn, void *arg, int64_t n) {
     t->fn = fn, t->arg = arg, t->n = n;
-    double t0 = now_s();
+    double t0 = bench_now();
     pthread_barrier_wait(&t->start);
     team_chunk(t, 0);
     pthread_barrier_wait(&t->done);
-    return now_s() - t0;
+    return bench_now() - t0;
 }
 
 /* Forms a team of nthreads: fewer, with a message, if a thread cannot be
@@ -1071,21 +1071,21 @@ static bool run_e2e_gaussian(const options *o, const bench_case *c, bool fused, 
     volatile double use = 0;
     /* one eval of each path (compiles), then timing one wrapped eval picks reps */
     if (ok) {
-        double t0 = now_s();
+        double t0 = bench_now();
         ok = bench_eval(ctx, gw, 1, &ow, &yw) == LF_OK;
-        r->first_s = now_s() - t0;
+        r->first_s = bench_now() - t0;
     }
     ok = ok && bench_eval(ctx, g2, 1, &ob, &yb) == LF_OK;
     if (ok) {
-        double t0 = now_s();
+        double t0 = bench_now();
         ok = bench_eval(ctx, gw, 1, &ow, &yw) == LF_OK;
-        r->reps = pick_reps(o, now_s() - t0);
+        r->reps = pick_reps(o, bench_now() - t0);
         ok = ok && (t = malloc(3 * (size_t)r->reps * sizeof *t));
     }
     for (int k = 0; ok && k < r->reps; k++)
         for (int j = 0; ok && j < 3; j++) { /* the three paths, first in turn (thread wake-ups) */
             int path = (j + k) % 3;
-            double t0 = now_s(), acc = 0;
+            double t0 = bench_now(), acc = 0;
             if (path == 0) { /* wrapped: eval into y, use y */
                 ok = bench_eval(ctx, gw, 1, &ow, &yw) == LF_OK && (host || lf_buffer_read(yw, back, (size_t)n * 4) == LF_OK);
                 for (int64_t i = 0; i < n; i += E2E_USE_STRIDE) acc += yout[i];
@@ -1097,7 +1097,7 @@ static bool run_e2e_gaussian(const options *o, const bench_case *c, bool fused, 
                 for (int64_t i = 0; i < n; i += E2E_USE_STRIDE) acc += back[i];
             }
             use = acc;
-            t[path * r->reps + k] = now_s() - t0;
+            t[path * r->reps + k] = bench_now() - t0;
         }
     (void)use;
     if (ok) {
@@ -1160,21 +1160,21 @@ static bool run_inplace_axpy(const options *o, const bench_case *c, bool fused, 
     lf_eval_stats es;
     memset(&es, 0, sizeof es);
     if (ok) { /* both programs (into x, into y) are planned and compiled here */
-        double t0 = now_s();
+        double t0 = bench_now();
         ok = bench_eval(ctx, g, 1, &y, &xb) == LF_OK && lf_ctx_last_stats(ctx, &es) == LF_OK;
-        r->first_s = now_s() - t0;
+        r->first_s = bench_now() - t0;
         ok = ok && bench_eval(ctx, g, 1, &y, &yb) == LF_OK;
-        t0 = now_s();
+        t0 = bench_now();
         ok = ok && bench_eval(ctx, g, 1, &y, &xb) == LF_OK;
-        r->reps = pick_reps(o, now_s() - t0);
+        r->reps = pick_reps(o, bench_now() - t0);
         ok = ok && (t = malloc(2 * (size_t)r->reps * sizeof *t));
     }
     for (int k = 0; ok && k < r->reps; k++)
         for (int j = 0; ok && j < 2; j++) { /* each path first in turn */
             int path = (j + k) % 2;
-            double t0 = now_s();
+            double t0 = bench_now();
             ok = bench_eval(ctx, g, 1, &y, path ? &yb : &xb) == LF_OK;
-            t[path * r->reps + k] = now_s() - t0;
+            t[path * r->reps + k] = bench_now() - t0;
         }
     r->host[0] = ok ? malloc((size_t)(n ? n : 1) * sizeof(float)) : NULL;
     ok = ok && r->host[0] && lf_buffer_write(xb, x0, (size_t)n * 4) == LF_OK && bench_eval(ctx, g, 1, &y, &xb) == LF_OK &&
@@ -1297,9 +1297,9 @@ static void run_handfused(const options *o, const bench_case *c, lf_ctx *ctx, lf
                 if (path) {
                     t[r->reps + rep] = team_run(&tm, hf_team_fn, (void *)job, range);
                 } else {
-                    double t0 = now_s();
+                    double t0 = bench_now();
                     ok = bench_eval(ctx, g, nout, outs, dst) == LF_OK;
-                    t[rep] = now_s() - t0;
+                    t[rep] = bench_now() - t0;
                 }
             }
         team_stop(&tm);
@@ -1348,9 +1348,9 @@ static bool run_case(const options *o, const bench_case *c, bool fused, run_resu
     for (int k = 0; ok && k < nout; k++) ok = (dst[k] = lf_buffer_new_like(ctx, outs[k])) != NULL;
     if (ok) {
         step = "eval";
-        double t0 = now_s();
+        double t0 = bench_now();
         ok = bench_eval(ctx, g, nout, outs, dst) == LF_OK;
-        r->first_s = now_s() - t0;
+        r->first_s = bench_now() - t0;
         lf_eval_stats st;
         if (ok && lf_ctx_last_stats(ctx, &st) == LF_OK) {
             r->first_compiled = st.kernels_compiled;
@@ -1358,9 +1358,9 @@ static bool run_case(const options *o, const bench_case *c, bool fused, run_resu
         }
     }
     if (ok) {
-        double t0 = now_s(), one;
+        double t0 = bench_now(), one;
         ok = bench_eval(ctx, g, nout, outs, dst) == LF_OK;
-        one = now_s() - t0;
+        one = bench_now() - t0;
         r->reps = pick_reps(o, one);
         /* a contraction at a large side can take seconds an eval (side 1024):
            3 timed reps, still a median, unless --reps says otherwise */
@@ -1372,9 +1372,9 @@ static bool run_case(const options *o, const bench_case *c, bool fused, run_resu
         return false;
     }
     for (int k = 0; ok && k < r->reps; k++) {
-        double t0 = now_s();
+        double t0 = bench_now();
         ok = bench_eval(ctx, g, nout, outs, dst) == LF_OK;
-        t[k] = now_s() - t0;
+        t[k] = bench_now() - t0;
     }
     if (!ok) {
         fprintf(stderr, PROG ": %s %s: %s failed: %s\n", c->name, mode, step, lf_errmsg(ctx));
@@ -1572,9 +1572,9 @@ static bool run_overhead(const options *o, overhead_result *r) {
     lf_node *y = g ? triad_of(g, in) : NULL;
     ok = y && bench_eval(ctx, g, 1, &y, &dst) == LF_OK;
     for (int k = 0; ok && k < OVERHEAD_ITERS; k++) {
-        double t0 = now_s();
+        double t0 = bench_now();
         ok = bench_eval(ctx, g, 1, &y, &dst) == LF_OK;
-        t[k] = now_s() - t0;
+        t[k] = bench_now() - t0;
     }
     if (ok) {
         r->median_s[0] = median(t, OVERHEAD_ITERS);
@@ -1585,9 +1585,9 @@ static bool run_overhead(const options *o, overhead_result *r) {
     /* cached, host time: the clock stops when lf_eval returns (on CUDA: the
        launches are queued), the wait for the device follows untimed */
     for (int k = 0; ok && k < OVERHEAD_ITERS; k++) {
-        double t0 = now_s();
+        double t0 = bench_now();
         ok = lf_eval(g, 1, &y, &dst) == LF_OK;
-        t[k] = now_s() - t0;
+        t[k] = bench_now() - t0;
         ok = ok && lf_ctx_synchronize(ctx) == LF_OK;
     }
     if (ok) {
@@ -1598,12 +1598,12 @@ static bool run_overhead(const options *o, overhead_result *r) {
     lf_graph_free(g);
     /* rebuilt: a new graph of the same structure per iteration (one warm-up) */
     for (int k = -1; ok && k < OVERHEAD_ITERS; k++) {
-        double t0 = now_s();
+        double t0 = bench_now();
         g = lf_graph_new(ctx);
         y = g ? triad_of(g, in) : NULL;
         ok = y && bench_eval(ctx, g, 1, &y, &dst) == LF_OK;
         lf_graph_free(g);
-        if (k >= 0) t[k] = now_s() - t0;
+        if (k >= 0) t[k] = bench_now() - t0;
     }
     if (ok) {
         r->median_s[1] = median(t, OVERHEAD_ITERS);
@@ -1653,9 +1653,9 @@ static bool const_sweep_evals(lf_ctx *ctx, lf_graph *g, lf_node *m, lf_node *y, 
     double t[CONST_SWEEP_EVALS];
     *compiled = *reused = 0;
     for (int k = 0; k < CONST_SWEEP_EVALS; k++) {
-        double t0 = now_s();
+        double t0 = bench_now();
         bool ok = lf_scalar_set(g, m, 0.01 * (k + 1)) == LF_OK && bench_eval(ctx, g, 1, &y, &dst) == LF_OK;
-        t[k] = now_s() - t0;
+        t[k] = bench_now() - t0;
         if (!ok) return false;
         lf_eval_stats st;
         lf_ctx_last_stats(ctx, &st);
@@ -1679,9 +1679,9 @@ static bool run_const_sweep(const options *o, const bench_case *c, bool fused, r
     lf_buffer *dst = y ? lf_buffer_new_like(ctx, y) : NULL, *dst1 = y1 ? lf_buffer_new_like(ctx, y1) : NULL;
     bool ok = dst && dst1;
     if (ok) { /* the first eval compiles (or finds the kernels on disk) */
-        double t0 = now_s();
+        double t0 = bench_now();
         ok = bench_eval(ctx, g, 1, &y, &dst) == LF_OK;
-        r->first_s = now_s() - t0;
+        r->first_s = bench_now() - t0;
     }
     int compiled = 0, reused = 0, compiled1 = 0, reused1 = 0;
     double host_s = NAN;
@@ -1841,10 +1841,10 @@ static bool spca_extras(const options *o, lf_ctx *ctx, lf_graph *g, sorted_graph
         for (int k = 0; t && ok && k < r->reps; k++)
             for (int j = 0; ok && j < 2; j++) {
                 int path = (j + k) % 2;
-                double t0 = now_s();
+                double t0 = bench_now();
                 if (path) ok = spca_ref(sg->Vd, C, SPCA_P, SPCA_D, S, SPCA_K, 2, ref_x, &ref) == 0;
                 else ok = bench_eval(ctx, g, sg->nout, sg->outs, dst) == LF_OK && lf_buffer_read(dst[1], &best, 8) == LF_OK;
-                t[path * r->reps + k] = now_s() - t0;
+                t[path * r->reps + k] = bench_now() - t0;
             }
         if (t && ok) {
             double lf = median(t, r->reps), hand = median(t + r->reps, r->reps);
@@ -1888,20 +1888,20 @@ static bool run_sorted(const options *o, const bench_case *c, bool fused, run_re
     for (int k = 0; ok && k < sg.nout; k++) ok = (dst[k] = lf_buffer_new_like(ctx, sg.outs[k])) != NULL;
     if (ok) {
         step = "eval";
-        double t0 = now_s();
+        double t0 = bench_now();
         ok = bench_eval(ctx, g, sg.nout, sg.outs, dst) == LF_OK;
-        r->first_s = now_s() - t0;
+        r->first_s = bench_now() - t0;
         lf_eval_stats st;
         if (ok && lf_ctx_last_stats(ctx, &st) == LF_OK) r->first_compiled = st.kernels_compiled, r->first_runs = st.compiler_runs;
-        t0 = now_s();
+        t0 = bench_now();
         ok = ok && bench_eval(ctx, g, sg.nout, sg.outs, dst) == LF_OK;
-        r->reps = pick_reps(o, now_s() - t0);
+        r->reps = pick_reps(o, bench_now() - t0);
         ok = ok && (t = malloc((size_t)r->reps * sizeof *t));
     }
     for (int k = 0; ok && k < r->reps; k++) {
-        double t0 = now_s();
+        double t0 = bench_now();
         ok = bench_eval(ctx, g, sg.nout, sg.outs, dst) == LF_OK;
-        t[k] = now_s() - t0;
+        t[k] = bench_now() - t0;
     }
     if (ok) {
         r->median_s = median(t, r->reps);
@@ -2111,7 +2111,7 @@ static void progress(const options *o, const char *what, int64_t n) {
     fmt_n(nb, sizeof nb, n);
     fprintf(stderr, PROG ": [%d/%d] %s %s: %s (%.0f s so far)\n", prog_done, prog_total,
             n == o->matmul_n && (strstr(what, "matmul") || strstr(what, "matvec")) ? "side" : "n", nb, what,
-            now_s() - prog_t0);
+            bench_now() - prog_t0);
 }
 
 /* Writes the outputs of r to DIR/CASE.f32 (output k > 0: DIR/CASE.k.f32);
@@ -2249,7 +2249,7 @@ int main(int argc, char **argv) {
     int nsizes = sweep_sizes(&o, sizes);
     int modes = (int)o.run_fused + (int)o.run_unfused;
     bool matmul_after = false;
-    prog_t0 = now_s();
+    prog_t0 = bench_now();
     for (int si = 0; si < nsizes; si++) {
         prog_total++; /* stream_copy */
         for (int i = 0; i < NCASES; i++)
@@ -2377,7 +2377,7 @@ int main(int argc, char **argv) {
         printf("c_handfused: a hand-written one-pass C loop (benches/handfused.c, -O3 -march=native, libmvec) "
                "on %d threads; its speedup column is its median over lazyfuse fused's, timed interleaved "
                "(above 1x lazyfuse is faster).\n", o.nthreads);
-    if (o.sweep || o.json) fprintf(stderr, PROG ": done in %.0f s\n", now_s() - prog_t0);
+    if (o.sweep || o.json) fprintf(stderr, PROG ": done in %.0f s\n", bench_now() - prog_t0);
     cache_root_remove();
     return failed;
 }

@@ -58,16 +58,22 @@ static void need_nvrtc(void) {
     }
 }
 
-static fake_counters counters(void) {
+/* A function of the fake driver (fake_cuda_counters, fake_cuda_log, ...). */
+static void *fake_sym(const char *name) {
     void *h = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
     cr_assert_not_null(h, "the fake driver is not loaded");
+    void *p = dlsym(h, name);
+    cr_assert_not_null(p, "fake driver lacks %s", name);
+    dlclose(h); /* still loaded: the library opened it with RTLD_NODELETE */
+    return p;
+}
+
+static fake_counters counters(void) {
     void (*get)(fake_counters *);
-    void *sym = dlsym(h, "fake_cuda_counters");
-    cr_assert_not_null(sym);
+    void *sym = fake_sym("fake_cuda_counters");
     memcpy(&get, &sym, sizeof sym);
     fake_counters c;
     get(&c);
-    dlclose(h);
     return c;
 }
 
@@ -917,15 +923,6 @@ Test(cuda, fake_wrapped_device_memory_and_dlpack) {
 
 /* ---- ordering: synchronization, DLPack streams, releases ---- */
 
-/* A function of the fake driver (fake_cuda_log, ...). */
-static void *fake_sym(const char *name) {
-    void *h = dlopen(fake_path(), RTLD_NOW | RTLD_NOLOAD);
-    cr_assert_not_null(h, "the fake driver is not loaded");
-    void *p = dlsym(h, name);
-    cr_assert_not_null(p, "fake driver lacks %s", name);
-    dlclose(h); /* still loaded: the library opened it with RTLD_NODELETE */
-    return p;
-}
 static const char *fake_log(void) {
     const char *(*f)(void);
     void *p = fake_sym("fake_cuda_log");
