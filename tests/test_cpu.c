@@ -25,8 +25,7 @@
  *   inputs spanning its domain, each in a kernel of its own (so libmvec's
  *   vector functions run where the C dialect declares them), max ulp distance
  *   to the reference (scalar libm) <= 4, NaN and +-Inf exact; a table of the
- *   measured figures goes to stderr (Criterion's --tap mode, as meson runs
- *   it, drops it: run `tests/test_cpu --filter='cpu/math*'` to see it).
+ *   measured figures goes to meson's test log (tu_note).
  * - Kernel cache: program reuse, in-memory hits for a rebuilt graph (also of
  *   another size), disk hits in a new context, corrupt and truncated entries
  *   rebuilt, an unusable cache folder, 1,000 rebuilds compile nothing.
@@ -1502,7 +1501,7 @@ static void math_accuracy(lf_dtype t) {
         free(a);
         free(b);
     }
-    fprintf(stderr, "%s", report);
+    tu_note("%s", report);
     for (int k = 0; k < NMATH; k++) {
         free(xs[k]);
         free(ys[k]);

@@ -117,7 +117,7 @@ static void compile_plans(nvrtc_run *run, lf_graph *g, int n, lf_node **outs) {
                 char *log = NULL, err[512] = "";
                 size_t bytes = 0;
                 lf_status st = cuda_nvrtc_compile_for_arch(t.s, 90, &log, &bytes, err, sizeof err);
-                if (st != LF_OK || (log && *log)) fprintf(stderr, "---- %s kernel %d source:\n%s\n", run->what, k, t.s);
+                if (st != LF_OK || (log && *log)) tu_note("---- %s kernel %d source:\n%s\n", run->what, k, t.s);
                 cr_assert_eq(st, LF_OK, "%s (%s) kernel %d: %s\n%s", run->what, fused ? "fused" : "unfused", k,
                              err, log ? log : "");
                 cr_assert(log == NULL || !*log, "%s kernel %d: NVRTC warns:\n%s", run->what, k, log);
@@ -166,7 +166,7 @@ Test(cuda_codegen, every_kernel_compiles_with_nvrtc, .timeout = 3000) {
         compile_plans(&run, G.g, nout, outs);
         lf_graph_free(G.g);
     }
-    fprintf(stderr, "cuda_codegen: NVRTC compiled %d distinct kernels for sm_90 (%d from the bench cases, %d from %d random graphs)\n",
+    tu_note("cuda_codegen: NVRTC compiled %d distinct kernels for sm_90 (%d from the bench cases, %d from %d random graphs)\n",
             run.compiled, bench_kernels, run.compiled - bench_kernels, ngraphs);
     free(run.seen.h);
     lf_ctx_destroy(ctx);
@@ -634,7 +634,7 @@ Test(cuda_codegen, emulated_large_kernels_match_the_reference, .timeout = 3000) 
                   "sort paths: block %d, select %d, radix %d", es.paths[CG_SORT_BLOCK], es.paths[CG_SORT_SELECT],
                   es.paths[CG_SORT_RADIX]);
     }
-    fprintf(stderr, "cuda_codegen: emulated large graphs: %d kernels, %d launches (%d vec); sorts: %d kernels "
+    tu_note("cuda_codegen: emulated large graphs: %d kernels, %d launches (%d vec); sorts: %d kernels "
             "(%d with the backend's plan; block %d, select %d, radix %d), %d module launches in %.1f s\n", kernels,
             launches, vec_launches, es.kernels, es.real, es.paths[CG_SORT_BLOCK], es.paths[CG_SORT_SELECT],
             es.paths[CG_SORT_RADIX], es.launches, es.seconds);
@@ -664,7 +664,7 @@ Test(cuda_codegen, emulated_kernels_match_the_reference, .timeout = 3000) {
         emu_check(ctx, G.g, nout, outs, what, dir, &id, gi % 2 == 1, &kernels, &launches, &vec_launches, &es);
         lf_graph_free(G.g);
     }
-    fprintf(stderr, "cuda_codegen: emulated %d graphs, %d kernels, %d launches (%d vec); sorts: %d kernels "
+    tu_note("cuda_codegen: emulated %d graphs, %d kernels, %d launches (%d vec); sorts: %d kernels "
             "(%d with the backend's plan; block %d, select %d, radix %d), %d module launches in %.1f s; sort outputs: "
             "%d bit-exact, %d within the rounding of their input\n", last - first, kernels,
             launches, vec_launches, es.kernels, es.real, es.paths[CG_SORT_BLOCK], es.paths[CG_SORT_SELECT],

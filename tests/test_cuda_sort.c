@@ -191,7 +191,7 @@ Test(cuda_sort, emulated_block_path, .timeout = 600) {
         }
     /* the default block on a row that leaves most threads with padding only */
     check(&E, CG_SORT_BLOCK, 0, true, 2, 300, 300, true, true);
-    fprintf(stderr, "cuda_sort: block path: %d launches, %" PRId64 " blocks emulated in %.1f s\n", E.launches,
+    tu_note("cuda_sort: block path: %d launches, %" PRId64 " blocks emulated in %.1f s\n", E.launches,
             E.blocks, now() - t0);
     dlclose(E.h);
     rmdir(dir);
@@ -215,7 +215,7 @@ Test(cuda_sort, emulated_select_path, .timeout = 600) {
     check(&E, CG_SORT_SELECT, 0, false, 2, 5000, 1, true, true);
     check(&E, CG_SORT_SELECT, 0, true, 2, 5000, 10, true, true);
     check(&E, CG_SORT_SELECT, 0, true, 1, 5000, 64, true, true);
-    fprintf(stderr, "cuda_sort: select path: %d launches, %" PRId64 " blocks emulated in %.1f s\n", E.launches,
+    tu_note("cuda_sort: select path: %d launches, %" PRId64 " blocks emulated in %.1f s\n", E.launches,
             E.blocks, now() - t0);
     dlclose(E.h);
     rmdir(dir);
@@ -235,7 +235,7 @@ Test(cuda_sort, emulated_radix_path, .timeout = 600) {
         }
     /* the default tile of 4096 keys: a row of two tiles */
     check(&E, CG_SORT_RADIX, 0, false, 1, 4101, 4101, true, true);
-    fprintf(stderr, "cuda_sort: radix path: %d launches, %" PRId64 " blocks emulated in %.1f s\n", E.launches,
+    tu_note("cuda_sort: radix path: %d launches, %" PRId64 " blocks emulated in %.1f s\n", E.launches,
             E.blocks, now() - t0);
     dlclose(E.h);
     rmdir(dir);

@@ -119,7 +119,7 @@ static void run_example(const char *name, builder build, lf_eval_stats *on, lf_e
         lf_ctx_destroy(ctx);
     }
     if (getenv("LF_TEST_VERBOSE"))
-        fprintf(stderr, "%-22s fused: %d kernel(s), %zu temp bytes | unfused: %d kernels, %zu temp bytes\n",
+        tu_note("%-22s fused: %d kernel(s), %zu temp bytes | unfused: %d kernels, %zu temp bytes\n",
                 name, on->kernels, on->bytes_materialized, off->kernels, off->bytes_materialized);
 }
 
@@ -1262,7 +1262,7 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
     for (int gi = first; gi < last; gi++) {
         gen G;
         lf_node *outs[3];
-        if (getenv("LF_TEST_TRACE")) fprintf(stderr, "graph %d\n", gi); /* which graph crashed the planner */
+        if (getenv("LF_TEST_TRACE")) tu_note("graph %d\n", gi); /* which graph crashed the planner */
         int nout = gen_graph(&G, ctx, seed, gi, outs);
         double *last_want[3] = {NULL, NULL, NULL};
         /* round 1 (graphs with constants): new values set with lf_scalar_set,
@@ -1349,7 +1349,7 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
                         if (compiled_run() && cancelling == -1) cancelling = has_cancelling_reduction(ctx, G.g);
                         if (compiled_run() && cancelling == 1) {
                             if (!skipped)
-                                fprintf(stderr, "graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d): a float "
+                                tu_note("graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d): a float "
                                         "sum is cancellation noise and the outputs depend on it; not compared\n",
                                         gi, seed, gi);
                             ill_conditioned += !skipped;
@@ -1393,7 +1393,7 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
     cr_expect_leq(ill_conditioned, 1 + (last - first) / 50, "%d of %d graphs had cancelling float sums feeding their outputs",
                   ill_conditioned, last - first);
     if (getenv("LF_TEST_VERBOSE"))
-        fprintf(stderr,
+        tu_note(
                 "differential: %d graphs, %d kernels fused, %d unfused; graphs with: two-step "
                 "index maps %d, epilogues %d, fused reduction inputs %d, kernels of 4+ nodes %d, "
                 "temporaries %d, empty outputs %d, row passes %d, several reduction passes %d, "

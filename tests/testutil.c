@@ -4,8 +4,10 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,26 +27,132 @@ bool tu_on_valgrind(void) { return RUNNING_ON_VALGRIND; }
 static uint64_t rng_state;
 static bool rng_started;
 
+/* ---- notes that reach meson's log ----------------------------------------
+ * Under --tap (how meson runs every suite) Criterion points the runner's
+ * stdout and stderr at /dev/null while tests run, and the test processes it
+ * starts inherit that: anything a test prints on stderr is lost. So notes
+ * (seeds, skipped comparisons, summaries) go through tu_note: a test process
+ * appends the line to a file the runner made ($LF_TEST_NOTES), and the
+ * runner copies new lines to the stderr it had before Criterion redirected
+ * it (saved by a constructor) after each test and at the end; meson keeps
+ * that stderr in its log and prints it for a failing test. Without a runner
+ * (LF_TEST_NOTES unset) notes go to stderr. */
+static int saved_stderr = -1;     /* the runner's real stderr */
+static char notes_path[4096];     /* the runner's notes file ("" when none) */
+static off_t notes_copied;        /* bytes of it already copied out */
+
+__attribute__((constructor)) static void keep_stderr(void) {
+    saved_stderr = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+}
+
+/* Writes all of buf[0..n) to fd, retrying short writes; best effort. */
+static void write_all(int fd, const char *buf, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, buf, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return;
+        buf += w;
+        n -= (size_t)w;
+    }
+}
+
+void tu_note(const char *fmt, ...) {
+    char line[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+    const char *path = getenv("LF_TEST_NOTES");
+    int fd = path && *path ? open(path, O_WRONLY | O_APPEND | O_CLOEXEC) : -1;
+    if (fd < 0) {
+        write_all(STDERR_FILENO, line, len);
+        return;
+    }
+    write_all(fd, line, len); /* one O_APPEND write per note: notes of parallel processes do not interleave */
+    close(fd);
+}
+
+/* Runner side: copies the notes written since the last call to the saved
+ * stderr. */
+static void copy_notes(void) {
+    if (!notes_path[0] || saved_stderr < 0) return;
+    int fd = open(notes_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    char buf[65536];
+    ssize_t r;
+    while ((r = pread(fd, buf, sizeof buf, notes_copied)) > 0) {
+        write_all(saved_stderr, buf, (size_t)r);
+        notes_copied += r;
+    }
+    close(fd);
+}
+
+/* Runner side: a line straight to the saved stderr. */
+static void runner_say(const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n > 0) write_all(saved_stderr >= 0 ? saved_stderr : STDERR_FILENO, line,
+                         (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
 uint64_t tu_seed(void) {
     static uint64_t seed;
     static bool have;
     if (!have) {
         const char *s = getenv("LF_TEST_SEED");
         seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
-        fprintf(stderr, "lazyfuse tests: LF_TEST_SEED=%" PRIu64 "\n", seed);
         have = true;
     }
     return seed;
 }
 
 /* Runs once in Criterion's runner process before any test: fixes the seed
- * for the whole run, prints it (the runner's stderr reaches meson's log),
- * and exports it so every test process draws from the same seed. */
+ * for the whole run, prints it, and exports it so every test process draws
+ * from the same seed; makes the notes file the test processes append to. */
 ReportHook(PRE_ALL)(struct criterion_test_set *set) {
     (void)set;
     char buf[32];
     snprintf(buf, sizeof buf, "%" PRIu64, tu_seed());
     setenv("LF_TEST_SEED", buf, 1);
+    runner_say("lazyfuse tests: LF_TEST_SEED=%" PRIu64 "\n", tu_seed());
+    const char *tmp = getenv("TMPDIR");
+    int len = snprintf(notes_path, sizeof notes_path, "%s/lazyfuse-test-notes-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int fd = len > 0 && (size_t)len < sizeof notes_path ? mkstemp(notes_path) : -1;
+    if (fd < 0) {
+        runner_say("lazyfuse tests: cannot make a notes file (%s): test notes go to stderr, which --tap drops\n",
+                   strerror(errno));
+        notes_path[0] = '\0';
+        return;
+    }
+    close(fd);
+    setenv("LF_TEST_NOTES", notes_path, 1);
+}
+
+/* A failing test names the seed that replays it, and the run repeats the
+ * seed on its last line (`meson test --print-errorlogs` shows only the last
+ * 100 lines of a failing test's log). */
+static int failed_tests;
+
+ReportHook(POST_TEST)(struct criterion_test_stats *stats) {
+    copy_notes();
+    if (stats->test_status != CR_STATUS_FAILED) return;
+    failed_tests++;
+    runner_say("lazyfuse tests: %s/%s failed; replay it with LF_TEST_SEED=%" PRIu64 " and --filter '%s/%s'\n",
+               stats->test->category, stats->test->name, tu_seed(), stats->test->category, stats->test->name);
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats) {
+    (void)stats;
+    copy_notes();
+    if (notes_path[0]) unlink(notes_path);
+    if (failed_tests)
+        runner_say("lazyfuse tests: %d failed; this run's seed was LF_TEST_SEED=%" PRIu64 "\n", failed_tests,
+                   tu_seed());
 }
 
 uint64_t tu_rand(void) {

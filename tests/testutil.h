@@ -1,7 +1,8 @@
 /* tests/testutil.h: helpers shared by the Criterion tests.
  *
- * A seeded random source (LF_TEST_SEED replays a run; the seed is printed on
- * stderr once per process), buffers from host arrays of any dtype, reading any
+ * A seeded random source (LF_TEST_SEED replays a run; the seed is printed in
+ * the log, beside every failing test too), notes that reach meson's log
+ * under --tap (tu_note), buffers from host arrays of any dtype, reading any
  * buffer back as doubles, and a NaN-aware closeness check. Helpers assert
  * through Criterion, so a failed helper fails the calling test.
  */
@@ -13,8 +14,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The test seed: $LF_TEST_SEED if set, else time-based; printed once. */
+/* The test seed: $LF_TEST_SEED if set, else time-based; the runner prints it
+ * at the start, again beside each failing test and at the end of a run with
+ * failures. */
 uint64_t tu_seed(void);
+/* A line for the log (printf format; end it with \n): under Criterion's
+ * --tap, which meson uses, a test's own stderr is discarded, so notes go
+ * through the runner (testutil.c) into meson's log. Use it for every
+ * diagnostic a test prints. */
+void tu_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Next pseudo-random 64-bit value (splitmix64) from a per-process state
  * started at tu_seed(). */
 uint64_t tu_rand(void);
