@@ -53,7 +53,7 @@ static const char *fake_path(void) {
 static void need_nvrtc(void) {
     char why[1024];
     if (!cuda_nvrtc_available(why, sizeof why)) {
-        fprintf(stderr, "test_cuda: skipping: libnvrtc cannot be loaded: %s\n", why);
+        tu_note("test_cuda: skipping: libnvrtc cannot be loaded: %s\n", why);
         cr_skip_test("libnvrtc cannot be loaded: %s", why);
     }
 }
@@ -483,7 +483,7 @@ Test(cuda, fake_program_module_and_disk_caches) {
     for (int i = 0; i < reps; i++) cr_assert_eq(fixture_eval(&f), LF_OK);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double us = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / reps / 1e3;
-    fprintf(stderr, "test_cuda: cached re-eval, %d kernel(s), %ld launch(es): %.2f us of host time (fake driver)\n",
+    tu_note("test_cuda: cached re-eval, %d kernel(s), %ld launch(es): %.2f us of host time (fake driver)\n",
             kernels, launches_per_eval, us);
     /* other output buffers: planned again, no compile */
     int64_t n = 100000;
@@ -673,6 +673,37 @@ Test(cuda, fake_output_that_is_also_an_input) {
     cr_expect_eq(a1.used_bytes, a0.used_bytes, "the temporary went back to the cache");
     cr_expect_eq(a1.driver_allocs, a0.driver_allocs, "and was reused");
     lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+    cr_expect_eq(counters().live_bytes, 0);
+}
+
+/* An in-place output (x*0.5 + 1 into x) next to a gather whose index check
+ * runs on the device: the check can fail the eval after the kernels ran, so
+ * x must not be written in place (a failed eval changes no output); it is
+ * staged through a temporary and copied once the check passed. The fake
+ * driver runs no kernel, so the check passes here: what is tested is the
+ * decision (tests/test_errors.c's in_place_output_survives_failed_gather
+ * runs the failing eval on a device). */
+Test(cuda, fake_in_place_output_waits_for_index_checks) {
+    lf_ctx *ctx = fake_ctx(NULL);
+    int64_t n = 4096, m = 3;
+    lf_buffer *xb = lf_buffer_new(ctx, LF_F32, 1, &n);
+    lf_buffer *ib = lf_buffer_new(ctx, LF_I64, 1, &m);
+    lf_buffer *ob = lf_buffer_new(ctx, LF_F32, 1, &m);
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *x = lf_input(g, xb);
+    lf_node *y = lf_add(g, lf_mul(g, x, lf_const(g, LF_F32, 0.5)), lf_const(g, LF_F32, 1));
+    lf_node *t = lf_gather(g, y, 0, lf_input(g, ib)); /* runs after y's kernel */
+    lf_eval_stats st;
+    cr_assert_eq(lf_eval(g, 1, &y, &xb), LF_OK, "%s", lf_errmsg(ctx));
+    cr_assert_eq(lf_ctx_last_stats(ctx, &st), LF_OK);
+    cr_expect_eq(st.outputs_in_place, 1, "alone, x*0.5 + 1 into x runs in place");
+    cr_assert_eq(lf_eval(g, 2, (lf_node *[]){y, t}, (lf_buffer *[]){xb, ob}), LF_OK, "%s", lf_errmsg(ctx));
+    cr_assert_eq(lf_ctx_last_stats(ctx, &st), LF_OK);
+    cr_expect_eq(st.outputs_in_place, 0, "beside a gather's index check, x is not written in place");
+    cr_expect_geq(st.bytes_staged, (size_t)n * 4, "x is staged and copied after the check");
+    lf_graph_free(g);
+    lf_buffer_free(xb), lf_buffer_free(ib), lf_buffer_free(ob);
     lf_ctx_destroy(ctx);
     cr_expect_eq(counters().live_bytes, 0);
 }
@@ -1176,7 +1207,7 @@ Test(cuda, fake_allocation_failure_sweep) {
         }
     }
     cr_assert_gt(last_failed, 20, "only %d allocations were swept", last_failed);
-    fprintf(stderr, "test_cuda: allocation sweep: %d allocations, %d failed evals\n", last_failed, failures);
+    tu_note("test_cuda: allocation sweep: %d allocations, %d failed evals\n", last_failed, failures);
     rm_dir(dir);
 }
 
@@ -1263,7 +1294,7 @@ static lf_ctx *device_ctx(void) {
     }
     char name[512];
     lf_ctx_device_name(ctx, name, sizeof name);
-    fprintf(stderr, "test_cuda: device: %s\n", name);
+    tu_note("test_cuda: device: %s\n", name);
     return ctx;
 }
 

@@ -1441,6 +1441,51 @@ Test(errors, gather_index_out_of_range) {
     on_fresh_ctx(gather_index_errors_on, LF_BACKEND_REFERENCE, 0, LF_COMPILE_AUTO);
 }
 
+/* A failed eval changes no output, also one written in place into its own
+ * input: x = x*0.5 + 1 into x runs in place (each element read only where it
+ * is written) unless a later kernel can still fail the eval, as a gather's
+ * index check can; then x must come out of the failed eval unchanged. (The
+ * in-place decision's `first_check == s->nkernels` condition in
+ * backends/cpu/cpu.c and backends/cuda/cuda.c guards this.) */
+static void in_place_output_survives_failed_gather_on(lf_ctx *c) {
+    lf_graph *gg = lf_graph_new(c);
+    enum { N = 300 };
+    double xv[N], seven[N];
+    for (int i = 0; i < N; i++) xv[i] = i * 0.25 - 7, seven[i] = 7;
+    int64_t n = N, m = 4;
+    lf_buffer *xb = tu_buf(c, LF_F64, 1, &n, xv);
+    lf_node *x = lf_input(gg, xb);
+    lf_node *y = lf_add(gg, lf_mul(gg, x, lf_const(gg, LF_F64, 0.5)), lf_const(gg, LF_F64, 1));
+    lf_node *idx = lf_input(gg, tu_buf(c, LF_I64, 1, &m, (double[]){0, 5, N + 3, 2}));
+    lf_node *t = lf_gather(gg, y, 0, idx); /* runs after y's kernel */
+    cr_assert(y && t, "%s", lf_errmsg(c));
+    lf_buffer *ot = tu_buf(c, LF_F64, 1, &m, seven);
+    /* both orders of the outputs: the in-place one first and second */
+    cr_expect_eq(lf_eval(gg, 2, (lf_node *[]){y, t}, (lf_buffer *[]){xb, ot}), LF_ERR_INDEX, "%s", lf_errmsg(c));
+    tu_expect("x (the in-place output) untouched by the failed eval", xb, xv, N, 0, 0);
+    tu_expect("the gather's output untouched", ot, seven, m, 0, 0);
+    cr_expect_eq(lf_eval(gg, 2, (lf_node *[]){t, y}, (lf_buffer *[]){ot, xb}), LF_ERR_INDEX, "%s", lf_errmsg(c));
+    tu_expect("x untouched (outputs in the other order)", xb, xv, N, 0, 0);
+    /* the same eval with a good index writes x in place and succeeds */
+    lf_node *idx2 = lf_input(gg, tu_buf(c, LF_I64, 1, &m, (double[]){0, 5, N - 1, 2}));
+    lf_node *t2 = lf_gather(gg, y, 0, idx2);
+    cr_assert_eq(lf_eval(gg, 2, (lf_node *[]){y, t2}, (lf_buffer *[]){xb, ot}), LF_OK, "%s", lf_errmsg(c));
+    double want[N];
+    for (int i = 0; i < N; i++) want[i] = xv[i] * 0.5 + 1;
+    tu_expect("x*0.5 + 1 into x", xb, want, N, 0, 0);
+    tu_expect("the gather of y", ot, (double[]){want[0], want[5], want[N - 1], want[2]}, m, 0, 0);
+    lf_buffer_free(xb), lf_buffer_free(ot);
+    lf_graph_free(gg);
+}
+
+Test(errors, in_place_output_survives_failed_gather) {
+    in_place_output_survives_failed_gather_on(ctx);
+    for (int threads = 1; threads <= 3; threads++)
+        on_fresh_ctx(in_place_output_survives_failed_gather_on, LF_BACKEND_CPU, threads, LF_COMPILE_AUTO);
+    on_fresh_ctx(in_place_output_survives_failed_gather_on, LF_BACKEND_CPU, 2, LF_COMPILE_NEVER);
+    on_fresh_ctx(in_place_output_survives_failed_gather_on, LF_BACKEND_REFERENCE, 0, LF_COMPILE_AUTO);
+}
+
 /* The range check at its edges: -n and n-1 are in range, -n-1 and n are not,
  * nor the extremes of int64 (whose sum with n must not wrap into range), and
  * nothing is in range of an empty axis; on the compiled CPU backend, the
