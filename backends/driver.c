@@ -94,6 +94,7 @@ static bool resolve_options(const lf_ctx_options *opt, lf_ctx_options *out) {
     if (o.compile == LF_COMPILE_AUTO) {
         const char *env = getenv("LF_COMPILE");
         if (env && strcmp(env, "never") == 0) o.compile = LF_COMPILE_NEVER;
+        if (env && strcmp(env, "always") == 0) o.compile = LF_COMPILE_REQUIRE;
     }
     if (o.fusion == -1) {
         const char *env = getenv("LF_FUSION");

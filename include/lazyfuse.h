@@ -212,7 +212,9 @@ typedef enum lf_compile_mode {
                                interpreter instead, with a one-time warning on
                                stderr (also chosen by LF_COMPILE=never in the
                                environment: no compiling, no warning) */
-    LF_COMPILE_REQUIRE = 1, /* compile; no working C compiler is LF_ERR_BACKEND */
+    LF_COMPILE_REQUIRE = 1, /* compile; no working C compiler is LF_ERR_BACKEND
+                               (LF_COMPILE=always in the environment turns an
+                               AUTO context into this one) */
     LF_COMPILE_NEVER = 2    /* never compile: the interpreter runs everything */
 } lf_compile_mode;
 
@@ -313,7 +315,7 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * compiler driver running (a step it started, such as cc1 or ld, finishes
  * and exits); the temp folder of that compile ($TMPDIR/lazyfuse-cc-<pid>-...)
  * is removed by the first compile of a later process. Environment:
- * LF_COMPILE=never (interpreter), LF_CPU_MARCH (replaces -march=native, e.g.
+ * LF_COMPILE=never (interpreter) or always (LF_COMPILE_REQUIRE), LF_CPU_MARCH (replaces -march=native, e.g.
  * x86-64-v3 under valgrind), LF_COMPILE_TIMEOUT (above), LF_DEBUG=schedule
  * (the fused schedule when a program is built), LF_DEBUG=cache (disk-cache
  * write failures), LF_DEBUG=cc (the compiler's whole log on failure). */
