@@ -52,6 +52,12 @@ if [ -n "$py" ]; then
     "$py" "$src/peers/run_peers.py" --lazyfuse "$tmp/run.jsonl" --systems numpy,numexpr --reps 3 \
         --threads 2 --json "$tmp/peers.jsonl" || fail "run_peers.py failed"
     if grep -q '"check": "MISMATCH"' "$tmp/peers.jsonl"; then fail "a peer's result differs from lazyfuse's"; fi
+    # NumPy is the reference peer: a Python without it skips every peer, and
+    # then the checks above compare nothing
+    grep '"kind": "system"' "$tmp/peers.jsonl" | grep '"system": "numpy"' | grep -q '"status": "ok"' \
+        || fail "the numpy peer did not run with $py (is NumPy installed for it?)"
+    [ "$(grep '"kind": "case"' "$tmp/peers.jsonl" | grep '"system": "numpy"' | grep -c '"check": "ok"')" -ge 3 ] \
+        || fail "the numpy peer checked fewer than 3 cases against lazyfuse"
     "$py" "$src/peers/run_peers.py" --lazyfuse "$tmp/run2.jsonl" --systems numpy,numpy_blas --reps 3 \
         --threads 2 --json "$tmp/peers2.jsonl" || fail "run_peers.py (issue 16 cases) failed"
     if grep -q '"check": "MISMATCH"' "$tmp/peers2.jsonl"; then fail "a peer's result differs from lazyfuse's (issue 16 cases)"; fi
