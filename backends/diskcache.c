@@ -62,6 +62,11 @@ char *diskcache_dir(const char *opt_dir) {
     return NULL;
 }
 
+bool diskcache_dir_expected(const char *opt_dir) {
+    const char *xdg = env_nonempty("XDG_CACHE_HOME");
+    return (opt_dir && opt_dir[0]) || env_nonempty("LF_CACHE_DIR") || (xdg && xdg[0] == '/') || env_nonempty("HOME");
+}
+
 /* Creates dir and its missing parents with mode 0700. 0, or -1 with errno. */
 static int mkdirs(const char *dir) {
     struct stat st;

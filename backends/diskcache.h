@@ -31,6 +31,7 @@
 #ifndef LF_DISKCACHE_H
 #define LF_DISKCACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define DISKCACHE_MAGIC "LFKCACH2"
@@ -42,6 +43,9 @@
  * else $HOME/.cache/lazyfuse (empty variables count as unset). graph_malloc'd;
  * NULL when none can be formed (no HOME) or out of memory. */
 char *diskcache_dir(const char *opt_dir);
+/* Whether diskcache_dir(opt_dir) names a folder: when it does, a NULL from
+ * diskcache_dir means out of memory (not "no disk level"). */
+bool diskcache_dir_expected(const char *opt_dir);
 
 typedef enum {
     DISKCACHE_DIR_OK,       /* private to us: use it */

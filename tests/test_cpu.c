@@ -2954,6 +2954,80 @@ Test(cpu, cold_program_processes_compile_each_kernel_once, .timeout = 300) {
     cr_assert_eq(tu_dir_entries(cache_dir, true), CHAIN_LEN, "a lock or temp file was left");
 }
 
+/* The names and inode numbers of a folder's entries, sorted into one string
+ * (a removed and rebuilt entry gets a new inode). */
+static void entry_fingerprint(const char *dir, char *out, size_t cap) {
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "opendir %s: %s", dir, strerror(errno));
+    char lines[64][320];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 64) {
+        if (e->d_name[0] == '.') continue;
+        char path[600];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        cr_assert_eq(stat(path, &sb), 0);
+        snprintf(lines[n++], sizeof lines[0], "%s@%llu;", e->d_name, (unsigned long long)sb.st_ino);
+    }
+    closedir(d);
+    qsort(lines, (size_t)n, sizeof lines[0], (int (*)(const void *, const void *))strcmp);
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n; i++) len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, "%s", lines[i]);
+}
+
+/* With a warm disk cache, an allocation failure while a new context loads
+ * the program's kernels from it fails the eval with LF_ERR_NOMEM and a
+ * message that says so, or is survived; it never removes a valid entry (a
+ * transient ENOMEM says nothing about the entry) and leaks nothing. */
+Test(cpu, warm_cache_allocation_failures_keep_entries, .timeout = 600) {
+    float *x = rand_f32(CHAIN_N, -2, 2);
+    char dir[400], before[64 * 320], after[64 * 320];
+    snprintf(dir, sizeof dir, "%s/warm", tmpdir);
+    setenv("LF_CACHE_DIR", dir, 1);
+    lf_ctx *c0 = unfused_ctx(2);
+    eval_chain(c0, x, 0, CHAIN_LEN, NULL);
+    lf_ctx_destroy(c0);
+    entry_fingerprint(dir, before, sizeof before);
+    cr_assert_eq(tu_dir_entries(dir, false), CHAIN_LEN);
+    int failed = 0, ok_in_a_row = 0, k;
+    for (k = 1; k <= 2000 && ok_in_a_row < 25; k++) {
+        lf_ctx *c = unfused_ctx(2);
+        lf_graph *g = lf_graph_new(c);
+        lf_node *y = in_node(g, LF_F32, 1, SH(CHAIN_N), x);
+        for (int i = 0; i < CHAIN_LEN; i++) y = lf_map(g, lf_fn_parse(g, CHAIN[i]), y);
+        lf_buffer *yb = lf_buffer_new_like(c, y);
+        cr_assert(yb && lf_graph_status(g) == LF_OK);
+        lf_debug_fail_alloc(k, false);
+        lf_status st = lf_eval(g, 1, &y, &yb);
+        lf_debug_fail_alloc(0, false);
+        if (st == LF_OK) {
+            lf_eval_stats es;
+            lf_ctx_last_stats(c, &es);
+            ok_in_a_row += es.kernels_disk_hits == CHAIN_LEN; /* a survived failure may have compiled */
+        } else {
+            cr_assert_eq(st, LF_ERR_NOMEM, "allocation %d: %s: %s", k, lf_status_name(st), lf_errmsg(c));
+            cr_expect(strstr(lf_errmsg(c), "out of memory") && !strstr(lf_errmsg(c), "?"),
+                      "allocation %d: the message names no reason: %s", k, lf_errmsg(c));
+            ok_in_a_row = 0;
+            failed++;
+        }
+        lf_graph_free(g);
+        lf_buffer_free(yb);
+        lf_ctx_destroy(c);
+        expect_no_leak();
+        entry_fingerprint(dir, after, sizeof after);
+        cr_assert_str_eq(after, before, "allocation %d (%s) removed or rebuilt a cache entry", k,
+                         st == LF_OK ? "survived" : "failed");
+    }
+    cr_expect(ok_in_a_row == 25 && failed > 10, "%d tries, %d failed, %d passed in a row at the end", k - 1, failed,
+              ok_in_a_row);
+    tu_note("warm-cache allocation sweep: %d tries, %d failed cleanly, no entry removed\n", k - 1, failed);
+    setenv("LF_CACHE_DIR", cache_dir, 1);
+    free(x);
+}
+
 /* An allocation failure anywhere in a cold program of several kernels (the
  * lookups, the locks, the units' sources, the compiles on two threads, the
  * binding and storing) fails the eval with LF_ERR_NOMEM and leaks nothing;

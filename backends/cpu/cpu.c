@@ -226,6 +226,17 @@ static bool probe(lf_ctx *ctx, cpu_state *cs) {
         return true;
     }
     if (!cs->cc_version) return false;
+    /* the CPU's identity and the cache folder are part of every disk key:
+       out of memory for either is no verdict (a key formed without them
+       would store kernels under names they do not own) */
+    char *cpu_id = read_cpu_id(), *dir = diskcache_dir(ctx->opt.cache_dir);
+    if (!cpu_id || (!dir && diskcache_dir_expected(ctx->opt.cache_dir))) {
+        graph_free(cpu_id);
+        graph_free(dir);
+        graph_free(cs->cc_version);
+        cs->cc_version = NULL;
+        return false;
+    }
     cs->compiler = 1;
     void *mvec = dlopen("libmvec.so.1", RTLD_LAZY | RTLD_LOCAL);
     if (mvec) dlclose(mvec);
@@ -234,8 +245,8 @@ static bool probe(lf_ctx *ctx, cpu_state *cs) {
 #else
     cs->vector_math = false;
 #endif
-    cs->cpu_id = read_cpu_id();
-    cs->cache_dir = diskcache_dir(ctx->opt.cache_dir);
+    cs->cpu_id = cpu_id;
+    cs->cache_dir = dir;
     return kcache_disk_open(ctx, &cs->cache_dir) == LF_OK; /* an unsafe folder: NULL, with a warning */
 }
 
@@ -314,7 +325,9 @@ static void sym_prefix(const char *key, char prefix[72]) { snprintf(prefix, 72, 
 /* Loads kernel key from the disk cache: true on a hit that loads and binds.
  * An entry that verifies but does not load or bind (planted, or stored by a
  * broken compiler) is removed so that the caller rebuilds it; that is never
- * the eval's failure. */
+ * the eval's failure. Running out of memory while loading says nothing about
+ * the entry: it is kept, and the eval fails with LF_ERR_NOMEM (so_load and
+ * bind_functions leave *why NULL exactly then). */
 static lf_status disk_load(lf_ctx *ctx, cpu_state *cs, const cg_layout *lay, const char *key, kentry *e,
                            bool *loaded) {
     void *so = NULL;
@@ -328,16 +341,19 @@ static lf_status disk_load(lf_ctx *ctx, cpu_state *cs, const cg_layout *lay, con
     sym_prefix(key, prefix);
     if (r && bind_functions(e, lay, r, prefix, &why)) {
         *loaded = true;
+    } else if (!why) {
+        status = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory loading kernel cache entry %s/%s (kept)",
+                             cs->cache_dir, key);
     } else {
         if (graph_debug_on("cache"))
             fprintf(stderr, "lazyfuse: kernel cache entry %s/%s %s%s; removed, rebuilding it\n", cs->cache_dir,
-                    key, r ? "lacks function " : "does not load: ", why ? why : "?");
+                    key, r ? "lacks function " : "does not load: ", why);
         diskcache_remove(cs->cache_dir, key);
     }
     so_unref(r);
     graph_free(why);
     graph_free(so);
-    return LF_OK;
+    return status;
 }
 
 /* ---- building a program's kernels: the cold path --------------------------------------------

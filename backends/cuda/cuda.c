@@ -95,18 +95,6 @@ static int device_ordinal(void) {
     return (*end || v < 0 || v > 1 << 20) ? -1 : (int)v;
 }
 
-/* Whether diskcache_dir can form a folder name, so that NULL from it means
- * out of memory. */
-static bool cache_dir_expected(const char *opt_dir) {
-    static const char *const vars[] = {"LF_CACHE_DIR", "XDG_CACHE_HOME", "HOME"};
-    if (opt_dir && *opt_dir) return true;
-    for (int i = 0; i < 3; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && *v && (i != 1 || v[0] == '/')) return true;
-    }
-    return false;
-}
-
 lf_status cuda_open(lf_ctx *ctx, char *why, size_t cap) {
     cuda_state *cs = graph_calloc(1, sizeof *cs);
     if (!cs) {
@@ -167,7 +155,7 @@ lf_status cuda_open(lf_ctx *ctx, char *why, size_t cap) {
         goto fail;
     }
     cs->cache_dir = diskcache_dir(ctx->opt.cache_dir); /* NULL: no disk level */
-    if (!cs->cache_dir && cache_dir_expected(ctx->opt.cache_dir)) {
+    if (!cs->cache_dir && diskcache_dir_expected(ctx->opt.cache_dir)) {
         snprintf(why, cap, "cuda: out of memory");
         st = LF_ERR_NOMEM;
         goto fail;
