@@ -7,6 +7,11 @@
 #       build/, configured debugoptimized and built first when needed). Run it
 #       on purpose: when a release adds functions, appends a struct field or
 #       breaks the ABI (with the soname bump), and commit the result.
+#   bash scripts/abi.sh selftest LIBRARY
+#       the check still fails on breaks: LIBRARY's ABI altered by hand (a
+#       function removed, struct fields swapped, a parameter retyped) must
+#       fail the gate, a function added must pass (meson test
+#       'abidiff-selftest').
 #   bash scripts/abi.sh check LIBRARY
 #       compares LIBRARY (a built liblazyfuse.so.MAJOR.MINOR.PATCH) with the
 #       baseline; the meson test 'abidiff' runs this. Exit 0: no change
@@ -42,7 +47,7 @@ die() { printf 'abi: %s\n' "$*" >&2; exit 1; }
 skip() { printf 'abi: skipped: %s\n' "$*" >&2; exit 77; }
 
 usage() {
-    echo "usage: bash scripts/abi.sh baseline [BUILD_DIR] | check LIBRARY" >&2
+    echo "usage: bash scripts/abi.sh baseline [BUILD_DIR] | check LIBRARY | selftest LIBRARY" >&2
     exit 2
 }
 
@@ -57,6 +62,14 @@ dump() {
         sed -e "s#path='$rel/#path='#" -e "s#path='$ROOT/#path='#" >"$out"
     grep -q "class-decl name='lf_ctx_options'" "$out" ||
         die "abidw found no lf_ctx_options in $lib: not a liblazyfuse with debug information?"
+}
+
+# gate OLD NEW: abidiff's verdict on NEW against OLD (abixml files) as the
+# check takes it: 0 when the only changes are added functions and the
+# suppressed ones, else abidiff's exit status (bit 4: a change, 8: an
+# incompatible one, 1 and 2: abidiff failed). Prints abidiff's report.
+gate() {
+    abidiff --no-added-syms --suppressions "$SUPPRESSIONS" "$1" "$2"
 }
 
 # has_debug_info LIBRARY
@@ -83,7 +96,7 @@ check() {
 
     # the gate: everything but added functions and the suppressed changes
     st=0
-    abidiff --no-added-syms --suppressions "$SUPPRESSIONS" "$BASELINE" "$tmp/current.abi" >"$tmp/gate.txt" 2>&1 || st=$?
+    gate "$BASELINE" "$tmp/current.abi" >"$tmp/gate.txt" 2>&1 || st=$?
     if [ "$st" -ne 0 ]; then
         cat "$tmp/gate.txt"
         echo
@@ -113,6 +126,63 @@ check() {
     echo "abi: $(basename "$lib") matches abi/liblazyfuse.abi (no incompatible change)"
 }
 
+# selftest LIBRARY: the check must still be able to fail. From LIBRARY's
+# ABI it makes altered copies (a function removed, two struct fields
+# swapped, a parameter retyped, a function added) and requires the gate to
+# fail on the first three and pass the last: so a libabigail update, or a
+# change to the flags above, that blinds the check fails CI.
+selftest() {
+    local lib="$1" st name want
+    if ! command -v abidiff >/dev/null 2>&1 || ! command -v abidw >/dev/null 2>&1; then
+        skip "abidiff and abidw not found: install abigail-tools (apt-get install abigail-tools; scripts/quickstart.sh does)"
+    fi
+    has_debug_info "$lib" ||
+        skip "$lib has no debug information (configure with -Dbuildtype=debugoptimized or -Ddebug=true for the ABI check)"
+    TMP_DIR="$(mktemp -d "${TMPDIR:-/tmp}/lazyfuse-abi.XXXXXX")"
+    local tmp="$TMP_DIR"
+    trap 'rm -rf "$TMP_DIR"' EXIT
+    dump "$lib" "$tmp/current.abi"
+    python3 - "$tmp" <<'PY'
+import re, sys
+d = sys.argv[1]
+cur = open(d + "/current.abi").read()
+def write(name, text):
+    if text == cur:
+        sys.exit("abi selftest: the %s alteration matched nothing: update scripts/abi.sh" % name)
+    open("%s/%s.abi" % (d, name), "w").write(text)
+# lf_buffer_numel gone: its symbol and its declaration
+t = re.sub(r"\n *<elf-symbol name='lf_buffer_numel' [^\n]*", "", cur)
+t = re.sub(r"\n *<function-decl name='lf_buffer_numel' .*?</function-decl>", "", t, flags=re.S)
+write("removed", t)
+# lf_ctx_options.threads and .fusion swapped (names exchanged, offsets kept)
+m = re.search(r"<class-decl name='lf_ctx_options' .*?</class-decl>", cur, re.S)
+body = m.group(0).replace("name='threads'", "name='@T'").replace("name='fusion'", "name='threads'").replace("name='@T'", "name='fusion'")
+write("reordered", cur[:m.start()] + body + cur[m.end():])
+# lf_iota's length parameter retyped from int64_t to int
+i64 = re.search(r"<typedef-decl name='int64_t' type-id='[^']*' id='([^']*)'", cur).group(1)
+int_ = re.search(r"<type-decl name='int' size-in-bits='32' id='([^']*)'", cur).group(1)
+m = re.search(r"<function-decl name='lf_iota' .*?</function-decl>", cur, re.S)
+body = re.sub(r"(<parameter type-id=')%s(' name='len'/>)" % re.escape(i64), r"\g<1>%s\g<2>" % int_, m.group(0))
+write("retyped", cur[:m.start()] + body + cur[m.end():])
+PY
+    for name in removed reordered retyped added; do
+        st=0
+        if [ "$name" = added ]; then # the library has a function the baseline lacks
+            gate "$tmp/removed.abi" "$tmp/current.abi" >"$tmp/$name.txt" 2>&1 || st=$?
+            want="pass"
+        else
+            gate "$tmp/current.abi" "$tmp/$name.abi" >"$tmp/$name.txt" 2>&1 || st=$?
+            want="fail"
+        fi
+        if [ $((st & 3)) -ne 0 ]; then cat "$tmp/$name.txt"; die "selftest: abidiff failed on the '$name' case (exit status $st)"; fi
+        if { [ "$want" = fail ] && [ "$st" -eq 0 ]; } || { [ "$want" = pass ] && [ "$st" -ne 0 ]; }; then
+            cat "$tmp/$name.txt"
+            die "selftest: the check should $want on the '$name' case, abidiff exit status $st"
+        fi
+        echo "abi selftest: $name: the gate should $want and does (abidiff exit status $st)"
+    done
+}
+
 baseline() {
     local build="${1:-$ROOT/build}" lib
     command -v abidw >/dev/null 2>&1 || die "abidw not found: install abigail-tools"
@@ -135,5 +205,6 @@ baseline() {
 case "$1" in
 baseline) [ $# -le 2 ] || usage; baseline "${2:-}" ;;
 check) [ $# -eq 2 ] || usage; check "$2" ;;
+selftest) [ $# -eq 2 ] || usage; selftest "$2" ;;
 *) usage ;;
 esac
