@@ -51,8 +51,7 @@ static const lf_backend auto_order[] = {LF_BACKEND_CUDA, LF_BACKEND_CPU};
 /* Checks and resolves the options of lf_ctx_new (environment included). */
 static bool resolve_options(const lf_ctx_options *opt, lf_ctx_options *out) {
     lf_ctx_options o;
-    lf_ctx_options_init(&o);
-    if (opt) o = *opt;
+    if (graph_options_read(opt, &o) != LF_OK) return false;
     if ((unsigned)o.backend > LF_BACKEND_REFERENCE) {
         graph_error(NULL, LF_ERR_INVALID, "ctx_new: unknown backend %d", (int)o.backend);
         return false;
@@ -202,13 +201,6 @@ lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *ds
                     stats.kernels_memory_hits || (stats.kernels == 0 && g->programs[0].p);
     if (graph_debug_on("fusion") && g->programs[0].p && be->id != LF_BACKEND_REFERENCE && compiled)
         host_print_stats(&stats, NULL, ctx->opt.fusion != 0, be->name);
-    return LF_OK;
-}
-
-lf_status lf_ctx_last_stats(const lf_ctx *ctx, lf_eval_stats *out) {
-    if (!ctx || !out)
-        return graph_error(NULL, LF_ERR_NULL, "ctx_last_stats: %s is NULL", ctx ? "out" : "ctx");
-    *out = ctx->last_stats;
     return LF_OK;
 }
 

@@ -18,20 +18,80 @@
  * records its storage span, offset and strides; lf_buffer_read gathers it
  * element by element, lf_buffer_write and lf_eval refuse it as a
  * destination.
+ *
+ * The two public structs that grow (lf_ctx_options, lf_eval_stats; README,
+ * "Versioning and ABI") cross the library boundary only here: the caller's
+ * size (options.struct_size, or the size argument of the _sized calls) says
+ * how much of the struct its program knows. What must stay true: nothing is
+ * read or written past the caller's size, fields past it take their
+ * defaults, and new fields are appended to the structs, never inserted.
  */
 #include "graph/graph.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-void lf_ctx_options_init(lf_ctx_options *opt) {
-    if (!opt) return;
-    opt->backend = LF_BACKEND_AUTO;
-    opt->threads = 0;
-    opt->fusion = -1;
-    opt->cache_dir = NULL;
-    opt->compile = LF_COMPILE_AUTO;
-    opt->compile_timeout = 0;
+/* The defaults of every field this library knows; struct_size is ours. */
+static lf_ctx_options options_defaults(void) {
+    lf_ctx_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.backend = LF_BACKEND_AUTO;
+    o.threads = 0;
+    o.fusion = -1;
+    o.cache_dir = NULL;
+    o.compile = LF_COMPILE_AUTO;
+    o.compile_timeout = 0;
+    return o;
+}
+
+/* Public structs that grow (lf_ctx_options, lf_eval_stats): the caller's
+ * struct is `size` bytes, ours sizeof; only the common prefix is copied, the
+ * caller's bytes past ours are zeroed, and nothing past `size` is touched. */
+static void copy_out(void *dst, size_t size, const void *src, size_t ours) {
+    size_t n = size < ours ? size : ours;
+    memcpy(dst, src, n);
+    if (size > n) memset((char *)dst + n, 0, size - n);
+}
+
+/* A caller's lf_ctx_options larger than ours: its program was built against
+ * a newer lazyfuse 1.x header than this library. */
+#define NEWER_FMT                                                                                        \
+    "lf_ctx_options of %zu bytes is newer than this library's (%zu bytes): the program was built against " \
+    "a newer lazyfuse than the liblazyfuse it runs with"
+
+lf_status lf_ctx_options_init_sized(lf_ctx_options *opt, size_t size) {
+    if (!opt) return graph_error(NULL, LF_ERR_NULL, "ctx_options_init: opt is NULL");
+    if (size < LF_CTX_OPTIONS_SIZE_1_0)
+        return graph_error(NULL, LF_ERR_INVALID,
+                           "ctx_options_init: size %zu is below the smallest lf_ctx_options (%zu bytes): pass "
+                           "sizeof(lf_ctx_options), or call lf_ctx_options_init(&opt)",
+                           size, (size_t)LF_CTX_OPTIONS_SIZE_1_0);
+    lf_ctx_options d = options_defaults();
+    copy_out(opt, size, &d, sizeof d);
+    opt->struct_size = size;
+    if (size > sizeof d)
+        return graph_error(NULL, LF_ERR_INVALID, "ctx_options_init: " NEWER_FMT, size, sizeof d);
+    return LF_OK;
+}
+
+lf_status graph_options_read(const lf_ctx_options *opt, lf_ctx_options *out) {
+    *out = options_defaults();
+    if (!opt) return LF_OK;
+    size_t size = opt->struct_size;
+    if (size == 0)
+        return graph_error(NULL, LF_ERR_INVALID,
+                           "ctx_new: options.struct_size is 0: fill the options with lf_ctx_options_init(&opt) "
+                           "before setting fields");
+    if (size < LF_CTX_OPTIONS_SIZE_1_0)
+        return graph_error(NULL, LF_ERR_INVALID,
+                           "ctx_new: options.struct_size %zu is below the smallest lf_ctx_options (%zu bytes): "
+                           "fill the options with lf_ctx_options_init(&opt)",
+                           size, (size_t)LF_CTX_OPTIONS_SIZE_1_0);
+    if (size > sizeof *out) return graph_error(NULL, LF_ERR_INVALID, "ctx_new: " NEWER_FMT, size, sizeof *out);
+    memcpy(out, opt, size); /* the fields the caller knows; later ones keep their defaults */
+    out->struct_size = sizeof *out;
+    return LF_OK;
 }
 
 const char *lf_backend_name(lf_backend b) {
@@ -46,10 +106,27 @@ const char *lf_backend_name(lf_backend b) {
 
 lf_backend lf_ctx_backend(const lf_ctx *ctx) { return ctx ? ctx->backend : LF_BACKEND_AUTO; }
 
-lf_ctx_options lf_ctx_get_options(const lf_ctx *ctx) {
-    lf_ctx_options o;
-    lf_ctx_options_init(&o);
-    return ctx ? ctx->opt : o;
+lf_status lf_ctx_get_options_sized(const lf_ctx *ctx, lf_ctx_options *out, size_t size) {
+    if (!ctx || !out) return graph_error(NULL, LF_ERR_NULL, "ctx_get_options: %s is NULL", ctx ? "out" : "ctx");
+    if (size < LF_CTX_OPTIONS_SIZE_1_0)
+        return graph_error((lf_ctx *)ctx, LF_ERR_INVALID,
+                           "ctx_get_options: size %zu is below the smallest lf_ctx_options (%zu bytes): pass "
+                           "sizeof(lf_ctx_options)",
+                           size, (size_t)LF_CTX_OPTIONS_SIZE_1_0);
+    copy_out(out, size, &ctx->opt, sizeof ctx->opt);
+    out->struct_size = size < sizeof ctx->opt ? size : sizeof ctx->opt;
+    return LF_OK;
+}
+
+lf_status lf_ctx_last_stats_sized(const lf_ctx *ctx, lf_eval_stats *out, size_t size) {
+    if (!ctx || !out) return graph_error(NULL, LF_ERR_NULL, "ctx_last_stats: %s is NULL", ctx ? "out" : "ctx");
+    if (size < LF_EVAL_STATS_SIZE_1_0)
+        return graph_error((lf_ctx *)ctx, LF_ERR_INVALID,
+                           "ctx_last_stats: size %zu is below the smallest lf_eval_stats (%zu bytes): pass "
+                           "sizeof(lf_eval_stats), as lf_ctx_last_stats(ctx, &stats) does",
+                           size, (size_t)LF_EVAL_STATS_SIZE_1_0);
+    copy_out(out, size, &ctx->last_stats, sizeof ctx->last_stats);
+    return LF_OK;
 }
 
 /* ---- dtypes ---------------------------------------------------------------- */

@@ -147,6 +147,11 @@ struct lf_buffer {
     struct lf_buffer *prev, *next; /* ctx->buffers list */
 };
 
+/* lf_ctx_new's options, read as the caller's struct_size allows: *out gets
+ * the fields inside it and the defaults of the rest (all defaults for a NULL
+ * opt). LF_ERR_INVALID, recorded for lf_errmsg(NULL), for a struct_size of
+ * 0, below LF_CTX_OPTIONS_SIZE_1_0 or above sizeof(lf_ctx_options). */
+lf_status graph_options_read(const lf_ctx_options *opt, lf_ctx_options *out);
 /* Drops one reference; frees the buffer when none is left (a wrapped
  * buffer's release is called then). */
 void graph_buffer_release(lf_buffer *b);

@@ -128,6 +128,13 @@ extern "C" {
 #define LF_API
 #endif
 
+/* ABI (README, "Versioning and ABI"): the soname is liblazyfuse.so.MAJOR and
+ * within it nothing here changes but by growing: new functions; fields
+ * appended to lf_ctx_options and lf_eval_stats (which cross the boundary
+ * with the caller's size); enumerators appended at the end of an enum. The
+ * count sentinels (LF_NDTYPES, LF_NOPS, LF_NREDS) grow with their enums and
+ * are not part of the ABI. CI compares the library with abi/liblazyfuse.abi. */
+
 #define LF_MAX_DIMS 8   /* most dimensions an array may have */
 #define LF_MAX_ARGS 8   /* most inputs of a zipwith, most parameters of an fn */
 #define LF_NONE INT64_MIN /* slice start/stop: "from the natural end" (Python's None) */
@@ -190,7 +197,19 @@ typedef enum lf_backend {
     LF_BACKEND_REFERENCE  /* the naive reference evaluator (the test oracle) */
 } lf_backend;
 
+/* Options of lf_ctx_new. The struct grows: fields are only ever appended,
+ * and struct_size, set by lf_ctx_options_init, tells the library how much of
+ * it the caller's program knows (README, "Versioning and ABI"). So fill it
+ * with lf_ctx_options_init, then set fields by name; never with = {0} or a
+ * struct literal (struct_size 0 is refused). */
 typedef struct lf_ctx_options {
+    size_t struct_size;    /* sizeof the caller's lf_ctx_options: set by
+                              lf_ctx_options_init; lf_ctx_new reads only the
+                              fields inside it (later fields take their
+                              defaults) and refuses 0, less than
+                              LF_CTX_OPTIONS_SIZE_1_0, or more than this
+                              library's own size (a program built against a
+                              newer lazyfuse 1.x) with LF_ERR_INVALID */
     lf_backend backend;    /* default LF_BACKEND_AUTO */
     int threads;           /* worker threads; 0 means one per online CPU */
     int fusion;            /* 1 on, 0 off, -1 default (on unless LF_FUSION=0) */
@@ -201,7 +220,12 @@ typedef struct lf_ctx_options {
                                means $LF_COMPILE_TIMEOUT, else
                                LF_COMPILE_TIMEOUT_DEFAULT ("CPU backend" below);
                                INFINITY: no limit; < 0 or NaN: lf_ctx_new fails */
+    /* New fields go here, at the end, and nowhere else. */
 } lf_ctx_options;
+
+/* The smallest struct_size lf_ctx_new accepts: the end of the last field of
+ * lazyfuse 1.0's lf_ctx_options. */
+#define LF_CTX_OPTIONS_SIZE_1_0 (offsetof(lf_ctx_options, compile_timeout) + sizeof(double))
 
 /* The compile time limit when neither the option nor the environment sets one. */
 #define LF_COMPILE_TIMEOUT_DEFAULT 120.0
@@ -218,9 +242,23 @@ typedef enum lf_compile_mode {
     LF_COMPILE_NEVER = 2    /* never compile: the interpreter runs everything */
 } lf_compile_mode;
 
-/* Fills *opt with the defaults. */
-LF_API void lf_ctx_options_init(lf_ctx_options *opt);
-/* Creates a context; opt may be NULL for defaults. NULL on failure, with the
+/* Fills the first size bytes of *opt with the defaults and sets
+ * opt->struct_size = size, size being the size of the caller's
+ * lf_ctx_options. LF_ERR_NULL for a NULL opt; LF_ERR_INVALID, with *opt
+ * unchanged, for a size below LF_CTX_OPTIONS_SIZE_1_0; LF_ERR_INVALID for a
+ * size above this library's (a program built against a newer lazyfuse 1.x):
+ * *opt is then filled (zeros past this library's fields), so that lf_ctx_new
+ * refuses it with the same message. C and C++
+ * call lf_ctx_options_init, which passes sizeof *opt; a binding that loads
+ * the library by name calls this with the size of its own struct. */
+LF_API lf_status lf_ctx_options_init_sized(lf_ctx_options *opt, size_t size);
+/* Fills *opt with the defaults and its struct_size with sizeof *opt as this
+ * header declares it (an inline function, so the size is the caller's). */
+static inline lf_status lf_ctx_options_init(lf_ctx_options *opt) {
+    return lf_ctx_options_init_sized(opt, sizeof *opt);
+}
+/* Creates a context; opt may be NULL for defaults, else filled by
+ * lf_ctx_options_init first (see struct_size). NULL on failure, with the
  * reason in lf_errmsg(NULL). CPU plans each eval with the fusion pass, prints
  * each kernel as C, compiles it with the system C compiler ($CC, else cc)
  * into a shared object that is loaded with dlopen, and runs it on a thread
@@ -364,8 +402,21 @@ LF_API void lf_ctx_destroy(lf_ctx *ctx);
 /* The backend this context runs on (never AUTO). */
 LF_API lf_backend lf_ctx_backend(const lf_ctx *ctx);
 LF_API const char *lf_backend_name(lf_backend b);
-/* The options the context was made with (cache_dir points into the context). */
-LF_API lf_ctx_options lf_ctx_get_options(const lf_ctx *ctx);
+/* Writes the options the context was made with, resolved (environment and
+ * defaults applied; cache_dir points into the context), into the first size
+ * bytes of *out, size being the caller's sizeof *out: this library's fields
+ * that fit, zeros after them, and out->struct_size = the bytes written with
+ * fields. LF_ERR_NULL for a NULL ctx or out (nothing written),
+ * LF_ERR_INVALID for a size below LF_CTX_OPTIONS_SIZE_1_0. */
+LF_API lf_status lf_ctx_get_options_sized(const lf_ctx *ctx, lf_ctx_options *out, size_t size);
+/* The options the context was made with, as above; the defaults for a NULL
+ * ctx. An inline function: the struct returned is the caller's. */
+static inline lf_ctx_options lf_ctx_get_options(const lf_ctx *ctx) {
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    (void)lf_ctx_get_options_sized(ctx, &o, sizeof o);
+    return o;
+}
 /* What the context computes on, for reports and benchmarks: on CUDA the GPU's
  * name, compute capability, multiprocessors and memory, and the driver's and
  * NVRTC's versions ("NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB), CUDA
@@ -974,13 +1025,30 @@ typedef struct lf_eval_stats {
                                   kernels ran: outputs whose buffer the eval reads
                                   otherwise (x = x[::-1] into x), or that a
                                   gather's index check runs before */
+    /* New fields go here, at the end, and nowhere else. */
 } lf_eval_stats;
 
-/* Copies the statistics of the last lf_eval on ctx into *out. They are all
+/* The smallest size lf_ctx_last_stats_sized accepts: the end of the last
+ * field of lazyfuse 1.0's lf_eval_stats. */
+#define LF_EVAL_STATS_SIZE_1_0 (offsetof(lf_eval_stats, bytes_staged) + sizeof(size_t))
+
+/* Copies the statistics of the last lf_eval on ctx into the first size bytes
+ * of *out, size being the caller's sizeof *out (the struct grows: fields are
+ * only appended): the fields of this library that fit, zeros after them,
+ * nothing past out + size. The statistics are all
  * zero before the first eval, after a failed eval, and after an eval on
  * LF_BACKEND_REFERENCE (which runs no schedule). With LF_DEBUG=fusion in the
- * environment (a comma-separated list), each eval also prints them to stderr. */
-LF_API lf_status lf_ctx_last_stats(const lf_ctx *ctx, lf_eval_stats *out);
+ * environment (a comma-separated list), each eval also prints them to stderr.
+ * LF_ERR_NULL for a NULL ctx or out, LF_ERR_INVALID for a size below
+ * LF_EVAL_STATS_SIZE_1_0 (sizeof of a pointer, say); nothing written then.
+ * C and C++ call lf_ctx_last_stats, which passes sizeof *out; a binding that
+ * loads the library by name calls this with the size of its own struct. */
+LF_API lf_status lf_ctx_last_stats_sized(const lf_ctx *ctx, lf_eval_stats *out, size_t size);
+/* lf_ctx_last_stats_sized(ctx, out, sizeof *out): an inline function, so the
+ * size is that of the caller's lf_eval_stats. */
+static inline lf_status lf_ctx_last_stats(const lf_ctx *ctx, lf_eval_stats *out) {
+    return lf_ctx_last_stats_sized(ctx, out, sizeof *out);
+}
 
 /* ---- graph visualizer ---------------------------------------------------------- */
 

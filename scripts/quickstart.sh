@@ -7,7 +7,7 @@
 #                                     2. meson test in build-asan/ (AddressSanitizer +
 #                                        UndefinedBehaviorSanitizer, leaks fatal)
 #                                     3. meson test in build/ under valgrind (not the
-#                                        nvrtc and install suites)
+#                                        nvrtc, python, install and abidiff suites)
 #
 # Works from any directory, may be run again and again (existing build folders
 # are reconfigured, not recreated), and exits non-zero on any failure.
@@ -35,7 +35,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 PACKAGES=(meson ninja-build pkg-config gcc g++ libcriterion-dev libdlpack-dev python3-numpy graphviz valgrind
-          shellcheck)
+          shellcheck abigail-tools)
 
 say() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'quickstart: %s\n' "$*" >&2; exit 1; }
@@ -192,7 +192,8 @@ run_tests() {
     # 3. valgrind on the normal build. Criterion's children are followed
     # (each writes its own log); compilers a backend may start are not; the
     # 'python' suite (the Python interpreter driving the library) is left
-    # out, as is 'nvrtc'.
+    # out, as are 'nvrtc', 'install' and 'abidiff' (abidw reading the
+    # library, no lazyfuse code running).
     if [ "$normal_built" -eq 1 ]; then
         local vglogs="$ROOT/build/valgrind-logs" vg_status=0 bad
         rm -rf "$vglogs"
@@ -205,7 +206,7 @@ run_tests() {
         say "meson test (valgrind)"
         # valgrind decodes AVX2 but not AVX-512: kernels for it are compiled
         # for x86-64-v3 instead of -march=native
-        if ! LF_CPU_MARCH=x86-64-v3 meson test -C build --print-errorlogs --timeout-multiplier=4 --no-suite nvrtc --no-suite python --no-suite install --wrap="$wrap" \
+        if ! LF_CPU_MARCH=x86-64-v3 meson test -C build --print-errorlogs --timeout-multiplier=4 --no-suite nvrtc --no-suite python --no-suite install --no-suite abidiff --wrap="$wrap" \
                 2>&1 | tee build/quickstart-valgrind.log; then
             vg_status=1
         fi

@@ -11,7 +11,9 @@
 # RELOCATABLE is the build folder's pkgconfig.relocatable; a folder
 # configured before it became the default (false) is checked with
 # PKG_CONFIG_SYSROOT_DIR, the README's other way. SANITIZE is b_sanitize: a
-# sanitized library needs the same -fsanitize flags in the program.
+# sanitized library needs the same -fsanitize flags in the program. The
+# program also fills lf_ctx_options and reads lf_eval_stats through the
+# installed header, and must record the soname liblazyfuse.so.MAJOR.
 set -euo pipefail
 
 build="$1" reloc="$2" sanitize="$3" meson="$4"
@@ -56,7 +58,15 @@ cat >"$tmp/prog.c" <<'PROG'
 #include <stdio.h>
 
 int main(void) {
-    lf_ctx *ctx = lf_ctx_new(NULL);
+    lf_ctx_options o; /* the growable struct, through the installed header's inline init */
+    lf_ctx_options_init(&o);
+    if (o.struct_size != sizeof o || o.fusion != -1) return 3;
+    o.threads = 1;
+    lf_ctx *ctx = lf_ctx_new(&o);
+    if (!ctx) {
+        fprintf(stderr, "ctx_new: %s\n", lf_errmsg(NULL));
+        return 1;
+    }
     lf_graph *g = lf_graph_new(ctx);
     lf_buffer *xb = lf_buffer_new(ctx, LF_F64, 1, (int64_t[]){4});
     double x[4] = {0, 1, 2, -1}, y[4];
@@ -71,6 +81,9 @@ int main(void) {
     lf_buffer_read(yb, y, sizeof y);
     for (int i = 0; i < 4; i++)
         if (fabs(y[i] - exp(-x[i] * x[i] / 2) / sqrt(2 * M_PI)) > 1e-12) return 2;
+    lf_eval_stats st;
+    if (lf_ctx_last_stats(ctx, &st) != LF_OK || st.kernels != 1) return 4;
+    if (lf_ctx_get_options(ctx).threads != 1) return 5;
     printf("ok %s\n", lf_backend_name(lf_ctx_backend(ctx)));
     lf_buffer_free(yb);
     lf_buffer_free(xb);
@@ -86,6 +99,13 @@ export LF_CACHE_DIR="$tmp/cache"
     -o "$tmp/prog_shared" || fail "compiling against the shared library failed"
 "$tmp/prog_shared" || fail "the program linked to the shared library failed"
 grep -q "$stage" <(ldd "$tmp/prog_shared") || fail "prog_shared does not load the staged liblazyfuse.so"
+# the soname is liblazyfuse.so.MAJOR (README, "Versioning and ABI"), and the
+# program records it
+major="$(pkg-config --modversion lazyfuse)"
+major="${major%%.*}"
+needed="$(LC_ALL=C readelf -d "$tmp/prog_shared" | sed -n 's/.*Shared library: \[\(liblazyfuse[^]]*\)\].*/\1/p')"
+[ "$needed" = "liblazyfuse.so.$major" ] ||
+    fail "prog_shared needs '$needed', expected liblazyfuse.so.$major (version $(pkg-config --modversion lazyfuse))"
 # static: the archive by name, then the libraries of Libs.private
 "${cc[@]}" "${san[@]}" -std=c11 -D_GNU_SOURCE "$tmp/prog.c" "${cflags[@]}" "$libdir/liblazyfuse.a" -lm -lpthread -ldl \
     -o "$tmp/prog_static" || fail "compiling against the static library failed"
