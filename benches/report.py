@@ -149,6 +149,19 @@ TARGET_WHY.setdefault('cold',
 WHY[('chain8', 'numba_njit')] = TARGET_WHY['chain8']
 WHY[('matvec', 'numpy_blas')] = TARGET_WHY.pop(('matvec', 'numpy_blas'))
 
+# What is known of a recorded run's code when its tree had uncommitted
+# changes (scripts/bench.sh records the changed files since issue 27; older
+# runs did not), keyed by meta['git']. Each claim must hold: check, edit.
+CODE_NOTE = {
+    '491899a (with uncommitted changes)':
+        'which files were changed is not recorded in this run. benches/measured/61-cpu-kernels.md '
+        'calls them comment-only; the two commits after 491899a, afb8a72 (comments in '
+        'fusion/plan.c and fusion/fusion.h) and b7c381d (this run: benches/report.py, '
+        'benches/measured/, the results), change no code that lazyfuse-bench runs, but that the '
+        'uncommitted edits were those is not verifiable: the figures cannot be reproduced from a '
+        'commit.',
+}
+
 # The CPU backend's pool is used from this many elements up (PARALLEL_MIN_ELEMENTS
 # in backends/cpu/cpu.c); below it the calling thread runs a kernel alone.
 PARALLEL_MIN = 1 << 16
@@ -196,8 +209,10 @@ def machine_meta():
     m['kernel'] = platform.release()
     m['compiler'] = sh('${CC:-cc} --version | head -n1')
     m['git'] = sh(f'git -C "{HERE}" rev-parse --short HEAD')
-    if sh(f'git -C "{HERE}" status --porcelain --untracked-files=no'):
+    dirty = sh(f'git -C "{HERE}" status --porcelain --untracked-files=no')
+    if dirty:
         m['git'] += ' (with uncommitted changes)'
+        m['git_dirty'] = ' '.join(line.strip().split(None, 1)[-1] for line in dirty.splitlines())
     m['python'] = f'{sys.executable} {platform.python_version()}'
     try:
         m['loadavg_end'] = ' '.join(f'{x:.2f}' for x in os.getloadavg())
@@ -469,6 +484,17 @@ def small_n_notes(lf):
             + (f'Over 2.3x: {", ".join(over)}.' if over else 'None is over 2.3x.'), '']
 
 
+def code_note(meta):
+    """What RESULTS.md says after the commit of a run from a modified tree."""
+    git = meta.get('git', '')
+    if 'uncommitted' not in git:
+        return ''
+    if meta.get('git_dirty'):
+        return f": the files changed were {meta['git_dirty']} (the changes themselves are not recorded)"
+    return ': ' + CODE_NOTE.get(git, 'which files were changed is not recorded: the figures cannot be '
+                                     'reproduced from a commit').rstrip('.')
+
+
 def why_text(case, system, ratio=None):
     w = WHY.get((case, system)) or WHY.get(case)
     if w:
@@ -498,7 +524,7 @@ def backend_section(doc, title, charts_rel):
             f'(1, 5, 15 min) at the start: {meta.get("loadavg_start") or "?"}, at the end: '
             f'{meta.get("loadavg_end", "?")}.',
             f'- Compiler: {meta.get("compiler", "?")}; lazyfuse-bench built with `-Dbuildtype=release`.',
-            f'- Code: commit {meta.get("git", "?")}.',
+            f'- Code: commit {meta.get("git", "?")}{code_note(meta)}.',
             f'- Command: `{meta.get("command", "?")}` (started {meta.get("started", "?")}, '
             f'{meta.get("threads", "?")} threads). It ran `lazyfuse-bench --sweep ... --json '
             '--save-outputs DIR`, then `benches/peers/run_peers.py` on the same cases, sizes and '
@@ -659,6 +685,7 @@ def main(argv):
     p.add_argument('--started', default='', help='when the run started')
     p.add_argument('--load-start', default='', help='/proc/loadavg when the run started')
     p.add_argument('--code', default='', help='git commit measured (default: HEAD now)')
+    p.add_argument('--code-dirty', default='', help='the files with uncommitted changes when the run started')
     p.add_argument('--render-only', action='store_true', help='re-render from --json, run nothing')
     a = p.parse_args(argv)
 
@@ -681,6 +708,8 @@ def main(argv):
                     date=datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d'))
         if a.code:
             meta['git'] = a.code
+        if a.code_dirty.strip():
+            meta['git_dirty'] = ' '.join(a.code_dirty.split())
         doc = {'meta': meta, 'lazyfuse': lf, 'peers': peers}
         doc['table'] = merge(lf, peers)
         if a.json:

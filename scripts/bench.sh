@@ -148,7 +148,11 @@ STATUS=0
 STARTED="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)"
 CODE="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+# A run from a tree with uncommitted changes says so, and names the changed
+# files (report.py puts them in RESULTS.md), so that the figures can be
+# traced; the changes themselves are not recorded.
+DIRTY="$(git status --porcelain --untracked-files=no 2>/dev/null | cut -c4- | tr '\n' ' ')"
+if [ -n "$DIRTY" ]; then
     CODE="$CODE (with uncommitted changes)"
 fi
 
@@ -175,6 +179,7 @@ say "peers with $PY: run_peers.py ${peer_args[*]}"
 
 report_args=(--backend "$BACKEND" --lazyfuse "$WORK/lazyfuse.jsonl" --peers "$WORK/peers.jsonl"
              --command "$CMDLINE" --started "$STARTED" --load-start "$LOAD_START" --code "$CODE"
+             --code-dirty "$DIRTY"
              --json "$OUT/results/$BACKEND.json"
              --charts "$OUT/charts")
 if [ "$RESULTS" -eq 1 ] && [ "$QUICK" -eq 0 ]; then
