@@ -43,11 +43,12 @@
  * counts. Results are checked against a closed form where there is one. A case
  * that fails prints lf_errmsg and the others still run (exit status 1).
  *
- * Usage: lazyfuse-scale [--case NAME[,NAME..]] [--reps R] [--threads T]
+ * Usage: lazyfuse-scale [--case NAME[,NAME..]] [--reps R] [--threads T] [--dot FILE]
  * with NAME one of chain1e4, chain1e5, outputs1e4, outputs1e5, pyramid400,
  * unfused1e5, and accum, zip8, diamond, rownorm, mix each at 1e3, 1e4, 1e5
  * (accum1e3 .. mix1e5), or a shape with any size (accum:2000) (default:
- * the named cases).
+ * the named cases). --dot appends each shape's fused plan (lf_dump_dot,
+ * LF_DOT_FUSED) to FILE, so that two builds' plans can be compared.
  */
 #include "lazyfuse.h"
 
@@ -73,6 +74,7 @@
 static int threads = 1;
 static int reps = 20;
 static int failures = 0;
+static const char *dot_path = NULL; /* --dot: the shapes' fused plans (LF_DOT_FUSED) appended here */
 
 static double now(void) {
     struct timespec ts;
@@ -429,6 +431,11 @@ static void case_shape(const char *name, int sh, int n) {
         fail(name, ctx, "build");
         goto out;
     }
+    if (dot_path) { /* the plan, to compare two builds' decisions */
+        FILE *fp = fopen(dot_path, "a");
+        if (!fp || lf_dump_dot(g, 1, &v, LF_DOT_FUSED, fp) != LF_OK) fail(name, ctx, "--dot");
+        if (fp) fclose(fp);
+    }
     double t0 = now();
     lf_status s = lf_eval(g, 1, &v, &yb);
     double t = now() - t0;
@@ -496,7 +503,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: " PROG " [--case NAME[,NAME..]] [--reps R] [--threads T]\ncases:");
+            printf("usage: " PROG " [--case NAME[,NAME..]] [--reps R] [--threads T] [--dot FILE]\ncases:");
             for (int c = 0; c < NCASES; c++) printf(" %s", names[c]);
             printf("\n");
             return 0;
@@ -506,7 +513,9 @@ int main(int argc, char **argv) {
             return 2;
         }
         const char *val = argv[++i];
-        if (!strcmp(a, "--reps")) {
+        if (!strcmp(a, "--dot")) {
+            dot_path = val;
+        } else if (!strcmp(a, "--reps")) {
             reps = atoi(val);
             if (reps < 1 || reps > 100000) {
                 fprintf(stderr, PROG ": --reps: expected 1..100000, got '%s'\n", val);
