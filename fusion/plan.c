@@ -428,6 +428,7 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
         return LF_ERR_NOMEM;
     }
     s->plan_seconds = graph_now_seconds() - t0;
+    s->scan_work = p.scan_work;
     *out = s;
     return LF_OK;
 }

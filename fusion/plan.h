@@ -128,6 +128,10 @@ typedef struct planner {
                                 order, from the kernel's own root), -1 */
     int *cmap;               /* per map: 1 + id of a needed contraction whose
                                 product it is, else 0 (plan_contract.c) */
+    struct leafsum **lsum;   /* per root: its distinct leaf loads, made on
+                                first use in a round's merges (plan_merge.c) */
+    uint64_t scan_work;      /* instances and loads the merges' scans of roots
+                                visited (all rounds): fuse_schedule.scan_work */
 } planner;
 
 /* A root's part in the kernel it belongs to. */

@@ -61,22 +61,70 @@ typedef struct scan {
     int phase;                     /* the latest pass of those, -1 */
 } scan;
 
-static void scan_root(const planner *p, int e, const unit *u, role r, scan *sc) {
+/* A root's leaf loads, read as if it joined no reduction kernel (grp -1 of
+ * fuse_leaf_load: a reduction root is a slot at its index map), distinct
+ * and in the order of their first instance in the kernel's list: what every
+ * scan_root of the root in a round has in common, made once a round. A
+ * scan keeps at most GRAPH_MAX_PARAMS + 1 distinct loads and joining needs
+ * every reduction of u that it reads at one map (the ACC map check), so a
+ * root with more than GRAPH_MAX_PARAMS + 1 distinct slot loads fits no
+ * kernel: `over`, and the list stops there. */
+typedef struct leafsum {
+    int n;
+    bool over;
+    pload ls[GRAPH_MAX_PARAMS + 1];
+} leafsum;
+
+static const leafsum *leaf_summary(planner *p, int e) {
+    if (p->lsum[e]) return p->lsum[e];
+    leafsum *s = fuse_scratch_alloc(&p->tmp, sizeof *s);
+    if (!s) return NULL;
+    s->n = 0;
+    s->over = false;
+    for (int j = 0; j < p->kcount[e] && !s->over; j++) {
+        const inst *i = p->klist[e][j];
+        pload l;
+        p->scan_work++;
+        if (!fuse_is_leaf(p, i->node, e) || !fuse_leaf_load(p, i, -1, &l)) continue;
+        p->scan_work += (uint64_t)s->n;
+        if (fuse_find_load(s->ls, s->n, &l) >= 0) continue;
+        if (s->n > GRAPH_MAX_PARAMS) s->over = true;
+        else s->ls[s->n++] = l;
+    }
+    p->lsum[e] = s;
+    return s;
+}
+
+/* What root e would bring to kernel u in role r. Reads e's leaf summary:
+ * each distinct load is checked (the checks depend only on the node and
+ * the map) and a reduction root of u becomes an ACC load (one per
+ * reduction, at its first place), as a walk over e's instances with
+ * fuse_leaf_load(.., u->host) would find them. sc->ok false: out of memory
+ * too (the caller cannot tell; leaf_summary's allocation is tiny). */
+static void scan_root(planner *p, int e, const unit *u, role r, scan *sc) {
     const lf_node *en = p->g->nodes[e];
     sc->n = 0;
     sc->ok = true;
     sc->acc = false;
     sc->phase = -1;
-    for (int j = 0; j < p->kcount[e]; j++) {
-        const inst *i = p->klist[e][j];
-        const lf_node *x = i->node;
-        pload l;
-        if (!fuse_is_leaf(p, x, e) || !fuse_leaf_load(p, i, u->red ? u->host : -1, &l)) continue;
-        if (l.src == FUSE_SRC_ACC) {
+    const leafsum *s = leaf_summary(p, e);
+    if (!s || s->over) goto fail;
+    for (int j = 0; j < s->n; j++) {
+        pload l = s->ls[j];
+        const lf_node *x = l.node;
+        p->scan_work++;
+        if (u->red && l.src == FUSE_SRC_SLOT && x->kind != NODE_INPUT && fuse_is_fold(x) &&
+            fuse_unit_of(p, x->id) == u->host) { /* fuse_leaf_load's ACC case (x is a root, not e) */
             fuse_step want = r == ROLE_EPI ? fuse_identity_step(en->ndim, en->shape) : outer_step(x);
-            if (!map_is_step(i->map, &want)) goto fail;
+            if (!map_is_step(l.map, &want)) goto fail;
             sc->acc = true;
             if (p->pass[x->id] > sc->phase) sc->phase = p->pass[x->id];
+            l.src = FUSE_SRC_ACC;
+            l.map = NULL;
+            bool seen = false; /* the same reduction at another map: the check above failed */
+            for (int t = 0; t < sc->n && !seen; t++) seen = sc->ls[t].src == FUSE_SRC_ACC && sc->ls[t].key == l.key;
+            p->scan_work += (uint64_t)sc->n;
+            if (seen) continue;
         } else if (l.src == FUSE_SRC_SLOT && x->kind != NODE_INPUT && p->host[x->id] >= u->host) {
             goto fail; /* computed at or after u's place */
         } else if (l.src == FUSE_SRC_GATHER) {
@@ -85,7 +133,6 @@ static void scan_root(const planner *p, int e, const unit *u, role r, scan *sc) 
             for (int k = 0; k < 2; k++)
                 if (x->inputs[k]->kind != NODE_INPUT && p->host[x->inputs[k]->id] >= u->host) goto fail;
         }
-        if (fuse_find_load(sc->ls, sc->n, &l) >= 0) continue;
         if (sc->n > GRAPH_MAX_PARAMS) goto fail;
         sc->ls[sc->n++] = l;
     }
@@ -478,7 +525,8 @@ lf_status fuse_plan_merges(planner *p) {
     p->pidx = NULL;
     p->pcap = p->pcount = 0;
     p->unit = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->unit);
-    if (!p->unit) return fuse_nomem(p);
+    p->lsum = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->lsum);
+    if (!p->unit || !p->lsum) return fuse_nomem(p);
     if (!p->fusion) return LF_OK;
     for (int e = 0; e < nn; e++) {
         const lf_node *en = p->g->nodes[e];
