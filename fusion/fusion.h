@@ -297,6 +297,9 @@ typedef struct fuse_schedule {
                                       scans of roots visited, all rounds (a
                                       deterministic measure of planning work
                                       for tests, plan_merge.c) */
+    uint64_t scan_max;             /* the most that one scan of a root for
+                                      one kernel visited (bounded by a
+                                      constant, not by the root's instances) */
 } fuse_schedule;
 
 /* Plans outs[0..n) of g (checked by graph_check_outputs). fusion false gives

@@ -429,6 +429,7 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     }
     s->plan_seconds = graph_now_seconds() - t0;
     s->scan_work = p.scan_work;
+    s->scan_max = p.scan_max;
     *out = s;
     return LF_OK;
 }

@@ -108,11 +108,12 @@ static void scan_root(planner *p, int e, const unit *u, role r, scan *sc) {
     sc->acc = false;
     sc->phase = -1;
     const leafsum *s = leaf_summary(p, e);
+    uint64_t work = 0;
     if (!s || s->over) goto fail;
     for (int j = 0; j < s->n; j++) {
         pload l = s->ls[j];
         const lf_node *x = l.node;
-        p->scan_work++;
+        work++;
         if (u->red && l.src == FUSE_SRC_SLOT && x->kind != NODE_INPUT && fuse_is_fold(x) &&
             fuse_unit_of(p, x->id) == u->host) { /* fuse_leaf_load's ACC case (x is a root, not e) */
             fuse_step want = r == ROLE_EPI ? fuse_identity_step(en->ndim, en->shape) : outer_step(x);
@@ -123,7 +124,7 @@ static void scan_root(planner *p, int e, const unit *u, role r, scan *sc) {
             l.map = NULL;
             bool seen = false; /* the same reduction at another map: the check above failed */
             for (int t = 0; t < sc->n && !seen; t++) seen = sc->ls[t].src == FUSE_SRC_ACC && sc->ls[t].key == l.key;
-            p->scan_work += (uint64_t)sc->n;
+            work += (uint64_t)sc->n;
             if (seen) continue;
         } else if (l.src == FUSE_SRC_SLOT && x->kind != NODE_INPUT && p->host[x->id] >= u->host) {
             goto fail; /* computed at or after u's place */
@@ -136,9 +137,12 @@ static void scan_root(planner *p, int e, const unit *u, role r, scan *sc) {
         if (sc->n > GRAPH_MAX_PARAMS) goto fail;
         sc->ls[sc->n++] = l;
     }
-    return;
+    goto done;
 fail:
     sc->ok = false;
+done:
+    p->scan_work += work;
+    if (work > p->scan_max) p->scan_max = work;
 }
 
 /* Loads of the union of ls[0..n) and sc's (ACC too unless skip_acc), or -1
