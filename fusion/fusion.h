@@ -297,6 +297,8 @@ typedef struct fuse_schedule {
                                       scans of roots visited, all rounds (a
                                       deterministic measure of planning work
                                       for tests, plan_merge.c) */
+    int rounds;                    /* planning rounds (plan.c: a round that
+                                      adds a root is redone) */
     uint64_t scan_max;             /* the most that one scan of a root for
                                       one kernel visited (bounded by a
                                       constant, not by the root's instances) */

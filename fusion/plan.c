@@ -353,6 +353,7 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     /* rounds: instances, kernels (merges), shared expensive nodes, splits */
     for (;;) {
         lf_status st;
+        p->rounds++;
         if (p->fusion) fuse_compute_costs(p);
         if ((st = fuse_find_instances(p)) != LF_OK) return st;
         if ((st = fuse_plan_merges(p)) != LF_OK) return st;
@@ -430,6 +431,7 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     s->plan_seconds = graph_now_seconds() - t0;
     s->scan_work = p.scan_work;
     s->scan_max = p.scan_max;
+    s->rounds = p.rounds;
     *out = s;
     return LF_OK;
 }

@@ -132,6 +132,7 @@ typedef struct planner {
                                 first use in a round's merges (plan_merge.c) */
     uint64_t scan_work;      /* instances and loads the merges' scans of roots
                                 visited (all rounds): fuse_schedule.scan_work */
+    int rounds;              /* planning rounds: fuse_schedule.rounds */
     uint64_t scan_max;       /* the most of them one scan_root visited
                                 (its root's summary, made once a round,
                                 not counted): fuse_schedule.scan_max */

@@ -14,6 +14,7 @@
 #include "fusion/plan.h"
 
 #include <assert.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -145,6 +146,41 @@ done:
     if (work > p->scan_max) p->scan_max = work;
 }
 
+/* The lowest kernel root that root e's scan can pass: every slot load of e
+ * that is not an input is computed by its kernel p->host[x] (its unit),
+ * and scan_root fails for a kernel u before that one (a reduction of u is
+ * read as ACC only when u is its kernel), so kernels with a smaller root
+ * need no scan. -1 when e reads no such slot; INT_MAX when no scan of e
+ * can pass (its summary is over the caps, or out of memory). */
+static int lowest_host(planner *p, int e) {
+    const leafsum *s = leaf_summary(p, e);
+    if (!s || s->over) return INT_MAX;
+    int h = -1;
+    for (int j = 0; j < s->n; j++) {
+        const pload *l = &s->ls[j];
+        if (l->src == FUSE_SRC_SLOT && l->node->kind != NODE_INPUT && p->host[l->node->id] > h)
+            h = p->host[l->node->id];
+    }
+    return h;
+}
+
+/* The first open kernel whose root is at least h (the open list is in root
+ * order): found through p->unit from h when that is near (the kernels
+ * between h and root e), else by the list from its head. */
+static unit *first_open_from(const planner *p, int h, int e) {
+    if (h <= 0) return p->units;
+    if (e - h <= 64) {
+        for (int id = h; id < e; id++) {
+            unit *u = p->unit[id];
+            if (u && u->host == id && !u->parked && !u->closed) return u;
+        }
+        return NULL;
+    }
+    unit *u = p->units;
+    while (u && u->host < h) u = u->next;
+    return u;
+}
+
 /* Loads of the union of ls[0..n) and sc's (ACC too unless skip_acc), or -1
  * when that union plus `extra` loads of their own buffers (an epilogue's
  * reductions) passes a cap of fuse_loads_fit. */
@@ -267,7 +303,7 @@ static void join(planner *p, int e, unit *u, role r) {
 static int join_reduce(planner *p, int r) {
     const lf_node *rn = p->g->nodes[r], *in = rn->inputs[0];
     scan sc;
-    for (unit *u = p->units; u; u = u->next) {
+    for (unit *u = first_open_from(p, lowest_host(p, r), r); u; u = u->next) {
         if (!u->red || !fuse_scan_allows(p, r, u, ROLE_PASS) || u->mask != rn->u.reduce.axes ||
             u->nroots >= FUSE_MAX_STORES ||
             !same_shape(u->ndim, u->shape, in->ndim, in->shape) || !ops_fit(p, r, u))
@@ -395,8 +431,11 @@ static int join_space(planner *p, int e) {
         }
         if (nc > 1) qsort(cand, (size_t)nc, sizeof *cand, cmp_host);
     }
-    unit *u = p->units;
+    /* kernels before lowest_host would fail the scan: not tried */
+    int low = lowest_host(p, e);
+    unit *u = first_open_from(p, low, e);
     int c = 0;
+    while (c < nc && cand[c]->host < low) c++;
     while (u || c < nc) {
         unit *t;
         if (u && (c >= nc || u->host < cand[c]->host)) {
@@ -436,7 +475,7 @@ static bool movable(const planner *p, const unit *u, int r) {
 static int absorb_space(planner *p, int r) {
     const lf_node *rn = p->g->nodes[r], *in = rn->inputs[0];
     if (rn->kind != NODE_REDUCE || graph_contraction(rn, NULL)) return 0;
-    for (unit *u = p->units; u; u = u->next) {
+    for (unit *u = first_open_from(p, lowest_host(p, r), r); u; u = u->next) {
         if (u->red || u->scan || u->parked || u->closed || u->nroots >= FUSE_MAX_STORES ||
             !same_shape(u->ndim, u->shape, in->ndim, in->shape) || !ops_fit(p, r, u) ||
             !fuse_scan_allows(p, r, u, ROLE_PASS))
