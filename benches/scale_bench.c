@@ -29,8 +29,8 @@
  *                  v*0.75, g(v) = v*0.25 + 0.001: v is read at two index maps
  *                  of one kernel, so the multiple-consumer rule makes roots
  *                  (N/4 steps of 4 nodes).
- *   rownorm N      v = v / sum(v, axis 1, keepdims) repeated (N/3 steps:
- *                  reduce, broadcast view, zipwith).
+ *   rownorm N      v = v / sum(v, axis 1, keepdims) repeated (N/2 steps:
+ *                  the reduce and the zipwith that broadcasts it).
  *   mix N          a random mix (seeded, fixed) of those four steps and a
  *                  plain map, until N nodes.
  *
@@ -377,7 +377,7 @@ static lf_node *shape_step(shape_build *B, int sh, lf_node *v, int *nodes) {
             for (int c = 0; c < SHAPE_C; c++) B->host[r * SHAPE_C + c] /= s;
         }
         lf_node *s = lf_reduce(g, LF_RED_SUM, v, 1, (int[]){1}, true);
-        *nodes += 3; /* the reduce, the broadcast, the division */
+        *nodes += 2; /* the reduce and the division (which broadcasts it) */
         return lf_zipwith(g, B->div, 2, (lf_node *[]){v, s});
     }
     default: /* a plain map */
