@@ -65,35 +65,59 @@ typedef struct scan {
 /* A root's leaf loads, read as if it joined no reduction kernel (grp -1 of
  * fuse_leaf_load: a reduction root is a slot at its index map), distinct
  * and in the order of their first instance in the kernel's list: what every
- * scan_root of the root in a round has in common, made once a round. A
- * scan keeps at most GRAPH_MAX_PARAMS + 1 distinct loads and joining needs
- * every reduction of u that it reads at one map (the ACC map check), so a
- * root with more than GRAPH_MAX_PARAMS + 1 distinct slot loads fits no
- * kernel: `over`, and the list stops there. */
+ * scan_root of the root in a round has in common. Made lazily, once a
+ * round: a scan extends it only as far as it reads (sum_entry), so the
+ * instances walked for a root in a round are at most its kernel's list and
+ * at most what the furthest scan of it needs. A scan keeps at most
+ * GRAPH_MAX_PARAMS + 1 distinct loads and joining needs every reduction of
+ * u that it reads at one map (the ACC map check), so a root with more than
+ * GRAPH_MAX_PARAMS + 1 distinct slot loads fits no kernel: `over`, and the
+ * list stops there. */
+enum { SUM_TAB = 256 };
 typedef struct leafsum {
-    int n;
-    bool over;
+    int n;                              /* entries so far */
+    int next;                           /* next instance of the kernel's list to read */
+    bool over;                          /* more than GRAPH_MAX_PARAMS + 1 distinct loads */
     pload ls[GRAPH_MAX_PARAMS + 1];
+    signed char tab[SUM_TAB];           /* entries by hash of (source, identity, map), -1 empty */
 } leafsum;
+_Static_assert(GRAPH_MAX_PARAMS + 1 < 128 && SUM_TAB > 2 * (GRAPH_MAX_PARAMS + 1), "leafsum's table");
 
-static const leafsum *leaf_summary(planner *p, int e) {
+static leafsum *leaf_summary(planner *p, int e) {
     if (p->lsum[e]) return p->lsum[e];
     leafsum *s = fuse_scratch_alloc(&p->tmp, sizeof *s);
     if (!s) return NULL;
-    s->n = 0;
+    s->n = s->next = 0;
     s->over = false;
-    for (int j = 0; j < p->kcount[e] && !s->over; j++) {
-        const inst *i = p->klist[e][j];
+    memset(s->tab, -1, sizeof s->tab);
+    p->lsum[e] = s;
+    return s;
+}
+
+/* Whether root e's summary has entry j, reading e's instances up to it. */
+static bool sum_entry(planner *p, int e, leafsum *s, int j) {
+    while (s->n <= j && !s->over && s->next < p->kcount[e]) {
+        const inst *i = p->klist[e][s->next++];
         pload l;
         p->scan_work++;
         if (!fuse_is_leaf(p, i->node, e) || !fuse_leaf_load(p, i, -1, &l)) continue;
-        p->scan_work += (uint64_t)s->n;
-        if (fuse_find_load(s->ls, s->n, &l) >= 0) continue;
-        if (s->n > GRAPH_MAX_PARAMS) s->over = true;
-        else s->ls[s->n++] = l;
+        uint64_t h = fuse_hash_mix(fuse_hash_mix(0, (uint64_t)l.src), (uint64_t)(uintptr_t)l.key);
+        size_t b = (size_t)(h ^ (h >> 29)) & (SUM_TAB - 1); /* by source and identity: equal maps compared */
+        bool dup = false;
+        for (; s->tab[b] >= 0 && !dup; b = (b + 1) & (SUM_TAB - 1)) {
+            const pload *o = &s->ls[s->tab[b]];
+            p->scan_work++;
+            dup = o->src == l.src && o->key == l.key && fuse_map_equal(o->map, l.map);
+        }
+        if (dup) continue;
+        if (s->n > GRAPH_MAX_PARAMS) {
+            s->over = true;
+        } else {
+            s->tab[b] = (signed char)s->n;
+            s->ls[s->n++] = l;
+        }
     }
-    p->lsum[e] = s;
-    return s;
+    return j < s->n;
 }
 
 /* What root e would bring to kernel u in role r. Reads e's leaf summary:
@@ -108,10 +132,10 @@ static void scan_root(planner *p, int e, const unit *u, role r, scan *sc) {
     sc->ok = true;
     sc->acc = false;
     sc->phase = -1;
-    const leafsum *s = leaf_summary(p, e);
+    leafsum *s = leaf_summary(p, e);
     uint64_t work = 0;
-    if (!s || s->over) goto fail;
-    for (int j = 0; j < s->n; j++) {
+    if (!s) goto fail;
+    for (int j = 0; sum_entry(p, e, s, j); j++) {
         pload l = s->ls[j];
         const lf_node *x = l.node;
         work++;
@@ -138,6 +162,7 @@ static void scan_root(planner *p, int e, const unit *u, role r, scan *sc) {
         if (sc->n > GRAPH_MAX_PARAMS) goto fail;
         sc->ls[sc->n++] = l;
     }
+    if (s->over) goto fail;
     goto done;
 fail:
     sc->ok = false;
@@ -146,12 +171,13 @@ done:
     if (work > p->scan_max) p->scan_max = work;
 }
 
-/* The lowest kernel root that root e's scan can pass: every slot load of e
- * that is not an input is computed by its kernel p->host[x] (its unit),
- * and scan_root fails for a kernel u before that one (a reduction of u is
- * read as ACC only when u is its kernel), so kernels with a smaller root
- * need no scan. -1 when e reads no such slot; INT_MAX when no scan of e
- * can pass (its summary is over the caps, or out of memory). */
+/* A kernel root below which root e's scans fail: every slot load of e that
+ * is not an input is computed by its kernel p->host[x] (its unit), and
+ * scan_root fails for a kernel u before that one (a reduction of u is read
+ * as ACC only when u is its kernel), so kernels with a smaller root need no
+ * scan. Over the part of e's summary read so far (a lower bound of the
+ * whole's); -1 when that reads no such slot; INT_MAX when no scan of e can
+ * pass (over the caps, or out of memory). */
 static int lowest_host(planner *p, int e) {
     const leafsum *s = leaf_summary(p, e);
     if (!s || s->over) return INT_MAX;
@@ -164,19 +190,19 @@ static int lowest_host(planner *p, int e) {
     return h;
 }
 
-/* The first open kernel whose root is at least h (the open list is in root
- * order): found through p->unit from h when that is near (the kernels
- * between h and root e), else by the list from its head. */
-static unit *first_open_from(const planner *p, int h, int e) {
-    if (h <= 0) return p->units;
+/* The first open kernel whose root is at least h, from open kernel u on
+ * (the open list is in root order; NULL when u is): found through p->unit
+ * from h when that is near (the kernels between h and root e, whose
+ * kernels all have smaller roots), else along the list. */
+static unit *skip_to(const planner *p, unit *u, int h, int e) {
+    if (!u || u->host >= h) return u;
     if (e - h <= 64) {
         for (int id = h; id < e; id++) {
-            unit *u = p->unit[id];
-            if (u && u->host == id && !u->parked && !u->closed) return u;
+            unit *v = p->unit[id];
+            if (v && v->host == id && !v->parked && !v->closed) return v;
         }
         return NULL;
     }
-    unit *u = p->units;
     while (u && u->host < h) u = u->next;
     return u;
 }
@@ -303,7 +329,7 @@ static void join(planner *p, int e, unit *u, role r) {
 static int join_reduce(planner *p, int r) {
     const lf_node *rn = p->g->nodes[r], *in = rn->inputs[0];
     scan sc;
-    for (unit *u = first_open_from(p, lowest_host(p, r), r); u; u = u->next) {
+    for (unit *u = skip_to(p, p->units, lowest_host(p, r), r); u; u = skip_to(p, u->next, lowest_host(p, r), r)) {
         if (!u->red || !fuse_scan_allows(p, r, u, ROLE_PASS) || u->mask != rn->u.reduce.axes ||
             u->nroots >= FUSE_MAX_STORES ||
             !same_shape(u->ndim, u->shape, in->ndim, in->shape) || !ops_fit(p, r, u))
@@ -432,11 +458,13 @@ static int join_space(planner *p, int e) {
         if (nc > 1) qsort(cand, (size_t)nc, sizeof *cand, cmp_host);
     }
     /* kernels before lowest_host would fail the scan: not tried */
-    int low = lowest_host(p, e);
-    unit *u = first_open_from(p, low, e);
+    unit *u = p->units;
     int c = 0;
-    while (c < nc && cand[c]->host < low) c++;
-    while (u || c < nc) {
+    for (;;) {
+        int low = lowest_host(p, e);
+        u = skip_to(p, u, low, e);
+        while (c < nc && cand[c]->host < low) c++;
+        if (!u && c >= nc) break;
         unit *t;
         if (u && (c >= nc || u->host < cand[c]->host)) {
             t = u;
@@ -475,7 +503,7 @@ static bool movable(const planner *p, const unit *u, int r) {
 static int absorb_space(planner *p, int r) {
     const lf_node *rn = p->g->nodes[r], *in = rn->inputs[0];
     if (rn->kind != NODE_REDUCE || graph_contraction(rn, NULL)) return 0;
-    for (unit *u = first_open_from(p, lowest_host(p, r), r); u; u = u->next) {
+    for (unit *u = skip_to(p, p->units, lowest_host(p, r), r); u; u = skip_to(p, u->next, lowest_host(p, r), r)) {
         if (u->red || u->scan || u->parked || u->closed || u->nroots >= FUSE_MAX_STORES ||
             !same_shape(u->ndim, u->shape, in->ndim, in->shape) || !ops_fit(p, r, u) ||
             !fuse_scan_allows(p, r, u, ROLE_PASS))
