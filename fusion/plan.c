@@ -178,7 +178,15 @@
  * depth D takes about D/3), but a round re-derives only the instances at or
  * below the highest node whose root status changed (find_instances), and
  * updates only those kernels' lists; the scans of merges and of the rule
- * stay O(instances) a round.
+ * stay O(instances) a round. A root's scans for the kernels it might join
+ * read a summary of its distinct leaf loads (at most GRAPH_MAX_PARAMS + 1),
+ * made lazily once a round, and skip the kernels before the one computing
+ * the latest slot it reads (plan_merge.c): one scan costs a constant, not
+ * the root's instances (issue 26). What stays quadratic (issue 26, item 1,
+ * open): the rounds themselves, each O(nodes): the load cap adds one root a
+ * round (an accumulation over N inputs takes N/7 rounds), the multiple-
+ * consumer rule one level of shared nodes a round (a chain of diamonds or
+ * row normalisations: one round a step or a few).
  *
  * Invariants (see fusion.h for what a schedule guarantees): instance
  * records live in a scratch arena kept across rounds (reset when the records
