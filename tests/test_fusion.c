@@ -1854,7 +1854,7 @@ static fuse_schedule *plan_shape(lf_ctx *ctx, lf_graph *g, int shape, int steps,
 
 Test(fusion, scanning_a_root_costs_a_constant) {
     static const char *names[] = {"accum", "zip8", "diamond", "rownorm", "reduced chain"};
-    static const int steps[][2] = {{40, 160}, {10, 40}, {20, 80}, {20, 80}, {50, 200}};
+    static const int steps[][2] = {{32, 128}, {8, 32}, {16, 64}, {16, 64}, {50, 200}};
     const uint64_t bound = 2 * (GRAPH_MAX_PARAMS + 1);
     for (int shape = 0; shape < 5; shape++)
         for (int z = 0; z < 2; z++) {
