@@ -319,7 +319,9 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     p->kops = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kops);
     p->kops64 = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kops64);
     p->cmap = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->cmap);
-    if (!p->cmap) return fuse_nomem(p);
+    p->lsum = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->lsum);
+    p->lsum_ids = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->lsum_ids);
+    if (!p->cmap || !p->lsum || !p->lsum_ids) return fuse_nomem(p);
     if (!p->first || !p->ninst || !p->iroot || !p->ck || !p->klist || !p->kcount || !p->kops || !p->kops64)
         return fuse_nomem(p);
     if (!p->host || !p->oslot || !p->fnops || !p->next_member) return fuse_nomem(p);

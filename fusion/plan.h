@@ -129,7 +129,11 @@ typedef struct planner {
     int *cmap;               /* per map: 1 + id of a needed contraction whose
                                 product it is, else 0 (plan_contract.c) */
     struct leafsum **lsum;   /* per root: its distinct leaf loads, made on
-                                first use in a round's merges (plan_merge.c) */
+                                first use in a round's merges (plan_merge.c);
+                                the array lives for the plan, the summaries
+                                in p->tmp: cleared at each merges' start */
+    int *lsum_ids;           /* the roots whose lsum is set, nlsum of them */
+    int nlsum;
     uint64_t scan_work;      /* instances and loads the merges' scans of roots
                                 visited (all rounds): fuse_schedule.scan_work */
     int rounds;              /* planning rounds: fuse_schedule.rounds */

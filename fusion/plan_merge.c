@@ -91,6 +91,7 @@ static leafsum *leaf_summary(planner *p, int e) {
     s->over = false;
     memset(s->tab, -1, sizeof s->tab);
     p->lsum[e] = s;
+    p->lsum_ids[p->nlsum++] = e;
     return s;
 }
 
@@ -596,8 +597,8 @@ lf_status fuse_plan_merges(planner *p) {
     p->pidx = NULL;
     p->pcap = p->pcount = 0;
     p->unit = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->unit);
-    p->lsum = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->lsum);
-    if (!p->unit || !p->lsum) return fuse_nomem(p);
+    if (!p->unit) return fuse_nomem(p);
+    while (p->nlsum > 0) p->lsum[p->lsum_ids[--p->nlsum]] = NULL; /* the last round's (freed with p->tmp) */
     if (!p->fusion) return LF_OK;
     for (int e = 0; e < nn; e++) {
         const lf_node *en = p->g->nodes[e];
