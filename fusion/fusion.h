@@ -293,6 +293,15 @@ typedef struct fuse_schedule {
     size_t bytes_written;          /* by fuse_plan (one walk over the loads) */
     size_t bytes_materialized;
     double plan_seconds;           /* time fuse_plan took (the above included) */
+    uint64_t scan_work;            /* instances and loads that the merges'
+                                      scans of roots visited, all rounds (a
+                                      deterministic measure of planning work
+                                      for tests, plan_merge.c) */
+    int rounds;                    /* planning rounds (plan.c: a round that
+                                      adds a root is redone) */
+    uint64_t scan_max;             /* the most that one scan of a root for
+                                      one kernel visited (bounded by a
+                                      constant, not by the root's instances) */
 } fuse_schedule;
 
 /* Plans outs[0..n) of g (checked by graph_check_outputs). fusion false gives

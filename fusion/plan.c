@@ -178,7 +178,15 @@
  * depth D takes about D/3), but a round re-derives only the instances at or
  * below the highest node whose root status changed (find_instances), and
  * updates only those kernels' lists; the scans of merges and of the rule
- * stay O(instances) a round.
+ * stay O(instances) a round. A root's scans for the kernels it might join
+ * read a summary of its distinct leaf loads (at most GRAPH_MAX_PARAMS + 1),
+ * made lazily once a round, and skip the kernels before the one computing
+ * the latest slot it reads (plan_merge.c): one scan costs a constant, not
+ * the root's instances (issue 26). What stays quadratic (issue 26, item 1,
+ * open): the rounds themselves, each O(nodes): the load cap adds one root a
+ * round (an accumulation over N inputs takes N/7 rounds), the multiple-
+ * consumer rule one level of shared nodes a round (a chain of diamonds or
+ * row normalisations: one round a step or a few).
  *
  * Invariants (see fusion.h for what a schedule guarantees): instance
  * records live in a scratch arena kept across rounds (reset when the records
@@ -311,7 +319,9 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     p->kops = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kops);
     p->kops64 = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kops64);
     p->cmap = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->cmap);
-    if (!p->cmap) return fuse_nomem(p);
+    p->lsum = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->lsum);
+    p->lsum_ids = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->lsum_ids);
+    if (!p->cmap || !p->lsum || !p->lsum_ids) return fuse_nomem(p);
     if (!p->first || !p->ninst || !p->iroot || !p->ck || !p->klist || !p->kcount || !p->kops || !p->kops64)
         return fuse_nomem(p);
     if (!p->host || !p->oslot || !p->fnops || !p->next_member) return fuse_nomem(p);
@@ -353,6 +363,7 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     /* rounds: instances, kernels (merges), shared expensive nodes, splits */
     for (;;) {
         lf_status st;
+        p->rounds++;
         if (p->fusion) fuse_compute_costs(p);
         if ((st = fuse_find_instances(p)) != LF_OK) return st;
         if ((st = fuse_plan_merges(p)) != LF_OK) return st;
@@ -428,6 +439,9 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
         return LF_ERR_NOMEM;
     }
     s->plan_seconds = graph_now_seconds() - t0;
+    s->scan_work = p.scan_work;
+    s->scan_max = p.scan_max;
+    s->rounds = p.rounds;
     *out = s;
     return LF_OK;
 }

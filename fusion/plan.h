@@ -128,6 +128,18 @@ typedef struct planner {
                                 order, from the kernel's own root), -1 */
     int *cmap;               /* per map: 1 + id of a needed contraction whose
                                 product it is, else 0 (plan_contract.c) */
+    struct leafsum **lsum;   /* per root: its distinct leaf loads, made on
+                                first use in a round's merges (plan_merge.c);
+                                the array lives for the plan, the summaries
+                                in p->tmp: cleared at each merges' start */
+    int *lsum_ids;           /* the roots whose lsum is set, nlsum of them */
+    int nlsum;
+    uint64_t scan_work;      /* instances and loads the merges' scans of roots
+                                visited (all rounds): fuse_schedule.scan_work */
+    int rounds;              /* planning rounds: fuse_schedule.rounds */
+    uint64_t scan_max;       /* the most of them one scan_root visited
+                                (its root's summary, made once a round,
+                                not counted): fuse_schedule.scan_max */
 } planner;
 
 /* A root's part in the kernel it belongs to. */

@@ -14,6 +14,7 @@
 #include "fusion/plan.h"
 
 #include <assert.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,22 +62,96 @@ typedef struct scan {
     int phase;                     /* the latest pass of those, -1 */
 } scan;
 
-static void scan_root(const planner *p, int e, const unit *u, role r, scan *sc) {
+/* A root's leaf loads, read as if it joined no reduction kernel (grp -1 of
+ * fuse_leaf_load: a reduction root is a slot at its index map), distinct
+ * and in the order of their first instance in the kernel's list: what every
+ * scan_root of the root in a round has in common. Made lazily, once a
+ * round: a scan extends it only as far as it reads (sum_entry), so the
+ * instances walked for a root in a round are at most its kernel's list and
+ * at most what the furthest scan of it needs. A scan keeps at most
+ * GRAPH_MAX_PARAMS + 1 distinct loads and joining needs every reduction of
+ * u that it reads at one map (the ACC map check), so a root with more than
+ * GRAPH_MAX_PARAMS + 1 distinct slot loads fits no kernel: `over`, and the
+ * list stops there. */
+enum { SUM_TAB = 256 };
+typedef struct leafsum {
+    int n;                              /* entries so far */
+    int next;                           /* next instance of the kernel's list to read */
+    bool over;                          /* more than GRAPH_MAX_PARAMS + 1 distinct loads */
+    pload ls[GRAPH_MAX_PARAMS + 1];
+    signed char tab[SUM_TAB];           /* entries by hash of (source, identity, map), -1 empty */
+} leafsum;
+_Static_assert(GRAPH_MAX_PARAMS + 1 < 128 && SUM_TAB > 2 * (GRAPH_MAX_PARAMS + 1), "leafsum's table");
+
+static leafsum *leaf_summary(planner *p, int e) {
+    if (p->lsum[e]) return p->lsum[e];
+    leafsum *s = fuse_scratch_alloc(&p->tmp, sizeof *s);
+    if (!s) return NULL;
+    s->n = s->next = 0;
+    s->over = false;
+    memset(s->tab, -1, sizeof s->tab);
+    p->lsum[e] = s;
+    p->lsum_ids[p->nlsum++] = e;
+    return s;
+}
+
+/* Whether root e's summary has entry j, reading e's instances up to it. */
+static bool sum_entry(planner *p, int e, leafsum *s, int j) {
+    while (s->n <= j && !s->over && s->next < p->kcount[e]) {
+        const inst *i = p->klist[e][s->next++];
+        pload l;
+        p->scan_work++;
+        if (!fuse_is_leaf(p, i->node, e) || !fuse_leaf_load(p, i, -1, &l)) continue;
+        uint64_t h = fuse_hash_mix(fuse_hash_mix(0, (uint64_t)l.src), (uint64_t)(uintptr_t)l.key);
+        size_t b = (size_t)(h ^ (h >> 29)) & (SUM_TAB - 1); /* by source and identity: equal maps compared */
+        bool dup = false;
+        for (; s->tab[b] >= 0 && !dup; b = (b + 1) & (SUM_TAB - 1)) {
+            const pload *o = &s->ls[s->tab[b]];
+            p->scan_work++;
+            dup = o->src == l.src && o->key == l.key && fuse_map_equal(o->map, l.map);
+        }
+        if (dup) continue;
+        if (s->n > GRAPH_MAX_PARAMS) {
+            s->over = true;
+        } else {
+            s->tab[b] = (signed char)s->n;
+            s->ls[s->n++] = l;
+        }
+    }
+    return j < s->n;
+}
+
+/* What root e would bring to kernel u in role r. Reads e's leaf summary:
+ * each distinct load is checked (the checks depend only on the node and
+ * the map) and a reduction root of u becomes an ACC load (one per
+ * reduction, at its first place), as a walk over e's instances with
+ * fuse_leaf_load(.., u->host) would find them. sc->ok false: out of memory
+ * too (the caller cannot tell; leaf_summary's allocation is tiny). */
+static void scan_root(planner *p, int e, const unit *u, role r, scan *sc) {
     const lf_node *en = p->g->nodes[e];
     sc->n = 0;
     sc->ok = true;
     sc->acc = false;
     sc->phase = -1;
-    for (int j = 0; j < p->kcount[e]; j++) {
-        const inst *i = p->klist[e][j];
-        const lf_node *x = i->node;
-        pload l;
-        if (!fuse_is_leaf(p, x, e) || !fuse_leaf_load(p, i, u->red ? u->host : -1, &l)) continue;
-        if (l.src == FUSE_SRC_ACC) {
+    leafsum *s = leaf_summary(p, e);
+    uint64_t work = 0;
+    if (!s) goto fail;
+    for (int j = 0; sum_entry(p, e, s, j); j++) {
+        pload l = s->ls[j];
+        const lf_node *x = l.node;
+        work++;
+        if (u->red && l.src == FUSE_SRC_SLOT && x->kind != NODE_INPUT && fuse_is_fold(x) &&
+            fuse_unit_of(p, x->id) == u->host) { /* fuse_leaf_load's ACC case (x is a root, not e) */
             fuse_step want = r == ROLE_EPI ? fuse_identity_step(en->ndim, en->shape) : outer_step(x);
-            if (!map_is_step(i->map, &want)) goto fail;
+            if (!map_is_step(l.map, &want)) goto fail;
             sc->acc = true;
             if (p->pass[x->id] > sc->phase) sc->phase = p->pass[x->id];
+            l.src = FUSE_SRC_ACC;
+            l.map = NULL;
+            bool seen = false; /* the same reduction at another map: the check above failed */
+            for (int t = 0; t < sc->n && !seen; t++) seen = sc->ls[t].src == FUSE_SRC_ACC && sc->ls[t].key == l.key;
+            work += (uint64_t)sc->n;
+            if (seen) continue;
         } else if (l.src == FUSE_SRC_SLOT && x->kind != NODE_INPUT && p->host[x->id] >= u->host) {
             goto fail; /* computed at or after u's place */
         } else if (l.src == FUSE_SRC_GATHER) {
@@ -85,13 +160,52 @@ static void scan_root(const planner *p, int e, const unit *u, role r, scan *sc) 
             for (int k = 0; k < 2; k++)
                 if (x->inputs[k]->kind != NODE_INPUT && p->host[x->inputs[k]->id] >= u->host) goto fail;
         }
-        if (fuse_find_load(sc->ls, sc->n, &l) >= 0) continue;
         if (sc->n > GRAPH_MAX_PARAMS) goto fail;
         sc->ls[sc->n++] = l;
     }
-    return;
+    if (s->over) goto fail;
+    goto done;
 fail:
     sc->ok = false;
+done:
+    p->scan_work += work;
+    if (work > p->scan_max) p->scan_max = work;
+}
+
+/* A kernel root below which root e's scans fail: every slot load of e that
+ * is not an input is computed by its kernel p->host[x] (its unit), and
+ * scan_root fails for a kernel u before that one (a reduction of u is read
+ * as ACC only when u is its kernel), so kernels with a smaller root need no
+ * scan. Over the part of e's summary read so far (a lower bound of the
+ * whole's); -1 when that reads no such slot; INT_MAX when no scan of e can
+ * pass (over the caps, or out of memory). */
+static int lowest_host(planner *p, int e) {
+    const leafsum *s = leaf_summary(p, e);
+    if (!s || s->over) return INT_MAX;
+    int h = -1;
+    for (int j = 0; j < s->n; j++) {
+        const pload *l = &s->ls[j];
+        if (l->src == FUSE_SRC_SLOT && l->node->kind != NODE_INPUT && p->host[l->node->id] > h)
+            h = p->host[l->node->id];
+    }
+    return h;
+}
+
+/* The first open kernel whose root is at least h, from open kernel u on
+ * (the open list is in root order; NULL when u is): found through p->unit
+ * from h when that is near (the kernels between h and root e, whose
+ * kernels all have smaller roots), else along the list. */
+static unit *skip_to(const planner *p, unit *u, int h, int e) {
+    if (!u || u->host >= h) return u;
+    if (e - h <= 64) {
+        for (int id = h; id < e; id++) {
+            unit *v = p->unit[id];
+            if (v && v->host == id && !v->parked && !v->closed) return v;
+        }
+        return NULL;
+    }
+    while (u && u->host < h) u = u->next;
+    return u;
 }
 
 /* Loads of the union of ls[0..n) and sc's (ACC too unless skip_acc), or -1
@@ -216,7 +330,7 @@ static void join(planner *p, int e, unit *u, role r) {
 static int join_reduce(planner *p, int r) {
     const lf_node *rn = p->g->nodes[r], *in = rn->inputs[0];
     scan sc;
-    for (unit *u = p->units; u; u = u->next) {
+    for (unit *u = skip_to(p, p->units, lowest_host(p, r), r); u; u = skip_to(p, u->next, lowest_host(p, r), r)) {
         if (!u->red || !fuse_scan_allows(p, r, u, ROLE_PASS) || u->mask != rn->u.reduce.axes ||
             u->nroots >= FUSE_MAX_STORES ||
             !same_shape(u->ndim, u->shape, in->ndim, in->shape) || !ops_fit(p, r, u))
@@ -344,9 +458,14 @@ static int join_space(planner *p, int e) {
         }
         if (nc > 1) qsort(cand, (size_t)nc, sizeof *cand, cmp_host);
     }
+    /* kernels before lowest_host would fail the scan: not tried */
     unit *u = p->units;
     int c = 0;
-    while (u || c < nc) {
+    for (;;) {
+        int low = lowest_host(p, e);
+        u = skip_to(p, u, low, e);
+        while (c < nc && cand[c]->host < low) c++;
+        if (!u && c >= nc) break;
         unit *t;
         if (u && (c >= nc || u->host < cand[c]->host)) {
             t = u;
@@ -385,7 +504,7 @@ static bool movable(const planner *p, const unit *u, int r) {
 static int absorb_space(planner *p, int r) {
     const lf_node *rn = p->g->nodes[r], *in = rn->inputs[0];
     if (rn->kind != NODE_REDUCE || graph_contraction(rn, NULL)) return 0;
-    for (unit *u = p->units; u; u = u->next) {
+    for (unit *u = skip_to(p, p->units, lowest_host(p, r), r); u; u = skip_to(p, u->next, lowest_host(p, r), r)) {
         if (u->red || u->scan || u->parked || u->closed || u->nroots >= FUSE_MAX_STORES ||
             !same_shape(u->ndim, u->shape, in->ndim, in->shape) || !ops_fit(p, r, u) ||
             !fuse_scan_allows(p, r, u, ROLE_PASS))
@@ -479,6 +598,7 @@ lf_status fuse_plan_merges(planner *p) {
     p->pcap = p->pcount = 0;
     p->unit = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->unit);
     if (!p->unit) return fuse_nomem(p);
+    while (p->nlsum > 0) p->lsum[p->lsum_ids[--p->nlsum]] = NULL; /* the last round's (freed with p->tmp) */
     if (!p->fusion) return LF_OK;
     for (int e = 0; e < nn; e++) {
         const lf_node *en = p->g->nodes[e];

@@ -13,7 +13,8 @@
  *   kernel; merges respect LF_MAX_ARGS and FUSE_MAX_STORES; allocation
  *   failures inside row kernels are clean; a chain of 3 x FUSE_MAX_OPS
  *   operations is split into 3 kernels; 10^4 outputs of one eval are
- *   right (planned and on the reused program).
+ *   right (planned and on the reused program); one scan of a root for a
+ *   kernel it might join costs a constant, not the root's instances (issue 26).
  * - Differential test: random DAGs (mixed ops and dtypes, broadcasting,
  *   views with transposes and negative-step slices, reductions with keepdims,
  *   shared nodes, several outputs, NaN/Inf inputs, zero-size and odd shapes;
@@ -1807,4 +1808,73 @@ Test(fusion, nested_small_reductions_split) {
     eval_checked(ctx, g, 1, &yb);
     lf_graph_free(g);
     lf_ctx_destroy(ctx);
+}
+
+/* Issue 26: the merges' scan of a root for a kernel it might join costs at
+ * most a constant (its distinct loads, at most GRAPH_MAX_PARAMS + 1, and
+ * their ACC checks), not the root's instances: a reduction over a chain of
+ * `len` maps (len instances, one distinct load) tried against an earlier
+ * reduction kernel over the same space visits a handful of loads at every
+ * len, where a walk over the instances visits len of them; the shapes of
+ * benches/scale_bench.c (accumulation, 8-input zipwiths, diamonds, row
+ * normalisations) at two sizes stay under the same bound. fuse_schedule's
+ * scan_max is a count, not a time: deterministic on any machine. */
+static fuse_schedule *plan_shape(lf_ctx *ctx, lf_graph *g, int shape, int steps, lf_node **out) {
+    int64_t sh[2] = {4, 8};
+    lf_fn *add = lf_fn_parse(g, "(a, b) -> a + b");
+    lf_fn *z8 = lf_fn_parse(g, "(a, b, c, d, e, f, g, h) -> (a + b + c + d + e + f + g + h) * 0.125");
+    lf_fn *f = lf_fn_parse(g, "(v) -> v * 0.75"), *gf = lf_fn_parse(g, "(v) -> v * 0.25 + 0.001");
+    lf_fn *dv = lf_fn_parse(g, "(a, b) -> a / b"), *ch = lf_fn_parse(g, "(v) -> v * 0.999 + 0.001");
+    lf_node *x = lf_input(g, ramp(ctx, LF_F32, 2, sh)), *v = x, *first = NULL;
+    for (int i = 0; i < steps; i++) {
+        switch (shape) {
+        case 0: v = lf_zipwith(g, add, 2, (lf_node *[]){v, lf_input(g, ramp(ctx, LF_F32, 2, sh))}); break;
+        case 1: {
+            lf_node *xs[8] = {v};
+            for (int k = 1; k < 8; k++) xs[k] = lf_input(g, ramp(ctx, LF_F32, 2, sh));
+            v = lf_zipwith(g, z8, 8, xs);
+            break;
+        }
+        case 2: {
+            lf_node *rev = lf_slice(g, v, 1, LF_NONE, LF_NONE, -1);
+            v = lf_zipwith(g, add, 2, (lf_node *[]){lf_map(g, f, v), lf_map(g, gf, rev)});
+            break;
+        }
+        case 3: v = lf_zipwith(g, dv, 2, (lf_node *[]){v, lf_reduce(g, LF_RED_SUM, v, 1, (int[]){1}, true)}); break;
+        default: v = lf_map(g, ch, v); break; /* 4: the chain under a reduction */
+        }
+    }
+    lf_node *outs[2] = {v, NULL};
+    int n = 1;
+    if (shape == 4) { /* sum(x) first, then sum(chain(x)): the second is scanned for the first's kernel */
+        first = lf_reduce(g, LF_RED_SUM, x, 1, (int[]){1}, false);
+        outs[0] = first;
+        outs[1] = lf_reduce(g, LF_RED_SUM, v, 1, (int[]){1}, false);
+        n = 2;
+    }
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+    fuse_schedule *s = NULL;
+    cr_assert_eq(fuse_plan(g, n, outs, true, &s), LF_OK, "%s", lf_errmsg(ctx));
+    *out = outs[n - 1];
+    return s;
+}
+
+Test(fusion, scanning_a_root_costs_a_constant) {
+    static const char *names[] = {"accum", "zip8", "diamond", "rownorm", "reduced chain"};
+    static const int steps[][2] = {{32, 128}, {8, 32}, {16, 64}, {16, 64}, {50, 200}};
+    const uint64_t bound = 2 * (GRAPH_MAX_PARAMS + 1);
+    for (int shape = 0; shape < 5; shape++)
+        for (int z = 0; z < 2; z++) {
+            lf_ctx *ctx = fctx(1);
+            lf_graph *g = lf_graph_new(ctx);
+            lf_node *v;
+            fuse_schedule *s = plan_shape(ctx, g, shape, steps[shape][z], &v);
+            cr_expect_leq(s->scan_max, bound, "%s, %d steps: one scan of a root visited %" PRIu64
+                          " instances or loads (bound %" PRIu64 ")", names[shape], steps[shape][z],
+                          s->scan_max, bound);
+            if (shape == 4) cr_expect_gt(s->scan_work, 0, "the chain's reduction was never scanned");
+            fuse_schedule_free(s);
+            lf_graph_free(g);
+            lf_ctx_destroy(ctx);
+        }
 }
