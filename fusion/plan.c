@@ -135,7 +135,14 @@
  *     rounded to the node's dtype once, so values are bit-identical). A
  *     contraction over a tiny axis (A = Vd @ C with 3 columns) is then
  *     elementwise and fuses into its consumer (the top-k that reads it)
- *     instead of being stored.
+ *     instead of being stored. An input that is not cheap only because of
+ *     inlined maps much smaller than the sum (each not cheap by itself,
+ *     together at most 1/8 of the sum's elements: read broadcast, as
+ *     spca's normalized random samples Cn [3, S] under A [p, S]) still
+ *     qualifies: those maps become roots, so the expensive part is
+ *     computed once per its own element and a temporary at most 1/8 the
+ *     size of the sum is stored instead of the sum. Roots and marked
+ *     nodes under the input are loads (they cost nothing to inline).
  *   Contractions (plan_contract.c). A float32 sum over one axis of a float32
  *     product (graph_contraction: matmul as a zip-reduce, batched, matvec)
  *     folds the product's operands with fmaf in blocks (lazyfuse.h), so its
@@ -338,7 +345,8 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
         if (!p->needed[id]) continue;
         const lf_node *x = g->nodes[id];
         for (int k = 0; k < x->ninputs; k++) p->needed[x->inputs[k]->id] = true;
-        if ((fuse_is_fold(x) && !(p->fusion && fuse_small_reduce(x) && !fuse_contract_stored(p, x))) || (x->materialize && x->kind != NODE_INPUT) ||
+        bool inlined = p->fusion && !p->root[id] && !x->materialize && !fuse_contract_stored(p, x) && fuse_small_reduce(p, x);
+        if ((fuse_is_fold(x) && !inlined) || (x->materialize && x->kind != NODE_INPUT) ||
             (!p->fusion && x->kind != NODE_VIEW && x->kind != NODE_INPUT && x->kind != NODE_CONST))
             p->root[id] = true;
     }

@@ -304,13 +304,15 @@ void fuse_scatter_kernel(planner *p, int k, fuse_kernel *kn);
 
 /* ---- plan_vertical.c: small reductions inlined ---- */
 /* Reductions over at most SMALL_REDUCE elements (sum or product) of a
- * cheap input (at most CHEAP_OPS operations, none transcendental) are
- * inlined into their consumers as an unrolled fold when not a root
- * (plan.c's rule "Small reductions"); the load-cap split may make one a
- * root again (fuse_find_victim). */
+ * cheap input (at most CHEAP_OPS operations, none transcendental, once its
+ * small expensive parts are roots) are inlined into their consumers as an
+ * unrolled fold when not a root (plan.c's rule "Small reductions"); the
+ * load-cap split may make one a root again (fuse_find_victim). */
 enum { SMALL_REDUCE = 8 };
-/* Whether n is such a reduction (whatever its root status). */
-bool fuse_small_reduce(const lf_node *n);
+/* Whether n is such a reduction; when it is, makes roots of the small
+ * expensive maps its input reads (planning's first step: n not a root,
+ * not marked, its product map not an output). */
+bool fuse_small_reduce(planner *p, const lf_node *n);
 /* The instances an instance of n uses: n's inputs, or for an inlined small
  * reduction one per reduced position. */
 int fuse_inst_inputs(const planner *p, const inst *i);

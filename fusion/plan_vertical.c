@@ -66,10 +66,18 @@ _Static_assert(SMALL_REDUCE <= LF_MAX_ARGS, "an inlined small reduction keeps it
 
 static bool op_expensive(lf_op op);
 
+/* A small reduction's expensive input that is at most 1/SMALL_CUT of the
+ * reduction's own size is made a root so that the rest can be inlined
+ * (plan.c's rule "Small reductions"). */
+enum { SMALL_CUT = 8, MAX_CUTS = 8 };
+
 /* Whether the elementwise expression computing x (through views and maps,
  * as a tree) is cheap: at most CHEAP_OPS operations and casts, none
- * transcendental. Walked with an explicit stack; past it, not cheap. */
-static bool cheap_input(const lf_node *x) {
+ * transcendental. Roots and marked nodes are loads. With cut, an inlined
+ * map of at most small elements whose own expression is not cheap is a load
+ * too, added to cut[] (at most MAX_CUTS, each once). Walked with an explicit
+ * stack; past it, not cheap. */
+static bool cheap_input(const planner *p, const lf_node *x, int64_t small, const lf_node **cut, int *ncut) {
     const lf_node *stack[64];
     int top = 0, ops = 0;
     stack[top++] = x;
@@ -79,7 +87,14 @@ static bool cheap_input(const lf_node *x) {
             stack[top++] = n->inputs[0];
             continue;
         }
-        if (n->kind != NODE_MAP) continue; /* a load: inputs, iotas, constants, roots */
+        if (n->kind != NODE_MAP || p->root[n->id] || n->materialize) continue; /* a load */
+        if (cut && n != x && n->numel <= small && !cheap_input(p, n, 0, NULL, NULL)) {
+            int c = 0;
+            while (c < *ncut && cut[c] != n) c++;
+            if (c == *ncut && (*ncut)++ == MAX_CUTS) return false;
+            cut[c] = n;
+            continue;
+        }
         const lf_fn *f = n->u.map.fn;
         for (int e = 0; e < f->nexprs; e++) {
             if (f->exprs[e].kind == EXPR_OP && op_expensive(f->exprs[e].op)) return false;
@@ -91,15 +106,25 @@ static bool cheap_input(const lf_node *x) {
     return true;
 }
 
-bool fuse_small_reduce(const lf_node *n) {
+bool fuse_small_reduce(planner *p, const lf_node *n) {
     if (n->kind != NODE_REDUCE || (n->u.reduce.op != LF_RED_SUM && n->u.reduce.op != LF_RED_PROD)) return false;
     const lf_node *x = n->inputs[0];
     int64_t count = 1;
     for (int d = 0; d < x->ndim; d++)
         if (n->u.reduce.axes & (1u << d)) count *= x->shape[d];
+    if (count < 1 || count > SMALL_REDUCE) return false;
     /* a cheap input only: a consumer that reads the sum broadcast computes it
-       again at every one of its positions (the compiler may hoist it) */
-    return count >= 1 && count <= SMALL_REDUCE && cheap_input(x);
+       again at every one of its positions (the compiler may hoist it); its
+       small expensive parts are stored instead (together at most 1/SMALL_CUT
+       of the sum, which would be stored otherwise) */
+    const lf_node *cut[MAX_CUTS];
+    int ncut = 0;
+    if (!cheap_input(p, x, n->numel / SMALL_CUT, cut, &ncut)) return false;
+    int64_t total = 0;
+    for (int c = 0; c < ncut; c++) total += cut[c]->numel;
+    if (total > n->numel / SMALL_CUT) return false;
+    for (int c = 0; c < ncut; c++) p->root[cut[c]->id] = true;
+    return true;
 }
 
 int fuse_inst_inputs(const planner *p, const inst *i) {

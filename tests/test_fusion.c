@@ -1877,4 +1877,34 @@ Test(fusion, scanning_a_root_costs_a_constant) {
             lf_graph_free(g);
             lf_ctx_destroy(ctx);
         }
+
+/* A small sum whose input is expensive only through a map much smaller than
+ * the sum, read broadcast (spca's A = sum over d of Vd[p, d, 1] * Cn[1, d, S]
+ * with Cn = exp(c) [3, S]): the small map is stored and the sum, now cheap,
+ * is inlined into its consumer, so the [p, S] sum is never stored. Where the
+ * expensive map is not at most 1/8 of the sum's elements ([3, S] under a
+ * [4, S] sum), the sum stays a reduction kernel as before. Values as the
+ * reference's. */
+Test(fusion, small_reduction_stores_its_small_expensive_input) {
+    enum { SS = 50 };
+    lf_ctx *ctx = fctx(1);
+    for (int p = 40; p >= 4; p -= 36) {
+        lf_graph *g = lf_graph_new(ctx);
+        lf_node *v = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){p, 3}));
+        lf_node *c = lf_exp(g, lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){3, SS}))); /* [3, S] */
+        lf_node *prod = lf_mul(g, lf_expand_dims(g, v, 2), lf_expand_dims(g, c, 0));   /* [p, 3, S] */
+        lf_node *a = lf_reduce(g, LF_RED_SUM, prod, 1, (int[]){1}, false);             /* [p, S] */
+        lf_node *y = lf_reduce(g, LF_RED_MAX, a, 1, (int[]){0}, false);                /* [S] */
+        lf_eval_stats st = eval_checked(ctx, g, 1, &y);
+        if (p == 40) { /* exp(c) stored (3 * S f32), a inlined into the max */
+            cr_expect_eq(st.kernels, 2, "p %d: kernels %d", p, st.kernels);
+            cr_expect_eq(st.bytes_materialized, 3 * SS * 4, "p %d: materialized %zu", p, st.bytes_materialized);
+        } else { /* [3, S] is more than 1/8 of [4, S]: a is a kernel of its own, stored */
+            cr_expect_eq(st.kernels, 2, "p %d: kernels %d", p, st.kernels);
+            cr_expect_eq(st.bytes_materialized, (size_t)p * SS * 4, "p %d: materialized %zu", p,
+                         st.bytes_materialized);
+        }
+        lf_graph_free(g);
+    }
+    lf_ctx_destroy(ctx);
 }
