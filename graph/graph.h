@@ -416,6 +416,8 @@ struct lf_node {
         struct {
             int axis;                   /* NODE_SCATTER: dst's axis idx names */
             lf_scatter_op op;           /* how values combine */
+            bool nonneg;                /* lf_bincount: a negative index is an error, not
+                                           one counted from the end (np.bincount) */
         } scatter;
         struct {
             int axis;                   /* NODE_SORT: the sorted axis (0..ndim-1) */

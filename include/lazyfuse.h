@@ -149,8 +149,9 @@ typedef enum lf_status {
     LF_ERR_NOMEM,       /* allocation failed */
     LF_ERR_BACKEND,     /* backend not available or failed */
     LF_ERR_STATE,       /* handle used with the wrong context or graph */
-    LF_ERR_INDEX        /* lf_eval: a gather index out of range (the message names
-                           the node, the first position and the value) */
+    LF_ERR_INDEX        /* lf_eval: a gather, scatter or bincount index out of range
+                           (the message names the node, the first position and the
+                           value) */
 } lf_status;
 
 typedef struct lf_ctx lf_ctx;       /* context: backend, options, last error */
@@ -682,9 +683,13 @@ LF_API lf_node *lf_scatter(lf_graph *g, lf_scatter_op op, lf_node *dst, int axis
 /* Counts (weights NULL: i64) or sums of weights (the weights' dtype; bool
  * weights count as i64) per index value in 0 .. nbins-1: a scatter ADD of
  * weights (or 1) into zeros(nbins) along axis 0 (np.bincount with
- * minlength = nbins; indices as lf_scatter's, so out of range is
- * LF_ERR_INDEX at eval). weights must broadcast against idx. nbins < 0 is
- * LF_ERR_SHAPE. */
+ * minlength = nbins). Unlike lf_scatter, a negative value is not counted
+ * from the end: as np.bincount, it fails lf_eval with LF_ERR_INDEX,
+ * "bincount n<ID>: negative value V at position [..] (bincount counts
+ * values 0 .. nbins-1)", and a value >= nbins with lf_scatter's "index V
+ * out of range" message; the position is the lowest row-major one with a
+ * bad value (whatever the thread count), and no output buffer is changed.
+ * weights must broadcast against idx. nbins < 0 is LF_ERR_SHAPE. */
 LF_API lf_node *lf_bincount(lf_graph *g, lf_node *idx, lf_node *weights, int64_t nbins);
 
 /* ---- views (no data is copied; they become index arithmetic) ------------ */
