@@ -80,7 +80,11 @@
  *   Float functions (sqrt, exp, sin, ...): f32 stays f32, f64 stays f64,
  *     bool and integers give f64.
  *   min, max, abs, sign, floor, ceil, round, trunc keep the promoted dtype.
- *     min and max propagate NaN. round is half to even.
+ *     min and max are NumPy's minimum and maximum: a NaN operand is the
+ *     result (the first when both are NaN), and of two equal values (+0.0
+ *     and -0.0) the second operand is (min(0.0, -0.0) is -0.0, max(-0.0,
+ *     0.0) is 0.0). sign gives -1, 0 or 1 (+0.0 for +-0.0, NaN for NaN).
+ *     round is half to even.
  *   Comparisons, and/or/not, isnan, isinf give bool.
  *   where(c, a, b) gives promote(a, b); c is a truth value (nonzero is true).
  *   Casts from a float to an integer dtype truncate toward zero and
@@ -282,8 +286,14 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * released; it dies with its holder), and the others wait for it (at most the
  * compile time limit + 10 s, then compile themselves) and load its entry.
  * Results: bit-identical to LF_BACKEND_REFERENCE for every operator, cast
- * and iota, except (1) the transcendental functions (exp ... erf, asinh,
- * acosh, atanh, pow, atan2, hypot, sigmoid), which call glibc's vector math library (libmvec)
+ * and iota (a NaN result aside: it is NaN wherever the reference's is, but
+ * its sign and payload are not promised on any backend; GCC compiles
+ * x*(-1), x/(-1) and (-0.0)-x as -x, which flips a NaN's sign bit, and
+ * NumPy's NaN signs depend on the machine too), except (1) the
+ * transcendental functions exp, exp2, expm1, log, log2, log10, log1p, sin,
+ * cos, tan, asin, acos, atan, sinh, cosh, tanh, asinh, acosh, atanh, erf,
+ * pow, atan2, hypot and sigmoid (sqrt, rsqrt and cbrt are not in the list:
+ * they are the reference's libm calls, bit for bit), which call glibc's vector math library (libmvec)
  * when GCC and libmvec are present: within 4 ulp of scalar libm for f32 and
  * f64, with the same NaN and infinities, and the same result for the same
  * input at every position of an array, thread count and chunking (every
@@ -338,9 +348,10 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * as the CPU backend's, keyed by a SHA-256 of the source, the NVRTC version
  * and the target; a graph keeps the programs of its last output sets (as
  * on the CPU), so a re-evaluation into the same buffers only launches. Results: as the CPU
- * backend's, except that the transcendental functions are CUDA's device
+ * backend's, except that the transcendental functions (the CPU backend's
+ * list, and cbrt) are CUDA's device
  * math library (its documented ulp bounds: e.g. 2 ulp for expf, 1 ulp for
- * exp; same NaN and infinities), and float reductions sum in double in an
+ * exp and cbrt; same NaN and infinities), and float reductions sum in double in an
  * order fixed by the shape. Compile failures are LF_ERR_BACKEND with NVRTC's
  * log in lf_errmsg; failed launches name the driver's error.
  * Sorts: the sort's first pass is a generated kernel that computes the keys

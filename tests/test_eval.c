@@ -135,8 +135,9 @@ static float npy_floordivf(float a, float b) {
     return div - fl > 0.5f ? fl + 1.0f : fl;
 }
 
-static double fmin_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a < b ? a : b; }
-static double fmax_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a > b ? a : b; }
+/* NumPy's minimum/maximum: a NaN operand (the first when both are); of equal values the second */
+static double fmin_nan(double a, double b) { return isnan(a) ? a : isnan(b) ? b : a < b ? a : b; }
+static double fmax_nan(double a, double b) { return isnan(a) ? a : isnan(b) ? b : a > b ? a : b; }
 
 /* One float operator in dtype t (f32 through the float libm functions). */
 static double ref_float(lf_op op, lf_dtype t, double a, double b, double c) {
@@ -2454,4 +2455,135 @@ Test(eval, bincount) {
     for (int j = 0; j < 256; j++) want[j] = acc[j];
     chk("weighted histogram (f32, blocked order)", hw, LF_F32, 256, want);
     free(xv);
+}
+
+/* ---- NumPy's results at the edges, on every evaluator (issue 26, item 8) -------------- */
+
+/* A context of backend b (compile mode cm, 2 threads). */
+static lf_ctx *edge_ctx(lf_backend b, lf_compile_mode cm) {
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    o.backend = b;
+    o.compile = cm;
+    o.threads = 2;
+    lf_ctx *c = lf_ctx_new(&o);
+    cr_assert(c != NULL, "%s", lf_errmsg(NULL));
+    return c;
+}
+
+/* The bits of element k of a float buffer's host copy, and whether it is NaN. */
+static uint64_t fbits(lf_dtype t, const unsigned char *p, int64_t k, bool *nan) {
+    if (t == LF_F32) {
+        float f;
+        memcpy(&f, p + 4 * k, 4);
+        *nan = isnan(f);
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        return u;
+    }
+    double d;
+    memcpy(&d, p + 8 * k, 8);
+    *nan = isnan(d);
+    uint64_t u;
+    memcpy(&u, &d, 8);
+    return u;
+}
+
+/* fn src over the columns of ins (n values each, repeated to 67 elements so
+ * compiled kernels take their vector loops and tails) on context c, against
+ * want (NULL: the reference evaluator's result). lazyfuse.h's promise: every
+ * non-NaN result bit for bit (signed zeros included), NaN where NaN. */
+static void edge_case(lf_ctx *c, const char *cname, lf_dtype t, const char *src, int nin, const double *const *ins,
+                      int n, const double *want) {
+    enum { LEN = 67 };
+    lf_graph *gg = lf_graph_new(c);
+    lf_node *xs[3];
+    for (int k = 0; k < nin; k++) {
+        double v[LEN];
+        for (int i = 0; i < LEN; i++) v[i] = ins[k][i % n];
+        int64_t len = LEN;
+        xs[k] = lf_input(gg, tu_buf(c, t, 1, &len, v));
+    }
+    lf_node *y = lf_zipwith(gg, lf_fn_parse(gg, src), nin, xs);
+    cr_assert(y != NULL, "%s: %s", src, lf_errmsg(c));
+    lf_buffer *b = lf_buffer_new_like(c, y);
+    cr_assert_eq(lf_eval(gg, 1, &y, &b), LF_OK, "%s: %s", src, lf_errmsg(c));
+    unsigned char got[LEN * 8], ref[LEN * 8];
+    cr_assert_eq(lf_buffer_read(b, got, lf_buffer_bytes(b)), LF_OK);
+    if (want) {
+        for (int i = 0; i < LEN; i++) {
+            double wv = want[i % n];
+            if (t == LF_F32) {
+                float f = (float)wv;
+                memcpy(ref + 4 * i, &f, 4);
+            } else memcpy(ref + 8 * i, &wv, 8);
+        }
+    } else {
+        /* the reference evaluator on the same fn and inputs */
+        lf_ctx *rc = edge_ctx(LF_BACKEND_REFERENCE, LF_COMPILE_AUTO);
+        lf_graph *rg = lf_graph_new(rc);
+        lf_node *rx[3];
+        for (int k = 0; k < nin; k++) {
+            double v[LEN];
+            for (int i = 0; i < LEN; i++) v[i] = ins[k][i % n];
+            int64_t len = LEN;
+            rx[k] = lf_input(rg, tu_buf(rc, t, 1, &len, v));
+        }
+        lf_node *ry = lf_zipwith(rg, lf_fn_parse(rg, src), nin, rx);
+        lf_buffer *rb = lf_buffer_new_like(rc, ry);
+        cr_assert_eq(lf_eval(rg, 1, &ry, &rb), LF_OK, "%s", lf_errmsg(rc));
+        cr_assert_eq(lf_buffer_read(rb, ref, lf_buffer_bytes(rb)), LF_OK);
+        lf_buffer_free(rb);
+        lf_graph_free(rg);
+        lf_ctx_destroy(rc);
+    }
+    for (int i = 0; i < LEN; i++) {
+        bool gn, rn;
+        uint64_t gb = fbits(t, got, i, &gn), rb = fbits(t, ref, i, &rn);
+        cr_expect(gn == rn && (gn || gb == rb), "%s, %s, \"%s\" element %d (inputs %g %g): bits %#llx, %s %#llx",
+                  cname, lf_dtype_name(t), src, i, ins[0][i % n], nin > 1 ? ins[1][i % n] : 0.0,
+                  (unsigned long long)gb, want ? "NumPy" : "reference", (unsigned long long)rb);
+    }
+    lf_buffer_free(b);
+    lf_graph_free(gg);
+}
+
+/* sign(-0.0) is +0.0; minimum/maximum of +0 and -0 give the second operand
+ * and a NaN operand propagates (NumPy 2.4 checked); the fns GCC rewrites as
+ * -x (x*(-1), x/(-1), (-0.0)-x) keep their zeros' signs and their NaN-ness
+ * (a NaN's sign is not promised: lazyfuse.h). On this run's backend, the
+ * reference, the interpreter and compiled kernels. */
+Test(eval, numpy_edges_on_every_evaluator, .timeout = 300) {
+    struct {
+        lf_ctx *c;
+        const char *name;
+    } cs[4] = {{ctx, "this run's backend"},
+               {edge_ctx(LF_BACKEND_REFERENCE, LF_COMPILE_AUTO), "reference"},
+               {edge_ctx(LF_BACKEND_CPU, LF_COMPILE_NEVER), "interpreter"},
+               {edge_ctx(LF_BACKEND_CPU, LF_COMPILE_REQUIRE), "compiled"}};
+    static const double sx[] = {-0.0, 0.0, -2.5, 3.0, NAN, -NAN, INFINITY, -INFINITY};
+    static const double sw[] = {0.0, 0.0, -1.0, 1.0, NAN, NAN, 1.0, -1.0};
+    static const double a[] = {0.0, -0.0, 0.0, -0.0, 1.0, NAN, NAN, -NAN, 2.0, -1.0};
+    static const double b[] = {-0.0, 0.0, 0.0, -0.0, NAN, 1.0, -NAN, NAN, 2.0, 1.0};
+    static const double mn[] = {-0.0, 0.0, 0.0, -0.0, NAN, NAN, NAN, NAN, 2.0, -1.0};
+    static const double mx[] = {-0.0, 0.0, 0.0, -0.0, NAN, NAN, NAN, NAN, 2.0, 1.0};
+    static const double nx[] = {0.0, -0.0, 1.5, NAN, -NAN, INFINITY, -INFINITY};
+    static const double neg[] = {-0.0, 0.0, -1.5, NAN, NAN, -INFINITY, INFINITY};
+    static const double *one[1] = {sx}, *two[2] = {a, b}, *nxs[1] = {nx};
+    static const lf_dtype fts[2] = {LF_F32, LF_F64};
+    for (int k = 0; k < 4; k++)
+        for (int d = 0; d < 2; d++) {
+            lf_dtype t = fts[d];
+            edge_case(cs[k].c, cs[k].name, t, "(x) -> sign(x)", 1, one, 8, sw);
+            edge_case(cs[k].c, cs[k].name, t, "(a, b) -> minimum(a, b)", 2, two, 10, mn);
+            edge_case(cs[k].c, cs[k].name, t, "(a, b) -> maximum(a, b)", 2, two, 10, mx);
+            edge_case(cs[k].c, cs[k].name, t, "(a, b) -> min(a, b)", 2, two, 10, mn);
+            static const char *const negs[] = {"(x) -> x * (-1)", "(x) -> x / (-1)", "(x) -> (-0.0) - x",
+                                               "(x) -> -x", "(x) -> x * -1.0"};
+            for (int q = 0; q < 5; q++) {
+                edge_case(cs[k].c, cs[k].name, t, negs[q], 1, nxs, 7, neg);
+                edge_case(cs[k].c, cs[k].name, t, negs[q], 1, nxs, 7, NULL);
+            }
+        }
+    for (int k = 1; k < 4; k++) lf_ctx_destroy(cs[k].c);
 }
