@@ -52,6 +52,17 @@
  *     becomes i64); a float literal takes the other operand's dtype when that
  *     is floating, else f64. A result that is still weak at the end becomes
  *     i64 (integer) or f64 (float). So x*0.5 with x f32 is f32.
+ *     An integer literal that the dtype it meets cannot hold (beyond i32's
+ *     range against an i32 operand; an expression of literals alone counts
+ *     by its value, computed in i64) is never wrapped (NEP 50): a
+ *     comparison compares exactly (x < 3000000000 is true for every i32 x),
+ *     and any other operator (arithmetic, //, %, **, min, max, & | ^, << >>,
+ *     where) refuses it when the node is built, LF_ERR_DTYPE "map: +:
+ *     integer literal 3000000000 is out of range for i32 (...)". NumPy 2
+ *     raises OverflowError there too (its np.where wraps instead); x / 3e9
+ *     with x i32 computes in f64 with the exact literal, as NumPy. A float
+ *     literal meeting f32 is rounded to f32 once: x + 1e19 is f32 1e19,
+ *     x * 1e39 is inf (NumPy 2 gives the same, with a warning).
  *   Arithmetic (+ - * // % ** unary -) gives the promoted dtype; bool operands
  *     are taken as i32. Integer arithmetic wraps (two's complement); integer
  *     x % 0 is 0; integer x ** negative is 0 unless x is 1 or -1. % follows
@@ -146,7 +157,8 @@ typedef enum lf_status {
     LF_ERR_SHAPE,       /* shapes do not broadcast, reshape sizes differ, too many dims */
     LF_ERR_AXIS,        /* axis out of range or repeated */
     LF_ERR_RANGE,       /* slice bounds or step out of range */
-    LF_ERR_DTYPE,       /* dtype not allowed here, or buffer and node dtypes differ */
+    LF_ERR_DTYPE,       /* dtype not allowed here, buffer and node dtypes differ, or
+                           an integer literal its operand's dtype cannot hold */
     LF_ERR_OVERFLOW,    /* a shape product or byte count overflows */
     LF_ERR_ARITY,       /* fn parameter count does not match the inputs */
     LF_ERR_PARSE,       /* expression string does not parse */

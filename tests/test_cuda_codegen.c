@@ -47,6 +47,7 @@
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -727,6 +728,59 @@ Test(cuda_codegen, emulated_bincount_refuses_negative_values, .timeout = 600) {
                 }
                 lf_graph_free(g);
             }
+    if (es.h) dlclose(es.h);
+    rmdir(dir);
+    lf_ctx_destroy(ctx);
+}
+
+/* The CUDA kernels of issue 26, item 8's edges: an i32 compared with an
+ * integer literal beyond i32 compares exactly (in i64; the reference is
+ * exact), and sign / minimum / maximum of signed zeros and NaN give NumPy's
+ * bits (the emulated kernel's outputs compared bit for bit with the
+ * reference, NaN as NaN). */
+Test(cuda_codegen, emulated_numpy_edges, .timeout = 600) {
+    if (!enabled()) cr_skip_test("LF_TEST_NVRTC=1 runs it (meson test cuda-codegen)");
+    char dir[] = "/tmp/lf-emu-XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL);
+    lf_ctx *ctx = ref_ctx();
+    int id = 0, launches = 0, vec_launches = 0, kernels = 0;
+    emu_sorts es = {.threads = 32};
+    lf_graph *g = lf_graph_new(ctx);
+    int64_t n = 8;
+    lf_node *xi = lf_input(g, tu_buf(ctx, LF_I32, 1, &n, (double[]){0, -5, 2147483647, -2147483648, 7, 1, -1, 100}));
+    lf_node *outs[2] = {lf_map(g, lf_fn_parse(g, "(x) -> x < 3000000000"), xi),
+                        lf_map(g, lf_fn_parse(g, "(x) -> x == -2147483649"), xi)};
+    cr_assert(outs[0] && outs[1], "%s", lf_errmsg(ctx));
+    emu_check(ctx, g, 2, outs, "i32 vs literals beyond i32", dir, &id, false, &kernels, &launches, &vec_launches, &es);
+    lf_graph_free(g);
+    for (int d = 0; d < 2; d++) {
+        lf_dtype t = d ? LF_F64 : LF_F32;
+        g = lf_graph_new(ctx);
+        lf_node *a = lf_input(g, tu_buf(ctx, t, 1, &n, (double[]){0.0, -0.0, 0.0, -0.0, 1.0, NAN, -2.0, 2.0}));
+        lf_node *b = lf_input(g, tu_buf(ctx, t, 1, &n, (double[]){-0.0, 0.0, 0.0, -0.0, NAN, 1.0, -2.0, 1.0}));
+        lf_node *o[3] = {lf_sign(g, a), lf_minimum(g, a, b), lf_maximum(g, a, b)};
+        cr_assert(o[0] && o[1] && o[2], "%s", lf_errmsg(ctx));
+        fuse_schedule *s = NULL;
+        cr_assert_eq(fuse_plan(g, 3, o, true, &s), LF_OK, "%s", lf_errmsg(ctx));
+        void *got[3];
+        emu_run_schedule(s, 3, got, dir, &id, false, &launches, &vec_launches, &es);
+        for (int k = 0; k < 3; k++) {
+            lf_buffer *want = lf_buffer_new_like(ctx, o[k]);
+            cr_assert_eq(lf_eval(g, 1, &o[k], &want), LF_OK, "%s", lf_errmsg(ctx));
+            unsigned char wb[64];
+            cr_assert_eq(lf_buffer_read(want, wb, lf_buffer_bytes(want)), LF_OK);
+            for (int i = 0; i < n; i++) {
+                double gv = element(t, got[k], i), wv = element(t, wb, i);
+                cr_expect(isnan(gv) ? isnan(wv) : !isnan(wv) && memcmp((char *)got[k] + i * lf_dtype_size(t),
+                                                                       wb + i * lf_dtype_size(t), lf_dtype_size(t)) == 0,
+                          "%s output %d element %d: %g, reference %g", lf_dtype_name(t), k, i, gv, wv);
+            }
+            lf_buffer_free(want);
+            free(got[k]);
+        }
+        fuse_schedule_free(s);
+        lf_graph_free(g);
+    }
     if (es.h) dlclose(es.h);
     rmdir(dir);
     lf_ctx_destroy(ctx);

@@ -2587,3 +2587,117 @@ Test(eval, numpy_edges_on_every_evaluator, .timeout = 300) {
         }
     for (int k = 1; k < 4; k++) lf_ctx_destroy(cs[k].c);
 }
+
+/* Evaluates fn src on the i32 column xs (n values) on context c; returns
+ * the result read as doubles (malloc'd), its dtype in *t. */
+static double *lit_eval(lf_ctx *c, const char *src, lf_dtype xt, const double *xs, int n, lf_dtype *t) {
+    lf_graph *gg = lf_graph_new(c);
+    int64_t len = n;
+    lf_node *x = lf_input(gg, tu_buf(c, xt, 1, &len, xs));
+    lf_node *y = lf_map(gg, lf_fn_parse(gg, src), x);
+    cr_assert(y != NULL, "%s: %s", src, lf_errmsg(c));
+    *t = lf_node_dtype(y);
+    lf_buffer *b = lf_buffer_new_like(c, y);
+    cr_assert_eq(lf_eval(gg, 1, &y, &b), LF_OK, "%s: %s", src, lf_errmsg(c));
+    double *out = malloc(sizeof(double) * (size_t)n);
+    cr_assert(out);
+    tu_read(b, out);
+    lf_buffer_free(b);
+    lf_graph_free(gg);
+    return out;
+}
+
+/* NEP 50 at the edge of a dtype (issue 26, item 8): an integer literal that
+ * the i32 operand cannot hold is compared exactly (NumPy 2: x < 3000000000
+ * is True for every i32 x) and refused when the node is built for any other
+ * operator (NumPy 2: OverflowError), never wrapped; a float literal beyond
+ * f32 against an f32 operand is f32 (1e19; 1e39 is inf), as NumPy 2. On this
+ * run's backend, the reference, the interpreter and compiled kernels. */
+Test(eval, literals_outside_the_operands_range, .timeout = 300) {
+    lf_ctx *cs[4] = {ctx, edge_ctx(LF_BACKEND_REFERENCE, LF_COMPILE_AUTO), edge_ctx(LF_BACKEND_CPU, LF_COMPILE_NEVER),
+                     edge_ctx(LF_BACKEND_CPU, LF_COMPILE_REQUIRE)};
+    static const double xi[] = {0, -5, 2147483647, -2147483648, 7, 1, -1, 100};
+    static const struct {
+        const char *src;
+        double want; /* for every x */
+    } cmp[] = {
+        {"(x) -> x < 3000000000", 1},         {"(x) -> x <= 2147483648", 1},
+        {"(x) -> x > -3000000000", 1},        {"(x) -> x >= -2147483649", 1},
+        {"(x) -> x == 3000000000", 0},        {"(x) -> x != -3000000000", 1},
+        {"(x) -> 3000000000 > x", 1},         {"(x) -> (x + 1) < 4294967296", 1},
+        {"(x) -> x == 4294967296 + 0", 0},    {"(x) -> x > 2000000000 + 2000000000", 0},
+        {"(x) -> x < 9223372036854775807", 1},
+    };
+    for (int k = 0; k < 4; k++) {
+        for (size_t q = 0; q < sizeof cmp / sizeof cmp[0]; q++) {
+            lf_dtype t;
+            double *r = lit_eval(cs[k], cmp[q].src, LF_I32, xi, 8, &t);
+            cr_expect_eq(t, LF_BOOL, "%s", cmp[q].src);
+            for (int i = 0; i < 8; i++)
+                cr_expect_eq(r[i], cmp[q].want, "context %d: \"%s\" at x = %g gives %g", k, cmp[q].src, xi[i], r[i]);
+            free(r);
+        }
+        /* in range: still i32, wrapping as documented */
+        lf_dtype t;
+        double *r = lit_eval(cs[k], "(x) -> x + (-2147483648)", LF_I32, xi, 8, &t);
+        cr_expect(t == LF_I32 && r[0] == -2147483648.0 && r[2] == -1, "in-range literal: %s %g %g", lf_dtype_name(t),
+                  r[0], r[2]);
+        free(r);
+        /* true division computes in f64: the literal is exact (NumPy: float64) */
+        r = lit_eval(cs[k], "(x) -> x / 3000000000", LF_I32, xi, 8, &t);
+        cr_expect(t == LF_F64 && r[2] == 2147483647.0 / 3000000000.0, "x / 3000000000: %s %.17g", lf_dtype_name(t), r[2]);
+        free(r);
+        /* f32 meets float literals beyond its range */
+        static const double xf[] = {0, 1, -1, 3e38};
+        r = lit_eval(cs[k], "(x) -> x + 1e19", LF_F32, xf, 4, &t);
+        cr_expect(t == LF_F32 && r[0] == (double)1e19f && r[3] == (double)(3e38f + 1e19f), "x + 1e19: %s %g", lf_dtype_name(t), r[0]);
+        free(r);
+        r = lit_eval(cs[k], "(x) -> x * 1e39", LF_F32, xf, 4, &t);
+        cr_expect(t == LF_F32 && isnan(r[0]) && r[1] == INFINITY && r[2] == -INFINITY, "x * 1e39: %s %g %g %g",
+                  lf_dtype_name(t), r[0], r[1], r[2]);
+        free(r);
+        r = lit_eval(cs[k], "(x) -> x < 1e39", LF_F32, xf, 4, &t);
+        cr_expect(t == LF_BOOL && r[0] == 1 && r[3] == 1, "x < 1e39");
+        free(r);
+    }
+    /* refused when built: the operator, the literal and the dtype named */
+    static const struct {
+        const char *src, *msg;
+    } bad[] = {
+        {"(x) -> x + 3000000000", "map: +: integer literal 3000000000 is out of range for i32"},
+        {"(x) -> 3000000000 * x", "map: *: integer literal 3000000000 is out of range for i32"},
+        {"(x) -> x - -2147483649", "map: -: integer literal -2147483649 is out of range for i32"},
+        {"(x) -> x + (2000000000 + 2000000000)", "map: +: integer literal 4000000000 is out of range for i32"},
+        {"(x) -> min(x, 3000000000)", "map: min: integer literal 3000000000 is out of range for i32"},
+        {"(x) -> x & 4294967296", "map: &: integer literal 4294967296 is out of range for i32"},
+        {"(x) -> x << 3000000000", "map: <<: integer literal 3000000000 is out of range for i32"},
+        {"(x) -> x // 3000000000", "map: //: integer literal 3000000000 is out of range for i32"},
+        {"(x) -> where(x > 0, x, 3000000000)", "map: where: integer literal 3000000000 is out of range for i32"},
+        {"(x) -> (x < 3000000000) + (x + 3000000000)", "map: +: integer literal 3000000000 is out of range for i32"},
+    };
+    for (size_t q = 0; q < sizeof bad / sizeof bad[0]; q++) {
+        lf_graph *gg = lf_graph_new(ctx);
+        int64_t len = 3;
+        lf_node *x = lf_input(gg, tu_buf(ctx, LF_I32, 1, &len, xi));
+        lf_fn *f = lf_fn_parse(gg, bad[q].src);
+        cr_assert(f != NULL, "%s: %s", bad[q].src, lf_errmsg(ctx));
+        cr_expect_null(lf_map(gg, f, x), "%s was built", bad[q].src);
+        cr_expect_eq(lf_graph_status(gg), LF_ERR_DTYPE, "%s", bad[q].src);
+        cr_expect(strncmp(lf_errmsg(ctx), bad[q].msg, strlen(bad[q].msg)) == 0, "%s: \"%s\", want \"%s ...\"",
+                  bad[q].src, lf_errmsg(ctx), bad[q].msg);
+        lf_graph_free(gg);
+    }
+    /* the same literal through the builder API, and against an i64 operand (fits) */
+    lf_graph *gg = lf_graph_new(ctx);
+    int64_t len = 3;
+    lf_fn *f = lf_fn_new(gg, 1);
+    lf_fn_set_result(f, lf_fn_op(f, LF_OP_ADD, lf_fn_param(f, 0), lf_fn_const_int(f, 3000000000), -1));
+    cr_expect_null(lf_map(gg, f, lf_input(gg, tu_buf(ctx, LF_I32, 1, &len, xi))));
+    cr_expect_eq(lf_graph_status(gg), LF_ERR_DTYPE);
+    lf_graph_free(gg);
+    lf_dtype t;
+    double *r = lit_eval(ctx, "(x) -> x + 3000000000", LF_I64, xi, 3, &t);
+    cr_expect(t == LF_I64 && r[1] == 2999999995.0, "i64 + 3000000000: %s %g", lf_dtype_name(t), r[1]);
+    free(r);
+    for (int k = 1; k < 4; k++) lf_ctx_destroy(cs[k]);
+}
