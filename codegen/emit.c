@@ -513,7 +513,9 @@ static void emit_stores(cg_emitter *e, int reg, const char *jv, const char *pref
             indexed_base(e, a, jv, gm.dst_axis_stride, base, step, sizeof base);
             cg_open_block(e, "{ /* scatter n%d */", kn->scatter->id);
             cg_line(e, "const int64_t lf_t = (int64_t)(%sv%d);", prefix, kn->scat_idx_expr);
-            cg_open_block(e, "if (lf_gok(lf_t, P[%d], b%d)) {", pg, lay->err_buf);
+            if (kn->scatter->u.scatter.nonneg) /* bincount: a negative index is out of range */
+                cg_open_block(e, "if (lf_gok(lf_t, lf_t < 0 ? INT64_C(0) : P[%d], b%d)) {", pg, lay->err_buf);
+            else cg_open_block(e, "if (lf_gok(lf_t, P[%d], b%d)) {", pg, lay->err_buf);
             cg_line(e, "const lf_idx lf_at = %s + (lf_idx)lf_gwrap(lf_t, P[%d])%s;", base, pg, step);
             convert(val, sizeof val, x, from, a->dtype);
             cg_emit_scatter_fold(e, "sp[lf_at]", val);

@@ -157,7 +157,8 @@ static lf_status run_scatter(const fuse_schedule *s, const fuse_kernel *kn, void
             graph_fn_eval(kn->body, params, kn->body_etype, kn->body_ctype, args, vals);
             int64_t te = 0;
             for (int d = 0; d < gm.ndim; d++) te += idx[d] * gm.dst_strides[d];
-            int64_t w = graph_gather_wrap(vals[kn->scat_idx_expr].i, gm.dst_extent);
+            int64_t iv = vals[kn->scat_idx_expr].i;
+            int64_t w = iv < 0 && n->u.scatter.nonneg ? -1 : graph_gather_wrap(iv, gm.dst_extent); /* bincount */
             next_index(kn->ndim, ax, kn->shape, idx);
             if (w < 0) {
                 index_bad = true;

@@ -10,7 +10,11 @@
  *
  * Typing is per use: the same fn applied to f32 or to i32 inputs gets
  * different expression dtypes (graph_fn_types). Literals are weak (see
- * lazyfuse.h): they take the dtype of the strong operands they meet.
+ * lazyfuse.h): they take the dtype of the strong operands they meet. An
+ * integer literal (or weak constant expression, whose value typing
+ * computes) that an i32 operand cannot hold is never wrapped: a comparison
+ * is typed to compare in i64 (exact), any other operator is reported to the
+ * builder (graph_fn_types_checked), which refuses the node.
  */
 #include "graph/graph.h"
 
@@ -321,13 +325,28 @@ static lf_dtype join(int n, const lf_dtype *t, const bool *w, bool *weak) {
     return p;
 }
 
+/* Whether integer v is outside i32's range (a weak literal that i32 cannot hold). */
+static bool outside_i32(int64_t v) { return v < INT32_MIN || v > INT32_MAX; }
+
 lf_dtype graph_fn_types(const lf_fn *f, const lf_dtype *params, lf_dtype *etype, lf_dtype *ctype) {
-    bool weakbuf[64];
-    bool *weak = f->nexprs <= 64 ? weakbuf : graph_malloc((size_t)f->nexprs);
-    if (!weak) return LF_NDTYPES;
+    return graph_fn_types_checked(f, params, etype, ctype, NULL);
+}
+
+lf_dtype graph_fn_types_checked(const lf_fn *f, const lf_dtype *params, lf_dtype *etype, lf_dtype *ctype,
+                                graph_fn_literal *bad) {
+    /* per expression: whether it is weak, and then its value (a weak
+       expression has no parameter below it: it is a constant, computed here
+       as graph_fn_eval would) */
+    struct wk {
+        bool weak;
+        lf_scalar v;
+    } wkbuf[64];
+    struct wk *wk = f->nexprs <= 64 ? wkbuf : graph_malloc((size_t)f->nexprs * sizeof *wk);
+    if (!wk) return LF_NDTYPES;
+    if (bad) bad->expr = -1;
     for (int i = 0; i < f->nexprs; i++) {
         const fn_expr *e = &f->exprs[i];
-        bool *wi = &weak[i];
+        bool *wi = &wk[i].weak;
         switch (e->kind) {
         case EXPR_PARAM:
             etype[i] = ctype[i] = params[e->param];
@@ -336,6 +355,7 @@ lf_dtype graph_fn_types(const lf_fn *f, const lf_dtype *params, lf_dtype *etype,
         case EXPR_CONST:
             etype[i] = ctype[i] = e->is_int ? LF_I64 : LF_F64;
             *wi = true;
+            wk[i].v = e->value;
             break;
         case EXPR_CAST:
             etype[i] = e->cast_to;
@@ -353,7 +373,7 @@ lf_dtype graph_fn_types(const lf_fn *f, const lf_dtype *params, lf_dtype *etype,
             int first = oi->typing == OPTY_SELECT ? 1 : 0;
             for (int k = 0; k < oi->arity; k++) {
                 t[k] = etype[e->arg[k]];
-                w[k] = weak[e->arg[k]];
+                w[k] = wk[e->arg[k]].weak;
             }
             lf_dtype j = join(oi->arity - first, t + first, w + first, &rweak);
             lf_dtype ct = j, et = j;
@@ -369,14 +389,34 @@ lf_dtype graph_fn_types(const lf_fn *f, const lf_dtype *params, lf_dtype *etype,
             case OPTY_LOGIC: ct = et = LF_BOOL; rweak = false; break;
             case OPTY_PRED: ct = t[0]; et = LF_BOOL; rweak = false; break;
             }
+            /* A weak integer that i32 cannot hold, meeting an i32 operand
+               (NEP 50): a comparison compares exactly (in i64); anything
+               else is refused (bad), never wrapped. */
+            if (ct == LF_I32)
+                for (int k = first; k < oi->arity; k++) {
+                    const struct wk *a = &wk[e->arg[k]];
+                    if (!a->weak || t[k] != LF_I64 || !outside_i32(a->v.i)) continue;
+                    if (oi->typing == OPTY_CMP) ct = LF_I64;
+                    else if (bad && bad->expr < 0) {
+                        bad->expr = i;
+                        bad->value = a->v.i;
+                        bad->dtype = LF_I32;
+                    }
+                }
             etype[i] = et;
             ctype[i] = ct;
             *wi = rweak;
+            if (rweak) { /* its value, as graph_fn_eval computes it */
+                lf_scalar x[3] = {{0}, {0}, {0}};
+                for (int k = 0; k < oi->arity; k++)
+                    x[k] = graph_scalar_convert(wk[e->arg[k]].v, t[k], oi->typing == OPTY_SELECT && k == 0 ? LF_BOOL : ct);
+                wk[i].v = graph_scalar_apply(e->op, ct, x[0], x[1], x[2]);
+            }
             break;
         }
         }
     }
-    if (weak != weakbuf) graph_free(weak);
+    if (wk != wkbuf) graph_free(wk);
     return etype[f->result];
 }
 

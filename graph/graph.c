@@ -614,8 +614,17 @@ static lf_node *make_map(lf_graph *g, const char *what, lf_fn *f, int n, lf_node
     for (int i = 0; i < n; i++) params[i] = xs[i]->dtype;
     lf_dtype *etype = graph_malloc((size_t)f->nexprs * sizeof *etype);
     lf_dtype *ctype = graph_malloc((size_t)f->nexprs * sizeof *ctype);
-    lf_dtype rt = (etype && ctype) ? graph_fn_types(f, params, etype, ctype) : LF_NDTYPES;
+    graph_fn_literal lit = {-1, 0, LF_I32};
+    lf_dtype rt = (etype && ctype) ? graph_fn_types_checked(f, params, etype, ctype, &lit) : LF_NDTYPES;
     int bad_k, bad = rt != LF_NDTYPES ? graph_fn_bad_operand(f, etype, &bad_k) : -1;
+    if (bad < 0 && lit.expr >= 0) { /* NEP 50: NumPy 2 raises OverflowError here */
+        graph_fail(g, LF_ERR_DTYPE, "%s: %s: integer literal %lld is out of range for %s (write it as a float, "
+                   "or cast the operand to a wider dtype)", what, graph_ops[f->exprs[lit.expr].op].text,
+                   (long long)lit.value, lf_dtype_name(lit.dtype));
+        graph_free(etype);
+        graph_free(ctype);
+        return NULL;
+    }
     if (bad >= 0) { /* a float operand of & | ^ ~ << >> */
         const fn_expr *e = &f->exprs[bad];
         const char *name = lf_dtype_name(etype[e->arg[bad_k]]);

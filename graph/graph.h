@@ -310,6 +310,19 @@ int graph_fn_add(lf_fn *f, const fn_expr *e);
  * result dtype, or LF_NDTYPES when out of memory. Arrays have f->nexprs
  * entries; f must have a result. */
 lf_dtype graph_fn_types(const lf_fn *f, const lf_dtype *params, lf_dtype *etype, lf_dtype *ctype);
+/* An integer literal (or constant expression of literals) that the dtype it
+ * meets cannot hold: lazyfuse.h's NEP 50 rule. A comparison with it is
+ * typed to compare exactly (ctype i64); any other operator is an error the
+ * builder reports. */
+typedef struct graph_fn_literal {
+    int expr;           /* the operator's expression, -1 if none */
+    int64_t value;      /* the literal's value */
+    lf_dtype dtype;     /* the dtype that cannot hold it (i32) */
+} graph_fn_literal;
+/* graph_fn_types, also reporting in *bad (when not NULL) the first operator
+ * that would have to wrap an integer literal into a narrower dtype. */
+lf_dtype graph_fn_types_checked(const lf_fn *f, const lf_dtype *params, lf_dtype *etype, lf_dtype *ctype,
+                                graph_fn_literal *bad);
 /* The first expression of f typed by etype (from graph_fn_types) whose
  * operator refuses one of its operands' dtypes (a float operand of a BITS or
  * SHIFT operator: & | ^ ~ << >>), with that operand's index in *operand; -1
@@ -421,6 +434,8 @@ struct lf_node {
         struct {
             int axis;                   /* NODE_SCATTER: dst's axis idx names */
             lf_scatter_op op;           /* how values combine */
+            bool nonneg;                /* lf_bincount: a negative index is an error, not
+                                           one counted from the end (np.bincount) */
         } scatter;
         struct {
             int axis;                   /* NODE_SORT: the sorted axis (0..ndim-1) */

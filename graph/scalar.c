@@ -15,7 +15,9 @@
  *  - f32 results are rounded to float after every operation (+ - * / and
  *    sqrt are computed in double and rounded once, which is exact rounding;
  *    other functions call the float version of libm);
- *  - NaN and Inf propagate as IEEE 754 and C's libm say; min/max propagate NaN;
+ *  - NaN and Inf propagate as IEEE 754 and C's libm say; min/max are NumPy's
+ *    minimum/maximum (a NaN operand, the first if both, is returned; of equal
+ *    values, +0 and -0, the second); sign(+-0) is +0;
  *  - reductions (graph_red_*) accumulate floats, and means of integers, in
  *    double and integer sums and products in wrapping int64, keep the first
  *    extreme (the first NaN) for min/max/argmin/argmax, and round once.
@@ -120,7 +122,7 @@ static double float_fn1(lf_op op, bool f32, double x) {
     case LF_OP_CEIL: return ceil(x);
     case LF_OP_ROUND: return nearbyint(x); /* default rounding mode: half to even */
     case LF_OP_TRUNC: return trunc(x);
-    case LF_OP_SIGN: return isnan(x) ? x : x > 0 ? 1.0 : x < 0 ? -1.0 : x;
+    case LF_OP_SIGN: return isnan(x) ? x : x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; /* sign(-0.0) is +0.0 */
     default: return NAN;
     }
 }
@@ -180,8 +182,8 @@ static double float_fn2(lf_op op, bool f32, double a, double b) {
     case LF_OP_FMOD: return f32 ? fmodf(af, bf) : fmod(a, b);
     case LF_OP_FLOORDIV: return f32 ? float_floordivf(af, bf) : float_floordiv(a, b);
     case LF_OP_POW: return f32 ? powf(af, bf) : pow(a, b);
-    case LF_OP_MIN: return (isnan(a) || isnan(b)) ? NAN : (b < a ? b : a);
-    case LF_OP_MAX: return (isnan(a) || isnan(b)) ? NAN : (b > a ? b : a);
+    case LF_OP_MIN: return (a < b || isnan(a)) ? a : b; /* NumPy: a NaN operand (the first), */
+    case LF_OP_MAX: return (a > b || isnan(a)) ? a : b; /* of equal values the second */
     case LF_OP_ATAN2: return f32 ? atan2f(af, bf) : atan2(a, b);
     case LF_OP_HYPOT: return f32 ? hypotf(af, bf) : hypot(a, b);
     default: return NAN;

@@ -10,6 +10,9 @@
  * else one block) into partials from the identity, then dst (+) part_0 (+)
  * part_1 ... . graph_eval_scatter is that order written plainly; the
  * kernels follow it (fusion/plan_scatter.c, the skeletons in codegen/).
+ * A bincount is a scatter ADD whose node says nonneg: a negative index is
+ * out of range there (np.bincount), never counted from the end; every
+ * evaluator checks it (graph_scatter_check, fusion/interp.c, codegen/emit.c).
  */
 #include "graph/graph.h"
 
@@ -96,7 +99,9 @@ lf_node *lf_bincount(lf_graph *g, lf_node *idx, lf_node *weights, int64_t nbins)
     lf_node *zeros = lf_fill(g, t, 0, 1, &nbins);
     lf_node *w = weights ? weights : lf_fill(g, LF_I64, 1, 0, NULL);
     if (!zeros || !w) return NULL;
-    return lf_scatter(g, LF_SCATTER_ADD, zeros, 0, idx, w);
+    lf_node *n = lf_scatter(g, LF_SCATTER_ADD, zeros, 0, idx, w);
+    if (n) n->u.scatter.nonneg = true; /* np.bincount refuses negative values */
+    return n;
 }
 
 void graph_scatter_geom_of(const lf_node *n, graph_scatter_geom *gm) {
@@ -204,6 +209,13 @@ lf_status graph_scatter_check(const lf_node *n, const void *idx) {
         int64_t e = 0;
         for (int d = 0; d < gm.ndim; d++) e += pos[d] * gm.idx_strides[d];
         int64_t v = graph_scalar_load(idx, it, e).i;
+        if (v < 0 && n->u.scatter.nonneg) {
+            char ps[160];
+            return graph_error(n->graph->ctx, LF_ERR_INDEX,
+                               "bincount n%d: negative value %lld at position %s (bincount counts values 0 .. %lld)",
+                               n->id, (long long)v, graph_shape_str(ps, sizeof ps, gm.ndim, pos),
+                               (long long)gm.dst_extent - 1);
+        }
         if (graph_gather_wrap(v, gm.dst_extent) < 0) {
             char ps[160];
             return graph_error(n->graph->ctx, LF_ERR_INDEX,

@@ -52,6 +52,17 @@
  *     becomes i64); a float literal takes the other operand's dtype when that
  *     is floating, else f64. A result that is still weak at the end becomes
  *     i64 (integer) or f64 (float). So x*0.5 with x f32 is f32.
+ *     An integer literal that the dtype it meets cannot hold (beyond i32's
+ *     range against an i32 operand; an expression of literals alone counts
+ *     by its value, computed in i64) is never wrapped (NEP 50): a
+ *     comparison compares exactly (x < 3000000000 is true for every i32 x),
+ *     and any other operator (arithmetic, //, %, **, min, max, & | ^, << >>,
+ *     where) refuses it when the node is built, LF_ERR_DTYPE "map: +:
+ *     integer literal 3000000000 is out of range for i32 (...)". NumPy 2
+ *     raises OverflowError there too (its np.where wraps instead); x / 3e9
+ *     with x i32 computes in f64 with the exact literal, as NumPy. A float
+ *     literal meeting f32 is rounded to f32 once: x + 1e19 is f32 1e19,
+ *     x * 1e39 is inf (NumPy 2 gives the same, with a warning).
  *   Arithmetic (+ - * // % ** unary -) gives the promoted dtype; bool operands
  *     are taken as i32. Integer arithmetic wraps (two's complement); integer
  *     x % 0 is 0; integer x ** negative is 0 unless x is 1 or -1. % follows
@@ -80,7 +91,11 @@
  *   Float functions (sqrt, exp, sin, ...): f32 stays f32, f64 stays f64,
  *     bool and integers give f64.
  *   min, max, abs, sign, floor, ceil, round, trunc keep the promoted dtype.
- *     min and max propagate NaN. round is half to even.
+ *     min and max are NumPy's minimum and maximum: a NaN operand is the
+ *     result (the first when both are NaN), and of two equal values (+0.0
+ *     and -0.0) the second operand is (min(0.0, -0.0) is -0.0, max(-0.0,
+ *     0.0) is 0.0). sign gives -1, 0 or 1 (+0.0 for +-0.0, NaN for NaN).
+ *     round is half to even.
  *   Comparisons, and/or/not, isnan, isinf give bool.
  *   where(c, a, b) gives promote(a, b); c is a truth value (nonzero is true).
  *   Casts from a float to an integer dtype truncate toward zero and
@@ -149,15 +164,17 @@ typedef enum lf_status {
     LF_ERR_SHAPE,       /* shapes do not broadcast, reshape sizes differ, too many dims */
     LF_ERR_AXIS,        /* axis out of range or repeated */
     LF_ERR_RANGE,       /* slice bounds or step out of range */
-    LF_ERR_DTYPE,       /* dtype not allowed here, or buffer and node dtypes differ */
+    LF_ERR_DTYPE,       /* dtype not allowed here, buffer and node dtypes differ, or
+                           an integer literal its operand's dtype cannot hold */
     LF_ERR_OVERFLOW,    /* a shape product or byte count overflows */
     LF_ERR_ARITY,       /* fn parameter count does not match the inputs */
     LF_ERR_PARSE,       /* expression string does not parse */
     LF_ERR_NOMEM,       /* allocation failed */
     LF_ERR_BACKEND,     /* backend not available or failed */
     LF_ERR_STATE,       /* handle used with the wrong context or graph */
-    LF_ERR_INDEX        /* lf_eval: a gather index out of range (the message names
-                           the node, the first position and the value) */
+    LF_ERR_INDEX        /* lf_eval: a gather, scatter or bincount index out of range
+                           (the message names the node, the first position and the
+                           value) */
 } lf_status;
 
 typedef struct lf_ctx lf_ctx;       /* context: backend, options, last error */
@@ -321,8 +338,14 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * released; it dies with its holder), and the others wait for it (at most the
  * compile time limit + 10 s, then compile themselves) and load its entry.
  * Results: bit-identical to LF_BACKEND_REFERENCE for every operator, cast
- * and iota, except (1) the transcendental functions (exp ... erf, asinh,
- * acosh, atanh, pow, atan2, hypot, sigmoid), which call glibc's vector math library (libmvec)
+ * and iota (a NaN result aside: it is NaN wherever the reference's is, but
+ * its sign and payload are not promised on any backend; GCC compiles
+ * x*(-1), x/(-1) and (-0.0)-x as -x, which flips a NaN's sign bit, and
+ * NumPy's NaN signs depend on the machine too), except (1) the
+ * transcendental functions exp, exp2, expm1, log, log2, log10, log1p, sin,
+ * cos, tan, asin, acos, atan, sinh, cosh, tanh, asinh, acosh, atanh, erf,
+ * pow, atan2, hypot and sigmoid (sqrt, rsqrt and cbrt are not in the list:
+ * they are the reference's libm calls, bit for bit), which call glibc's vector math library (libmvec)
  * when GCC and libmvec are present: within 4 ulp of scalar libm for f32 and
  * f64, with the same NaN and infinities, and the same result for the same
  * input at every position of an array, thread count and chunking (every
@@ -377,9 +400,10 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * as the CPU backend's, keyed by a SHA-256 of the source, the NVRTC version
  * and the target; a graph keeps the programs of its last output sets (as
  * on the CPU), so a re-evaluation into the same buffers only launches. Results: as the CPU
- * backend's, except that the transcendental functions are CUDA's device
+ * backend's, except that the transcendental functions (the CPU backend's
+ * list, and cbrt) are CUDA's device
  * math library (its documented ulp bounds: e.g. 2 ulp for expf, 1 ulp for
- * exp; same NaN and infinities), and float reductions sum in double in an
+ * exp and cbrt; same NaN and infinities), and float reductions sum in double in an
  * order fixed by the shape. Compile failures are LF_ERR_BACKEND with NVRTC's
  * log in lf_errmsg; failed launches name the driver's error.
  * Sorts: the sort's first pass is a generated kernel that computes the keys
@@ -738,9 +762,13 @@ LF_API lf_node *lf_scatter(lf_graph *g, lf_scatter_op op, lf_node *dst, int axis
 /* Counts (weights NULL: i64) or sums of weights (the weights' dtype; bool
  * weights count as i64) per index value in 0 .. nbins-1: a scatter ADD of
  * weights (or 1) into zeros(nbins) along axis 0 (np.bincount with
- * minlength = nbins; indices as lf_scatter's, so out of range is
- * LF_ERR_INDEX at eval). weights must broadcast against idx. nbins < 0 is
- * LF_ERR_SHAPE. */
+ * minlength = nbins). Unlike lf_scatter, a negative value is not counted
+ * from the end: as np.bincount, it fails lf_eval with LF_ERR_INDEX,
+ * "bincount n<ID>: negative value V at position [..] (bincount counts
+ * values 0 .. nbins-1)", and a value >= nbins with lf_scatter's "index V
+ * out of range" message; the position is the lowest row-major one with a
+ * bad value (whatever the thread count), and no output buffer is changed.
+ * weights must broadcast against idx. nbins < 0 is LF_ERR_SHAPE. */
 LF_API lf_node *lf_bincount(lf_graph *g, lf_node *idx, lf_node *weights, int64_t nbins);
 
 /* ---- views (no data is copied; they become index arithmetic) ------------ */

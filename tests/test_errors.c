@@ -1587,7 +1587,7 @@ static void scatter_index_errors_on(lf_ctx *c) {
     int64_t n = 300000;
     double *xv = malloc(sizeof(double) * (size_t)n);
     for (int64_t k = 0; k < n; k++) xv[k] = (double)((k * 7919) % 1000) / 1000.0;
-    xv[200001] = 1.5, xv[250000] = -0.5; /* floor(x*256) out of 0..255 (-128 is in range from the end) */
+    xv[200001] = 1.5, xv[250000] = -0.5; /* floor(x*256) out of 0..255 (-128, later, is negative) */
     lf_node *x = lf_input(gg, tu_buf(c, LF_F32, 1, &n, xv));
     lf_node *h = lf_bincount(gg, lf_cast(gg, lf_map(gg, lf_fn_parse(gg, "(v) -> floor(v * 256)"), x), LF_I32), NULL, 256);
     lf_node *y = lf_add(gg, x, lf_const(gg, LF_F32, 1));
@@ -1612,6 +1612,79 @@ static void scatter_index_errors_on(lf_ctx *c) {
     lf_buffer_free(oh), lf_buffer_free(oy), lf_buffer_free(os);
     lf_graph_free(gg);
     free(xv);
+}
+
+/* np.bincount refuses negative values (issue 26, item 2): floor(x*4) of
+ * {0.1, 0.5, -0.001, 0.99} is -1 at position [2], an LF_ERR_INDEX naming
+ * position and value (never a count in the top bin), for an i32 and an i64
+ * index and every weights dtype, outputs untouched; a value >= nbins keeps
+ * scatter's message; the lowest bad position is named, whatever the
+ * thread count; all-valid values still count. */
+static void bincount_negative_on(lf_ctx *c) {
+    static const lf_dtype its[2] = {LF_I32, LF_I64};
+    static const lf_dtype wts[6] = {LF_NDTYPES, LF_BOOL, LF_I32, LF_I64, LF_F32, LF_F64};
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 6; b++) {
+            lf_graph *gg = lf_graph_new(c);
+            lf_node *x = lf_input(gg, tu_buf(c, LF_F64, 1, SH(4), V(0.1, 0.5, -0.001, 0.99)));
+            lf_node *idx = lf_cast(gg, lf_map(gg, lf_fn_parse(gg, "(v) -> floor(v * 4)"), x), its[a]);
+            lf_node *w = wts[b] == LF_NDTYPES ? NULL : lf_input(gg, tu_buf(c, wts[b], 1, SH(4), V(1, 1, 1, 1)));
+            lf_node *h = lf_bincount(gg, idx, w, 4);
+            cr_assert(h, "%s", lf_errmsg(c));
+            lf_buffer *o = tu_buf(c, lf_node_dtype(h), 1, SH(4), V(7, 7, 7, 7));
+            char want[160];
+            snprintf(want, sizeof want,
+                     "bincount n%d: negative value -1 at position [2] (bincount counts values 0 .. 3)", h->id);
+            cr_expect_eq(lf_eval(gg, 1, &h, &o), LF_ERR_INDEX, "idx %s weights %s: %s", lf_dtype_name(its[a]),
+                         w ? lf_dtype_name(wts[b]) : "none", lf_errmsg(c));
+            cr_expect_str_eq(lf_errmsg(c), want);
+            tu_expect("bincount output untouched", o, V(7, 7, 7, 7), 4, 0, 0);
+            lf_buffer_free(o);
+            lf_graph_free(gg);
+        }
+    /* a large computed index: the lowest bad position wins (a negative
+       value after a too-large one, and the other way round) */
+    int64_t n = 300000;
+    double *xv = malloc(sizeof(double) * (size_t)n);
+    cr_assert(xv);
+    for (int64_t k = 0; k < n; k++) xv[k] = (double)((k * 7919) % 1000) / 1000.0;
+    for (int order = 0; order < 2; order++) {
+        xv[order ? 250000 : 200001] = 1.5, xv[order ? 200001 : 250000] = -0.5;
+        lf_graph *gg = lf_graph_new(c);
+        lf_node *x = lf_input(gg, tu_buf(c, LF_F32, 1, &n, xv));
+        lf_node *h = lf_bincount(gg, lf_cast(gg, lf_map(gg, lf_fn_parse(gg, "(v) -> floor(v * 256)"), x), LF_I32), x, 256);
+        cr_assert(h, "%s", lf_errmsg(c));
+        double seven[256];
+        for (int k = 0; k < 256; k++) seven[k] = 7;
+        lf_buffer *o = tu_buf(c, LF_F32, 1, SH(256), seven);
+        char want[160];
+        if (order) snprintf(want, sizeof want, "bincount n%d: negative value -128 at position [200001] (bincount counts values 0 .. 255)", h->id);
+        else snprintf(want, sizeof want, "scatter n%d: index 384 out of range for axis 0 of size 256 at position [200001]", h->id);
+        cr_expect_eq(lf_eval(gg, 1, &h, &o), LF_ERR_INDEX);
+        cr_expect_str_eq(lf_errmsg(c), want);
+        tu_expect("histogram untouched", o, seven, 256, 0, 0);
+        lf_buffer_free(o);
+        lf_graph_free(gg);
+    }
+    free(xv);
+    /* valid values count; -0.0 is bin 0 */
+    lf_graph *gg = lf_graph_new(c);
+    lf_node *x = lf_input(gg, tu_buf(c, LF_F64, 1, SH(5), V(0.1, 0.5, -0.0, 0.99, 0.3)));
+    lf_node *h = lf_bincount(gg, lf_cast(gg, lf_map(gg, lf_fn_parse(gg, "(v) -> floor(v * 4)"), x), LF_I64), NULL, 4);
+    cr_assert(h, "%s", lf_errmsg(c));
+    lf_buffer *o = lf_buffer_new_like(c, h);
+    cr_expect_eq(lf_eval(gg, 1, &h, &o), LF_OK, "%s", lf_errmsg(c));
+    tu_expect("bincount of valid values", o, V(2, 1, 1, 1), 4, 0, 0);
+    lf_buffer_free(o);
+    lf_graph_free(gg);
+}
+
+Test(errors, bincount_negative_values) {
+    bincount_negative_on(ctx); /* this run's backend (reference, cpu or cuda) */
+    on_fresh_ctx(bincount_negative_on, LF_BACKEND_REFERENCE, 1, LF_COMPILE_AUTO);
+    on_fresh_ctx(bincount_negative_on, LF_BACKEND_CPU, 0, LF_COMPILE_NEVER); /* the schedule interpreter */
+    for (int threads = 1; threads <= 3; threads++)
+        on_fresh_ctx(bincount_negative_on, LF_BACKEND_CPU, threads, LF_COMPILE_AUTO);
 }
 
 Test(errors, scatter_index_out_of_range) {

@@ -135,8 +135,9 @@ static float npy_floordivf(float a, float b) {
     return div - fl > 0.5f ? fl + 1.0f : fl;
 }
 
-static double fmin_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a < b ? a : b; }
-static double fmax_nan(double a, double b) { return isnan(a) || isnan(b) ? NAN : a > b ? a : b; }
+/* NumPy's minimum/maximum: a NaN operand (the first when both are); of equal values the second */
+static double fmin_nan(double a, double b) { return isnan(a) ? a : isnan(b) ? b : a < b ? a : b; }
+static double fmax_nan(double a, double b) { return isnan(a) ? a : isnan(b) ? b : a > b ? a : b; }
 
 /* One float operator in dtype t (f32 through the float libm functions). */
 static double ref_float(lf_op op, lf_dtype t, double a, double b, double c) {
@@ -2454,4 +2455,249 @@ Test(eval, bincount) {
     for (int j = 0; j < 256; j++) want[j] = acc[j];
     chk("weighted histogram (f32, blocked order)", hw, LF_F32, 256, want);
     free(xv);
+}
+
+/* ---- NumPy's results at the edges, on every evaluator (issue 26, item 8) -------------- */
+
+/* A context of backend b (compile mode cm, 2 threads). */
+static lf_ctx *edge_ctx(lf_backend b, lf_compile_mode cm) {
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    o.backend = b;
+    o.compile = cm;
+    o.threads = 2;
+    lf_ctx *c = lf_ctx_new(&o);
+    cr_assert(c != NULL, "%s", lf_errmsg(NULL));
+    return c;
+}
+
+/* The bits of element k of a float buffer's host copy, and whether it is NaN. */
+static uint64_t fbits(lf_dtype t, const unsigned char *p, int64_t k, bool *nan) {
+    if (t == LF_F32) {
+        float f;
+        memcpy(&f, p + 4 * k, 4);
+        *nan = isnan(f);
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        return u;
+    }
+    double d;
+    memcpy(&d, p + 8 * k, 8);
+    *nan = isnan(d);
+    uint64_t u;
+    memcpy(&u, &d, 8);
+    return u;
+}
+
+/* fn src over the columns of ins (n values each, repeated to 67 elements so
+ * compiled kernels take their vector loops and tails) on context c, against
+ * want (NULL: the reference evaluator's result). lazyfuse.h's promise: every
+ * non-NaN result bit for bit (signed zeros included), NaN where NaN. */
+static void edge_case(lf_ctx *c, const char *cname, lf_dtype t, const char *src, int nin, const double *const *ins,
+                      int n, const double *want) {
+    enum { LEN = 67 };
+    lf_graph *gg = lf_graph_new(c);
+    lf_node *xs[3];
+    for (int k = 0; k < nin; k++) {
+        double v[LEN];
+        for (int i = 0; i < LEN; i++) v[i] = ins[k][i % n];
+        int64_t len = LEN;
+        xs[k] = lf_input(gg, tu_buf(c, t, 1, &len, v));
+    }
+    lf_node *y = lf_zipwith(gg, lf_fn_parse(gg, src), nin, xs);
+    cr_assert(y != NULL, "%s: %s", src, lf_errmsg(c));
+    lf_buffer *b = lf_buffer_new_like(c, y);
+    cr_assert_eq(lf_eval(gg, 1, &y, &b), LF_OK, "%s: %s", src, lf_errmsg(c));
+    unsigned char got[LEN * 8], ref[LEN * 8];
+    cr_assert_eq(lf_buffer_read(b, got, lf_buffer_bytes(b)), LF_OK);
+    if (want) {
+        for (int i = 0; i < LEN; i++) {
+            double wv = want[i % n];
+            if (t == LF_F32) {
+                float f = (float)wv;
+                memcpy(ref + 4 * i, &f, 4);
+            } else memcpy(ref + 8 * i, &wv, 8);
+        }
+    } else {
+        /* the reference evaluator on the same fn and inputs */
+        lf_ctx *rc = edge_ctx(LF_BACKEND_REFERENCE, LF_COMPILE_AUTO);
+        lf_graph *rg = lf_graph_new(rc);
+        lf_node *rx[3];
+        for (int k = 0; k < nin; k++) {
+            double v[LEN];
+            for (int i = 0; i < LEN; i++) v[i] = ins[k][i % n];
+            int64_t len = LEN;
+            rx[k] = lf_input(rg, tu_buf(rc, t, 1, &len, v));
+        }
+        lf_node *ry = lf_zipwith(rg, lf_fn_parse(rg, src), nin, rx);
+        lf_buffer *rb = lf_buffer_new_like(rc, ry);
+        cr_assert_eq(lf_eval(rg, 1, &ry, &rb), LF_OK, "%s", lf_errmsg(rc));
+        cr_assert_eq(lf_buffer_read(rb, ref, lf_buffer_bytes(rb)), LF_OK);
+        lf_buffer_free(rb);
+        lf_graph_free(rg);
+        lf_ctx_destroy(rc);
+    }
+    for (int i = 0; i < LEN; i++) {
+        bool gn, rn;
+        uint64_t gb = fbits(t, got, i, &gn), rb = fbits(t, ref, i, &rn);
+        cr_expect(gn == rn && (gn || gb == rb), "%s, %s, \"%s\" element %d (inputs %g %g): bits %#llx, %s %#llx",
+                  cname, lf_dtype_name(t), src, i, ins[0][i % n], nin > 1 ? ins[1][i % n] : 0.0,
+                  (unsigned long long)gb, want ? "NumPy" : "reference", (unsigned long long)rb);
+    }
+    lf_buffer_free(b);
+    lf_graph_free(gg);
+}
+
+/* sign(-0.0) is +0.0; minimum/maximum of +0 and -0 give the second operand
+ * and a NaN operand propagates (NumPy 2.4 checked); the fns GCC rewrites as
+ * -x (x*(-1), x/(-1), (-0.0)-x) keep their zeros' signs and their NaN-ness
+ * (a NaN's sign is not promised: lazyfuse.h). On this run's backend, the
+ * reference, the interpreter and compiled kernels. */
+Test(eval, numpy_edges_on_every_evaluator, .timeout = 300) {
+    struct {
+        lf_ctx *c;
+        const char *name;
+    } cs[4] = {{ctx, "this run's backend"},
+               {edge_ctx(LF_BACKEND_REFERENCE, LF_COMPILE_AUTO), "reference"},
+               {edge_ctx(LF_BACKEND_CPU, LF_COMPILE_NEVER), "interpreter"},
+               {edge_ctx(LF_BACKEND_CPU, LF_COMPILE_REQUIRE), "compiled"}};
+    static const double sx[] = {-0.0, 0.0, -2.5, 3.0, NAN, -NAN, INFINITY, -INFINITY};
+    static const double sw[] = {0.0, 0.0, -1.0, 1.0, NAN, NAN, 1.0, -1.0};
+    static const double a[] = {0.0, -0.0, 0.0, -0.0, 1.0, NAN, NAN, -NAN, 2.0, -1.0};
+    static const double b[] = {-0.0, 0.0, 0.0, -0.0, NAN, 1.0, -NAN, NAN, 2.0, 1.0};
+    static const double mn[] = {-0.0, 0.0, 0.0, -0.0, NAN, NAN, NAN, NAN, 2.0, -1.0};
+    static const double mx[] = {-0.0, 0.0, 0.0, -0.0, NAN, NAN, NAN, NAN, 2.0, 1.0};
+    static const double nx[] = {0.0, -0.0, 1.5, NAN, -NAN, INFINITY, -INFINITY};
+    static const double neg[] = {-0.0, 0.0, -1.5, NAN, NAN, -INFINITY, INFINITY};
+    static const double *one[1] = {sx}, *two[2] = {a, b}, *nxs[1] = {nx};
+    static const lf_dtype fts[2] = {LF_F32, LF_F64};
+    for (int k = 0; k < 4; k++)
+        for (int d = 0; d < 2; d++) {
+            lf_dtype t = fts[d];
+            edge_case(cs[k].c, cs[k].name, t, "(x) -> sign(x)", 1, one, 8, sw);
+            edge_case(cs[k].c, cs[k].name, t, "(a, b) -> minimum(a, b)", 2, two, 10, mn);
+            edge_case(cs[k].c, cs[k].name, t, "(a, b) -> maximum(a, b)", 2, two, 10, mx);
+            edge_case(cs[k].c, cs[k].name, t, "(a, b) -> min(a, b)", 2, two, 10, mn);
+            static const char *const negs[] = {"(x) -> x * (-1)", "(x) -> x / (-1)", "(x) -> (-0.0) - x",
+                                               "(x) -> -x", "(x) -> x * -1.0"};
+            for (int q = 0; q < 5; q++) {
+                edge_case(cs[k].c, cs[k].name, t, negs[q], 1, nxs, 7, neg);
+                edge_case(cs[k].c, cs[k].name, t, negs[q], 1, nxs, 7, NULL);
+            }
+        }
+    for (int k = 1; k < 4; k++) lf_ctx_destroy(cs[k].c);
+}
+
+/* Evaluates fn src on the i32 column xs (n values) on context c; returns
+ * the result read as doubles (malloc'd), its dtype in *t. */
+static double *lit_eval(lf_ctx *c, const char *src, lf_dtype xt, const double *xs, int n, lf_dtype *t) {
+    lf_graph *gg = lf_graph_new(c);
+    int64_t len = n;
+    lf_node *x = lf_input(gg, tu_buf(c, xt, 1, &len, xs));
+    lf_node *y = lf_map(gg, lf_fn_parse(gg, src), x);
+    cr_assert(y != NULL, "%s: %s", src, lf_errmsg(c));
+    *t = lf_node_dtype(y);
+    lf_buffer *b = lf_buffer_new_like(c, y);
+    cr_assert_eq(lf_eval(gg, 1, &y, &b), LF_OK, "%s: %s", src, lf_errmsg(c));
+    double *out = malloc(sizeof(double) * (size_t)n);
+    cr_assert(out);
+    tu_read(b, out);
+    lf_buffer_free(b);
+    lf_graph_free(gg);
+    return out;
+}
+
+/* NEP 50 at the edge of a dtype (issue 26, item 8): an integer literal that
+ * the i32 operand cannot hold is compared exactly (NumPy 2: x < 3000000000
+ * is True for every i32 x) and refused when the node is built for any other
+ * operator (NumPy 2: OverflowError), never wrapped; a float literal beyond
+ * f32 against an f32 operand is f32 (1e19; 1e39 is inf), as NumPy 2. On this
+ * run's backend, the reference, the interpreter and compiled kernels. */
+Test(eval, literals_outside_the_operands_range, .timeout = 300) {
+    lf_ctx *cs[4] = {ctx, edge_ctx(LF_BACKEND_REFERENCE, LF_COMPILE_AUTO), edge_ctx(LF_BACKEND_CPU, LF_COMPILE_NEVER),
+                     edge_ctx(LF_BACKEND_CPU, LF_COMPILE_REQUIRE)};
+    static const double xi[] = {0, -5, 2147483647, -2147483648, 7, 1, -1, 100};
+    static const struct {
+        const char *src;
+        double want; /* for every x */
+    } cmp[] = {
+        {"(x) -> x < 3000000000", 1},         {"(x) -> x <= 2147483648", 1},
+        {"(x) -> x > -3000000000", 1},        {"(x) -> x >= -2147483649", 1},
+        {"(x) -> x == 3000000000", 0},        {"(x) -> x != -3000000000", 1},
+        {"(x) -> 3000000000 > x", 1},         {"(x) -> (x + 1) < 4294967296", 1},
+        {"(x) -> x == 4294967296 + 0", 0},    {"(x) -> x > 2000000000 + 2000000000", 0},
+        {"(x) -> x < 9223372036854775807", 1},
+    };
+    for (int k = 0; k < 4; k++) {
+        for (size_t q = 0; q < sizeof cmp / sizeof cmp[0]; q++) {
+            lf_dtype t;
+            double *r = lit_eval(cs[k], cmp[q].src, LF_I32, xi, 8, &t);
+            cr_expect_eq(t, LF_BOOL, "%s", cmp[q].src);
+            for (int i = 0; i < 8; i++)
+                cr_expect_eq(r[i], cmp[q].want, "context %d: \"%s\" at x = %g gives %g", k, cmp[q].src, xi[i], r[i]);
+            free(r);
+        }
+        /* in range: still i32, wrapping as documented */
+        lf_dtype t;
+        double *r = lit_eval(cs[k], "(x) -> x + (-2147483648)", LF_I32, xi, 8, &t);
+        cr_expect(t == LF_I32 && r[0] == -2147483648.0 && r[2] == -1, "in-range literal: %s %g %g", lf_dtype_name(t),
+                  r[0], r[2]);
+        free(r);
+        /* true division computes in f64: the literal is exact (NumPy: float64) */
+        r = lit_eval(cs[k], "(x) -> x / 3000000000", LF_I32, xi, 8, &t);
+        cr_expect(t == LF_F64 && r[2] == 2147483647.0 / 3000000000.0, "x / 3000000000: %s %.17g", lf_dtype_name(t), r[2]);
+        free(r);
+        /* f32 meets float literals beyond its range */
+        static const double xf[] = {0, 1, -1, 3e38};
+        r = lit_eval(cs[k], "(x) -> x + 1e19", LF_F32, xf, 4, &t);
+        cr_expect(t == LF_F32 && r[0] == (double)1e19f && r[3] == (double)(3e38f + 1e19f), "x + 1e19: %s %g", lf_dtype_name(t), r[0]);
+        free(r);
+        r = lit_eval(cs[k], "(x) -> x * 1e39", LF_F32, xf, 4, &t);
+        cr_expect(t == LF_F32 && isnan(r[0]) && r[1] == INFINITY && r[2] == -INFINITY, "x * 1e39: %s %g %g %g",
+                  lf_dtype_name(t), r[0], r[1], r[2]);
+        free(r);
+        r = lit_eval(cs[k], "(x) -> x < 1e39", LF_F32, xf, 4, &t);
+        cr_expect(t == LF_BOOL && r[0] == 1 && r[3] == 1, "x < 1e39");
+        free(r);
+    }
+    /* refused when built: the operator, the literal and the dtype named */
+    static const struct {
+        const char *src, *msg;
+    } bad[] = {
+        {"(x) -> x + 3000000000", "map: +: integer literal 3000000000 is out of range for i32"},
+        {"(x) -> 3000000000 * x", "map: *: integer literal 3000000000 is out of range for i32"},
+        {"(x) -> x - -2147483649", "map: -: integer literal -2147483649 is out of range for i32"},
+        {"(x) -> x + (2000000000 + 2000000000)", "map: +: integer literal 4000000000 is out of range for i32"},
+        {"(x) -> min(x, 3000000000)", "map: min: integer literal 3000000000 is out of range for i32"},
+        {"(x) -> x & 4294967296", "map: &: integer literal 4294967296 is out of range for i32"},
+        {"(x) -> x << 3000000000", "map: <<: integer literal 3000000000 is out of range for i32"},
+        {"(x) -> x // 3000000000", "map: //: integer literal 3000000000 is out of range for i32"},
+        {"(x) -> where(x > 0, x, 3000000000)", "map: where: integer literal 3000000000 is out of range for i32"},
+        {"(x) -> (x < 3000000000) + (x + 3000000000)", "map: +: integer literal 3000000000 is out of range for i32"},
+    };
+    for (size_t q = 0; q < sizeof bad / sizeof bad[0]; q++) {
+        lf_graph *gg = lf_graph_new(ctx);
+        int64_t len = 3;
+        lf_node *x = lf_input(gg, tu_buf(ctx, LF_I32, 1, &len, xi));
+        lf_fn *f = lf_fn_parse(gg, bad[q].src);
+        cr_assert(f != NULL, "%s: %s", bad[q].src, lf_errmsg(ctx));
+        cr_expect_null(lf_map(gg, f, x), "%s was built", bad[q].src);
+        cr_expect_eq(lf_graph_status(gg), LF_ERR_DTYPE, "%s", bad[q].src);
+        cr_expect(strncmp(lf_errmsg(ctx), bad[q].msg, strlen(bad[q].msg)) == 0, "%s: \"%s\", want \"%s ...\"",
+                  bad[q].src, lf_errmsg(ctx), bad[q].msg);
+        lf_graph_free(gg);
+    }
+    /* the same literal through the builder API, and against an i64 operand (fits) */
+    lf_graph *gg = lf_graph_new(ctx);
+    int64_t len = 3;
+    lf_fn *f = lf_fn_new(gg, 1);
+    lf_fn_set_result(f, lf_fn_op(f, LF_OP_ADD, lf_fn_param(f, 0), lf_fn_const_int(f, 3000000000), -1));
+    cr_expect_null(lf_map(gg, f, lf_input(gg, tu_buf(ctx, LF_I32, 1, &len, xi))));
+    cr_expect_eq(lf_graph_status(gg), LF_ERR_DTYPE);
+    lf_graph_free(gg);
+    lf_dtype t;
+    double *r = lit_eval(ctx, "(x) -> x + 3000000000", LF_I64, xi, 3, &t);
+    cr_expect(t == LF_I64 && r[1] == 2999999995.0, "i64 + 3000000000: %s %g", lf_dtype_name(t), r[1]);
+    free(r);
+    for (int k = 1; k < 4; k++) lf_ctx_destroy(cs[k]);
 }

@@ -86,7 +86,9 @@ Test(scalar, float_corner_cases) {
     cr_assert_eq(graph_scalar_apply(LF_OP_ROUND, LF_F64, F(2.5), F(0), F(0)).f, 2.0);
     cr_assert_eq(graph_scalar_apply(LF_OP_ROUND, LF_F64, F(-1.5), F(0), F(0)).f, -2.0);
     cr_assert(isnan(graph_scalar_apply(LF_OP_SIGN, LF_F64, F(NAN), F(0), F(0)).f));
-    cr_assert(signbit(graph_scalar_apply(LF_OP_SIGN, LF_F64, F(-0.0), F(0), F(0)).f));
+    cr_assert(!signbit(graph_scalar_apply(LF_OP_SIGN, LF_F64, F(-0.0), F(0), F(0)).f)); /* NumPy: sign(-0.0) is +0.0 */
+    cr_assert(signbit(graph_scalar_apply(LF_OP_MIN, LF_F64, F(0.0), F(-0.0), F(0)).f)); /* NumPy: the second */
+    cr_assert(!signbit(graph_scalar_apply(LF_OP_MAX, LF_F64, F(-0.0), F(0.0), F(0)).f));
     cr_assert_eq(graph_scalar_apply(LF_OP_SIGMOID, LF_F64, F(-INFINITY), F(0), F(0)).f, 0.0);
     cr_assert_eq(graph_scalar_apply(LF_OP_RSQRT, LF_F64, F(0.0), F(0), F(0)).f, INFINITY);
     /* f32 results are rounded to float after each operation */
