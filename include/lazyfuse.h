@@ -208,11 +208,19 @@ typedef struct lf_ctx_options {
 
 /* What the CPU backend does about compiling kernels (lf_ctx_options.compile). */
 typedef enum lf_compile_mode {
-    LF_COMPILE_AUTO = 0,    /* compile; when no C compiler works, run the schedule
-                               interpreter instead, with a one-time warning on
-                               stderr (also chosen by LF_COMPILE=never in the
-                               environment: no compiling, no warning) */
-    LF_COMPILE_REQUIRE = 1, /* compile; no working C compiler is LF_ERR_BACKEND */
+    LF_COMPILE_AUTO = 0,    /* compile; when no C compiler works, or $TMPDIR
+                               cannot hold a compile (missing, not writable, or
+                               full: "disk full at '<$TMPDIR>'"), run the
+                               schedule interpreter instead, with a one-time
+                               warning on stderr that says why (a full or
+                               missing $TMPDIR is looked at again by the next
+                               new program, which compiles once there is room).
+                               A compiler that runs but fails on a kernel is
+                               LF_ERR_BACKEND.
+                               LF_COMPILE=never in the environment chooses
+                               NEVER: no compiling, no warning */
+    LF_COMPILE_REQUIRE = 1, /* compile; no working C compiler, or no room to
+                               compile in $TMPDIR, is LF_ERR_BACKEND */
     LF_COMPILE_NEVER = 2    /* never compile: the interpreter runs everything */
 } lf_compile_mode;
 
@@ -307,7 +315,10 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * `--version` probe too); when it passes, the compiler's process group is
  * killed (SIGKILL) and the eval fails with LF_ERR_BACKEND "... the C compiler
  * did not finish within N s (killed; ...)" (a probe that times out counts as
- * no working compiler: AUTO falls back to the interpreter). The compiler
+ * no working compiler: AUTO falls back to the interpreter). The probe also
+ * writes 1 MiB into a temp file in $TMPDIR (then drops it): a compile needs
+ * room, and a full disk is found there, before any compile (see
+ * LF_COMPILE_AUTO for what follows). The compiler
  * runs in a process group of its own and is killed when the program dies
  * (PR_SET_PDEATHSIG), so a program killed during a compile leaves no
  * compiler driver running (a step it started, such as cc1 or ld, finishes
