@@ -216,7 +216,9 @@ typedef enum lf_compile_mode {
                                missing $TMPDIR is looked at again by the next
                                new program, which compiles once there is room).
                                A compiler that runs but fails on a kernel is
-                               LF_ERR_BACKEND.
+                               LF_ERR_BACKEND, as is one that writes an object
+                               larger than 64 MiB (the disk cache's entry
+                               bound: refused from its size, never read).
                                LF_COMPILE=never in the environment chooses
                                NEVER: no compiling, no warning */
     LF_COMPILE_REQUIRE = 1, /* compile; no working C compiler, or no room to

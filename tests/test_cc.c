@@ -28,6 +28,9 @@
  *   user namespaces are off, as in some CI), and always a small
  *   RLIMIT_FSIZE (EFBIG on the same writes, SIGXFSZ ignored), which needs no
  *   privilege.
+ * - A compiler that writes an object larger than the disk cache's entry
+ *   bound (item 5): a real object padded to 65 MiB (sparse, so it costs
+ *   nothing) is refused from its size, in AUTO as in REQUIRE.
  *
  * The test process makes itself a child subreaper, so that the processes a
  * killed compiler leaves behind become its children and are reaped here:
@@ -862,6 +865,58 @@ Test(cc, no_room_is_cc_no_tmp, .timeout = 60) {
     cr_assert(log && !strstr(log, "disk full") && !strstr(log, "limit reached"), "compile: %s", log);
     graph_free(log);
     unsetenv("CC");
+    expect_no_leak();
+}
+
+/* ---- issue 26, item 5: an object larger than the entry bound ------------- */
+
+/* Compiles for real, then pads k.so to 65 MiB (sparse: no disk, no time):
+ * a valid object that loads, larger than DISKCACHE_MAX_ENTRY. */
+static const char *const HUGE_SO =
+    "case \"$1\" in --version) exec cc --version;; esac\n"
+    "cc \"$@\" || exit $?\n"
+    "o=0; for a; do [ $o = 1 ] && out=$a; o=0; [ \"$a\" = -o ] && o=1; done\n"
+    "truncate -s 65M \"$out\"\n";
+
+Test(cc, oversized_object_is_refused, .timeout = 120) {
+    fake_cc("huge.sh", HUGE_SO);
+    char want[160];
+    snprintf(want, sizeof want, "k.so has %llu bytes, more than the %zu a kernel object may have", 65ULL << 20,
+             (size_t)DISKCACHE_MAX_ENTRY);
+    void *so = (void *)1;
+    size_t len = 1;
+    char *log = NULL;
+    int rc = cc_compile("int lf_t(void){return 1;}\n", (const char *const[]){"-fPIC", "-shared", NULL}, NULL, 0, &so,
+                        &len, &log);
+    cr_assert_eq(rc, -1, "rc %d: %s", rc, log ? log : "(no message)");
+    cr_assert(so == NULL && len == 0);
+    cr_assert(log && strstr(log, want), "want \"%s\" in: %s", want, log);
+    graph_free(log);
+    /* the backend: a compiler failure, in AUTO as in REQUIRE (as for any
+       compiler that fails on a kernel), the output untouched */
+    for (int mode = 0; mode < 2; mode++) {
+        lf_ctx *c = cpu_ctx(mode ? LF_COMPILE_REQUIRE : LF_COMPILE_AUTO);
+        lf_graph *g = lf_graph_new(c);
+        lf_node *y = lf_add(g, lf_iota(g, LF_F64, 8), lf_const(g, LF_F64, 3));
+        lf_buffer *b = lf_buffer_new_like(c, y);
+        double v[8] = {-1, -1, -1, -1, -1, -1, -1, -1}, after[8];
+        lf_buffer_write(b, v, sizeof v);
+        tu_capture_stderr_start();
+        lf_status st = lf_eval(g, 1, &y, &b);
+        char *err = tu_capture_stderr_end();
+        cr_assert_eq(st, LF_ERR_BACKEND, "mode %d: %s: %s", mode, lf_status_name(st), lf_errmsg(c));
+        cr_assert(strstr(lf_errmsg(c), "compiling kernel") && strstr(lf_errmsg(c), want), "mode %d: %s", mode,
+                  lf_errmsg(c));
+        cr_assert_eq(err[0], 0, "mode %d: stderr: %s", mode, err);
+        free(err);
+        lf_buffer_read(b, after, sizeof after);
+        cr_assert(!memcmp(v, after, sizeof v), "mode %d: the output buffer was changed", mode);
+        lf_buffer_free(b);
+        lf_graph_free(g);
+        lf_ctx_destroy(c);
+    }
+    unsetenv("CC");
+    cr_assert_eq(tu_dir_entries(tmpd, true), 0, "the compile left something in TMPDIR");
     expect_no_leak();
 }
 

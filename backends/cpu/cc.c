@@ -48,9 +48,13 @@
  *   leftovers are still there) and is CC_NO_TMP when there is none, or when
  *   it was killed by SIGXFSZ. The message says "disk full at '<$TMPDIR>'"
  *   for ENOSPC and EDQUOT ("file size limit reached at" for EFBIG).
+ * - What the compiler wrote is bounded before it is read: a k.so larger
+ *   than CC_MAX_OBJECT (the disk cache's entry bound) is refused from its
+ *   fstat, never read or loaded; cc_dlopen_bytes refuses one too.
  * - Every allocation goes through graph_malloc and is freed on every path.
  */
 #include "backends/cpu/cc.h"
+#include "backends/diskcache.h"
 #include "backends/fileio.h"
 #include "backends/procs.h"
 #include "graph/graph.h"
@@ -743,15 +747,23 @@ static void dump_log(const char *head, int logfd) {
 
 /* ---- compile -------------------------------------------------------------- */
 
-/* Reads a whole file into graph_malloc'd memory; -1 with errno on failure. */
-static int slurp(const char *path, void **data, size_t *len) {
+/* Reads a whole file of at most max bytes into graph_malloc'd memory; -1
+ * with errno on failure: EFBIG (*size = its size, nothing read) when it is
+ * larger. */
+static int slurp(const char *path, size_t max, void **data, size_t *len, uint64_t *size) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > SIZE_MAX / 2) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         int e = errno ? errno : EINVAL;
         close(fd);
         errno = e;
+        return -1;
+    }
+    if ((uint64_t)st.st_size > max) {
+        *size = (uint64_t)st.st_size;
+        close(fd);
+        errno = EFBIG;
         return -1;
     }
     size_t n = (size_t)st.st_size, got = 0;
@@ -867,9 +879,13 @@ int cc_compile(const char *source, const char *const *flags, const char *const *
         if (full) rc = CC_NO_TMP;
         goto done;
     }
-    if (slurp(sopath, so, len) != 0) {
+    uint64_t size = 0;
+    if (slurp(sopath, CC_MAX_OBJECT, so, len, &size) != 0) {
         if (errno == ENOMEM) goto done;
-        snprintf(what, sizeof what, "exit status 0, but no readable k.so: %s", strerror(errno));
+        if (errno == EFBIG)
+            snprintf(what, sizeof what, "exit status 0, but k.so has %llu bytes, more than the %zu a kernel object may have",
+                     (unsigned long long)size, (size_t)CC_MAX_OBJECT);
+        else snprintf(what, sizeof what, "exit status 0, but no readable k.so: %s", strerror(errno));
         snprintf(head, sizeof head, "C compiler failed (%s)", what);
         if (graph_debug_on("cc")) dump_log(head, logfd);
         msg = fail_msg(head, logfd, dir, true);
@@ -915,6 +931,11 @@ static void *dlopen_tmpfile(const void *so, size_t len, char **why) {
 
 void *cc_dlopen_bytes(const void *so, size_t len, char **why) {
     if (why) *why = NULL;
+    if (len > CC_MAX_OBJECT) {
+        give(why, graph_strdupf("cannot load kernel: an object of %zu bytes, more than the %zu a kernel object may have",
+                                len, (size_t)CC_MAX_OBJECT));
+        return NULL;
+    }
     int fd = memfd_create("lazyfuse-kernel", MFD_CLOEXEC | MFD_EXEC);
     if (fd < 0 && errno == EINVAL) fd = memfd_create("lazyfuse-kernel", MFD_CLOEXEC);
     if (fd < 0 || access("/proc/self/fd", X_OK) != 0) {

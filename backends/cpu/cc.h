@@ -21,6 +21,8 @@
 #ifndef LF_CPU_CC_H
 #define LF_CPU_CC_H
 
+#include "backends/diskcache.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -43,6 +45,11 @@ enum { CC_NO_TMP = -2 };
  * temp files and k.so need a few hundred KiB at most. */
 enum { CC_ROOM = 1 << 20 };
 
+/* The largest object cc_compile reads and cc_dlopen_bytes loads: the disk
+ * cache's entry bound. A compiler that writes a larger k.so failed (-1),
+ * refused from the file's size, never read. */
+#define CC_MAX_OBJECT DISKCACHE_MAX_ENTRY
+
 /* Probes the compiler by running `<cc words> --version`. Returns 0 and
  * *version = the first output line (graph_malloc'd, possibly empty), or -1
  * and *why = a one-line reason ("C compiler 'false' failed: exit status 1",
@@ -57,8 +64,9 @@ int cc_probe(double timeout_s, char **version, char **why);
  * names the host and pid namespace, 8 hex digits): writes k.c, runs
  * `<cc words> <flags...> -o <tmp>/k.so <tmp>/k.c <libs...>` with TMPDIR set
  * to that folder (so the compiler's own temp files land there too), waits at
- * most timeout_s. On exit status 0 and a readable k.so: returns 0 with *so /
- * *len = the .so bytes (graph_malloc'd). Else returns CC_NO_TMP (see there) or -1 with *log = a
+ * most timeout_s. On exit status 0 and a readable k.so of at most
+ * CC_MAX_OBJECT bytes: returns 0 with *so / *len = the .so bytes
+ * (graph_malloc'd). Else returns CC_NO_TMP (see there) or -1 with *log = a
  * message of at most CC_MSG_MAX bytes: "C compiler failed (exit status N):
  * <log summary>", "the C compiler did not finish within N s (killed; ...)"
  * [": <log summary>"], or a reason the compiler could not run. The log
