@@ -161,7 +161,11 @@ typedef struct lf_fn lf_fn;         /* scalar function; owned by its graph */
 
 /* The last error message of ctx, or of the calling thread when ctx is NULL
  * (errors of calls that had no context to record into). Never NULL; "" when
- * there was none. Valid until the next failing call on that context. */
+ * there was none. Valid until the next failing call on that context. A
+ * message names a node as "node 4 (add f32[1000,3])": its id (creation
+ * order in its graph), the builder or operator that made it, its dtype and
+ * shape, and for a map or zipwith of a parsed fn the fn's text (its first
+ * 40 bytes, then "..."): "node 7 (map f32[3] \"(x) -> x * 2 + 1\")". */
 LF_API const char *lf_errmsg(const lf_ctx *ctx);
 /* Short name of a status code ("LF_ERR_SHAPE"). */
 LF_API const char *lf_status_name(lf_status s);
@@ -634,8 +638,8 @@ LF_API lf_node *lf_random(lf_graph *g, lf_dtype t, lf_random_dist dist, int ndim
  * elsewhere, and x's dtype. A 1-d x takes any-shaped idx (NumPy's take:
  * out has idx's shape). Negative indices count from the end, as in NumPy.
  * An index still out of range makes lf_eval fail with LF_ERR_INDEX and the
- * message "gather n<ID>: index V out of range for axis A of size N at
- * position [i,j,...]" naming the lowest row-major position of the gather's
+ * message "node <ID> (gather <dtype><shape>): index V out of range for axis
+ * A of size N at position [i,j,...]" naming the lowest row-major position of the gather's
  * output whose index is bad (whatever the thread count); no output buffer
  * is changed. Every index of a gather node is checked, also where a view
  * reads only part of it.
@@ -666,8 +670,9 @@ typedef enum lf_scatter_op {
  * element at p with the axis coordinate replaced by idx[p] (negative
  * indices count from the end); values are converted to dst's dtype first
  * and the result has dst's dtype and shape. Out-of-range indices fail
- * lf_eval with LF_ERR_INDEX, "scatter n<ID>: index V out of range for axis
- * A of size N at position [..]" (the lowest position of S), outputs
+ * lf_eval with LF_ERR_INDEX, "node <ID> (scatter <op> <dtype><shape>): index
+ * V out of range for axis A of size N at position [..]" (the lowest
+ * position of S), outputs
  * untouched.
  * Order (results never depend on threads or timing, every backend is
  * bit-identical to the reference): SET takes the value of the highest
