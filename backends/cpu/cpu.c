@@ -997,10 +997,9 @@ done:
  * set). LF_COMPILE_AUTO: the schedule interpreter runs the eval, after a
  * one-line warning that says why (once per context, shared with the no
  * compiler warning); the caller put back the message a failed compile
- * set. Either
- * way the reason is dropped, so the next program probes and compiles again
- * (the disk may have room by then). Nothing ran before this: the buffers
- * are untouched. */
+ * set. Either way the reason is dropped, so the next program probes and
+ * compiles again (the disk may have room by then). Nothing ran before
+ * this: the buffers are untouched. */
 static lf_status no_tmp_fallback(lf_graph *g, cpu_state *cs, int n, lf_node *const *outs, lf_buffer *const *dsts,
                                  lf_eval_stats *stats) {
     lf_ctx *ctx = g->ctx;
@@ -1014,7 +1013,7 @@ static lf_status no_tmp_fallback(lf_graph *g, cpu_state *cs, int n, lf_node *con
     if (!cs->warned)
         fprintf(stderr,
                 "lazyfuse: cannot compile kernels (%s); the CPU backend runs the schedule interpreter instead, "
-                "which is much slower. Free some space there or set TMPDIR to another folder.\n",
+                "which is much slower. Make room there, or set TMPDIR to a writable folder with room.\n",
                 why);
     cs->warned = true;
     graph_free(why);
