@@ -159,7 +159,8 @@ lf_status fuse_report_index_error(const fuse_schedule *s, int k, void *const *da
         lf_status st = graph_eval_reference(s->graph, 1, &n, &res);
         graph_free(res);
         if (st == LF_ERR_INDEX) return st;
-        return graph_error(s->graph->ctx, LF_ERR_INDEX, "scatter n%d: index out of range", n->id);
+        char ns[GRAPH_NODE_STR_CAP];
+        return graph_error(s->graph->ctx, LF_ERR_INDEX, "%s: index out of range", graph_node_str(n, ns, sizeof ns));
     }
     const lf_node *best = NULL;
     const void *best_idx = NULL;
@@ -180,5 +181,7 @@ lf_status fuse_report_index_error(const fuse_schedule *s, int k, void *const *da
         }
     }
     if (best) return graph_gather_check(best, best_idx);
-    return graph_error(s->graph->ctx, LF_ERR_INDEX, "gather: index out of range in kernel %d", k);
+    char ns[GRAPH_NODE_STR_CAP];
+    return graph_error(s->graph->ctx, LF_ERR_INDEX, "gather: index out of range in kernel %d (computing %s)", k,
+                       graph_node_str(s->graph->nodes[kn->root], ns, sizeof ns));
 }

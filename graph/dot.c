@@ -5,6 +5,10 @@
  * each input to its consumer, and outputs marked. Labels are escaped so any
  * fn text is valid DOT. The fused view (kernels as clusters) is drawn by the
  * fusion stage with graph_dot_node_label for the same node labels.
+ *
+ * Also how error messages name a node (graph_node_str): the same names as
+ * the labels, in one bounded line; it must never fail, allocate or write
+ * past cap, since it runs on out-of-memory paths too.
  */
 #include "graph/graph.h"
 
@@ -106,6 +110,93 @@ const char *graph_dot_node_label(const lf_node *n, char *buf, size_t cap) {
     append(buf, cap, &len, "\\n%s %s", lf_dtype_name(n->dtype),
            graph_shape_str(shape, sizeof shape, n->ndim, n->shape));
     return buf;
+}
+
+/* ---- node names in messages ---- */
+
+/* What made map node n, as the user wrote it: the operator of lf_apply and
+ * its convenience calls (lower case: "add"), "select", "cast", else "map" or
+ * "zipwith". Written into buf (cap > 0). */
+static const char *map_name(const lf_node *n, char *buf, size_t cap) {
+    static const char *const ids[LF_NOPS] = {
+#define LF_OP(ID, text, arity, syntax, typing, cname) [LF_OP_##ID] = #ID,
+#include "lazyfuse_ops.def"
+    };
+    const lf_graph *g = n->graph;
+    const lf_fn *f = n->u.map.fn;
+    for (int t = 0; t < LF_NDTYPES; t++)
+        if (f && g->cast_fns[t] == f) return "cast";
+    for (int op = 0; op < LF_NOPS; op++) {
+        if (!f || g->op_fns[op] != f) continue;
+        if (op == LF_OP_WHERE) return "select";
+        size_t i = 0;
+        for (; ids[op][i] && i + 1 < cap; i++) buf[i] = (char)(ids[op][i] >= 'A' && ids[op][i] <= 'Z' ? ids[op][i] - 'A' + 'a' : ids[op][i]);
+        buf[i] = 0;
+        return buf;
+    }
+    return n->ninputs == 1 ? "map" : "zipwith";
+}
+
+const char *graph_node_str(const lf_node *n, char *buf, size_t cap) {
+    if (!buf || !cap) return buf;
+    char what[64], name[16], shape[24 * LF_MAX_DIMS + 4];
+    size_t len = 0;
+    buf[0] = 0;
+    if (!n) {
+        append(buf, cap, &len, "node ?");
+        return buf;
+    }
+    what[0] = 0;
+    size_t wl = 0;
+    switch (n->kind) {
+    case NODE_INPUT: append(what, sizeof what, &wl, "input"); break;
+    case NODE_CONST: append(what, sizeof what, &wl, n->ndim ? "fill" : "const"); break;
+    case NODE_IOTA: append(what, sizeof what, &wl, "iota"); break;
+    case NODE_RANDOM: append(what, sizeof what, &wl, "random"); break;
+    case NODE_VIEW: append(what, sizeof what, &wl, "%s", view_name(n->u.view.op)); break;
+    case NODE_MAP: append(what, sizeof what, &wl, "%s", map_name(n, name, sizeof name)); break;
+    case NODE_REDUCE: append(what, sizeof what, &wl, "reduce %s", graph_reds[n->u.reduce.op].text); break;
+    case NODE_SCAN: append(what, sizeof what, &wl, "scan %s", graph_reds[n->u.scan.op].text); break;
+    case NODE_GATHER: append(what, sizeof what, &wl, "gather"); break;
+    case NODE_SCATTER: {
+        static const char *const ops[] = {"set", "add", "min", "max", "prod"};
+        append(what, sizeof what, &wl, "scatter %s", ops[n->u.scatter.op]);
+        break;
+    }
+    case NODE_SORT: {
+        const lf_node *x = n->inputs[0];
+        append(what, sizeof what, &wl, "%s",
+               n->u.sort.k != x->shape[n->u.sort.axis] ? "topk" : n->u.sort.indices ? "argsort" : "sort");
+        break;
+    }
+    }
+    if (!what[0]) append(what, sizeof what, &wl, "node");
+    graph_shape_str(shape, sizeof shape, n->ndim, n->shape);
+    const char *src = n->kind == NODE_MAP && n->u.map.fn ? n->u.map.fn->source : "";
+    int k = snprintf(buf, cap, "node %d (%s %s%s%s%s%s)", n->id, what, lf_dtype_name(n->dtype), shape, src[0] ? " \"" : "",
+                     src, src[0] ? "\"" : "");
+    if (k >= 0 && (size_t)k >= cap) { /* cut: end with "..." where it fits */
+        size_t end = cap - 1;
+        for (size_t d = 0; d < 3 && end > d; d++) buf[end - 1 - d] = '.';
+    }
+    return buf;
+}
+
+void graph_fn_keep_source(lf_fn *f, const char *src) {
+    size_t k = 0, cap = GRAPH_FN_SOURCE_KEEP;
+    bool blank = false;
+    for (const unsigned char *s = (const unsigned char *)src; *s; s++) {
+        bool b = *s == ' ' || *s == '\t' || *s == '\n' || *s == '\r';
+        if (b && (blank || !k)) continue; /* collapse blanks, none leading */
+        blank = b;
+        if (k == cap) {
+            memcpy(f->source + k, "...", 4);
+            return;
+        }
+        f->source[k++] = b ? ' ' : *s < 0x20 || *s >= 0x7f || *s == '"' ? '?' : (char)*s;
+    }
+    while (k && f->source[k - 1] == ' ') k--;
+    f->source[k] = 0;
 }
 
 lf_status graph_dot_write_graph(lf_graph *g, int n, lf_node *const *outs, FILE *out) {

@@ -250,8 +250,9 @@ lf_status graph_eval_reference(lf_graph *g, int n, lf_node *const *outs, void **
         size_t bytes = (size_t)node->numel * lf_dtype_size(node->dtype);
         void *out = graph_malloc(bytes ? bytes : 1);
         if (!out) {
-            st = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory (%zu bytes for node %d)",
-                             bytes, id);
+            char ns[GRAPH_NODE_STR_CAP];
+            st = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory (%zu bytes for %s)", bytes,
+                             graph_node_str(node, ns, sizeof ns));
             break;
         }
         vals[id] = out;
@@ -269,12 +270,14 @@ lf_status graph_eval_reference(lf_graph *g, int n, lf_node *const *outs, void **
             if (graph_contraction(node, &c)) {
                 const void *mins[LF_MAX_ARGS];
                 for (int k = 0; k < c.map->ninputs; k++) mins[k] = vals[c.map->inputs[k]->id];
+                char ns[GRAPH_NODE_STR_CAP];
                 if (eval_contraction(node, &c, mins, scratch, out) != LF_OK)
-                    st = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory in reduction %d", id);
+                    st = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory in %s", graph_node_str(node, ns, sizeof ns));
                 break;
             }
+            char ns[GRAPH_NODE_STR_CAP];
             if (eval_reduce(node, ins[0], out) != LF_OK)
-                st = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory in reduction %d", id);
+                st = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory in %s", graph_node_str(node, ns, sizeof ns));
             break;
         }
         case NODE_SCAN: eval_scan(node, ins[0], out); break;

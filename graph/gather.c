@@ -87,10 +87,10 @@ lf_status graph_gather_check(const lf_node *n, const void *idx) {
         for (int d = 0; d < n->ndim; d++) e += pos[d] * gm.idx_strides[d];
         int64_t v = graph_scalar_load(idx, it, e).i;
         if (graph_gather_wrap(v, gm.x_extent) < 0) {
-            char ps[160];
+            char ps[160], ns[GRAPH_NODE_STR_CAP];
             return graph_error(n->graph->ctx, LF_ERR_INDEX,
-                               "gather n%d: index %lld out of range for axis %d of size %lld at position %s",
-                               n->id, (long long)v, n->u.gather.axis, (long long)gm.x_extent,
+                               "%s: index %lld out of range for axis %d of size %lld at position %s",
+                               graph_node_str(n, ns, sizeof ns), (long long)v, n->u.gather.axis, (long long)gm.x_extent,
                                graph_shape_str(ps, sizeof ps, n->ndim, pos));
         }
         for (int d = n->ndim - 1; d >= 0; d--) {

@@ -251,10 +251,11 @@ lf_status lf_scalar_set(lf_graph *g, lf_node *c, double value) {
     if (!c) return graph_error(g->ctx, LF_ERR_NULL, "scalar_set: node is NULL");
     if (!graph_owns(g, c))
         return graph_error(g->ctx, LF_ERR_STATE, "scalar_set: node belongs to another graph (or to a freed one)");
+    char ns[GRAPH_NODE_STR_CAP];
     if (c->kind != NODE_CONST)
         return graph_error(g->ctx, LF_ERR_INVALID,
-                           "scalar_set: node %d is not a constant (only lf_const and lf_fill nodes take a value)",
-                           c->id);
+                           "scalar_set: %s is not a constant (only lf_const and lf_fill nodes take a value)",
+                           graph_node_str(c, ns, sizeof ns));
     /* programs read the value at each eval (fuse_kernel.scalars): nothing to replan */
     c->u.value = graph_scalar_convert((lf_scalar){.f = value}, LF_F64, c->dtype);
     return LF_OK;
@@ -841,12 +842,13 @@ lf_status graph_check_outputs(lf_graph *g, int n, lf_node *const *outs, lf_buffe
             if (dsts[j] == b)
                 return graph_error(ctx, LF_ERR_INVALID,
                                    "eval: outputs %d and %d have the same buffer (each output needs its own)", j, i);
+        char ns[GRAPH_NODE_STR_CAP];
         if (b->dtype != o->dtype)
-            return graph_error(ctx, LF_ERR_DTYPE, "eval: output %d has dtype %s, buffer has %s", i,
-                               lf_dtype_name(o->dtype), lf_dtype_name(b->dtype));
+            return graph_error(ctx, LF_ERR_DTYPE, "eval: output %d (%s) has dtype %s, buffer has %s", i,
+                               graph_node_str(o, ns, sizeof ns), lf_dtype_name(o->dtype), lf_dtype_name(b->dtype));
         if (b->ndim != o->ndim || memcmp(b->shape, o->shape, (size_t)o->ndim * sizeof *o->shape))
-            return graph_error(ctx, LF_ERR_SHAPE, "eval: output %d has shape %s, buffer has %s", i,
-                               graph_shape_str(sa, sizeof sa, o->ndim, o->shape),
+            return graph_error(ctx, LF_ERR_SHAPE, "eval: output %d (%s) has shape %s, buffer has %s", i,
+                               graph_node_str(o, ns, sizeof ns), graph_shape_str(sa, sizeof sa, o->ndim, o->shape),
                                graph_shape_str(sb, sizeof sb, b->ndim, b->shape));
     }
     return LF_OK;

@@ -281,6 +281,9 @@ typedef struct fn_expr {
                             at evaluation; hash-consing compares this only) */
 } fn_expr;
 
+/* Bytes of a parsed fn's source kept for messages (graph_node_str). */
+#define GRAPH_FN_SOURCE_KEEP 40
+
 struct lf_fn {
     lf_graph *graph;                 /* owner (memory and errors) */
     uint64_t serial;                 /* the owner's serial (graph_owns) */
@@ -292,6 +295,10 @@ struct lf_fn {
     int nexprs, cap;                 /* used and allocated entries */
     int result;                      /* result expression id, -1 until set */
     struct lf_fn *next;              /* graph->fns list */
+    char source[GRAPH_FN_SOURCE_KEEP + 4]; /* lf_fn_parse's text for messages:
+                                        printable, blanks collapsed, its first
+                                        GRAPH_FN_SOURCE_KEEP bytes + "..."
+                                        when longer; "" for other fns */
 };
 
 /* Creates an fn with nparams parameters named by names (NULL: p0, p1, ...).
@@ -604,6 +611,18 @@ lf_status graph_eval_sort(const lf_node *n, const void *x, void *out);
 /* ==== dot.c: Graphviz DOT of the graph ===================================== */
 
 /* One node's label: "#id what\ndtype [shape]" (DOT-escaped, "\n" breaks). */
+/* How every message names a node: "node 4 (add f32[1000,3])": its id, what
+ * made it as the user wrote it (the builder, or the operator of lf_add and
+ * the like: "add", "cast", "select", "map", "zipwith", "reduce sum",
+ * "slice", "topk", ...), its dtype and shape, and for a map or zipwith of a
+ * parsed fn its source in quotes (fn->source: 40 bytes at most, then
+ * "..."). Never fails and allocates nothing: at most cap - 1 bytes and a
+ * NUL (cap > 0), cut with "..." when longer; GRAPH_NODE_STR_CAP always
+ * holds it whole. Returns buf. */
+#define GRAPH_NODE_STR_CAP 320
+const char *graph_node_str(const lf_node *n, char *buf, size_t cap);
+/* Keeps src, made printable and cut, as f's source (graph_node_str). */
+void graph_fn_keep_source(lf_fn *f, const char *src);
 const char *graph_dot_node_label(const lf_node *n, char *buf, size_t cap);
 /* Writes the graph view: nodes the outputs depend on (all when n is 0),
  * edges from inputs, inputs and outputs filled, views dashed. */

@@ -722,6 +722,7 @@ lf_fn *graph_fn_parse(lf_graph *g, const char *src) {
         e = fail_at(&p, &p.tok, "unexpected '" TOKFMT "' after the expression", TOKARG(&p.tok));
     if (e < 0 || p.failed) return NULL;
     p.fn->result = e;
+    graph_fn_keep_source(p.fn, src);
     return p.fn;
 }
 

@@ -217,9 +217,10 @@ lf_status graph_scatter_check(const lf_node *n, const void *idx) {
                                (long long)gm.dst_extent - 1);
         }
         if (graph_gather_wrap(v, gm.dst_extent) < 0) {
-            char ps[160];
+            char ps[160], ns[GRAPH_NODE_STR_CAP];
             return graph_error(n->graph->ctx, LF_ERR_INDEX,
-                               "scatter n%d: index %lld out of range for axis %d of size %lld at position %s", n->id,
+                               "%s: index %lld out of range for axis %d of size %lld at position %s",
+                               graph_node_str(n, ns, sizeof ns),
                                (long long)v, n->u.scatter.axis, (long long)gm.dst_extent,
                                graph_shape_str(ps, sizeof ps, gm.ndim, pos));
         }
@@ -239,7 +240,9 @@ lf_status graph_eval_scatter(const lf_node *n, const void *dst, const void *idx,
     lf_scalar *part = NULL;
     if (op != LF_SCATTER_SET && dn) {
         part = graph_malloc((size_t)dn * sizeof *part);
-        if (!part) return graph_error(n->graph->ctx, LF_ERR_NOMEM, "eval: out of memory in scatter %d", n->id);
+        char ns[GRAPH_NODE_STR_CAP];
+        if (!part)
+            return graph_error(n->graph->ctx, LF_ERR_NOMEM, "eval: out of memory in %s", graph_node_str(n, ns, sizeof ns));
     }
     int64_t pos[LF_MAX_DIMS] = {0};
     for (int64_t b = 0; b < gm.nblocks; b++) {

@@ -177,14 +177,15 @@ lf_status graph_eval_sort(const lf_node *n, const void *x, void *out) {
     lf_dtype t = n->inputs[0]->dtype;
     size_t es = lf_dtype_size(t);
     bool desc = n->u.sort.descending, idx = n->u.sort.indices;
+    char ns[GRAPH_NODE_STR_CAP];
     if ((uint64_t)gm.n > SIZE_MAX / (2 * sizeof(sort_pair)))
-        return graph_error(n->graph->ctx, LF_ERR_NOMEM, "sort n%d: out of memory (scratch for a row of %lld)", n->id,
-                           (long long)gm.n);
+        return graph_error(n->graph->ctx, LF_ERR_NOMEM, "%s: out of memory (scratch for a row of %lld)",
+                           graph_node_str(n, ns, sizeof ns), (long long)gm.n);
     size_t bytes = 2 * (size_t)gm.n * sizeof(sort_pair);
     sort_pair *pairs = graph_malloc(bytes);
     if (!pairs)
-        return graph_error(n->graph->ctx, LF_ERR_NOMEM, "sort n%d: out of memory (%zu bytes of scratch)", n->id,
-                           bytes);
+        return graph_error(n->graph->ctx, LF_ERR_NOMEM, "%s: out of memory (%zu bytes of scratch)",
+                           graph_node_str(n, ns, sizeof ns), bytes);
     const char *xs = x;
     char *os = out;
     for (int64_t r = 0; r < gm.nrows; r++) {

@@ -185,7 +185,11 @@ typedef struct lf_fn lf_fn;         /* scalar function; owned by its graph */
 
 /* The last error message of ctx, or of the calling thread when ctx is NULL
  * (errors of calls that had no context to record into). Never NULL; "" when
- * there was none. Valid until the next failing call on that context. */
+ * there was none. Valid until the next failing call on that context. A
+ * message names a node as "node 4 (add f32[1000,3])": its id (creation
+ * order in its graph), the builder or operator that made it, its dtype and
+ * shape, and for a map or zipwith of a parsed fn the fn's text (its first
+ * 40 bytes, then "..."): "node 7 (map f32[3] \"(x) -> x * 2 + 1\")". */
 LF_API const char *lf_errmsg(const lf_ctx *ctx);
 /* Short name of a status code ("LF_ERR_SHAPE"). */
 LF_API const char *lf_status_name(lf_status s);
@@ -249,11 +253,21 @@ typedef struct lf_ctx_options {
 
 /* What the CPU backend does about compiling kernels (lf_ctx_options.compile). */
 typedef enum lf_compile_mode {
-    LF_COMPILE_AUTO = 0,    /* compile; when no C compiler works, run the schedule
-                               interpreter instead, with a one-time warning on
-                               stderr (also chosen by LF_COMPILE=never in the
-                               environment: no compiling, no warning) */
-    LF_COMPILE_REQUIRE = 1, /* compile; no working C compiler is LF_ERR_BACKEND
+    LF_COMPILE_AUTO = 0,    /* compile; when no C compiler works, or $TMPDIR
+                               cannot hold a compile (missing, not writable, or
+                               full: "disk full at '<$TMPDIR>'"), run the
+                               schedule interpreter instead, with a one-time
+                               warning on stderr that says why (a full or
+                               missing $TMPDIR is looked at again by the next
+                               new program, which compiles once there is room).
+                               A compiler that runs but fails on a kernel is
+                               LF_ERR_BACKEND, as is one that writes an object
+                               larger than 64 MiB (the disk cache's entry
+                               bound: refused from its size, never read).
+                               LF_COMPILE=never in the environment chooses
+                               NEVER: no compiling, no warning */
+    LF_COMPILE_REQUIRE = 1, /* compile; no working C compiler, or no room to
+                               compile in $TMPDIR, is LF_ERR_BACKEND
                                (LF_COMPILE=always in the environment turns an
                                AUTO context into this one) */
     LF_COMPILE_NEVER = 2    /* never compile: the interpreter runs everything */
@@ -370,7 +384,10 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * `--version` probe too); when it passes, the compiler's process group is
  * killed (SIGKILL) and the eval fails with LF_ERR_BACKEND "... the C compiler
  * did not finish within N s (killed; ...)" (a probe that times out counts as
- * no working compiler: AUTO falls back to the interpreter). The compiler
+ * no working compiler: AUTO falls back to the interpreter). The probe also
+ * writes 1 MiB into a temp file in $TMPDIR (then drops it): a compile needs
+ * room, and a full disk is found there, before any compile (see
+ * LF_COMPILE_AUTO for what follows). The compiler
  * runs in a process group of its own and is killed when the program dies
  * (PR_SET_PDEATHSIG), so a program killed during a compile leaves no
  * compiler driver running (a step it started, such as cc1 or ld, finishes
@@ -701,8 +718,8 @@ LF_API lf_node *lf_random(lf_graph *g, lf_dtype t, lf_random_dist dist, int ndim
  * elsewhere, and x's dtype. A 1-d x takes any-shaped idx (NumPy's take:
  * out has idx's shape). Negative indices count from the end, as in NumPy.
  * An index still out of range makes lf_eval fail with LF_ERR_INDEX and the
- * message "gather n<ID>: index V out of range for axis A of size N at
- * position [i,j,...]" naming the lowest row-major position of the gather's
+ * message "node <ID> (gather <dtype><shape>): index V out of range for axis
+ * A of size N at position [i,j,...]" naming the lowest row-major position of the gather's
  * output whose index is bad (whatever the thread count); no output buffer
  * is changed. Every index of a gather node is checked, also where a view
  * reads only part of it.
@@ -733,8 +750,9 @@ typedef enum lf_scatter_op {
  * element at p with the axis coordinate replaced by idx[p] (negative
  * indices count from the end); values are converted to dst's dtype first
  * and the result has dst's dtype and shape. Out-of-range indices fail
- * lf_eval with LF_ERR_INDEX, "scatter n<ID>: index V out of range for axis
- * A of size N at position [..]" (the lowest position of S), outputs
+ * lf_eval with LF_ERR_INDEX, "node <ID> (scatter <op> <dtype><shape>): index
+ * V out of range for axis A of size N at position [..]" (the lowest
+ * position of S), outputs
  * untouched.
  * Order (results never depend on threads or timing, every backend is
  * bit-identical to the reference): SET takes the value of the highest

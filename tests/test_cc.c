@@ -18,6 +18,19 @@
  *   lines and then an error gives a message that is printable, at most
  *   CC_MSG_MAX bytes, holds the first lines and the first error line, and
  *   counts the rest; LF_DEBUG=cc prints the whole log on stderr.
+ * - A $TMPDIR without room (issue 26, item 4): full before the first eval
+ *   (the probe sees it), full after the probe (k.c cannot be written), and
+ *   a compiler that fails because it filled the disk: LF_COMPILE_AUTO runs
+ *   the interpreter with one warning naming the folder, REQUIRE fails with
+ *   LF_ERR_BACKEND, and the same context compiles again once there is
+ *   room. Two ways to fill it: a real 8 MiB tmpfs mounted on $TMPDIR in a
+ *   user namespace of the test process (ENOSPC; skipped where unprivileged
+ *   user namespaces are off, as in some CI), and always a small
+ *   RLIMIT_FSIZE (EFBIG on the same writes, SIGXFSZ ignored), which needs no
+ *   privilege.
+ * - A compiler that writes an object larger than the disk cache's entry
+ *   bound (item 5): a real object padded to 65 MiB (sparse, so it costs
+ *   nothing) is refused from its size, in AUTO as in REQUIRE.
  *
  * The test process makes itself a child subreaper, so that the processes a
  * killed compiler leaves behind become its children and are reaped here:
@@ -28,6 +41,7 @@
 #include "backends/cpu/cc.h"
 #include "backends/cpu/pool.h"
 #include "backends/cpu/unit.h"
+#include "codegen/codegen.h"
 #include "graph/graph.h"
 #include "lazyfuse.h"
 #include "testutil.h"
@@ -43,7 +57,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -56,6 +73,8 @@ static char root[128];   /* private folder per test, removed after it */
 static char tmpd[192];   /* root/tmp: $TMPDIR, where cc makes its folders */
 static char cache[192];  /* root/cache: $LF_CACHE_DIR */
 static pid_t group_left; /* a compiler process group to kill in teardown */
+static pid_t tmpfs_child; /* holds a tmpfs on tmpd in its namespace (tmpfs_mount) */
+static int tmpfs_pipe = -1; /* closing it lets tmpfs_child exit */
 
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f) {
     (void)st, (void)flag, (void)f;
@@ -112,6 +131,13 @@ static void setup(void) {
 
 static void teardown(void) {
     lf_debug_fail_alloc(0, false);
+    if (tmpfs_child > 0) {
+        close(tmpfs_pipe);
+        kill(tmpfs_child, SIGKILL);
+        waitpid(tmpfs_child, NULL, 0);
+    }
+    tmpfs_child = 0;
+    tmpfs_pipe = -1;
     if (group_left > 0) {
         kill(-group_left, SIGKILL);
         gone_within(-group_left, 5);
@@ -553,6 +579,344 @@ Test(cc, long_binary_log_is_printable_and_bounded, .timeout = 60) {
     free(err);
     free(first);
     lf_ctx_destroy(c);
+    expect_no_leak();
+}
+
+/* ---- issue 26, item 4: no room in $TMPDIR --------------------------------- */
+
+/* One way to take the room away from $TMPDIR and give it back. */
+typedef struct room_way {
+    const char *name;
+    const char *words;       /* what the messages say: "disk full at" */
+    void (*fill)(void);
+    void (*free)(void);
+    const char *fill_cc;     /* a fake $CC body that fails for lack of room */
+} room_way;
+
+/* The tmpfs way: a file that takes every byte of the tmpfs on tmpd. */
+static void tmpfs_fill(void) {
+    char filler[256];
+    snprintf(filler, sizeof filler, "%s/filler", tmpd);
+    int fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert_geq(fd, 0, "filler: %s", strerror(errno));
+    static const char block[65536];
+    ssize_t k;
+    while ((k = write(fd, block, sizeof block)) > 0) {
+    }
+    int e = errno;
+    while ((k = write(fd, block, 512)) > 0) {
+    }
+    close(fd);
+    cr_assert_eq(e, ENOSPC, "filling the tmpfs ended with %s", strerror(e));
+}
+
+static void tmpfs_free(void) {
+    char filler[256];
+    snprintf(filler, sizeof filler, "%s/filler", tmpd);
+    cr_assert_eq(unlink(filler), 0, "%s: %s", filler, strerror(errno));
+}
+
+/* Mounts an 8 MiB tmpfs on tmpd in a user and mount namespace of a child
+ * process (unshare refuses a process with threads, as a test's is), which
+ * holds it until teardown kills it; this process reaches the tmpfs through
+ * /proc/<child>/root, and tmpd becomes that path ($TMPDIR too). False where
+ * unprivileged user namespaces are off. */
+static bool tmpfs_mount(void) {
+    char uidmap[64], gidmap[64];
+    snprintf(uidmap, sizeof uidmap, "0 %d 1", (int)geteuid());
+    snprintf(gidmap, sizeof gidmap, "0 %d 1", (int)getegid());
+    int up[2], down[2];
+    cr_assert_eq(pipe(up), 0);
+    cr_assert_eq(pipe(down), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) { /* system calls only: the parent has threads */
+        close(up[0]);
+        close(down[1]);
+        char ok = 0;
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0) {
+            int fd = open("/proc/self/setgroups", O_WRONLY);
+            if (fd >= 0) {
+                if (write(fd, "deny", 4) != 4) _exit(1);
+                close(fd);
+            }
+            int u = open("/proc/self/uid_map", O_WRONLY), g = open("/proc/self/gid_map", O_WRONLY);
+            ok = u >= 0 && g >= 0 && write(u, uidmap, strlen(uidmap)) > 0 && write(g, gidmap, strlen(gidmap)) > 0 &&
+                 mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+                 mount("tmpfs", tmpd, "tmpfs", 0, "size=8m,mode=0700") == 0;
+        }
+        if (write(up[1], &ok, 1) != 1) _exit(1);
+        while (read(down[0], &ok, 1) > 0) { /* until the parent goes */
+        }
+        _exit(0);
+    }
+    close(up[1]);
+    close(down[0]);
+    char ok = 0;
+    ssize_t k = read(up[0], &ok, 1);
+    close(up[0]);
+    tmpfs_child = pid;
+    tmpfs_pipe = down[1];
+    if (k != 1 || !ok) return false;
+    char path[sizeof tmpd];
+    int n = snprintf(path, sizeof path, "/proc/%d/root%s", (int)pid, tmpd);
+    cr_assert_lt(n, (int)sizeof path);
+    memcpy(tmpd, path, sizeof tmpd);
+    setenv("TMPDIR", tmpd, 1);
+    return true;
+}
+
+/* The file size limit way: RLIMIT_FSIZE below the size of any kernel's k.c
+ * (the C prelude alone is larger) and of the probe's CC_ROOM, above what
+ * the captured stderr needs. */
+static struct rlimit fsize_was;
+
+static rlim_t fsize_limit(void) {
+    size_t prelude = strlen(cg_dialect_c(false)->prelude) + strlen(cg_prelude_helpers);
+    cr_assert_gt(prelude / 2, 4096, "the prelude (%zu bytes) is too short for this test", prelude);
+    return (rlim_t)(prelude / 2);
+}
+
+static void fsize_fill(void) {
+    signal(SIGXFSZ, SIG_IGN); /* writes past the limit fail with EFBIG */
+    cr_assert_eq(getrlimit(RLIMIT_FSIZE, &fsize_was), 0);
+    struct rlimit r = {fsize_limit(), fsize_was.rlim_max};
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &r), 0, "setrlimit: %s", strerror(errno));
+}
+
+static void fsize_free(void) { cr_assert_eq(setrlimit(RLIMIT_FSIZE, &fsize_was), 0); }
+
+/* Probes fine, then fills the compile's folder ($TMPDIR, set by cc) and
+ * fails the way gcc does when as cannot write its output. */
+static const char *const FILL_TMPFS =
+    "case \"$1\" in --version) echo fake-cc 1.0; exit 0;; esac\n"
+    "cat /dev/zero > \"$TMPDIR/ccfill.s\" 2>/dev/null\n"
+    "echo 'k.c: fatal error: error writing to ccfill.s: No space left on device'\n"
+    "exit 1\n";
+
+/* Probes fine, then dies of its own 4 KiB file size limit (SIGXFSZ), as a
+ * compiler under a limit too small for its output does. */
+static const char *const FILL_FSIZE =
+    "case \"$1\" in --version) echo fake-cc 1.0; exit 0;; esac\n"
+    "ulimit -f 8\n"
+    "exec head -c 100000 /dev/zero > \"$TMPDIR/ccfill.s\"\n";
+
+/* Evaluates iota(8) + 1 + 1 ... (k times) into a fresh buffer: a kernel
+ * structure of its own for each k (a constant's value is not part of a
+ * kernel's identity, eval_small's k is). The result checked when LF_OK. */
+static lf_status eval_chain(lf_ctx *c, int k, lf_eval_stats *stats) {
+    lf_graph *g = lf_graph_new(c);
+    cr_assert_not_null(g);
+    lf_node *y = lf_iota(g, LF_F64, 8);
+    for (int i = 0; i < k; i++) y = lf_add(g, y, lf_const(g, LF_F64, 1));
+    cr_assert_not_null(y, "%s", lf_graph_errmsg(g));
+    lf_buffer *b = lf_buffer_new_like(c, y);
+    lf_status st = lf_eval(g, 1, &y, &b);
+    if (st == LF_OK) {
+        double v[8];
+        lf_buffer_read(b, v, sizeof v);
+        for (int i = 0; i < 8; i++) cr_assert_eq(v[i], i + k, "element %d: %g", i, v[i]);
+    }
+    if (stats) lf_ctx_last_stats(c, stats);
+    lf_buffer_free(b);
+    lf_graph_free(g);
+    return st;
+}
+
+/* An eval of structure k expected to run on the interpreter, with the
+ * result checked. */
+static void expect_fallback(lf_ctx *c, int k, const char *what) {
+    lf_eval_stats s;
+    lf_status st = eval_chain(c, k, &s);
+    cr_assert_eq(st, LF_OK, "%s: %s: %s", what, lf_status_name(st), lf_errmsg(c));
+    cr_assert(s.kernels == 1 && s.kernels_compiled == 0 && s.kernels_disk_hits == 0 && s.kernels_memory_hits == 0,
+              "%s: kernels %d compiled %d disk %d memory %d: want the interpreter", what, s.kernels,
+              s.kernels_compiled, s.kernels_disk_hits, s.kernels_memory_hits);
+}
+
+static void expect_compiled(lf_ctx *c, int k, const char *what) {
+    lf_eval_stats s;
+    lf_status st = eval_chain(c, k, &s);
+    cr_assert_eq(st, LF_OK, "%s: %s: %s", what, lf_status_name(st), lf_errmsg(c));
+    cr_assert_eq(s.kernels_compiled, 1, "%s: %d kernels compiled, want 1", what, s.kernels_compiled);
+}
+
+/* The warning AUTO printed: exactly one, naming the folder and the reason. */
+static void expect_warning(const room_way *w, const char *what, const char *also) {
+    char *err = tu_capture_stderr_end();
+    char at[256];
+    snprintf(at, sizeof at, "%s '%s'", w->words, tmpd);
+    cr_assert_eq(tu_count_substr(err, "lazyfuse: cannot compile kernels ("), 1, "%s (%s): want one warning, stderr:\n%s",
+                 what, w->name, err);
+    cr_assert(strstr(err, at) && strstr(err, also) && strstr(err, "schedule interpreter"),
+              "%s (%s): the warning lacks \"%s\" or \"%s\":\n%s", what, w->name, at, also, err);
+    cr_assert_eq(tu_count_substr(err, "\n"), 1, "%s (%s): the warning is not one line:\n%s", what, w->name, err);
+    free(err);
+}
+
+static void expect_room_error(lf_ctx *c, int k, const room_way *w, const char *what, const char *also) {
+    tu_capture_stderr_start();
+    lf_status st = eval_chain(c, k, NULL);
+    char *err = tu_capture_stderr_end();
+    const char *msg = lf_errmsg(c);
+    char at[256];
+    snprintf(at, sizeof at, "%s '%s'", w->words, tmpd);
+    cr_assert_eq(st, LF_ERR_BACKEND, "%s (%s): %s: %s", what, w->name, lf_status_name(st), msg);
+    cr_assert(strstr(msg, at) && strstr(msg, also), "%s (%s): the message lacks \"%s\" or \"%s\": %s", what, w->name,
+              at, also, msg);
+    cr_assert_eq(err[0], 0, "%s (%s): LF_COMPILE_REQUIRE printed on stderr: %s", what, w->name, err);
+    free(err);
+}
+
+static void no_room_cases(const room_way *w) {
+    /* 1. full before the first eval: the probe sees it */
+    lf_ctx *c = cpu_ctx(LF_COMPILE_AUTO);
+    w->fill();
+    tu_capture_stderr_start();
+    expect_fallback(c, 1, "full before the probe");
+    expect_fallback(c, 2, "full before the probe, again");
+    expect_warning(w, "full before the probe", "no room for a compile");
+    w->free();
+    expect_compiled(c, 3, "room again, the same context");
+    lf_ctx_destroy(c);
+    /* 2. full after the probe: k.c cannot be written */
+    c = cpu_ctx(LF_COMPILE_AUTO);
+    expect_compiled(c, 4, "before the disk fills");
+    w->fill();
+    tu_capture_stderr_start();
+    expect_fallback(c, 5, "full after the probe");
+    expect_warning(w, "full after the probe", "cannot write");
+    w->free();
+    expect_compiled(c, 6, "room again after the probe");
+    lf_ctx_destroy(c);
+    /* 3. LF_COMPILE_REQUIRE: an error, both ways */
+    c = cpu_ctx(LF_COMPILE_REQUIRE);
+    w->fill();
+    expect_room_error(c, 7, w, "REQUIRE, full before the probe", "cannot compile kernels");
+    w->free();
+    expect_compiled(c, 8, "REQUIRE, room again");
+    w->fill();
+    expect_room_error(c, 9, w, "REQUIRE, full after the probe", "compiling kernel");
+    w->free();
+    lf_ctx_destroy(c);
+    /* 4. the compiler itself runs out of room */
+    fake_cc("fill.sh", w->fill_cc);
+    c = cpu_ctx(LF_COMPILE_AUTO);
+    tu_capture_stderr_start();
+    expect_fallback(c, 10, "the compiler ran out of room");
+    expect_warning(w, "the compiler ran out of room", "C compiler failed");
+    lf_ctx_destroy(c);
+    c = cpu_ctx(LF_COMPILE_REQUIRE);
+    expect_room_error(c, 11, w, "REQUIRE, the compiler ran out of room", "C compiler failed");
+    lf_ctx_destroy(c);
+    unsetenv("CC");
+    c = cpu_ctx(LF_COMPILE_REQUIRE);
+    expect_compiled(c, 12, "a working compiler after it");
+    lf_ctx_destroy(c);
+    cr_assert_eq(tu_dir_entries(tmpd, true), 0, "%s: something was left in TMPDIR", w->name);
+    expect_no_leak();
+}
+
+Test(cc, no_room_file_size_limit, .timeout = 120) {
+    room_way w = {"RLIMIT_FSIZE", "file size limit reached at", fsize_fill, fsize_free, FILL_FSIZE};
+    no_room_cases(&w);
+}
+
+Test(cc, no_room_full_tmpfs, .timeout = 120) {
+    if (!tmpfs_mount()) cr_skip_test("no unprivileged user namespace with a tmpfs here: the RLIMIT_FSIZE test stands in");
+    room_way w = {"full tmpfs", "disk full at", tmpfs_fill, tmpfs_free, FILL_TMPFS};
+    no_room_cases(&w);
+}
+
+/* cc_probe and cc_compile themselves, on a full tmpfs when one can be had,
+ * else under the file size limit. */
+Test(cc, no_room_is_cc_no_tmp, .timeout = 60) {
+    bool tmpfs = tmpfs_mount();
+    const char *words = tmpfs ? "disk full at" : "file size limit reached at";
+    if (tmpfs) tmpfs_fill();
+    else fsize_fill();
+    char *v = NULL, *why = NULL;
+    cr_assert_eq(cc_probe(0, &v, &why), CC_NO_TMP, "probe: %s", why ? why : "(no message)");
+    cr_assert_null(v);
+    cr_assert(why && strstr(why, words) && strstr(why, tmpd), "probe: %s", why);
+    graph_free(why);
+    void *so = NULL;
+    size_t len = 0;
+    char *log = NULL;
+    static char src[128 * 1024]; /* larger than the limit: k.c cannot be written */
+    memset(src, ' ', sizeof src - 1);
+    memcpy(src, "int lf_t(void){return 1;}\n", 27);
+    cr_assert_eq(cc_compile(src, (const char *const[]){"-fPIC", "-shared", NULL}, NULL, 0, &so, &len, &log), CC_NO_TMP,
+                 "compile: %s", log ? log : "?");
+    cr_assert(log && strstr(log, words), "compile: %s", log);
+    cr_assert_null(so);
+    graph_free(log);
+    if (tmpfs) tmpfs_free();
+    else fsize_free();
+    /* a missing $TMPDIR is CC_NO_TMP too; a failing compiler is not */
+    setenv("TMPDIR", in_root("no/such/dir"), 1);
+    cr_assert_eq(cc_probe(0, &v, &why), CC_NO_TMP, "probe: %s", why ? why : "(no message)");
+    graph_free(why);
+    setenv("TMPDIR", tmpd, 1);
+    setenv("CC", "false", 1);
+    cr_assert_eq(cc_probe(0, &v, &why), -1);
+    graph_free(why);
+    cr_assert_eq(cc_compile("int x;", NULL, NULL, 0, &so, &len, &log), -1);
+    cr_assert(log && !strstr(log, "disk full") && !strstr(log, "limit reached"), "compile: %s", log);
+    graph_free(log);
+    unsetenv("CC");
+    expect_no_leak();
+}
+
+/* ---- issue 26, item 5: an object larger than the entry bound ------------- */
+
+/* Compiles for real, then pads k.so to 65 MiB (sparse: no disk, no time):
+ * a valid object that loads, larger than DISKCACHE_MAX_ENTRY. */
+static const char *const HUGE_SO =
+    "case \"$1\" in --version) exec cc --version;; esac\n"
+    "cc \"$@\" || exit $?\n"
+    "o=0; for a; do [ $o = 1 ] && out=$a; o=0; [ \"$a\" = -o ] && o=1; done\n"
+    "truncate -s 65M \"$out\"\n";
+
+Test(cc, oversized_object_is_refused, .timeout = 120) {
+    fake_cc("huge.sh", HUGE_SO);
+    char want[160];
+    snprintf(want, sizeof want, "k.so has %llu bytes, more than the %zu a kernel object may have", 65ULL << 20,
+             (size_t)DISKCACHE_MAX_ENTRY);
+    void *so = (void *)1;
+    size_t len = 1;
+    char *log = NULL;
+    int rc = cc_compile("int lf_t(void){return 1;}\n", (const char *const[]){"-fPIC", "-shared", NULL}, NULL, 0, &so,
+                        &len, &log);
+    cr_assert_eq(rc, -1, "rc %d: %s", rc, log ? log : "(no message)");
+    cr_assert(so == NULL && len == 0);
+    cr_assert(log && strstr(log, want), "want \"%s\" in: %s", want, log);
+    graph_free(log);
+    /* the backend: a compiler failure, in AUTO as in REQUIRE (as for any
+       compiler that fails on a kernel), the output untouched */
+    for (int mode = 0; mode < 2; mode++) {
+        lf_ctx *c = cpu_ctx(mode ? LF_COMPILE_REQUIRE : LF_COMPILE_AUTO);
+        lf_graph *g = lf_graph_new(c);
+        lf_node *y = lf_add(g, lf_iota(g, LF_F64, 8), lf_const(g, LF_F64, 3));
+        lf_buffer *b = lf_buffer_new_like(c, y);
+        double v[8] = {-1, -1, -1, -1, -1, -1, -1, -1}, after[8];
+        lf_buffer_write(b, v, sizeof v);
+        tu_capture_stderr_start();
+        lf_status st = lf_eval(g, 1, &y, &b);
+        char *err = tu_capture_stderr_end();
+        cr_assert_eq(st, LF_ERR_BACKEND, "mode %d: %s: %s", mode, lf_status_name(st), lf_errmsg(c));
+        cr_assert(strstr(lf_errmsg(c), "compiling kernel") && strstr(lf_errmsg(c), want), "mode %d: %s", mode,
+                  lf_errmsg(c));
+        cr_assert_eq(err[0], 0, "mode %d: stderr: %s", mode, err);
+        free(err);
+        lf_buffer_read(b, after, sizeof after);
+        cr_assert(!memcmp(v, after, sizeof v), "mode %d: the output buffer was changed", mode);
+        lf_buffer_free(b);
+        lf_graph_free(g);
+        lf_ctx_destroy(c);
+    }
+    unsetenv("CC");
+    cr_assert_eq(tu_dir_entries(tmpd, true), 0, "the compile left something in TMPDIR");
     expect_no_leak();
 }
 

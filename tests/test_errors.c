@@ -1385,7 +1385,7 @@ static void gather_index_errors_on(lf_ctx *c) {
     for (int k = 0; k < m; k++) seven[k] = 7;
     lf_buffer *oy = tu_buf(c, LF_F64, 1, &m, seven), *os = tu_buf(c, LF_F64, 1, &n, seven);
     char want[160];
-    snprintf(want, sizeof want, "gather n%d: index 12 out of range for axis 0 of size 10 at position [3]", t->id);
+    snprintf(want, sizeof want, "node %d (gather f64[5000]): index 12 out of range for axis 0 of size 10 at position [3]", t->id);
     for (int rep = 0; rep < 2; rep++) {
         cr_expect_eq(lf_eval(gg, 2, (lf_node *[]){s, y}, (lf_buffer *[]){os, oy}), LF_ERR_INDEX);
         cr_expect_str_eq(lf_errmsg(c), want);
@@ -1398,7 +1398,7 @@ static void gather_index_errors_on(lf_ctx *c) {
     lf_node *t2 = lf_gather(gg, x2, 1, i2);
     lf_buffer *o2 = tu_buf(c, LF_F32, 2, (int64_t[]){2, 2}, seven);
     cr_expect_eq(lf_eval(gg, 1, &t2, &o2), LF_ERR_INDEX);
-    snprintf(want, sizeof want, "gather n%d: index -4 out of range for axis 1 of size 3 at position [1,0]", t2->id);
+    snprintf(want, sizeof want, "node %d (gather f32[2,2]): index -4 out of range for axis 1 of size 3 at position [1,0]", t2->id);
     cr_expect_str_eq(lf_errmsg(c), want);
     tu_expect("t2 untouched", o2, seven, 4, 0, 0);
     /* read through a slice that skips the bad position: still every index is checked */
@@ -1596,7 +1596,7 @@ static void scatter_index_errors_on(lf_ctx *c) {
     for (int k = 0; k < 300; k++) seven[k] = 7;
     lf_buffer *oh = tu_buf(c, LF_I64, 1, (int64_t[]){256}, seven), *oy = lf_buffer_new_like(c, y);
     char want[160];
-    snprintf(want, sizeof want, "scatter n%d: index 384 out of range for axis 0 of size 256 at position [200001]", h->id);
+    snprintf(want, sizeof want, "node %d (scatter add i64[256]): index 384 out of range for axis 0 of size 256 at position [200001]", h->id);
     cr_expect_eq(lf_eval(gg, 2, (lf_node *[]){y, h}, (lf_buffer *[]){oy, oh}), LF_ERR_INDEX);
     cr_expect_str_eq(lf_errmsg(c), want);
     tu_expect("histogram untouched", oh, seven, 256, 0, 0);
@@ -1606,7 +1606,7 @@ static void scatter_index_errors_on(lf_ctx *c) {
     lf_node *s = lf_scatter(gg, LF_SCATTER_SET, d, 1, i, lf_const(gg, LF_F64, 1));
     lf_buffer *os = tu_buf(c, LF_F64, 2, (int64_t[]){2, 3}, seven);
     cr_expect_eq(lf_eval(gg, 1, &s, &os), LF_ERR_INDEX);
-    snprintf(want, sizeof want, "scatter n%d: index -4 out of range for axis 1 of size 3 at position [1,1]", s->id);
+    snprintf(want, sizeof want, "node %d (scatter set f64[2,3]): index -4 out of range for axis 1 of size 3 at position [1,1]", s->id);
     cr_expect_str_eq(lf_errmsg(c), want);
     tu_expect("put_along_axis untouched", os, seven, 6, 0, 0);
     lf_buffer_free(oh), lf_buffer_free(oy), lf_buffer_free(os);
@@ -1709,9 +1709,9 @@ Test(errors, scalar_set_arguments) {
     cr_expect_eq(lf_scalar_set(g1, c2, 2.0), LF_ERR_STATE);
     cr_expect_str_eq(lf_errmsg(ctx), "scalar_set: node belongs to another graph (or to a freed one)");
     cr_expect_eq(lf_scalar_set(g1, x1, 2.0), LF_ERR_INVALID);
-    cr_expect_str_eq(lf_errmsg(ctx), "scalar_set: node 1 is not a constant (only lf_const and lf_fill nodes take a value)");
+    cr_expect_str_eq(lf_errmsg(ctx), "scalar_set: node 1 (input f32[3]) is not a constant (only lf_const and lf_fill nodes take a value)");
     cr_expect_eq(lf_scalar_set(g1, y1, 2.0), LF_ERR_INVALID);
-    cr_expect_str_eq(lf_errmsg(ctx), "scalar_set: node 2 is not a constant (only lf_const and lf_fill nodes take a value)");
+    cr_expect_str_eq(lf_errmsg(ctx), "scalar_set: node 2 (mul f32[3]) is not a constant (only lf_const and lf_fill nodes take a value)");
     lf_node *v1 = lf_broadcast_to(g1, c1, 1, SH(3)); /* a view of a constant is not one */
     cr_expect_eq(lf_scalar_set(g1, v1, 2.0), LF_ERR_INVALID);
     cr_expect_eq(lf_graph_status(g1), LF_OK, "a refused scalar_set does not fail the graph");
@@ -1899,4 +1899,91 @@ Test(errors, topk_bad_arguments) {
     cr_expect_eq(lf_eval(gg, 1, &s, &b), LF_ERR_SHAPE);
     cr_expect_str_eq(lf_errmsg(ctx), "topk: k = 9 out of range 0..5 for axis 0 of x [5]");
     lf_buffer_free(b);
+}
+
+/* ---- issue 26, item 6: messages name nodes a user can find ----------------- */
+
+/* "node <id> (<op> <dtype><shape>)" into buf, for the expected messages. */
+static const char *named(char *buf, size_t cap, const lf_node *n, const char *rest) {
+    snprintf(buf, cap, "node %d (%s)", n->id, rest);
+    return buf;
+}
+
+#define EXPECT_NAMED(st_want, call, n, rest)                                                                       \
+    do {                                                                                                           \
+        char w_[512];                                                                                              \
+        lf_status st_ = (call);                                                                                    \
+        cr_expect_eq(st_, st_want, "%s: %s: %s", #call, lf_status_name(st_), lf_errmsg(ctx));                     \
+        cr_expect(strstr(lf_errmsg(ctx), named(w_, sizeof w_, n, rest)) != NULL, "want \"%s\" in: %s", w_,        \
+                  lf_errmsg(ctx));                                                                                 \
+        cr_expect(!strstr(lf_errmsg(ctx), " n0") && !strstr(lf_errmsg(ctx), "n1:"), "an n<id> in: %s",            \
+                  lf_errmsg(ctx));                                                                                 \
+    } while (0)
+
+/* Failing calls of every kind that names a node: the operation as the user
+ * wrote it (builder or operator), dtype and shape, and a parsed fn's text. */
+Test(errors, messages_name_nodes_by_op_dtype_shape) {
+    lf_graph *g = fresh();
+    static double zeros[3000];
+    lf_node *a = lf_input(g, tu_buf(ctx, LF_F32, 2, SH(1000, 3), zeros));
+    lf_node *b = lf_input(g, tu_buf(ctx, LF_F32, 2, SH(1000, 3), zeros));
+    lf_node *y = lf_add(g, a, b);
+    lf_node *m = lf_map(g, lf_fn_parse(g, "(x) -> x * 2 + sin(x) - cos(x) * 3.5 + tan(x) / 7"), a);
+    lf_node *m2 = lf_map(g, lf_fn_parse(g, "(x) ->\n\tx\n   + 1"), a);
+    lf_node *r = lf_reduce(g, LF_RED_SUM, y, 1, (int[]){0}, false);
+    lf_node *k = lf_cast(g, y, LF_I32);
+    lf_node *sl = lf_slice(g, y, 0, 0, 10, 1);
+    lf_node *sel = lf_select(g, lf_lt(g, a, b), a, b);
+    cr_assert(y && m && m2 && r && k && sl && sel, "%s", lf_errmsg(ctx));
+    lf_buffer *f64 = tu_buf(ctx, LF_F64, 2, SH(1000, 3), zeros), *flat = tu_buf(ctx, LF_F32, 1, SH(3000), zeros);
+    /* dtype and shape mismatches of an output */
+    EXPECT_NAMED(LF_ERR_DTYPE, lf_eval(g, 1, &y, &f64), y, "add f32[1000,3]");
+    EXPECT_NAMED(LF_ERR_SHAPE, lf_eval(g, 1, &y, &flat), y, "add f32[1000,3]");
+    EXPECT_NAMED(LF_ERR_DTYPE, lf_eval(g, 1, &m, &f64), m,
+                 "map f32[1000,3] \"(x) -> x * 2 + sin(x) - cos(x) * 3.5 + t...\"");
+    EXPECT_NAMED(LF_ERR_DTYPE, lf_eval(g, 1, &m2, &f64), m2, "map f32[1000,3] \"(x) -> x + 1\"");
+    EXPECT_NAMED(LF_ERR_SHAPE, lf_eval(g, 1, &r, &flat), r, "reduce sum f32[3]");
+    EXPECT_NAMED(LF_ERR_DTYPE, lf_eval(g, 1, &k, &f64), k, "cast i32[1000,3]");
+    EXPECT_NAMED(LF_ERR_SHAPE, lf_eval(g, 1, &sl, &flat), sl, "slice f32[10,3]");
+    EXPECT_NAMED(LF_ERR_DTYPE, lf_eval(g, 1, &sel, &f64), sel, "select f32[1000,3]");
+    /* a constant wanted */
+    EXPECT_NAMED(LF_ERR_INVALID, lf_scalar_set(g, y, 2.0), y, "add f32[1000,3]");
+    /* an index out of range at eval */
+    lf_graph *g2 = fresh();
+    lf_node *x = lf_input(g2, tu_buf(ctx, LF_F64, 1, SH(4), V(1, 2, 3, 4)));
+    lf_node *t = lf_gather(g2, x, 0, lf_input(g2, tu_buf(ctx, LF_I64, 1, SH(2), V(1, 7))));
+    lf_node *sc = lf_scatter(g2, LF_SCATTER_MAX, x, 0, lf_input(g2, tu_buf(ctx, LF_I32, 1, SH(2), V(9, 0))),
+                             lf_const(g2, LF_F64, 5));
+    cr_assert(t && sc, "%s", lf_errmsg(ctx));
+    lf_buffer *o2 = tu_buf(ctx, LF_F64, 1, SH(2), V(0, 0)), *o4 = tu_buf(ctx, LF_F64, 1, SH(4), V(0, 0, 0, 0));
+    EXPECT_NAMED(LF_ERR_INDEX, lf_eval(g2, 1, &t, &o2), t, "gather f64[2]");
+    EXPECT_NAMED(LF_ERR_INDEX, lf_eval(g2, 1, &sc, &o4), sc, "scatter max f64[4]");
+}
+
+/* graph_node_str never writes past cap, always ends its text, cuts with
+ * "...", and GRAPH_NODE_STR_CAP holds the longest name whole. */
+Test(errors, node_names_are_bounded) {
+    lf_graph *g = fresh();
+    int64_t big[LF_MAX_DIMS];
+    for (int d = 0; d < LF_MAX_DIMS; d++) big[d] = d == 0 ? 1000000007 : 1;
+    lf_node *x = lf_fill(g, LF_F64, 0, LF_MAX_DIMS, big);
+    lf_node *m = lf_map(g, lf_fn_parse(g, "(value_with_a_long_name) -> value_with_a_long_name * 2 + 1 + 2 + 3 + 4"), x);
+    cr_assert(m, "%s", lf_graph_errmsg(g));
+    char full[GRAPH_NODE_STR_CAP];
+    graph_node_str(m, full, sizeof full);
+    size_t n = strlen(full);
+    cr_assert(n < sizeof full && full[n - 1] == ')' && !strstr(full, "..\"...") && strstr(full, "1000000007,1,1"),
+              "not whole: %s", full);
+    cr_assert(strstr(full, "...\")"), "a long source is cut to 40 bytes and \"...\": %s", full);
+    for (size_t cap = 1; cap <= n + 1; cap++) {
+        char buf[GRAPH_NODE_STR_CAP + 16];
+        memset(buf, '#', sizeof buf);
+        graph_node_str(m, buf, cap);
+        size_t l = strnlen(buf, cap);
+        cr_assert_lt(l, cap, "cap %zu: not ended", cap);
+        for (size_t i = cap; i < sizeof buf; i++) cr_assert_eq(buf[i], '#', "cap %zu: wrote byte %zu", cap, i);
+        if (cap <= n) cr_assert(l < 3 || !strcmp(buf + l - 3, "..."), "cap %zu: cut without \"...\": %s", cap, buf);
+        else cr_assert_str_eq(buf, full);
+    }
+    cr_assert_str_eq(graph_node_str(NULL, full, sizeof full), "node ?");
 }

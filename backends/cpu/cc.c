@@ -40,9 +40,21 @@
  *   reusing "/proc/self/fd/N" after fd N was recycled would hand back the
  *   previous kernel; the name is made unique by a counter spelled as "./" and
  *   "//" path segments, which the kernel resolves to the same file.
+ * - A temp folder that cannot be used (missing, not writable, or without
+ *   CC_ROOM bytes of room) is CC_NO_TMP, never a compiler's failure: the
+ *   probe writes CC_ROOM bytes into its temp file before running the
+ *   compiler, a failed write of k.c or the log is CC_NO_TMP, and a compiler
+ *   that fails is checked for room the same way (room_check, while its
+ *   leftovers are still there) and is CC_NO_TMP when there is none, or when
+ *   it was killed by SIGXFSZ. The message says "disk full at '<$TMPDIR>'"
+ *   for ENOSPC and EDQUOT ("file size limit reached at" for EFBIG).
+ * - What the compiler wrote is bounded before it is read: a k.so larger
+ *   than CC_MAX_OBJECT (the disk cache's entry bound) is refused from its
+ *   fstat, never read or loaded; cc_dlopen_bytes refuses one too.
  * - Every allocation goes through graph_malloc and is freed on every path.
  */
 #include "backends/cpu/cc.h"
+#include "backends/diskcache.h"
 #include "backends/fileio.h"
 #include "backends/procs.h"
 #include "graph/graph.h"
@@ -117,6 +129,55 @@ static char *read_from_start(int fd, size_t cap, size_t *n, bool *more) {
 static const char *tmp_base(void) {
     const char *t = getenv("TMPDIR");
     return t && t[0] ? t : "/tmp";
+}
+
+/* ---- room in the temp folder ----------------------------------------------- */
+
+/* Whether errno value e says a write found no room: the file system is full
+ * (ENOSPC), the user's quota is (EDQUOT), or the process's file size limit
+ * (EFBIG, RLIMIT_FSIZE) is reached. */
+static bool no_room(int e) { return e == ENOSPC || e == EDQUOT || e == EFBIG; }
+
+/* The words a message about room errno e starts with, before "'<$TMPDIR>'". */
+static const char *room_words(int e) { return e == EFBIG ? "file size limit reached at" : "disk full at"; }
+
+/* Writes `bytes` zero bytes into fd from offset 0, then truncates it to 0
+ * bytes again. Returns 0, or the errno of the write that failed. */
+static int fill_and_empty(int fd, size_t bytes) {
+    static const char zero[65536];
+    int e = 0;
+    for (size_t at = 0; at < bytes && !e;) {
+        size_t n = bytes - at < sizeof zero ? bytes - at : sizeof zero;
+        ssize_t k = pwrite(fd, zero, n, (off_t)at);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) e = k < 0 ? errno : ENOSPC;
+        else at += (size_t)k;
+    }
+    if (ftruncate(fd, 0) != 0 && !e) e = errno;
+    return e;
+}
+
+/* Whether folder dir has CC_ROOM bytes of room: writes them into a file of
+ * its own there (removed before returning). Returns 0, or the errno that
+ * said no (ENOMEM when the path could not be allocated). */
+static int room_check(const char *dir) {
+    char *path = graph_strdupf("%s/room-XXXXXX", dir);
+    if (!path) return ENOMEM;
+    int fd = mkostemp(path, O_CLOEXEC), e = fd < 0 ? errno : 0;
+    if (fd >= 0) {
+        unlink(path);
+        e = fill_and_empty(fd, CC_ROOM);
+        close(fd);
+    }
+    graph_free(path);
+    return e;
+}
+
+/* "cannot <what> '<path>': <reason>", led by "disk full at '<$TMPDIR>': "
+ * when errno value e says there was no room. */
+static char *tmp_fail(int e, const char *what, const char *path) {
+    if (no_room(e)) return graph_strdupf("%s '%s': cannot %s '%s': %s", room_words(e), tmp_base(), what, path, strerror(e));
+    return graph_strdupf("cannot %s '%s': %s", what, path, strerror(e));
 }
 
 /* ---- the compiler command ------------------------------------------------- */
@@ -394,10 +455,21 @@ int cc_probe(double timeout_s, char **version, char **why) {
     char **argv = build_argv(cmd, NULL, (const char *const[]){"--version"}, 1, NULL);
     if (!argv || !(tmpl = graph_strdupf("%s/lazyfuse-probe-XXXXXX", tmp_base()))) goto done;
     if ((fd = mkostemp(tmpl, O_CLOEXEC)) < 0) {
-        msg = graph_strdupf("cannot create a temp file in '%s': %s", tmp_base(), strerror(errno));
+        int e = errno;
+        msg = no_room(e) ? graph_strdupf("%s '%s': cannot create a temp file: %s", room_words(e), tmp_base(), strerror(e))
+                         : graph_strdupf("cannot create a temp file in '%s': %s", tmp_base(), strerror(e));
+        rc = CC_NO_TMP;
         goto done;
     }
     unlink(tmpl); /* the fd is all we need */
+    int room = fill_and_empty(fd, CC_ROOM); /* a compile needs room: a full disk is no place for one */
+    if (room) {
+        msg = no_room(room) ? graph_strdupf("%s '%s': no room for a compile (%d KiB): %s", room_words(room), tmp_base(),
+                                            CC_ROOM >> 10, strerror(room))
+                            : graph_strdupf("cannot write a temp file in '%s': %s", tmp_base(), strerror(room));
+        rc = CC_NO_TMP;
+        goto done;
+    }
     int status;
     bool late;
     int err = spawn_wait(argv, environ, fd, limit, &status, &late);
@@ -675,15 +747,23 @@ static void dump_log(const char *head, int logfd) {
 
 /* ---- compile -------------------------------------------------------------- */
 
-/* Reads a whole file into graph_malloc'd memory; -1 with errno on failure. */
-static int slurp(const char *path, void **data, size_t *len) {
+/* Reads a whole file of at most max bytes into graph_malloc'd memory; -1
+ * with errno on failure: EFBIG (*size = its size, nothing read) when it is
+ * larger. */
+static int slurp(const char *path, size_t max, void **data, size_t *len, uint64_t *size) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > SIZE_MAX / 2) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         int e = errno ? errno : EINVAL;
         close(fd);
         errno = e;
+        return -1;
+    }
+    if ((uint64_t)st.st_size > max) {
+        *size = (uint64_t)st.st_size;
+        close(fd);
+        errno = EFBIG;
         return -1;
     }
     size_t n = (size_t)st.st_size, got = 0;
@@ -742,7 +822,10 @@ int cc_compile(const char *source, const char *const *flags, const char *const *
     bool made_dir = false;
     if (!(dir = graph_strdupf("%s/lazyfuse-cc-%d-%s-XXXXXX", tmp_base(), (int)getpid(), procs_host_tag()))) goto done;
     if (!mkdtemp(dir)) {
-        msg = graph_strdupf("cannot create a temp folder in '%s': %s", tmp_base(), strerror(errno));
+        int e = errno;
+        msg = no_room(e) ? graph_strdupf("%s '%s': cannot create a temp folder: %s", room_words(e), tmp_base(), strerror(e))
+                         : graph_strdupf("cannot create a temp folder in '%s': %s", tmp_base(), strerror(e));
+        rc = CC_NO_TMP;
         goto done;
     }
     made_dir = true;
@@ -751,16 +834,19 @@ int cc_compile(const char *source, const char *const *flags, const char *const *
         goto done;
     int cfd = open(cpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (cfd < 0 || fileio_write_all(cfd, source, strlen(source)) != 0) {
-        msg = graph_strdupf("cannot write '%s': %s", cpath, strerror(errno));
+        msg = tmp_fail(errno, "write", cpath);
+        rc = CC_NO_TMP;
         if (cfd >= 0) close(cfd);
         goto done;
     }
     if (close(cfd) != 0) {
-        msg = graph_strdupf("cannot write '%s': %s", cpath, strerror(errno));
+        msg = tmp_fail(errno, "write", cpath);
+        rc = CC_NO_TMP;
         goto done;
     }
     if ((logfd = open(logpath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0) {
-        msg = graph_strdupf("cannot create '%s': %s", logpath, strerror(errno));
+        msg = tmp_fail(errno, "create", logpath);
+        rc = CC_NO_TMP;
         goto done;
     }
     argv = build_argv(cmd, flags, (const char *const[]){"-o", sopath, cpath}, 3, libs);
@@ -783,14 +869,23 @@ int cc_compile(const char *source, const char *const *flags, const char *const *
     }
     char what[160];
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        snprintf(head, sizeof head, "C compiler failed (%s)", status_str(what, sizeof what, status));
+        /* for lack of room? (checked while what it left is still there) */
+        int e = WIFSIGNALED(status) && WTERMSIG(status) == SIGXFSZ ? EFBIG : room_check(dir);
+        bool full = no_room(e);
+        snprintf(head, sizeof head, "%s%s%s%sC compiler failed (%s)", full ? room_words(e) : "", full ? " '" : "",
+                 full ? tmp_base() : "", full ? "': " : "", status_str(what, sizeof what, status));
         if (graph_debug_on("cc")) dump_log(head, logfd);
         msg = fail_msg(head, logfd, dir, true);
+        if (full) rc = CC_NO_TMP;
         goto done;
     }
-    if (slurp(sopath, so, len) != 0) {
+    uint64_t size = 0;
+    if (slurp(sopath, CC_MAX_OBJECT, so, len, &size) != 0) {
         if (errno == ENOMEM) goto done;
-        snprintf(what, sizeof what, "exit status 0, but no readable k.so: %s", strerror(errno));
+        if (errno == EFBIG)
+            snprintf(what, sizeof what, "exit status 0, but k.so has %llu bytes, more than the %zu a kernel object may have",
+                     (unsigned long long)size, (size_t)CC_MAX_OBJECT);
+        else snprintf(what, sizeof what, "exit status 0, but no readable k.so: %s", strerror(errno));
         snprintf(head, sizeof head, "C compiler failed (%s)", what);
         if (graph_debug_on("cc")) dump_log(head, logfd);
         msg = fail_msg(head, logfd, dir, true);
@@ -836,6 +931,11 @@ static void *dlopen_tmpfile(const void *so, size_t len, char **why) {
 
 void *cc_dlopen_bytes(const void *so, size_t len, char **why) {
     if (why) *why = NULL;
+    if (len > CC_MAX_OBJECT) {
+        give(why, graph_strdupf("cannot load kernel: an object of %zu bytes, more than the %zu a kernel object may have",
+                                len, (size_t)CC_MAX_OBJECT));
+        return NULL;
+    }
     int fd = memfd_create("lazyfuse-kernel", MFD_CLOEXEC | MFD_EXEC);
     if (fd < 0 && errno == EINVAL) fd = memfd_create("lazyfuse-kernel", MFD_CLOEXEC);
     if (fd < 0 || access("/proc/self/fd", X_OK) != 0) {

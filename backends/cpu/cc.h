@@ -21,6 +21,8 @@
 #ifndef LF_CPU_CC_H
 #define LF_CPU_CC_H
 
+#include "backends/diskcache.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -28,11 +30,33 @@
  * it fits whole in lf_errmsg behind an "eval: compiling kernel N failed: ". */
 enum { CC_MSG_MAX = 1536 };
 
+/* What cc_probe and cc_compile return besides 0 and -1 (the compiler does
+ * not work or failed): the temp folder cannot be used for a compile. It is
+ * missing or not writable, or has no room: a write failed with ENOSPC or
+ * EDQUOT ("disk full at '<$TMPDIR>': ..." in the message) or EFBIG ("file
+ * size limit reached at ..."), the compiler was killed by SIGXFSZ, or it
+ * failed and then CC_ROOM bytes no longer fit in the temp folder. A fact
+ * about the machine, not the compiler: the CPU backend falls back to the
+ * interpreter on it in LF_COMPILE_AUTO, and probes again later. */
+enum { CC_NO_TMP = -2 };
+
+/* Bytes of room the probe asks of $TMPDIR (written, then dropped), and that
+ * a failed compile's folder is checked for: a unit's k.c, the compiler's
+ * temp files and k.so need a few hundred KiB at most. */
+enum { CC_ROOM = 1 << 20 };
+
+/* The largest object cc_compile reads and cc_dlopen_bytes loads: the disk
+ * cache's entry bound. A compiler that writes a larger k.so failed (-1),
+ * refused from the file's size, never read. */
+#define CC_MAX_OBJECT DISKCACHE_MAX_ENTRY
+
 /* Probes the compiler by running `<cc words> --version`. Returns 0 and
  * *version = the first output line (graph_malloc'd, possibly empty), or -1
  * and *why = a one-line reason ("C compiler 'false' failed: exit status 1",
  * "C compiler 'nosuchcc' not found", "C compiler 'x' --version did not finish
- * within 120 s (killed)"). */
+ * within 120 s (killed)"); or CC_NO_TMP and *why when the temp file in
+ * $TMPDIR cannot be created or CC_ROOM bytes written into it (they are
+ * written first, then dropped, and the --version output goes there). */
 int cc_probe(double timeout_s, char **version, char **why);
 
 /* Compiles `source` (C text) into a shared object in a private temp folder
@@ -40,8 +64,9 @@ int cc_probe(double timeout_s, char **version, char **why);
  * names the host and pid namespace, 8 hex digits): writes k.c, runs
  * `<cc words> <flags...> -o <tmp>/k.so <tmp>/k.c <libs...>` with TMPDIR set
  * to that folder (so the compiler's own temp files land there too), waits at
- * most timeout_s. On exit status 0 and a readable k.so: returns 0 with *so /
- * *len = the .so bytes (graph_malloc'd). Else returns -1 with *log = a
+ * most timeout_s. On exit status 0 and a readable k.so of at most
+ * CC_MAX_OBJECT bytes: returns 0 with *so / *len = the .so bytes
+ * (graph_malloc'd). Else returns CC_NO_TMP (see there) or -1 with *log = a
  * message of at most CC_MSG_MAX bytes: "C compiler failed (exit status N):
  * <log summary>", "the C compiler did not finish within N s (killed; ...)"
  * [": <log summary>"], or a reason the compiler could not run. The log

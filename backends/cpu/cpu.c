@@ -97,6 +97,8 @@ typedef struct cpu_state {
     int compiler;                   /* 0 not probed, 1 works, -1 none */
     char *cc_version;               /* first line of `cc --version` */
     char *cc_problem;               /* why there is none */
+    char *no_tmp;                   /* why $TMPDIR cannot hold a compile (CC_NO_TMP from
+                                       the probe or a compile of this eval), else NULL */
     bool vector_math;               /* libmvec declared simd */
     bool vector_math_off;           /* the -march lacks AVX2: no libmvec */
     char *cpu_id;                   /* CPU model and flags (for -march=native) */
@@ -147,6 +149,7 @@ static void state_free(void *p) {
     kcache_clear(&cs->kernels, kentry_release, NULL);
     graph_free(cs->cc_version);
     graph_free(cs->cc_problem);
+    graph_free(cs->no_tmp);
     graph_free(cs->cpu_id);
     graph_free(cs->cache_dir);
     graph_free(cs);
@@ -215,12 +218,19 @@ static char *read_cpu_id(void) {
     return graph_strdup(buf);
 }
 
-/* Probes the compiler once per context; false only when out of memory. */
+/* Probes the compiler once per context; false only when out of memory. A
+ * temp folder that cannot hold a compile (CC_NO_TMP) is no verdict on the
+ * compiler: cs->no_tmp says why, and the next program probes again. */
 static bool probe(lf_ctx *ctx, cpu_state *cs) {
     if (cs->compiler) return true;
     char *why = NULL;
-    if (cc_probe(ctx->opt.compile_timeout, &cs->cc_version, &why) != 0) {
+    int rc = cc_probe(ctx->opt.compile_timeout, &cs->cc_version, &why);
+    if (rc != 0) {
         if (!why) return false; /* no memory for the reason: not a verdict */
+        if (rc == CC_NO_TMP) {
+            cs->no_tmp = why;
+            return true;
+        }
         cs->compiler = -1;
         cs->cc_problem = why;
         return true;
@@ -552,6 +562,13 @@ static lf_status misses_build(lf_ctx *ctx, cpu_state *cs, miss *m, int nm, lf_ev
     }
     cpu_units_compile(cs->pool, units, nunits, cs->flags, libs, ctx->opt.compile_timeout);
     st->compiler_runs += nunits;
+    for (int u = 0; u < nunits; u++)
+        if (units[u].rc == CC_NO_TMP && units[u].log) { /* no kernel can be built now: cpu_eval decides */
+            status = compile_failed(ctx, left[units[u].first]->k, units[u].log);
+            cs->no_tmp = units[u].log;
+            units[u].log = NULL;
+            goto done;
+        }
     so_ref **loaded = graph_calloc((size_t)nunits, sizeof *loaded);
     bool *unloadable = graph_calloc((size_t)nunits, sizeof *unloadable);
     if (!loaded || !unloadable) {
@@ -587,6 +604,10 @@ static lf_status misses_build(lf_ctx *ctx, cpu_state *cs, miss *m, int nm, lf_ev
             one.rc = cc_compile(one.text, cs->flags, libs, ctx->opt.compile_timeout, &one.so, &one.len, &one.log);
             st->compiler_runs++;
             status = one.rc ? compile_failed(ctx, mi->k, one.log) : miss_bind(ctx, cs, mi, one.so, one.len, &r);
+            if (one.rc == CC_NO_TMP && one.log) {
+                cs->no_tmp = one.log;
+                one.log = NULL;
+            }
             so_unref(r);
             graph_free(one.text);
             graph_free(one.so);
@@ -986,9 +1007,39 @@ done:
     return status;
 }
 
+/* $TMPDIR cannot hold a compile now (cs->no_tmp, from the probe or a
+ * compile of this eval: cc.h's CC_NO_TMP, a full disk or a missing folder).
+ * LF_COMPILE_REQUIRE: the eval fails with LF_ERR_BACKEND (the message is
+ * set). LF_COMPILE_AUTO: the schedule interpreter runs the eval, after a
+ * one-line warning that says why (once per context, shared with the no
+ * compiler warning); the caller put back the message a failed compile
+ * set. Either way the reason is dropped, so the next program probes and
+ * compiles again (the disk may have room by then). Nothing ran before
+ * this: the buffers are untouched. */
+static lf_status no_tmp_fallback(lf_graph *g, cpu_state *cs, int n, lf_node *const *outs, lf_buffer *const *dsts,
+                                 lf_eval_stats *stats) {
+    lf_ctx *ctx = g->ctx;
+    char *why = cs->no_tmp;
+    cs->no_tmp = NULL;
+    memset(stats, 0, sizeof *stats);
+    if (ctx->opt.compile == LF_COMPILE_REQUIRE) {
+        graph_free(why);
+        return LF_ERR_BACKEND;
+    }
+    if (!cs->warned)
+        fprintf(stderr,
+                "lazyfuse: cannot compile kernels (%s); the CPU backend runs the schedule interpreter instead, "
+                "which is much slower. Make room there, or set TMPDIR to a writable folder with room.\n",
+                why);
+    cs->warned = true;
+    graph_free(why);
+    return host_eval(g, n, outs, dsts, stats, false);
+}
+
 /* The CPU backend's eval: compiled kernels, or the schedule interpreter
  * (backends/host.c) when kernels cannot be compiled and the context allows
- * the fallback (LF_COMPILE_AUTO with no working compiler, LF_COMPILE_NEVER),
+ * the fallback (LF_COMPILE_AUTO with no working compiler or no room to
+ * compile in $TMPDIR, LF_COMPILE_NEVER),
  * or when the context's buffers live on a device (a test switching
  * ctx->backend). */
 static lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
@@ -1007,6 +1058,11 @@ static lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *c
         stats->program_reused = true;
     } else {
         if (!probe(ctx, cs)) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory probing the C compiler");
+        if (cs->no_tmp) {
+            if (ctx->opt.compile == LF_COMPILE_REQUIRE)
+                graph_error(ctx, LF_ERR_BACKEND, "eval: cannot compile kernels: %s", cs->no_tmp);
+            return no_tmp_fallback(g, cs, n, outs, dsts, stats);
+        }
         if (cs->compiler < 0) {
             if (ctx->opt.compile == LF_COMPILE_REQUIRE)
                 return graph_error(ctx, LF_ERR_BACKEND, "eval: no working C compiler: %s",
@@ -1019,7 +1075,13 @@ static lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *c
             cs->warned = true;
             return host_eval(g, n, outs, dsts, stats, false);
         }
+        char keep[LF_ERRMSG_CAP];
+        memcpy(keep, ctx->errmsg, sizeof keep);
         lf_status st = program_build(g, cs, n, outs, dsts, &pr, stats);
+        if (st != LF_OK && cs->no_tmp) {
+            if (ctx->opt.compile != LF_COMPILE_REQUIRE) memcpy(ctx->errmsg, keep, sizeof keep);
+            return no_tmp_fallback(g, cs, n, outs, dsts, stats);
+        }
         if (st != LF_OK) return st;
         graph_program_put(g, pr, program_free);
     }
