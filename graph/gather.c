@@ -1,5 +1,7 @@
-/* graph/gather.c: lf_gather (NumPy's take_along_axis and take), its
- * geometry and its index check, shared by every evaluator.
+/* graph/gather.c: lf_gather (NumPy's take_along_axis and take) and lf_take
+ * (NumPy's take along any axis: a gather of the flattened index, made of
+ * views and a gather node, no node kind of its own), the gather geometry
+ * and its index check, shared by every evaluator.
  *
  * A gather node has inputs x (inputs[0]) and idx (inputs[1], i32 or i64)
  * and an axis. Its shape is x's with the axis extent replaced by idx's and
@@ -60,6 +62,40 @@ lf_node *lf_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx) {
     }
     /* new_node is static in graph.c: go through a view-free path below */
     return graph_new_gather(g, x, axis, idx, ndim, shape);
+}
+
+lf_node *lf_take(lf_graph *g, lf_node *x, int axis, lf_node *idx) {
+    lf_node *in[2] = {x, idx};
+    if (!graph_check_args(g, "take", 2, in)) return NULL;
+    if (axis < -x->ndim || axis >= x->ndim || x->ndim == 0) {
+        graph_fail(g, LF_ERR_AXIS, "take: axis %d out of range for %d dimensions", axis, x->ndim);
+        return NULL;
+    }
+    if (axis < 0) axis += x->ndim;
+    if (!graph_dtype_is_int(idx->dtype)) {
+        graph_fail(g, LF_ERR_DTYPE, "take: index dtype %s is not an integer dtype (i32 or i64)",
+                   lf_dtype_name(idx->dtype));
+        return NULL;
+    }
+    int ndim = x->ndim - 1 + idx->ndim;
+    if (ndim > LF_MAX_DIMS) {
+        char a[160], b[160];
+        graph_fail(g, LF_ERR_SHAPE, "take: x %s with index %s gives %d dimensions (at most %d)",
+                   graph_shape_str(a, sizeof a, x->ndim, x->shape),
+                   graph_shape_str(b, sizeof b, idx->ndim, idx->shape), ndim, LF_MAX_DIMS);
+        return NULL;
+    }
+    if (x->ndim == 1) return lf_gather(g, x, 0, idx); /* NumPy's take: idx's shape */
+    /* idx flattened onto the axis, extent 1 elsewhere (broadcast against x) */
+    int64_t ishape[LF_MAX_DIMS], shape[LF_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++) ishape[d] = d == axis ? idx->numel : 1;
+    lf_node *t = lf_gather(g, x, axis, lf_reshape(g, idx, x->ndim, ishape));
+    if (!t || idx->ndim == 1) return t;
+    int k = 0;
+    for (int d = 0; d < axis; d++) shape[k++] = x->shape[d];
+    for (int d = 0; d < idx->ndim; d++) shape[k++] = idx->shape[d];
+    for (int d = axis + 1; d < x->ndim; d++) shape[k++] = x->shape[d];
+    return lf_reshape(g, t, ndim, shape);
 }
 
 void graph_gather_geom_of(const lf_node *n, graph_gather_geom *gm) {

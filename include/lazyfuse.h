@@ -633,6 +633,20 @@ LF_API lf_node *lf_random(lf_graph *g, lf_dtype t, lf_random_dist dist, int ndim
  * are data), and the gather's consumers read it in registers
  * (exp(x[idx]) * w is one kernel). */
 LF_API lf_node *lf_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx);
+/* NumPy's take(x, idx, axis): every index of idx (i32 or i64, any shape, 0-d
+ * included) picks a slice of x along `axis` (-ndim .. ndim-1); the output is
+ * x's shape with the axis replaced by idx's shape (ndim(x) - 1 + ndim(idx)
+ * dimensions, at most LF_MAX_DIMS), x's dtype. An embedding lookup is
+ * lf_take(g, table, 0, idx): table [V, D] and idx [N] give [N, D], no
+ * reshape of idx to [N, 1]. It is a gather along `axis` of idx flattened
+ * (viewed as [1, .., M, .., 1], broadcast against x), reshaped to the
+ * output's shape when idx is not 1-d: the same index rules (negative counts
+ * from the end; out of range is lf_eval's LF_ERR_INDEX, the message naming
+ * the gather and a position of the flattened index) and the same fusion.
+ * Errors: axis out of range or x 0-d (LF_ERR_AXIS, "take: axis 2 out of
+ * range for 2 dimensions"), idx not i32/i64 (LF_ERR_DTYPE), too many
+ * output dimensions (LF_ERR_SHAPE). */
+LF_API lf_node *lf_take(lf_graph *g, lf_node *x, int axis, lf_node *idx);
 
 /* ---- scatter and bincount (a store whose index is data) ---------------- */
 

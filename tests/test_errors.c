@@ -1365,6 +1365,41 @@ Test(errors, gather_builder_arguments) {
     cr_expect_eq(lf_graph_status(g7), LF_ERR_NULL);
 }
 
+/* lf_take (issue 26): its own name in every builder message. */
+Test(errors, take_builder_arguments) {
+    lf_graph *g1 = fresh();
+    cr_expect_null(lf_take(g1, fill(g1, LF_F32, 2, SH(3, 4)), 2, fill(g1, LF_I64, 1, SH(2))));
+    cr_expect_eq(lf_graph_status(g1), LF_ERR_AXIS);
+    cr_expect_str_eq(lf_errmsg(ctx), "take: axis 2 out of range for 2 dimensions");
+    lf_graph *g2 = fresh();
+    cr_expect_null(lf_take(g2, fill(g2, LF_F32, 0, NULL), 0, fill(g2, LF_I64, 1, SH(2))));
+    cr_expect_str_eq(lf_errmsg(ctx), "take: axis 0 out of range for 0 dimensions");
+    lf_graph *g3 = fresh();
+    cr_expect_null(lf_take(g3, fill(g3, LF_F32, 2, SH(3, 4)), -1, fill(g3, LF_F64, 1, SH(2))));
+    cr_expect_eq(lf_graph_status(g3), LF_ERR_DTYPE);
+    cr_expect_str_eq(lf_errmsg(ctx), "take: index dtype f64 is not an integer dtype (i32 or i64)");
+    lf_graph *g4 = fresh();
+    cr_expect_null(lf_take(g4, fill(g4, LF_F32, 5, SH(2, 2, 2, 2, 2)), 1, fill(g4, LF_I32, 5, SH(1, 1, 1, 1, 1))));
+    cr_expect_eq(lf_graph_status(g4), LF_ERR_SHAPE);
+    cr_expect_str_eq(lf_errmsg(ctx), "take: x [2,2,2,2,2] with index [1,1,1,1,1] gives 9 dimensions (at most 8)");
+    cr_expect_null(lf_take(NULL, NULL, 0, NULL));
+    EXPECT_MSG("take(NULL graph)", lf_errmsg(NULL), "take", "NULL");
+    lf_graph *g5 = fresh();
+    cr_expect_null(lf_take(g5, NULL, 0, fill(g5, LF_I32, 1, SH(2))));
+    cr_expect_eq(lf_graph_status(g5), LF_ERR_NULL);
+    cr_expect_str_eq(lf_errmsg(ctx), "take: input 0 is NULL");
+    /* an index out of range: lf_eval's LF_ERR_INDEX, the output untouched */
+    lf_graph *g6 = fresh();
+    lf_node *tab = lf_input(g6, tu_buf(ctx, LF_F64, 2, (int64_t[]){3, 2}, (double[]){1, 2, 3, 4, 5, 6}));
+    lf_node *t = lf_take(g6, tab, 0, lf_input(g6, tu_buf(ctx, LF_I64, 1, (int64_t[]){2}, (double[]){1, 3})));
+    double seven[4] = {7, 7, 7, 7};
+    lf_buffer *o = tu_buf(ctx, LF_F64, 2, (int64_t[]){2, 2}, seven);
+    cr_expect_eq(lf_eval(g6, 1, &t, &o), LF_ERR_INDEX);
+    cr_expect(strstr(lf_errmsg(ctx), "index 3 out of range for axis 0 of size 3") != NULL, "%s", lf_errmsg(ctx));
+    tu_expect("take output untouched", o, seven, 4, 0, 0);
+    lf_buffer_free(o);
+}
+
 /* An index out of range fails the eval with LF_ERR_INDEX, names the node, the
  * first (lowest row-major) position and the value, and changes no output:
  * on the suite's backend, and on the CPU backend at 1, 2 and 3 threads. */
