@@ -866,6 +866,17 @@ LF_API const char *lf_reduce_op_name(lf_reduce_op op);
  * min and max scans equal it at any length. */
 #define LF_SCAN_BLOCK 4096
 LF_API lf_node *lf_scan(lf_graph *g, lf_reduce_op op, lf_node *x, int axis, bool exclusive);
+/* lf_scan with an accumulator dtype t, NumPy's cumsum(x, dtype=t) and
+ * cumprod(x, dtype=t): x is cast to t first (as lf_cast), then scanned, and
+ * the result has dtype t (a cumulative sum of i32 values in i64 is
+ * lf_scan_dtype(g, LF_RED_SUM, x, 0, false, LF_I64)). Integer sums and
+ * products wrap in t (two's complement, as NumPy); a bool sum is a running
+ * logical or and a bool product a running and (NumPy's add and multiply on
+ * bool); floats accumulate as lf_scan's do (in double, each result rounded
+ * to t). Errors as lf_scan, plus an unknown t (LF_ERR_INVALID, "scan:
+ * unknown accumulator dtype 9"). Fusion as lf_scan: the cast of x is a
+ * producer inlined into the scan's kernel. */
+LF_API lf_node *lf_scan_dtype(lf_graph *g, lf_reduce_op op, lf_node *x, int axis, bool exclusive, lf_dtype t);
 
 /* ---- sort, argsort and top-k (k-select) --------------------------------- */
 

@@ -336,7 +336,10 @@ static lf_node *gen_scan(gen *G) {
     if (x->ndim == 0) return gen_elementwise(G);
     static const lf_reduce_op ops[4] = {LF_RED_SUM, LF_RED_PROD, LF_RED_MIN, LF_RED_MAX};
     int axis = rint_(&G->r, -x->ndim, x->ndim - 1);
-    lf_node *s = lf_scan(g, ops[rint_(&G->r, 0, 3)], x, axis, chance(&G->r, 50));
+    lf_reduce_op op = ops[rint_(&G->r, 0, 3)];
+    bool excl = chance(&G->r, 50);
+    lf_node *s = chance(&G->r, 25) ? lf_scan_dtype(g, op, x, axis, excl, (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1))
+                                   : lf_scan(g, op, x, axis, excl);
     switch (rint_(&G->r, 0, 3)) {
     case 0: return lf_add(g, s, lf_cast(g, x, lf_node_dtype(s)));
     case 1: push(G, s); return lf_slice(g, s, (axis + x->ndim) % x->ndim, LF_NONE, LF_NONE, -1);

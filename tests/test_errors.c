@@ -1329,6 +1329,31 @@ Test(errors, scan_bad_arguments) {
     EXPECT_MSG("scan NULL graph", lf_errmsg(NULL), "scan", "NULL");
 }
 
+/* lf_scan_dtype (issue 26): lf_scan's errors, and an unknown accumulator dtype. */
+Test(errors, scan_dtype_bad_arguments) {
+    lf_graph *gg = fresh();
+    lf_node *x = lf_fill(gg, LF_I32, 0.0, 2, SH(3, 4));
+    cr_expect_null(lf_scan_dtype(gg, LF_RED_SUM, x, 0, false, (lf_dtype)9));
+    EXPECT_ERR("scan dtype 9", gg, LF_ERR_INVALID, "scan: unknown accumulator dtype 9");
+    gg = fresh();
+    x = lf_fill(gg, LF_I32, 0.0, 2, SH(3, 4));
+    cr_expect_null(lf_scan_dtype(gg, LF_RED_SUM, x, 0, false, (lf_dtype)-1));
+    EXPECT_ERR("scan dtype -1", gg, LF_ERR_INVALID, "scan: unknown accumulator dtype -1");
+    gg = fresh();
+    x = lf_fill(gg, LF_I32, 0.0, 2, SH(3, 4));
+    cr_expect_null(lf_scan_dtype(gg, LF_RED_SUM, x, 2, false, LF_I64));
+    EXPECT_ERR("scan dtype axis 2", gg, LF_ERR_AXIS, "scan sum: axis 2 out of range for 2 dimensions");
+    gg = fresh();
+    x = lf_fill(gg, LF_I32, 0.0, 2, SH(3, 4));
+    cr_expect_null(lf_scan_dtype(gg, LF_RED_ARGMAX, x, 0, false, LF_I64));
+    EXPECT_ERR("scan dtype argmax", gg, LF_ERR_INVALID, "scan: op argmax is not supported (sum, prod, min, max)");
+    gg = fresh();
+    cr_expect_null(lf_scan_dtype(gg, LF_RED_SUM, NULL, 0, false, LF_I64));
+    EXPECT_ERR("scan dtype of NULL", gg, LF_ERR_NULL, "scan: input 0 is NULL");
+    cr_expect_null(lf_scan_dtype(NULL, LF_RED_SUM, NULL, 0, false, LF_I64));
+    EXPECT_MSG("scan dtype NULL graph", lf_errmsg(NULL), "scan", "NULL");
+}
+
 /* ---- gather (issue 13) ------------------------------------------------------------------ */
 
 Test(errors, gather_builder_arguments) {

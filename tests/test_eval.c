@@ -2251,6 +2251,63 @@ Test(eval, scan_zero_size_and_unit_axes) {
     chk("axis 0", lf_scan(g, LF_RED_SUM, u, 0, false), LF_F64, 4, (double[]){1, 3, 6, 10});
 }
 
+/* lf_scan_dtype (issue 26): NumPy's cumsum(x, dtype=t) and cumprod(x,
+ * dtype=t): x cast to t, the result in t, integer accumulation wrapping in t.
+ * Expected values are NumPy's (np.cumsum(a, dtype=...)). On a fused backend
+ * the cast in and out run in the scan's one kernel. */
+Test(eval, scan_accumulator_dtype) {
+    int64_t n = 4;
+    lf_node *i = lf_input(g, tu_buf(ctx, LF_I32, 1, &n, (double[]){INT32_MAX, 1, 5, INT32_MIN}));
+    chk("cumsum(i32, dtype=i64)", lf_scan_dtype(g, LF_RED_SUM, i, 0, false, LF_I64), LF_I64, 4,
+        (double[]){2147483647.0, 2147483648.0, 2147483653.0, 5});
+    chk("cumsum(i32, dtype=i32) wraps", lf_scan_dtype(g, LF_RED_SUM, i, 0, false, LF_I32), LF_I32, 4,
+        (double[]){INT32_MAX, INT32_MIN, INT32_MIN + 5, 5});
+    chk("cumprod(i32, dtype=i32) wraps", lf_scan_dtype(g, LF_RED_PROD, i, 0, false, LF_I32), LF_I32, 4,
+        (double[]){INT32_MAX, INT32_MAX, 2147483643.0, INT32_MIN});
+    chk("cumsum(i32, dtype=f64) exclusive", lf_scan_dtype(g, LF_RED_SUM, i, -1, true, LF_F64), LF_F64, 4,
+        (double[]){0, 2147483647.0, 2147483648.0, 2147483653.0});
+    /* f32 input in f64: no rounding to float between steps */
+    lf_node *f = lf_input(g, tu_buf(ctx, LF_F32, 1, &n, (double[]){1e8, 1, 1, -0.0}));
+    chk("cumsum(f32, dtype=f64)", lf_scan_dtype(g, LF_RED_SUM, f, 0, false, LF_F64), LF_F64, 4,
+        (double[]){1e8, 100000001, 100000002, 100000002});
+    chk("cumsum(f32) as f32", lf_scan_dtype(g, LF_RED_SUM, f, 0, false, LF_F32), LF_F32, 4,
+        (double[]){1e8, 1e8, 100000000 /* 100000002 rounded to float */, 1e8});
+    /* floats to integers: each value cast (truncated) before the sum */
+    lf_node *d = lf_input(g, tu_buf(ctx, LF_F64, 1, &n, (double[]){1.7, -2.5, 3.9, NAN}));
+    chk("cumsum(f64, dtype=i32)", lf_scan_dtype(g, LF_RED_SUM, d, 0, false, LF_I32), LF_I32, 4,
+        (double[]){1, -1, 2, 2});
+    chk("cummax(f64, dtype=i64) exclusive", lf_scan_dtype(g, LF_RED_MAX, d, 0, true, LF_I64), LF_I64, 4,
+        (double[]){(double)INT64_MIN, 1, 1, 3});
+    /* bool: a running or (sum) and and (prod) */
+    int64_t m = 5;
+    lf_node *b = lf_input(g, tu_buf(ctx, LF_I32, 1, &m, (double[]){0, 0, 3, 0, -1}));
+    chk("cumsum(dtype=bool)", lf_scan_dtype(g, LF_RED_SUM, b, 0, false, LF_BOOL), LF_BOOL, 5,
+        (double[]){0, 0, 1, 1, 1});
+    lf_node *b2 = lf_input(g, tu_buf(ctx, LF_I64, 1, &m, (double[]){1, 2, 4, 0, 3}));
+    chk("cumprod(dtype=bool)", lf_scan_dtype(g, LF_RED_PROD, b2, 0, false, LF_BOOL), LF_BOOL, 5,
+        (double[]){1, 1, 1, 0, 0});
+    chk("cumprod(dtype=bool) exclusive", lf_scan_dtype(g, LF_RED_PROD, b2, 0, true, LF_BOOL), LF_BOOL, 5,
+        (double[]){1, 1, 1, 1, 0});
+    /* 2-d along axis 0, zero-size rows, the same dtype as x (a plain scan) */
+    lf_node *x2 = lf_input(g, tu_buf(ctx, LF_I32, 2, (int64_t[]){3, 2}, (double[]){1, 2, 3, 4, 5, 6}));
+    chk("cumsum(2-d, axis 0, dtype=i32)", lf_scan_dtype(g, LF_RED_SUM, x2, 0, false, LF_I32), LF_I32, 6,
+        (double[]){1, 2, 4, 6, 9, 12});
+    lf_node *z = lf_input(g, tu_buf(ctx, LF_I32, 2, (int64_t[]){0, 3}, NULL));
+    lf_node *zs = lf_scan_dtype(g, LF_RED_SUM, z, 1, false, LF_I32);
+    chk_shape(zs, 2, (int64_t[]){0, 3});
+    chk("cumsum(zero-size, dtype=i32)", zs, LF_I32, 0, NULL);
+    lf_node *same = lf_scan_dtype(g, LF_RED_MIN, d, 0, false, LF_F64);
+    chk("cummin(f64, dtype=f64)", same, LF_F64, 4, (double[]){1.7, -2.5, -2.5, NAN});
+    /* fused: cast in, scan, cast out in one kernel */
+    lf_node *one = lf_scan_dtype(g, LF_RED_SUM, i, 0, false, LF_I32);
+    lf_buffer *ob = tu_eval1(ctx, g, one);
+    lf_eval_stats st;
+    cr_assert_eq(lf_ctx_last_stats(ctx, &st), LF_OK);
+    if (lf_ctx_backend(ctx) != LF_BACKEND_REFERENCE)
+        cr_expect_eq(st.kernels, 1, "cumsum(i32, dtype=i32): %d kernels, want 1", st.kernels);
+    lf_buffer_free(ob);
+}
+
 /* A scan of an elementwise expression and an expression of a scan. */
 Test(eval, scan_in_expressions) {
     int64_t n = 5;
