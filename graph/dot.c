@@ -92,14 +92,15 @@ const char *graph_dot_node_label(const lf_node *n, char *buf, size_t cap) {
         break;
     }
     case NODE_SORT: {
-        /* "sort desc axis 1", "argsort axis 0", "topk k=10 largest axis 1 indices" */
+        /* "sort desc axis 1", "argsort axis 0", "topk k=10 largest axis 1",
+           "argtopk k=10 largest axis 1" (the builders' names) */
         const lf_node *x = n->inputs[0];
         bool desc = n->u.sort.descending, ix = n->u.sort.indices;
         if (n->u.sort.k == x->shape[n->u.sort.axis])
             append(buf, cap, &len, "%s%s axis %d", ix ? "argsort" : "sort", desc ? " desc" : "", n->u.sort.axis);
         else
-            append(buf, cap, &len, "topk k=%lld %s axis %d %s", (long long)n->u.sort.k, desc ? "largest" : "smallest",
-                   n->u.sort.axis, ix ? "indices" : "values");
+            append(buf, cap, &len, "%s k=%lld %s axis %d", ix ? "argtopk" : "topk", (long long)n->u.sort.k,
+                   desc ? "largest" : "smallest", n->u.sort.axis);
         break;
     }
     }

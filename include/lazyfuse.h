@@ -904,15 +904,17 @@ LF_API lf_node *lf_sort(lf_graph *g, lf_node *x, int axis, bool descending);
  * axis, x's shape, such that lf_gather(x, axis, lf_argsort(x, axis, d))
  * equals lf_sort(x, axis, d). */
 LF_API lf_node *lf_argsort(lf_graph *g, lf_node *x, int axis, bool descending);
-/* The k largest (largest true) or smallest elements of x along axis, in
- * order (largest first, or smallest first), every other axis batched:
- * *values (x's dtype) and *indices (i64 positions along the axis) have x's
- * shape with extent k on the axis. They are the first k entries of
- * lf_sort / lf_argsort (descending = largest), so ties keep the lower
- * index first and NaN counts as the largest value. Either out-pointer may
- * name a node the caller does not use; both must be non-NULL.
- * Errors (nothing is made, the out-pointers are set to NULL where given):
- *   LF_ERR_NULL   "topk: values is NULL", "topk: indices is NULL"
+/* Top-k: the k largest (largest true) or smallest elements of x along
+ * axis, in order (largest first, or smallest first), every other axis
+ * batched. lf_topk gives their values (x's dtype), lf_argtopk their
+ * positions along the axis (i64); both have x's shape with extent k on the
+ * axis. They are the first k entries of lf_sort / lf_argsort (descending =
+ * largest), so ties keep the lower index first and NaN counts as the
+ * largest value. An lf_topk and an lf_argtopk of the same x, k, axis and
+ * largest that one lf_eval needs (as outputs or through their consumers)
+ * are one selection: one pass over x and one sort kernel give both, as
+ * lf_sort and lf_argsort of one key do.
+ * Errors (NULL returned, sticky as every builder's; "argtopk" in its own):
  *   LF_ERR_SHAPE  "topk: k = 7 out of range 0..5 for axis 1 of x [3,5]"
  *   LF_ERR_AXIS   "topk: axis 2 out of range for 2 dimensions"
  * Small k (LF_TOPK_SELECT or less, and at most a quarter of the extent)
@@ -925,10 +927,11 @@ LF_API lf_node *lf_argsort(lf_graph *g, lf_node *x, int axis, bool descending);
  * (the key's map fused) into a thread's own memory and selected or
  * radix-sorted there, groups in parallel; fewer long rows than threads are
  * radix-sorted across the threads; work memory is kept by the context
- * between evals. CUDA: see "CUDA backend" above. */
+ * between evals. CUDA: see "CUDA backend" above.
+ * (lf_topk used to return both through out-pointers: issue 26.) */
 #define LF_TOPK_SELECT 64
-LF_API lf_status lf_topk(lf_graph *g, lf_node *x, int64_t k, int axis, bool largest, lf_node **values,
-                         lf_node **indices);
+LF_API lf_node *lf_topk(lf_graph *g, lf_node *x, int64_t k, int axis, bool largest);
+LF_API lf_node *lf_argtopk(lf_graph *g, lf_node *x, int64_t k, int axis, bool largest);
 
 LF_API const char *lf_op_name(lf_op op); /* the op's text in expression strings */
 

@@ -381,10 +381,9 @@ static lf_node *gen_sort(gen *G) {
     }
     case 2: return lf_add(g, lf_sort(g, x, axis, desc), lf_cast(g, x, lf_node_dtype(x)));
     default: {
-        lf_node *v = NULL, *ix = NULL;
         int64_t k = chance(&G->r, 30) ? ext : rint_(&G->r, 0, ext < 70 ? ext : 70);
-        lf_topk(g, x, k, axis, desc, &v, &ix);
-        if (!v) return gen_elementwise(G);
+        lf_node *v = lf_topk(g, x, k, axis, desc), *ix = lf_argtopk(g, x, k, axis, desc);
+        if (!v || !ix) return gen_elementwise(G);
         push(G, ix);
         return v;
     }

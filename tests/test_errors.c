@@ -1757,88 +1757,78 @@ Test(errors, sort_bad_arguments) {
 }
 
 Test(errors, topk_bad_arguments) {
-    lf_node *v, *i;
-    /* k out of range: negative and past the extent; the axis in the message is normalized */
-    lf_graph *gg = fresh();
-    lf_node *x = fill(gg, LF_F32, 2, SH(3, 5));
-    v = i = x;
-    cr_expect_eq(lf_topk(gg, x, 7, -1, true, &v, &i), LF_ERR_SHAPE);
-    cr_expect_null(v);
-    cr_expect_null(i);
-    cr_expect_eq(lf_graph_status(gg), LF_ERR_SHAPE);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: k = 7 out of range 0..5 for axis 1 of x [3,5]");
-    cr_expect_str_eq(lf_graph_errmsg(gg), "topk: k = 7 out of range 0..5 for axis 1 of x [3,5]");
-    /* sticky: a good call returns the first error and sets nothing */
-    v = i = x;
-    cr_expect_eq(lf_topk(gg, x, 2, 1, true, &v, &i), LF_ERR_SHAPE);
-    cr_expect(v == NULL && i == NULL);
-    cr_expect_null(lf_sort(gg, x, 0, false));
-    cr_expect_str_eq(lf_graph_errmsg(gg), "topk: k = 7 out of range 0..5 for axis 1 of x [3,5]");
-    gg = fresh();
-    x = fill(gg, LF_I64, 3, SH(2, 4, 6));
-    cr_expect_eq(lf_topk(gg, x, -1, 0, false, &v, &i), LF_ERR_SHAPE);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: k = -1 out of range 0..2 for axis 0 of x [2,4,6]");
-    gg = fresh();
-    x = fill(gg, LF_F32, 2, SH(3, 0));
-    cr_expect_eq(lf_topk(gg, x, 1, 1, false, &v, &i), LF_ERR_SHAPE);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: k = 1 out of range 0..0 for axis 1 of x [3,0]");
-    /* valid edges: k = 0 and k = extent */
-    gg = fresh();
-    x = fill(gg, LF_F32, 2, SH(3, 5));
-    cr_expect_eq(lf_topk(gg, x, 0, 1, true, &v, &i), LF_OK);
-    cr_expect(v && i && lf_node_dim(v, 1) == 0 && lf_node_dim(i, 1) == 0);
-    cr_expect_eq(lf_topk(gg, x, 5, 1, false, &v, &i), LF_OK);
-    cr_expect(v && i && lf_node_dim(v, 1) == 5 && lf_node_dtype(i) == LF_I64 && lf_node_dtype(v) == LF_F32);
-    /* bad axis, 0-d x */
-    gg = fresh();
-    x = fill(gg, LF_F32, 2, SH(3, 5));
-    v = i = x;
-    cr_expect_eq(lf_topk(gg, x, 1, 2, true, &v, &i), LF_ERR_AXIS);
-    cr_expect(v == NULL && i == NULL);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: axis 2 out of range for 2 dimensions");
-    gg = fresh();
-    cr_expect_eq(lf_topk(gg, fill(gg, LF_F32, 2, SH(3, 5)), 1, -3, true, &v, &i), LF_ERR_AXIS);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: axis -3 out of range for 2 dimensions");
-    gg = fresh();
-    cr_expect_eq(lf_topk(gg, fill(gg, LF_F32, 0, NULL), 0, 0, true, &v, &i), LF_ERR_AXIS);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: axis 0 out of range for 0 dimensions");
-    /* NULL out-pointers: the other one is set to NULL */
-    gg = fresh();
-    x = fill(gg, LF_F32, 1, SH(5));
-    i = x;
-    cr_expect_eq(lf_topk(gg, x, 2, 0, true, NULL, &i), LF_ERR_NULL);
-    cr_expect_null(i);
-    cr_expect_eq(lf_graph_status(gg), LF_ERR_NULL);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: values is NULL");
-    gg = fresh();
-    x = fill(gg, LF_F32, 1, SH(5));
-    v = x;
-    cr_expect_eq(lf_topk(gg, x, 2, 0, true, &v, NULL), LF_ERR_NULL);
-    cr_expect_null(v);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: indices is NULL");
-    /* NULL x, a node of another graph, NULL graph */
-    gg = fresh();
-    v = i = x;
-    cr_expect_eq(lf_topk(gg, NULL, 1, 0, true, &v, &i), LF_ERR_NULL);
-    cr_expect(v == NULL && i == NULL);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: input 0 is NULL");
-    gg = fresh();
-    v = i = x;
-    cr_expect_eq(lf_topk(gg, x, 1, 0, true, &v, &i), LF_ERR_STATE);
-    cr_expect(v == NULL && i == NULL);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: input 0 belongs to another graph (or to a freed one)");
-    v = i = x;
-    cr_expect_eq(lf_topk(NULL, x, 1, 0, true, &v, &i), LF_ERR_NULL);
-    cr_expect(v == NULL && i == NULL);
-    cr_expect_str_eq(lf_errmsg(NULL), "topk: graph is NULL");
-    /* an eval of a failed graph reports the first error */
-    gg = fresh();
-    x = fill(gg, LF_F32, 1, SH(5));
-    lf_node *s = lf_sort(gg, x, 0, false);
-    cr_assert_not_null(s);
-    cr_expect_eq(lf_topk(gg, x, 9, 0, true, &v, &i), LF_ERR_SHAPE);
-    lf_buffer *b = lf_buffer_new(ctx, LF_F32, 1, SH(5));
-    cr_expect_eq(lf_eval(gg, 1, &s, &b), LF_ERR_SHAPE);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: k = 9 out of range 0..5 for axis 0 of x [5]");
-    lf_buffer_free(b);
+    static const char *const names[2] = {"topk", "argtopk"};
+    for (int w = 0; w < 2; w++) {
+        lf_node *(*call)(lf_graph *, lf_node *, int64_t, int, bool) = w ? lf_argtopk : lf_topk;
+        char want[128];
+        /* k out of range: negative and past the extent; the axis in the message is normalized */
+        lf_graph *gg = fresh();
+        lf_node *x = fill(gg, LF_F32, 2, SH(3, 5));
+        cr_expect_null(call(gg, x, 7, -1, true));
+        snprintf(want, sizeof want, "%s: k = 7 out of range 0..5 for axis 1 of x [3,5]", names[w]);
+        cr_expect_eq(lf_graph_status(gg), LF_ERR_SHAPE);
+        cr_expect_str_eq(lf_errmsg(ctx), want);
+        cr_expect_str_eq(lf_graph_errmsg(gg), want);
+        /* sticky: a good call returns NULL, the first error stays */
+        cr_expect_null(call(gg, x, 2, 1, true));
+        cr_expect_null(lf_sort(gg, x, 0, false));
+        cr_expect_str_eq(lf_graph_errmsg(gg), want);
+        gg = fresh();
+        x = fill(gg, LF_I64, 3, SH(2, 4, 6));
+        cr_expect_null(call(gg, x, -1, 0, false));
+        snprintf(want, sizeof want, "%s: k = -1 out of range 0..2 for axis 0 of x [2,4,6]", names[w]);
+        cr_expect_str_eq(lf_errmsg(ctx), want);
+        gg = fresh();
+        x = fill(gg, LF_F32, 2, SH(3, 0));
+        cr_expect_null(call(gg, x, 1, 1, false));
+        snprintf(want, sizeof want, "%s: k = 1 out of range 0..0 for axis 1 of x [3,0]", names[w]);
+        cr_expect_str_eq(lf_errmsg(ctx), want);
+        /* valid edges: k = 0 and k = extent */
+        gg = fresh();
+        x = fill(gg, LF_F32, 2, SH(3, 5));
+        lf_node *r = call(gg, x, 0, 1, true);
+        cr_expect(r && lf_node_dim(r, 1) == 0);
+        r = call(gg, x, 5, 1, false);
+        cr_expect(r && lf_node_dim(r, 1) == 5 && lf_node_dtype(r) == (w ? LF_I64 : LF_F32));
+        /* bad axis, 0-d x */
+        gg = fresh();
+        x = fill(gg, LF_F32, 2, SH(3, 5));
+        cr_expect_null(call(gg, x, 1, 2, true));
+        cr_expect_eq(lf_graph_status(gg), LF_ERR_AXIS);
+        snprintf(want, sizeof want, "%s: axis 2 out of range for 2 dimensions", names[w]);
+        cr_expect_str_eq(lf_errmsg(ctx), want);
+        gg = fresh();
+        cr_expect_null(call(gg, fill(gg, LF_F32, 2, SH(3, 5)), 1, -3, true));
+        snprintf(want, sizeof want, "%s: axis -3 out of range for 2 dimensions", names[w]);
+        cr_expect_str_eq(lf_errmsg(ctx), want);
+        gg = fresh();
+        cr_expect_null(call(gg, fill(gg, LF_F32, 0, NULL), 0, 0, true));
+        snprintf(want, sizeof want, "%s: axis 0 out of range for 0 dimensions", names[w]);
+        cr_expect_str_eq(lf_errmsg(ctx), want);
+        /* NULL x, a node of another graph, NULL graph */
+        gg = fresh();
+        cr_expect_null(call(gg, NULL, 1, 0, true));
+        cr_expect_eq(lf_graph_status(gg), LF_ERR_NULL);
+        snprintf(want, sizeof want, "%s: input 0 is NULL", names[w]);
+        cr_expect_str_eq(lf_errmsg(ctx), want);
+        gg = fresh();
+        cr_expect_null(call(gg, x, 1, 0, true));
+        cr_expect_eq(lf_graph_status(gg), LF_ERR_STATE);
+        snprintf(want, sizeof want, "%s: input 0 belongs to another graph (or to a freed one)", names[w]);
+        cr_expect_str_eq(lf_errmsg(ctx), want);
+        cr_expect_null(call(NULL, x, 1, 0, true));
+        snprintf(want, sizeof want, "%s: graph is NULL", names[w]);
+        cr_expect_str_eq(lf_errmsg(NULL), want);
+        /* an eval of a failed graph reports the first error */
+        gg = fresh();
+        x = fill(gg, LF_F32, 1, SH(5));
+        lf_node *s = lf_sort(gg, x, 0, false);
+        cr_assert_not_null(s);
+        cr_expect_null(call(gg, x, 9, 0, true));
+        lf_buffer *b = lf_buffer_new(ctx, LF_F32, 1, SH(5));
+        cr_expect_eq(lf_eval(gg, 1, &s, &b), LF_ERR_SHAPE);
+        snprintf(want, sizeof want, "%s: k = 9 out of range 0..5 for axis 0 of x [5]", names[w]);
+        cr_expect_str_eq(lf_errmsg(ctx), want);
+        lf_buffer_free(b);
+    }
 }
