@@ -85,7 +85,9 @@ const char *graph_dot_node_label(const lf_node *n, char *buf, size_t cap) {
         append(buf, cap, &len, "scan %s axis %d%s", graph_reds[n->u.scan.op].text, n->u.scan.axis,
                n->u.scan.exclusive ? " exclusive" : "");
         break;
-    case NODE_GATHER: append(buf, cap, &len, "gather axis %d", n->u.gather.axis); break;
+    case NODE_GATHER:
+        append(buf, cap, &len, "%s axis %d", n->u.gather.take ? "take" : "gather", n->u.gather.axis);
+        break;
     case NODE_SCATTER: {
         static const char *const ops[] = {"set", "add", "min", "max", "prod"};
         append(buf, cap, &len, "scatter %s axis %d", ops[n->u.scatter.op], n->u.scatter.axis);

@@ -1,14 +1,17 @@
 /* graph/gather.c: lf_gather (NumPy's take_along_axis and take) and lf_take
- * (NumPy's take along any axis: a gather of the flattened index, made of
- * views and a gather node, no node kind of its own), the gather geometry
- * and its index check, shared by every evaluator.
+ * (NumPy's take along any axis), the gather geometry and its index check,
+ * shared by every evaluator.
  *
  * A gather node has inputs x (inputs[0]) and idx (inputs[1], i32 or i64)
  * and an axis. Its shape is x's with the axis extent replaced by idx's and
  * the other axes broadcast against idx (a 1-d x: idx's shape, NumPy's
  * take). Output position pos reads idx at pos (broadcast) and x at pos with
  * the axis coordinate replaced by the index, wrapped as NumPy wraps negative
- * indices. An index out of range is an eval-time error, LF_ERR_INDEX,
+ * indices. A take node (u.gather.take, made by lf_take) is a gather whose
+ * output axes are x's before the axis, then idx's, then x's after it; idx is
+ * read on its own axes, x on the others: only graph_gather_geom_of knows,
+ * every evaluator and the planner go through it.
+ * An index out of range is an eval-time error, LF_ERR_INDEX,
  * reported for the lowest row-major output position (graph_gather_check):
  * the reference evaluator checks the whole node, and the kernels flag a bad
  * index as they meet it, never reading out of bounds, after which the host
@@ -61,7 +64,7 @@ lf_node *lf_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx) {
         }
     }
     /* new_node is static in graph.c: go through a view-free path below */
-    return graph_new_gather(g, x, axis, idx, ndim, shape);
+    return graph_new_gather(g, x, axis, idx, ndim, shape, false);
 }
 
 lf_node *lf_take(lf_graph *g, lf_node *x, int axis, lf_node *idx) {
@@ -85,17 +88,12 @@ lf_node *lf_take(lf_graph *g, lf_node *x, int axis, lf_node *idx) {
                    graph_shape_str(b, sizeof b, idx->ndim, idx->shape), ndim, LF_MAX_DIMS);
         return NULL;
     }
-    if (x->ndim == 1) return lf_gather(g, x, 0, idx); /* NumPy's take: idx's shape */
-    /* idx flattened onto the axis, extent 1 elsewhere (broadcast against x) */
-    int64_t ishape[LF_MAX_DIMS], shape[LF_MAX_DIMS];
-    for (int d = 0; d < x->ndim; d++) ishape[d] = d == axis ? idx->numel : 1;
-    lf_node *t = lf_gather(g, x, axis, lf_reshape(g, idx, x->ndim, ishape));
-    if (!t || idx->ndim == 1) return t;
+    int64_t shape[LF_MAX_DIMS];
     int k = 0;
     for (int d = 0; d < axis; d++) shape[k++] = x->shape[d];
     for (int d = 0; d < idx->ndim; d++) shape[k++] = idx->shape[d];
     for (int d = axis + 1; d < x->ndim; d++) shape[k++] = x->shape[d];
-    return lf_reshape(g, t, ndim, shape);
+    return graph_new_gather(g, x, axis, idx, ndim, shape, true);
 }
 
 void graph_gather_geom_of(const lf_node *n, graph_gather_geom *gm) {
@@ -107,6 +105,15 @@ void graph_gather_geom_of(const lf_node *n, graph_gather_geom *gm) {
     memset(gm, 0, sizeof *gm);
     gm->x_axis_stride = xd[axis];
     gm->x_extent = x->shape[axis];
+    if (n->u.gather.take) { /* output axes: x's before the axis, idx's, x's after */
+        int m = idx->ndim;
+        for (int d = 0; d < n->ndim; d++) {
+            if (d < axis) gm->x_strides[d] = xd[d];
+            else if (d < axis + m) gm->idx_strides[d] = id[d - axis];
+            else gm->x_strides[d] = xd[d - m + 1];
+        }
+        return;
+    }
     for (int d = 0; d < n->ndim; d++) {
         gm->idx_strides[d] = idx->shape[d] == 1 ? 0 : id[d];
         if (x->ndim > 1 && d != axis) gm->x_strides[d] = x->shape[d] == 1 ? 0 : xd[d];
@@ -125,8 +132,8 @@ lf_status graph_gather_check(const lf_node *n, const void *idx) {
         if (graph_gather_wrap(v, gm.x_extent) < 0) {
             char ps[160];
             return graph_error(n->graph->ctx, LF_ERR_INDEX,
-                               "gather n%d: index %lld out of range for axis %d of size %lld at position %s",
-                               n->id, (long long)v, n->u.gather.axis, (long long)gm.x_extent,
+                               "%s n%d: index %lld out of range for axis %d of size %lld at position %s",
+                               n->u.gather.take ? "take" : "gather", n->id, (long long)v, n->u.gather.axis, (long long)gm.x_extent,
                                graph_shape_str(ps, sizeof ps, n->ndim, pos));
         }
         for (int d = n->ndim - 1; d >= 0; d--) {

@@ -330,10 +330,14 @@ lf_node *lf_random(lf_graph *g, lf_dtype t, lf_random_dist dist, int ndim, const
 }
 
 /* A gather node (graph/gather.c checks the arguments and computes the shape). */
-lf_node *graph_new_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx, int ndim, const int64_t *shape) {
+lf_node *graph_new_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx, int ndim, const int64_t *shape,
+                          bool take) {
     lf_node *in[2] = {x, idx};
-    lf_node *n = new_node(g, "gather", NODE_GATHER, x->dtype, ndim, shape, 2, in);
-    if (n) n->u.gather.axis = axis;
+    lf_node *n = new_node(g, take ? "take" : "gather", NODE_GATHER, x->dtype, ndim, shape, 2, in);
+    if (n) {
+        n->u.gather.axis = axis;
+        n->u.gather.take = take;
+    }
     return n;
 }
 

@@ -638,11 +638,11 @@ LF_API lf_node *lf_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx);
  * x's shape with the axis replaced by idx's shape (ndim(x) - 1 + ndim(idx)
  * dimensions, at most LF_MAX_DIMS), x's dtype. An embedding lookup is
  * lf_take(g, table, 0, idx): table [V, D] and idx [N] give [N, D], no
- * reshape of idx to [N, 1]. It is a gather along `axis` of idx flattened
- * (viewed as [1, .., M, .., 1], broadcast against x), reshaped to the
- * output's shape when idx is not 1-d: the same index rules (negative counts
- * from the end; out of range is lf_eval's LF_ERR_INDEX, the message naming
- * the gather and a position of the flattened index) and the same fusion.
+ * reshape of idx to [N, 1]. A gather node with take's geometry: lf_gather's
+ * index rules (negative counts from the end; out of range is lf_eval's
+ * LF_ERR_INDEX, "take n<ID>: index V out of range for axis A of size N at
+ * position [..]", the lowest row-major position of the output) and its
+ * fusion (table[idx] * w is one kernel reading idx where it lies).
  * Errors: axis out of range or x 0-d (LF_ERR_AXIS, "take: axis 2 out of
  * range for 2 dimensions"), idx not i32/i64 (LF_ERR_DTYPE), too many
  * output dimensions (LF_ERR_SHAPE). */

@@ -1420,8 +1420,12 @@ Test(errors, take_builder_arguments) {
     double seven[4] = {7, 7, 7, 7};
     lf_buffer *o = tu_buf(ctx, LF_F64, 2, (int64_t[]){2, 2}, seven);
     cr_expect_eq(lf_eval(g6, 1, &t, &o), LF_ERR_INDEX);
-    cr_expect(strstr(lf_errmsg(ctx), "index 3 out of range for axis 0 of size 3") != NULL, "%s", lf_errmsg(ctx));
+    char want[128];
+    snprintf(want, sizeof want, "take n%d: index 3 out of range for axis 0 of size 3 at position [1,0]", t->id);
+    cr_expect_str_eq(lf_errmsg(ctx), want);
     tu_expect("take output untouched", o, seven, 4, 0, 0);
+    char lab[256]; /* the DOT views name it */
+    cr_expect(strstr(graph_dot_node_label(t, lab, sizeof lab), "take axis 0\\nf64 [2,2]") != NULL, "%s", lab);
     lf_buffer_free(o);
 }
 

@@ -2479,6 +2479,12 @@ Test(eval, take_any_axis) {
     lf_node *ex = map("(v) -> v * 2", lf_take(g, table, 0, in1(LF_I64, 2, (double[]){1, 3})));
     for (int c = 0; c < 3; c++) want[c] = 2 * tv[3 + c], want[3 + c] = 2 * tv[9 + c];
     chk("take(table, [1,3], 0) * 2", ex, LF_F32, 6, want);
+    lf_eval_stats st;
+    cr_assert_eq(lf_ctx_last_stats(ctx, &st), LF_OK);
+    if (lf_ctx_backend(ctx) != LF_BACKEND_REFERENCE) { /* one kernel, idx read where it lies */
+        cr_expect_eq(st.kernels, 1, "take(table, idx) * 2: %d kernels, want 1", st.kernels);
+        cr_expect_eq(st.bytes_materialized, 0, "take(table, idx) * 2: %zu bytes stored", st.bytes_materialized);
+    }
     /* zero sizes: an empty index, an empty table */
     lf_node *z1 = lf_take(g, table, 0, in1(LF_I64, 0, NULL));
     chk_shape(z1, 2, (int64_t[]){0, 3});
