@@ -1788,7 +1788,9 @@ static bool build_sorted(const options *o, const bench_case *c, lf_ctx *ctx, lf_
     } else if (!strcmp(c->name, "topk_rows")) {
         int64_t sh[2] = {o->samples, SPCA_P};
         lf_node *x = lcg_input(ctx, g, 2, sh, TOPK_X_SEED);
-        if (x && lf_topk(g, x, SPCA_K, 1, true, &sg->outs[0], &sg->outs[1]) != LF_OK) sg->outs[0] = NULL;
+        sg->outs[0] = x ? lf_topk(g, x, SPCA_K, 1, true) : NULL;
+        sg->outs[1] = x ? lf_argtopk(g, x, SPCA_K, 1, true) : NULL;
+        if (!sg->outs[1]) sg->outs[0] = NULL;
         sg->nout = 2, sg->in_bytes = (size_t)(o->samples * SPCA_P) * 4, sg->n = o->samples;
         sg->input_only = true;
     } else { /* spca */

@@ -89,21 +89,24 @@ const char *graph_dot_node_label(const lf_node *n, char *buf, size_t cap) {
         append(buf, cap, &len, "scan %s axis %d%s", graph_reds[n->u.scan.op].text, n->u.scan.axis,
                n->u.scan.exclusive ? " exclusive" : "");
         break;
-    case NODE_GATHER: append(buf, cap, &len, "gather axis %d", n->u.gather.axis); break;
+    case NODE_GATHER:
+        append(buf, cap, &len, "%s axis %d", n->u.gather.take ? "take" : "gather", n->u.gather.axis);
+        break;
     case NODE_SCATTER: {
         static const char *const ops[] = {"set", "add", "min", "max", "prod"};
         append(buf, cap, &len, "scatter %s axis %d", ops[n->u.scatter.op], n->u.scatter.axis);
         break;
     }
     case NODE_SORT: {
-        /* "sort desc axis 1", "argsort axis 0", "topk k=10 largest axis 1 indices" */
+        /* "sort desc axis 1", "argsort axis 0", "topk k=10 largest axis 1",
+           "argtopk k=10 largest axis 1" (the builders' names) */
         const lf_node *x = n->inputs[0];
         bool desc = n->u.sort.descending, ix = n->u.sort.indices;
         if (n->u.sort.k == x->shape[n->u.sort.axis])
             append(buf, cap, &len, "%s%s axis %d", ix ? "argsort" : "sort", desc ? " desc" : "", n->u.sort.axis);
         else
-            append(buf, cap, &len, "topk k=%lld %s axis %d %s", (long long)n->u.sort.k, desc ? "largest" : "smallest",
-                   n->u.sort.axis, ix ? "indices" : "values");
+            append(buf, cap, &len, "%s k=%lld %s axis %d", ix ? "argtopk" : "topk", (long long)n->u.sort.k,
+                   desc ? "largest" : "smallest", n->u.sort.axis);
         break;
     }
     }
@@ -157,10 +160,11 @@ const char *graph_node_str(const lf_node *n, char *buf, size_t cap) {
     case NODE_MAP: append(what, sizeof what, &wl, "%s", map_name(n, name, sizeof name)); break;
     case NODE_REDUCE: append(what, sizeof what, &wl, "reduce %s", graph_reds[n->u.reduce.op].text); break;
     case NODE_SCAN: append(what, sizeof what, &wl, "scan %s", graph_reds[n->u.scan.op].text); break;
-    case NODE_GATHER: append(what, sizeof what, &wl, "gather"); break;
+    case NODE_GATHER: append(what, sizeof what, &wl, n->u.gather.take ? "take" : "gather"); break;
     case NODE_SCATTER: {
         static const char *const ops[] = {"set", "add", "min", "max", "prod"};
-        append(what, sizeof what, &wl, "scatter %s", ops[n->u.scatter.op]);
+        if (n->u.scatter.nonneg) append(what, sizeof what, &wl, "bincount");
+        else append(what, sizeof what, &wl, "scatter %s", ops[n->u.scatter.op]);
         break;
     }
     case NODE_SORT: {

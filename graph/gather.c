@@ -1,12 +1,17 @@
-/* graph/gather.c: lf_gather (NumPy's take_along_axis and take), its
- * geometry and its index check, shared by every evaluator.
+/* graph/gather.c: lf_gather (NumPy's take_along_axis and take) and lf_take
+ * (NumPy's take along any axis), the gather geometry and its index check,
+ * shared by every evaluator.
  *
  * A gather node has inputs x (inputs[0]) and idx (inputs[1], i32 or i64)
  * and an axis. Its shape is x's with the axis extent replaced by idx's and
  * the other axes broadcast against idx (a 1-d x: idx's shape, NumPy's
  * take). Output position pos reads idx at pos (broadcast) and x at pos with
  * the axis coordinate replaced by the index, wrapped as NumPy wraps negative
- * indices. An index out of range is an eval-time error, LF_ERR_INDEX,
+ * indices. A take node (u.gather.take, made by lf_take) is a gather whose
+ * output axes are x's before the axis, then idx's, then x's after it; idx is
+ * read on its own axes, x on the others: only graph_gather_geom_of knows,
+ * every evaluator and the planner go through it.
+ * An index out of range is an eval-time error, LF_ERR_INDEX,
  * reported for the lowest row-major output position (graph_gather_check):
  * the reference evaluator checks the whole node, and the kernels flag a bad
  * index as they meet it, never reading out of bounds, after which the host
@@ -59,7 +64,36 @@ lf_node *lf_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx) {
         }
     }
     /* new_node is static in graph.c: go through a view-free path below */
-    return graph_new_gather(g, x, axis, idx, ndim, shape);
+    return graph_new_gather(g, x, axis, idx, ndim, shape, false);
+}
+
+lf_node *lf_take(lf_graph *g, lf_node *x, int axis, lf_node *idx) {
+    lf_node *in[2] = {x, idx};
+    if (!graph_check_args(g, "take", 2, in)) return NULL;
+    if (axis < -x->ndim || axis >= x->ndim || x->ndim == 0) {
+        graph_fail(g, LF_ERR_AXIS, "take: axis %d out of range for %d dimensions", axis, x->ndim);
+        return NULL;
+    }
+    if (axis < 0) axis += x->ndim;
+    if (!graph_dtype_is_int(idx->dtype)) {
+        graph_fail(g, LF_ERR_DTYPE, "take: index dtype %s is not an integer dtype (i32 or i64)",
+                   lf_dtype_name(idx->dtype));
+        return NULL;
+    }
+    int ndim = x->ndim - 1 + idx->ndim;
+    if (ndim > LF_MAX_DIMS) {
+        char a[160], b[160];
+        graph_fail(g, LF_ERR_SHAPE, "take: x %s with index %s gives %d dimensions (at most %d)",
+                   graph_shape_str(a, sizeof a, x->ndim, x->shape),
+                   graph_shape_str(b, sizeof b, idx->ndim, idx->shape), ndim, LF_MAX_DIMS);
+        return NULL;
+    }
+    int64_t shape[LF_MAX_DIMS];
+    int k = 0;
+    for (int d = 0; d < axis; d++) shape[k++] = x->shape[d];
+    for (int d = 0; d < idx->ndim; d++) shape[k++] = idx->shape[d];
+    for (int d = axis + 1; d < x->ndim; d++) shape[k++] = x->shape[d];
+    return graph_new_gather(g, x, axis, idx, ndim, shape, true);
 }
 
 void graph_gather_geom_of(const lf_node *n, graph_gather_geom *gm) {
@@ -71,6 +105,15 @@ void graph_gather_geom_of(const lf_node *n, graph_gather_geom *gm) {
     memset(gm, 0, sizeof *gm);
     gm->x_axis_stride = xd[axis];
     gm->x_extent = x->shape[axis];
+    if (n->u.gather.take) { /* output axes: x's before the axis, idx's, x's after */
+        int m = idx->ndim;
+        for (int d = 0; d < n->ndim; d++) {
+            if (d < axis) gm->x_strides[d] = xd[d];
+            else if (d < axis + m) gm->idx_strides[d] = id[d - axis];
+            else gm->x_strides[d] = xd[d - m + 1];
+        }
+        return;
+    }
     for (int d = 0; d < n->ndim; d++) {
         gm->idx_strides[d] = idx->shape[d] == 1 ? 0 : id[d];
         if (x->ndim > 1 && d != axis) gm->x_strides[d] = x->shape[d] == 1 ? 0 : xd[d];

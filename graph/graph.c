@@ -331,10 +331,14 @@ lf_node *lf_random(lf_graph *g, lf_dtype t, lf_random_dist dist, int ndim, const
 }
 
 /* A gather node (graph/gather.c checks the arguments and computes the shape). */
-lf_node *graph_new_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx, int ndim, const int64_t *shape) {
+lf_node *graph_new_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx, int ndim, const int64_t *shape,
+                          bool take) {
     lf_node *in[2] = {x, idx};
-    lf_node *n = new_node(g, "gather", NODE_GATHER, x->dtype, ndim, shape, 2, in);
-    if (n) n->u.gather.axis = axis;
+    lf_node *n = new_node(g, take ? "take" : "gather", NODE_GATHER, x->dtype, ndim, shape, 2, in);
+    if (n) {
+        n->u.gather.axis = axis;
+        n->u.gather.take = take;
+    }
     return n;
 }
 
@@ -813,6 +817,23 @@ lf_node *lf_scan(lf_graph *g, lf_reduce_op op, lf_node *x, int axis, bool exclus
     n->u.scan.axis = a;
     n->u.scan.exclusive = exclusive;
     return n;
+}
+
+/* NumPy's cumsum(x, dtype=t): x cast to t, scanned, the result in t. A scan
+ * of t already has dtype t except sum and prod of bool and i32 (i64, wrapping
+ * in int64): their results cast back to t wrap as an accumulation in t would
+ * (two's complement: the low 32 bits; bool: a running sum or product of 0/1
+ * values is nonzero exactly when NumPy's logical or / and is true). The cast
+ * of the result is the scan's elementwise consumer, so it fuses into the
+ * scan's kernel. */
+lf_node *lf_scan_dtype(lf_graph *g, lf_reduce_op op, lf_node *x, int axis, bool exclusive, lf_dtype t) {
+    if (!graph_check_args(g, "scan", 1, &x)) return NULL;
+    if ((unsigned)t >= LF_NDTYPES) {
+        graph_fail(g, LF_ERR_INVALID, "scan: unknown accumulator dtype %d", (int)t);
+        return NULL;
+    }
+    lf_node *s = lf_scan(g, op, x->dtype == t ? x : lf_cast(g, x, t), axis, exclusive);
+    return s && s->dtype != t ? lf_cast(g, s, t) : s;
 }
 
 /* ---- evaluation ----------------------------------------------------------------------------- */

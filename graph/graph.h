@@ -437,6 +437,9 @@ struct lf_node {
         } scan;
         struct {
             int axis;                   /* NODE_GATHER: x's axis idx replaces */
+            bool take;                  /* lf_take: idx's axes replace it (the
+                                           output is x[:axis] + idx.shape +
+                                           x[axis+1:]), else take_along_axis */
         } gather;
         struct {
             int axis;                   /* NODE_SCATTER: dst's axis idx names */
@@ -511,16 +514,19 @@ void graph_destroy(lf_graph *g);
 /* ---- gather: shared by every evaluator (graph.c) ----
  * Gather node n's geometry, for a position of n's output (row-major over
  * n's shape): idx's element is sum pos[d] * idx_strides[d], x's element is
- * sum pos[d] * x_strides[d] (0 on the axis and on broadcast axes) plus the
- * index (wrapped) times x_axis_stride; x_extent is x's extent on the axis. */
+ * sum pos[d] * x_strides[d] (0 on the axis and on broadcast axes; for a
+ * take, 0 on idx's axes) plus the index (wrapped) times x_axis_stride;
+ * x_extent is x's extent on the axis. */
 typedef struct graph_gather_geom {
     int64_t idx_strides[LF_MAX_DIMS];
     int64_t x_strides[LF_MAX_DIMS];
     int64_t x_axis_stride;
     int64_t x_extent;
 } graph_gather_geom;
-/* Makes gather node (graph.c; lf_gather checked the arguments). */
-lf_node *graph_new_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx, int ndim, const int64_t *shape);
+/* Makes gather node (graph.c; lf_gather or lf_take checked the arguments;
+ * take: lf_take's geometry). */
+lf_node *graph_new_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx, int ndim, const int64_t *shape,
+                          bool take);
 void graph_gather_geom_of(const lf_node *n, graph_gather_geom *gm);
 /* The index v wrapped as NumPy does (v < 0 counts from the end) into
  * 0..extent-1, or -1 when it is out of range. */

@@ -210,10 +210,10 @@ lf_status graph_scatter_check(const lf_node *n, const void *idx) {
         for (int d = 0; d < gm.ndim; d++) e += pos[d] * gm.idx_strides[d];
         int64_t v = graph_scalar_load(idx, it, e).i;
         if (v < 0 && n->u.scatter.nonneg) {
-            char ps[160];
+            char ps[160], ns[GRAPH_NODE_STR_CAP];
             return graph_error(n->graph->ctx, LF_ERR_INDEX,
-                               "bincount n%d: negative value %lld at position %s (bincount counts values 0 .. %lld)",
-                               n->id, (long long)v, graph_shape_str(ps, sizeof ps, gm.ndim, pos),
+                               "%s: negative value %lld at position %s (bincount counts values 0 .. %lld)",
+                               graph_node_str(n, ns, sizeof ns), (long long)v, graph_shape_str(ps, sizeof ps, gm.ndim, pos),
                                (long long)gm.dst_extent - 1);
         }
         if (graph_gather_wrap(v, gm.dst_extent) < 0) {

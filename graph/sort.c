@@ -1,11 +1,12 @@
-/* graph/sort.c: lf_sort, lf_argsort and lf_topk, the sort geometry and
+/* graph/sort.c: lf_sort, lf_argsort, lf_topk and lf_argtopk, the sort geometry and
  * sort keys every evaluator shares, and the reference evaluation.
  *
  * A sort node (NODE_SORT) has one input x and keeps the first k entries of
  * each row's stable sort along an axis: x's values (x's dtype) or their
  * positions along the axis (i64). Its shape is x's with extent k on the
  * axis; lf_sort and lf_argsort keep k = extent, lf_topk makes a values node
- * and an indices node with descending = largest.
+ * and lf_argtopk an indices node with descending = largest (the planner
+ * runs the two of one x, axis, k and order as one kernel: plan_sort.c).
  *
  * The order is NumPy's total order through graph_sort_key: a key is an
  * unsigned integer whose numeric order is the element order (every NaN the
@@ -51,26 +52,26 @@ lf_node *lf_argsort(lf_graph *g, lf_node *x, int axis, bool descending) {
     return graph_new_sort(g, "argsort", x, a, x->shape[a], descending, true);
 }
 
-lf_status lf_topk(lf_graph *g, lf_node *x, int64_t k, int axis, bool largest, lf_node **values,
-                  lf_node **indices) {
-    if (values) *values = NULL;
-    if (indices) *indices = NULL;
-    if (!graph_check_args(g, "topk", 0, NULL)) return g ? g->status : LF_ERR_NULL;
-    if (!values) return graph_fail(g, LF_ERR_NULL, "topk: values is NULL");
-    if (!indices) return graph_fail(g, LF_ERR_NULL, "topk: indices is NULL");
+/* The first k entries of x's sort along axis (largest first when largest):
+ * values or positions. `what` names the call in messages. */
+static lf_node *topk(lf_graph *g, const char *what, lf_node *x, int64_t k, int axis, bool largest, bool indices) {
     int a;
-    if (!check_sort_args(g, "topk", x, axis, &a)) return g->status;
+    if (!check_sort_args(g, what, x, axis, &a)) return NULL;
     if (k < 0 || k > x->shape[a]) {
         char s[160];
-        return graph_fail(g, LF_ERR_SHAPE, "topk: k = %lld out of range 0..%lld for axis %d of x %s", (long long)k,
-                          (long long)x->shape[a], a, graph_shape_str(s, sizeof s, x->ndim, x->shape));
+        graph_fail(g, LF_ERR_SHAPE, "%s: k = %lld out of range 0..%lld for axis %d of x %s", what, (long long)k,
+                   (long long)x->shape[a], a, graph_shape_str(s, sizeof s, x->ndim, x->shape));
+        return NULL;
     }
-    lf_node *v = graph_new_sort(g, "topk", x, a, k, largest, false);
-    lf_node *i = v ? graph_new_sort(g, "topk", x, a, k, largest, true) : NULL;
-    if (!v || !i) return g->status;
-    *values = v;
-    *indices = i;
-    return LF_OK;
+    return graph_new_sort(g, what, x, a, k, largest, indices);
+}
+
+lf_node *lf_topk(lf_graph *g, lf_node *x, int64_t k, int axis, bool largest) {
+    return topk(g, "topk", x, k, axis, largest, false);
+}
+
+lf_node *lf_argtopk(lf_graph *g, lf_node *x, int64_t k, int axis, bool largest) {
+    return topk(g, "argtopk", x, k, axis, largest, true);
 }
 
 /* ---- geometry and keys -------------------------------------------------------------- */

@@ -730,6 +730,20 @@ LF_API lf_node *lf_random(lf_graph *g, lf_dtype t, lf_random_dist dist, int ndim
  * are data), and the gather's consumers read it in registers
  * (exp(x[idx]) * w is one kernel). */
 LF_API lf_node *lf_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx);
+/* NumPy's take(x, idx, axis): every index of idx (i32 or i64, any shape, 0-d
+ * included) picks a slice of x along `axis` (-ndim .. ndim-1); the output is
+ * x's shape with the axis replaced by idx's shape (ndim(x) - 1 + ndim(idx)
+ * dimensions, at most LF_MAX_DIMS), x's dtype. An embedding lookup is
+ * lf_take(g, table, 0, idx): table [V, D] and idx [N] give [N, D], no
+ * reshape of idx to [N, 1]. A gather node with take's geometry: lf_gather's
+ * index rules (negative counts from the end; out of range is lf_eval's
+ * LF_ERR_INDEX, "take n<ID>: index V out of range for axis A of size N at
+ * position [..]", the lowest row-major position of the output) and its
+ * fusion (table[idx] * w is one kernel reading idx where it lies).
+ * Errors: axis out of range or x 0-d (LF_ERR_AXIS, "take: axis 2 out of
+ * range for 2 dimensions"), idx not i32/i64 (LF_ERR_DTYPE), too many
+ * output dimensions (LF_ERR_SHAPE). */
+LF_API lf_node *lf_take(lf_graph *g, lf_node *x, int axis, lf_node *idx);
 
 /* ---- scatter and bincount (a store whose index is data) ---------------- */
 
@@ -954,6 +968,17 @@ LF_API const char *lf_reduce_op_name(lf_reduce_op op);
  * min and max scans equal it at any length. */
 #define LF_SCAN_BLOCK 4096
 LF_API lf_node *lf_scan(lf_graph *g, lf_reduce_op op, lf_node *x, int axis, bool exclusive);
+/* lf_scan with an accumulator dtype t, NumPy's cumsum(x, dtype=t) and
+ * cumprod(x, dtype=t): x is cast to t first (as lf_cast), then scanned, and
+ * the result has dtype t (a cumulative sum of i32 values in i64 is
+ * lf_scan_dtype(g, LF_RED_SUM, x, 0, false, LF_I64)). Integer sums and
+ * products wrap in t (two's complement, as NumPy); a bool sum is a running
+ * logical or and a bool product a running and (NumPy's add and multiply on
+ * bool); floats accumulate as lf_scan's do (in double, each result rounded
+ * to t). Errors as lf_scan, plus an unknown t (LF_ERR_INVALID, "scan:
+ * unknown accumulator dtype 9"). Fusion as lf_scan: the cast of x is a
+ * producer inlined into the scan's kernel. */
+LF_API lf_node *lf_scan_dtype(lf_graph *g, lf_reduce_op op, lf_node *x, int axis, bool exclusive, lf_dtype t);
 
 /* ---- sort, argsort and top-k (k-select) --------------------------------- */
 
@@ -981,15 +1006,17 @@ LF_API lf_node *lf_sort(lf_graph *g, lf_node *x, int axis, bool descending);
  * axis, x's shape, such that lf_gather(x, axis, lf_argsort(x, axis, d))
  * equals lf_sort(x, axis, d). */
 LF_API lf_node *lf_argsort(lf_graph *g, lf_node *x, int axis, bool descending);
-/* The k largest (largest true) or smallest elements of x along axis, in
- * order (largest first, or smallest first), every other axis batched:
- * *values (x's dtype) and *indices (i64 positions along the axis) have x's
- * shape with extent k on the axis. They are the first k entries of
- * lf_sort / lf_argsort (descending = largest), so ties keep the lower
- * index first and NaN counts as the largest value. Either out-pointer may
- * name a node the caller does not use; both must be non-NULL.
- * Errors (nothing is made, the out-pointers are set to NULL where given):
- *   LF_ERR_NULL   "topk: values is NULL", "topk: indices is NULL"
+/* Top-k: the k largest (largest true) or smallest elements of x along
+ * axis, in order (largest first, or smallest first), every other axis
+ * batched. lf_topk gives their values (x's dtype), lf_argtopk their
+ * positions along the axis (i64); both have x's shape with extent k on the
+ * axis. They are the first k entries of lf_sort / lf_argsort (descending =
+ * largest), so ties keep the lower index first and NaN counts as the
+ * largest value. An lf_topk and an lf_argtopk of the same x, k, axis and
+ * largest that one lf_eval needs (as outputs or through their consumers)
+ * are one selection: one pass over x and one sort kernel give both, as
+ * lf_sort and lf_argsort of one key do.
+ * Errors (NULL returned, sticky as every builder's; "argtopk" in its own):
  *   LF_ERR_SHAPE  "topk: k = 7 out of range 0..5 for axis 1 of x [3,5]"
  *   LF_ERR_AXIS   "topk: axis 2 out of range for 2 dimensions"
  * Small k (LF_TOPK_SELECT or less, and at most a quarter of the extent)
@@ -1002,10 +1029,11 @@ LF_API lf_node *lf_argsort(lf_graph *g, lf_node *x, int axis, bool descending);
  * (the key's map fused) into a thread's own memory and selected or
  * radix-sorted there, groups in parallel; fewer long rows than threads are
  * radix-sorted across the threads; work memory is kept by the context
- * between evals. CUDA: see "CUDA backend" above. */
+ * between evals. CUDA: see "CUDA backend" above.
+ * (lf_topk used to return both through out-pointers: issue 26.) */
 #define LF_TOPK_SELECT 64
-LF_API lf_status lf_topk(lf_graph *g, lf_node *x, int64_t k, int axis, bool largest, lf_node **values,
-                         lf_node **indices);
+LF_API lf_node *lf_topk(lf_graph *g, lf_node *x, int64_t k, int axis, bool largest);
+LF_API lf_node *lf_argtopk(lf_graph *g, lf_node *x, int64_t k, int axis, bool largest);
 
 LF_API const char *lf_op_name(lf_op op); /* the op's text in expression strings */
 

@@ -336,7 +336,10 @@ static lf_node *gen_scan(gen *G) {
     if (x->ndim == 0) return gen_elementwise(G);
     static const lf_reduce_op ops[4] = {LF_RED_SUM, LF_RED_PROD, LF_RED_MIN, LF_RED_MAX};
     int axis = rint_(&G->r, -x->ndim, x->ndim - 1);
-    lf_node *s = lf_scan(g, ops[rint_(&G->r, 0, 3)], x, axis, chance(&G->r, 50));
+    lf_reduce_op op = ops[rint_(&G->r, 0, 3)];
+    bool excl = chance(&G->r, 50);
+    lf_node *s = chance(&G->r, 25) ? lf_scan_dtype(g, op, x, axis, excl, (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1))
+                                   : lf_scan(g, op, x, axis, excl);
     switch (rint_(&G->r, 0, 3)) {
     case 0: return lf_add(g, s, lf_cast(g, x, lf_node_dtype(s)));
     case 1: push(G, s); return lf_slice(g, s, (axis + x->ndim) % x->ndim, LF_NONE, LF_NONE, -1);
@@ -378,10 +381,9 @@ static lf_node *gen_sort(gen *G) {
     }
     case 2: return lf_add(g, lf_sort(g, x, axis, desc), lf_cast(g, x, lf_node_dtype(x)));
     default: {
-        lf_node *v = NULL, *ix = NULL;
         int64_t k = chance(&G->r, 30) ? ext : rint_(&G->r, 0, ext < 70 ? ext : 70);
-        lf_topk(g, x, k, axis, desc, &v, &ix);
-        if (!v) return gen_elementwise(G);
+        lf_node *v = lf_topk(g, x, k, axis, desc), *ix = lf_argtopk(g, x, k, axis, desc);
+        if (!v || !ix) return gen_elementwise(G);
         push(G, ix);
         return v;
     }
@@ -389,7 +391,9 @@ static lf_node *gen_sort(gen *G) {
 }
 
 /* A gather of a pool node along a random axis with in-range indices (some
- * negative), idx broadcast on some axes; a 1-d x takes a 1-d or 2-d idx. */
+ * negative), idx broadcast on some axes; a 1-d x takes a 1-d or 2-d idx.
+ * A third of them are lf_take instead: idx of 0, 1 or 2 dimensions (zero
+ * extents too) along any axis, counted from either end. */
 static lf_node *gen_gather(gen *G) {
     lf_graph *g = G->g;
     lf_node *x = pick(G);
@@ -404,12 +408,20 @@ static lf_node *gen_gather(gen *G) {
     } else {
         for (int d = 0; d < indim; d++) ishape[d] = d == axis ? rint_(&G->r, 0, 5) : chance(&G->r, 30) ? 1 : x->shape[d];
     }
-    if (e == 0) ishape[x->ndim == 1 ? 0 : axis] = 0; /* nothing to index: an empty gather */
+    bool take = chance(&G->r, 35); /* lf_take: idx of 0..2 dims, any x rank */
+    if (take) {
+        indim = rint_(&G->r, 0, 2);
+        if (x->ndim - 1 + indim > LF_MAX_DIMS) indim = 1;
+        for (int d = 0; d < indim; d++) ishape[d] = rint_(&G->r, 0, 4);
+        if (e == 0 && indim) ishape[0] = 0;
+        if (e == 0 && !indim) indim = 1, ishape[0] = 0;
+    } else if (e == 0) ishape[x->ndim == 1 ? 0 : axis] = 0; /* nothing to index: an empty gather */
     lf_dtype it = chance(&G->r, 50) ? LF_I32 : LF_I64;
     lf_node *bits = lf_random(g, it, LF_RANDOM_BITS, indim, ishape, rnext(&G->r));
     char src[96];
     snprintf(src, sizeof src, "(b) -> b %% %lld - %lld", (long long)(2 * (e ? e : 1)), (long long)(e ? e : 1));
     lf_fn *f = lf_fn_parse(g, src);
+    if (take) return lf_take(g, x, rint_(&G->r, 0, 1) ? axis : axis - x->ndim, lf_map(g, f, bits));
     return lf_gather(g, x, axis, lf_map(g, f, bits));
 }
 

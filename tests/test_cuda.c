@@ -761,9 +761,9 @@ Test(cuda, fake_sorts_launch_on_the_device) {
     lf_ctx *ctx = fake_ctx(dir);
     lf_buffer *xb = sort_input(ctx, 6, 300);
     lf_graph *g = lf_graph_new(ctx);
-    lf_node *x = lf_input(g, xb), *v = NULL, *ix = NULL;
-    cr_assert_eq(lf_topk(g, lf_map(g, lf_fn_parse(g, "(x) -> x * x - 1"), x), 5, 1, true, &v, &ix), LF_OK, "%s",
-                 lf_graph_errmsg(g));
+    lf_node *x = lf_input(g, xb), *key = lf_map(g, lf_fn_parse(g, "(x) -> x * x - 1"), x);
+    lf_node *v = lf_topk(g, key, 5, 1, true), *ix = lf_argtopk(g, key, 5, 1, true);
+    cr_assert(v && ix, "%s", lf_graph_errmsg(g));
     lf_buffer *vb = sentinel_like(ctx, v), *ib = sentinel_like(ctx, ix);
     fake_counters c0 = counters();
     cr_assert_eq(lf_eval(g, 2, (lf_node *[]){v, ix}, (lf_buffer *[]){vb, ib}), LF_OK, "%s", lf_errmsg(ctx));
@@ -814,8 +814,9 @@ Test(cuda, fake_sorts_launch_on_the_device) {
     ctx = fake_ctx(dir);
     xb = sort_input(ctx, 6, 300);
     g = lf_graph_new(ctx);
-    cr_assert_eq(lf_topk(g, lf_map(g, lf_fn_parse(g, "(x) -> x * x - 1"), lf_input(g, xb)), 5, 1, true, &v, &ix),
-                 LF_OK);
+    key = lf_map(g, lf_fn_parse(g, "(x) -> x * x - 1"), lf_input(g, xb));
+    v = lf_topk(g, key, 5, 1, true), ix = lf_argtopk(g, key, 5, 1, true);
+    cr_assert(v && ix, "%s", lf_graph_errmsg(g));
     vb = sentinel_like(ctx, v);
     ib = sentinel_like(ctx, ix);
     cr_assert_eq(lf_eval(g, 2, (lf_node *[]){v, ix}, (lf_buffer *[]){vb, ib}), LF_OK, "%s", lf_errmsg(ctx));
@@ -853,8 +854,8 @@ Test(cuda, fake_sort_out_of_device_memory_launches_nothing) {
     cr_expect_eq(counters().launches - c0.launches, 0, "nothing was launched");
     expect_bytes(ab, 0x5c);
     /* a top-3 of the same rows (the SELECT path, no scratch) fits */
-    lf_node *v = NULL, *ix = NULL;
-    cr_assert_eq(lf_topk(g, lf_input(g, xb), 3, 1, false, &v, &ix), LF_OK);
+    lf_node *v = lf_topk(g, lf_input(g, xb), 3, 1, false);
+    cr_assert_not_null(v, "%s", lf_graph_errmsg(g));
     lf_buffer *vb = sentinel_like(ctx, v);
     cr_assert_eq(lf_eval(g, 1, &v, &vb), LF_OK, "%s", lf_errmsg(ctx));
     cr_expect_eq(counters().launches - c0.launches, 3);

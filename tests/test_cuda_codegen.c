@@ -613,20 +613,20 @@ Test(cuda_codegen, emulated_large_kernels_match_the_reference, .timeout = 3000) 
                 outs[1] = lf_argsort(g, x, 1, false);
             } else if (c == 1) { /* SELECT, the backend's plan (a row of 4500 > 4096): top-10 of a map, descending */
                 lf_node *row = lf_reshape(g, x, 2, (int64_t[]){1, 4500});
-                lf_topk(g, lf_map(g, lf_fn_parse(g, "(x) -> x * x - 3"), row), 10, 1, true, &outs[0], &outs[1]);
+                lf_node *key = lf_map(g, lf_fn_parse(g, "(x) -> x * x - 3"), row);
+                outs[0] = lf_topk(g, key, 10, 1, true), outs[1] = lf_argtopk(g, key, 10, 1, true);
             } else if (c == 4) { /* SELECT at 32 threads: ascending top-7 of a map (three rows) */
-                lf_topk(g, lf_map(g, lf_fn_parse(g, "(x) -> 2 - x"), x), 7, 1, false, &outs[0], &outs[1]);
+                lf_node *key = lf_map(g, lf_fn_parse(g, "(x) -> 2 - x"), x);
+                outs[0] = lf_topk(g, key, 7, 1, false), outs[1] = lf_argtopk(g, key, 7, 1, false);
             } else if (c == 2) { /* BLOCK, the backend's plan: along axis 0 of a [500, 3] view (inner 3) */
                 lf_node *y = lf_reshape(g, x, 2, (int64_t[]){1500, 3});
                 outs[0] = lf_sort(g, lf_slice(g, y, 0, 0, 500, 1), 0, true);
                 outs[1] = lf_argsort(g, lf_slice(g, y, 0, 0, 500, 1), 0, true);
             } else if (c == 3) { /* 64-bit keys, RADIX at 32 threads: a top-200 of f64 and i64 */
                 lf_node *d = lf_cast(g, x, LF_F64);
-                lf_topk(g, d, 200, 1, false, &outs[0], &outs[1]);
-                lf_node *iv = NULL, *ii = NULL;
-                lf_topk(g, lf_cast(g, lf_map(g, lf_fn_parse(g, "(x) -> x * 1000"), lf_cast(g, x, LF_F64)), LF_I64), 300, 1,
-                        true, &iv, &ii);
-                outs[2] = iv;
+                outs[0] = lf_topk(g, d, 200, 1, false), outs[1] = lf_argtopk(g, d, 200, 1, false);
+                outs[2] = lf_topk(g, lf_cast(g, lf_map(g, lf_fn_parse(g, "(x) -> x * 1000"), lf_cast(g, x, LF_F64)), LF_I64),
+                                  300, 1, true);
                 nout = 3;
             }
             for (int j = 0; j < nout; j++) cr_assert(outs[j] != NULL, "sorts %d: %s", c, lf_errmsg(ctx));

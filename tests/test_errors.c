@@ -1329,6 +1329,31 @@ Test(errors, scan_bad_arguments) {
     EXPECT_MSG("scan NULL graph", lf_errmsg(NULL), "scan", "NULL");
 }
 
+/* lf_scan_dtype (issue 26): lf_scan's errors, and an unknown accumulator dtype. */
+Test(errors, scan_dtype_bad_arguments) {
+    lf_graph *gg = fresh();
+    lf_node *x = lf_fill(gg, LF_I32, 0.0, 2, SH(3, 4));
+    cr_expect_null(lf_scan_dtype(gg, LF_RED_SUM, x, 0, false, (lf_dtype)9));
+    EXPECT_ERR("scan dtype 9", gg, LF_ERR_INVALID, "scan: unknown accumulator dtype 9");
+    gg = fresh();
+    x = lf_fill(gg, LF_I32, 0.0, 2, SH(3, 4));
+    cr_expect_null(lf_scan_dtype(gg, LF_RED_SUM, x, 0, false, (lf_dtype)-1));
+    EXPECT_ERR("scan dtype -1", gg, LF_ERR_INVALID, "scan: unknown accumulator dtype -1");
+    gg = fresh();
+    x = lf_fill(gg, LF_I32, 0.0, 2, SH(3, 4));
+    cr_expect_null(lf_scan_dtype(gg, LF_RED_SUM, x, 2, false, LF_I64));
+    EXPECT_ERR("scan dtype axis 2", gg, LF_ERR_AXIS, "scan sum: axis 2 out of range for 2 dimensions");
+    gg = fresh();
+    x = lf_fill(gg, LF_I32, 0.0, 2, SH(3, 4));
+    cr_expect_null(lf_scan_dtype(gg, LF_RED_ARGMAX, x, 0, false, LF_I64));
+    EXPECT_ERR("scan dtype argmax", gg, LF_ERR_INVALID, "scan: op argmax is not supported (sum, prod, min, max)");
+    gg = fresh();
+    cr_expect_null(lf_scan_dtype(gg, LF_RED_SUM, NULL, 0, false, LF_I64));
+    EXPECT_ERR("scan dtype of NULL", gg, LF_ERR_NULL, "scan: input 0 is NULL");
+    cr_expect_null(lf_scan_dtype(NULL, LF_RED_SUM, NULL, 0, false, LF_I64));
+    EXPECT_MSG("scan dtype NULL graph", lf_errmsg(NULL), "scan", "NULL");
+}
+
 /* ---- gather (issue 13) ------------------------------------------------------------------ */
 
 Test(errors, gather_builder_arguments) {
@@ -1363,6 +1388,45 @@ Test(errors, gather_builder_arguments) {
     cr_expect_eq(lf_graph_status(g7), LF_ERR_NULL);
     cr_expect_null(lf_gather(g7, x, 0, i)); /* sticky (x and i are of another graph too) */
     cr_expect_eq(lf_graph_status(g7), LF_ERR_NULL);
+}
+
+/* lf_take (issue 26): its own name in every builder message. */
+Test(errors, take_builder_arguments) {
+    lf_graph *g1 = fresh();
+    cr_expect_null(lf_take(g1, fill(g1, LF_F32, 2, SH(3, 4)), 2, fill(g1, LF_I64, 1, SH(2))));
+    cr_expect_eq(lf_graph_status(g1), LF_ERR_AXIS);
+    cr_expect_str_eq(lf_errmsg(ctx), "take: axis 2 out of range for 2 dimensions");
+    lf_graph *g2 = fresh();
+    cr_expect_null(lf_take(g2, fill(g2, LF_F32, 0, NULL), 0, fill(g2, LF_I64, 1, SH(2))));
+    cr_expect_str_eq(lf_errmsg(ctx), "take: axis 0 out of range for 0 dimensions");
+    lf_graph *g3 = fresh();
+    cr_expect_null(lf_take(g3, fill(g3, LF_F32, 2, SH(3, 4)), -1, fill(g3, LF_F64, 1, SH(2))));
+    cr_expect_eq(lf_graph_status(g3), LF_ERR_DTYPE);
+    cr_expect_str_eq(lf_errmsg(ctx), "take: index dtype f64 is not an integer dtype (i32 or i64)");
+    lf_graph *g4 = fresh();
+    cr_expect_null(lf_take(g4, fill(g4, LF_F32, 5, SH(2, 2, 2, 2, 2)), 1, fill(g4, LF_I32, 5, SH(1, 1, 1, 1, 1))));
+    cr_expect_eq(lf_graph_status(g4), LF_ERR_SHAPE);
+    cr_expect_str_eq(lf_errmsg(ctx), "take: x [2,2,2,2,2] with index [1,1,1,1,1] gives 9 dimensions (at most 8)");
+    cr_expect_null(lf_take(NULL, NULL, 0, NULL));
+    EXPECT_MSG("take(NULL graph)", lf_errmsg(NULL), "take", "NULL");
+    lf_graph *g5 = fresh();
+    cr_expect_null(lf_take(g5, NULL, 0, fill(g5, LF_I32, 1, SH(2))));
+    cr_expect_eq(lf_graph_status(g5), LF_ERR_NULL);
+    cr_expect_str_eq(lf_errmsg(ctx), "take: input 0 is NULL");
+    /* an index out of range: lf_eval's LF_ERR_INDEX, the output untouched */
+    lf_graph *g6 = fresh();
+    lf_node *tab = lf_input(g6, tu_buf(ctx, LF_F64, 2, (int64_t[]){3, 2}, (double[]){1, 2, 3, 4, 5, 6}));
+    lf_node *t = lf_take(g6, tab, 0, lf_input(g6, tu_buf(ctx, LF_I64, 1, (int64_t[]){2}, (double[]){1, 3})));
+    double seven[4] = {7, 7, 7, 7};
+    lf_buffer *o = tu_buf(ctx, LF_F64, 2, (int64_t[]){2, 2}, seven);
+    cr_expect_eq(lf_eval(g6, 1, &t, &o), LF_ERR_INDEX);
+    char want[128];
+    snprintf(want, sizeof want, "node %d (take f64[2,2]): index 3 out of range for axis 0 of size 3 at position [1,0]", t->id);
+    cr_expect_str_eq(lf_errmsg(ctx), want);
+    tu_expect("take output untouched", o, seven, 4, 0, 0);
+    char lab[256]; /* the DOT views name it */
+    cr_expect(strstr(graph_dot_node_label(t, lab, sizeof lab), "take axis 0\\nf64 [2,2]") != NULL, "%s", lab);
+    lf_buffer_free(o);
 }
 
 /* An index out of range fails the eval with LF_ERR_INDEX, names the node, the
@@ -1634,7 +1698,8 @@ static void bincount_negative_on(lf_ctx *c) {
             lf_buffer *o = tu_buf(c, lf_node_dtype(h), 1, SH(4), V(7, 7, 7, 7));
             char want[160];
             snprintf(want, sizeof want,
-                     "bincount n%d: negative value -1 at position [2] (bincount counts values 0 .. 3)", h->id);
+                     "node %d (bincount %s[4]): negative value -1 at position [2] (bincount counts values 0 .. 3)", h->id,
+                     lf_dtype_name(lf_node_dtype(h)));
             cr_expect_eq(lf_eval(gg, 1, &h, &o), LF_ERR_INDEX, "idx %s weights %s: %s", lf_dtype_name(its[a]),
                          w ? lf_dtype_name(wts[b]) : "none", lf_errmsg(c));
             cr_expect_str_eq(lf_errmsg(c), want);
@@ -1658,8 +1723,8 @@ static void bincount_negative_on(lf_ctx *c) {
         for (int k = 0; k < 256; k++) seven[k] = 7;
         lf_buffer *o = tu_buf(c, LF_F32, 1, SH(256), seven);
         char want[160];
-        if (order) snprintf(want, sizeof want, "bincount n%d: negative value -128 at position [200001] (bincount counts values 0 .. 255)", h->id);
-        else snprintf(want, sizeof want, "scatter n%d: index 384 out of range for axis 0 of size 256 at position [200001]", h->id);
+        if (order) snprintf(want, sizeof want, "node %d (bincount f32[256]): negative value -128 at position [200001] (bincount counts values 0 .. 255)", h->id);
+        else snprintf(want, sizeof want, "node %d (bincount f32[256]): index 384 out of range for axis 0 of size 256 at position [200001]", h->id);
         cr_expect_eq(lf_eval(gg, 1, &h, &o), LF_ERR_INDEX);
         cr_expect_str_eq(lf_errmsg(c), want);
         tu_expect("histogram untouched", o, seven, 256, 0, 0);
@@ -1815,90 +1880,80 @@ Test(errors, sort_bad_arguments) {
 }
 
 Test(errors, topk_bad_arguments) {
-    lf_node *v, *i;
-    /* k out of range: negative and past the extent; the axis in the message is normalized */
-    lf_graph *gg = fresh();
-    lf_node *x = fill(gg, LF_F32, 2, SH(3, 5));
-    v = i = x;
-    cr_expect_eq(lf_topk(gg, x, 7, -1, true, &v, &i), LF_ERR_SHAPE);
-    cr_expect_null(v);
-    cr_expect_null(i);
-    cr_expect_eq(lf_graph_status(gg), LF_ERR_SHAPE);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: k = 7 out of range 0..5 for axis 1 of x [3,5]");
-    cr_expect_str_eq(lf_graph_errmsg(gg), "topk: k = 7 out of range 0..5 for axis 1 of x [3,5]");
-    /* sticky: a good call returns the first error and sets nothing */
-    v = i = x;
-    cr_expect_eq(lf_topk(gg, x, 2, 1, true, &v, &i), LF_ERR_SHAPE);
-    cr_expect(v == NULL && i == NULL);
-    cr_expect_null(lf_sort(gg, x, 0, false));
-    cr_expect_str_eq(lf_graph_errmsg(gg), "topk: k = 7 out of range 0..5 for axis 1 of x [3,5]");
-    gg = fresh();
-    x = fill(gg, LF_I64, 3, SH(2, 4, 6));
-    cr_expect_eq(lf_topk(gg, x, -1, 0, false, &v, &i), LF_ERR_SHAPE);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: k = -1 out of range 0..2 for axis 0 of x [2,4,6]");
-    gg = fresh();
-    x = fill(gg, LF_F32, 2, SH(3, 0));
-    cr_expect_eq(lf_topk(gg, x, 1, 1, false, &v, &i), LF_ERR_SHAPE);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: k = 1 out of range 0..0 for axis 1 of x [3,0]");
-    /* valid edges: k = 0 and k = extent */
-    gg = fresh();
-    x = fill(gg, LF_F32, 2, SH(3, 5));
-    cr_expect_eq(lf_topk(gg, x, 0, 1, true, &v, &i), LF_OK);
-    cr_expect(v && i && lf_node_dim(v, 1) == 0 && lf_node_dim(i, 1) == 0);
-    cr_expect_eq(lf_topk(gg, x, 5, 1, false, &v, &i), LF_OK);
-    cr_expect(v && i && lf_node_dim(v, 1) == 5 && lf_node_dtype(i) == LF_I64 && lf_node_dtype(v) == LF_F32);
-    /* bad axis, 0-d x */
-    gg = fresh();
-    x = fill(gg, LF_F32, 2, SH(3, 5));
-    v = i = x;
-    cr_expect_eq(lf_topk(gg, x, 1, 2, true, &v, &i), LF_ERR_AXIS);
-    cr_expect(v == NULL && i == NULL);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: axis 2 out of range for 2 dimensions");
-    gg = fresh();
-    cr_expect_eq(lf_topk(gg, fill(gg, LF_F32, 2, SH(3, 5)), 1, -3, true, &v, &i), LF_ERR_AXIS);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: axis -3 out of range for 2 dimensions");
-    gg = fresh();
-    cr_expect_eq(lf_topk(gg, fill(gg, LF_F32, 0, NULL), 0, 0, true, &v, &i), LF_ERR_AXIS);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: axis 0 out of range for 0 dimensions");
-    /* NULL out-pointers: the other one is set to NULL */
-    gg = fresh();
-    x = fill(gg, LF_F32, 1, SH(5));
-    i = x;
-    cr_expect_eq(lf_topk(gg, x, 2, 0, true, NULL, &i), LF_ERR_NULL);
-    cr_expect_null(i);
-    cr_expect_eq(lf_graph_status(gg), LF_ERR_NULL);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: values is NULL");
-    gg = fresh();
-    x = fill(gg, LF_F32, 1, SH(5));
-    v = x;
-    cr_expect_eq(lf_topk(gg, x, 2, 0, true, &v, NULL), LF_ERR_NULL);
-    cr_expect_null(v);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: indices is NULL");
-    /* NULL x, a node of another graph, NULL graph */
-    gg = fresh();
-    v = i = x;
-    cr_expect_eq(lf_topk(gg, NULL, 1, 0, true, &v, &i), LF_ERR_NULL);
-    cr_expect(v == NULL && i == NULL);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: input 0 is NULL");
-    gg = fresh();
-    v = i = x;
-    cr_expect_eq(lf_topk(gg, x, 1, 0, true, &v, &i), LF_ERR_STATE);
-    cr_expect(v == NULL && i == NULL);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: input 0 belongs to another graph (or to a freed one)");
-    v = i = x;
-    cr_expect_eq(lf_topk(NULL, x, 1, 0, true, &v, &i), LF_ERR_NULL);
-    cr_expect(v == NULL && i == NULL);
-    cr_expect_str_eq(lf_errmsg(NULL), "topk: graph is NULL");
-    /* an eval of a failed graph reports the first error */
-    gg = fresh();
-    x = fill(gg, LF_F32, 1, SH(5));
-    lf_node *s = lf_sort(gg, x, 0, false);
-    cr_assert_not_null(s);
-    cr_expect_eq(lf_topk(gg, x, 9, 0, true, &v, &i), LF_ERR_SHAPE);
-    lf_buffer *b = lf_buffer_new(ctx, LF_F32, 1, SH(5));
-    cr_expect_eq(lf_eval(gg, 1, &s, &b), LF_ERR_SHAPE);
-    cr_expect_str_eq(lf_errmsg(ctx), "topk: k = 9 out of range 0..5 for axis 0 of x [5]");
-    lf_buffer_free(b);
+    static const char *const names[2] = {"topk", "argtopk"};
+    for (int w = 0; w < 2; w++) {
+        lf_node *(*call)(lf_graph *, lf_node *, int64_t, int, bool) = w ? lf_argtopk : lf_topk;
+        char want[128];
+        /* k out of range: negative and past the extent; the axis in the message is normalized */
+        lf_graph *gg = fresh();
+        lf_node *x = fill(gg, LF_F32, 2, SH(3, 5));
+        cr_expect_null(call(gg, x, 7, -1, true));
+        snprintf(want, sizeof want, "%s: k = 7 out of range 0..5 for axis 1 of x [3,5]", names[w]);
+        cr_expect_eq(lf_graph_status(gg), LF_ERR_SHAPE);
+        cr_expect_str_eq(lf_errmsg(ctx), want);
+        cr_expect_str_eq(lf_graph_errmsg(gg), want);
+        /* sticky: a good call returns NULL, the first error stays */
+        cr_expect_null(call(gg, x, 2, 1, true));
+        cr_expect_null(lf_sort(gg, x, 0, false));
+        cr_expect_str_eq(lf_graph_errmsg(gg), want);
+        gg = fresh();
+        x = fill(gg, LF_I64, 3, SH(2, 4, 6));
+        cr_expect_null(call(gg, x, -1, 0, false));
+        snprintf(want, sizeof want, "%s: k = -1 out of range 0..2 for axis 0 of x [2,4,6]", names[w]);
+        cr_expect_str_eq(lf_errmsg(ctx), want);
+        gg = fresh();
+        x = fill(gg, LF_F32, 2, SH(3, 0));
+        cr_expect_null(call(gg, x, 1, 1, false));
+        snprintf(want, sizeof want, "%s: k = 1 out of range 0..0 for axis 1 of x [3,0]", names[w]);
+        cr_expect_str_eq(lf_errmsg(ctx), want);
+        /* valid edges: k = 0 and k = extent */
+        gg = fresh();
+        x = fill(gg, LF_F32, 2, SH(3, 5));
+        lf_node *r = call(gg, x, 0, 1, true);
+        cr_expect(r && lf_node_dim(r, 1) == 0);
+        r = call(gg, x, 5, 1, false);
+        cr_expect(r && lf_node_dim(r, 1) == 5 && lf_node_dtype(r) == (w ? LF_I64 : LF_F32));
+        /* bad axis, 0-d x */
+        gg = fresh();
+        x = fill(gg, LF_F32, 2, SH(3, 5));
+        cr_expect_null(call(gg, x, 1, 2, true));
+        cr_expect_eq(lf_graph_status(gg), LF_ERR_AXIS);
+        snprintf(want, sizeof want, "%s: axis 2 out of range for 2 dimensions", names[w]);
+        cr_expect_str_eq(lf_errmsg(ctx), want);
+        gg = fresh();
+        cr_expect_null(call(gg, fill(gg, LF_F32, 2, SH(3, 5)), 1, -3, true));
+        snprintf(want, sizeof want, "%s: axis -3 out of range for 2 dimensions", names[w]);
+        cr_expect_str_eq(lf_errmsg(ctx), want);
+        gg = fresh();
+        cr_expect_null(call(gg, fill(gg, LF_F32, 0, NULL), 0, 0, true));
+        snprintf(want, sizeof want, "%s: axis 0 out of range for 0 dimensions", names[w]);
+        cr_expect_str_eq(lf_errmsg(ctx), want);
+        /* NULL x, a node of another graph, NULL graph */
+        gg = fresh();
+        cr_expect_null(call(gg, NULL, 1, 0, true));
+        cr_expect_eq(lf_graph_status(gg), LF_ERR_NULL);
+        snprintf(want, sizeof want, "%s: input 0 is NULL", names[w]);
+        cr_expect_str_eq(lf_errmsg(ctx), want);
+        gg = fresh();
+        cr_expect_null(call(gg, x, 1, 0, true));
+        cr_expect_eq(lf_graph_status(gg), LF_ERR_STATE);
+        snprintf(want, sizeof want, "%s: input 0 belongs to another graph (or to a freed one)", names[w]);
+        cr_expect_str_eq(lf_errmsg(ctx), want);
+        cr_expect_null(call(NULL, x, 1, 0, true));
+        snprintf(want, sizeof want, "%s: graph is NULL", names[w]);
+        cr_expect_str_eq(lf_errmsg(NULL), want);
+        /* an eval of a failed graph reports the first error */
+        gg = fresh();
+        x = fill(gg, LF_F32, 1, SH(5));
+        lf_node *s = lf_sort(gg, x, 0, false);
+        cr_assert_not_null(s);
+        cr_expect_null(call(gg, x, 9, 0, true));
+        lf_buffer *b = lf_buffer_new(ctx, LF_F32, 1, SH(5));
+        cr_expect_eq(lf_eval(gg, 1, &s, &b), LF_ERR_SHAPE);
+        snprintf(want, sizeof want, "%s: k = 9 out of range 0..5 for axis 0 of x [5]", names[w]);
+        cr_expect_str_eq(lf_errmsg(ctx), want);
+        lf_buffer_free(b);
+    }
 }
 
 /* ---- issue 26, item 6: messages name nodes a user can find ----------------- */

@@ -2252,6 +2252,63 @@ Test(eval, scan_zero_size_and_unit_axes) {
     chk("axis 0", lf_scan(g, LF_RED_SUM, u, 0, false), LF_F64, 4, (double[]){1, 3, 6, 10});
 }
 
+/* lf_scan_dtype (issue 26): NumPy's cumsum(x, dtype=t) and cumprod(x,
+ * dtype=t): x cast to t, the result in t, integer accumulation wrapping in t.
+ * Expected values are NumPy's (np.cumsum(a, dtype=...)). On a fused backend
+ * the cast in and out run in the scan's one kernel. */
+Test(eval, scan_accumulator_dtype) {
+    int64_t n = 4;
+    lf_node *i = lf_input(g, tu_buf(ctx, LF_I32, 1, &n, (double[]){INT32_MAX, 1, 5, INT32_MIN}));
+    chk("cumsum(i32, dtype=i64)", lf_scan_dtype(g, LF_RED_SUM, i, 0, false, LF_I64), LF_I64, 4,
+        (double[]){2147483647.0, 2147483648.0, 2147483653.0, 5});
+    chk("cumsum(i32, dtype=i32) wraps", lf_scan_dtype(g, LF_RED_SUM, i, 0, false, LF_I32), LF_I32, 4,
+        (double[]){INT32_MAX, INT32_MIN, INT32_MIN + 5, 5});
+    chk("cumprod(i32, dtype=i32) wraps", lf_scan_dtype(g, LF_RED_PROD, i, 0, false, LF_I32), LF_I32, 4,
+        (double[]){INT32_MAX, INT32_MAX, 2147483643.0, INT32_MIN});
+    chk("cumsum(i32, dtype=f64) exclusive", lf_scan_dtype(g, LF_RED_SUM, i, -1, true, LF_F64), LF_F64, 4,
+        (double[]){0, 2147483647.0, 2147483648.0, 2147483653.0});
+    /* f32 input in f64: no rounding to float between steps */
+    lf_node *f = lf_input(g, tu_buf(ctx, LF_F32, 1, &n, (double[]){1e8, 1, 1, -0.0}));
+    chk("cumsum(f32, dtype=f64)", lf_scan_dtype(g, LF_RED_SUM, f, 0, false, LF_F64), LF_F64, 4,
+        (double[]){1e8, 100000001, 100000002, 100000002});
+    chk("cumsum(f32) as f32", lf_scan_dtype(g, LF_RED_SUM, f, 0, false, LF_F32), LF_F32, 4,
+        (double[]){1e8, 1e8, 100000000 /* 100000002 rounded to float */, 1e8});
+    /* floats to integers: each value cast (truncated) before the sum */
+    lf_node *d = lf_input(g, tu_buf(ctx, LF_F64, 1, &n, (double[]){1.7, -2.5, 3.9, NAN}));
+    chk("cumsum(f64, dtype=i32)", lf_scan_dtype(g, LF_RED_SUM, d, 0, false, LF_I32), LF_I32, 4,
+        (double[]){1, -1, 2, 2});
+    chk("cummax(f64, dtype=i64) exclusive", lf_scan_dtype(g, LF_RED_MAX, d, 0, true, LF_I64), LF_I64, 4,
+        (double[]){(double)INT64_MIN, 1, 1, 3});
+    /* bool: a running or (sum) and and (prod) */
+    int64_t m = 5;
+    lf_node *b = lf_input(g, tu_buf(ctx, LF_I32, 1, &m, (double[]){0, 0, 3, 0, -1}));
+    chk("cumsum(dtype=bool)", lf_scan_dtype(g, LF_RED_SUM, b, 0, false, LF_BOOL), LF_BOOL, 5,
+        (double[]){0, 0, 1, 1, 1});
+    lf_node *b2 = lf_input(g, tu_buf(ctx, LF_I64, 1, &m, (double[]){1, 2, 4, 0, 3}));
+    chk("cumprod(dtype=bool)", lf_scan_dtype(g, LF_RED_PROD, b2, 0, false, LF_BOOL), LF_BOOL, 5,
+        (double[]){1, 1, 1, 0, 0});
+    chk("cumprod(dtype=bool) exclusive", lf_scan_dtype(g, LF_RED_PROD, b2, 0, true, LF_BOOL), LF_BOOL, 5,
+        (double[]){1, 1, 1, 1, 0});
+    /* 2-d along axis 0, zero-size rows, the same dtype as x (a plain scan) */
+    lf_node *x2 = lf_input(g, tu_buf(ctx, LF_I32, 2, (int64_t[]){3, 2}, (double[]){1, 2, 3, 4, 5, 6}));
+    chk("cumsum(2-d, axis 0, dtype=i32)", lf_scan_dtype(g, LF_RED_SUM, x2, 0, false, LF_I32), LF_I32, 6,
+        (double[]){1, 2, 4, 6, 9, 12});
+    lf_node *z = lf_input(g, tu_buf(ctx, LF_I32, 2, (int64_t[]){0, 3}, NULL));
+    lf_node *zs = lf_scan_dtype(g, LF_RED_SUM, z, 1, false, LF_I32);
+    chk_shape(zs, 2, (int64_t[]){0, 3});
+    chk("cumsum(zero-size, dtype=i32)", zs, LF_I32, 0, NULL);
+    lf_node *same = lf_scan_dtype(g, LF_RED_MIN, d, 0, false, LF_F64);
+    chk("cummin(f64, dtype=f64)", same, LF_F64, 4, (double[]){1.7, -2.5, -2.5, NAN});
+    /* fused: cast in, scan, cast out in one kernel */
+    lf_node *one = lf_scan_dtype(g, LF_RED_SUM, i, 0, false, LF_I32);
+    lf_buffer *ob = tu_eval1(ctx, g, one);
+    lf_eval_stats st;
+    cr_assert_eq(lf_ctx_last_stats(ctx, &st), LF_OK);
+    if (lf_ctx_backend(ctx) != LF_BACKEND_REFERENCE)
+        cr_expect_eq(st.kernels, 1, "cumsum(i32, dtype=i32): %d kernels, want 1", st.kernels);
+    lf_buffer_free(ob);
+}
+
 /* A scan of an elementwise expression and an expression of a scan. */
 Test(eval, scan_in_expressions) {
     int64_t n = 5;
@@ -2357,6 +2414,85 @@ Test(eval, gather_fused_and_empty) {
     chk_shape(e2, 2, (int64_t[]){0, 5});
     chk("take_along_axis([0,3], [1,5], 1)", e2, LF_F32, 0, NULL);
     free(xv), free(iv), free(wv), free(want);
+}
+
+/* lf_take (issue 26): NumPy's take along any axis. An embedding lookup
+ * (table [V, D], idx [N] -> [N, D]) without reshaping idx; idx of 0, 1, 2
+ * dimensions on every axis of a 3-d x, checked against loops; zero sizes. */
+Test(eval, take_any_axis) {
+    /* embedding: 5 rows of 3 */
+    double tv[15], want[64];
+    for (int i = 0; i < 15; i++) tv[i] = 100 + i;
+    lf_node *table = inS(LF_F32, 2, (int64_t[]){5, 3}, tv);
+    double iv[4] = {4, 0, -1, 2};
+    lf_node *e = lf_take(g, table, 0, in1(LF_I32, 4, iv));
+    chk_shape(e, 2, (int64_t[]){4, 3});
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 3; c++) want[r * 3 + c] = tv[(((int)iv[r] + 5) % 5) * 3 + c];
+    chk("take(table, idx, 0)", e, LF_F32, 12, want);
+    /* columns of the table: axis 1 and -1 */
+    lf_node *cidx = in1(LF_I64, 2, (double[]){2, -3});
+    lf_node *ec = lf_take(g, table, -1, cidx);
+    chk_shape(ec, 2, (int64_t[]){5, 2});
+    for (int r = 0; r < 5; r++) want[r * 2] = tv[r * 3 + 2], want[r * 2 + 1] = tv[r * 3];
+    chk("take(table, [2,-3], -1)", ec, LF_F32, 10, want);
+    /* 3-d x [2,3,4], idx 0-d, 1-d and 2-d on each axis */
+    double xv[24];
+    for (int i = 0; i < 24; i++) xv[i] = i * 0.5 - 3;
+    int64_t xs[3] = {2, 3, 4};
+    lf_node *x = inS(LF_F64, 3, xs, xv);
+    double i2v[4] = {1, 0, -1, 1};
+    lf_node *i0 = lf_input(g, tu_buf(ctx, LF_I64, 0, NULL, (double[]){-1}));
+    lf_node *i1 = in1(LF_I32, 3, (double[]){1, 1, 0});
+    lf_node *i2 = inS(LF_I64, 2, (int64_t[]){2, 2}, i2v);
+    lf_node *idxs[3] = {i0, i1, i2};
+    const double *ivals[3] = {(double[]){-1}, (double[]){1, 1, 0}, i2v};
+    int64_t ishapes[3][2] = {{0, 0}, {3, 0}, {2, 2}};
+    int indims[3] = {0, 1, 2};
+    for (int axis = 0; axis < 3; axis++)
+        for (int k = 0; k < 3; k++) {
+            lf_node *t = lf_take(g, x, axis, idxs[k]);
+            cr_assert(t != NULL, "take axis %d idx %d-d: %s", axis, indims[k], lf_graph_errmsg(g));
+            /* the expected shape: x's with the axis replaced by idx's */
+            int64_t shape[LF_MAX_DIMS];
+            int nd = 0;
+            for (int d = 0; d < axis; d++) shape[nd++] = xs[d];
+            for (int d = 0; d < indims[k]; d++) shape[nd++] = ishapes[k][d];
+            for (int d = axis + 1; d < 3; d++) shape[nd++] = xs[d];
+            chk_shape(t, nd, shape);
+            int64_t ni = 1, before = 1, after = 1;
+            for (int d = 0; d < indims[k]; d++) ni *= ishapes[k][d];
+            for (int d = 0; d < axis; d++) before *= xs[d];
+            for (int d = axis + 1; d < 3; d++) after *= xs[d];
+            int64_t cnt = 0;
+            for (int64_t b = 0; b < before; b++)
+                for (int64_t j = 0; j < ni; j++)
+                    for (int64_t a = 0; a < after; a++) {
+                        int64_t v = (int64_t)ivals[k][j];
+                        if (v < 0) v += xs[axis];
+                        want[cnt++] = xv[(b * xs[axis] + v) * after + a];
+                    }
+            char what[64];
+            snprintf(what, sizeof what, "take(x[2,3,4], %d-d idx, axis %d)", indims[k], axis);
+            chk(what, t, LF_F64, cnt, want);
+        }
+    /* fused with its consumer: exp(table[idx]) * 2 */
+    lf_node *ex = map("(v) -> v * 2", lf_take(g, table, 0, in1(LF_I64, 2, (double[]){1, 3})));
+    for (int c = 0; c < 3; c++) want[c] = 2 * tv[3 + c], want[3 + c] = 2 * tv[9 + c];
+    chk("take(table, [1,3], 0) * 2", ex, LF_F32, 6, want);
+    lf_eval_stats st;
+    cr_assert_eq(lf_ctx_last_stats(ctx, &st), LF_OK);
+    if (lf_ctx_backend(ctx) != LF_BACKEND_REFERENCE) { /* one kernel, idx read where it lies */
+        cr_expect_eq(st.kernels, 1, "take(table, idx) * 2: %d kernels, want 1", st.kernels);
+        cr_expect_eq(st.bytes_materialized, 0, "take(table, idx) * 2: %zu bytes stored", st.bytes_materialized);
+    }
+    /* zero sizes: an empty index, an empty table */
+    lf_node *z1 = lf_take(g, table, 0, in1(LF_I64, 0, NULL));
+    chk_shape(z1, 2, (int64_t[]){0, 3});
+    chk("take(table, [], 0)", z1, LF_F32, 0, NULL);
+    lf_node *z2 = lf_take(g, inS(LF_F32, 2, (int64_t[]){0, 3}, NULL), 1, inS(LF_I32, 2, (int64_t[]){1, 2}, (double[]){0, 2}));
+    chk_shape(z2, 3, (int64_t[]){0, 1, 2});
+    chk("take([0,3], [1,2], 1)", z2, LF_F32, 0, NULL);
 }
 
 /* ---- scatter and bincount (issue 13) ------------------------------------------------------- */

@@ -1328,3 +1328,87 @@ Test(parse, allocation_failures) {
     free(deep);
     cr_assert_eq(lf_debug_live_bytes(), before);
 }
+
+/* ---- README.md's operator table --------------------------------------------------------- */
+
+/* The README's "Expression syntax" block lists the operator levels, one a
+ * line, rising. Every symbol or keyword operator of the op table must be on
+ * it (prefix symbols on the "unary" line), and the order must be the
+ * parser's: for two infix operators L on a lower line than H, "a L (b H c)"
+ * prints without parentheses; on the same line it keeps them. */
+#define README_MAX_LEVELS 32
+typedef struct {
+    char tok[README_MAX_LEVELS][12][8]; /* operators of each level */
+    int ntok[README_MAX_LEVELS];
+    bool unary[README_MAX_LEVELS];      /* the line starts with "unary" */
+    int nlevels;
+} readme_levels;
+
+static void read_readme_levels(readme_levels *rl) {
+    FILE *fp = fopen(LF_TEST_README, "r");
+    cr_assert(fp != NULL, "cannot open %s", LF_TEST_README);
+    memset(rl, 0, sizeof *rl);
+    char line[512];
+    int state = 0; /* 0 before the heading line, 1 before the fence, 2 inside */
+    while (fgets(line, sizeof line, fp) && state < 3) {
+        if (state == 0 && strstr(line, "Operators, by rising precedence")) state = 1;
+        else if (state == 1 && !strncmp(line, "```", 3)) state = 2;
+        else if (state == 2 && !strncmp(line, "```", 3)) state = 3;
+        else if (state == 2) {
+            cr_assert_lt(rl->nlevels, README_MAX_LEVELS);
+            char *end = strstr(line, "    "); /* the operators end at a run of spaces */
+            if (end) *end = '\0';
+            int lv = rl->nlevels++, depth = 0;
+            for (char *t = strtok(line, " \t\n"); t; t = strtok(NULL, " \t\n")) {
+                if (t[0] == '(') depth++;
+                bool skip = depth > 0 || !strcmp(t, "unary");
+                if (t[strlen(t) - 1] == ')') depth--;
+                if (!strcmp(t, "unary")) rl->unary[lv] = true;
+                if (skip) continue;
+                cr_assert_lt(rl->ntok[lv], 12);
+                cr_assert_lt(strlen(t), sizeof rl->tok[0][0]);
+                strcpy(rl->tok[lv][rl->ntok[lv]++], t);
+            }
+        }
+    }
+    fclose(fp);
+    cr_assert_eq(state, 3, "README.md: no operator table after \"Operators, by rising precedence\"");
+}
+
+/* The README level of op (prefix symbols: only on the "unary" line), -1 when missing. */
+static int readme_level(const readme_levels *rl, lf_op op) {
+    const op_info *oi = &graph_ops[op];
+    bool prefix_sym = oi->syntax == OPSYN_PREFIX && !(oi->text[0] >= 'a' && oi->text[0] <= 'z');
+    for (int lv = 0; lv < rl->nlevels; lv++) {
+        if (prefix_sym != rl->unary[lv]) continue;
+        for (int t = 0; t < rl->ntok[lv]; t++)
+            if (!strcmp(rl->tok[lv][t], oi->text)) return lv;
+    }
+    return -1;
+}
+
+Test(parse, readme_operator_table) {
+    readme_levels rl;
+    read_readme_levels(&rl);
+    int level[LF_NOPS];
+    for (int op = 0; op < LF_NOPS; op++) {
+        level[op] = -1;
+        if (graph_ops[op].syntax == OPSYN_CALL) continue;
+        level[op] = readme_level(&rl, (lf_op)op);
+        cr_expect_geq(level[op], 0, "README.md's operator table does not list %s \"%s\"",
+                      graph_ops[op].syntax == OPSYN_INFIX ? "infix" : "prefix", graph_ops[op].text);
+    }
+    for (int l = 0; l < LF_NOPS; l++)
+        for (int h = 0; h < LF_NOPS; h++) {
+            if (l == h || level[l] < 0 || level[h] < 0 || level[l] > level[h]) continue;
+            if (graph_ops[l].syntax != OPSYN_INFIX || graph_ops[h].syntax != OPSYN_INFIX) continue;
+            char src[96];
+            snprintf(src, sizeof src, "(a, b, c) -> a %s (b %s c)", graph_ops[l].text, graph_ops[h].text);
+            char *s = print(parse_ok(src));
+            bool parens = strchr(strstr(s, "->"), '(') != NULL;
+            cr_expect_eq(parens, level[l] == level[h],
+                         "README.md puts \"%s\" %s \"%s\", but %s prints as %s", graph_ops[l].text,
+                         level[l] == level[h] ? "on the level of" : "below", graph_ops[h].text, src, s);
+            free(s);
+        }
+}

@@ -13,7 +13,7 @@
  *   C  [d, S]  = lf_random normal f32 (Philox, the seed --seed)
  *   Cn [d, S]  = C / sqrt(sum(C*C, axis 0, keepdims))
  *   A  [p, S]  = sum over d of Vd[p, d, 1] * Cn[1, d, S]     (zip-reduce)
- *   vals, idx [k, S] = lf_topk(A, k, axis 0, largest)
+ *   vals, idx [k, S] = lf_topk, lf_argtopk(A, k, axis 0, largest)
  *   val [S]    = sqrt(sum(vals^2, axis 0))
  *   best       = argmax(val) (the first maximum, as the seed's strict >)
  *   opt_x [p]  = scatter SET of vals[:, best] / max(val) at idx[:, best]

@@ -27,7 +27,7 @@
 #define SPCA_VD_SEED 61   /* Vd [p, d]: seed_fill_f32(.., -1, 1, SPCA_VD_SEED) */
 /* Lines of lazyfuse code in spca_graph (spca_graph.c, between its markers;
  * the spca-lines test in tools/meson.build checks the figure). */
-#define SPCA_GRAPH_LINES 20
+#define SPCA_GRAPH_LINES 18
 
 /* The nodes spca_graph makes. */
 typedef struct spca_nodes {

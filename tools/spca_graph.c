@@ -11,9 +11,7 @@ lf_status spca_graph(lf_graph *g, lf_node *Vd, int64_t S, int64_t k, uint64_t se
     lf_node *Cn = lf_div(g, C, norm);                                      /* [d, S] */
     lf_node *prod = lf_mul(g, lf_expand_dims(g, Vd, 2), lf_expand_dims(g, Cn, 0)); /* [p, d, S] */
     lf_node *A = lf_reduce(g, LF_RED_SUM, prod, 1, (int[]){1}, false);     /* [p, S] */
-    lf_node *vals = NULL, *idx = NULL;                                     /* [k, S] */
-    lf_status st = lf_topk(g, A, k, 0, true, &vals, &idx);
-    if (st != LF_OK) return st;
+    lf_node *vals = lf_topk(g, A, k, 0, true), *idx = lf_argtopk(g, A, k, 0, true); /* [k, S] */
     lf_node *val = lf_sqrt(g, lf_reduce(g, LF_RED_SUM, lf_mul(g, vals, vals), 1, (int[]){0}, false));
     lf_node *best = lf_reduce(g, LF_RED_ARGMAX, val, 0, NULL, false);     /* 0-d i64 */
     lf_node *vbest = lf_reduce(g, LF_RED_MAX, val, 0, NULL, false);       /* val[best] */
