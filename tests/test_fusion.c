@@ -1877,6 +1877,7 @@ Test(fusion, scanning_a_root_costs_a_constant) {
             lf_graph_free(g);
             lf_ctx_destroy(ctx);
         }
+}
 
 /* A small sum whose input is expensive only through a map much smaller than
  * the sum, read broadcast (spca's A = sum over d of Vd[p, d, 1] * Cn[1, d, S]
