@@ -1543,9 +1543,10 @@ static void math_accuracy(lf_dtype t) {
         double wx = xs[k][worst_i], wy = ys[k][worst_i];
         double gw = f64 ? ((double *)a)[worst_i] : ((float *)a)[worst_i];
         double ww = f64 ? ((double *)b)[worst_i] : ((float *)b)[worst_i];
-        char in[96];
+        char in[96], win[96];
         if (f->arity == 2) snprintf(in, sizeof in, "(%.9g, %.9g)", wx, wy);
         else snprintf(in, sizeof in, "%.17g", wx);
+        memcpy(win, in, sizeof win); /* in is reused below */
         if (used < (int)sizeof report)
             used += snprintf(report + used, sizeof report - (size_t)used, "  %-8s %8" PRIu64 " %8d %8d %s -> %a / %a\n",
                              f->name, worst, inexact, zero_sign, in, gw, ww);
@@ -1560,7 +1561,7 @@ static void math_accuracy(lf_dtype t) {
         }
         if (worst > (uint64_t)f->max_ulp && fl < sizeof failures)
             fl += (size_t)snprintf(failures + fl, sizeof failures - fl, " %s: %" PRIu64 " ulp at %s (at most %d);",
-                                   f->name, worst, in, f->max_ulp);
+                                   f->name, worst, win, f->max_ulp);
         if (f->max_ulp == 0 && zero_sign && fl < sizeof failures) /* exact: -0.0 is not +0.0 */
             fl += (size_t)snprintf(failures + fl, sizeof failures - fl, " %s: %d zeros of the other sign;", f->name,
                                    zero_sign);
