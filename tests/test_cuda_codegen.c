@@ -11,8 +11,12 @@
  *   one static copy per block run, __syncthreads as a pthread barrier,
  *   atomicAdd as an atomic) and run with the launch plan of
  *   codegen/emit_cuda.c over host memory, block after block; the outputs
- *   must match the reference evaluator as the compiled CPU backend must
- *   (floats within 1e-4 relative: device-order reductions and libm). Both
+ *   must match the reference evaluator as tests/diffcheck.h allows: bool
+ *   and integers byte for byte, floats bit for bit unless device math
+ *   (lazyfuse.h's exempt functions) or a float sum (device order) is in
+ *   the output's cone, then within the cone's bound; an output whose cone
+ *   has a float sum that is cancellation noise is skipped, noted and
+ *   counted (at most 1 + graphs / 50 of them). Both
  *   index widths and the vec/scalar elementwise entries are exercised.
  *   Sort kernels run as the backend runs them (backends/cuda/sort.c): the
  *   generated key pass, the sort module's plan (codegen/sort_cuda.c, built
@@ -34,6 +38,7 @@
  * since they compile hundreds of kernels; elsewhere they skip saying so.
  */
 #include "cuda_emu.h"
+#include "diffcheck.h"
 #include "randgraph.h"
 #include "testutil.h"
 
@@ -188,6 +193,7 @@ typedef struct emu_sorts {
     bool strict;                   /* sort outputs must equal the reference's bits */
     int kernels, launches, real, paths[4];
     int exact, explained;          /* sort outputs equal to the reference, or within rounding of their input */
+    int noise_skips;               /* outputs not compared: a float sum of their cone is cancellation noise */
     double seconds;                /* in the module's build and launches and the output passes */
 } emu_sorts;
 
@@ -371,21 +377,6 @@ static void emu_run_schedule(const fuse_schedule *s, int n, void **results, cons
     free(data);
 }
 
-static double element(lf_dtype t, const void *p, int64_t j) {
-    switch (t) {
-    case LF_BOOL: return ((const uint8_t *)p)[j];
-    case LF_I32: return ((const int32_t *)p)[j];
-    case LF_I64: return (double)((const int64_t *)p)[j];
-    case LF_F32: return ((const float *)p)[j];
-    default: return ((const double *)p)[j];
-    }
-}
-
-static bool same(lf_dtype t, double a, double b) {
-    if (t == LF_F32 || t == LF_F64) return tu_close(a, b, 1e-4, 1e-6);
-    return a == b;
-}
-
 /* Sort output n (its emulated bytes got, the reference's in want): bit for
  * bit equal, or, unless es->strict, different only as the rounding of n's
  * input allows: the input x (evaluated by the reference) may come from
@@ -408,20 +399,26 @@ static void sort_check(lf_ctx *ctx, lf_graph *g, const fuse_schedule *s, lf_node
     int64_t bad = 0;
     while (bad < m && !memcmp((const unsigned char *)got + (size_t)bad * esz, wb + (size_t)bad * esz, esz)) bad++;
     if (es->strict) {
+        char xg[64], xw[64];
+        dc_format(xg, sizeof xg, n->dtype, got, bad);
+        dc_format(xw, sizeof xw, n->dtype, wb, bad);
         fuse_schedule_print(s, stderr);
-        cr_assert_fail("%s, %s entries: sort output n%d (%s, %lld elements) element %lld is %.17g, reference %.17g "
+        cr_assert_fail("%s, %s entries: sort output n%d (%s, %lld elements) element %lld is %s, reference %s "
                        "(bits differ)",
                        what, force64 ? "64-bit" : "32-bit", n->id, lf_dtype_name(n->dtype), (long long)m, (long long)bad,
-                       element(n->dtype, got, bad), element(n->dtype, wb, bad));
+                       xg, xw);
     }
     if (n->u.sort.indices) {
         lf_node *x = n->inputs[0];
+        dc_cone c; /* how far x may be from the reference's (tests/diffcheck.h) */
+        dc_cone_init(&c, x, true);
+        dc_cond cond = {0, false, -1};
+        if (!dc_cone_exact(&c)) dc_conditioning(ctx, g, &c, &cond);
+        double rel = dc_rel_bound(&c, cond.rho);
         lf_buffer *xb = lf_buffer_new_like(ctx, x);
         cr_assert_eq(lf_eval(g, 1, &x, &xb), LF_OK, "%s", lf_errmsg(ctx));
-        int64_t xn = lf_buffer_numel(xb);
-        double *xv = malloc((size_t)(xn ? xn : 1) * sizeof *xv);
-        cr_assert(xv != NULL);
-        tu_read(xb, xv);
+        void *xv = tu_read_raw(xb);
+        size_t xsz = lf_dtype_size(x->dtype);
         graph_sort_geom gm;
         graph_sort_geom_of(n, &gm);
         for (int64_t e = 0; e < m; e++) {
@@ -429,15 +426,20 @@ static void sort_check(lf_ctx *ctx, lf_graph *g, const fuse_schedule *s, lf_node
             int64_t pg = ((const int64_t *)got)[e], pw = ((const int64_t *)wb)[e];
             cr_assert(pg >= 0 && pg < gm.n, "%s: sort output n%d element %lld: position %lld out of range", what, n->id,
                       (long long)e, (long long)pg);
-            double a = xv[o * gm.n * gm.inner + pg * gm.inner + i], b = xv[o * gm.n * gm.inner + pw * gm.inner + i];
-            if (!same(x->dtype, a, b)) {
+            const unsigned char *a = (const unsigned char *)xv + (size_t)(o * gm.n * gm.inner + pg * gm.inner + i) * xsz;
+            const unsigned char *b = (const unsigned char *)xv + (size_t)(o * gm.n * gm.inner + pw * gm.inner + i) * xsz;
+            if (!cond.noise && !dc_element_ok(&c, x->dtype, a, b, 0, rel)) {
+                char xa[64], xw[64];
+                dc_format(xa, sizeof xa, x->dtype, a, 0);
+                dc_format(xw, sizeof xw, x->dtype, b, 0);
                 fuse_schedule_print(s, stderr);
-                cr_assert_fail("%s, %s entries: argsort/top-k n%d element %lld is position %lld (x = %.17g), reference "
-                               "%lld (x = %.17g)",
-                               what, force64 ? "64-bit" : "32-bit", n->id, (long long)e, (long long)pg, a, (long long)pw,
-                               b);
+                cr_assert_fail("%s, %s entries: argsort/top-k n%d element %lld is position %lld (x = %s), reference "
+                               "%lld (x = %s)",
+                               what, force64 ? "64-bit" : "32-bit", n->id, (long long)e, (long long)pg, xa, (long long)pw,
+                               xw);
             }
         }
+        dc_cone_free(&c);
         free(xv);
         lf_buffer_free(xb);
     } /* values: the tolerance check of every output follows */
@@ -459,19 +461,33 @@ static void emu_check(lf_ctx *ctx, lf_graph *g, int nout, lf_node **outs, const 
         cr_assert_eq(lf_eval(g, 1, &outs[i], &want), LF_OK, "%s", lf_errmsg(ctx));
         int64_t m = lf_buffer_numel(want);
         if (outs[i]->kind == NODE_SORT) sort_check(ctx, g, s, outs[i], got[i], want, what, force64, es);
-        double *w = malloc((size_t)(m ? m : 1) * sizeof *w);
-        cr_assert(w != NULL);
-        tu_read(want, w);
-        for (int64_t j = 0; j < m; j++) {
-            double v = element(outs[i]->dtype, got[i], j);
-            if (!same(outs[i]->dtype, v, w[j])) {
-                fuse_schedule_print(s, stderr);
-                cr_assert_fail("%s, %s entries: output %d (%s, %lld elements) element %lld is %.17g, "
-                               "reference %.17g",
-                               what, force64 ? "64-bit" : "32-bit", i, lf_dtype_name(outs[i]->dtype),
-                               (long long)m, (long long)j, v, w[j]);
-            }
+        void *w = tu_read_raw(want);
+        dc_cone c; /* tests/diffcheck.h: what the emulation may differ by */
+        dc_cone_init(&c, outs[i], true);
+        int64_t bad = dc_first_bad(&c, outs[i]->dtype, got[i], w, m, dc_rel_bound(&c, 0));
+        dc_cond cond = {0, false, -1};
+        if (bad >= 0 && !dc_cone_exact(&c)) { /* the bound of the cone's float sums, on the reference */
+            dc_conditioning(ctx, g, &c, &cond);
+            if (!cond.noise) bad = dc_first_bad(&c, outs[i]->dtype, got[i], w, m, dc_rel_bound(&c, cond.rho));
         }
+        if (bad >= 0 && cond.noise) {
+            es->noise_skips++;
+            tu_note("%s, %s entries: output %d not compared: its float sum n%d is cancellation noise on the "
+                    "reference\n", what, force64 ? "64-bit" : "32-bit", i, cond.node);
+        } else if (bad >= 0) {
+            char x[64], y[64];
+            dc_format(x, sizeof x, outs[i]->dtype, got[i], bad);
+            dc_format(y, sizeof y, outs[i]->dtype, w, bad);
+            fuse_schedule_print(s, stderr);
+            cr_assert_fail("%s, %s entries: output %d (%s, %lld elements) element %lld is %s, reference %s "
+                           "(allowed: %s)",
+                           what, force64 ? "64-bit" : "32-bit", i, lf_dtype_name(outs[i]->dtype), (long long)m,
+                           (long long)bad, x, y,
+                           dc_cone_exact(&c) ? "the same bits, any NaN for a NaN"
+                           : c.exempt        ? "the cone's bound: device math in it"
+                                             : "the cone's bound: float sums in it");
+        }
+        dc_cone_free(&c);
         free(w);
         free(got[i]);
         lf_buffer_free(want);
@@ -641,9 +657,11 @@ Test(cuda_codegen, emulated_large_kernels_match_the_reference, .timeout = 3000) 
                   es.paths[CG_SORT_RADIX]);
     }
     tu_note("cuda_codegen: emulated large graphs: %d kernels, %d launches (%d vec); sorts: %d kernels "
-            "(%d with the backend's plan; block %d, select %d, radix %d), %d module launches in %.1f s\n", kernels,
+            "(%d with the backend's plan; block %d, select %d, radix %d), %d module launches in %.1f s; %d outputs "
+            "not compared (cancellation noise)\n", kernels,
             launches, vec_launches, es.kernels, es.real, es.paths[CG_SORT_BLOCK], es.paths[CG_SORT_SELECT],
-            es.paths[CG_SORT_RADIX], es.launches, es.seconds);
+            es.paths[CG_SORT_RADIX], es.launches, es.seconds, es.noise_skips);
+    cr_expect_eq(es.noise_skips, 0, "the large cases' inputs are random in [-2, 2): no sum of them cancels");
     if (es.h) dlclose(es.h);
     rmdir(dir);
     lf_ctx_destroy(ctx);
@@ -672,9 +690,12 @@ Test(cuda_codegen, emulated_kernels_match_the_reference, .timeout = 3000) {
     }
     tu_note("cuda_codegen: emulated %d graphs, %d kernels, %d launches (%d vec); sorts: %d kernels "
             "(%d with the backend's plan; block %d, select %d, radix %d), %d module launches in %.1f s; sort outputs: "
-            "%d bit-exact, %d within the rounding of their input\n", last - first, kernels,
-            launches, vec_launches, es.kernels, es.real, es.paths[CG_SORT_BLOCK], es.paths[CG_SORT_SELECT],
-            es.paths[CG_SORT_RADIX], es.launches, es.seconds, es.exact, es.explained);
+            "%d bit-exact, %d within the rounding of their input; %d outputs not compared (cancellation noise)\n",
+            last - first, kernels, launches, vec_launches, es.kernels, es.real, es.paths[CG_SORT_BLOCK],
+            es.paths[CG_SORT_SELECT], es.paths[CG_SORT_RADIX], es.launches, es.seconds, es.exact, es.explained,
+            es.noise_skips);
+    cr_expect_leq(es.noise_skips, 1 + (last - first) / 50, "%d outputs of %d graphs skipped as cancellation noise",
+                  es.noise_skips, last - first);
     cr_assert_gt(es.exact, 0, "no sort output of the random graphs was checked bit for bit");
     if (es.h) dlclose(es.h);
     rmdir(dir);

@@ -20,12 +20,16 @@
  *   shared nodes, several outputs, NaN/Inf inputs, zero-size and odd shapes;
  *   softmax-, layer-norm- and three-pass-like row patterns over trailing or
  *   arbitrary axes, sibling reductions, outputs chosen over one space)
- *   evaluated fused, unfused, and by the reference evaluator. Integers and
- *   bool must agree exactly; floats within rtol 1e-5 (f32) / 1e-12 (f64)
- *   plus a tiny atol, NaN equal to NaN (the interpreter is in fact
- *   bit-identical today). LF_TEST_SEED replays a run; LF_TEST_GRAPH=i runs
- *   only graph i of it.
+ *   evaluated fused, unfused, and by the reference evaluator, each output
+ *   compared as its cone allows (tests/diffcheck.h): integers and bool as
+ *   bytes; floats bit for bit on the interpreter, and compiled unless a
+ *   libmvec function or a float sum is in the output's cone (then within
+ *   the cone's bound); any NaN for a NaN. A compiled output whose cone has a
+ *   float sum that is cancellation noise is skipped, noted (tu_note) and
+ *   counted. LF_TEST_SEED replays a run; LF_TEST_GRAPH=i runs only graph i
+ *   of it.
  */
+#include "diffcheck.h"
 #include "randgraph.h"
 #include "testutil.h"
 
@@ -74,8 +78,12 @@ static lf_buffer *ramp(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape) 
     return b;
 }
 
+static int compare_output(lf_ctx *ctx, lf_graph *g, lf_node *out, const void *got, const void *want,
+                          const char *what, char *msg, int cap);
+
 /* Evaluates outs on ctx (fused as configured), checks against the reference
- * backend on the same graph, and returns the stats of the fused eval. */
+ * backend on the same graph as far as each output's cone allows
+ * (compare_output), and returns the stats of the fused eval. */
 static lf_eval_stats eval_checked(lf_ctx *ctx, lf_graph *g, int n, lf_node **outs) {
     lf_buffer *got[4], *want[4];
     for (int i = 0; i < n; i++) {
@@ -91,13 +99,10 @@ static lf_eval_stats eval_checked(lf_ctx *ctx, lf_graph *g, int n, lf_node **out
     cr_assert_eq(lf_eval(g, n, outs, want), LF_OK, "reference eval: %s", lf_errmsg(ctx));
     ctx->backend = b;
     for (int i = 0; i < n; i++) {
-        int64_t m = lf_buffer_numel(got[i]);
-        double *a = malloc((size_t)(m ? m : 1) * sizeof *a), *w = malloc((size_t)(m ? m : 1) * sizeof *w);
-        tu_read(got[i], a);
-        tu_read(want[i], w);
-        for (int64_t j = 0; j < m; j++)
-            cr_assert(tu_close(a[j], w[j], 1e-12, 0), "output %d element %lld: %.17g, reference %.17g",
-                      i, (long long)j, a[j], w[j]);
+        void *a = tu_read_raw(got[i]), *w = tu_read_raw(want[i]);
+        char what[32], msg[600];
+        snprintf(what, sizeof what, "output %d", i);
+        cr_assert_eq(compare_output(ctx, g, outs[i], a, w, what, msg, sizeof msg), 1, "%s", msg);
         free(a);
         free(w);
         lf_buffer_free(got[i]);
@@ -1131,70 +1136,109 @@ Test(fusion, row_kernel_allocation_failures_are_clean) {
 
 static bool compiled_run(void);
 
-/* Interpreter: the schedule's arithmetic is the reference's (tolerance only
- * for reduction order). Compiled: transcendental functions are libmvec's
- * (within 4 ulp), and f32 intermediates feeding f64 outputs carry that. */
-static bool same_value(lf_dtype t, double a, double b) {
-    bool c = compiled_run();
-    if (t == LF_F32) return tu_close(a, b, c ? 1e-4 : 1e-5, c ? 1e-6 : 1e-30);
-    if (t == LF_F64) return tu_close(a, b, c ? 1e-4 : 1e-12, c ? 1e-6 : 1e-300);
-    return a == b;
+/* Output out of graph g (its bytes got) against the reference's (want), as
+ * far as its cone allows (tests/diffcheck.h): the interpreter's arithmetic
+ * is the reference's, so bit for bit; compiled, bit for bit unless libmvec
+ * functions or float sums are in the cone, then within their bound. A
+ * mismatch of a compiled output whose cone has a float sum that is
+ * cancellation noise on the reference (dc_conditioning) is not a failure:
+ * returns 0 after noting it with tu_note (what names the graph and the
+ * output). Returns 1 when it matches, -1 with the failure in msg (cap
+ * bytes) when it does not. */
+static int noise_skips; /* outputs compare_output did not compare */
+
+static int compare_output(lf_ctx *ctx, lf_graph *g, lf_node *out, const void *got, const void *want,
+                          const char *what, char *msg, int cap) {
+    dc_cone c;
+    dc_cone_init(&c, out, compiled_run());
+    int64_t m = out->numel, bad = dc_first_bad(&c, out->dtype, got, want, m, dc_rel_bound(&c, 0));
+    dc_cond cond = {0, false, -1};
+    if (bad >= 0 && !dc_cone_exact(&c)) { /* the bound of the cone's reductions, measured on the reference */
+        lf_backend saved = ctx->backend;
+        ctx->backend = LF_BACKEND_REFERENCE;
+        dc_conditioning(ctx, g, &c, &cond);
+        ctx->backend = saved;
+        if (!cond.noise) bad = dc_first_bad(&c, out->dtype, got, want, m, dc_rel_bound(&c, cond.rho));
+    }
+    if (bad >= 0 && cond.noise) {
+        noise_skips++;
+        tu_note("%s: not compared: its float sum n%d is cancellation noise on the reference\n", what, cond.node);
+        dc_cone_free(&c);
+        return 0;
+    }
+    if (bad >= 0) {
+        char x[64], y[64];
+        dc_format(x, sizeof x, out->dtype, got, bad);
+        dc_format(y, sizeof y, out->dtype, want, bad);
+        snprintf(msg, (size_t)cap, "%s (%s, %lld elements) element %lld is %s, reference %s (allowed: %s)", what,
+                 lf_dtype_name(out->dtype), (long long)m, (long long)bad, x, y,
+                 dc_cone_exact(&c) ? "the same bits, any NaN for a NaN"
+                 : c.exempt        ? "the cone's bound: libmvec functions in it"
+                                   : "the cone's bound: float sums in it");
+        dc_cone_free(&c);
+        return -1;
+    }
+    dc_cone_free(&c);
+    return 1;
 }
 
-/* Whether a float sum or mean of graph g is dominated by cancellation on
- * the reference (|result| <= 1e-9 * the sum of |terms| somewhere, with some
- * term nonzero): its sign and low digits are then rounding noise. Or whether
- * its terms are noise themselves: their mean magnitude is at most 1e-6 of
- * an earlier sum or mean's result (LF_TEST_SEED=83044988397918 graph 92 of
- * commit f7c9831: mean(x - mean(x)) over 20 equal values of 1.4e10, whose
- * mean is off by 2 ulp on the reference and 3 in lanes). The
- * compiled backends round float sums in another order than the reference
- * (16 lanes and fixed blocks, lazyfuse.h "CPU backend"), and a discontinuous
- * consumer (a comparison, argmax, a division by zero) turns that noise into
- * any value (LF_TEST_SEED=64323225818024 graph 24 of commit 1ee0b22: mean(x -
- * mean(x)) of 30 integers is 8.9e-17 in order and -2.8e-17 in lanes, and
- * argmax(x * it) picks another element). Checked only after a mismatch: it
- * adds nodes to g and evaluates them on ctx's reference backend. */
-static bool has_cancelling_reduction(lf_ctx *ctx, lf_graph *g) {
-    lf_backend saved = ctx->backend;
+/* The rules of tests/diffcheck.h the differential relies on: bool and
+ * integers compared as bytes (2^53 + 1 is not 2^53, though both are the
+ * same double), exact cones bit for bit (-0.0 is not +0.0; NaNs of any
+ * sign and payload are one), an inexact cone within its bound, and the
+ * cancellation escape armed only by a float sum in the output's own cone:
+ * x + 1 does not depend on sum(x) and is compared even when that sum is
+ * pure cancellation (1e16 + 1 - 1e16 + 3: 3 in order, its terms 2e16). */
+Test(fusion, diffcheck_rules) {
+    lf_ctx *ctx = fctx(1);
+    lf_graph *g = lf_graph_new(ctx);
+    const double xv[4] = {1e16, 1, -1e16, 3};
+    int64_t four = 4;
+    lf_buffer *xb = tu_buf(ctx, LF_F64, 1, &four, xv);
+    lf_node *x = lf_input(g, xb);
+    lf_node *s = lf_reduce(g, LF_RED_SUM, x, 0, NULL, false);
+    lf_node *a = lf_mul(g, x, s), *b = lf_add(g, x, lf_const(g, LF_F64, 1));
+    lf_node *e = lf_map(g, lf_fn_parse(g, "(x) -> exp(x * 1e-16)"), x);
+    cr_assert(a && b && e, "%s", lf_graph_errmsg(g));
     ctx->backend = LF_BACKEND_REFERENCE;
-    bool found = false;
-    double big = 0; /* the largest |result| of the sums and means so far */
-    int nn = g->nnodes;
-    for (int id = 0; id < nn && !found; id++) {
-        lf_node *r = g->nodes[id];
-        if (r->kind != NODE_REDUCE || (r->u.reduce.op != LF_RED_SUM && r->u.reduce.op != LF_RED_MEAN)) continue;
-        lf_node *x = r->inputs[0];
-        if (!graph_dtype_is_float(x->dtype)) continue;
-        int axes[LF_MAX_DIMS], na = 0;
-        for (int d = 0; d < x->ndim; d++)
-            if (r->u.reduce.axes & (1u << d)) axes[na++] = d;
-        lf_node *mag = lf_reduce(g, LF_RED_SUM, lf_abs(g, lf_cast(g, x, LF_F64)), na, axes, r->u.reduce.keepdims);
-        lf_node *val = lf_cast(g, r, LF_F64);
-        cr_assert(mag && val, "%s", lf_graph_errmsg(g));
-        lf_node *both[2] = {val, mag};
-        lf_buffer *b[2] = {lf_buffer_new_like(ctx, val), lf_buffer_new_like(ctx, mag)};
-        cr_assert_eq(lf_eval(g, 2, both, b), LF_OK, "%s", lf_errmsg(ctx));
-        int64_t m = lf_buffer_numel(b[0]);
-        double *v = malloc((size_t)(m ? m : 1) * sizeof *v), *a = malloc((size_t)(m ? m : 1) * sizeof *a);
-        tu_read(b[0], v);
-        tu_read(b[1], a);
-        double terms = (double)(x->numel / (r->numel ? r->numel : 1)); /* per result */
-        if (r->u.reduce.op == LF_RED_MEAN) /* the mean of the terms: compare with their mean magnitude */
-            for (int64_t j = 0; j < m; j++) a[j] /= terms;
-        for (int64_t j = 0; j < m && !found; j++) {
-            double mean_term = r->u.reduce.op == LF_RED_MEAN ? a[j] : a[j] / (terms > 0 ? terms : 1);
-            found = a[j] > 0 && isfinite(a[j]) && (fabs(v[j]) <= 1e-9 * a[j] || mean_term <= 1e-6 * big);
-        }
-        for (int64_t j = 0; j < m; j++)
-            if (isfinite(v[j]) && fabs(v[j]) > big) big = fabs(v[j]);
-        free(v);
-        free(a);
-        lf_buffer_free(b[0]);
-        lf_buffer_free(b[1]);
-    }
-    ctx->backend = saved;
-    return found;
+    dc_cone ca, cb, ce;
+    dc_cone_init(&ca, a, true);
+    dc_cone_init(&cb, b, true);
+    dc_cone_init(&ce, e, true);
+    cr_expect(ca.reduction && !ca.exempt && !dc_cone_exact(&ca));
+    cr_expect(dc_cone_exact(&cb), "x + 1 has no sum and no libmvec function in its cone");
+    cr_expect(ce.exempt && ce.exempt_op == LF_OP_EXP && !ce.reduction && ce.eps == 0x1p-53);
+    dc_cond qa, qb;
+    dc_conditioning(ctx, g, &ca, &qa);
+    dc_conditioning(ctx, g, &cb, &qb);
+    cr_expect(qa.noise && qa.node == s->id, "sum(x) feeds x * sum(x) and cancels: noise %d, node %d", qa.noise,
+              qa.node);
+    cr_expect(!qb.noise && qb.node == -1, "x + 1 does not depend on sum(x): noise %d, node %d", qb.noise, qb.node);
+    dc_cone lanes_off; /* the interpreter: every cone exact */
+    dc_cone_init(&lanes_off, a, false);
+    cr_expect(dc_cone_exact(&lanes_off));
+    dc_cone_free(&lanes_off);
+    /* exact cone: bits */
+    double w[3] = {1.5, 0.0, NAN}, gv[3] = {1.5, -0.0, -NAN};
+    cr_expect_eq(dc_first_bad(&cb, LF_F64, gv, w, 3, dc_rel_bound(&cb, 0)), 1, "-0.0 for +0.0 in an exact cone");
+    gv[1] = 0.0;
+    cr_expect_eq(dc_first_bad(&cb, LF_F64, gv, w, 3, dc_rel_bound(&cb, 0)), -1, "NaN signs aside, equal");
+    gv[0] = nextafter(1.5, 2);
+    cr_expect_eq(dc_first_bad(&cb, LF_F64, gv, w, 3, dc_rel_bound(&cb, 0)), 0, "1 ulp off in an exact cone");
+    /* inexact cone (exp, f64): a few ulp pass, 1e-12 relative does not */
+    cr_expect_eq(dc_first_bad(&ce, LF_F64, gv, w, 3, dc_rel_bound(&ce, 0)), -1, "1 ulp after exp");
+    gv[0] = 1.5 * (1 + 1e-12);
+    cr_expect_eq(dc_first_bad(&ce, LF_F64, gv, w, 3, dc_rel_bound(&ce, 0)), 0, "1e-12 relative after an f64 exp");
+    /* integers: bytes */
+    int64_t iw[2] = {INT64_C(9007199254740993), 7}, ig[2] = {INT64_C(9007199254740992), 7};
+    cr_assert_eq((double)iw[0], (double)ig[0]); /* what a comparison through double saw */
+    cr_expect_eq(dc_first_bad(&ca, LF_I64, ig, iw, 2, 1.0), 0, "2^53 for 2^53 + 1, even in an inexact cone");
+    dc_cone_free(&ca);
+    dc_cone_free(&cb);
+    dc_cone_free(&ce);
+    lf_buffer_free(xb);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
 }
 
 enum { NGRAPHS = 20000 };
@@ -1220,7 +1264,7 @@ static bool compiled_run(void) {
  * in-place path when the output reads that input only where it writes,
  * staging otherwise (fusion/plan_inplace.c). The input's contents are put
  * back afterwards. Returns whether it ran. */
-static bool check_into_an_input(lf_ctx *ctx, lf_graph *g, lf_node *out, const double *want, const char *where,
+static bool check_into_an_input(lf_ctx *ctx, lf_graph *g, lf_node *out, const void *want, const char *where,
                                 int *in_place) {
     lf_buffer *b = NULL;
     for (int id = 0; id < g->nnodes && !b; id++) {
@@ -1231,21 +1275,18 @@ static bool check_into_an_input(lf_ctx *ctx, lf_graph *g, lf_node *out, const do
     }
     if (!b) return false;
     size_t bytes = lf_buffer_bytes(b);
-    int64_t m = lf_buffer_numel(b);
-    void *keep = malloc(bytes ? bytes : 1);
-    double *got = malloc((size_t)(m ? m : 1) * sizeof *got);
-    cr_assert(keep && got);
-    lf_buffer_read(b, keep, bytes);
+    void *keep = tu_read_raw(b);
     ctx->backend = planned_backend();
     ctx->opt.fusion = 1;
     cr_assert_eq(lf_eval(g, 1, &out, &b), LF_OK, "%s, into an input: %s", where, lf_errmsg(ctx));
     lf_eval_stats st;
     lf_ctx_last_stats(ctx, &st);
     *in_place += st.outputs_in_place;
-    tu_read(b, got);
-    for (int64_t j = 0; j < m; j++)
-        cr_assert(same_value(out->dtype, got[j], want[j]), "%s, into an input%s: element %lld is %.17g, reference %.17g",
-                  where, st.outputs_in_place ? " (in place)" : " (staged)", (long long)j, got[j], want[j]);
+    void *got = tu_read_raw(b);
+    char what[200], msg[600];
+    snprintf(what, sizeof what, "%s, into an input%s", where, st.outputs_in_place ? " (in place)" : " (staged)");
+    /* the fused run matched (or was skipped as noise: then want is NULL) */
+    cr_assert_neq(compare_output(ctx, g, out, got, want, what, msg, sizeof msg), -1, "%s", msg);
     lf_buffer_write(b, keep, bytes);
     free(keep);
     free(got);
@@ -1335,44 +1376,38 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
             for (int j = 0; j < 10; j++) cover[j] += seen[j];
             fuse_schedule_free(s);
         }
-        int cancelling = -1; /* has_cancelling_reduction, when asked */
-        bool skipped = false; /* the graph's outputs were not compared */
+        bool skipped = false; /* an output of this graph was not compared */
         for (int i = 0; i < nout; i++) {
-            int64_t m = lf_buffer_numel(res[2][i]);
-            double *v[3];
-            for (int mode = 0; mode < 3; mode++) {
-                v[mode] = malloc((size_t)(m ? m : 1) * sizeof(double));
-                tu_read(res[mode][i], v[mode]);
+            void *v[3];
+            for (int mode = 0; mode < 3; mode++) v[mode] = tu_read_raw(res[mode][i]);
+            bool compared = true;
+            for (int mode = 0; mode < 2 && compared; mode++) {
+                char what[160], msg[600];
+                snprintf(what, sizeof what, "graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d) round %d: %s output %d",
+                         gi, seed, gi, round, mode ? "unfused" : "fused", i);
+                int r = compare_output(ctx, G.g, outs[i], v[mode], v[2], what, msg, sizeof msg);
+                if (r == -1 && mode == 0) { /* the fused schedule, into the log */
+                    fuse_schedule *s = NULL;
+                    char *text = NULL;
+                    size_t len = 0;
+                    FILE *f = open_memstream(&text, &len);
+                    if (f && fuse_plan(G.g, nout, outs, true, &s) == LF_OK) fuse_schedule_print(s, f);
+                    if (f) fclose(f);
+                    if (text) tu_note("%s", text);
+                    free(text);
+                    fuse_schedule_free(s);
+                }
+                cr_assert_neq(r, -1, "%s", msg);
+                compared = r == 1;
             }
-            for (int mode = 0; mode < 2; mode++)
-                for (int64_t j = 0; j < m; j++)
-                    if (!same_value(outs[i]->dtype, v[mode][j], v[2][j])) {
-                        if (compiled_run() && cancelling == -1) cancelling = has_cancelling_reduction(ctx, G.g);
-                        if (compiled_run() && cancelling == 1) {
-                            if (!skipped)
-                                tu_note("graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d): a float "
-                                        "sum is cancellation noise and the outputs depend on it; not compared\n",
-                                        gi, seed, gi);
-                            ill_conditioned += !skipped;
-                            skipped = true;
-                            mode = 2;
-                            break;
-                        }
-                        if (mode == 0) {
-                            fuse_schedule *s = NULL;
-                            if (fuse_plan(G.g, nout, outs, true, &s) == LF_OK) fuse_schedule_print(s, stderr);
-                            fuse_schedule_free(s);
-                        }
-                        cr_assert_fail("graph %d (LF_TEST_SEED=%" PRIu64 " LF_TEST_GRAPH=%d): %s output %d "
-                                       "(%s, %lld elements) element %lld is %.17g, reference %.17g",
-                                       gi, seed, gi, mode ? "unfused" : "fused", i,
-                                       lf_dtype_name(outs[i]->dtype), (long long)m, (long long)j,
-                                       v[mode][j], v[2][j]);
-                    }
+            if (!compared) {
+                ill_conditioned += !skipped;
+                skipped = true;
+            }
             free(last_want[i]); /* the reference of the last round, for the check below */
-            last_want[i] = skipped ? NULL : v[2];
+            last_want[i] = compared ? v[2] : NULL;
             for (int mode = 0; mode < 3; mode++) {
-                if (mode < 2 || skipped) free(v[mode]);
+                if (mode < 2 || !compared) free(v[mode]);
                 lf_buffer_free(res[mode][i]);
             }
         }
@@ -1391,6 +1426,8 @@ Test(fusion, differential_random_graphs, .timeout = 600) {
         lf_graph_free(G.g);
     }
     /* the escape above is for rare graphs; a rule that makes many is a bug */
+    tu_note("differential: %d of %d graphs had an output not compared (a float sum in its cone is cancellation "
+            "noise), %d outputs in all\n", ill_conditioned, last - first, noise_skips);
     cr_expect_leq(ill_conditioned, 1 + (last - first) / 50, "%d of %d graphs had cancelling float sums feeding their outputs",
                   ill_conditioned, last - first);
     if (getenv("LF_TEST_VERBOSE"))

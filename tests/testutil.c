@@ -233,6 +233,14 @@ void tu_read(const lf_buffer *b, double *out) {
     free(host);
 }
 
+void *tu_read_raw(const lf_buffer *b) {
+    size_t bytes = lf_buffer_bytes(b);
+    void *host = malloc(bytes ? bytes : 1);
+    cr_assert(host != NULL);
+    cr_assert_eq(lf_buffer_read(b, host, bytes), LF_OK);
+    return host;
+}
+
 lf_buffer *tu_eval1(lf_ctx *ctx, lf_graph *g, lf_node *n) {
     cr_assert(n != NULL, "node is NULL: %s", lf_graph_errmsg(g));
     lf_buffer *b = lf_buffer_new_like(ctx, n);

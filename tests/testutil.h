@@ -38,8 +38,12 @@ lf_ctx *tu_ctx(void);
 /* A buffer of dtype t and shape, filled from doubles (converted as a C cast
  * would; bool is v != 0). vals may be NULL (zero-filled). Asserts on failure. */
 lf_buffer *tu_buf(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape, const double *vals);
-/* Reads any buffer into doubles (out has numel entries). */
+/* Reads any buffer into doubles (out has numel entries). An i64 above 2^53
+ * loses its low bits: compare integer and bool results with tu_read_raw. */
 void tu_read(const lf_buffer *b, double *out);
+/* The buffer's bytes as lf_buffer_read gives them (malloc'd, at least one
+ * byte; the caller frees it). Asserts on failure. */
+void *tu_read_raw(const lf_buffer *b);
 /* Evaluates one node into a new buffer of its shape; asserts LF_OK with the
  * error message in the failure text. */
 lf_buffer *tu_eval1(lf_ctx *ctx, lf_graph *g, lf_node *n);
