@@ -37,7 +37,7 @@ cd "$ROOT"
 PACKAGES=(meson ninja-build pkg-config gcc g++ libcriterion-dev libdlpack-dev python3-numpy graphviz valgrind
           shellcheck abigail-tools)
 
-say() { printf '==> %s\n' "$*" >&2; }
+say() { printf '==> %s (%d s in)\n' "$*" "$SECONDS" >&2; }
 die() { printf 'quickstart: %s\n' "$*" >&2; exit 1; }
 
 usage() {

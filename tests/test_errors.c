@@ -1660,7 +1660,7 @@ static void scatter_index_errors_on(lf_ctx *c) {
     for (int k = 0; k < 300; k++) seven[k] = 7;
     lf_buffer *oh = tu_buf(c, LF_I64, 1, (int64_t[]){256}, seven), *oy = lf_buffer_new_like(c, y);
     char want[160];
-    snprintf(want, sizeof want, "node %d (scatter add i64[256]): index 384 out of range for axis 0 of size 256 at position [200001]", h->id);
+    snprintf(want, sizeof want, "node %d (bincount i64[256]): index 384 out of range for axis 0 of size 256 at position [200001]", h->id);
     cr_expect_eq(lf_eval(gg, 2, (lf_node *[]){y, h}, (lf_buffer *[]){oy, oh}), LF_ERR_INDEX);
     cr_expect_str_eq(lf_errmsg(c), want);
     tu_expect("histogram untouched", oh, seven, 256, 0, 0);
