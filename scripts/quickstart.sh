@@ -192,8 +192,9 @@ run_tests() {
     # 3. valgrind on the normal build. Criterion's children are followed
     # (each writes its own log); compilers a backend may start are not; the
     # 'python' suite (the Python interpreter driving the library) is left
-    # out, as are 'nvrtc', 'install' and 'abidiff' (abidw reading the
-    # library, no lazyfuse code running).
+    # out, as are 'nvrtc', 'install', 'abidiff' (abidw reading the
+    # library, no lazyfuse code running) and 'device' (the '-cuda' runs of
+    # the suites: a GPU driver under valgrind, or, without one, skips).
     if [ "$normal_built" -eq 1 ]; then
         local vglogs="$ROOT/build/valgrind-logs" vg_status=0 bad
         rm -rf "$vglogs"
@@ -206,7 +207,7 @@ run_tests() {
         say "meson test (valgrind)"
         # valgrind decodes AVX2 but not AVX-512: kernels for it are compiled
         # for x86-64-v3 instead of -march=native
-        if ! LF_CPU_MARCH=x86-64-v3 meson test -C build --print-errorlogs --timeout-multiplier=4 --no-suite nvrtc --no-suite python --no-suite install --no-suite abidiff --wrap="$wrap" \
+        if ! LF_CPU_MARCH=x86-64-v3 meson test -C build --print-errorlogs --timeout-multiplier=4 --no-suite nvrtc --no-suite python --no-suite install --no-suite abidiff --no-suite device --wrap="$wrap" \
                 2>&1 | tee build/quickstart-valgrind.log; then
             vg_status=1
         fi
