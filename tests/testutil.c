@@ -2,6 +2,7 @@
 #include "testutil.h"
 
 #include <criterion/criterion.h>
+#include <criterion/options.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -111,15 +112,82 @@ uint64_t tu_seed(void) {
     return seed;
 }
 
+/* ---- sampling: LF_TEST_SAMPLE=P runs about P% of a binary's tests --------
+ * For slow passes (quickstart's valgrind pass sets it): each test is kept
+ * when a hash of the run's seed and its "suite/name" falls under P%, so
+ * another seed samples other tests and successive CI runs cover the whole
+ * suite; at least SAMPLE_MIN tests of a binary are kept (the lowest hashes),
+ * so a small suite runs whole. The rest are disabled before any test starts
+ * and Criterion reports them as skipped; the runner notes how many ran. A
+ * test that is given by --filter is not sampled out (a replay runs it). */
+#define SAMPLE_MIN 3
+
+static uint64_t sample_hash(uint64_t seed, const char *category, const char *name) {
+    uint64_t h = 1469598103934665603ull ^ seed; /* FNV-1a over "category/name", then a mix */
+    for (const char *p = category; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    h = (h ^ '/') * 1099511628211ull;
+    for (const char *p = name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void sample_tests(struct criterion_test_set *set) {
+    const char *env = getenv("LF_TEST_SAMPLE");
+    if (!env || !*env) return;
+    char *end;
+    long pct = strtol(env, &end, 10);
+    if (*end || pct < 0 || pct > 100) {
+        runner_say("lazyfuse tests: LF_TEST_SAMPLE=%s is not a percentage 0..100: every test runs\n", env);
+        return;
+    }
+    if (pct == 100 || (criterion_options.pattern && *criterion_options.pattern)) return;
+    size_t total = 0, kept = 0, i = 0;
+    FOREACH_SET(struct criterion_suite_set *s, set->suites) {
+        FOREACH_SET(struct criterion_test *t, s->tests) total += !t->data->disabled;
+    }
+    if (total <= SAMPLE_MIN) return;
+    uint64_t *h = malloc(total * sizeof *h);
+    if (!h) return; /* every test runs */
+    FOREACH_SET(struct criterion_suite_set *s, set->suites) {
+        FOREACH_SET(struct criterion_test *t, s->tests) {
+            if (!t->data->disabled) h[i++] = sample_hash(tu_seed(), t->category, t->name);
+        }
+    }
+    qsort(h, total, sizeof *h, cmp_u64);
+    uint64_t always = h[SAMPLE_MIN - 1]; /* the SAMPLE_MIN lowest hashes run whatever P is */
+    free(h);
+    uint64_t cut = (uint64_t)((double)pct / 100.0 * 18446744073709549568.0);
+    FOREACH_SET(struct criterion_suite_set *s, set->suites) {
+        FOREACH_SET(struct criterion_test *t, s->tests) {
+            if (t->data->disabled) continue;
+            uint64_t ht = sample_hash(tu_seed(), t->category, t->name);
+            if (ht < cut || ht <= always)
+                kept++;
+            else
+                t->data->disabled = true;
+        }
+    }
+    runner_say("lazyfuse tests: LF_TEST_SAMPLE=%ld: %zu of %zu tests run, the rest skip "
+               "(another LF_TEST_SEED samples others)\n", pct, kept, total);
+}
+
 /* Runs once in Criterion's runner process before any test: fixes the seed
  * for the whole run, prints it, and exports it so every test process draws
- * from the same seed; makes the notes file the test processes append to. */
+ * from the same seed; makes the notes file the test processes append to;
+ * samples the tests when LF_TEST_SAMPLE asks. */
 ReportHook(PRE_ALL)(struct criterion_test_set *set) {
-    (void)set;
     char buf[32];
     snprintf(buf, sizeof buf, "%" PRIu64, tu_seed());
     setenv("LF_TEST_SEED", buf, 1);
     runner_say("lazyfuse tests: LF_TEST_SEED=%" PRIu64 "\n", tu_seed());
+    sample_tests(set);
     const char *tmp = getenv("TMPDIR");
     int len = snprintf(notes_path, sizeof notes_path, "%s/lazyfuse-test-notes-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     int fd = len > 0 && (size_t)len < sizeof notes_path ? mkstemp(notes_path) : -1;
