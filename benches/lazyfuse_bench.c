@@ -114,6 +114,7 @@ static double conv3x3_ref(int64_t s, const float *out, int64_t numel);
 static const bench_case cases[] = {
     {"gaussian_pdf", "gaussian_pdf", SHAPE_ELEMWISE, 1, 1e-4, NULL, NULL},
     {"polar_distance", "polar_distance", SHAPE_ELEMWISE, 4, 1e-4, NULL, NULL},
+    {"pow_const", "pow_const", SHAPE_ELEMWISE, 4, 1e-4, NULL, NULL}, /* polar_distance, ** lf_const(0.5) */
     {"hypot", "hypot", SHAPE_ELEMWISE, 2, 1e-4, NULL, NULL},
     {"triad", "triad", SHAPE_ELEMWISE, 3, 1e-4, NULL, NULL},
     {"chain8", "chain8", SHAPE_ELEMWISE, 1, 1e-4, NULL, NULL},

@@ -391,8 +391,29 @@ static void acc_value(const cg_emitter *e, int r, acc_form form, const char *jv,
  * source is the same for every value (cg_fill_scalars). */
 static void scalar_value(const cg_emitter *e, int j, lf_dtype t, char *out, size_t cap) {
     int at = e->lay->param_scalar + j;
-    if (graph_dtype_is_float(t)) cg_fmt(out, cap, "(%s)lf_bits_f64(P[%d])", cg_vtype(e, t), at);
+    if (e->scalars_local) cg_fmt(out, cap, "(%s)lf_sc%d", cg_vtype(e, t), j);
+    else if (graph_dtype_is_float(t)) cg_fmt(out, cap, "(%s)lf_bits_f64(P[%d])", cg_vtype(e, t), at);
     else cg_fmt(out, cap, "(%s)P[%d]", cg_vtype(e, t), at);
+}
+
+/* A constant read as a float exponent (x, an EXPR_SCALAR operand of a
+ * float **) whose value has a cost class (graph_pow_exponent_class: 0.5, 2,
+ * 1, 0, -1) is printed as that literal in the ** call,
+ * so that the compiler drops lf_pow_*'s call to pow (a vector pow for every
+ * element otherwise: 14x slower for ** 0.5). Only for constants marked
+ * pow_exponent: lf_scalar_set replans those when their class changes, so a
+ * kernel never runs with a literal that is not the constant's value. */
+static bool exponent_literal(const fn_expr *x, char *out, size_t cap) {
+    if (x->kind != EXPR_SCALAR) return false;
+    const lf_node *c = x->node;
+    if (!c->pow_exponent || !graph_pow_exponent_class(c->u.value, c->dtype)) return false;
+    double y = graph_dtype_is_float(c->dtype) ? c->u.value.f : c->dtype == LF_BOOL ? (double)(c->u.value.i != 0)
+                                                                                  : (double)c->u.value.i;
+    /* -0 prints as 0: pow(x, -0) is pow(x, 0), and the class is one kernel.
+       Only the exponent operand is the literal: other reads of the constant
+       (x * k) read its value from P, -0 included. */
+    cg_fmt(out, cap, "%a", y + 0.0);
+    return true;
 }
 
 /* Emits fn f (region f of the kernel) at innermost index jv, its
@@ -467,7 +488,11 @@ static void emit_fn(cg_emitter *e, int f, const char *jv, acc_form form, const c
                 expr_buf a;
                 cg_fmt(a, sizeof a, "%sv%d", prefix, x->arg[k]);
                 lf_dtype to = (oi->typing == OPTY_SELECT && k == 0) ? LF_BOOL : ct[i];
-                convert(args[k], sizeof args[k], a, et[x->arg[k]], to);
+                if (k == 1 && x->op == LF_OP_POW && graph_dtype_is_float(ct[i]) &&
+                    exponent_literal(&fn->exprs[x->arg[1]], a, sizeof a))
+                    cg_fmt(args[k], sizeof args[k], "(%s)%s", cg_vtype(e, ct[i]), a);
+                else
+                    convert(args[k], sizeof args[k], a, et[x->arg[k]], to);
             }
             op_expr(v, sizeof v, x->op, ct[i], args);
             cg_fmt(notebuf, sizeof notebuf, " /* %s */", oi->text);
@@ -959,6 +984,20 @@ void cg_declare_buffers(cg_emitter *e) {
             cg_line(e, "%sconst %s *%s b%d = (const %s *)B[%d]; /* n%d%s */", e->d->value_attr, t, rk, b, t, b,
                     sl->node->id, sl->may_alias ? ", may alias" : "");
     }
+    /* The constants' values (cg_fill_scalars), read once: read from P
+       inside a loop, GCC did not see them as invariant there (the stores
+       go through a pointer chosen at run time) and left x ** y with a
+       constant y unvectorized. */
+    const fuse_kernel *kn = lay->kernel;
+    for (int j = 0; j < kn->nscalars; j++) {
+        if (graph_dtype_is_float(kn->scalars[j]->dtype))
+            cg_line(e, "%sconst double lf_sc%d = lf_bits_f64(P[%d]); /* n%d */", e->d->value_attr, j,
+                    lay->param_scalar + j, kn->scalars[j]->id);
+        else
+            cg_line(e, "%sconst int64_t lf_sc%d = P[%d]; /* n%d */", e->d->value_attr, j, lay->param_scalar + j,
+                    kn->scalars[j]->id);
+    }
+    e->scalars_local = true;
     for (int i = 0; i < lay->naccess; i++)
         if (lay->access[i].inner == CG_INNER_STRIDED) {
             const cg_access *ac = &lay->access[i];

@@ -34,6 +34,10 @@ typedef struct cg_emitter {
     bool keep;                     /* row keeps on (C REDUCE_INNER, one reduced
                                       axis): a pass stores each kept value into
                                       lf_keep<t>[jj], the row pass reads it there */
+    bool scalars_local;            /* cg_declare_buffers declared the kernel's
+                                      scalars as locals lf_sc<j> at its top:
+                                      fns read those (loop-invariant to the
+                                      compiler) instead of P inside loops */
     bool stream;                   /* C ELEMENTWISE tiled body: stores that
                                       cg_access_streams go to lf_w<a>[j - jt]
                                       (cg_emit_stream_targets) */

@@ -101,6 +101,7 @@ static void emit_row_nest(cg_emitter *e, acc_form form, const char *lo, const ch
 static void open_fn(cg_emitter *e, const char *sig) {
     cg_open_block(e, "%s void lf_k_%s {", e->d->entry, sig);
     e->level = 0;
+    e->scalars_local = false; /* until this function's cg_declare_buffers */
 }
 
 #define ARGS_RUN "void *const *restrict B, const int64_t *restrict P, int64_t begin, int64_t end"
@@ -575,6 +576,7 @@ static void emit_sort(cg_emitter *e) {
         else { /* returns whether a value of the range is one its key does not give back */
             cg_open_block(e, "%s int lf_k_run(" ARGS_RUN ") {", e->d->entry);
             e->level = 0;
+            e->scalars_local = false;
             cg_line(e, "int lf_odd = 0;");
         }
         cg_declare_buffers(e);

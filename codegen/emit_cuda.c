@@ -303,7 +303,7 @@ static void cuda_open_body(cg_emitter *e, const char *name) {
     cg_line(e, "template <typename lf_idx>");
     cg_open_block(e, "static __device__ __forceinline__ void lf_body_%s(const lf_args &a) {", name);
     e->level = 0;
-    cg_declare_buffers(e);
+    cg_declare_buffers(e); /* the scalars too (e->scalars_local) */
     cg_line(e, "const lf_idx lf_tid = (lf_idx)blockIdx.x * blockDim.x + threadIdx.x;");
     cg_line(e, "const lf_idx lf_stride = (lf_idx)gridDim.x * blockDim.x;");
     cg_line(e, "(void)lf_tid; (void)lf_stride;");

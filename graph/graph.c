@@ -256,8 +256,15 @@ lf_status lf_scalar_set(lf_graph *g, lf_node *c, double value) {
         return graph_error(g->ctx, LF_ERR_INVALID,
                            "scalar_set: %s is not a constant (only lf_const and lf_fill nodes take a value)",
                            graph_node_str(c, ns, sizeof ns));
-    /* programs read the value at each eval (fuse_kernel.scalars): nothing to replan */
-    c->u.value = graph_scalar_convert((lf_scalar){.f = value}, LF_F64, c->dtype);
+    /* programs read the value at each eval (fuse_kernel.scalars): nothing to
+       replan, unless the value is an exponent whose cost class changed (its
+       kernels may hold the old value as a literal) */
+    lf_scalar v = graph_scalar_convert((lf_scalar){.f = value}, LF_F64, c->dtype);
+    if (c->pow_exponent && graph_pow_exponent_class(v, c->dtype) != graph_pow_exponent_class(c->u.value, c->dtype)) {
+        g->version++;
+        graph_programs_clear(g);
+    }
+    c->u.value = v;
     return LF_OK;
 }
 
@@ -656,6 +663,13 @@ static lf_node *make_map(lf_graph *g, const char *what, lf_fn *f, int n, lf_node
     node->u.map.fn = f;
     node->u.map.etype = etype;
     node->u.map.ctype = ctype;
+    /* constants read directly as a float exponent (graph_pow_exponent_class) */
+    for (int i = 0; i < f->nexprs; i++) {
+        const fn_expr *x = &f->exprs[i];
+        if (x->kind != EXPR_OP || x->op != LF_OP_POW || !graph_dtype_is_float(ctype[i])) continue;
+        const fn_expr *y = &f->exprs[x->arg[1]];
+        if (y->kind == EXPR_PARAM && xs[y->param]->kind == NODE_CONST) xs[y->param]->pow_exponent = true;
+    }
     return node;
 }
 

@@ -205,6 +205,15 @@ static inline bool graph_dtype_is_int(lf_dtype t) { return t == LF_I32 || t == L
  * lazyfuse.h (float->int truncates and saturates, NaN -> 0; int->int wraps;
  * f64->f32 rounds; anything->bool is != 0). */
 lf_scalar graph_scalar_convert(lf_scalar v, lf_dtype from, lf_dtype to);
+/* The cost class of an exponent value v (of dtype t) of a float **: the
+ * exponents whose power codegen computes without pow, exactly as pow would
+ * (lf_pow_* of codegen/dialect_c.c: 0.5 is the square root with pow's
+ * special values, 2 is x*x, 1 is x, 0 (and -0) is 1, -1 is 1/x), 1 to 5;
+ * 0 for every other value. A kernel that reads a constant as an exponent
+ * prints such a value as a literal (so the C compiler drops the pow call)
+ * and reads any other value at run time: kernels differ by class, never by
+ * value (codegen.h). */
+int graph_pow_exponent_class(lf_scalar v, lf_dtype t);
 /* Applies op. Operands are already converted to the compute dtype ct (for
  * LOGIC ops ct is LF_BOOL; for WHERE the first operand is a bool and the
  * others are in ct). Returns the value in the op's result dtype. */
@@ -404,6 +413,11 @@ struct lf_node {
     int ninputs;                    /* 0..LF_MAX_ARGS */
     lf_node *inputs[LF_MAX_ARGS];   /* operand nodes (lower ids) */
     bool materialize;               /* lf_node_materialize: a fusion barrier */
+    bool pow_exponent;              /* NODE_CONST that some map reads directly as
+                                       a float ** exponent: compiled kernels may
+                                       specialise on its value class
+                                       (graph_pow_exponent_class), so lf_scalar_set
+                                       replans when that class changes */
     union {
         lf_buffer *buffer;          /* NODE_INPUT */
         lf_scalar value;            /* NODE_CONST, in dtype */

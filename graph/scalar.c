@@ -65,6 +65,14 @@ static int64_t saturate(double x, lf_dtype t) {
     return (int64_t)x;
 }
 
+int graph_pow_exponent_class(lf_scalar v, lf_dtype t) {
+    double y = graph_dtype_is_float(t) ? v.f : t == LF_BOOL ? (double)(v.i != 0) : (double)v.i;
+    static const double special[] = {0.5, 2, 1, 0, -1};
+    for (int k = 0; k < (int)(sizeof special / sizeof special[0]); k++)
+        if (y == special[k]) return k + 1; /* -0 == 0 */
+    return 0;
+}
+
 lf_scalar graph_scalar_convert(lf_scalar v, lf_dtype from, lf_dtype to) {
     lf_scalar r;
     if (graph_dtype_is_float(from)) {

@@ -638,9 +638,16 @@ LF_API lf_node *lf_input(lf_graph *g, lf_buffer *b);
  * bool nonzero (NaN included) is 1). A constant is a value, not code: it
  * reaches the compiled kernels as a run-time parameter, so kernels that
  * differ only in their constants' values are one kernel, compiled once, and
- * lf_scalar_set changes a value without recompiling or replanning. Literals
- * inside fn strings ("x -> x*0.5") are part of the fn instead: a different
- * literal is a different kernel. */
+ * lf_scalar_set changes a value without recompiling or replanning. One
+ * exception: a constant that a node reads directly as the exponent of a
+ * float ** (lf_pow(g, x, c), "(x, y) -> x ** y" of c) is compiled by its
+ * value's class: 0.5, 2, 1, 0 (-0 too) and -1 each make a kernel that
+ * computes the power without pow (as fast as sqrt(x), x*x, x, 1, 1/x;
+ * the same values as pow), every other value one general kernel. Each
+ * class compiles once; lf_scalar_set to a value of another class replans
+ * (lf_eval_stats' program_reused false) and takes that class's kernel.
+ * Literals inside fn strings ("x -> x*0.5") are part of the fn instead: a
+ * different literal is a different kernel. */
 LF_API lf_node *lf_const(lf_graph *g, lf_dtype t, double value);
 /* An array of the given shape filled with value (converted as lf_const
  * does); like lf_const, a run-time parameter of the kernels, never stored. */
@@ -649,7 +656,8 @@ LF_API lf_node *lf_fill(lf_graph *g, lf_dtype t, double value, int ndim, const i
  * value, converted to c's dtype exactly as lf_const converts it. The next
  * lf_eval uses it; nothing is replanned or recompiled (a cached program of g
  * stays valid: lf_eval_stats' program_reused, kernels_compiled 0), on every
- * backend. Only constants take a value: inputs, iotas, random nodes and the
+ * backend, except when c is an exponent whose value class changes (lf_const
+ * above: a replan, and a compile the first time the class is seen). Only constants take a value: inputs, iotas, random nodes and the
  * nodes built from constants (a cast, a map, a view of one) do not.
  * Errors (the graph and the value are unchanged; the graph does not fail):
  *   LF_ERR_NULL   "scalar_set: graph is NULL", "scalar_set: node is NULL"

@@ -61,7 +61,7 @@ static lf_node *pick(gen *G) {
  * -fno-trapping-math once turned (double)(int)x into trunc(x), -0.0). */
 static const double SPECIAL[] = {0.0, -0.0, 1.0, -1.0, 0.5, 2.5, -3.75, 7.0, 1e10, -1e-10,
                                  NAN, INFINITY, -INFINITY, 3.0, -2.0, 100.0, -0.5, -0.999,
-                                 -1e-300, 0.999};
+                                 -1e-300, 0.999, 2.0};
 enum { NSPECIAL = sizeof SPECIAL / sizeof SPECIAL[0] };
 
 static lf_node *new_input(gen *G) {

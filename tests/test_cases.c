@@ -73,6 +73,7 @@ static const expect seed_expect[] = {
     /* elementwise: one kernel, nothing stored */
     {"gaussian_pdf", 1000, 1, 0},
     {"polar_distance", 1000, 1, 0},
+    {"pow_const", 1000, 1, 0},            /* ** of a constant node */
     {"hypot", 1000, 1, 0},
     {"triad", 1000, 1, 0},
     {"sum_of_squares", 1000, 1, 0},       /* map -> reduce */

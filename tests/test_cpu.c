@@ -2738,6 +2738,93 @@ Test(cpu, scalar_values_are_not_in_the_source) {
     expect_no_leak();
 }
 
+/* A constant exponent: its value class (graph_pow_exponent_class: 0.5, 2, 1,
+ * 0, -1, or any other value) is part of the kernel, its value is not. The
+ * kernel of a class value computes the power without pow (the literal
+ * reaches lf_pow_*, the compiler keeps one branch): each class compiles once,
+ * a new value of the same class reuses the program, a new class replans and
+ * finds or compiles that class's kernel, and every result is the
+ * reference's (pow's bound: these kernels are exact, the general one calls
+ * the vector pow). */
+Test(cpu, pow_exponent_class_specialises_the_kernel, .timeout = 300) {
+    lf_ctx *c = cpu_ctx(1, LF_COMPILE_REQUIRE, NULL);
+    enum { N = 1000 };
+    float *x0 = rand_f32(N, -3, 3);
+    const float special[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1.0f, -1.0f, 1e-40f, -2.5f, 3.4e38f};
+    for (int i = 0; i < (int)(sizeof special / sizeof *special); i++) x0[i * 7] = special[i];
+    lf_graph *g = lf_graph_new(c);
+    lf_node *x = in_node(g, LF_F32, 1, SH(N), x0);
+    lf_node *k = lf_const(g, LF_F32, 0.5);
+    /* k also read as a plain value, in the same kernel */
+    lf_node *y[2] = {lf_pow(g, x, k), lf_mul(g, x, k)};
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+    /* value, its class, whether the program is reused, whether a kernel compiles */
+    static const struct { double v; bool reused, compiles; } steps[] = {
+        {0.5, false, true},  {0.5, true, false},  {0.7, false, true},   {0.9, true, false},
+        {-3.25, true, false}, {2, false, true},   {1, false, true},     {0, false, true},
+        {-0.0, true, false}, {-1, false, true},   {NAN, false, false},  {0.5, false, false},
+        {2, false, false},   {1e30, false, false},
+    };
+    double rtol[2] = {4 * 1.2e-7, 0}; /* pow's bound (lazyfuse.h); the class kernels are exact */
+    for (int r = 0; r < (int)(sizeof steps / sizeof *steps); r++) {
+        cr_assert_eq(lf_scalar_set(g, k, steps[r].v), LF_OK, "%s", lf_errmsg(c));
+        char what[64];
+        snprintf(what, sizeof what, "x ** %g (step %d)", steps[r].v, r);
+        lf_eval_stats st = check_vs_reference(what, g, 2, y, rtol);
+        cr_expect_eq(st.program_reused, steps[r].reused, "%s: program reused %d", what, st.program_reused);
+        cr_expect_eq(st.kernels_compiled, steps[r].compiles ? 1 : 0, "%s: compiled %d", what, st.kernels_compiled);
+    }
+    /* the source: a class value is a literal with no pow left to call, another value is read from P */
+    char *src[2];
+    for (int s = 0; s < 2; s++) {
+        cr_assert_eq(lf_scalar_set(g, k, s ? 0.75 : 0.5), LF_OK);
+        setenv("LF_DEBUG", "source", 1);
+        lf_graph *g2 = lf_graph_new(c); /* a fresh graph: the source is printed when a program is built */
+        lf_node *x2 = in_node(g2, LF_F32, 1, SH(N), x0);
+        lf_node *k2 = lf_const(g2, LF_F32, s ? 0.75 : 0.5);
+        lf_node *y2 = lf_add(g2, lf_pow(g2, x2, k2), lf_mul(g2, x2, k2));
+        lf_buffer *d = lf_buffer_new_like(c, y2);
+        tu_capture_stderr_start();
+        lf_status est = lf_eval(g2, 1, &y2, &d);
+        src[s] = tu_capture_stderr_end();
+        unsetenv("LF_DEBUG");
+        cr_assert_eq(est, LF_OK, "%s", lf_errmsg(c));
+        lf_buffer_free(d);
+        lf_graph_free(g2);
+    }
+    cr_expect(strstr(src[0], "(float)0x1p-1"), "x ** 0.5: no literal exponent in\n%s", src[0]);
+    cr_expect_null(strstr(src[1], "(float)0x1.8p-1"), "x ** 0.75: the value is in the source\n%s", src[1]);
+    cr_expect(strcmp(src[0], src[1]) != 0, "two classes, one source");
+    free(src[0]);
+    free(src[1]);
+    lf_graph_free(g);
+    free(x0);
+    lf_ctx_destroy(c);
+    expect_no_leak();
+}
+
+/* A constant that a map reads directly as an exponent is marked, and only
+ * that one: a cast in between or a constant used otherwise keeps
+ * lf_scalar_set free of replanning (scalar_set_reuses_the_program). */
+Test(cpu, pow_exponent_marks_only_direct_exponents) {
+    lf_ctx *c = cpu_ctx(1, LF_COMPILE_NEVER, NULL);
+    lf_graph *g = lf_graph_new(c);
+    lf_node *x = lf_iota(g, LF_F32, 10);
+    lf_node *a = lf_const(g, LF_F32, 2), *b = lf_const(g, LF_F64, 2), *i = lf_const(g, LF_I32, 2),
+            *d = lf_const(g, LF_F32, 2);
+    lf_node *p = lf_zipwith(g, lf_fn_parse(g, "(x, y) -> x ** y"), 2, (lf_node *[]){x, a});
+    lf_node *q = lf_zipwith(g, lf_fn_parse(g, "(x, y) -> x ** f32(y)"), 2, (lf_node *[]){x, b});
+    lf_node *r = lf_pow(g, lf_cast(g, x, LF_I32), i); /* integer power: no class */
+    lf_node *s = lf_mul(g, x, d);
+    cr_assert(p && q && r && s, "%s", lf_graph_errmsg(g));
+    cr_expect(a->pow_exponent);
+    cr_expect(!b->pow_exponent, "an exponent through a cast was marked");
+    cr_expect(!i->pow_exponent, "an integer power's exponent was marked");
+    cr_expect(!d->pow_exponent, "a factor was marked");
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+}
+
 /* ==== 9. the program cache of a graph (one program per output set, LRU) =============== */
 
 /* Evaluates outs of g into fresh buffers (freed after: no program may keep a

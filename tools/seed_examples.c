@@ -66,6 +66,20 @@ static int polar_distance(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
     return outs[0] ? 1 : 0;
 }
 
+/* polar_distance with its square root written as a power of a constant
+ * node, as a user of lf_const would: s ** c with c = 0.5 must cost what
+ * sqrt(s) costs (the exponent's value class is part of the kernel:
+ * graph_pow_exponent_class), the same bits. */
+static int pow_const(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    lf_node *r1 = input_f32(ctx, g, 1, &n, 0.5f, 1.5f, 2), *t1 = input_f32(ctx, g, 1, &n, -3.14159f, 3.14159f, 3);
+    lf_node *r2 = input_f32(ctx, g, 1, &n, 0.5f, 1.5f, 4), *t2 = input_f32(ctx, g, 1, &n, -3.14159f, 3.14159f, 5);
+    lf_node *x1 = lf_mul(g, r1, lf_cos(g, t1)), *y1 = lf_mul(g, r1, lf_sin(g, t1));
+    lf_node *x2 = lf_mul(g, r2, lf_cos(g, t2)), *y2 = lf_mul(g, r2, lf_sin(g, t2));
+    lf_node *dx = lf_sub(g, x1, x2), *dy = lf_sub(g, y1, y2);
+    outs[0] = lf_pow(g, lf_add(g, lf_mul(g, dx, dx), lf_mul(g, dy, dy)), c32(g, 0.5));
+    return outs[0] ? 1 : 0;
+}
+
 static int hypot_steps(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
     lf_node *x = lf_abs(g, input_f32(ctx, g, 1, &n, -10, 10, 6));
     lf_node *y = lf_abs(g, input_f32(ctx, g, 1, &n, -10, 10, 7));
@@ -365,6 +379,7 @@ static int matvec(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
 const seed_example seed_examples[] = {
     {"gaussian_pdf", "exp(-0.5*((x-m)/s)**2) / (s*sqrt(2 pi)), one parsed fn", 1 << 24, gaussian_pdf},
     {"polar_distance", "distance of two points in polar form, a DAG of 15 builtin ops", 1 << 24, polar_distance},
+    {"pow_const", "polar_distance with sqrt written as ** of a constant node (lf_const 0.5)", 1 << 24, pow_const},
     {"hypot", "the seeds' step-by-step hypot(x, y) (abs, min, max, div, sqrt)", 1 << 24, hypot_steps},
     {"triad", "STREAM's triad a*b+c over three inputs (lf_mul, lf_add)", 1 << 24, triad},
     {"sum_of_squares", "sum(x*x) over all elements", 1 << 24, sum_of_squares},
