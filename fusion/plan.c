@@ -323,12 +323,13 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     p->ck = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->ck);
     p->klist = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->klist);
     p->kcount = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kcount);
+    p->kfits = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kfits);
     p->kops = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kops);
     p->kops64 = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kops64);
     p->cmap = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->cmap);
     p->lsum = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->lsum);
     p->lsum_ids = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->lsum_ids);
-    if (!p->cmap || !p->lsum || !p->lsum_ids) return fuse_nomem(p);
+    if (!p->cmap || !p->lsum || !p->lsum_ids || !p->kfits) return fuse_nomem(p);
     if (!p->first || !p->ninst || !p->iroot || !p->ck || !p->klist || !p->kcount || !p->kops || !p->kops64)
         return fuse_nomem(p);
     if (!p->host || !p->oslot || !p->fnops || !p->next_member) return fuse_nomem(p);
@@ -372,7 +373,7 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     for (;;) {
         lf_status st;
         p->rounds++;
-        if (p->fusion) fuse_compute_costs(p);
+        if (p->fusion && !fuse_compute_costs(p)) return fuse_nomem(p);
         if ((st = fuse_find_instances(p)) != LF_OK) return st;
         if ((st = fuse_plan_merges(p)) != LF_OK) return st;
         if (p->fusion && fuse_gather_roots(p)) continue;

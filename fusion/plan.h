@@ -35,11 +35,16 @@ typedef union chunk {
 
 typedef struct scratch {
     chunk *head;            /* newest chunk */
+    chunk *spare;           /* chunks of earlier uses, emptied by fuse_scratch_reset */
 } scratch;
 
 void *fuse_scratch_alloc(scratch *a, size_t bytes);
 void *fuse_scratch_calloc(scratch *a, size_t n, size_t size);
 void fuse_scratch_free(scratch *a);
+/* Empties a (everything allocated from it is gone) but keeps its chunks for
+ * the next allocations: a planning round's arena costs no fresh pages (and
+ * no page faults) when the last round's chunks suffice. */
+void fuse_scratch_reset(scratch *a);
 fuse_step fuse_make_step(int ndim, const int64_t *shape, int64_t offset, const int64_t *strides);
 /* The identity linearization of a shape (row-major). */
 fuse_step fuse_identity_step(int ndim, const int64_t *shape);
@@ -100,10 +105,18 @@ typedef struct planner {
     bool *needed;            /* reachable from an output */
     bool *root;              /* kernel root */
     int *output;             /* first output index of the node, -1 */
-    int *ops;                /* fused expression size (MAP nodes) */
+    int *ops;                /* fused expression size (MAP nodes), capped at
+                                CHEAP_OPS + 1 (only "more than CHEAP_OPS" is
+                                ever asked) */
     int *fnops;              /* operations of the node's own fn (MAP nodes) */
     int *kops;               /* per root: operations of its instances (round) */
     bool *trans;             /* fused expression has a transcendental op */
+    bool *croot;             /* root[] when the costs were last computed */
+    bool costs_valid;        /* ops, trans and croot hold a computation */
+    int *uoff, *users;       /* per needed node: the needed maps and views
+                                that read it, users[uoff[id] .. uoff[id+1]) */
+    int *cheap_heap;         /* fuse_compute_costs' queue of nodes (a min-heap) */
+    bool *queued;            /* in that queue */
     bool *cand;              /* expensive shared node (this round) */
     inst **first;            /* per node: its instances (round) */
     int *ninst;              /* per node: instance count (round) */
@@ -112,6 +125,9 @@ typedef struct planner {
     size_t hcap, hcount;     /* buckets (a power of two) and instances in them */
     inst ***klist;           /* per root: its kernel's instances by node id */
     int *kcount;             /* per root: their number */
+    bool *kfits;             /* per root: its loads were found within the
+                                caps (fuse_find_victim) and its list has not
+                                changed since (find_instances clears it) */
     int *merged_into;        /* root -> the root of the kernel it joined, -1 */
     int *host;               /* per root: root id of the kernel computing it */
     unsigned char *role;     /* per root: its part in its kernel (role) */
@@ -210,8 +226,11 @@ bool fuse_is_leaf(const planner *p, const lf_node *n, int k);
  * back stay in p->iar until it is reset, which happens when they outnumber
  * the live ones. */
 lf_status fuse_find_instances(planner *p);
-/* Size and transcendence of each map node's fused expression, bottom-up. */
-void fuse_compute_costs(planner *p);
+/* Size and transcendence of each map node's fused expression, bottom-up.
+ * Incremental: after the first call, only the maps above a node whose root
+ * status changed since the last call are computed again, upward through
+ * their users while a value changes (false: out of memory). */
+bool fuse_compute_costs(planner *p);
 /* Makes roots of the expensive shared nodes that have no other such node
  * beneath them. Returns how many. */
 int fuse_add_shared_roots(planner *p);

@@ -648,9 +648,12 @@ lf_status fuse_plan_merges(planner *p) {
 int fuse_find_victim(planner *p) {
     pload ls[GRAPH_MAX_PARAMS + 1];
     for (int k = 0; k < p->nn; k++) {
-        if (!p->kcount[k] || p->merged_into[k] >= 0) continue;
+        if (!p->kcount[k] || p->merged_into[k] >= 0 || p->kfits[k]) continue;
         int nb, nl = fuse_count_loads(p, k, ls, &nb);
-        if (fuse_loads_fit(nl, nb)) continue;
+        if (fuse_loads_fit(nl, nb)) { /* until its list changes (find_instances) */
+            p->kfits[k] = true;
+            continue;
+        }
         inst *best = NULL, *gather = NULL;
         for (int j = 0; j < p->kcount[k]; j++) {
             inst *i = p->klist[k][j];

@@ -197,7 +197,7 @@ static void rewind_instances(planner *p, int top) {
  * back stay in p->iar until it is reset, which happens when they outnumber
  * the live ones. */
 lf_status fuse_find_instances(planner *p) {
-    fuse_scratch_free(&p->tmp);
+    fuse_scratch_reset(&p->tmp);
     int nn = p->nn, top = nn - 1;
     if (p->ivalid) {
         top = -1;
@@ -222,8 +222,9 @@ lf_status fuse_find_instances(planner *p) {
             p->klist[k] = NULL;
         }
         memset(p->kcount, 0, (size_t)nn * sizeof *p->kcount);
+        memset(p->kfits, 0, (size_t)nn * sizeof *p->kfits);
         memset(p->kops64, 0, (size_t)nn * sizeof *p->kops64);
-        fuse_scratch_free(&p->iar);
+        fuse_scratch_reset(&p->iar);
         p->all = NULL;
         p->htab = NULL;
         p->hcap = p->hcount = 0;
@@ -308,6 +309,7 @@ lf_status fuse_find_instances(planner *p) {
         graph_free(p->klist[k]);
         p->klist[k] = l;
         p->kcount[k] = cnt;
+        p->kfits[k] = false;
         p->kops[k] = p->kops64[k] > COST_CAP ? COST_CAP : (int)p->kops64[k];
         fill[k] = 0;
     }
@@ -331,32 +333,123 @@ static bool inlined_map(const planner *p, const lf_node *x) {
     return x->kind == NODE_MAP && !p->root[x->id];
 }
 
-/* Size and transcendence of each map node's fused expression, bottom-up. */
-void fuse_compute_costs(planner *p) {
-    for (int id = 0; id < p->nn; id++) {
-        const lf_node *n = p->g->nodes[id];
-        if (!p->needed[id] || n->kind != NODE_MAP) continue;
-        const lf_fn *f = n->u.map.fn;
-        int64_t ops = 0;
-        bool tr = false;
-        for (int e = 0; e < f->nexprs; e++) {
-            if (f->exprs[e].kind == EXPR_OP) {
-                ops++;
-                tr |= op_expensive(f->exprs[e].op);
-            } else if (f->exprs[e].kind == EXPR_CAST) {
-                ops++;
-            }
+/* The size (capped at CHEAP_OPS + 1: min(a + min(b, c), c) = min(a + b, c),
+ * so the cap changes no "more than CHEAP_OPS") and transcendence of map
+ * node id's fused expression from its inputs' (which are final). */
+static void map_cost(planner *p, int id, int *ops_out, bool *tr_out) {
+    const lf_node *n = p->g->nodes[id];
+    const lf_fn *f = n->u.map.fn;
+    int64_t ops = 0;
+    bool tr = false;
+    for (int e = 0; e < f->nexprs; e++) {
+        if (f->exprs[e].kind == EXPR_OP) {
+            ops++;
+            tr |= op_expensive(f->exprs[e].op);
+        } else if (f->exprs[e].kind == EXPR_CAST) {
+            ops++;
         }
-        for (int k = 0; k < n->ninputs; k++) {
-            const lf_node *x = through_views(p, n->inputs[k]);
-            if (inlined_map(p, x)) {
-                ops += p->ops[x->id];
-                tr |= p->trans[x->id];
-            }
-        }
-        p->ops[id] = ops > COST_CAP ? COST_CAP : (int)ops;
-        p->trans[id] = tr;
     }
+    for (int k = 0; k < n->ninputs; k++) {
+        const lf_node *x = through_views(p, n->inputs[k]);
+        if (inlined_map(p, x)) {
+            ops += p->ops[x->id];
+            tr |= p->trans[x->id];
+        }
+    }
+    *ops_out = ops > CHEAP_OPS + 1 ? CHEAP_OPS + 1 : (int)ops;
+    *tr_out = tr;
+}
+
+/* The users lists (once): every needed map or view reading a needed node. */
+static bool build_users(planner *p) {
+    int nn = p->nn;
+    p->uoff = fuse_scratch_calloc(&p->keep, (size_t)nn + 1, sizeof *p->uoff);
+    p->croot = fuse_scratch_calloc(&p->keep, (size_t)nn, sizeof *p->croot);
+    p->queued = fuse_scratch_calloc(&p->keep, (size_t)nn, sizeof *p->queued);
+    p->cheap_heap = fuse_scratch_calloc(&p->keep, (size_t)nn, sizeof *p->cheap_heap);
+    if (!p->uoff || !p->croot || !p->queued || !p->cheap_heap) return false;
+    for (int id = 0; id < nn; id++) {
+        const lf_node *n = p->g->nodes[id];
+        if (!p->needed[id] || (n->kind != NODE_MAP && n->kind != NODE_VIEW)) continue;
+        for (int k = 0; k < n->ninputs; k++) p->uoff[n->inputs[k]->id + 1]++;
+    }
+    for (int id = 0; id < nn; id++) p->uoff[id + 1] += p->uoff[id];
+    p->users = fuse_scratch_calloc(&p->keep, (size_t)p->uoff[nn] + 1, sizeof *p->users);
+    int *fill = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *fill);
+    if (!p->users || !fill) return false;
+    for (int id = 0; id < nn; id++) {
+        const lf_node *n = p->g->nodes[id];
+        if (!p->needed[id] || (n->kind != NODE_MAP && n->kind != NODE_VIEW)) continue;
+        for (int k = 0; k < n->ninputs; k++) {
+            int x = n->inputs[k]->id;
+            p->users[p->uoff[x] + fill[x]++] = id;
+        }
+    }
+    return true;
+}
+
+static void heap_push(planner *p, int *len, int id) {
+    if (p->queued[id]) return;
+    p->queued[id] = true;
+    int *h = p->cheap_heap, i = (*len)++;
+    while (i > 0 && h[(i - 1) / 2] > id) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = id;
+}
+
+static int heap_pop(planner *p, int *len) {
+    int *h = p->cheap_heap, top = h[0], last = h[--(*len)], i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *len) break;
+        if (c + 1 < *len && h[c + 1] < h[c]) c++;
+        if (h[c] >= last) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*len > 0) h[i] = last;
+    p->queued[top] = false;
+    return top;
+}
+
+/* Size and transcendence of each map node's fused expression, bottom-up:
+ * all of them the first time; afterwards, from the nodes whose root status
+ * changed, upward through their users (in node order, a heap) as long as a
+ * map's values change: the values of a map depend only on its inputs'
+ * values and root status (through views), so the others keep theirs. */
+bool fuse_compute_costs(planner *p) {
+    int nn = p->nn;
+    if (!p->costs_valid) {
+        if (!p->uoff && !build_users(p)) return false;
+        for (int id = 0; id < nn; id++)
+            if (p->needed[id] && p->g->nodes[id]->kind == NODE_MAP) map_cost(p, id, &p->ops[id], &p->trans[id]);
+        memcpy(p->croot, p->root, (size_t)nn * sizeof *p->root);
+        p->costs_valid = true;
+        return true;
+    }
+    int len = 0;
+    for (int id = 0; id < nn; id++) {
+        if (p->croot[id] == p->root[id]) continue;
+        p->croot[id] = p->root[id];
+        for (int u = p->uoff[id]; u < p->uoff[id + 1]; u++) heap_push(p, &len, p->users[u]);
+    }
+    while (len > 0) {
+        int id = heap_pop(p, &len);
+        bool changed = true; /* a view passes its input's change on */
+        if (p->g->nodes[id]->kind == NODE_MAP) {
+            int ops;
+            bool tr;
+            map_cost(p, id, &ops, &tr);
+            changed = ops != p->ops[id] || tr != p->trans[id];
+            p->ops[id] = ops;
+            p->trans[id] = tr;
+        }
+        if (changed)
+            for (int u = p->uoff[id]; u < p->uoff[id + 1]; u++) heap_push(p, &len, p->users[u]);
+    }
+    return true;
 }
 
 /* The root of the kernel that root k's code is part of. */
@@ -377,12 +470,14 @@ static bool shared(const planner *p, int id) {
 /* Makes roots of the expensive shared nodes that have no other such node
  * beneath them. Returns how many. */
 int fuse_add_shared_roots(planner *p) {
-    int nn = p->nn, added = 0;
+    int nn = p->nn, added = 0, ncand = 0;
     for (int id = 0; id < nn; id++) {
         const lf_node *n = p->g->nodes[id];
         p->cand[id] = p->needed[id] && inlined_map(p, n) && p->ninst[id] > 1 &&
                       (p->trans[id] || p->ops[id] > CHEAP_OPS) && shared(p, id);
+        ncand += p->cand[id];
     }
+    if (!ncand) return 0;
     /* below[id]: a candidate is inlined beneath id */
     bool *below = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *below);
     if (!below) return -1;
