@@ -320,7 +320,6 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     p->first = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->first);
     p->ninst = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->ninst);
     p->iroot = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->iroot);
-    p->ck = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->ck);
     p->klist = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->klist);
     p->kcount = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kcount);
     p->kfits = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kfits);
@@ -330,7 +329,7 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     p->lsum = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->lsum);
     p->lsum_ids = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->lsum_ids);
     if (!p->cmap || !p->lsum || !p->lsum_ids || !p->kfits) return fuse_nomem(p);
-    if (!p->first || !p->ninst || !p->iroot || !p->ck || !p->klist || !p->kcount || !p->kops || !p->kops64)
+    if (!p->first || !p->ninst || !p->iroot || !p->klist || !p->kcount || !p->kops || !p->kops64)
         return fuse_nomem(p);
     if (!p->host || !p->oslot || !p->fnops || !p->next_member) return fuse_nomem(p);
     if (!p->needed || !p->root || !p->output || !p->ops || !p->trans || !p->cand ||
@@ -439,6 +438,8 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     lf_status st = plan(&p, s, n, outs);
     fuse_scratch_free(&p.tmp);
     fuse_scratch_free(&p.iar);
+    graph_free(p.iheap);
+    graph_free(p.idone);
     for (int k = 0; p.klist && k < p.nn; k++) graph_free(p.klist[k]);
     fuse_scratch_free(&p.keep);
     if (st != LF_OK) {
@@ -449,6 +450,7 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     }
     s->plan_seconds = graph_now_seconds() - t0;
     s->scan_work = p.scan_work;
+    s->inst_work = p.inst_work;
     s->scan_max = p.scan_max;
     s->rounds = p.rounds;
     *out = s;

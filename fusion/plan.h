@@ -67,9 +67,12 @@ struct inst {
     int kernel;              /* id of the root whose kernel this is in */
     const fuse_map *map;     /* kernel loop index -> element of node (scratch) */
     inst *in[LF_MAX_ARGS];   /* instances of the inputs (inlined nodes only) */
-    inst *next_node;         /* next instance of the same node */
-    inst *next_all;          /* every instance of the round */
+    inst *next_node;         /* next instance of the same node (newest first) */
+    inst *prev_node;         /* the one before it, NULL for p->first[node] */
     inst *next_hash;         /* next in its bucket of the instance table */
+    uint64_t seq;            /* creation order (find_instances' walk order) */
+    int creator;             /* node being processed when it was made (a
+                                seed: its own node) */
     uint64_t hash;           /* of (node, kernel, map) */
     int expr;                /* pass 2: expression id in the kernel's fn */
     int nload;               /* loads at or beneath this instance (victims) */
@@ -97,9 +100,15 @@ typedef struct planner {
     scratch iar;             /* instance records, maps, the instance table
                                 (kept across rounds, see find_instances) */
     bool *iroot;             /* root[] when the instances were derived */
-    inst **ck;               /* per node: the newest instance before it was
-                                processed (the rewind point) */
-    size_t ilive, idead;     /* instances kept and rewound since iar was reset */
+    size_t ilive, idead;     /* instances kept and taken back since iar was reset */
+    uint64_t iseq;           /* the next instance's seq */
+    int cur_node;            /* the node whose instances are being processed */
+    bool ipush;              /* add_inst queues what it makes (rederive) */
+    inst **iheap;            /* rederive's queue: a max-heap by (node, seq) */
+    inst **idone;            /* rederive: the instances it processed, in order */
+    size_t ihlen, ihcap, idlen, idcap;
+    uint64_t inst_work;      /* instances processed by find_instances over
+                                all rounds: fuse_schedule.inst_work */
     int64_t *kops64;         /* per root: kops uncapped (kept across rounds) */
     bool ivalid;             /* instances of an earlier round are kept */
     bool *needed;            /* reachable from an output */
@@ -120,7 +129,6 @@ typedef struct planner {
     bool *cand;              /* expensive shared node (this round) */
     inst **first;            /* per node: its instances (round) */
     int *ninst;              /* per node: instance count (round) */
-    inst *all;               /* every instance (round) */
     inst **htab;             /* instances by (node, kernel, map): buckets (round) */
     size_t hcap, hcount;     /* buckets (a power of two) and instances in them */
     inst ***klist;           /* per root: its kernel's instances by node id */
@@ -215,16 +223,18 @@ bool fuse_is_leaf(const planner *p, const lf_node *n, int k);
 /* ---- plan_vertical.c ---- */
 /* Walks the needed nodes top-down, giving each root a seed instance and
  * propagating every inlined instance to its inputs; then lists each
- * kernel's instances in node order.
+ * kernel's instances in node order (within a node, newest first).
  *
- * Incremental across rounds: what processing node id does depends only on
- * the roots at or above id (inputs have smaller ids than their users) and
- * on the instances made before it, so when the roots changed at most at
- * node top since the last round, the instances made before top was
- * processed are exactly those a fresh walk makes: the newer ones are taken
- * back (rewind_instances) and nodes top..0 walked again. The records taken
- * back stay in p->iar until it is reset, which happens when they outnumber
- * the live ones. */
+ * Incremental across rounds, per kernel: a kernel's instances depend only
+ * on its own seed and the root status of the nodes it reaches, so only the
+ * kernels with an instance of a node whose root status changed (and the
+ * kernels of new roots) change, and in each only the instances at or below
+ * the highest such node T: those made while processing nodes at or below
+ * T are taken back, the others (made by nodes above T) are kept, and the
+ * kernel's nodes T..0 are processed again in the order a fresh walk
+ * processes them (node, then newest first), so its list is the one a
+ * fresh walk makes. The records taken back stay in p->iar until it is
+ * reset (a fresh walk), which happens when they outnumber the live ones. */
 lf_status fuse_find_instances(planner *p);
 /* Size and transcendence of each map node's fused expression, bottom-up.
  * Incremental: after the first call, only the maps above a node whose root
