@@ -327,8 +327,13 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     p->kops64 = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kops64);
     p->cmap = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->cmap);
     p->lsum = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->lsum);
-    p->lsum_ids = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->lsum_ids);
-    if (!p->cmap || !p->lsum || !p->lsum_ids || !p->kfits) return fuse_nomem(p);
+    p->kfold = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kfold);
+    p->kown = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kown);
+    p->mdiff = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->mdiff);
+    p->mdirty = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->mdirty);
+    p->gc_ids = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->gc_ids);
+    if (!p->cmap || !p->lsum || !p->kfits || !p->kfold || !p->kown || !p->mdiff || !p->mdirty || !p->gc_ids)
+        return fuse_nomem(p);
     if (!p->first || !p->ninst || !p->iroot || !p->klist || !p->kcount || !p->kops || !p->kops64)
         return fuse_nomem(p);
     if (!p->host || !p->oslot || !p->fnops || !p->next_member) return fuse_nomem(p);
@@ -365,6 +370,10 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
             for (int e = 0; e < f->nexprs; e++) c += f->exprs[e].kind == EXPR_OP || f->exprs[e].kind == EXPR_CAST;
             p->fnops[id] = c ? c : 1;
         }
+    for (int id = 0; id < nn; id++) { /* what fuse_gather_roots and fuse_contract_roots look at */
+        const lf_node *x = g->nodes[id];
+        if (p->needed[id] && (x->kind == NODE_GATHER || graph_contraction(x, NULL))) p->gc_ids[p->ngc++] = id;
+    }
     fuse_gather_fixed_roots(p);
     fuse_scatter_fixed_roots(p);
     fuse_sort_fixed_roots(p);

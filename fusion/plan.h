@@ -133,6 +133,16 @@ typedef struct planner {
     size_t hcap, hcount;     /* buckets (a power of two) and instances in them */
     inst ***klist;           /* per root: its kernel's instances by node id */
     int *kcount;             /* per root: their number */
+    int *kfold;              /* per root: the latest fold root among its
+                                list's nodes (join_epilogue), -1 none, -2
+                                not known since the list changed */
+    struct ownloads **kown;  /* per root: its own loads (start_unit), NULL
+                                until asked since the list changed */
+    bool *mdiff;             /* per node: two of its instances have different
+                                maps (valid when !mdirty) */
+    bool *mdirty;            /* per node: its instances changed since mdiff */
+    int *gc_ids;             /* the needed gathers and contractions */
+    int ngc;
     bool *kfits;             /* per root: its loads were found within the
                                 caps (fuse_find_victim) and its list has not
                                 changed since (find_instances clears it) */
@@ -153,11 +163,9 @@ typedef struct planner {
     int *cmap;               /* per map: 1 + id of a needed contraction whose
                                 product it is, else 0 (plan_contract.c) */
     struct leafsum **lsum;   /* per root: its distinct leaf loads, made on
-                                first use in a round's merges (plan_merge.c);
-                                the array lives for the plan, the summaries
-                                in p->tmp: cleared at each merges' start */
-    int *lsum_ids;           /* the roots whose lsum is set, nlsum of them */
-    int nlsum;
+                                first use (plan_merge.c) in p->keep and kept
+                                until its list changes (fuse_kernel_changed
+                                empties it) */
     uint64_t scan_work;      /* instances and loads the merges' scans of roots
                                 visited (all rounds): fuse_schedule.scan_work */
     int rounds;              /* planning rounds: fuse_schedule.rounds */
@@ -268,6 +276,9 @@ bool fuse_loads_fit(int nloads, int nbufs);
 int fuse_count_loads(const planner *p, int k, pload *ls, int *nbufs);
 
 /* ---- plan_merge.c ---- */
+/* Root k's instance list changed (or went): forgets what was derived from
+ * it (kfits, kfold, kown, its leaf summary). */
+void fuse_kernel_changed(planner *p, int k);
 /* Forms the kernels of this round: every needed root, in node order, joins
  * an earlier kernel or starts its own (see the rules at the top). */
 lf_status fuse_plan_merges(planner *p);
@@ -297,7 +308,7 @@ lf_status fuse_plan_traffic(planner *p, fuse_schedule *s);
 /* ---- plan_scan.c ---- */
 /* Whether n is a reduction-like root that seeds a kernel of its own
  * (NODE_REDUCE or NODE_SCAN). */
-bool fuse_is_fold(const lf_node *n);
+static inline bool fuse_is_fold(const lf_node *n) { return n->kind == NODE_REDUCE || n->kind == NODE_SCAN; }
 /* The fold's op and its reduced axes (a scan: its axis). */
 lf_reduce_op fuse_fold_op(const lf_node *n);
 uint32_t fuse_fold_mask(const lf_node *n);

@@ -98,6 +98,7 @@ static inst *add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) {
     if (i->next_node) i->next_node->prev_node = i;
     p->first[n->id] = i;
     p->ninst[n->id]++;
+    p->mdirty[n->id] = true;
     if (p->ipush && !heap_push_inst(p, i)) return NULL;
     return i;
 }
@@ -215,6 +216,7 @@ static void remove_inst(planner *p, inst *i) {
     else p->first[i->node->id] = i->next_node;
     if (i->next_node) i->next_node->prev_node = i->prev_node;
     p->ninst[i->node->id]--;
+    p->mdirty[i->node->id] = true;
     p->ilive--;
     p->idead++;
 }
@@ -279,13 +281,14 @@ static lf_status walk_all(planner *p) {
     }
     memset(p->kcount, 0, (size_t)nn * sizeof *p->kcount);
     memset(p->kops64, 0, (size_t)nn * sizeof *p->kops64);
-    memset(p->kfits, 0, (size_t)nn * sizeof *p->kfits);
+    for (int k = 0; k < nn; k++) fuse_kernel_changed(p, k);
     fuse_scratch_reset(&p->iar);
     p->htab = NULL;
     p->hcap = p->hcount = 0;
     p->ilive = p->idead = 0;
     memset(p->first, 0, (size_t)nn * sizeof *p->first);
     memset(p->ninst, 0, (size_t)nn * sizeof *p->ninst);
+    for (int id = 0; id < nn; id++) p->mdirty[id] = true;
     for (int id = nn - 1; id >= 0; id--) {
         p->cur_node = id;
         if (!p->needed[id]) continue;
@@ -380,7 +383,7 @@ static lf_status rederive(planner *p, int k, int top) {
     p->klist[k] = nl;
     p->kcount[k] = n + keep;
     p->kops[k] = p->kops64[k] > COST_CAP ? COST_CAP : (int)p->kops64[k];
-    p->kfits[k] = false;
+    fuse_kernel_changed(p, k);
     return LF_OK;
 }
 
@@ -413,7 +416,7 @@ lf_status fuse_find_instances(planner *p) {
             p->klist[c] = NULL;
             p->kcount[c] = 0;
             p->kops64[c] = p->kops[c] = 0;
-            p->kfits[c] = false;
+            fuse_kernel_changed(p, c);
         }
         if (p->root[c] && p->needed[c] && !top[c]) {
             ks[nks++] = c;
@@ -574,8 +577,15 @@ int fuse_unit_of(const planner *p, int k) {
 static bool shared(const planner *p, int id) {
     if (p->ninst[id] < 2) return false;
     const inst *a = p->first[id];
+    if (p->mdirty[id]) { /* whether two maps differ: kept until its instances change */
+        bool diff = false;
+        for (const inst *b = a->next_node; b && !diff; b = b->next_node) diff = !fuse_map_equal(a->map, b->map);
+        ((planner *)p)->mdiff[id] = diff;
+        ((planner *)p)->mdirty[id] = false;
+    }
+    if (p->mdiff[id]) return true;
     for (const inst *b = a->next_node; b; b = b->next_node)
-        if (fuse_unit_of(p, b->kernel) != fuse_unit_of(p, a->kernel) || !fuse_map_equal(a->map, b->map)) return true;
+        if (fuse_unit_of(p, b->kernel) != fuse_unit_of(p, a->kernel)) return true;
     return false;
 }
 
