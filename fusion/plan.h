@@ -200,7 +200,7 @@ typedef struct unit {
     int nrow;                      /* row pass loads (ACC included), row NULL: none */
     pload *row;
     int nepi;                      /* epilogue loads, ACC excluded */
-    pload *epi;
+    pload *epi;                    /* NULL until the first epilogue joins */
     int nreds;                     /* reductions */
     int nroots;                    /* roots in it (each stores at most once) */
     int nops;                      /* operations of its roots' instances */

@@ -409,6 +409,7 @@ static int join_epilogue(planner *p, int e) {
     scan_root(p, e, u, ROLE_EPI, &sc);
     if (!sc.ok) return 0;
     if (union_fits(u->epi, u->nepi, &sc, true, u->nreds) < 0) return 0;
+    if (!u->epi && !(u->epi = new_list(p))) return -1; /* the first epilogue */
     union_add(u->epi, &u->nepi, &sc, true);
     join(p, e, u, ROLE_EPI);
     return retire(p, u) ? 1 : -1;
@@ -575,7 +576,7 @@ static int absorb_space(planner *p, int r) {
 static unit *start_unit(planner *p, int e) {
     const lf_node *en = p->g->nodes[e];
     unit *u = fuse_scratch_calloc(&p->tmp, 1, sizeof *u);
-    if (!u || !(u->pl[0] = new_list(p)) || !(u->epi = new_list(p))) return NULL;
+    if (!u || !(u->pl[0] = new_list(p))) return NULL; /* u->epi: made by the first epilogue */
     u->host = e;
     u->red = fuse_is_fold(en);
     u->scan = en->kind == NODE_SCAN;
