@@ -181,19 +181,29 @@
  * (only a root reading one could join them), so the order in which joins
  * try kernels is unchanged; a kernel's roots are chained for building it;
  * the traffic statistics are computed once here (counted in plan_seconds).
- * The rounds of the multiple-consumer rule remain (a stencil pyramid of
- * depth D takes about D/3), but a round re-derives only the instances at or
- * below the highest node whose root status changed (find_instances), and
- * updates only those kernels' lists; the scans of merges and of the rule
- * stay O(instances) a round. A root's scans for the kernels it might join
- * read a summary of its distinct leaf loads (at most GRAPH_MAX_PARAMS + 1),
- * made lazily once a round, and skip the kernels before the one computing
- * the latest slot it reads (plan_merge.c): one scan costs a constant, not
- * the root's instances (issue 26). What stays quadratic (issue 26, item 1,
- * open): the rounds themselves, each O(nodes): the load cap adds one root a
- * round (an accumulation over N inputs takes N/7 rounds), the multiple-
- * consumer rule one level of shared nodes a round (a chain of diamonds or
- * row normalisations: one round a step or a few).
+ * The rounds remain (the multiple-consumer rule adds one level of shared
+ * nodes a round, the load cap one root a round: a stencil pyramid of depth
+ * D takes about D/3, an accumulation over N inputs N/7), and each round is
+ * kept to what it changes where that was done (issue 26, item 1):
+ * pass 1 re-derives only the kernels holding a node whose root status
+ * changed, below the highest such node, in a fresh walk's order
+ * (plan_vertical.c, find_instances; fuse_schedule.inst_work counts it);
+ * the costs are recomputed only upward from the changed nodes
+ * (fuse_compute_costs); what depends only on a kernel's instance list is
+ * kept until the list changes (fuse_kernel_changed: the victim search's
+ * "fits", a root's leaf summary, own loads and latest fold root, whether a
+ * node's instances differ in map); the scratch arenas keep their chunks
+ * across rounds. A root's scans for the kernels it might join read that
+ * summary of its distinct leaf loads (at most GRAPH_MAX_PARAMS + 1) and
+ * skip the kernels before the one computing the latest slot it reads
+ * (plan_merge.c): one scan costs a constant, not the root's instances.
+ * What stays quadratic (issue 26, item 1, open): the merges are redone
+ * over every root each round, and each round still passes over every node
+ * a few times (changed roots, the shared rule's candidates, the victim and
+ * split checks of every kernel), so planning costs about rounds x (nodes +
+ * roots); and a chain of row normalisations derives, in its first round,
+ * every reduction's chain beneath it (quadratic instances and memory)
+ * before the rule makes the shared nodes roots, one level a round.
  *
  * Invariants (see fusion.h for what a schedule guarantees): instance
  * records live in a scratch arena kept across rounds (reset when the records
