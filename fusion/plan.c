@@ -380,6 +380,16 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
             for (int e = 0; e < f->nexprs; e++) c += f->exprs[e].kind == EXPR_OP || f->exprs[e].kind == EXPR_CAST;
             p->fnops[id] = c ? c : 1;
         }
+    p->kind = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kind);
+    p->ioff = fuse_scratch_calloc(K, (size_t)nn + 1, sizeof *p->ioff);
+    if (!p->kind || !p->ioff) return fuse_nomem(p);
+    for (int id = 0; id < nn; id++) {
+        p->kind[id] = (unsigned char)g->nodes[id]->kind;
+        p->ioff[id + 1] = p->ioff[id] + (p->needed[id] ? g->nodes[id]->ninputs : 0);
+    }
+    if (!(p->iids = fuse_scratch_calloc(K, (size_t)p->ioff[nn] + 1, sizeof *p->iids))) return fuse_nomem(p);
+    for (int id = 0; id < nn; id++)
+        for (int k = 0; k < p->ioff[id + 1] - p->ioff[id]; k++) p->iids[p->ioff[id] + k] = g->nodes[id]->inputs[k]->id;
     for (int id = 0; id < nn; id++) { /* what fuse_gather_roots and fuse_contract_roots look at */
         const lf_node *x = g->nodes[id];
         if (p->needed[id] && (x->kind == NODE_GATHER || graph_contraction(x, NULL))) p->gc_ids[p->ngc++] = id;

@@ -141,6 +141,10 @@ typedef struct planner {
     bool *mdiff;             /* per node: two of its instances have different
                                 maps (valid when !mdirty) */
     bool *mdirty;            /* per node: its instances changed since mdiff */
+    unsigned char *kind;     /* per node: its kind (node_kind), read without
+                                touching the node (the rounds' passes) */
+    int *ioff, *iids;        /* per needed node: its inputs' ids,
+                                iids[ioff[id] .. ioff[id+1]) */
     int *gc_ids;             /* the needed gathers and contractions */
     int ngc;
     bool *kfits;             /* per root: its loads were found within the

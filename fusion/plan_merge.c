@@ -626,7 +626,7 @@ lf_status fuse_plan_merges(planner *p) {
     for (int id = 0; id < nn; id++) {
         p->merged_into[id] = -1;
         p->host[id] = id;
-        p->role[id] = fuse_is_fold(p->g->nodes[id]) ? ROLE_PASS : ROLE_BODY;
+        p->role[id] = p->kind[id] == NODE_REDUCE || p->kind[id] == NODE_SCAN ? ROLE_PASS : ROLE_BODY; /* fuse_is_fold */
         p->pass[id] = 0;
     }
     p->units = p->units_tail = p->parked = NULL;

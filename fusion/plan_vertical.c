@@ -593,9 +593,8 @@ static bool shared(const planner *p, int id) {
  * beneath them. Returns how many. */
 int fuse_add_shared_roots(planner *p) {
     int nn = p->nn, added = 0, ncand = 0;
-    for (int id = 0; id < nn; id++) {
-        const lf_node *n = p->g->nodes[id];
-        p->cand[id] = p->needed[id] && inlined_map(p, n) && p->ninst[id] > 1 &&
+    for (int id = 0; id < nn; id++) { /* inlined_map without touching the node: p->kind */
+        p->cand[id] = p->needed[id] && p->kind[id] == NODE_MAP && !p->root[id] && p->ninst[id] > 1 &&
                       (p->trans[id] || p->ops[id] > CHEAP_OPS) && shared(p, id);
         ncand += p->cand[id];
     }
@@ -604,12 +603,11 @@ int fuse_add_shared_roots(planner *p) {
     bool *below = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *below);
     if (!below) return -1;
     for (int id = 0; id < nn; id++) {
-        const lf_node *n = p->g->nodes[id];
-        if (!p->needed[id] || (n->kind != NODE_MAP && n->kind != NODE_VIEW)) continue;
-        for (int k = 0; k < n->ninputs; k++) {
-            const lf_node *x = n->inputs[k];
-            if (p->root[x->id]) continue;
-            if (p->cand[x->id] || below[x->id]) below[id] = true;
+        if (!p->needed[id] || (p->kind[id] != NODE_MAP && p->kind[id] != NODE_VIEW)) continue;
+        for (int k = p->ioff[id]; k < p->ioff[id + 1]; k++) {
+            int x = p->iids[k];
+            if (p->root[x]) continue;
+            if (p->cand[x] || below[x]) below[id] = true;
         }
     }
     for (int id = 0; id < nn; id++)
