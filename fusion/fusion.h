@@ -302,6 +302,9 @@ typedef struct fuse_schedule {
     uint64_t scan_max;             /* the most that one scan of a root for
                                       one kernel visited (bounded by a
                                       constant, not by the root's instances) */
+    uint64_t inst_work;            /* instances the rounds' pass 1 processed
+                                      (made, kept or taken back), all rounds:
+                                      what each round re-derives (plan_vertical.c) */
 } fuse_schedule;
 
 /* Plans outs[0..n) of g (checked by graph_check_outputs). fusion false gives

@@ -181,19 +181,29 @@
  * (only a root reading one could join them), so the order in which joins
  * try kernels is unchanged; a kernel's roots are chained for building it;
  * the traffic statistics are computed once here (counted in plan_seconds).
- * The rounds of the multiple-consumer rule remain (a stencil pyramid of
- * depth D takes about D/3), but a round re-derives only the instances at or
- * below the highest node whose root status changed (find_instances), and
- * updates only those kernels' lists; the scans of merges and of the rule
- * stay O(instances) a round. A root's scans for the kernels it might join
- * read a summary of its distinct leaf loads (at most GRAPH_MAX_PARAMS + 1),
- * made lazily once a round, and skip the kernels before the one computing
- * the latest slot it reads (plan_merge.c): one scan costs a constant, not
- * the root's instances (issue 26). What stays quadratic (issue 26, item 1,
- * open): the rounds themselves, each O(nodes): the load cap adds one root a
- * round (an accumulation over N inputs takes N/7 rounds), the multiple-
- * consumer rule one level of shared nodes a round (a chain of diamonds or
- * row normalisations: one round a step or a few).
+ * The rounds remain (the multiple-consumer rule adds one level of shared
+ * nodes a round, the load cap one root a round: a stencil pyramid of depth
+ * D takes about D/3, an accumulation over N inputs N/7), and each round is
+ * kept to what it changes where that was done (issue 26, item 1):
+ * pass 1 re-derives only the kernels holding a node whose root status
+ * changed, below the highest such node, in a fresh walk's order
+ * (plan_vertical.c, find_instances; fuse_schedule.inst_work counts it);
+ * the costs are recomputed only upward from the changed nodes
+ * (fuse_compute_costs); what depends only on a kernel's instance list is
+ * kept until the list changes (fuse_kernel_changed: the victim search's
+ * "fits", a root's leaf summary, own loads and latest fold root, whether a
+ * node's instances differ in map); the scratch arenas keep their chunks
+ * across rounds. A root's scans for the kernels it might join read that
+ * summary of its distinct leaf loads (at most GRAPH_MAX_PARAMS + 1) and
+ * skip the kernels before the one computing the latest slot it reads
+ * (plan_merge.c): one scan costs a constant, not the root's instances.
+ * What stays quadratic (issue 26, item 1, open): the merges are redone
+ * over every root each round, and each round still passes over every node
+ * a few times (changed roots, the shared rule's candidates, the victim and
+ * split checks of every kernel), so planning costs about rounds x (nodes +
+ * roots); and a chain of row normalisations derives, in its first round,
+ * every reduction's chain beneath it (quadratic instances and memory)
+ * before the rule makes the shared nodes roots, one level a round.
  *
  * Invariants (see fusion.h for what a schedule guarantees): instance
  * records live in a scratch arena kept across rounds (reset when the records
@@ -320,16 +330,21 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     p->first = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->first);
     p->ninst = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->ninst);
     p->iroot = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->iroot);
-    p->ck = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->ck);
     p->klist = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->klist);
     p->kcount = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kcount);
+    p->kfits = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kfits);
     p->kops = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kops);
     p->kops64 = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kops64);
     p->cmap = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->cmap);
     p->lsum = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->lsum);
-    p->lsum_ids = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->lsum_ids);
-    if (!p->cmap || !p->lsum || !p->lsum_ids) return fuse_nomem(p);
-    if (!p->first || !p->ninst || !p->iroot || !p->ck || !p->klist || !p->kcount || !p->kops || !p->kops64)
+    p->kfold = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kfold);
+    p->kown = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kown);
+    p->mdiff = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->mdiff);
+    p->mdirty = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->mdirty);
+    p->gc_ids = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->gc_ids);
+    if (!p->cmap || !p->lsum || !p->kfits || !p->kfold || !p->kown || !p->mdiff || !p->mdirty || !p->gc_ids)
+        return fuse_nomem(p);
+    if (!p->first || !p->ninst || !p->iroot || !p->klist || !p->kcount || !p->kops || !p->kops64)
         return fuse_nomem(p);
     if (!p->host || !p->oslot || !p->fnops || !p->next_member) return fuse_nomem(p);
     if (!p->needed || !p->root || !p->output || !p->ops || !p->trans || !p->cand ||
@@ -365,6 +380,20 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
             for (int e = 0; e < f->nexprs; e++) c += f->exprs[e].kind == EXPR_OP || f->exprs[e].kind == EXPR_CAST;
             p->fnops[id] = c ? c : 1;
         }
+    p->kind = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kind);
+    p->ioff = fuse_scratch_calloc(K, (size_t)nn + 1, sizeof *p->ioff);
+    if (!p->kind || !p->ioff) return fuse_nomem(p);
+    for (int id = 0; id < nn; id++) {
+        p->kind[id] = (unsigned char)g->nodes[id]->kind;
+        p->ioff[id + 1] = p->ioff[id] + (p->needed[id] ? g->nodes[id]->ninputs : 0);
+    }
+    if (!(p->iids = fuse_scratch_calloc(K, (size_t)p->ioff[nn] + 1, sizeof *p->iids))) return fuse_nomem(p);
+    for (int id = 0; id < nn; id++)
+        for (int k = 0; k < p->ioff[id + 1] - p->ioff[id]; k++) p->iids[p->ioff[id] + k] = g->nodes[id]->inputs[k]->id;
+    for (int id = 0; id < nn; id++) { /* what fuse_gather_roots and fuse_contract_roots look at */
+        const lf_node *x = g->nodes[id];
+        if (p->needed[id] && (x->kind == NODE_GATHER || graph_contraction(x, NULL))) p->gc_ids[p->ngc++] = id;
+    }
     fuse_gather_fixed_roots(p);
     fuse_scatter_fixed_roots(p);
     fuse_sort_fixed_roots(p);
@@ -372,7 +401,7 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     for (;;) {
         lf_status st;
         p->rounds++;
-        if (p->fusion) fuse_compute_costs(p);
+        if (p->fusion && !fuse_compute_costs(p)) return fuse_nomem(p);
         if ((st = fuse_find_instances(p)) != LF_OK) return st;
         if ((st = fuse_plan_merges(p)) != LF_OK) return st;
         if (p->fusion && fuse_gather_roots(p)) continue;
@@ -438,6 +467,8 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     lf_status st = plan(&p, s, n, outs);
     fuse_scratch_free(&p.tmp);
     fuse_scratch_free(&p.iar);
+    graph_free(p.iheap);
+    graph_free(p.idone);
     for (int k = 0; p.klist && k < p.nn; k++) graph_free(p.klist[k]);
     fuse_scratch_free(&p.keep);
     if (st != LF_OK) {
@@ -448,6 +479,7 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     }
     s->plan_seconds = graph_now_seconds() - t0;
     s->scan_work = p.scan_work;
+    s->inst_work = p.inst_work;
     s->scan_max = p.scan_max;
     s->rounds = p.rounds;
     *out = s;

@@ -35,11 +35,16 @@ typedef union chunk {
 
 typedef struct scratch {
     chunk *head;            /* newest chunk */
+    chunk *spare;           /* chunks of earlier uses, emptied by fuse_scratch_reset */
 } scratch;
 
 void *fuse_scratch_alloc(scratch *a, size_t bytes);
 void *fuse_scratch_calloc(scratch *a, size_t n, size_t size);
 void fuse_scratch_free(scratch *a);
+/* Empties a (everything allocated from it is gone) but keeps its chunks for
+ * the next allocations: a planning round's arena costs no fresh pages (and
+ * no page faults) when the last round's chunks suffice. */
+void fuse_scratch_reset(scratch *a);
 fuse_step fuse_make_step(int ndim, const int64_t *shape, int64_t offset, const int64_t *strides);
 /* The identity linearization of a shape (row-major). */
 fuse_step fuse_identity_step(int ndim, const int64_t *shape);
@@ -62,9 +67,12 @@ struct inst {
     int kernel;              /* id of the root whose kernel this is in */
     const fuse_map *map;     /* kernel loop index -> element of node (scratch) */
     inst *in[LF_MAX_ARGS];   /* instances of the inputs (inlined nodes only) */
-    inst *next_node;         /* next instance of the same node */
-    inst *next_all;          /* every instance of the round */
+    inst *next_node;         /* next instance of the same node (newest first) */
+    inst *prev_node;         /* the one before it, NULL for p->first[node] */
     inst *next_hash;         /* next in its bucket of the instance table */
+    uint64_t seq;            /* creation order (find_instances' walk order) */
+    int creator;             /* node being processed when it was made (a
+                                seed: its own node) */
     uint64_t hash;           /* of (node, kernel, map) */
     int expr;                /* pass 2: expression id in the kernel's fn */
     int nload;               /* loads at or beneath this instance (victims) */
@@ -92,26 +100,56 @@ typedef struct planner {
     scratch iar;             /* instance records, maps, the instance table
                                 (kept across rounds, see find_instances) */
     bool *iroot;             /* root[] when the instances were derived */
-    inst **ck;               /* per node: the newest instance before it was
-                                processed (the rewind point) */
-    size_t ilive, idead;     /* instances kept and rewound since iar was reset */
+    size_t ilive, idead;     /* instances kept and taken back since iar was reset */
+    uint64_t iseq;           /* the next instance's seq */
+    int cur_node;            /* the node whose instances are being processed */
+    bool ipush;              /* add_inst queues what it makes (rederive) */
+    inst **iheap;            /* rederive's queue: a max-heap by (node, seq) */
+    inst **idone;            /* rederive: the instances it processed, in order */
+    size_t ihlen, ihcap, idlen, idcap;
+    uint64_t inst_work;      /* instances processed by find_instances over
+                                all rounds: fuse_schedule.inst_work */
     int64_t *kops64;         /* per root: kops uncapped (kept across rounds) */
     bool ivalid;             /* instances of an earlier round are kept */
     bool *needed;            /* reachable from an output */
     bool *root;              /* kernel root */
     int *output;             /* first output index of the node, -1 */
-    int *ops;                /* fused expression size (MAP nodes) */
+    int *ops;                /* fused expression size (MAP nodes), capped at
+                                CHEAP_OPS + 1 (only "more than CHEAP_OPS" is
+                                ever asked) */
     int *fnops;              /* operations of the node's own fn (MAP nodes) */
     int *kops;               /* per root: operations of its instances (round) */
     bool *trans;             /* fused expression has a transcendental op */
+    bool *croot;             /* root[] when the costs were last computed */
+    bool costs_valid;        /* ops, trans and croot hold a computation */
+    int *uoff, *users;       /* per needed node: the needed maps and views
+                                that read it, users[uoff[id] .. uoff[id+1]) */
+    int *cheap_heap;         /* fuse_compute_costs' queue of nodes (a min-heap) */
+    bool *queued;            /* in that queue */
     bool *cand;              /* expensive shared node (this round) */
     inst **first;            /* per node: its instances (round) */
     int *ninst;              /* per node: instance count (round) */
-    inst *all;               /* every instance (round) */
     inst **htab;             /* instances by (node, kernel, map): buckets (round) */
     size_t hcap, hcount;     /* buckets (a power of two) and instances in them */
     inst ***klist;           /* per root: its kernel's instances by node id */
     int *kcount;             /* per root: their number */
+    int *kfold;              /* per root: the latest fold root among its
+                                list's nodes (join_epilogue), -1 none, -2
+                                not known since the list changed */
+    struct ownloads **kown;  /* per root: its own loads (start_unit), NULL
+                                until asked since the list changed */
+    bool *mdiff;             /* per node: two of its instances have different
+                                maps (valid when !mdirty) */
+    bool *mdirty;            /* per node: its instances changed since mdiff */
+    unsigned char *kind;     /* per node: its kind (node_kind), read without
+                                touching the node (the rounds' passes) */
+    int *ioff, *iids;        /* per needed node: its inputs' ids,
+                                iids[ioff[id] .. ioff[id+1]) */
+    int *gc_ids;             /* the needed gathers and contractions */
+    int ngc;
+    bool *kfits;             /* per root: its loads were found within the
+                                caps (fuse_find_victim) and its list has not
+                                changed since (find_instances clears it) */
     int *merged_into;        /* root -> the root of the kernel it joined, -1 */
     int *host;               /* per root: root id of the kernel computing it */
     unsigned char *role;     /* per root: its part in its kernel (role) */
@@ -129,11 +167,9 @@ typedef struct planner {
     int *cmap;               /* per map: 1 + id of a needed contraction whose
                                 product it is, else 0 (plan_contract.c) */
     struct leafsum **lsum;   /* per root: its distinct leaf loads, made on
-                                first use in a round's merges (plan_merge.c);
-                                the array lives for the plan, the summaries
-                                in p->tmp: cleared at each merges' start */
-    int *lsum_ids;           /* the roots whose lsum is set, nlsum of them */
-    int nlsum;
+                                first use (plan_merge.c) in p->keep and kept
+                                until its list changes (fuse_kernel_changed
+                                empties it) */
     uint64_t scan_work;      /* instances and loads the merges' scans of roots
                                 visited (all rounds): fuse_schedule.scan_work */
     int rounds;              /* planning rounds: fuse_schedule.rounds */
@@ -168,7 +204,7 @@ typedef struct unit {
     int nrow;                      /* row pass loads (ACC included), row NULL: none */
     pload *row;
     int nepi;                      /* epilogue loads, ACC excluded */
-    pload *epi;
+    pload *epi;                    /* NULL until the first epilogue joins */
     int nreds;                     /* reductions */
     int nroots;                    /* roots in it (each stores at most once) */
     int nops;                      /* operations of its roots' instances */
@@ -199,19 +235,24 @@ bool fuse_is_leaf(const planner *p, const lf_node *n, int k);
 /* ---- plan_vertical.c ---- */
 /* Walks the needed nodes top-down, giving each root a seed instance and
  * propagating every inlined instance to its inputs; then lists each
- * kernel's instances in node order.
+ * kernel's instances in node order (within a node, newest first).
  *
- * Incremental across rounds: what processing node id does depends only on
- * the roots at or above id (inputs have smaller ids than their users) and
- * on the instances made before it, so when the roots changed at most at
- * node top since the last round, the instances made before top was
- * processed are exactly those a fresh walk makes: the newer ones are taken
- * back (rewind_instances) and nodes top..0 walked again. The records taken
- * back stay in p->iar until it is reset, which happens when they outnumber
- * the live ones. */
+ * Incremental across rounds, per kernel: a kernel's instances depend only
+ * on its own seed and the root status of the nodes it reaches, so only the
+ * kernels with an instance of a node whose root status changed (and the
+ * kernels of new roots) change, and in each only the instances at or below
+ * the highest such node T: those made while processing nodes at or below
+ * T are taken back, the others (made by nodes above T) are kept, and the
+ * kernel's nodes T..0 are processed again in the order a fresh walk
+ * processes them (node, then newest first), so its list is the one a
+ * fresh walk makes. The records taken back stay in p->iar until it is
+ * reset (a fresh walk), which happens when they outnumber the live ones. */
 lf_status fuse_find_instances(planner *p);
-/* Size and transcendence of each map node's fused expression, bottom-up. */
-void fuse_compute_costs(planner *p);
+/* Size and transcendence of each map node's fused expression, bottom-up.
+ * Incremental: after the first call, only the maps above a node whose root
+ * status changed since the last call are computed again, upward through
+ * their users while a value changes (false: out of memory). */
+bool fuse_compute_costs(planner *p);
 /* Makes roots of the expensive shared nodes that have no other such node
  * beneath them. Returns how many. */
 int fuse_add_shared_roots(planner *p);
@@ -239,6 +280,9 @@ bool fuse_loads_fit(int nloads, int nbufs);
 int fuse_count_loads(const planner *p, int k, pload *ls, int *nbufs);
 
 /* ---- plan_merge.c ---- */
+/* Root k's instance list changed (or went): forgets what was derived from
+ * it (kfits, kfold, kown, its leaf summary). */
+void fuse_kernel_changed(planner *p, int k);
 /* Forms the kernels of this round: every needed root, in node order, joins
  * an earlier kernel or starts its own (see the rules at the top). */
 lf_status fuse_plan_merges(planner *p);
@@ -268,7 +312,7 @@ lf_status fuse_plan_traffic(planner *p, fuse_schedule *s);
 /* ---- plan_scan.c ---- */
 /* Whether n is a reduction-like root that seeds a kernel of its own
  * (NODE_REDUCE or NODE_SCAN). */
-bool fuse_is_fold(const lf_node *n);
+static inline bool fuse_is_fold(const lf_node *n) { return n->kind == NODE_REDUCE || n->kind == NODE_SCAN; }
 /* The fold's op and its reduced axes (a scan: its axis). */
 lf_reduce_op fuse_fold_op(const lf_node *n);
 uint32_t fuse_fold_mask(const lf_node *n);

@@ -43,7 +43,8 @@ bool fuse_contracts_map(const planner *p, int k, const lf_node *n) {
 
 bool fuse_contract_roots(planner *p) {
     bool added = false;
-    for (int id = 0; id < p->nn; id++) {
+    for (int g = 0; g < p->ngc; g++) { /* the needed gathers and contractions */
+        int id = p->gc_ids[g];
         graph_contract c;
         if (p->needed[id] && !p->root[id] && graph_contraction(p->g->nodes[id], &c) && p->root[c.map->id])
             added = p->root[id] = true;

@@ -76,7 +76,8 @@ static bool map_covers(const fuse_map *m, int64_t numel) {
 
 int fuse_gather_roots(planner *p) {
     int added = 0;
-    for (int id = 0; id < p->nn; id++) {
+    for (int g = 0; g < p->ngc; g++) { /* the needed gathers and contractions */
+        int id = p->gc_ids[g];
         const lf_node *n = p->g->nodes[id];
         if (!p->needed[id] || n->kind != NODE_GATHER || p->root[id]) continue;
         for (const inst *i = p->first[id]; i; i = i->next_node)

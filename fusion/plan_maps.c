@@ -1,5 +1,7 @@
 /* fusion/plan_maps.c: the planner's scratch arena and index maps (see
- * plan.h). A fuse_map takes a kernel's loop index to an element of a node:
+ * plan.h). An arena emptied by fuse_scratch_reset keeps its chunks and
+ * hands them out again (a planning round's arrays reuse the last round's
+ * pages); fuse_scratch_free gives them back. A fuse_map takes a kernel's loop index to an element of a node:
  * composing the maps of views and broadcasts folds them into one affine step
  * whenever that is exact (fusion.h, "Index maps").
  *
@@ -17,12 +19,27 @@ void *fuse_scratch_alloc(scratch *a, size_t bytes) {
     bytes = (bytes + 15) & ~(size_t)15;
     chunk *c = a->head;
     if (!c || c->h.cap - c->h.used < bytes) {
-        size_t cap = bytes > 32768 ? bytes : 32768;
-        c = graph_malloc(sizeof *c + cap);
-        if (!c) return NULL;
+        /* the first spare chunk that is big enough, else a new one in place
+           of a spare one (so the chunks held never outnumber those of the
+           busiest use) */
+        chunk **sp = &a->spare;
+        while (*sp && (*sp)->h.cap < bytes) sp = &(*sp)->h.next;
+        if (*sp) {
+            c = *sp;
+            *sp = c->h.next;
+        } else {
+            if (a->spare) {
+                chunk *old = a->spare;
+                a->spare = old->h.next;
+                graph_free(old);
+            }
+            size_t cap = bytes > 32768 ? bytes : 32768;
+            c = graph_malloc(sizeof *c + cap);
+            if (!c) return NULL;
+            c->h.cap = cap;
+        }
         c->h.next = a->head;
         c->h.used = 0;
-        c->h.cap = cap;
         a->head = c;
     }
     void *p = (char *)(c + 1) + c->h.used;
@@ -38,10 +55,20 @@ void *fuse_scratch_calloc(scratch *a, size_t n, size_t size) {
 }
 
 void fuse_scratch_free(scratch *a) {
+    fuse_scratch_reset(a);
+    while (a->spare) {
+        chunk *c = a->spare;
+        a->spare = c->h.next;
+        graph_free(c);
+    }
+}
+
+void fuse_scratch_reset(scratch *a) {
     while (a->head) {
         chunk *c = a->head;
         a->head = c->h.next;
-        graph_free(c);
+        c->h.next = a->spare;
+        a->spare = c;
     }
 }
 /* ---- index maps ---------------------------------------------------------------- */

@@ -65,10 +65,12 @@ typedef struct scan {
 /* A root's leaf loads, read as if it joined no reduction kernel (grp -1 of
  * fuse_leaf_load: a reduction root is a slot at its index map), distinct
  * and in the order of their first instance in the kernel's list: what every
- * scan_root of the root in a round has in common. Made lazily, once a
- * round: a scan extends it only as far as it reads (sum_entry), so the
- * instances walked for a root in a round are at most its kernel's list and
- * at most what the furthest scan of it needs. A scan keeps at most
+ * scan_root of the root has in common. Made lazily and kept across rounds
+ * until the root's list changes (they depend only on the list and the root
+ * status of its nodes, and a change of either changes the list:
+ * fuse_kernel_changed): a scan extends it only as far as it reads
+ * (sum_entry), so the instances walked for a root are at most its kernel's
+ * list and at most what the furthest scan of it needs. A scan keeps at most
  * GRAPH_MAX_PARAMS + 1 distinct loads and joining needs every reduction of
  * u that it reads at one map (the ACC map check), so a root with more than
  * GRAPH_MAX_PARAMS + 1 distinct slot loads fits no kernel: `over`, and the
@@ -82,17 +84,36 @@ typedef struct leafsum {
     signed char tab[SUM_TAB];           /* entries by hash of (source, identity, map), -1 empty */
 } leafsum;
 _Static_assert(GRAPH_MAX_PARAMS + 1 < 128 && SUM_TAB > 2 * (GRAPH_MAX_PARAMS + 1), "leafsum's table");
+_Static_assert(LF_MAX_ARGS <= GRAPH_MAX_PARAMS, "retire: fewer loads than LF_MAX_ARGS are below both caps");
 
-static leafsum *leaf_summary(planner *p, int e) {
-    if (p->lsum[e]) return p->lsum[e];
-    leafsum *s = fuse_scratch_alloc(&p->tmp, sizeof *s);
-    if (!s) return NULL;
+static void leafsum_clear(leafsum *s) {
     s->n = s->next = 0;
     s->over = false;
     memset(s->tab, -1, sizeof s->tab);
+}
+
+static leafsum *leaf_summary(planner *p, int e) {
+    if (p->lsum[e]) return p->lsum[e];
+    leafsum *s = fuse_scratch_alloc(&p->keep, sizeof *s);
+    if (!s) return NULL;
+    leafsum_clear(s);
     p->lsum[e] = s;
-    p->lsum_ids[p->nlsum++] = e;
     return s;
+}
+
+/* A root's own loads (start_unit): its distinct leaf loads in list order,
+ * up to the first that passes a cap. */
+typedef struct ownloads {
+    bool valid;
+    int n;
+    pload ls[GRAPH_MAX_PARAMS + 1];
+} ownloads;
+
+void fuse_kernel_changed(planner *p, int k) {
+    p->kfits[k] = false;
+    p->kfold[k] = -2;
+    if (p->kown[k]) p->kown[k]->valid = false;
+    if (p->lsum[k]) leafsum_clear(p->lsum[k]);
 }
 
 /* Whether root e's summary has entry j, reading e's instances up to it. */
@@ -279,6 +300,7 @@ static bool retire(planner *p, unit *u) {
         return true;
     }
     if (u->parked || u->red) return true;
+    if (u->npl[0] < LF_MAX_ARGS) return true; /* its buffers are fewer still: below both caps */
     int nb = fuse_count_buffers(u->pl[0], u->npl[0]);
     if (u->npl[0] < GRAPH_MAX_PARAMS && nb < LF_MAX_ARGS) return true;
     if ((p->pcount + (size_t)u->npl[0]) * 2 > p->pcap) {
@@ -369,10 +391,14 @@ static int join_reduce(planner *p, int r) {
  * reads as an epilogue. */
 static int join_epilogue(planner *p, int e) {
     const lf_node *en = p->g->nodes[e];
-    int r = -1;
-    for (int j = 0; j < p->kcount[e]; j++) {
-        const lf_node *x = p->klist[e][j]->node;
-        if (fuse_is_fold(x) && x->id != e && p->root[x->id] && x->id > r) r = x->id;
+    int r = p->kfold[e]; /* kept until the list changes (fuse_kernel_changed) */
+    if (r == -2) {
+        r = -1;
+        for (int j = 0; j < p->kcount[e]; j++) {
+            const lf_node *x = p->klist[e][j]->node;
+            if (fuse_is_fold(x) && x->id != e && p->root[x->id] && x->id > r) r = x->id;
+        }
+        p->kfold[e] = r;
     }
     if (r < 0) return 0;
     unit *u = p->unit[fuse_unit_of(p, r)];
@@ -383,6 +409,7 @@ static int join_epilogue(planner *p, int e) {
     scan_root(p, e, u, ROLE_EPI, &sc);
     if (!sc.ok) return 0;
     if (union_fits(u->epi, u->nepi, &sc, true, u->nreds) < 0) return 0;
+    if (!u->epi && !(u->epi = new_list(p))) return -1; /* the first epilogue */
     union_add(u->epi, &u->nepi, &sc, true);
     join(p, e, u, ROLE_EPI);
     return retire(p, u) ? 1 : -1;
@@ -549,7 +576,7 @@ static int absorb_space(planner *p, int r) {
 static unit *start_unit(planner *p, int e) {
     const lf_node *en = p->g->nodes[e];
     unit *u = fuse_scratch_calloc(&p->tmp, 1, sizeof *u);
-    if (!u || !(u->pl[0] = new_list(p)) || !(u->epi = new_list(p))) return NULL;
+    if (!u || !(u->pl[0] = new_list(p))) return NULL; /* u->epi: made by the first epilogue */
     u->host = e;
     u->red = fuse_is_fold(en);
     u->scan = en->kind == NODE_SCAN;
@@ -567,15 +594,24 @@ static unit *start_unit(planner *p, int e) {
     } else {
         u->out_row = p->output[e] >= 0;
     }
-    /* its own loads; past a cap it is full (it will be split) */
-    for (int j = 0, nb = 0; j < p->kcount[e] && fuse_loads_fit(u->npl[0], nb); j++) {
-        const inst *i = p->klist[e][j];
-        pload l;
-        if (!fuse_is_leaf(p, i->node, e) || !fuse_leaf_load(p, i, -1, &l)) continue;
-        if (fuse_find_load(u->pl[0], u->npl[0], &l) >= 0) continue;
-        nb += fuse_new_buffer(u->pl[0], u->npl[0], &l);
-        u->pl[0][u->npl[0]++] = l;
+    /* its own loads; past a cap it is full (it will be split); kept until
+       its list changes */
+    ownloads *own = p->kown[e];
+    if (!own && !(own = p->kown[e] = fuse_scratch_calloc(&p->keep, 1, sizeof *own))) return NULL;
+    if (!own->valid) {
+        own->n = 0;
+        for (int j = 0, nb = 0; j < p->kcount[e] && fuse_loads_fit(own->n, nb); j++) {
+            const inst *i = p->klist[e][j];
+            pload l;
+            if (!fuse_is_leaf(p, i->node, e) || !fuse_leaf_load(p, i, -1, &l)) continue;
+            if (fuse_find_load(own->ls, own->n, &l) >= 0) continue;
+            nb += fuse_new_buffer(own->ls, own->n, &l);
+            own->ls[own->n++] = l;
+        }
+        own->valid = true;
     }
+    memcpy(u->pl[0], own->ls, (size_t)own->n * sizeof *own->ls);
+    u->npl[0] = own->n;
     p->role[e] = u->red ? ROLE_PASS : ROLE_BODY;
     p->pass[e] = 0;
     p->unit[e] = u;
@@ -590,7 +626,7 @@ lf_status fuse_plan_merges(planner *p) {
     for (int id = 0; id < nn; id++) {
         p->merged_into[id] = -1;
         p->host[id] = id;
-        p->role[id] = fuse_is_fold(p->g->nodes[id]) ? ROLE_PASS : ROLE_BODY;
+        p->role[id] = p->kind[id] == NODE_REDUCE || p->kind[id] == NODE_SCAN ? ROLE_PASS : ROLE_BODY; /* fuse_is_fold */
         p->pass[id] = 0;
     }
     p->units = p->units_tail = p->parked = NULL;
@@ -598,7 +634,6 @@ lf_status fuse_plan_merges(planner *p) {
     p->pcap = p->pcount = 0;
     p->unit = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->unit);
     if (!p->unit) return fuse_nomem(p);
-    while (p->nlsum > 0) p->lsum[p->lsum_ids[--p->nlsum]] = NULL; /* the last round's (freed with p->tmp) */
     if (!p->fusion) return LF_OK;
     for (int e = 0; e < nn; e++) {
         const lf_node *en = p->g->nodes[e];
@@ -648,9 +683,12 @@ lf_status fuse_plan_merges(planner *p) {
 int fuse_find_victim(planner *p) {
     pload ls[GRAPH_MAX_PARAMS + 1];
     for (int k = 0; k < p->nn; k++) {
-        if (!p->kcount[k] || p->merged_into[k] >= 0) continue;
+        if (!p->kcount[k] || p->merged_into[k] >= 0 || p->kfits[k]) continue;
         int nb, nl = fuse_count_loads(p, k, ls, &nb);
-        if (fuse_loads_fit(nl, nb)) continue;
+        if (fuse_loads_fit(nl, nb)) { /* until its list changes (find_instances) */
+            p->kfits[k] = true;
+            continue;
+        }
         inst *best = NULL, *gather = NULL;
         for (int j = 0; j < p->kcount[k]; j++) {
             inst *i = p->klist[k][j];

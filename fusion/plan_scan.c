@@ -28,7 +28,6 @@
  */
 #include "fusion/plan.h"
 
-bool fuse_is_fold(const lf_node *n) { return n->kind == NODE_REDUCE || n->kind == NODE_SCAN; }
 
 lf_reduce_op fuse_fold_op(const lf_node *n) { return n->kind == NODE_SCAN ? n->u.scan.op : n->u.reduce.op; }
 

@@ -34,6 +34,45 @@ static bool grow_table(planner *p) {
     return true;
 }
 
+/* rederive's queue: instances by (node id, seq), the largest first (the
+ * order in which a fresh walk processes one kernel's instances). */
+static bool inst_after(const inst *a, const inst *b) {
+    return a->node->id != b->node->id ? a->node->id > b->node->id : a->seq > b->seq;
+}
+
+static bool heap_push_inst(planner *p, inst *i) {
+    if (p->ihlen == p->ihcap) {
+        size_t cap = p->ihcap ? 2 * p->ihcap : 256;
+        inst **t = graph_realloc(p->iheap, cap * sizeof *t);
+        if (!t) return false;
+        p->iheap = t;
+        p->ihcap = cap;
+    }
+    inst **h = p->iheap;
+    size_t c = p->ihlen++;
+    while (c > 0 && inst_after(i, h[(c - 1) / 2])) {
+        h[c] = h[(c - 1) / 2];
+        c = (c - 1) / 2;
+    }
+    h[c] = i;
+    return true;
+}
+
+static inst *heap_pop_inst(planner *p) {
+    inst **h = p->iheap, *top = h[0], *last = h[--p->ihlen];
+    size_t c = 0, n = p->ihlen;
+    for (;;) {
+        size_t a = 2 * c + 1;
+        if (a >= n) break;
+        if (a + 1 < n && inst_after(h[a + 1], h[a])) a++;
+        if (!inst_after(h[a], last)) break;
+        h[c] = h[a];
+        c = a;
+    }
+    if (n > 0) h[c] = last;
+    return top;
+}
+
 /* The instance of n in kernel k at map m, made if new (a hash table: a node
  * read at many index maps costs no scan). */
 static inst *add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) {
@@ -52,11 +91,15 @@ static inst *add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) {
     i->kernel = k;
     i->map = m;
     i->expr = -1;
+    i->seq = p->iseq++;
+    i->creator = p->cur_node;
+    i->prev_node = NULL;
     i->next_node = p->first[n->id];
+    if (i->next_node) i->next_node->prev_node = i;
     p->first[n->id] = i;
-    i->next_all = p->all;
-    p->all = i;
     p->ninst[n->id]++;
+    p->mdirty[n->id] = true;
+    if (p->ipush && !heap_push_inst(p, i)) return NULL;
     return i;
 }
 
@@ -163,156 +206,230 @@ static bool small_reduce_instances(planner *p, inst *i) {
     return true;
 }
 
-/* Takes back every instance made since node top was processed (they are
- * the newest), so that nodes top..0 can be processed again. */
-static void rewind_instances(planner *p, int top) {
-    inst *stop = p->ck[top];
-    while (p->all != stop) {
-        inst *i = p->all;
-        p->all = i->next_all;
-        inst **b = &p->htab[i->hash & (p->hcap - 1)];
-        while (*b != i) b = &(*b)->next_hash;
-        *b = i->next_hash;
-        p->hcount--;
-        assert(p->first[i->node->id] == i);
-        p->first[i->node->id] = i->next_node;
-        p->ninst[i->node->id]--;
-        p->ilive--;
-        p->idead++;
-    }
-    for (int id = 0; id <= top; id++) /* kept instances made by nodes above top */
-        for (inst *i = p->first[id]; i; i = i->next_node) memset(i->in, 0, sizeof i->in);
+/* Takes instance i back: out of the table and its node's list. */
+static void remove_inst(planner *p, inst *i) {
+    inst **b = &p->htab[i->hash & (p->hcap - 1)];
+    while (*b != i) b = &(*b)->next_hash;
+    *b = i->next_hash;
+    p->hcount--;
+    if (i->prev_node) i->prev_node->next_node = i->next_node;
+    else p->first[i->node->id] = i->next_node;
+    if (i->next_node) i->next_node->prev_node = i->prev_node;
+    p->ninst[i->node->id]--;
+    p->mdirty[i->node->id] = true;
+    p->ilive--;
+    p->idead++;
 }
 
-/* Walks the needed nodes top-down, giving each root a seed instance and
- * propagating every inlined instance to its inputs; then lists each
- * kernel's instances in node order.
- *
- * Incremental across rounds: what processing node id does depends only on
- * the roots at or above id (inputs have smaller ids than their users) and
- * on the instances made before it, so when the roots changed at most at
- * node top since the last round, the instances made before top was
- * processed are exactly those a fresh walk makes: the newer ones are taken
- * back (rewind_instances) and nodes top..0 walked again. The records taken
- * back stay in p->iar until it is reset, which happens when they outnumber
- * the live ones. */
-lf_status fuse_find_instances(planner *p) {
-    fuse_scratch_free(&p->tmp);
-    int nn = p->nn, top = nn - 1;
-    if (p->ivalid) {
-        top = -1;
-        for (int id = nn - 1; id >= 0 && top < 0; id--)
-            if (p->root[id] != p->iroot[id]) top = id;
-        if (p->idead > p->ilive + 4096) top = nn - 1;
+/* Processes instance i: makes the instances of what it computes from
+ * (none for a leaf). false: out of memory. */
+static bool derive(planner *p, inst *i) {
+    const lf_node *n = i->node;
+    int id = n->id;
+    p->inst_work++;
+    if (n->kind == NODE_GATHER && !(p->root[id] && id != i->kernel)) /* plan_gather.c */
+        return fuse_gather_instances(p, i);
+    if (n->kind == NODE_SCATTER && id == i->kernel) /* its own kernel: plan_scatter.c */
+        return fuse_scatter_instances(p, i);
+    if (n->kind == NODE_SORT && id == i->kernel) /* its own kernel: plan_sort.c */
+        return fuse_sort_instances(p, i);
+    if (fuse_is_leaf(p, n, i->kernel)) return true;
+    if (n->kind == NODE_REDUCE && !p->root[id]) /* inlined small reduction */
+        return small_reduce_instances(p, i);
+    if (n->kind == NODE_VIEW) {
+        fuse_step st = fuse_make_step(n->ndim, n->shape, n->u.view.offset, n->u.view.strides);
+        const fuse_map *m = fuse_map_compose(&p->iar, i->map, &st);
+        return m && (i->in[0] = add_inst(p, n->inputs[0], i->kernel, m));
     }
-    /* the instances of nodes top..0 leave their kernels' lists and counts */
-    int *lowold = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *lowold);
-    int *lownew = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *lownew);
-    if (!lowold || !lownew) return fuse_nomem(p);
-    for (int id = 0; p->ivalid && top < nn - 1 && id <= top; id++)
-        for (inst *i = p->first[id]; i; i = i->next_node) {
-            int k = i->kernel;
-            p->kcount[k]--;
-            lowold[k]++;
-            if (i->node->kind == NODE_MAP && !(p->iroot[id] && id != k)) p->kops64[k] -= p->fnops[id];
+    if (n->kind == NODE_MAP) {
+        for (int k = 0; k < n->ninputs; k++) {
+            const lf_node *x = n->inputs[k];
+            const fuse_map *m = i->map;
+            bool same = x->ndim == n->ndim && !memcmp(x->shape, n->shape, (size_t)n->ndim * sizeof *n->shape);
+            if (!same) {
+                int64_t bs[LF_MAX_DIMS];
+                graph_broadcast_strides(x->ndim, x->shape, n->ndim, n->shape, bs);
+                fuse_step st = fuse_make_step(n->ndim, n->shape, 0, bs);
+                m = fuse_map_compose(&p->iar, i->map, &st);
+            }
+            if (!m || !(i->in[k] = add_inst(p, x, i->kernel, m))) return false;
         }
-    if (!p->ivalid || top == nn - 1) {
-        for (int k = 0; k < nn; k++) {
-            graph_free(p->klist[k]);
-            p->klist[k] = NULL;
-        }
-        memset(p->kcount, 0, (size_t)nn * sizeof *p->kcount);
-        memset(p->kops64, 0, (size_t)nn * sizeof *p->kops64);
-        fuse_scratch_free(&p->iar);
-        p->all = NULL;
-        p->htab = NULL;
-        p->hcap = p->hcount = 0;
-        p->ilive = p->idead = 0;
-        memset(p->first, 0, (size_t)nn * sizeof *p->first);
-        memset(p->ninst, 0, (size_t)nn * sizeof *p->ninst);
-        top = nn - 1;
-    } else if (top >= 0) {
-        rewind_instances(p, top);
+        return true;
     }
-    p->ivalid = false; /* until this walk completes */
-    memcpy(p->iroot, p->root, (size_t)nn * sizeof *p->root);
-    for (int id = top; id >= 0; id--) {
-        p->ck[id] = p->all;
+    if (fuse_is_fold(n)) {
+        const lf_node *x = n->inputs[0];
+        fuse_map *m = fuse_map_identity(&p->iar, x);
+        return m && (i->in[0] = add_inst(p, x, i->kernel, m));
+    }
+    return true;
+}
+
+/* Whether inst i (a map) adds its fn's operations to its kernel (kops):
+ * inlined under the roots of `root`. */
+static bool counts_ops(const planner *p, const inst *i, const bool *root) {
+    const lf_node *n = i->node;
+    if (n->kind != NODE_MAP) return false;
+    return !root[n->id] || n->id == i->kernel || fuse_contracts_map(p, i->kernel, n);
+}
+
+/* A fresh walk: every instance of every kernel, and the lists. */
+static lf_status walk_all(planner *p) {
+    int nn = p->nn;
+    for (int k = 0; k < nn; k++) {
+        graph_free(p->klist[k]);
+        p->klist[k] = NULL;
+    }
+    memset(p->kcount, 0, (size_t)nn * sizeof *p->kcount);
+    memset(p->kops64, 0, (size_t)nn * sizeof *p->kops64);
+    for (int k = 0; k < nn; k++) fuse_kernel_changed(p, k);
+    fuse_scratch_reset(&p->iar);
+    p->htab = NULL;
+    p->hcap = p->hcount = 0;
+    p->ilive = p->idead = 0;
+    memset(p->first, 0, (size_t)nn * sizeof *p->first);
+    memset(p->ninst, 0, (size_t)nn * sizeof *p->ninst);
+    for (int id = 0; id < nn; id++) p->mdirty[id] = true;
+    for (int id = nn - 1; id >= 0; id--) {
+        p->cur_node = id;
         if (!p->needed[id]) continue;
         const lf_node *n = p->g->nodes[id];
         if (p->root[id]) {
             fuse_map *m = fuse_map_identity(&p->iar, n);
             if (!m || !add_inst(p, n, id, m)) return fuse_nomem(p);
         }
-        for (inst *i = p->first[id]; i; i = i->next_node) {
-            if (n->kind == NODE_GATHER && !(p->root[id] && id != i->kernel)) { /* plan_gather.c */
-                if (!fuse_gather_instances(p, i)) return fuse_nomem(p);
-                continue;
-            }
-            if (n->kind == NODE_SCATTER && id == i->kernel) { /* its own kernel: plan_scatter.c */
-                if (!fuse_scatter_instances(p, i)) return fuse_nomem(p);
-                continue;
-            }
-            if (n->kind == NODE_SORT && id == i->kernel) { /* its own kernel: plan_sort.c */
-                if (!fuse_sort_instances(p, i)) return fuse_nomem(p);
-                continue;
-            }
-            if (fuse_is_leaf(p, n, i->kernel)) continue;
-            if (n->kind == NODE_REDUCE && !p->root[id]) { /* inlined small reduction */
-                if (!small_reduce_instances(p, i)) return fuse_nomem(p);
-                continue;
-            }
-            if (n->kind == NODE_VIEW) {
-                fuse_step st = fuse_make_step(n->ndim, n->shape, n->u.view.offset, n->u.view.strides);
-                const fuse_map *m = fuse_map_compose(&p->iar, i->map, &st);
-                if (!m || !(i->in[0] = add_inst(p, n->inputs[0], i->kernel, m))) return fuse_nomem(p);
-            } else if (n->kind == NODE_MAP) {
-                for (int k = 0; k < n->ninputs; k++) {
-                    const lf_node *x = n->inputs[k];
-                    const fuse_map *m = i->map;
-                    bool same = x->ndim == n->ndim &&
-                                !memcmp(x->shape, n->shape, (size_t)n->ndim * sizeof *n->shape);
-                    if (!same) {
-                        int64_t bs[LF_MAX_DIMS];
-                        graph_broadcast_strides(x->ndim, x->shape, n->ndim, n->shape, bs);
-                        fuse_step st = fuse_make_step(n->ndim, n->shape, 0, bs);
-                        m = fuse_map_compose(&p->iar, i->map, &st);
-                    }
-                    if (!m || !(i->in[k] = add_inst(p, x, i->kernel, m))) return fuse_nomem(p);
-                }
-            } else if (fuse_is_fold(n)) {
-                const lf_node *x = n->inputs[0];
-                fuse_map *m = fuse_map_identity(&p->iar, x);
-                if (!m || !(i->in[0] = add_inst(p, x, i->kernel, m))) return fuse_nomem(p);
-            }
-        }
+        for (inst *i = p->first[id]; i; i = i->next_node)
+            if (!derive(p, i)) return fuse_nomem(p);
     }
-    p->ivalid = true;
-    /* a kernel's list: its instances of nodes 0..top in node order (without
-     * sorting), then the kept ones of the nodes above top */
-    for (int id = 0; id <= top; id++)
+    /* each kernel's list in node order, newest first within a node */
+    for (int id = 0; id < nn; id++)
         for (inst *i = p->first[id]; i; i = i->next_node) {
-            lownew[i->kernel]++;
-            if (i->node->kind == NODE_MAP && !fuse_is_leaf(p, i->node, i->kernel)) p->kops64[i->kernel] += p->fnops[id];
+            p->kcount[i->kernel]++;
+            if (counts_ops(p, i, p->root)) p->kops64[i->kernel] += p->fnops[id];
         }
-    int *fill = lowold; /* reused: per touched kernel, the next position */
     for (int k = 0; k < nn; k++) {
-        if (!lowold[k] && !lownew[k]) continue;
-        int keep = p->kcount[k], cnt = keep + lownew[k];
-        inst **l = NULL;
-        if (cnt) {
-            l = graph_malloc((size_t)cnt * sizeof *l);
-            if (!l) return fuse_nomem(p);
-            if (keep) memcpy(l + lownew[k], p->klist[k] + lowold[k], (size_t)keep * sizeof *l);
-        }
-        graph_free(p->klist[k]);
-        p->klist[k] = l;
-        p->kcount[k] = cnt;
         p->kops[k] = p->kops64[k] > COST_CAP ? COST_CAP : (int)p->kops64[k];
-        fill[k] = 0;
+        if (p->kcount[k] && !(p->klist[k] = graph_malloc((size_t)p->kcount[k] * sizeof **p->klist)))
+            return fuse_nomem(p);
+        p->kcount[k] = 0;
     }
-    for (int id = 0; id <= top; id++)
-        for (inst *i = p->first[id]; i; i = i->next_node) p->klist[i->kernel][fill[i->kernel]++] = i;
+    for (int id = 0; id < nn; id++)
+        for (inst *i = p->first[id]; i; i = i->next_node) p->klist[i->kernel][p->kcount[i->kernel]++] = i;
+    return LF_OK;
+}
+
+/* Kernel k's instances at nodes top..0 again (top: the highest node of k
+ * whose root status changed, or k itself for a new root; plan.h). Reads
+ * p->iroot as the roots the list was made under. */
+static lf_status rederive(planner *p, int k, int top) {
+    inst **l = p->klist[k];
+    int cnt = p->kcount[k], pre = 0;
+    while (pre < cnt && l[pre]->node->id <= top) pre++;
+    p->ihlen = p->idlen = 0;
+    for (int j = 0; j < pre; j++) {
+        inst *i = l[j];
+        if (counts_ops(p, i, p->iroot)) p->kops64[k] -= p->fnops[i->node->id];
+        p->inst_work++;
+        if (i->creator <= top) {
+            remove_inst(p, i);
+        } else {
+            memset(i->in, 0, sizeof i->in);
+            if (!heap_push_inst(p, i)) return fuse_nomem(p);
+        }
+    }
+    if (p->needed[k] && p->root[k] && !cnt) { /* a new kernel: its seed */
+        p->cur_node = k;
+        fuse_map *m = fuse_map_identity(&p->iar, p->g->nodes[k]);
+        if (!m || !add_inst(p, p->g->nodes[k], k, m)) return fuse_nomem(p);
+        if (!heap_push_inst(p, p->first[k])) return fuse_nomem(p);
+    }
+    p->ipush = true;
+    while (p->ihlen > 0) {
+        inst *i = heap_pop_inst(p);
+        if (p->idlen == p->idcap) {
+            size_t cap = p->idcap ? 2 * p->idcap : 256;
+            inst **t = graph_realloc(p->idone, cap * sizeof *t);
+            if (!t) {
+                p->ipush = false;
+                return fuse_nomem(p);
+            }
+            p->idone = t;
+            p->idcap = cap;
+        }
+        p->idone[p->idlen++] = i;
+        p->cur_node = i->node->id;
+        if (!derive(p, i)) {
+            p->ipush = false;
+            return fuse_nomem(p);
+        }
+    }
+    p->ipush = false;
+    /* the list: the processed ones (node descending, newest first within a
+       node) by node ascending, then the kept ones above top */
+    int n = (int)p->idlen, keep = cnt - pre;
+    inst **nl = n + keep ? graph_malloc((size_t)(n + keep) * sizeof *nl) : NULL;
+    if (n + keep && !nl) return fuse_nomem(p);
+    int w = 0;
+    for (int e = n; e > 0;) { /* the group of one node: idone[b..e) */
+        int b = e - 1;
+        while (b > 0 && p->idone[b - 1]->node == p->idone[e - 1]->node) b--;
+        for (int j = b; j < e; j++) {
+            nl[w++] = p->idone[j];
+            if (counts_ops(p, p->idone[j], p->root)) p->kops64[k] += p->fnops[p->idone[j]->node->id];
+        }
+        e = b;
+    }
+    if (keep) memcpy(nl + n, l + pre, (size_t)keep * sizeof *nl);
+    graph_free(l);
+    p->klist[k] = nl;
+    p->kcount[k] = n + keep;
+    p->kops[k] = p->kops64[k] > COST_CAP ? COST_CAP : (int)p->kops64[k];
+    fuse_kernel_changed(p, k);
+    return LF_OK;
+}
+
+lf_status fuse_find_instances(planner *p) {
+    fuse_scratch_reset(&p->tmp);
+    int nn = p->nn;
+    if (!p->ivalid || p->idead > p->ilive + 4096) {
+        p->ivalid = false; /* until the walk completes */
+        lf_status st = walk_all(p);
+        if (st != LF_OK) return st;
+        memcpy(p->iroot, p->root, (size_t)nn * sizeof *p->root);
+        p->ivalid = true;
+        return LF_OK;
+    }
+    /* the kernels that change and, in each, the highest changed node (+1) */
+    int *top = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *top);
+    int *ks = fuse_scratch_alloc(&p->tmp, (size_t)nn * sizeof *ks);
+    if (!top || !ks) return fuse_nomem(p);
+    int nks = 0;
+    for (int c = 0; c < nn; c++) {
+        if (p->root[c] == p->iroot[c]) continue;
+        for (inst *i = p->first[c]; i; i = i->next_node)
+            if (i->kernel != c) {
+                if (!top[i->kernel]) ks[nks++] = i->kernel;
+                if (c + 1 > top[i->kernel]) top[i->kernel] = c + 1;
+            }
+        if (p->iroot[c] && p->kcount[c]) { /* no longer a root: its kernel goes */
+            for (int j = 0; j < p->kcount[c]; j++) remove_inst(p, p->klist[c][j]);
+            graph_free(p->klist[c]);
+            p->klist[c] = NULL;
+            p->kcount[c] = 0;
+            p->kops64[c] = p->kops[c] = 0;
+            fuse_kernel_changed(p, c);
+        }
+        if (p->root[c] && p->needed[c] && !top[c]) {
+            ks[nks++] = c;
+            top[c] = c + 1;
+        }
+    }
+    p->ivalid = false; /* until every kernel is done */
+    for (int j = 0; j < nks; j++) {
+        lf_status st = rederive(p, ks[j], top[ks[j]] - 1);
+        if (st != LF_OK) return st;
+    }
+    memcpy(p->iroot, p->root, (size_t)nn * sizeof *p->root);
+    p->ivalid = true;
     return LF_OK;
 }
 /* ---- the multiple-consumer rule --------------------------------------------------------- */
@@ -331,32 +448,123 @@ static bool inlined_map(const planner *p, const lf_node *x) {
     return x->kind == NODE_MAP && !p->root[x->id];
 }
 
-/* Size and transcendence of each map node's fused expression, bottom-up. */
-void fuse_compute_costs(planner *p) {
-    for (int id = 0; id < p->nn; id++) {
-        const lf_node *n = p->g->nodes[id];
-        if (!p->needed[id] || n->kind != NODE_MAP) continue;
-        const lf_fn *f = n->u.map.fn;
-        int64_t ops = 0;
-        bool tr = false;
-        for (int e = 0; e < f->nexprs; e++) {
-            if (f->exprs[e].kind == EXPR_OP) {
-                ops++;
-                tr |= op_expensive(f->exprs[e].op);
-            } else if (f->exprs[e].kind == EXPR_CAST) {
-                ops++;
-            }
+/* The size (capped at CHEAP_OPS + 1: min(a + min(b, c), c) = min(a + b, c),
+ * so the cap changes no "more than CHEAP_OPS") and transcendence of map
+ * node id's fused expression from its inputs' (which are final). */
+static void map_cost(planner *p, int id, int *ops_out, bool *tr_out) {
+    const lf_node *n = p->g->nodes[id];
+    const lf_fn *f = n->u.map.fn;
+    int64_t ops = 0;
+    bool tr = false;
+    for (int e = 0; e < f->nexprs; e++) {
+        if (f->exprs[e].kind == EXPR_OP) {
+            ops++;
+            tr |= op_expensive(f->exprs[e].op);
+        } else if (f->exprs[e].kind == EXPR_CAST) {
+            ops++;
         }
-        for (int k = 0; k < n->ninputs; k++) {
-            const lf_node *x = through_views(p, n->inputs[k]);
-            if (inlined_map(p, x)) {
-                ops += p->ops[x->id];
-                tr |= p->trans[x->id];
-            }
-        }
-        p->ops[id] = ops > COST_CAP ? COST_CAP : (int)ops;
-        p->trans[id] = tr;
     }
+    for (int k = 0; k < n->ninputs; k++) {
+        const lf_node *x = through_views(p, n->inputs[k]);
+        if (inlined_map(p, x)) {
+            ops += p->ops[x->id];
+            tr |= p->trans[x->id];
+        }
+    }
+    *ops_out = ops > CHEAP_OPS + 1 ? CHEAP_OPS + 1 : (int)ops;
+    *tr_out = tr;
+}
+
+/* The users lists (once): every needed map or view reading a needed node. */
+static bool build_users(planner *p) {
+    int nn = p->nn;
+    p->uoff = fuse_scratch_calloc(&p->keep, (size_t)nn + 1, sizeof *p->uoff);
+    p->croot = fuse_scratch_calloc(&p->keep, (size_t)nn, sizeof *p->croot);
+    p->queued = fuse_scratch_calloc(&p->keep, (size_t)nn, sizeof *p->queued);
+    p->cheap_heap = fuse_scratch_calloc(&p->keep, (size_t)nn, sizeof *p->cheap_heap);
+    if (!p->uoff || !p->croot || !p->queued || !p->cheap_heap) return false;
+    for (int id = 0; id < nn; id++) {
+        const lf_node *n = p->g->nodes[id];
+        if (!p->needed[id] || (n->kind != NODE_MAP && n->kind != NODE_VIEW)) continue;
+        for (int k = 0; k < n->ninputs; k++) p->uoff[n->inputs[k]->id + 1]++;
+    }
+    for (int id = 0; id < nn; id++) p->uoff[id + 1] += p->uoff[id];
+    p->users = fuse_scratch_calloc(&p->keep, (size_t)p->uoff[nn] + 1, sizeof *p->users);
+    int *fill = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *fill);
+    if (!p->users || !fill) return false;
+    for (int id = 0; id < nn; id++) {
+        const lf_node *n = p->g->nodes[id];
+        if (!p->needed[id] || (n->kind != NODE_MAP && n->kind != NODE_VIEW)) continue;
+        for (int k = 0; k < n->ninputs; k++) {
+            int x = n->inputs[k]->id;
+            p->users[p->uoff[x] + fill[x]++] = id;
+        }
+    }
+    return true;
+}
+
+static void heap_push(planner *p, int *len, int id) {
+    if (p->queued[id]) return;
+    p->queued[id] = true;
+    int *h = p->cheap_heap, i = (*len)++;
+    while (i > 0 && h[(i - 1) / 2] > id) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = id;
+}
+
+static int heap_pop(planner *p, int *len) {
+    int *h = p->cheap_heap, top = h[0], last = h[--(*len)], i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *len) break;
+        if (c + 1 < *len && h[c + 1] < h[c]) c++;
+        if (h[c] >= last) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*len > 0) h[i] = last;
+    p->queued[top] = false;
+    return top;
+}
+
+/* Size and transcendence of each map node's fused expression, bottom-up:
+ * all of them the first time; afterwards, from the nodes whose root status
+ * changed, upward through their users (in node order, a heap) as long as a
+ * map's values change: the values of a map depend only on its inputs'
+ * values and root status (through views), so the others keep theirs. */
+bool fuse_compute_costs(planner *p) {
+    int nn = p->nn;
+    if (!p->costs_valid) {
+        if (!p->uoff && !build_users(p)) return false;
+        for (int id = 0; id < nn; id++)
+            if (p->needed[id] && p->g->nodes[id]->kind == NODE_MAP) map_cost(p, id, &p->ops[id], &p->trans[id]);
+        memcpy(p->croot, p->root, (size_t)nn * sizeof *p->root);
+        p->costs_valid = true;
+        return true;
+    }
+    int len = 0;
+    for (int id = 0; id < nn; id++) {
+        if (p->croot[id] == p->root[id]) continue;
+        p->croot[id] = p->root[id];
+        for (int u = p->uoff[id]; u < p->uoff[id + 1]; u++) heap_push(p, &len, p->users[u]);
+    }
+    while (len > 0) {
+        int id = heap_pop(p, &len);
+        bool changed = true; /* a view passes its input's change on */
+        if (p->g->nodes[id]->kind == NODE_MAP) {
+            int ops;
+            bool tr;
+            map_cost(p, id, &ops, &tr);
+            changed = ops != p->ops[id] || tr != p->trans[id];
+            p->ops[id] = ops;
+            p->trans[id] = tr;
+        }
+        if (changed)
+            for (int u = p->uoff[id]; u < p->uoff[id + 1]; u++) heap_push(p, &len, p->users[u]);
+    }
+    return true;
 }
 
 /* The root of the kernel that root k's code is part of. */
@@ -369,30 +577,37 @@ int fuse_unit_of(const planner *p, int k) {
 static bool shared(const planner *p, int id) {
     if (p->ninst[id] < 2) return false;
     const inst *a = p->first[id];
+    if (p->mdirty[id]) { /* whether two maps differ: kept until its instances change */
+        bool diff = false;
+        for (const inst *b = a->next_node; b && !diff; b = b->next_node) diff = !fuse_map_equal(a->map, b->map);
+        ((planner *)p)->mdiff[id] = diff;
+        ((planner *)p)->mdirty[id] = false;
+    }
+    if (p->mdiff[id]) return true;
     for (const inst *b = a->next_node; b; b = b->next_node)
-        if (fuse_unit_of(p, b->kernel) != fuse_unit_of(p, a->kernel) || !fuse_map_equal(a->map, b->map)) return true;
+        if (fuse_unit_of(p, b->kernel) != fuse_unit_of(p, a->kernel)) return true;
     return false;
 }
 
 /* Makes roots of the expensive shared nodes that have no other such node
  * beneath them. Returns how many. */
 int fuse_add_shared_roots(planner *p) {
-    int nn = p->nn, added = 0;
-    for (int id = 0; id < nn; id++) {
-        const lf_node *n = p->g->nodes[id];
-        p->cand[id] = p->needed[id] && inlined_map(p, n) && p->ninst[id] > 1 &&
+    int nn = p->nn, added = 0, ncand = 0;
+    for (int id = 0; id < nn; id++) { /* inlined_map without touching the node: p->kind */
+        p->cand[id] = p->needed[id] && p->kind[id] == NODE_MAP && !p->root[id] && p->ninst[id] > 1 &&
                       (p->trans[id] || p->ops[id] > CHEAP_OPS) && shared(p, id);
+        ncand += p->cand[id];
     }
+    if (!ncand) return 0;
     /* below[id]: a candidate is inlined beneath id */
     bool *below = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *below);
     if (!below) return -1;
     for (int id = 0; id < nn; id++) {
-        const lf_node *n = p->g->nodes[id];
-        if (!p->needed[id] || (n->kind != NODE_MAP && n->kind != NODE_VIEW)) continue;
-        for (int k = 0; k < n->ninputs; k++) {
-            const lf_node *x = n->inputs[k];
-            if (p->root[x->id]) continue;
-            if (p->cand[x->id] || below[x->id]) below[id] = true;
+        if (!p->needed[id] || (p->kind[id] != NODE_MAP && p->kind[id] != NODE_VIEW)) continue;
+        for (int k = p->ioff[id]; k < p->ioff[id + 1]; k++) {
+            int x = p->iids[k];
+            if (p->root[x]) continue;
+            if (p->cand[x] || below[x]) below[id] = true;
         }
     }
     for (int id = 0; id < nn; id++)

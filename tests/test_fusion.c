@@ -1916,6 +1916,36 @@ Test(fusion, scanning_a_root_costs_a_constant) {
         }
 }
 
+/* Issue 26, item 1: a planning round re-derives only the instances of the
+ * kernels that a new root changes (plan_vertical.c, find_instances), so the
+ * instances that pass 1 processes over all rounds (fuse_schedule.inst_work,
+ * a count: deterministic) grow linearly with the graph for the shapes of
+ * benches/scale_bench.c whose rounds add one root each (accumulation,
+ * 8-input zipwiths, diamonds), at about 2,000 and 8,000 nodes (3 to 6
+ * instances a node here). Re-deriving every instance below the highest
+ * new root each round, as before, did about rounds x nodes / 2: some 2
+ * million instances at 8,000 nodes of an accumulation, 25 times this
+ * bound. Row normalisations are left out: their first round alone derives
+ * every reduction's chain (quadratic, issue 26). */
+Test(fusion, rederiving_instances_costs_what_changes) {
+    static const char *names[] = {"accum", "zip8", "diamond"};
+    static const int steps[][2] = {{1000, 4000}, {250, 1000}, {500, 2000}}; /* 2 / 8 / 4 nodes a step */
+    for (int shape = 0; shape < 3; shape++)
+        for (int z = 0; z < 2; z++) {
+            lf_ctx *ctx = fctx(1);
+            lf_graph *g = lf_graph_new(ctx);
+            lf_node *v;
+            fuse_schedule *s = plan_shape(ctx, g, shape, steps[shape][z], &v);
+            uint64_t nodes = (uint64_t)g->nnodes, bound = 10 * nodes;
+            cr_expect_gt(s->rounds, (int)(nodes / 20), "%s: %d rounds, fewer than the shape makes", names[shape], s->rounds);
+            cr_expect_leq(s->inst_work, bound, "%s, %" PRIu64 " nodes, %d rounds: pass 1 processed %" PRIu64
+                          " instances (bound %" PRIu64 ")", names[shape], nodes, s->rounds, s->inst_work, bound);
+            fuse_schedule_free(s);
+            lf_graph_free(g);
+            lf_ctx_destroy(ctx);
+        }
+}
+
 /* A small sum whose input is expensive only through a map much smaller than
  * the sum, read broadcast (spca's A = sum over d of Vd[p, d, 1] * Cn[1, d, S]
  * with Cn = exp(c) [3, S]): the small map is stored and the sum, now cheap,
