@@ -263,7 +263,7 @@ lf_status fuse_find_instances(planner *p) {
                 continue;
             }
             if (n->kind == NODE_VIEW) {
-                fuse_step st = fuse_make_step(n->ndim, n->shape, n->u.view.offset, n->u.view.strides);
+                fuse_step st = fuse_view_step(n);
                 const fuse_map *m = fuse_map_compose(&p->iar, i->map, &st);
                 if (!m || !(i->in[0] = add_inst(p, n->inputs[0], i->kernel, m))) return fuse_nomem(p);
             } else if (n->kind == NODE_MAP) {
