@@ -845,10 +845,11 @@ typedef enum lf_pad_mode {
  * pad(x) * 2 + 1, or a stencil of slices of pad(x), is one kernel with no
  * stored temporary (x itself is read from memory when it is an input or a
  * materialized node, else computed in the kernel). All widths zero returns
- * x. Errors: NULL arguments (LF_ERR_NULL), a negative width or a padded
- * extent past INT64_MAX (LF_ERR_SHAPE, naming x as "node 4 (add
- * f32[1000,3])"), an edge or reflect border on an axis of extent 0
- * (LF_ERR_SHAPE, as NumPy refuses it), an unknown mode (LF_ERR_INVALID). */
+ * x. Errors: NULL arguments (LF_ERR_NULL), a negative width (LF_ERR_SHAPE,
+ * "pad: negative width -2 after axis 0 of node 4 (add f32[1000,3])"), an
+ * edge or reflect border on an axis of extent 0 (LF_ERR_SHAPE, as NumPy
+ * refuses it), an unknown mode (LF_ERR_INVALID), a padded extent or shape
+ * past int64_t (LF_ERR_OVERFLOW). */
 LF_API lf_node *lf_pad(lf_graph *g, lf_node *x, const int64_t *before, const int64_t *after, lf_pad_mode mode,
                        double value);
 
@@ -865,8 +866,8 @@ LF_API lf_node *lf_pad(lf_graph *g, lf_node *x, const int64_t *before, const int
  * kernel with no stored temporary. Errors: NULL arguments (LF_ERR_NULL), n
  * out of range or a 0-d piece (LF_ERR_SHAPE), axis out of range
  * (LF_ERR_AXIS), ranks or extents that differ (LF_ERR_SHAPE, naming both
- * pieces as "node 4 (add f32[1000,3])"), a joined extent past INT64_MAX
- * (LF_ERR_SHAPE). */
+ * pieces as "node 4 (add f32[1000,3])"), a joined extent or shape past
+ * int64_t (LF_ERR_OVERFLOW). */
 LF_API lf_node *lf_concat(lf_graph *g, int n, lf_node *const *xs, int axis);
 
 /* ---- scalar functions --------------------------------------------------- */
