@@ -727,6 +727,11 @@ lf_node *lf_concat(lf_graph *g, int n, lf_node *const *xs, int axis) {
         if (f) f->u.value = graph_scalar_convert((lf_scalar){.i = 0}, LF_I64, t);
         return f;
     }
+    int nonempty = 0, only = 0;
+    for (int k = 0; k < n; k++)
+        if (xs[k]->shape[a] > 0) nonempty++, only = k;
+    if (nonempty == 1) /* the output is that piece */
+        return xs[only]->dtype == t ? xs[only] : lf_cast(g, xs[only], t);
     /* the pieces with elements, each a clamped view at its offset; the
        output is the last one where the coordinate is past the one before */
     uint8_t remap[LF_MAX_DIMS] = {0};
@@ -746,7 +751,7 @@ lf_node *lf_concat(lf_graph *g, int n, lf_node *const *xs, int axis) {
         off += xs[k]->shape[a];
     }
     lf_node *out = views[nv - 1];
-    lf_node *c = nv > 1 ? axis_coord(g, ndim, a, shape[a]) : NULL;
+    lf_node *c = axis_coord(g, ndim, a, shape[a]);
     for (int k = nv - 2; k >= 0; k--)
         out = lf_select(g, lf_apply(g, LF_OP_LT, c, const_i64(g, offsets[k + 1]), NULL), views[k], out);
     return out;
