@@ -272,7 +272,7 @@ static void layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
         ac->param_steps = p;
         const fuse_map *m = &ac->load->map;
         p += 1; /* number of extra steps */
-        for (int q = 1; q < m->nsteps; q++) p += 2 + 2 * m->steps[q].ndim;
+        for (int q = 1; q < m->nsteps; q++) p += 2 + (m->steps[q].remap ? 5 : 2) * m->steps[q].ndim;
     }
     for (int a = 0; a < lay->naccess; a++) {
         cg_access *ac = &lay->access[a];
@@ -343,10 +343,15 @@ void cg_fill_params(const cg_layout *lay, int64_t *P) {
         *q++ = m->nsteps - 1;
         for (int st = 1; st < m->nsteps; st++) {
             const fuse_step *sp = &m->steps[st];
-            *q++ = sp->ndim;
+            *q++ = sp->remap ? -sp->ndim : sp->ndim; /* lf_steps: < 0 marks a remapped step */
             *q++ = sp->offset;
             for (int i = 0; i < sp->ndim; i++) *q++ = sp->shape[i];
             for (int i = 0; i < sp->ndim; i++) *q++ = sp->strides[i];
+            for (int i = 0; sp->remap && i < sp->ndim; i++) {
+                *q++ = sp->mode[i];
+                *q++ = sp->shift[i];
+                *q++ = sp->ext[i];
+            }
         }
     }
 }

@@ -75,11 +75,19 @@ typedef struct fuse_step {
     int64_t shape[LF_MAX_DIMS];    /* their extents */
     int64_t offset;                /* linear = offset + sum idx[d] * strides[d] */
     int64_t strides[LF_MAX_DIMS];  /* per axis; 0 or negative allowed */
+    bool remap;                    /* a remapped view's step (lf_pad, lf_concat;
+                                      never step 0, never folded): idx[d] is
+                                      first graph_remap_coord(mode[d], idx[d],
+                                      shift[d], ext[d]) */
+    uint8_t mode[LF_MAX_DIMS];     /* remap: GRAPH_REMAP_* per axis, else 0 */
+    int64_t shift[LF_MAX_DIMS];    /* remap: per axis, else 0 */
+    int64_t ext[LF_MAX_DIMS];      /* remap: per axis, else 0 */
 } fuse_step;
 
 /* An index map: a chain of steps, folded to one step whenever that is exact
  * (always for broadcasts, transposes, slices and expand_dims; a reshape of a
- * non-contiguous view may need two). */
+ * non-contiguous view may need two; a remapped view, lf_pad or lf_concat,
+ * is a step of its own after step 0). */
 typedef struct fuse_map {
     int nsteps;                    /* >= 1 */
     fuse_step *steps;              /* graph_malloc'd */

@@ -49,6 +49,9 @@ fuse_step fuse_make_step(int ndim, const int64_t *shape, int64_t offset, const i
 /* The identity linearization of a shape (row-major). */
 fuse_step fuse_identity_step(int ndim, const int64_t *shape);
 bool fuse_step_equal(const fuse_step *a, const fuse_step *b);
+/* The step of view node n (its offset and strides; a remapped view's
+ * remap, which keeps it from folding with its neighbours). */
+fuse_step fuse_view_step(const lf_node *n);
 bool fuse_map_equal(const fuse_map *a, const fuse_map *b);
 fuse_map *fuse_map_identity(scratch *a, const lf_node *n);
 /* m followed by step (which unravels m's result by its own shape), folded. */

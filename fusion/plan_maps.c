@@ -114,10 +114,27 @@ fuse_step fuse_identity_step(int ndim, const int64_t *shape) {
 }
 
 bool fuse_step_equal(const fuse_step *a, const fuse_step *b) {
-    if (a->ndim != b->ndim || a->offset != b->offset) return false;
+    if (a->ndim != b->ndim || a->offset != b->offset || a->remap != b->remap) return false;
     for (int d = 0; d < a->ndim; d++)
         if (a->shape[d] != b->shape[d] || a->strides[d] != b->strides[d]) return false;
+    if (a->remap)
+        for (int d = 0; d < a->ndim; d++)
+            if (a->mode[d] != b->mode[d] || a->shift[d] != b->shift[d] || a->ext[d] != b->ext[d]) return false;
     return true;
+}
+
+fuse_step fuse_view_step(const lf_node *n) {
+    fuse_step s = fuse_make_step(n->ndim, n->shape, n->u.view.offset, n->u.view.strides);
+    if (!n->u.view.remapped || n->numel == 0) return s;
+    s.remap = true;
+    for (int d = 0; d < n->ndim; d++) {
+        s.mode[d] = n->u.view.remap[d];
+        s.shift[d] = n->u.view.shift[d];
+        s.ext[d] = n->u.view.ext[d];
+        /* an extent-1 axis reads coordinate remap(0), not 0: keep its stride */
+        s.strides[d] = n->u.view.strides[d];
+    }
+    return s;
 }
 
 bool fuse_map_equal(const fuse_map *a, const fuse_map *b) {
@@ -133,6 +150,7 @@ bool fuse_map_equal(const fuse_map *a, const fuse_map *b) {
  * is exact: a's offset and each axis's stride land on single digits of Q and
  * no digit can carry over its whole range. Returns false otherwise. */
 static bool fold(const fuse_step *a, const fuse_step *b, fuse_step *out) {
+    if (b->remap || a->remap) return false; /* not affine: a step of its own */
     if (shape_numel(a->ndim, a->shape) == 0) {
         *out = fuse_make_step(a->ndim, a->shape, 0, NULL);
         return true;
@@ -181,8 +199,9 @@ int64_t fuse_map_apply(const fuse_map *m, const int64_t *idx) {
         s = &m->steps[k];
         int64_t rem = lin, next = s->offset;
         for (int d = s->ndim - 1; d >= 0; d--) {
-            int64_t e = s->shape[d];
-            next += (rem % e) * s->strides[d];
+            int64_t e = s->shape[d], c = rem % e;
+            if (s->remap) c = graph_remap_coord(s->mode[d], c, s->shift[d], s->ext[d]);
+            next += c * s->strides[d];
             rem /= e;
         }
         lin = next;
@@ -235,6 +254,10 @@ uint64_t fuse_map_hash(uint64_t h, const fuse_map *m) {
         h = fuse_hash_mix(fuse_hash_mix(h, (uint64_t)st->ndim), (uint64_t)st->offset);
         for (int d = 0; d < st->ndim; d++)
             h = fuse_hash_mix(fuse_hash_mix(h, (uint64_t)st->shape[d]), (uint64_t)st->strides[d]);
+        if (st->remap)
+            for (int d = 0; d < st->ndim; d++)
+                h = fuse_hash_mix(fuse_hash_mix(fuse_hash_mix(h, st->mode[d]), (uint64_t)st->shift[d]),
+                                  (uint64_t)st->ext[d]);
     }
     return h;
 }

@@ -237,7 +237,7 @@ static bool derive(planner *p, inst *i) {
     if (n->kind == NODE_REDUCE && !p->root[id]) /* inlined small reduction */
         return small_reduce_instances(p, i);
     if (n->kind == NODE_VIEW) {
-        fuse_step st = fuse_make_step(n->ndim, n->shape, n->u.view.offset, n->u.view.strides);
+        fuse_step st = fuse_view_step(n);
         const fuse_map *m = fuse_map_compose(&p->iar, i->map, &st);
         return m && (i->in[0] = add_inst(p, n->inputs[0], i->kernel, m));
     }

@@ -21,6 +21,8 @@ static const char *view_name(view_kind k) {
     case VIEW_BROADCAST: return "broadcast_to";
     case VIEW_EXPAND: return "expand_dims";
     case VIEW_SLICE: return "slice";
+    case VIEW_PAD: return "pad";
+    case VIEW_CONCAT: return "concat";
     }
     return "view";
 }

@@ -80,11 +80,23 @@ static void eval_random(const lf_node *n, void *out) {
 }
 
 static void eval_view(const lf_node *n, const void *in, void *out) {
+    size_t es = lf_dtype_size(n->dtype);
+    if (n->u.view.remapped) { /* lf_pad, lf_concat: each coordinate remapped */
+        int64_t pos[LF_MAX_DIMS] = {0};
+        for (int64_t i = 0; i < n->numel; i++) {
+            int64_t off = n->u.view.offset;
+            for (int d = 0; d < n->ndim; d++)
+                off += n->u.view.strides[d] *
+                       graph_remap_coord(n->u.view.remap[d], pos[d], n->u.view.shift[d], n->u.view.ext[d]);
+            memcpy((char *)out + (size_t)i * es, (const char *)in + (size_t)off * es, es);
+            for (int d = n->ndim - 1; d >= 0 && ++pos[d] == n->shape[d]; d--) pos[d] = 0;
+        }
+        return;
+    }
     walker w;
     walk_start(&w, n->ndim, n->shape, 1);
     w.off[0] = n->u.view.offset;
     memcpy(w.strides[0], n->u.view.strides, sizeof w.strides[0]);
-    size_t es = lf_dtype_size(n->dtype);
     for (int64_t i = 0; i < n->numel; i++, walk_next(&w))
         memcpy((char *)out + (size_t)i * es, (const char *)in + (size_t)w.off[0] * es, es);
 }

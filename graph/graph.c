@@ -577,6 +577,193 @@ lf_node *lf_slice(lf_graph *g, lf_node *x, int axis, int64_t start, int64_t stop
     return new_view(g, "slice", VIEW_SLICE, x, x->ndim, shape, offset, strides);
 }
 
+/* ---- pad and concatenate ---------------------------------------------------------------
+ * Both are remapped views (VIEW_PAD, VIEW_CONCAT: graph_remap_coord per axis)
+ * combined by selects on the position (a broadcast iota compared with
+ * constants), so every evaluator reads them as loads through an index map
+ * and a consumer fuses them like any view. A remapped view only ever reads
+ * inside its input: an edge or reflect axis has ext >= 1, and a constant
+ * border or a concat piece is a clamped read whose value the select drops. */
+
+/* A view of x with output shape `shape`: axis d reads x at
+ * graph_remap_coord(mode[d], c, shift[d], x's extent d). */
+static lf_node *new_remap_view(lf_graph *g, const char *what, view_kind op, lf_node *x, const int64_t *shape,
+                               const uint8_t *mode, const int64_t *shift) {
+    int64_t dense[LF_MAX_DIMS];
+    graph_contiguous_strides(x->ndim, x->shape, dense);
+    lf_node *n = new_view(g, what, op, x, x->ndim, shape, 0, dense);
+    if (!n) return NULL;
+    n->u.view.remapped = true;
+    for (int d = 0; d < x->ndim; d++) {
+        n->u.view.remap[d] = mode[d];
+        n->u.view.shift[d] = mode[d] == GRAPH_REMAP_NONE ? 0 : shift[d];
+        n->u.view.ext[d] = x->shape[d];
+    }
+    return n;
+}
+
+/* A 0-d i64 constant holding v exactly (lf_const takes a double). */
+static lf_node *const_i64(lf_graph *g, int64_t v) {
+    lf_node *c = lf_const(g, LF_I64, 0.0);
+    if (c) c->u.value.i = v;
+    return c;
+}
+
+/* The coordinate along axis of an ndim-d array of extent len there: an i64
+ * iota shaped [1, .., len, .., 1], which broadcasts against the array. */
+static lf_node *axis_coord(lf_graph *g, int ndim, int axis, int64_t len) {
+    int64_t shape[LF_MAX_DIMS];
+    for (int d = 0; d < ndim; d++) shape[d] = d == axis ? len : 1;
+    lf_node *i = lf_iota(g, LF_I64, len);
+    return i ? lf_reshape(g, i, ndim, shape) : NULL;
+}
+
+lf_node *lf_pad(lf_graph *g, lf_node *x, const int64_t *before, const int64_t *after, lf_pad_mode mode,
+                double value) {
+    if (!graph_check_args(g, "pad", 1, &x)) return NULL;
+    char ns[GRAPH_NODE_STR_CAP];
+    if (mode != LF_PAD_CONSTANT && mode != LF_PAD_EDGE && mode != LF_PAD_REFLECT) {
+        graph_fail(g, LF_ERR_INVALID, "pad: unknown mode %d (LF_PAD_CONSTANT, LF_PAD_EDGE or LF_PAD_REFLECT)",
+                   (int)mode);
+        return NULL;
+    }
+    if (x->ndim == 0) return x;
+    if (!before || !after) {
+        graph_fail(g, LF_ERR_NULL, "pad: %s is NULL for %s", !before ? "before" : "after",
+                   graph_node_str(x, ns, sizeof ns));
+        return NULL;
+    }
+    int64_t shape[LF_MAX_DIMS], shift[LF_MAX_DIMS];
+    uint8_t remap[LF_MAX_DIMS];
+    bool any = false;
+    for (int d = 0; d < x->ndim; d++) {
+        if (before[d] < 0 || after[d] < 0) {
+            graph_fail(g, LF_ERR_SHAPE, "pad: negative width %lld %s axis %d of %s",
+                       (long long)(before[d] < 0 ? before[d] : after[d]), before[d] < 0 ? "before" : "after", d,
+                       graph_node_str(x, ns, sizeof ns));
+            return NULL;
+        }
+        if (__builtin_add_overflow(x->shape[d], before[d], &shape[d]) ||
+            __builtin_add_overflow(shape[d], after[d], &shape[d])) {
+            graph_fail(g, LF_ERR_OVERFLOW, "pad: axis %d of %s padded by %lld and %lld overflows", d,
+                       graph_node_str(x, ns, sizeof ns), (long long)before[d], (long long)after[d]);
+            return NULL;
+        }
+        bool padded = before[d] > 0 || after[d] > 0;
+        if (padded && x->shape[d] == 0 && mode != LF_PAD_CONSTANT) {
+            graph_fail(g, LF_ERR_SHAPE, "pad: cannot %s-pad axis %d of %s: the axis is empty",
+                       mode == LF_PAD_EDGE ? "edge" : "reflect", d, graph_node_str(x, ns, sizeof ns));
+            return NULL;
+        }
+        any |= padded;
+        remap[d] = !padded ? GRAPH_REMAP_NONE : mode == LF_PAD_REFLECT ? GRAPH_REMAP_REFLECT : GRAPH_REMAP_CLAMP;
+        shift[d] = before[d];
+    }
+    if (!any) return x;
+    if (mode == LF_PAD_CONSTANT && x->numel == 0) { /* nothing to read: all border */
+        lf_node *f = new_node(g, "pad", NODE_CONST, x->dtype, x->ndim, shape, 0, NULL);
+        if (f) f->u.value = graph_scalar_convert((lf_scalar){.f = value}, LF_F64, x->dtype);
+        return f;
+    }
+    lf_node *v = new_remap_view(g, "pad", VIEW_PAD, x, shape, remap, shift);
+    if (!v || mode != LF_PAD_CONSTANT) return v;
+    lf_node *inside = NULL;
+    for (int d = 0; d < x->ndim; d++) {
+        if (remap[d] == GRAPH_REMAP_NONE) continue;
+        lf_node *c = axis_coord(g, x->ndim, d, shape[d]);
+        lf_node *lo = lf_apply(g, LF_OP_GE, c, const_i64(g, before[d]), NULL);
+        lf_node *hi = lf_apply(g, LF_OP_LT, c, const_i64(g, before[d] + x->shape[d]), NULL);
+        lf_node *in = lf_apply(g, LF_OP_AND, lo, hi, NULL);
+        inside = inside ? lf_apply(g, LF_OP_AND, inside, in, NULL) : in;
+    }
+    return lf_select(g, inside, v, lf_const(g, x->dtype, value));
+}
+
+lf_node *lf_concat(lf_graph *g, int n, lf_node *const *xs, int axis) {
+    if (!graph_check_args(g, "concat", 0, NULL)) return NULL;
+    if (n < 1 || n > LF_CONCAT_MAX) {
+        graph_fail(g, LF_ERR_SHAPE, "concat: %d pieces (1 to %d)", n, LF_CONCAT_MAX);
+        return NULL;
+    }
+    if (!xs) {
+        graph_fail(g, LF_ERR_NULL, "concat: xs is NULL");
+        return NULL;
+    }
+    if (!graph_check_args(g, "concat", n, xs)) return NULL;
+    char ns[GRAPH_NODE_STR_CAP], ns2[GRAPH_NODE_STR_CAP];
+    const lf_node *x0 = xs[0];
+    int ndim = x0->ndim;
+    if (ndim == 0) {
+        graph_fail(g, LF_ERR_SHAPE, "concat: piece 0 %s is 0-d (pieces need at least one axis)",
+                   graph_node_str(x0, ns, sizeof ns));
+        return NULL;
+    }
+    if (axis < -ndim || axis >= ndim) {
+        graph_fail(g, LF_ERR_AXIS, "concat: axis %d out of range for %d dimensions", axis, ndim);
+        return NULL;
+    }
+    int a = axis < 0 ? axis + ndim : axis;
+    int64_t shape[LF_MAX_DIMS];
+    memcpy(shape, x0->shape, sizeof shape);
+    shape[a] = 0;
+    lf_dtype t = x0->dtype;
+    for (int k = 0; k < n; k++) {
+        const lf_node *x = xs[k];
+        bool same = x->ndim == ndim;
+        for (int d = 0; same && d < ndim; d++) same = d == a || x->shape[d] == x0->shape[d];
+        if (!same) {
+            graph_fail(g, LF_ERR_SHAPE, "concat: piece %d %s does not match piece 0 %s except on axis %d", k,
+                       graph_node_str(x, ns, sizeof ns), graph_node_str(x0, ns2, sizeof ns2), a);
+            return NULL;
+        }
+        if (__builtin_add_overflow(shape[a], x->shape[a], &shape[a])) {
+            graph_fail(g, LF_ERR_OVERFLOW, "concat: the joined extent of axis %d overflows at piece %d %s", a, k,
+                       graph_node_str(x, ns, sizeof ns));
+            return NULL;
+        }
+        t = lf_dtype_promote(t, x->dtype);
+    }
+    int64_t numel;
+    if (!graph_shape_numel(ndim, shape, lf_dtype_size(t), &numel)) {
+        graph_fail(g, LF_ERR_OVERFLOW, "concat: shape %s of %s overflows",
+                   graph_shape_str(ns, sizeof ns, ndim, shape), lf_dtype_name(t));
+        return NULL;
+    }
+    if (numel == 0) { /* nothing to read (every piece empty) */
+        lf_node *f = new_node(g, "concat", NODE_CONST, t, ndim, shape, 0, NULL);
+        if (f) f->u.value = graph_scalar_convert((lf_scalar){.i = 0}, LF_I64, t);
+        return f;
+    }
+    int nonempty = 0, only = 0;
+    for (int k = 0; k < n; k++)
+        if (xs[k]->shape[a] > 0) nonempty++, only = k;
+    if (nonempty == 1) /* the output is that piece */
+        return xs[only]->dtype == t ? xs[only] : lf_cast(g, xs[only], t);
+    /* the pieces with elements, each a clamped view at its offset; the
+       output is the last one where the coordinate is past the one before */
+    uint8_t remap[LF_MAX_DIMS] = {0};
+    int64_t shift[LF_MAX_DIMS] = {0};
+    remap[a] = GRAPH_REMAP_CLAMP;
+    lf_node *views[LF_CONCAT_MAX];
+    int64_t offsets[LF_CONCAT_MAX];
+    int nv = 0;
+    int64_t off = 0;
+    for (int k = 0; k < n; k++) {
+        lf_node *x = xs[k];
+        if (x->shape[a] == 0) continue;
+        if (x->dtype != t) x = lf_cast(g, x, t);
+        shift[a] = off;
+        if (!x || !(views[nv] = new_remap_view(g, "concat", VIEW_CONCAT, x, shape, remap, shift))) return NULL;
+        offsets[nv++] = off;
+        off += xs[k]->shape[a];
+    }
+    lf_node *out = views[nv - 1];
+    lf_node *c = axis_coord(g, ndim, a, shape[a]);
+    for (int k = nv - 2; k >= 0; k--)
+        out = lf_select(g, lf_apply(g, LF_OP_LT, c, const_i64(g, offsets[k + 1]), NULL), views[k], out);
+    return out;
+}
+
 /* ---- elementwise ------------------------------------------------------------------------- */
 
 static lf_node *make_map(lf_graph *g, const char *what, lf_fn *f, int n, lf_node *const *xs) {

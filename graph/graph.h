@@ -398,8 +398,30 @@ typedef struct graph_program {
 } graph_program;
 
 typedef enum view_kind {
-    VIEW_RESHAPE, VIEW_PERMUTE, VIEW_BROADCAST, VIEW_EXPAND, VIEW_SLICE
+    VIEW_RESHAPE, VIEW_PERMUTE, VIEW_BROADCAST, VIEW_EXPAND, VIEW_SLICE,
+    VIEW_PAD,     /* lf_pad's clamped or reflected read of its input */
+    VIEW_CONCAT   /* a piece of lf_concat, clamped read at its offset; both
+                     are remapped views (u.view.remapped) */
 } view_kind;
+
+/* How a remapped view axis (lf_pad, lf_concat) takes its coordinate c to
+ * its input's: u = c - shift, then GRAPH_REMAP_CLAMP clamps u into
+ * 0..ext-1 (edge; a constant border is a select over the clamped read) and
+ * GRAPH_REMAP_REFLECT reflects it with period 2(ext-1), NumPy's 'reflect'
+ * at any width (ext 1: always 0). ext >= 1 on a remapped axis. The
+ * reference evaluator, fuse_map_apply and the kernels' lf_steps
+ * (codegen/dialect_c.c) compute exactly this. */
+enum { GRAPH_REMAP_NONE = 0, GRAPH_REMAP_CLAMP = 1, GRAPH_REMAP_REFLECT = 2 };
+static inline int64_t graph_remap_coord(int mode, int64_t c, int64_t shift, int64_t ext) {
+    if (mode == GRAPH_REMAP_NONE) return c;
+    int64_t u = c - shift;
+    if (mode == GRAPH_REMAP_CLAMP) return u < 0 ? 0 : u >= ext ? ext - 1 : u;
+    if (ext <= 1) return 0;
+    int64_t period = 2 * (ext - 1);
+    u %= period;
+    if (u < 0) u += period;
+    return u >= ext ? period - u : u;
+}
 
 struct lf_node {
     lf_graph *graph;                /* owner */
@@ -434,6 +456,12 @@ struct lf_node {
             int64_t strides[LF_MAX_DIMS]; /* per output axis, into the input's
                                              dense row-major layout; may be 0
                                              or negative */
+            bool remapped;              /* VIEW_PAD: output axis d's coordinate
+                                           is graph_remap_coord(remap[d], c,
+                                           shift[d], ext[d]) before the stride */
+            uint8_t remap[LF_MAX_DIMS]; /* GRAPH_REMAP_* per output axis */
+            int64_t shift[LF_MAX_DIMS]; /* the border before the input's data */
+            int64_t ext[LF_MAX_DIMS];   /* the input's extent on the axis */
         } view;
         struct {
             lf_fn *fn;                  /* arity == ninputs */

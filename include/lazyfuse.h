@@ -831,6 +831,53 @@ LF_API lf_node *lf_expand_dims(lf_graph *g, lf_node *x, int axis);
  * backwards; a step longer than the slice takes one element, as in Python. */
 LF_API lf_node *lf_slice(lf_graph *g, lf_node *x, int axis, int64_t start, int64_t stop, int64_t step);
 
+/* ---- pad and concatenate (index maps that branch; nothing is copied) ---- */
+
+/* How lf_pad fills the border (NumPy's np.pad modes of the same names). */
+typedef enum lf_pad_mode {
+    LF_PAD_CONSTANT = 0, /* value, converted to x's dtype as lf_const does */
+    LF_PAD_EDGE = 1,     /* the nearest edge element repeated */
+    LF_PAD_REFLECT = 2   /* mirrored about the edge element, which is not
+                            repeated ([1 2 3] padded by 2 each side: [3 2 1 2
+                            3 2 1]); a border wider than the extent keeps
+                            reflecting, as NumPy does (period 2(n-1); an
+                            extent of 1 repeats its element) */
+} lf_pad_mode;
+
+/* NumPy's np.pad(x, [(before[d], after[d]) ...], mode): extent d becomes
+ * before[d] + x's extent + after[d], x's dtype. before and after have x's
+ * ndim entries (may be NULL for a 0-d x, which is returned as is); value is
+ * used by LF_PAD_CONSTANT only. A pad node is a view: x is read where it
+ * lies through an index map that clamps or reflects the position, and the
+ * constant border is a select on the position inside the same kernel, so
+ * pad(x) * 2 + 1, or a stencil of slices of pad(x), is one kernel with no
+ * stored temporary (x itself is read from memory when it is an input or a
+ * materialized node, else computed in the kernel). All widths zero returns
+ * x. Errors: NULL arguments (LF_ERR_NULL), a negative width (LF_ERR_SHAPE,
+ * "pad: negative width -2 after axis 0 of node 4 (add f32[1000,3])"), an
+ * edge or reflect border on an axis of extent 0 (LF_ERR_SHAPE, as NumPy
+ * refuses it), an unknown mode (LF_ERR_INVALID), a padded extent or shape
+ * past int64_t (LF_ERR_OVERFLOW). */
+LF_API lf_node *lf_pad(lf_graph *g, lf_node *x, const int64_t *before, const int64_t *after, lf_pad_mode mode,
+                       double value);
+
+/* Most pieces lf_concat joins in one call (join more by nesting calls). */
+#define LF_CONCAT_MAX 32
+
+/* NumPy's np.concatenate(xs, axis): n pieces (1 .. LF_CONCAT_MAX) of the
+ * same ndim (>= 1) whose extents agree except on axis (-ndim .. ndim-1),
+ * joined in order along it; the dtype is the promotion of the pieces'
+ * dtypes (lf_dtype_promote), each piece converted as lf_cast does. Pieces
+ * of extent 0 on the axis are allowed (they add nothing). Each piece is
+ * read through an index map (a clamped view of it) and the output picks
+ * the piece by position in the same kernel, so concat(a, b) * 2 is one
+ * kernel with no stored temporary. Errors: NULL arguments (LF_ERR_NULL), n
+ * out of range or a 0-d piece (LF_ERR_SHAPE), axis out of range
+ * (LF_ERR_AXIS), ranks or extents that differ (LF_ERR_SHAPE, naming both
+ * pieces as "node 4 (add f32[1000,3])"), a joined extent or shape past
+ * int64_t (LF_ERR_OVERFLOW). */
+LF_API lf_node *lf_concat(lf_graph *g, int n, lf_node *const *xs, int axis);
+
 /* ---- scalar functions --------------------------------------------------- */
 
 typedef enum lf_op {

@@ -502,6 +502,66 @@ static lf_node *gen_stencil(gen *G) {
     return acc;
 }
 
+/* lf_pad (any mode, borders up to twice the extent so that reflect keeps
+ * reflecting, a special constant) or lf_concat (pieces made from x along an
+ * axis: slices, empty ones, casts to other dtypes, maps, another pool node of
+ * the right shape), followed half the time by a consumer that fuses with it:
+ * a map, a 3-tap stencil of slices, or a reduction. */
+static lf_node *gen_pad_concat(gen *G) {
+    lf_graph *g = G->g;
+    lf_node *x = pick(G);
+    if (x->ndim == 0) x = lf_expand_dims(g, x, 0);
+    int a = rint_(&G->r, 0, x->ndim - 1);
+    lf_node *y;
+    if (chance(&G->r, 50)) {
+        lf_pad_mode mode = (lf_pad_mode)rint_(&G->r, 0, 2);
+        int64_t before[LF_MAX_DIMS], after[LF_MAX_DIMS];
+        for (int d = 0; d < x->ndim; d++) {
+            int64_t e = x->shape[d];
+            bool pad = (d == a || chance(&G->r, 30)) && (e > 0 || mode == LF_PAD_CONSTANT);
+            before[d] = pad ? rint_(&G->r, 0, (int)(2 * e + 1)) : 0;
+            after[d] = pad ? rint_(&G->r, 0, (int)(2 * e + 1)) : 0;
+        }
+        y = lf_pad(g, x, before, after, mode, SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)]);
+    } else {
+        int n = rint_(&G->r, 1, 5);
+        lf_node *pieces[5];
+        int64_t e = x->shape[a];
+        for (int k = 0; k < n; k++) {
+            int64_t lo = rint_(&G->r, 0, (int)e), hi = rint_(&G->r, (int)lo, (int)e);
+            lf_node *p = lf_slice(g, x, a, lo, hi, 1);
+            switch (rint_(&G->r, 0, 4)) {
+            case 0: p = lf_cast(g, p, (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1)); break;
+            case 1: p = lf_apply(g, LF_OP_NEG, lf_cast(g, p, LF_F32), NULL, NULL); break;
+            case 2: p = lf_slice(g, x, a, LF_NONE, LF_NONE, -1); break;
+            default: break;
+            }
+            pieces[k] = p;
+        }
+        for (int t = 0; t < 4; t++) { /* a pool node that fits beside them */
+            lf_node *o = pick(G);
+            bool fits = o->ndim == x->ndim && o != x;
+            for (int d = 0; fits && d < x->ndim; d++) fits = d == a || o->shape[d] == x->shape[d];
+            if (fits) {
+                pieces[rint_(&G->r, 0, n - 1)] = o;
+                break;
+            }
+        }
+        y = lf_concat(g, n, pieces, chance(&G->r, 50) ? a : a - x->ndim);
+    }
+    if (!y || y->ndim == 0 || chance(&G->r, 50)) return y;
+    switch (rint_(&G->r, 0, 2)) {
+    case 0: return lf_add(g, lf_mul(g, y, lf_const(g, lf_node_dtype(y), 2)), lf_const(g, lf_node_dtype(y), 1));
+    case 1: {
+        int64_t e = y->shape[a];
+        if (e < 3 || lf_node_dtype(y) == LF_BOOL) return y;
+        return lf_add(g, lf_add(g, lf_slice(g, y, a, 0, e - 2, 1), lf_slice(g, y, a, 1, e - 1, 1)),
+                      lf_slice(g, y, a, 2, e, 1));
+    }
+    default: return lf_reduce(g, LF_RED_SUM, y, 1, &a, chance(&G->r, 50));
+    }
+}
+
 /* An f32 input [r, c] of the generator's values (a tenth special). */
 static lf_node *f32_matrix(gen *G, int64_t r, int64_t c) {
     int64_t shape[2] = {r, c}, n = r * c;
@@ -589,6 +649,7 @@ int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs) {
         if (chance(&G->r, 10)) push(G, gen_stencil(G)); /* many taps of one buffer */
         if (chance(&G->r, 8)) push(G, gen_sort(G)); /* sort, argsort, topk in an eighth */
         if (chance(&G->r, 3)) push(G, gen_contract(G)); /* matmul-shaped sums of products */
+        if (chance(&G->r, 8)) push(G, gen_pad_concat(G)); /* lf_pad, lf_concat and a fused consumer */
     }
     if (chance(&G->r, 15)) push(G, gen_stencil(G)); /* a stencil as the first output */
     if (chance(&G->r, 10)) { /* an elementwise output and a reduction over its space: one pass */

@@ -4,8 +4,8 @@
  * views with transposes and negative-step slices, reductions with keepdims,
  * shared nodes, several outputs, NaN/Inf inputs, zero-size and odd shapes,
  * softmax-, layer-norm- and three-pass-like row patterns, sibling
- * reductions) from a private generator, so one graph replays alone from
- * (seed, index). Used by test_fusion (fused/unfused vs the reference) and
+ * reductions, pads and concatenations with fused consumers) from a private
+ * generator, so one graph replays alone from (seed, index). Used by test_fusion (fused/unfused vs the reference) and
  * test_cuda_codegen (CUDA kernels compiled and emulated).
  */
 #ifndef LF_TEST_RANDGRAPH_H

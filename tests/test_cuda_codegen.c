@@ -819,3 +819,51 @@ Test(cuda_codegen, emulated_numpy_edges, .timeout = 600) {
     rmdir(dir);
     lf_ctx_destroy(ctx);
 }
+
+/* lf_pad and lf_concat on the emulator at sizes with several blocks: a
+ * reflect border wider than the extent, a padded 5-tap convolution (one
+ * kernel), an edge pad feeding a row reduction, and a concatenation of
+ * pieces of three dtypes with NaN, Inf and -0.0 in them, each against the
+ * reference evaluator (the random graphs cover them small). */
+Test(cuda_codegen, emulated_pad_and_concat, .timeout = 600) {
+    if (!enabled()) cr_skip_test("LF_TEST_NVRTC=1 runs it (meson test cuda-codegen)");
+    char dir[] = "/tmp/lf-emu-XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL);
+    lf_ctx *ctx = ref_ctx();
+    int id = 0, launches = 0, vec_launches = 0, kernels = 0;
+    emu_sorts es = {.threads = 32};
+    for (int force64 = 0; force64 < 2; force64++) {
+        lf_graph *g = lf_graph_new(ctx);
+        static double v[37 * 301];
+        for (int i = 0; i < 37 * 301; i++) v[i] = tu_uniform(-2.0, 2.0);
+        v[0] = NAN, v[1] = INFINITY, v[2] = -INFINITY, v[3] = -0.0, v[305] = NAN; /* in the borders' reach */
+        lf_buffer *xb = tu_buf(ctx, LF_F32, 2, (int64_t[]){37, 301}, v);
+        lf_node *x = lf_input(g, xb);
+        lf_buffer_free(xb);
+        lf_node *wide = lf_pad(g, x, (int64_t[]){40, 3}, (int64_t[]){1, 700}, LF_PAD_REFLECT, 0);
+        lf_node *p = lf_pad(g, x, (int64_t[]){0, 2}, (int64_t[]){0, 2}, LF_PAD_CONSTANT, -1.5);
+        lf_node *conv = NULL;
+        for (int t = 0; t < 5; t++) {
+            lf_node *v = lf_mul(g, lf_slice(g, p, 1, t, t + 301, 1), lf_const(g, LF_F32, 0.25 * (t + 1)));
+            conv = conv ? lf_add(g, conv, v) : v;
+        }
+        lf_node *edge = lf_reduce(g, LF_RED_MAX, lf_pad(g, x, (int64_t[]){2, 5}, (int64_t[]){3, 0}, LF_PAD_EDGE, 0),
+                                  1, (int[]){1}, false);
+        lf_node *i32 = lf_cast(g, lf_slice(g, x, 1, 0, 7, 1), LF_I32);
+        lf_node *f64 = lf_mul(g, lf_cast(g, lf_slice(g, x, 1, 100, LF_NONE, 1), LF_F64), lf_const(g, LF_F64, 3));
+        lf_node *cat = lf_concat(g, 4, (lf_node *[]){i32, lf_slice(g, x, 1, 0, 0, 1), f64, x}, -1);
+        lf_node *outs[3] = {lf_add(g, wide, lf_const(g, LF_F32, 1)), conv, edge};
+        cr_assert(outs[0] && outs[1] && outs[2] && cat, "%s", lf_errmsg(ctx));
+        emu_check(ctx, g, 3, outs, "pad: wide reflect, padded convolution, edge + max", dir, &id, force64, &kernels,
+                  &launches, &vec_launches, &es);
+        lf_node *cat_out = lf_sub(g, cat, lf_const(g, LF_F64, 0.5));
+        emu_check(ctx, g, 1, &cat_out, "concat of i32, an empty piece, f64 and f32", dir, &id, force64, &kernels,
+                  &launches, &vec_launches, &es);
+        lf_graph_free(g);
+    }
+    tu_note("cuda_codegen: pad and concat: %d kernels, %d launches emulated\n", kernels, launches);
+    cr_expect_gt(launches, 0);
+    if (es.h) dlclose(es.h);
+    rmdir(dir);
+    lf_ctx_destroy(ctx);
+}

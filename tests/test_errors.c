@@ -2042,3 +2042,109 @@ Test(errors, node_names_are_bounded) {
     }
     cr_assert_str_eq(graph_node_str(NULL, full, sizeof full), "node ?");
 }
+
+/* lf_pad and lf_concat: each bad call fails a fresh graph with its status
+ * and a message naming the node as graph_node_str does. */
+typedef lf_node *(*pad_case)(lf_graph *g, lf_node *x, lf_node *y);
+
+static void expect_pad_error(const char *what, pad_case build, lf_status st, const char *msg) {
+    lf_ctx *c = tu_ctx();
+    lf_graph *gg = lf_graph_new(c);
+    lf_node *x = lf_input(gg, tu_buf(c, LF_F32, 2, SH(2, 3), NULL));
+    lf_node *y = lf_add(gg, x, x);
+    cr_assert(x && y, "%s", lf_errmsg(c));
+    cr_expect_null(build(gg, x, y), "%s: a node", what);
+    cr_expect_eq(lf_graph_status(gg), st, "%s: status %s", what, lf_status_name(lf_graph_status(gg)));
+    cr_expect_str_eq(lf_graph_errmsg(gg), msg, "%s", what);
+    lf_graph_free(gg);
+    lf_ctx_destroy(c);
+}
+
+static lf_node *pad_negative(lf_graph *g, lf_node *x, lf_node *y) {
+    (void)x;
+    return lf_pad(g, y, SH(0, 1), SH(-2, 0), LF_PAD_EDGE, 0);
+}
+static lf_node *pad_null_widths(lf_graph *g, lf_node *x, lf_node *y) {
+    (void)y;
+    return lf_pad(g, x, NULL, SH(0, 0), LF_PAD_CONSTANT, 0);
+}
+static lf_node *pad_null_node(lf_graph *g, lf_node *x, lf_node *y) {
+    (void)x, (void)y;
+    return lf_pad(g, NULL, SH(0, 0), SH(0, 0), LF_PAD_CONSTANT, 0);
+}
+static lf_node *pad_bad_mode(lf_graph *g, lf_node *x, lf_node *y) {
+    (void)y;
+    return lf_pad(g, x, SH(1, 1), SH(1, 1), (lf_pad_mode)7, 0);
+}
+static lf_node *pad_empty_axis(lf_graph *g, lf_node *x, lf_node *y) {
+    (void)y;
+    lf_node *e = lf_slice(g, x, 1, 0, 0, 1);
+    return lf_pad(g, e, SH(0, 1), SH(0, 0), LF_PAD_REFLECT, 0);
+}
+static lf_node *pad_overflow(lf_graph *g, lf_node *x, lf_node *y) {
+    (void)y;
+    return lf_pad(g, x, SH(INT64_MAX, 0), SH(0, 0), LF_PAD_CONSTANT, 0);
+}
+static lf_node *concat_mismatch(lf_graph *g, lf_node *x, lf_node *y) {
+    return lf_concat(g, 2, (lf_node *[]){x, lf_transpose(g, y)}, 0);
+}
+static lf_node *concat_ranks(lf_graph *g, lf_node *x, lf_node *y) {
+    return lf_concat(g, 2, (lf_node *[]){x, lf_reshape(g, y, 1, SH(6))}, 1);
+}
+static lf_node *concat_axis(lf_graph *g, lf_node *x, lf_node *y) {
+    return lf_concat(g, 2, (lf_node *[]){x, y}, -3);
+}
+static lf_node *concat_count(lf_graph *g, lf_node *x, lf_node *y) {
+    (void)y;
+    lf_node *xs[LF_CONCAT_MAX + 1];
+    for (int i = 0; i <= LF_CONCAT_MAX; i++) xs[i] = x;
+    return lf_concat(g, LF_CONCAT_MAX + 1, xs, 0);
+}
+static lf_node *concat_zero(lf_graph *g, lf_node *x, lf_node *y) {
+    (void)x, (void)y;
+    return lf_concat(g, 0, NULL, 0);
+}
+static lf_node *concat_null_piece(lf_graph *g, lf_node *x, lf_node *y) {
+    (void)y;
+    return lf_concat(g, 2, (lf_node *[]){x, NULL}, 0);
+}
+static lf_node *concat_null_array(lf_graph *g, lf_node *x, lf_node *y) {
+    (void)x, (void)y;
+    return lf_concat(g, 2, NULL, 0);
+}
+static lf_node *concat_scalar(lf_graph *g, lf_node *x, lf_node *y) {
+    (void)x, (void)y;
+    lf_node *c = lf_const(g, LF_F32, 1);
+    return lf_concat(g, 2, (lf_node *[]){c, c}, 0);
+}
+
+Test(errors, pad_and_concat_arguments) {
+    expect_pad_error("negative width", pad_negative, LF_ERR_SHAPE,
+                     "pad: negative width -2 after axis 0 of node 1 (add f32[2,3])");
+    expect_pad_error("NULL before", pad_null_widths, LF_ERR_NULL, "pad: before is NULL for node 0 (input f32[2,3])");
+    expect_pad_error("NULL node", pad_null_node, LF_ERR_NULL, "pad: input 0 is NULL");
+    expect_pad_error("unknown mode", pad_bad_mode, LF_ERR_INVALID,
+                     "pad: unknown mode 7 (LF_PAD_CONSTANT, LF_PAD_EDGE or LF_PAD_REFLECT)");
+    expect_pad_error("reflect of an empty axis", pad_empty_axis, LF_ERR_SHAPE,
+                     "pad: cannot reflect-pad axis 1 of node 2 (slice f32[2,0]): the axis is empty");
+    expect_pad_error("padded extent overflows", pad_overflow, LF_ERR_OVERFLOW,
+                     "pad: axis 0 of node 0 (input f32[2,3]) padded by 9223372036854775807 and 0 overflows");
+    expect_pad_error("extents differ", concat_mismatch, LF_ERR_SHAPE,
+                     "concat: piece 1 node 2 (permute f32[3,2]) does not match piece 0 node 0 (input f32[2,3]) "
+                     "except on axis 0");
+    expect_pad_error("ranks differ", concat_ranks, LF_ERR_SHAPE,
+                     "concat: piece 1 node 2 (reshape f32[6]) does not match piece 0 node 0 (input f32[2,3]) "
+                     "except on axis 1");
+    expect_pad_error("axis out of range", concat_axis, LF_ERR_AXIS, "concat: axis -3 out of range for 2 dimensions");
+    expect_pad_error("too many pieces", concat_count, LF_ERR_SHAPE, "concat: 33 pieces (1 to 32)");
+    expect_pad_error("no pieces", concat_zero, LF_ERR_SHAPE, "concat: 0 pieces (1 to 32)");
+    expect_pad_error("a NULL piece", concat_null_piece, LF_ERR_NULL, "concat: input 1 is NULL");
+    expect_pad_error("NULL pieces", concat_null_array, LF_ERR_NULL, "concat: xs is NULL");
+    expect_pad_error("0-d pieces", concat_scalar, LF_ERR_SHAPE,
+                     "concat: piece 0 node 2 (const f32[]) is 0-d (pieces need at least one axis)");
+    /* a NULL graph */
+    cr_expect_null(lf_pad(NULL, NULL, NULL, NULL, LF_PAD_EDGE, 0));
+    cr_expect_str_eq(lf_errmsg(NULL), "pad: graph is NULL");
+    cr_expect_null(lf_concat(NULL, 1, NULL, 0));
+    cr_expect_str_eq(lf_errmsg(NULL), "concat: graph is NULL");
+}

@@ -1976,3 +1976,68 @@ Test(fusion, small_reduction_stores_its_small_expensive_input) {
     }
     lf_ctx_destroy(ctx);
 }
+
+/* ---- pad and concatenate: loads through remapped index maps --------------------- */
+
+static lf_node *padded_conv(lf_graph *g, lf_ctx *ctx) { /* 5-tap convolution, zero border */
+    lf_node *x = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){3, N}));
+    lf_node *p = lf_pad(g, x, (int64_t[]){0, 2}, (int64_t[]){0, 2}, LF_PAD_CONSTANT, 0);
+    static const double w[5] = {0.1, 0.2, 0.4, 0.2, 0.1};
+    lf_node *acc = NULL;
+    for (int t = 0; t < 5; t++) {
+        lf_node *v = lf_mul(g, lf_slice(g, p, 1, t, t + N, 1), lf_const(g, LF_F32, w[t]));
+        acc = acc ? lf_add(g, acc, v) : v;
+    }
+    return acc;
+}
+
+static lf_node *reflect_map(lf_graph *g, lf_ctx *ctx) { /* pad(x) * 2 + 1 */
+    lf_node *x = lf_input(g, ramp(ctx, LF_F64, 2, (int64_t[]){7, 9}));
+    lf_node *p = lf_pad(g, x, (int64_t[]){3, 20}, (int64_t[]){12, 1}, LF_PAD_REFLECT, 0);
+    return lf_add(g, lf_mul(g, p, lf_const(g, LF_F64, 2)), lf_const(g, LF_F64, 1));
+}
+
+static lf_node *concat_map(lf_graph *g, lf_ctx *ctx) { /* concat(a, exp(b), c) * 3 + 1 */
+    lf_node *a = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){5, 4}));
+    lf_node *b = lf_input(g, ramp(ctx, LF_F32, 2, (int64_t[]){5, 11}));
+    lf_node *c = lf_input(g, ramp(ctx, LF_I32, 2, (int64_t[]){5, 1}));
+    lf_node *cat = lf_concat(g, 3, (lf_node *[]){a, lf_exp(g, b), c}, -1);
+    return lf_add(g, lf_mul(g, cat, lf_const(g, LF_F64, 3)), lf_const(g, LF_F64, 1));
+}
+
+static lf_node *moving_average(lf_graph *g, lf_ctx *ctx) { /* window 4 from a prefix sum */
+    lf_node *x = lf_input(g, ramp(ctx, LF_F64, 1, (int64_t[]){N}));
+    lf_node *c = lf_pad(g, lf_scan(g, LF_RED_SUM, x, 0, false), (int64_t[]){1}, (int64_t[]){0}, LF_PAD_CONSTANT, 0);
+    lf_node *d = lf_sub(g, lf_slice(g, c, 0, 4, N + 1, 1), lf_slice(g, c, 0, 0, N - 3, 1));
+    return lf_div(g, d, lf_const(g, LF_F64, 4));
+}
+
+Test(fusion, padded_convolution_one_kernel) {
+    lf_eval_stats on, off;
+    run_example("padded_conv", padded_conv, &on, &off);
+    cr_expect_eq(on.kernels, 1);
+    cr_expect_eq(on.bytes_materialized, 0);
+    cr_expect_eq(on.bytes_written, 3 * N * 4);
+}
+
+Test(fusion, reflect_pad_map_one_kernel) {
+    lf_eval_stats on, off;
+    run_example("reflect_map", reflect_map, &on, &off);
+    cr_expect_eq(on.kernels, 1);
+    cr_expect_eq(on.bytes_materialized, 0);
+}
+
+Test(fusion, concat_map_one_kernel) {
+    lf_eval_stats on, off;
+    run_example("concat_map", concat_map, &on, &off);
+    cr_expect_eq(on.kernels, 1);
+    cr_expect_eq(on.bytes_materialized, 0);
+    cr_expect_eq(on.bytes_written, 5 * 16 * 8);
+}
+
+Test(fusion, moving_average_of_a_prefix_sum) {
+    lf_eval_stats on, off;
+    run_example("moving_average", moving_average, &on, &off);
+    cr_expect_eq(on.kernels, 2, "the scan, then its pad and the window difference"); /* the scan is stored */
+    cr_expect_eq(on.bytes_materialized, N * 8);
+}

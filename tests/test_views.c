@@ -727,3 +727,211 @@ Test(views, random_view_chains) {
         lf_graph_free(gg);
     }
 }
+
+/* ---- pad and concatenate (hand-computed with NumPy 2's np.pad and
+ * np.concatenate; random ones against the dense model below) ------------------ */
+
+Test(views, pad_modes_1d) {
+    lf_node *x = iota_input(1, SH(3));
+    lf_node *x1 = lf_add(g, x, lf_const(g, LF_F64, 1)); /* [1 2 3], computed */
+    chk("constant (2,1) 9", lf_pad(g, x1, SH(2), SH(1), LF_PAD_CONSTANT, 9), 1, SH(6), V(9, 9, 1, 2, 3, 9));
+    chk("edge (2,1)", lf_pad(g, x1, SH(2), SH(1), LF_PAD_EDGE, 0), 1, SH(6), V(1, 1, 1, 2, 3, 3));
+    chk("reflect (2,2)", lf_pad(g, x1, SH(2), SH(2), LF_PAD_REFLECT, 0), 1, SH(7), V(3, 2, 1, 2, 3, 2, 1));
+    chk("reflect wider than the extent (5,0)", lf_pad(g, x1, SH(5), SH(0), LF_PAD_REFLECT, 0), 1, SH(8),
+        V(2, 1, 2, 3, 2, 1, 2, 3));
+    chk("reflect of one element", lf_pad(g, lf_slice(g, x1, 0, 1, 2, 1), SH(2), SH(1), LF_PAD_REFLECT, 0), 1,
+        SH(4), V(2, 2, 2, 2));
+    cr_expect_eq(lf_pad(g, x, SH(0), SH(0), LF_PAD_EDGE, 0), x, "no border: x itself");
+}
+
+Test(views, pad_modes_2d) {
+    lf_node *x = iota_input(2, SH(2, 3));
+    chk("edge ((1,0),(0,2))", lf_pad(g, x, SH(1, 0), SH(0, 2), LF_PAD_EDGE, 0), 2, SH(3, 5),
+        V(0, 1, 2, 2, 2, 0, 1, 2, 2, 2, 3, 4, 5, 5, 5));
+    chk("constant ((1,1),(2,0)) -1", lf_pad(g, x, SH(1, 2), SH(1, 0), LF_PAD_CONSTANT, -1), 2, SH(4, 5),
+        V(-1, -1, -1, -1, -1, -1, -1, 0, 1, 2, -1, -1, 3, 4, 5, -1, -1, -1, -1, -1));
+    chk("reflect ((0,3),(1,1))", lf_pad(g, x, SH(0, 1), SH(3, 1), LF_PAD_REFLECT, 0), 2, SH(5, 5),
+        V(1, 0, 1, 2, 1, 4, 3, 4, 5, 4, 1, 0, 1, 2, 1, 4, 3, 4, 5, 4, 1, 0, 1, 2, 1));
+    /* a transposed, computed x; the constant converted to x's dtype (i32: 2.7 -> 2) */
+    lf_node *t = lf_cast(g, lf_transpose(g, x), LF_I32);
+    chk("constant of a transpose", lf_pad(g, t, SH(0, 1), SH(1, 0), LF_PAD_CONSTANT, 2.7), 2, SH(4, 3),
+        V(2, 0, 3, 2, 1, 4, 2, 2, 5, 2, 2, 2));
+    /* an empty axis: constant pads it, edge and reflect refuse (NumPy too) */
+    lf_node *e = iota_input(2, SH(0, 2));
+    chk("constant of an empty axis", lf_pad(g, e, SH(1, 0), SH(1, 0), LF_PAD_CONSTANT, 3), 2, SH(2, 2),
+        V(3, 3, 3, 3));
+    chk("edge along the other axis", lf_pad(g, e, SH(0, 1), SH(0, 1), LF_PAD_EDGE, 0), 2, SH(0, 4), V(0));
+}
+
+Test(views, pad_specials_kept_bitwise) {
+    double v[] = {NAN, -0.0, INFINITY, -INFINITY};
+    lf_node *x = lf_input(g, tu_buf(ctx, LF_F32, 1, SH(4), v));
+    lf_node *p = lf_pad(g, x, SH(2), SH(2), LF_PAD_REFLECT, 0);
+    lf_buffer *b = tu_eval1(ctx, g, p);
+    float got[8];
+    cr_assert_eq(lf_buffer_read(b, got, sizeof got), LF_OK);
+    float want[] = {INFINITY, -0.0f, NAN, -0.0f, INFINITY, -INFINITY, INFINITY, -0.0f};
+    for (int i = 0; i < 8; i++)
+        cr_expect(isnan(want[i]) ? isnan(got[i]) : memcmp(&got[i], &want[i], sizeof(float)) == 0,
+                  "element %d: %g, want %g", i, got[i], want[i]);
+    lf_buffer_free(b);
+    lf_node *c = lf_pad(g, x, SH(1), SH(0), LF_PAD_CONSTANT, -0.0);
+    b = tu_eval1(ctx, g, c);
+    cr_assert_eq(lf_buffer_read(b, got, 5 * sizeof(float)), LF_OK);
+    cr_expect(signbit(got[0]) && got[0] == 0, "the constant -0.0 keeps its sign");
+    lf_buffer_free(b);
+}
+
+Test(views, concat_hand) {
+    lf_node *x = iota_input(2, SH(2, 3));
+    lf_node *tens = lf_mul(g, lf_slice(g, x, 1, 0, 1, 1), lf_const(g, LF_F64, 10));
+    lf_node *empty = lf_slice(g, x, 1, 0, 0, 1);
+    chk("axis -1 with an empty piece", lf_concat(g, 3, (lf_node *[]){x, tens, empty}, -1), 2, SH(2, 4),
+        V(0, 1, 2, 0, 3, 4, 5, 30));
+    chk("axis 0", lf_concat(g, 2, (lf_node *[]){x, lf_mul(g, x, lf_const(g, LF_F64, 10))}, 0), 2, SH(4, 3),
+        V(0, 1, 2, 3, 4, 5, 0, 10, 20, 30, 40, 50));
+    chk("one piece", lf_concat(g, 1, (lf_node *[]){x}, 1), 2, SH(2, 3), V(0, 1, 2, 3, 4, 5));
+    chk("only empty pieces", lf_concat(g, 2, (lf_node *[]){empty, empty}, 1), 2, SH(2, 0), V(0));
+    /* i32 and f32 promote to f64 (the header's rule); bool and i32 to i32 */
+    lf_node *i = lf_cast(g, lf_slice(g, x, 0, 0, 1, 1), LF_I32);
+    lf_node *f = lf_cast(g, lf_slice(g, x, 0, 1, 2, 1), LF_F32);
+    lf_node *c = lf_concat(g, 2, (lf_node *[]){i, f}, 0);
+    cr_expect_eq(lf_node_dtype(c), LF_F64);
+    chk("i32 with f32", c, 2, SH(2, 3), V(0, 1, 2, 3, 4, 5));
+    lf_node *bl = lf_cast(g, x, LF_BOOL);
+    lf_node *bi = lf_concat(g, 2, (lf_node *[]){bl, i}, 0);
+    cr_expect_eq(lf_node_dtype(bi), LF_I32);
+    chk("bool with i32", bi, 2, SH(3, 3), V(0, 1, 1, 1, 1, 1, 0, 1, 2));
+}
+
+/* The dense model: NumPy's reflect, by repeated reflection (not the period
+ * formula the library uses). */
+static int64_t m_reflect(int64_t u, int64_t n) {
+    if (n == 1) return 0;
+    while (u < 0 || u >= n) u = u < 0 ? -u : 2 * (n - 1) - u;
+    return u;
+}
+
+static arr m_pad(const arr *a, const int64_t *before, const int64_t *after, lf_pad_mode mode, double value) {
+    int64_t shape[LF_MAX_DIMS];
+    for (int d = 0; d < a->ndim; d++) shape[d] = before[d] + a->shape[d] + after[d];
+    arr r = a_make(a->ndim, shape);
+    for (int64_t i = 0; i < r.n; i++) {
+        int64_t idx[LF_MAX_DIMS];
+        unravel(i, r.ndim, r.shape, idx);
+        bool border = false;
+        for (int d = 0; d < a->ndim; d++) {
+            int64_t u = idx[d] - before[d], n = a->shape[d];
+            border |= u < 0 || u >= n;
+            idx[d] = mode == LF_PAD_REFLECT ? m_reflect(u, n) : u < 0 ? 0 : u >= n ? n - 1 : u;
+        }
+        r.d[i] = mode == LF_PAD_CONSTANT && border ? value : a->d[ravel(a->ndim, a->shape, idx)];
+    }
+    return r;
+}
+
+/* Random chains of views, pads, concatenations and stencils over pads,
+ * against the dense model (every evaluator runs this suite: views,
+ * views-cpu, views-cuda). */
+Test(views, random_pad_concat) {
+    static const int64_t starts[][3] = {{7, 0, 0}, {3, 5, 0}, {2, 3, 4}, {1, 6, 0}, {4, 1, 3}};
+    static const int startdims[] = {1, 2, 3, 2, 3};
+    for (int chain = 0; chain < 40; chain++) {
+        lf_graph *gg = lf_graph_new(ctx);
+        cr_assert(gg != NULL);
+        int s = (int)tu_randint(0, 4);
+        arr m = a_make(startdims[s], starts[s]);
+        for (int64_t i = 0; i < m.n; i++) m.d[i] = (double)(i * 7 % 11) - 3;
+        lf_node *x = chain % 2 ? lf_input(gg, tu_buf(ctx, LF_F64, m.ndim, m.shape, m.d))
+                               : lf_add(gg, lf_input(gg, tu_buf(ctx, LF_F64, m.ndim, m.shape, m.d)),
+                                        lf_const(gg, LF_F64, 0));
+        char what[512];
+        int wl = snprintf(what, sizeof what, "chain %d from %s", chain, shape_str((char[64]){0}, 64, m.ndim, m.shape));
+        for (int step = 0; step < 4; step++) {
+            int kind = (int)tu_randint(0, 4);
+            arr r;
+            lf_node *y;
+            char desc[160];
+            if (kind <= 1) { /* pad */
+                int64_t before[LF_MAX_DIMS], after[LF_MAX_DIMS];
+                lf_pad_mode mode = (lf_pad_mode)tu_randint(0, 2);
+                for (int d = 0; d < m.ndim; d++) {
+                    bool empty = m.shape[d] == 0 && mode != LF_PAD_CONSTANT;
+                    before[d] = empty ? 0 : tu_randint(0, 4);
+                    after[d] = empty ? 0 : tu_randint(0, 4);
+                }
+                double value = tu_randint(-5, 5) / 2.0;
+                y = lf_pad(gg, x, before, after, mode, value);
+                r = m_pad(&m, before, after, mode, value);
+                snprintf(desc, sizeof desc, ".pad(mode %d, before[0] %lld, after[0] %lld)", (int)mode,
+                         (long long)before[0], (long long)after[0]);
+            } else if (kind == 2) { /* concat of slices, reversals and maps of x along an axis */
+                int axis = (int)tu_randint(0, m.ndim - 1), n = (int)tu_randint(1, 4);
+                lf_node *pieces[4];
+                arr pm[4];
+                int64_t total = 0;
+                for (int k = 0; k < n; k++) {
+                    int64_t e = m.shape[axis], lo = tu_randint(0, e), hi = tu_randint(lo, e);
+                    bool rev = tu_randint(0, 2) == 0;
+                    pieces[k] = rev ? lf_slice(gg, x, axis, hi > lo ? hi - 1 : lo, lo > 0 && hi > lo ? lo - 1 : LF_NONE, -1)
+                                    : lf_slice(gg, x, axis, lo, hi, 1);
+                    pm[k] = rev ? m_slice(&m, axis, hi > lo ? hi - 1 : lo, lo > 0 && hi > lo ? lo - 1 : LF_NONE, -1)
+                                : m_slice(&m, axis, lo, hi, 1);
+                    if (tu_randint(0, 2) == 0) {
+                        pieces[k] = lf_mul(gg, pieces[k], lf_const(gg, LF_F64, -2));
+                        for (int64_t i = 0; i < pm[k].n; i++) pm[k].d[i] *= -2;
+                    }
+                    total += pm[k].shape[axis];
+                }
+                y = lf_concat(gg, n, pieces, tu_randint(0, 1) ? axis : axis - m.ndim);
+                int64_t shape[LF_MAX_DIMS];
+                memcpy(shape, m.shape, sizeof shape);
+                shape[axis] = total;
+                r = a_make(m.ndim, shape);
+                for (int64_t i = 0; i < r.n; i++) {
+                    int64_t idx[LF_MAX_DIMS];
+                    unravel(i, r.ndim, r.shape, idx);
+                    int k = 0;
+                    while (idx[axis] >= pm[k].shape[axis]) idx[axis] -= pm[k++].shape[axis];
+                    r.d[i] = pm[k].d[ravel(pm[k].ndim, pm[k].shape, idx)];
+                }
+                for (int k = 0; k < n; k++) free(pm[k].d);
+                snprintf(desc, sizeof desc, ".concat(%d pieces, axis %d)", n, axis);
+            } else if (kind == 3 && m.ndim >= 2) {
+                y = lf_transpose(gg, x);
+                int perm[LF_MAX_DIMS];
+                for (int k = 0; k < m.ndim; k++) perm[k] = m.ndim - 1 - k;
+                r = m_permute(&m, perm);
+                snprintf(desc, sizeof desc, ".T");
+            } else { /* a 3-tap stencil along an axis of the edge-padded array */
+                int axis = (int)tu_randint(0, m.ndim - 1);
+                if (m.shape[axis] == 0) continue;
+                int64_t before[LF_MAX_DIMS] = {0}, after[LF_MAX_DIMS] = {0};
+                before[axis] = after[axis] = 1;
+                lf_pad_mode mode = (lf_pad_mode)tu_randint(0, 2);
+                lf_node *p = lf_pad(gg, x, before, after, mode, 0.5);
+                arr pmod = m_pad(&m, before, after, mode, 0.5);
+                int64_t e = m.shape[axis];
+                y = lf_add(gg, lf_add(gg, lf_slice(gg, p, axis, 0, e, 1), lf_slice(gg, p, axis, 1, e + 1, 1)),
+                           lf_mul(gg, lf_slice(gg, p, axis, 2, e + 2, 1), lf_const(gg, LF_F64, 3)));
+                arr s0 = m_slice(&pmod, axis, 0, e, 1), s1 = m_slice(&pmod, axis, 1, e + 1, 1),
+                    s2 = m_slice(&pmod, axis, 2, e + 2, 1);
+                r = a_make(m.ndim, m.shape);
+                for (int64_t i = 0; i < r.n; i++) r.d[i] = (s0.d[i] + s1.d[i]) + s2.d[i] * 3;
+                free(pmod.d), free(s0.d), free(s1.d), free(s2.d);
+                snprintf(desc, sizeof desc, ".stencil3(axis %d, mode %d)", axis, (int)mode);
+            }
+            if (r.n > 4000) { /* keep the model small */
+                free(r.d);
+                continue;
+            }
+            if (wl < (int)sizeof what - 1) wl += snprintf(what + wl, sizeof what - (size_t)wl, "%s", desc);
+            m_check(what, gg, y, &r);
+            free(m.d);
+            m = r;
+            x = y;
+        }
+        free(m.d);
+        lf_graph_free(gg);
+    }
+}
