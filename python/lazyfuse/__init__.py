@@ -13,12 +13,13 @@ from ._ffi import (LazyfuseError, LazyfuseIndexError, LazyfuseMemoryError, Lazyf
                    library_path)
 from ._context import Context, default_context, get_num_threads, set_num_threads
 from ._buffer import Buffer
+from ._evaluate import evaluate, re_evaluate, validate
 
 __all__ = [
     "Buffer", "Context", "LazyfuseError", "LazyfuseIndexError", "LazyfuseMemoryError",
     "LazyfuseOverflowError", "LazyfuseRuntimeError", "LazyfuseSyntaxError", "LazyfuseTypeError",
-    "LazyfuseValueError", "asbuffer", "default_context", "get_num_threads", "library_path",
-    "set_num_threads",
+    "LazyfuseValueError", "asbuffer", "default_context", "evaluate", "get_num_threads",
+    "library_path", "re_evaluate", "set_num_threads", "validate",
 ]
 
 

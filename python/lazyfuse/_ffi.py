@@ -145,7 +145,7 @@ ffi.cdef(CDEF)
 
 # Optional declarations: functions newer than the oldest library this package
 # accepts are declared apart, so a library without them still loads.
-CDEF_REBIND = "lf_status lf_input_rebind(lf_node *input, lf_buffer *b);"
+CDEF_REBIND = "lf_status lf_input_rebind(lf_graph *g, lf_node *input, lf_buffer *b);"
 ffi.cdef(CDEF_REBIND)
 
 LIBRARY_ENV = "LAZYFUSE_LIBRARY"
