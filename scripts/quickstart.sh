@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # scripts/quickstart.sh: the README's two quick-start commands.
 #
-#   bash scripts/quickstart.sh demo   install what is missing, build, run lazyfuse-demo
+#   bash scripts/quickstart.sh demo   install what is missing, build, run lazyfuse-demo,
+#                                     then pip install the Python package into .venv/
+#                                     and run python/examples/gaussian.py
 #   bash scripts/quickstart.sh test   install what is missing, build, run the whole suite:
 #                                     1. meson test in build/ (normal build), then the
 #                                        Python package's pytest suite (python/tests)
-#                                        on the package pip installed into .venv/
+#                                        and numexpr's own test suite against it
+#                                        (python/numexpr_suite/run.sh), on the
+#                                        package pip installed into .venv/
 #                                     2. meson test in build-asan/ (AddressSanitizer +
 #                                        UndefinedBehaviorSanitizer, leaks fatal)
 #                                     3. meson test in build/ under valgrind (not the
@@ -145,20 +149,19 @@ count_summary() {
     FAILED=$((FAILED + LAST_FAILED))
 }
 
-# run_pytest NAME [PYTEST ARGS...]: runs pytest with the venv's Python from
-# python/tests (so the installed package is the one imported) and counts its
-# results; a failed run with no failed test counted adds one.
+# run_pytest NAME COMMAND...: runs a pytest COMMAND and counts its results
+# from pytest's closing line ("== 3 failed, 40 passed, 2 skipped in 1.2s ==";
+# errors count as failed); a failed run with no failed test counted adds one.
 run_pytest() {
     local name="$1" log="$ROOT/build-python/quickstart-$1.log" st passed failed errors
     shift
     mkdir -p "$ROOT/build-python"
     say "pytest ($name)"
-    if (cd "$ROOT/python/tests" && "$VENV/bin/python" -m pytest -p no:cacheprovider -q -rs "$@") 2>&1 | tee "$log"; then
+    if "$@" 2>&1 | tee "$log"; then
         st=0
     else
         st=$?
     fi
-    # the closing line: "== 3 failed, 40 passed, 2 skipped in 1.2s =="
     passed=$(tail -n 1 "$log" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || true)
     failed=$(tail -n 1 "$log" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || true)
     errors=$(tail -n 1 "$log" | grep -oE '[0-9]+ errors?' | grep -oE '[0-9]+' || true)
@@ -170,6 +173,12 @@ run_pytest() {
         if [ "$LAST_FAILED" -eq 0 ]; then FAILED=$((FAILED + 1)); fi
         say "$name failed (pytest exit status $st)"
     fi
+}
+
+# The package's own tests, from python/tests (the installed package is the
+# one imported: python/ is not on the path).
+python_tests() {
+    cd "$ROOT/python/tests" && "$VENV/bin/python" -m pytest -p no:cacheprovider -q -rs
 }
 
 # run_suite NAME DIR [MESON TEST OPTIONS...]: runs meson test in DIR and
@@ -226,7 +235,8 @@ run_tests() {
 
     # 1b. the Python package, installed from this tree into .venv/
     if python_install; then
-        run_pytest python
+        run_pytest python python_tests
+        run_pytest numexpr bash "$ROOT/python/numexpr_suite/run.sh" "$VENV/bin/python"
     else
         say "pip install of the Python package failed"
         STATUS=1
@@ -302,6 +312,9 @@ demo)
     setup_dir build
     ninja -C build
     ./build/tools/lazyfuse-demo
+    # the same example from Python: pip install . into .venv/, then evaluate()
+    python_install
+    "$VENV/bin/python" "$ROOT/python/examples/gaussian.py"
     ;;
 test)
     trap on_exit EXIT

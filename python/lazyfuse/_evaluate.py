@@ -33,8 +33,9 @@ dtype lf_node_dtype reports (checked at build, a cast added otherwise); no
 call into C happens outside ctx.calling().
 """
 import ast
-import collections
+import os
 import re
+import weakref
 import sys
 import threading
 
@@ -52,19 +53,21 @@ KIND_LF = {"bool": "bool", "int": "i32", "long": "i64", "float": "f32", "double"
 KIND_NP = {"bool": "bool", "int": "int32", "long": "int64", "float": "float32", "double": "float64"}
 NP_KIND = {v: k for k, v in KIND_NP.items()}
 
-# numexpr's sanitizer (numexpr.necompiler._sanitize_re)
-_SANITIZE = re.compile(r"[\;\[\:]|__|\.[abcdefghjklmnopqrstuvwxyzA-Z_]")
+# numexpr's sanitizer (numexpr.necompiler._blacklist_re, numexpr 2.14): no ; : [
+# no dunder names, no attribute access but .real / .imag and number syntax
+_SANITIZE = re.compile(r"[\;\[\:]" r"|(^|[^\w])__[\w]+__($|[^\w])"
+                       r"|\.\b(?!(real|imag|(\d*[eE]?[+-]?\d+)|(\d*[eE]?[+-]?\d+j)|(\d*j))\b)")
 
 FLOAT_FUNCS_1 = {"sqrt", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
                  "arcsinh", "arccosh", "arctanh", "log", "log1p", "log10", "log2", "exp", "expm1",
-                 "abs", "ceil", "floor", "round", "trunc"}
+                 "abs", "ceil", "floor", "trunc"}
 FLOAT_FUNCS_2 = {"arctan2": "arctan2", "fmod": "fmod", "hypot": "hypot"}
 REDUCTIONS = {"sum": 0, "prod": 1, "min": 2, "max": 3}  # -> lf_reduce_op (lazyfuse_ops.def order)
 NOT_IMPLEMENTED = {
     "complex": "lazyfuse has no complex numbers", "real": "lazyfuse has no complex numbers",
     "imag": "lazyfuse has no complex numbers", "conj": "lazyfuse has no complex numbers",
     "contains": "lazyfuse has no strings", "nextafter": "lazyfuse has no nextafter",
-    "copysign": "lazyfuse has no copysign", "signbit": "lazyfuse has no signbit",
+    "copysign": "lazyfuse has no copysign",
 }
 
 
@@ -259,7 +262,12 @@ class _Translator:
         k = _common(a.kind, b.kind)
         return _E(f"({a.as_kind(k)} ** {b.as_kind(k)})", k)
 
+    def v_BoolOp(self, node):
+        raise TypeError("'and' / 'or' do not apply to arrays: use & and |")
+
     def v_UnaryOp(self, node):
+        if isinstance(node.op, ast.Not):
+            raise TypeError("'not' does not apply to arrays: use ~")
         a = self.visit(node.operand)
         if isinstance(node.op, ast.UAdd):
             return a
@@ -319,9 +327,20 @@ class _Translator:
             arity(2)
             k = _common(args[0].kind, args[1].kind)
             return _E(f"{name}({args[0].as_kind(k)}, {args[1].as_kind(k)})", k)
-        if name == "sign":
+        if name in ("sign", "round"):  # numexpr keeps the kind (round of an int is itself)
             arity(1)
-            return _E(f"sign({args[0].text})", args[0].kind)
+            a = args[0]
+            if name == "round" and a.kind in ("bool", "int", "long"):
+                return a
+            return _E(f"{name}({a.text})", a.kind)
+        if name == "signbit":
+            # lazyfuse cannot read a NaN's sign bit: signbit(NaN) is False here
+            # whatever its sign (NumPy reads the bit)
+            arity(1)
+            a = args[0]
+            if a.kind in ("bool", "int", "long"):
+                return _E(f"({a.text} < {_literal(0, a.kind)})", "bool")
+            return _E(f"({a.text} < 0 or ({a.text} == 0 and 1 / {a.text} < 0))", "bool")
         if name in ("isnan", "isinf", "isfinite"):
             arity(1)
             a = args[0]
@@ -360,9 +379,12 @@ def _split_reduction(tree):
         if len(args) != 1:
             raise TypeError(f"{name}() takes an expression and an optional axis")
         if axis is not None:
-            if not isinstance(axis, ast.Constant) or not isinstance(axis.value, int):
+            try:
+                axis = ast.literal_eval(axis)
+            except ValueError:
+                axis = None
+            if not isinstance(axis, int) or isinstance(axis, bool):
                 raise ValueError(f"{name}(): axis must be an integer constant")
-            axis = axis.value
         return args[0], name, axis
     return body, None, None
 
@@ -489,7 +511,7 @@ def validate(ex, local_dict=None, global_dict=None, out=None, order="K", casting
         kinds = {n: _prepare(v)[0] for n, v in values.items()}
         _Translator(kinds).visit(body)
         _check_out(out, casting, order)
-        _tls.last = (ex, out, order, casting, kwargs)
+        _tls.last = (ex, None if out is None else weakref.ref(out), order, casting, kwargs)
     except Exception as e:
         return e
     return None
@@ -499,11 +521,12 @@ def _check_expression(ex, sanitize):
     if not isinstance(ex, str):
         raise ValueError(f"must specify expression as a string, not {type(ex).__name__}")
     if sanitize is None:
-        sanitize = True
+        env = os.environ.get("NUMEXPR_SANITIZE")
+        sanitize = bool(int(env)) if env else True
     if sanitize:
         no_ws = re.sub(r"\s+", "", ex)
-        # float literals such as 1.e5 or 2.E-3 are allowed
-        if _SANITIZE.search(re.sub(r"(\d)\.([eEjJ])", r"\1\2", no_ws)):
+        outside_quotes = re.sub(r"('[^']*')", "", no_ws)
+        if _SANITIZE.search(outside_quotes):
             raise ValueError(f"Expression {ex} has forbidden control characters.")
 
 
@@ -528,7 +551,8 @@ def evaluate(ex, local_dict=None, global_dict=None, out=None, order="K", casting
     local_dict, global_dict = _frame_dicts(_frame_depth, local_dict, global_dict)
     _check_expression(ex, sanitize)
     _check_out(out, casting, order)
-    _tls.last = (ex, out, order, casting, kwargs)
+    # out by weak reference, as numexpr: re_evaluate writes into it while it lives
+    _tls.last = (ex, None if out is None else weakref.ref(out), order, casting, kwargs)
     return _run(ex, local_dict, global_dict, out, casting, kwargs.get("ctx"))
 
 
@@ -539,7 +563,8 @@ def re_evaluate(local_dict=None, global_dict=None, _frame_depth=2):
     last = getattr(_tls, "last", None)
     if last is None:
         raise RuntimeError("re_evaluate: no previous evaluate() or validate() in this thread")
-    ex, out, order, casting, kwargs = last
+    ex, out_ref, order, casting, kwargs = last
+    out = None if out_ref is None else out_ref()
     local_dict, global_dict = _frame_dicts(_frame_depth, local_dict, global_dict)
     return _run(ex, local_dict, global_dict, out, casting, kwargs.get("ctx"))
 
@@ -681,11 +706,18 @@ def _eval(ctx, prog, out, casting):
     if out is not None:
         out_arr = out
         if tuple(out_arr.shape) != prog.shape:
-            raise ValueError(f"output array has shape {tuple(out_arr.shape)}, the result {prog.shape}")
+            # numexpr broadcasts the result to out's shape
+            try:
+                ok = np.broadcast_shapes(prog.shape, tuple(out_arr.shape)) == tuple(out_arr.shape)
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ValueError(f"output array has shape {tuple(out_arr.shape)}, the result {prog.shape}")
         if not np.can_cast(prog.dtype, out_arr.dtype, casting=casting):
             raise TypeError(f"Cannot cast the result from {prog.dtype} to {out_arr.dtype} "
                             f"according to the rule {casting!r}")
-        direct = (isinstance(out_arr, np.ndarray) and out_arr.dtype == np.dtype(prog.dtype)
+        direct = (isinstance(out_arr, np.ndarray) and tuple(out_arr.shape) == prog.shape
+                  and out_arr.dtype == np.dtype(prog.dtype)
                   and out_arr.flags.c_contiguous and out_arr.flags.writeable and out_arr.flags.aligned)
         if direct:
             dst = Buffer.from_dlpack(ctx, out_arr, writable=True)
