@@ -56,7 +56,8 @@ _capsule_is_valid_raw = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.
 _capsule_get_pointer_raw = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
     ("PyCapsule_GetPointer", _api))
 
-# The capsule names must outlive every capsule: module-level bytes.
+# A capsule keeps a pointer to its name: the bytes must outlive every capsule,
+# even those that die while the interpreter shuts down (_immortal, below).
 _NAME_LEGACY = b"dltensor"
 _NAME_VERSIONED = b"dltensor_versioned"
 _NAME_USED_LEGACY = b"used_dltensor"
@@ -77,6 +78,8 @@ def live_tensors():
 
 def _import_deleter(mt):
     """Deleter of the unversioned wrapper around a versioned producer tensor."""
+    if _live_lock is None:  # interpreter shutdown: the process is ending
+        return
     with _live_lock:
         entry = _live.pop(int(ffi.cast("uintptr_t", mt)), None)
     if entry is not None:
@@ -85,7 +88,17 @@ def _import_deleter(mt):
             versioned.deleter(versioned)
 
 
-_import_deleter_c = ffi.callback("void(DLManagedTensor *)", _import_deleter)
+def _immortal(obj):
+    """Keeps obj (a C callback's trampoline) alive until the process ends:
+    arrays and capsules still alive while the interpreter shuts down call
+    these deleters after the module's globals are gone."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+    return obj
+
+
+_import_deleter_c = _immortal(ffi.callback("void(DLManagedTensor *)", _import_deleter))
+for _name in (_NAME_LEGACY, _NAME_VERSIONED, _NAME_USED_LEGACY, _NAME_USED_VERSIONED):
+    _immortal(_name)
 
 
 def _dlpack_dtype_name(dt):
@@ -288,6 +301,8 @@ class Buffer:
 def _release_export(addr):
     """Runs once per exported tensor: from its consumer's deleter call, or from
     its capsule's destructor when nobody consumed it."""
+    if _live_lock is None:  # interpreter shutdown: the process is ending
+        return
     with _live_lock:
         entry = _live.pop(addr, None)
     if entry is None:
@@ -307,12 +322,15 @@ def _export_deleter_versioned(mt):
     _release_export(int(ffi.cast("uintptr_t", mt)))
 
 
-_export_deleter_legacy_c = ffi.callback("void(DLManagedTensor *)", _export_deleter_legacy)
-_export_deleter_versioned_c = ffi.callback("void(DLManagedTensorVersioned *)", _export_deleter_versioned)
+_export_deleter_legacy_c = _immortal(ffi.callback("void(DLManagedTensor *)", _export_deleter_legacy))
+_export_deleter_versioned_c = _immortal(ffi.callback("void(DLManagedTensorVersioned *)",
+                                                     _export_deleter_versioned))
 
 
 def _capsule_destructor(cap):
     # Called with the GIL, when the capsule dies: an unconsumed tensor is freed.
+    if _live_lock is None:  # interpreter shutdown
+        return
     for name in (_NAME_VERSIONED, _NAME_LEGACY):
         if _capsule_is_valid_raw(cap, name):
             ptr = _capsule_get_pointer_raw(cap, name)
@@ -321,7 +339,7 @@ def _capsule_destructor(cap):
             return
 
 
-_capsule_destructor_c = _capsule_destructor_t(_capsule_destructor)
+_capsule_destructor_c = _immortal(_capsule_destructor_t(_capsule_destructor))
 
 
 def _export_capsule(ctx, inner, versioned, readonly):

@@ -24,7 +24,6 @@ export refers to it (they all hold a reference to it); lf_ctx_destroy is never
 run at interpreter exit while exports may still be alive (no atexit hook).
 """
 import collections
-import contextlib
 import os
 import threading
 
@@ -67,31 +66,17 @@ class Context:
             raise error_for(_status_from_message(msg), msg)
         self.handle = handle
         self.threads = threads
+        self.backend = ffi.string(lib.lf_backend_name(lib.lf_ctx_backend(handle))).decode()
         self._lock = threading.Lock()
         self._owner = None          # thread id holding _lock
         self._deferred = collections.deque()
         # per-context caches that higher layers keep (evaluate's programs)
         self.programs = {}
 
-    @property
-    def backend(self):
-        return ffi.string(lib.lf_backend_name(lib.lf_ctx_backend(self.handle))).decode()
-
-    @contextlib.contextmanager
     def calling(self):
-        """Holds the context for C calls; re-entrant within one thread."""
-        me = threading.get_ident()
-        if self._owner == me:
-            yield self
-            return
-        self._lock.acquire()
-        self._owner = me
-        try:
-            yield self
-        finally:
-            self._drain()
-            self._owner = None
-            self._lock.release()
+        """``with ctx.calling():`` holds the context for C calls; re-entrant
+        within one thread."""
+        return _Calling(self)
 
     def defer(self, release):
         """Runs release() (a C call on this context) now if the context is free,
@@ -148,6 +133,44 @@ class Context:
 
     def __repr__(self):
         return f"<lazyfuse.Context backend={self.backend} threads={self.threads}>"
+
+
+class _Calling:
+    """The context manager of Context.calling (a class: cheaper than a
+    generator on the per-call path)."""
+    __slots__ = ("ctx", "outer")
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.outer = False
+
+    def __enter__(self):
+        ctx = self.ctx
+        me = threading.get_ident()
+        if ctx._owner != me:
+            ctx._lock.acquire()
+            ctx._owner = me
+            self.outer = True
+        return ctx
+
+    def __exit__(self, *exc):
+        if self.outer:
+            ctx = self.ctx
+            try:
+                ctx._drain()
+            finally:
+                ctx._owner = None
+                ctx._lock.release()
+            # a release queued by another thread between the drain and the
+            # release of the lock runs now if the context is free
+            if ctx._deferred and ctx._lock.acquire(blocking=False):
+                ctx._owner = threading.get_ident()
+                try:
+                    ctx._drain()
+                finally:
+                    ctx._owner = None
+                    ctx._lock.release()
+        return False
 
 
 def _status_from_message(msg):

@@ -62,10 +62,14 @@ FLOAT_FUNCS_1 = {"sqrt", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sin
                  "arcsinh", "arccosh", "arctanh", "log", "log1p", "log10", "log2", "exp", "expm1",
                  "abs", "ceil", "floor", "trunc"}
 FLOAT_FUNCS_2 = {"arctan2": "arctan2", "fmod": "fmod", "hypot": "hypot"}
+FOLDABLE = {name: getattr(np, name) for name in [
+    "sqrt", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh",
+    "arccosh", "arctanh", "log", "log1p", "log10", "log2", "exp", "expm1", "abs", "ceil", "floor",
+    "trunc", "round", "sign", "arctan2", "fmod", "hypot", "maximum", "minimum", "isnan", "isinf",
+    "isfinite", "signbit", "where"]}
 REDUCTIONS = {"sum": 0, "prod": 1, "min": 2, "max": 3}  # -> lf_reduce_op (lazyfuse_ops.def order)
 NOT_IMPLEMENTED = {
-    "complex": "lazyfuse has no complex numbers", "real": "lazyfuse has no complex numbers",
-    "imag": "lazyfuse has no complex numbers", "conj": "lazyfuse has no complex numbers",
+    "complex": "lazyfuse has no complex numbers",
     "contains": "lazyfuse has no strings", "nextafter": "lazyfuse has no nextafter",
     "copysign": "lazyfuse has no copysign",
 }
@@ -153,6 +157,8 @@ class _E:
 
 
 def _const(v):
+    if isinstance(v, np.ndarray) and v.ndim == 0:
+        v = v[()]  # NumPy functions of scalars may give 0-d arrays (np.where)
     k = constant_kind(v)
     return _E(_literal(v, k), k, v)
 
@@ -308,6 +314,11 @@ class _Translator:
         if name in NOT_IMPLEMENTED:
             raise NotImplementedError(f"{name}: {NOT_IMPLEMENTED[name]}")
         args = [self.visit(a) for a in node.args]
+        if args and all(a.const is not None for a in args) and name in FOLDABLE:
+            # numexpr folds a function of constants with NumPy's function; the
+            # value's NumPy type gives the kind (abs(1) is an int64: long)
+            with np.errstate(all="ignore"):
+                return _const(FOLDABLE[name](*[a.const for a in args]))
 
         def arity(n):
             if len(args) != n:
@@ -354,9 +365,12 @@ class _Translator:
             c, a, b = args
             k = _common(a.kind, b.kind)
             return _E(f"where({c.as_kind('bool')}, {a.as_kind(k)}, {b.as_kind(k)})", k)
-        if name == "copy":
+        if name in ("copy", "real", "conj"):  # real and conj of a real value are the value
             arity(1)
             return args[0]
+        if name == "imag":
+            arity(1)
+            return _E(_literal(0, args[0].kind), args[0].kind)
         if name == "ones_like":
             arity(1)
             return _E(_literal(1, args[0].kind), args[0].kind)
@@ -385,6 +399,8 @@ def _split_reduction(tree):
                 axis = None
             if not isinstance(axis, int) or isinstance(axis, bool):
                 raise ValueError(f"{name}(): axis must be an integer constant")
+            if axis < 0:
+                raise ValueError(f"{name}(): negative axes are not supported (numexpr's rule), got {axis}")
         return args[0], name, axis
     return body, None, None
 
@@ -517,17 +533,23 @@ def validate(ex, local_dict=None, global_dict=None, out=None, order="K", casting
     return None
 
 
+_sanitized = set()  # expressions the sanitizer passed
+
+
 def _check_expression(ex, sanitize):
     if not isinstance(ex, str):
         raise ValueError(f"must specify expression as a string, not {type(ex).__name__}")
     if sanitize is None:
         env = os.environ.get("NUMEXPR_SANITIZE")
         sanitize = bool(int(env)) if env else True
-    if sanitize:
+    if sanitize and ex not in _sanitized:
         no_ws = re.sub(r"\s+", "", ex)
         outside_quotes = re.sub(r"('[^']*')", "", no_ws)
         if _SANITIZE.search(outside_quotes):
             raise ValueError(f"Expression {ex} has forbidden control characters.")
+        if len(_sanitized) > 4096:
+            _sanitized.clear()
+        _sanitized.add(ex)
 
 
 def _check_out(out, casting, order):

@@ -138,6 +138,7 @@ lf_node *lf_reduce(lf_graph *g, int op, lf_node *x, int naxes, const int *axes, 
 lf_node *lf_broadcast_to(lf_graph *g, lf_node *x, int ndim, const int64_t *shape);
 lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts);
 lf_buffer *lf_buffer_new_like(lf_ctx *ctx, const lf_node *n);
+size_t lf_debug_live_bytes(void);
 """
 
 ffi = FFI()
@@ -290,14 +291,25 @@ DLPACK_CODE_NAMES = {0: "int", 1: "uint", 2: "float", 3: "opaque handle", 4: "bf
                      5: "complex", 6: "bool", 7: "float8_e3m4", 8: "float8_e4m3"}
 
 
+_lf_dtype_memo = {}
+
+
 def lf_dtype_of(np_dtype):
     """The lazyfuse dtype of a NumPy dtype, or LazyfuseTypeError naming it."""
+    try:
+        return _lf_dtype_memo[np_dtype]
+    except (KeyError, TypeError):
+        pass
     import numpy as np
     dt = np.dtype(np_dtype)
     lf = LF_FROM_NUMPY.get(dt.name)
     if lf is None or not dt.isnative:
         raise LazyfuseTypeError(
             f"lazyfuse has no dtype for {dt} (it has bool, int32, int64, float32, float64)")
+    try:
+        _lf_dtype_memo[np_dtype] = lf
+    except TypeError:
+        pass
     return lf
 
 
