@@ -153,9 +153,9 @@ count_summary() {
 # from pytest's closing line ("== 3 failed, 40 passed, 2 skipped in 1.2s ==";
 # errors count as failed); a failed run with no failed test counted adds one.
 run_pytest() {
-    local name="$1" log="$ROOT/build-python/quickstart-$1.log" st passed failed errors
+    local name="$1" log="$ROOT/build-pytest/quickstart-$1.log" st passed failed errors
     shift
-    mkdir -p "$ROOT/build-python"
+    mkdir -p "$ROOT/build-pytest"
     say "pytest ($name)"
     if "$@" 2>&1 | tee "$log"; then
         st=0

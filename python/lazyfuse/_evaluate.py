@@ -58,10 +58,35 @@ NP_KIND = {v: k for k, v in KIND_NP.items()}
 _SANITIZE = re.compile(r"[\;\[\:]" r"|(^|[^\w])__[\w]+__($|[^\w])"
                        r"|\.\b(?!(real|imag|(\d*[eE]?[+-]?\d+)|(\d*[eE]?[+-]?\d+j)|(\d*j))\b)")
 
-FLOAT_FUNCS_1 = {"sqrt", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
-                 "arcsinh", "arccosh", "arctanh", "log", "log1p", "log10", "log2", "exp", "expm1",
-                 "abs", "ceil", "floor", "trunc"}
-FLOAT_FUNCS_2 = {"arctan2": "arctan2", "fmod": "fmod", "hypot": "hypot"}
+# numexpr.expressions.functions: name -> (minkind, maxkind, arguments). The
+# kind of a call is the largest of its arguments' kinds; an int or long one
+# becomes double (but for copy, ones_like, round and sign, which keep it);
+# any other is raised to minkind and lowered to maxkind. Arguments are cast
+# to that kind.
+FUNC_KINDS = {
+    "copy": (None, None, 1), "ones_like": (None, None, 1),
+    **{f: ("float", None, 1) for f in ("sqrt", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh",
+                                       "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "log", "log1p",
+                                       "log10", "log2", "exp", "expm1", "abs")},
+    "fmod": ("float", None, 2), "arctan2": ("float", None, 2), "hypot": ("double", None, 2),
+    "maximum": ("double", None, 2), "minimum": ("double", None, 2),
+    "ceil": ("float", "double", 1), "floor": ("float", "double", 1), "round": ("double", None, 1),
+    "trunc": ("double", None, 1), "sign": ("double", None, 1),
+    "real": ("double", "double", 1), "imag": ("double", "double", 1),
+}
+LF_NAMES = {}  # numexpr name -> lazyfuse's, where they differ (none: the parser takes NumPy's names)
+_KEEP_INT = ("copy", "ones_like", "round", "sign")
+
+
+def _func_kind(name, minkind, maxkind, kinds):
+    k = _common(*kinds)
+    if k in ("int", "long"):
+        return k if name in _KEEP_INT else "double"
+    if minkind and KINDS.index(minkind) > KINDS.index(k):
+        k = minkind
+    if maxkind and KINDS.index(maxkind) < KINDS.index(k):
+        k = maxkind
+    return k
 FOLDABLE = {name: getattr(np, name) for name in [
     "sqrt", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh",
     "arccosh", "arctanh", "log", "log1p", "log10", "log2", "exp", "expm1", "abs", "ceil", "floor",
@@ -70,6 +95,7 @@ FOLDABLE = {name: getattr(np, name) for name in [
 REDUCTIONS = {"sum": 0, "prod": 1, "min": 2, "max": 3}  # -> lf_reduce_op (lazyfuse_ops.def order)
 NOT_IMPLEMENTED = {
     "complex": "lazyfuse has no complex numbers",
+    "conj": "lazyfuse has no complex numbers (numexpr's conj gives complex)",
     "contains": "lazyfuse has no strings", "nextafter": "lazyfuse has no nextafter",
     "copysign": "lazyfuse has no copysign",
 }
@@ -268,6 +294,12 @@ class _Translator:
         k = _common(a.kind, b.kind)
         return _E(f"({a.as_kind(k)} ** {b.as_kind(k)})", k)
 
+    def v_Attribute(self, node):
+        # numexpr's ExpressionNode.real: the value itself, for every real kind
+        if node.attr == "real":
+            return self.visit(node.value)
+        raise NotImplementedError(f"attribute .{node.attr}: lazyfuse has no complex numbers")
+
     def v_BoolOp(self, node):
         raise TypeError("'and' / 'or' do not apply to arrays: use & and |")
 
@@ -323,35 +355,17 @@ class _Translator:
         def arity(n):
             if len(args) != n:
                 raise TypeError(f"{name}() takes {n} argument{'s' if n != 1 else ''} ({len(args)} given)")
-        if name in FLOAT_FUNCS_1:
-            arity(1)
-            a = args[0]
-            k = "double" if a.kind in ("bool", "int", "long") else a.kind
-            return _E(f"{name}({a.as_kind(k)})", k)
-        if name in FLOAT_FUNCS_2:
-            arity(2)
-            k = _common(args[0].kind, args[1].kind)
-            if k in ("bool", "int", "long"):
-                k = "double"
-            return _E(f"{FLOAT_FUNCS_2[name]}({args[0].as_kind(k)}, {args[1].as_kind(k)})", k)
-        if name in ("maximum", "minimum"):
-            arity(2)
-            k = _common(args[0].kind, args[1].kind)
-            return _E(f"{name}({args[0].as_kind(k)}, {args[1].as_kind(k)})", k)
-        if name in ("sign", "round"):  # numexpr keeps the kind (round of an int is itself)
-            arity(1)
-            a = args[0]
-            if name == "round" and a.kind in ("bool", "int", "long"):
-                return a
-            return _E(f"{name}({a.text})", a.kind)
-        if name == "signbit":
-            # lazyfuse cannot read a NaN's sign bit: signbit(NaN) is False here
-            # whatever its sign (NumPy reads the bit)
-            arity(1)
-            a = args[0]
-            if a.kind in ("bool", "int", "long"):
-                return _E(f"({a.text} < {_literal(0, a.kind)})", "bool")
-            return _E(f"({a.text} < 0 or ({a.text} == 0 and 1 / {a.text} < 0))", "bool")
+        if name in FUNC_KINDS:
+            minkind, maxkind, nargs = FUNC_KINDS[name]
+            arity(nargs)
+            k = _func_kind(name, minkind, maxkind, [a.kind for a in args])
+            if name in ("copy", "real"):
+                return _E(args[0].as_kind(k), k)
+            if name in ("ones_like", "imag"):
+                return _E(_literal(1 if name == "ones_like" else 0, k), k)
+            if name == "round" and k in ("int", "long"):
+                return _E(args[0].as_kind(k), k)  # round of an integer is itself
+            return _E(f"{LF_NAMES.get(name, name)}({', '.join(a.as_kind(k) for a in args)})", k)
         if name in ("isnan", "isinf", "isfinite"):
             arity(1)
             a = args[0]
@@ -360,20 +374,21 @@ class _Translator:
             if name == "isfinite":
                 return _E(f"(not (isnan({a.text}) or isinf({a.text})))", "bool")
             return _E(f"{name}({a.text})", "bool")
+        if name == "signbit":
+            # lazyfuse cannot read a NaN's sign bit: signbit(NaN) is False here
+            # whatever its sign (NumPy reads the bit)
+            arity(1)
+            a = args[0]
+            if a.kind in ("bool", "int", "long"):
+                return _E(f"({a.text} < {_literal(0, a.kind)})", "bool")
+            return _E(f"({a.text} < 0 or ({a.text} == 0 and 1 / {a.text} < 0))", "bool")
         if name == "where":
             arity(3)
             c, a, b = args
+            if c.const is not None:  # numexpr's where_func picks a branch
+                return a if c.const else b
             k = _common(a.kind, b.kind)
             return _E(f"where({c.as_kind('bool')}, {a.as_kind(k)}, {b.as_kind(k)})", k)
-        if name in ("copy", "real", "conj"):  # real and conj of a real value are the value
-            arity(1)
-            return args[0]
-        if name == "imag":
-            arity(1)
-            return _E(_literal(0, args[0].kind), args[0].kind)
-        if name == "ones_like":
-            arity(1)
-            return _E(_literal(1, args[0].kind), args[0].kind)
         raise NotImplementedError(f"lazyfuse's evaluate has no function {name!r}")
 
 
@@ -554,7 +569,7 @@ def _check_expression(ex, sanitize):
 
 def _check_out(out, casting, order):
     if casting not in ("no", "equiv", "safe", "same_kind", "unsafe"):
-        raise ValueError(f"casting must be one of 'no', 'equiv', 'safe', 'same_kind', or 'unsafe'")
+        raise ValueError("casting must be one of 'no', 'equiv', 'safe', 'same_kind', or 'unsafe'")
     if order not in ("C", "F", "A", "K"):
         raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
     if out is not None and not isinstance(out, np.ndarray) and not hasattr(out, "__dlpack__"):

@@ -16,7 +16,12 @@ import os
 
 from ._context import get_num_threads as _get_threads
 from ._context import set_num_threads as _set_threads
-from ._evaluate import evaluate, re_evaluate, validate
+from ._evaluate import evaluate, re_evaluate, validate  # noqa: F401 (the module interface)
+
+__all__ = ["E", "MAX_THREADS", "NumExpr", "ConstantNode", "detect_number_of_cores", "disassemble", "evaluate",
+           "get_num_threads", "get_vml_num_threads", "get_vml_version", "ncores", "nthreads", "re_evaluate",
+           "set_num_threads", "set_vml_accuracy_mode", "set_vml_num_threads", "use_vml", "validate",
+           "version"]
 
 __version__ = "2.14.2"  # the numexpr interface this follows
 version = __version__

@@ -3,7 +3,7 @@
 # against lazyfuse. PYTHON is an interpreter with lazyfuse, numexpr (from the
 # registry: its tests ship inside it) and pytest installed (quickstart's
 # .venv/bin/python). The test file is copied out of the installed numexpr
-# into build-python/numexpr-suite/ ($LAZYFUSE_NUMEXPR_WORK) and run there with
+# into build-pytest/numexpr-suite/ ($LAZYFUSE_NUMEXPR_WORK) and run there with
 # shim/ first on PYTHONPATH, so that ``import numexpr`` is lazyfuse.numexpr (in
 # the subprocesses some tests start too); lazyfuse_numexpr_plugin.py skips
 # what lazyfuse lacks, each skip with its reason, and prints the counts.
@@ -16,7 +16,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 PY="$1"
 shift
 SRC="$("$PY" -c 'import os, numexpr.tests as t; print(os.path.dirname(t.__file__))')"
-WORK="${LAZYFUSE_NUMEXPR_WORK:-$ROOT/build-python/numexpr-suite}"
+WORK="${LAZYFUSE_NUMEXPR_WORK:-$ROOT/build-pytest/numexpr-suite}"
 mkdir -p "$WORK"
 cp "$SRC/test_numexpr.py" "$WORK/test_numexpr.py"
 cd "$WORK"

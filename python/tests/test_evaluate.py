@@ -397,3 +397,32 @@ def test_random_expressions_vs_numpy(seed):
             close = np.isclose(g64, want, rtol=1e-3, atol=1e-3, equal_nan=True)
             assert close.mean() >= 0.95 if close.size else True, \
                 f"{ex}: {np.count_nonzero(~close)} of {close.size} elements differ (a {a.dtype}, b {b.dtype})"
+
+
+def test_lf_eval_releases_the_gil():
+    """While lf_eval runs a long kernel in one thread, another thread runs
+    Python code (cffi's ABI mode releases the GIL around the call)."""
+    import time
+    ctx = lazyfuse.Context(threads=1)  # one worker: lf_eval itself is long
+    a = np.random.default_rng(0).random(1 << 22)
+    lazyfuse.evaluate("sin(a) * cos(a) + sqrt(a) * exp(-a)", ctx=ctx)  # compile outside the timing
+    ticks = []
+    stop = threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0)
+    t = threading.Thread(target=ticker)
+    t.start()
+    try:
+        t0 = time.perf_counter()
+        for _ in range(3):
+            lazyfuse.evaluate("sin(a) * cos(a) + sqrt(a) * exp(-a)", ctx=ctx)
+        t1 = time.perf_counter()
+    finally:
+        stop.set()
+        t.join()
+    during = [x for x in ticks if t0 < x < t1]
+    assert ctx.last_stats()["program_reused"]
+    assert len(during) > 10, f"{len(during)} ticks of the other thread in {t1 - t0:.3f} s of lf_eval"
