@@ -270,8 +270,10 @@ typedef enum fuse_slot_kind {
 
 typedef struct fuse_slot {
     fuse_slot_kind kind;           /* see above */
-    const lf_node *node;           /* node whose value it holds */
-    lf_buffer *buffer;             /* INPUT: the buffer */
+    const lf_node *node;           /* node whose value it holds (INPUT: the
+                                      input node; its buffer is read at each
+                                      eval with fuse_slot_buffer, so
+                                      lf_input_rebind needs no replan) */
     int output;                    /* OUTPUT: first index into outs, else -1 */
     lf_dtype dtype;                /* element type */
     int64_t numel;                 /* elements (dense row-major) */
@@ -283,6 +285,10 @@ typedef struct fuse_slot {
                                       may share memory (plan_inplace.c); its
                                       pointer is declared without restrict */
 } fuse_slot;
+
+/* The buffer an INPUT slot reads now: its node's (lf_input_rebind may have
+ * changed it since planning; it keeps dtype, shape and layout). */
+static inline lf_buffer *fuse_slot_buffer(const fuse_slot *sl) { return sl->node->u.buffer; }
 
 typedef struct fuse_schedule {
     lf_graph *graph;               /* the planned graph */

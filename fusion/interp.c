@@ -385,7 +385,7 @@ lf_status fuse_interpret(const fuse_schedule *s, void **results) {
     for (int j = 0; j < s->nslots; j++) {
         const fuse_slot *sl = &s->slots[j];
         switch (sl->kind) {
-        case FUSE_SLOT_INPUT: data[j] = sl->buffer->data; break;
+        case FUSE_SLOT_INPUT: data[j] = fuse_slot_buffer(sl)->data; break;
         case FUSE_SLOT_OUTPUT: data[j] = results[sl->output]; break;
         case FUSE_SLOT_TEMP: data[j] = blocks[sl->block]; break;
         }

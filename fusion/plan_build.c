@@ -221,7 +221,6 @@ static int new_slot(fuse_schedule *s, fuse_slot_kind kind, const lf_node *n) {
     sl->numel = n->numel;
     sl->bytes = (size_t)n->numel * lf_dtype_size(n->dtype);
     sl->def = sl->last_use = sl->block = -1;
-    if (kind == FUSE_SLOT_INPUT) sl->buffer = n->u.buffer;
     return s->nslots++;
 }
 
@@ -237,7 +236,7 @@ lf_status fuse_plan_slots(planner *p, fuse_schedule *s, int n, lf_node *const *o
         const lf_node *x = p->g->nodes[id];
         if (!p->needed[id] || x->kind != NODE_INPUT) continue;
         for (int j = 0; j < s->nslots && p->slot_of[id] < 0; j++)
-            if (s->slots[j].buffer == x->u.buffer) p->slot_of[id] = j;
+            if (fuse_slot_buffer(&s->slots[j]) == x->u.buffer) p->slot_of[id] = j;
         if (p->slot_of[id] < 0) p->slot_of[id] = new_slot(s, FUSE_SLOT_INPUT, x);
     }
     int *oslot = p->oslot;

@@ -78,7 +78,7 @@ const lf_buffer *fuse_plan_in_place(fuse_schedule *s, int i, const lf_buffer *ds
     int o = s->out_slot[i];
     if (!target || s->slots[o].kind != FUSE_SLOT_OUTPUT || s->slots[o].output != i) return target;
     for (int j = 0; j < s->nslots; j++)
-        if (s->slots[j].kind == FUSE_SLOT_INPUT && s->slots[j].buffer == dst && fuse_in_place_ok(s, o, j))
+        if (s->slots[j].kind == FUSE_SLOT_INPUT && fuse_slot_buffer(&s->slots[j]) == dst && fuse_in_place_ok(s, o, j))
             s->slots[o].may_alias = s->slots[j].may_alias = true;
     return target;
 }
@@ -88,7 +88,7 @@ bool fuse_output_in_place(const fuse_schedule *s, int i, const lf_buffer *dst) {
     if (s->slots[o].kind != FUSE_SLOT_OUTPUT || s->slots[o].output != i || !s->slots[o].may_alias) return false;
     bool any = false;
     for (int j = 0; j < s->nslots; j++) {
-        if (s->slots[j].kind != FUSE_SLOT_INPUT || s->slots[j].buffer != dst) continue;
+        if (s->slots[j].kind != FUSE_SLOT_INPUT || fuse_slot_buffer(&s->slots[j]) != dst) continue;
         if (!s->slots[j].may_alias || !fuse_in_place_ok(s, o, j)) return false;
         any = true;
     }
@@ -97,6 +97,6 @@ bool fuse_output_in_place(const fuse_schedule *s, int i, const lf_buffer *dst) {
 
 const lf_buffer *fuse_in_place_target(const fuse_schedule *s, const lf_buffer *dst) {
     for (int j = 0; j < s->nslots; j++)
-        if (s->slots[j].kind == FUSE_SLOT_INPUT && s->slots[j].buffer == dst) return dst;
+        if (s->slots[j].kind == FUSE_SLOT_INPUT && fuse_slot_buffer(&s->slots[j]) == dst) return dst;
     return NULL;
 }

@@ -268,6 +268,95 @@ lf_status lf_scalar_set(lf_graph *g, lf_node *c, double value) {
     return LF_OK;
 }
 
+/* The NODE_INPUT node behind what lf_input returned: the node itself, or for a
+ * strided buffer the slice view lf_input made over it (a view with the
+ * buffer's own shape, offset and strides); NULL for anything else. */
+static lf_node *rebind_target(lf_node *n) {
+    if (n->kind == NODE_INPUT) return n;
+    if (n->kind != NODE_VIEW || n->u.view.op != VIEW_SLICE || n->inputs[0]->kind != NODE_INPUT) return NULL;
+    const lf_buffer *b = n->inputs[0]->u.buffer;
+    if (!b->strided || n->ndim != b->ndim || n->u.view.offset != b->offset) return NULL;
+    for (int d = 0; d < n->ndim; d++)
+        if (n->shape[d] != b->shape[d] || n->u.view.strides[d] != b->strides[d]) return NULL;
+    return n->inputs[0];
+}
+
+/* Input nodes of g other than `except` that read buffer b. */
+static int inputs_reading(const lf_graph *g, const lf_buffer *b, const lf_node *except) {
+    int count = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        const lf_node *x = g->nodes[i];
+        if (x != except && x->kind == NODE_INPUT && x->u.buffer == b) count++;
+    }
+    return count;
+}
+
+lf_status lf_input_rebind(lf_graph *g, lf_node *input, lf_buffer *b) {
+    if (!g) return graph_error(NULL, LF_ERR_NULL, "input_rebind: graph is NULL");
+    if (g->status != LF_OK) return g->status;
+    if (!input) return graph_error(g->ctx, LF_ERR_NULL, "input_rebind: node is NULL");
+    if (!b) return graph_error(g->ctx, LF_ERR_NULL, "input_rebind: buffer is NULL");
+    if (!graph_owns(g, input))
+        return graph_error(g->ctx, LF_ERR_STATE, "input_rebind: node belongs to another graph (or to a freed one)");
+    if (b->ctx != g->ctx) return graph_error(g->ctx, LF_ERR_STATE, "input_rebind: buffer belongs to another context");
+    char ns[GRAPH_NODE_STR_CAP];
+    lf_node *in = rebind_target(input);
+    if (!in)
+        return graph_error(g->ctx, LF_ERR_INVALID, "input_rebind: %s is not an input (only nodes lf_input returned)",
+                           graph_node_str(input, ns, sizeof ns));
+    lf_buffer *old = in->u.buffer;
+    if (b == old) return LF_OK;
+    if (b->dtype != old->dtype)
+        return graph_error(g->ctx, LF_ERR_DTYPE, "input_rebind: %s reads %s, the new buffer is %s",
+                           graph_node_str(input, ns, sizeof ns), lf_dtype_name(old->dtype), lf_dtype_name(b->dtype));
+    bool same_shape = b->ndim == old->ndim;
+    for (int d = 0; same_shape && d < b->ndim; d++) same_shape = b->shape[d] == old->shape[d];
+    if (!same_shape) {
+        char s1[200], s2[200];
+        graph_shape_str(s1, sizeof s1, old->ndim, old->shape);
+        graph_shape_str(s2, sizeof s2, b->ndim, b->shape);
+        return graph_error(g->ctx, LF_ERR_SHAPE, "input_rebind: %s has shape %s, the new buffer %s",
+                           graph_node_str(input, ns, sizeof ns), s1, s2);
+    }
+    bool same_layout = b->strided == old->strided;
+    if (same_layout && b->strided) {
+        same_layout = b->offset == old->offset && b->storage == old->storage;
+        for (int d = 0; same_layout && d < b->ndim; d++) same_layout = b->strides[d] == old->strides[d];
+    }
+    if (!same_layout)
+        return graph_error(g->ctx, LF_ERR_INVALID,
+                           "input_rebind: %s reads %s memory, the new buffer is laid out otherwise (strides, "
+                           "offset or span differ; a graph reads one layout)",
+                           graph_node_str(input, ns, sizeof ns), old->strided ? "strided" : "C-contiguous");
+    bool bound = false;
+    for (int i = 0; i < g->nbound && !bound; i++) bound = g->bound[i] == b;
+    if (!bound && g->nbound == g->capbound) {
+        int cap = g->capbound ? 2 * g->capbound : 8;
+        lf_buffer **nb = graph_realloc(g->bound, (size_t)cap * sizeof *nb);
+        if (!nb) return graph_error(g->ctx, LF_ERR_NOMEM, "input_rebind: out of memory");
+        g->bound = nb;
+        g->capbound = cap;
+    }
+    /* Cached programs read an input slot's buffer through its node
+       (fuse_slot_buffer), so they stay valid, unless slots were shared: one
+       slot serves every input node of one buffer. */
+    if (inputs_reading(g, old, in) > 0 || inputs_reading(g, b, in) > 0) graph_programs_clear(g);
+    if (!bound) {
+        g->bound[g->nbound++] = b;
+        b->refs++;
+    }
+    in->u.buffer = b;
+    if (inputs_reading(g, old, NULL) == 0) {
+        for (int i = 0; i < g->nbound; i++) {
+            if (g->bound[i] != old) continue;
+            g->bound[i] = g->bound[--g->nbound];
+            graph_buffer_release(old);
+            break;
+        }
+    }
+    return LF_OK;
+}
+
 lf_node *lf_arange(lf_graph *g, lf_dtype t, double start, double stop, double step) {
     if (!graph_check_args(g, "arange", 0, NULL) || !check_dtype(g, "arange", t)) return NULL;
     if (t == LF_BOOL) {

@@ -667,6 +667,33 @@ LF_API lf_node *lf_fill(lf_graph *g, lf_dtype t, double value, int ndim, const i
  * On a graph that has already failed it returns the graph's first error and
  * does nothing. */
 LF_API lf_status lf_scalar_set(lf_graph *g, lf_node *c, double value);
+/* Points input node `input` (what lf_input returned) of g at buffer b
+ * instead, so that a built graph runs again on new data: the next lf_eval
+ * reads b, and nothing is replanned or recompiled (a cached program of g
+ * stays valid: lf_eval_stats' program_reused, kernels_compiled 0), on every
+ * backend. b must have the old buffer's dtype, shape and layout (both
+ * C-contiguous, or both strided wraps with the same strides, offset and
+ * span). The graph takes a reference to b, as lf_input does, and drops the
+ * old buffer's when no other input node of g reads it (the old buffer is
+ * then freed, or its release / DLPack deleter called, if nothing else holds
+ * it). When the old or the new buffer is also read by another input node of
+ * g, the graph's cached programs are dropped (input nodes of one buffer are
+ * one load in a program; two buffers are two): the next eval plans again, and
+ * compiles kernels of the new structure unless the context's cache has
+ * them. Rebinding to the same buffer does
+ * nothing. An output buffer is bound at each lf_eval already.
+ * Errors (the graph and its bindings are unchanged; the graph does not fail):
+ *   LF_ERR_NULL    "input_rebind: graph is NULL" (node, buffer)
+ *   LF_ERR_STATE   "input_rebind: node belongs to another graph (or to a
+ *                  freed one)", "input_rebind: buffer belongs to another context"
+ *   LF_ERR_INVALID "input_rebind: node 3 (add f32[4]) is not an input (only
+ *                  nodes lf_input returned)", or a layout that differs
+ *   LF_ERR_DTYPE   "input_rebind: node 0 (input f32[4]) reads f32, the new buffer is f64"
+ *   LF_ERR_SHAPE   "input_rebind: node 0 (input f32[4]) has shape [4], the new buffer [5]"
+ *   LF_ERR_NOMEM
+ * On a graph that has already failed it returns the graph's first error and
+ * does nothing. Not in lazyfuse 1.0.0. */
+LF_API lf_status lf_input_rebind(lf_graph *g, lf_node *input, lf_buffer *b);
 /* 1-d [0, 1, ..., n-1] of an integer or float dtype. */
 LF_API lf_node *lf_iota(lf_graph *g, lf_dtype t, int64_t n);
 /* 1-d start, start+step, ... while < stop (> stop for negative step), as

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # scripts/quickstart.sh: the README's two quick-start commands.
 #
-#   bash scripts/quickstart.sh demo   install what is missing, build, run lazyfuse-demo
+#   bash scripts/quickstart.sh demo   install what is missing, build, run lazyfuse-demo,
+#                                     then pip install the Python package into .venv/
+#                                     and run python/examples/gaussian.py
 #   bash scripts/quickstart.sh test   install what is missing, build, run the whole suite:
-#                                     1. meson test in build/ (normal build)
+#                                     1. meson test in build/ (normal build), then the
+#                                        Python package's pytest suite (python/tests)
+#                                        and numexpr's own test suite against it
+#                                        (python/numexpr_suite/run.sh), on the
+#                                        package pip installed into .venv/
 #                                     2. meson test in build-asan/ (AddressSanitizer +
 #                                        UndefinedBehaviorSanitizer, leaks fatal)
 #                                     3. meson test in build/ under valgrind (not the
@@ -15,7 +21,8 @@
 # The test verb ends with one line, "N passed, M failed", which CI reads: N and
 # M are the test totals of runs 1 and 2 (from meson's "Ok:" / "Fail:" summary
 # lines; expected failures count as passed, unexpected passes and timeouts as
-# failed). So that M is 0 exactly when the script succeeds, a step that fails
+# failed), plus pytest's passed and failed (errors count as failed) for the
+# Python tests. So that M is 0 exactly when the script succeeds, a step that fails
 # without test counts of its own (a configure or build error, or the valgrind
 # pass) adds one to M.
 #
@@ -35,7 +42,15 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 PACKAGES=(meson ninja-build pkg-config gcc g++ libcriterion-dev libdlpack-dev python3-numpy graphviz valgrind
-          shellcheck abigail-tools)
+          shellcheck abigail-tools python3-venv python3-cffi)
+
+# The Python package (pyproject.toml: meson-python) goes into a virtual
+# environment, .venv/, with what it needs from the package registry (NumPy 2,
+# not Debian's 1.24; pytest and numexpr for its tests). pip builds it in
+# build-python/ (kept, so a second run only rebuilds what changed) and without
+# build isolation, from the venv's own meson-python.
+VENV="$ROOT/.venv"
+PY_PACKAGES=(meson-python meson ninja cffi numpy pytest numexpr)
 
 say() { printf '==> %s (%d s in)\n' "$*" "$SECONDS" >&2; }
 die() { printf 'quickstart: %s\n' "$*" >&2; exit 1; }
@@ -64,6 +79,22 @@ install_deps() {
         return 0
     fi
     apt_install "${PACKAGES[@]}"
+}
+
+# python_install: makes .venv/ when missing, installs the registry packages it
+# lacks, and (re)installs lazyfuse from this tree into it.
+python_install() {
+    if [ ! -x "$VENV/bin/python" ]; then
+        say "making the virtual environment $VENV"
+        /usr/bin/python3 -m venv "$VENV"
+    fi
+    if ! "$VENV/bin/python" -c 'import mesonpy, mesonbuild, cffi, numpy, pytest, numexpr' 2>/dev/null; then
+        say "installing ${PY_PACKAGES[*]} into $VENV"
+        "$VENV/bin/python" -m pip install -q --upgrade "${PY_PACKAGES[@]}"
+    fi
+    say "pip install . (the lazyfuse package, built in build-python/)"
+    PATH="$VENV/bin:$PATH" "$VENV/bin/python" -m pip install -q --no-build-isolation \
+        --config-settings=build-dir="$ROOT/build-python" "$ROOT"
 }
 
 # ---- build -------------------------------------------------------------------
@@ -118,6 +149,38 @@ count_summary() {
     FAILED=$((FAILED + LAST_FAILED))
 }
 
+# run_pytest NAME COMMAND...: runs a pytest COMMAND and counts its results
+# from pytest's closing line ("== 3 failed, 40 passed, 2 skipped in 1.2s ==";
+# errors count as failed); a failed run with no failed test counted adds one.
+run_pytest() {
+    local name="$1" log="$ROOT/build-pytest/quickstart-$1.log" st passed failed errors
+    shift
+    mkdir -p "$ROOT/build-pytest"
+    say "pytest ($name)"
+    if "$@" 2>&1 | tee "$log"; then
+        st=0
+    else
+        st=$?
+    fi
+    passed=$(tail -n 1 "$log" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || true)
+    failed=$(tail -n 1 "$log" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || true)
+    errors=$(tail -n 1 "$log" | grep -oE '[0-9]+ errors?' | grep -oE '[0-9]+' || true)
+    LAST_FAILED=$(( ${failed:-0} + ${errors:-0} ))
+    PASSED=$((PASSED + ${passed:-0}))
+    FAILED=$((FAILED + LAST_FAILED))
+    if [ "$st" -ne 0 ]; then
+        STATUS=1
+        if [ "$LAST_FAILED" -eq 0 ]; then FAILED=$((FAILED + 1)); fi
+        say "$name failed (pytest exit status $st)"
+    fi
+}
+
+# The package's own tests, from python/tests (the installed package is the
+# one imported: python/ is not on the path).
+python_tests() {
+    cd "$ROOT/python/tests" && "$VENV/bin/python" -m pytest -p no:cacheprovider -q -rs
+}
+
 # run_suite NAME DIR [MESON TEST OPTIONS...]: runs meson test in DIR and
 # counts its results; a failed run with no failed test counted adds one.
 run_suite() {
@@ -168,6 +231,16 @@ run_tests() {
     if build_dir normal build; then
         normal_built=1
         run_suite normal build
+    fi
+
+    # 1b. the Python package, installed from this tree into .venv/
+    if python_install; then
+        run_pytest python python_tests
+        run_pytest numexpr bash "$ROOT/python/numexpr_suite/run.sh" "$VENV/bin/python"
+    else
+        say "pip install of the Python package failed"
+        STATUS=1
+        FAILED=$((FAILED + 1))
     fi
 
     # 2. AddressSanitizer + UndefinedBehaviorSanitizer; reports go to files
@@ -243,6 +316,9 @@ demo)
     setup_dir build
     ninja -C build
     ./build/tools/lazyfuse-demo
+    # the same example from Python: pip install . into .venv/, then evaluate()
+    python_install
+    "$VENV/bin/python" "$ROOT/python/examples/gaussian.py"
     ;;
 test)
     trap on_exit EXIT

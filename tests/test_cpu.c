@@ -3220,3 +3220,201 @@ Test(cpu, cold_program_allocation_failures_leak_nothing, .timeout = 600) {
     setenv("LF_CACHE_DIR", cache_dir, 1);
     free(x);
 }
+
+/* ==== 11. input rebinding (lf_input_rebind) ============================================ */
+
+static void release_count(void *arg) { ++*(int *)arg; }
+
+/* Random values with the special ones (NaN, +-Inf, -0.0) sprinkled in. */
+static void rebind_values(float *x, int32_t *idx, int64_t n, int round) {
+    for (int64_t i = 0; i < n; i++) x[i] = (float)tu_uniform(-4, 4);
+    for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)tu_randint(-7, 6);
+    if (n > 50) x[(round * 7) % n] = NAN, x[(round * 11 + 3) % n] = INFINITY, x[(round * 13 + 5) % n] = -0.0f,
+                x[(round * 17 + 9) % n] = -INFINITY;
+}
+
+/* A graph over three inputs (a dense f32 x, a strided f32 view t of a
+ * wrapped matrix, an i32 index) with every kernel kind: elementwise, a
+ * reduction, a row pass, a scan, a scatter, a gather. Each round points the
+ * inputs at new buffers of new values: the outputs match the reference
+ * evaluator (and y a plain C loop over the new x), the program is reused,
+ * nothing is compiled, looked up or planned; the old buffers are released
+ * (a wrapped one's release called once) as soon as the graph lets them go.
+ * Run on the compiled backend and on the interpreter. */
+static void rebind_rounds(lf_ctx *c, bool compiled) {
+    enum { N = 3000, ROUNDS = 6 };
+    float *x0 = xmalloc(N * sizeof *x0), *m0 = xmalloc(N * sizeof *m0);
+    int32_t *i0 = xmalloc(N * sizeof *i0);
+    rebind_values(x0, i0, N, 0);
+    rebind_values(m0, i0, N, 1);
+    lf_graph *g = lf_graph_new(c);
+    lf_buffer *xb = raw_buf(c, LF_F32, 1, SH(N), x0), *ib = raw_buf(c, LF_I32, 1, SH(N), i0);
+    int released[ROUNDS + 1] = {0};
+    /* t: the transpose of a 30 x 100 matrix, wrapped with strides (1, 100) */
+    lf_buffer *tb = lf_buffer_wrap(c, LF_F32, 2, SH(100, 30), SH(1, 100), m0, release_count, &released[0]);
+    cr_assert_not_null(tb, "%s", lf_errmsg(c));
+    lf_node *x = lf_input(g, xb), *idx = lf_input(g, ib), *t = lf_input(g, tb);
+    lf_buffer_free(xb), lf_buffer_free(ib), lf_buffer_free(tb);
+    lf_node *k = lf_const(g, LF_F32, 2.0);
+    lf_node *y = lf_add(g, lf_mul(g, x, k), lf_const(g, LF_F32, 1.0));
+    lf_node *r = lf_reduce(g, LF_RED_SUM, lf_maximum(g, x, k), 0, NULL, false);
+    lf_node *x2 = lf_reshape(g, x, 2, SH(30, 100));
+    lf_node *row = lf_sub(g, x2, lf_reduce(g, LF_RED_MAX, lf_mul(g, x2, lf_transpose(g, t)), 1, AX(1), true));
+    lf_node *sc = lf_scan(g, LF_RED_SUM, lf_cast(g, x, LF_I64), 0, false);
+    lf_node *sct = lf_scatter(g, LF_SCATTER_ADD, lf_fill(g, LF_I32, 0, 1, SH(7)), 0, idx, lf_cast(g, x, LF_I32));
+    lf_node *gat = lf_take(g, lf_reshape(g, t, 1, SH(-1)), 0, lf_map(g, lf_fn_parse(g, "(i) -> i + 7"), idx));
+    lf_node *outs[] = {y, r, row, sc, sct, gat};
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+    double rtol[6] = {0, 1e-6, 0, 0, 0, 0};
+    lf_eval_stats st = check_vs_reference("rebind, first buffers", g, 6, outs, rtol);
+    int kernels = st.kernels;
+    for (int round = 1; round <= ROUNDS; round++) {
+        float *xv = xmalloc(N * sizeof *xv), *mv = xmalloc(N * sizeof *mv);
+        int32_t *iv = xmalloc(N * sizeof *iv);
+        rebind_values(xv, iv, N, 2 * round);
+        rebind_values(mv, iv, N, 2 * round + 1);
+        lf_buffer *nx = raw_buf(c, LF_F32, 1, SH(N), xv), *ni = raw_buf(c, LF_I32, 1, SH(N), iv);
+        lf_buffer *nt = lf_buffer_wrap(c, LF_F32, 2, SH(100, 30), SH(1, 100), mv, release_count, &released[round]);
+        cr_assert_not_null(nt, "%s", lf_errmsg(c));
+        cr_assert_eq(lf_input_rebind(g, x, nx), LF_OK, "%s", lf_errmsg(c));
+        cr_assert_eq(lf_input_rebind(g, idx, ni), LF_OK, "%s", lf_errmsg(c));
+        cr_assert_eq(lf_input_rebind(g, t, nt), LF_OK, "%s", lf_errmsg(c));
+        cr_expect_eq(released[round - 1], 1, "round %d: the old wrapped buffer was released %d times", round,
+                     released[round - 1]);
+        free(m0); /* released: the old wrapped memory is ours again */
+        m0 = mv;
+        lf_buffer_free(nx), lf_buffer_free(ni), lf_buffer_free(nt);
+        char what[64];
+        snprintf(what, sizeof what, "rebind, round %d", round);
+        st = check_vs_reference(what, g, 6, outs, rtol);
+        if (compiled) {
+            cr_expect(st.program_reused, "%s: the program was not reused", what);
+            cr_expect_eq(st.kernels_compiled, 0, "%s: compiled %d", what, st.kernels_compiled);
+            cr_expect_eq(st.kernels_memory_hits + st.kernels_disk_hits, 0, "%s: looked kernels up", what);
+            cr_expect_eq(st.plan_seconds, 0);
+            cr_expect_eq(st.kernels, kernels);
+        }
+        /* y against a plain loop over the new x: the graph reads the new data */
+        lf_buffer *yb = lf_buffer_new_like(c, y);
+        cr_assert_eq(lf_eval(g, 1, &y, &yb), LF_OK, "%s", lf_errmsg(c));
+        float *got = raw_read(yb);
+        for (int64_t i = 0; i < N; i++) {
+            float want = xv[i] * 2.0f + 1.0f;
+            cr_assert(memcmp(&got[i], &want, sizeof want) == 0 || (isnan(got[i]) && isnan(want)),
+                      "%s: y[%lld] = %g, want %g", what, (long long)i, got[i], want);
+        }
+        free(got);
+        lf_buffer_free(yb);
+        free(xv), free(iv);
+    }
+    cr_expect_eq(released[ROUNDS], 0);
+    lf_graph_free(g);
+    cr_expect_eq(released[ROUNDS], 1, "the last wrapped buffer was released %d times", released[ROUNDS]);
+    for (int r = 0; r < ROUNDS; r++) cr_expect_eq(released[r], 1, "buffer %d released %d times", r, released[r]);
+    free(m0), free(x0), free(i0);
+}
+
+Test(cpu, input_rebind_reuses_the_program, .timeout = 300) {
+    setenv("LF_CPU_PARALLEL_MIN", "1", 1);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    rebind_rounds(c, true);
+    lf_ctx_destroy(c);
+    c = cpu_ctx(2, LF_COMPILE_NEVER, NULL);
+    rebind_rounds(c, false);
+    lf_ctx_destroy(c);
+    expect_no_leak();
+}
+
+/* Every refusal of lf_input_rebind: status, message, and nothing changed
+ * (the graph still evaluates its old buffer, and has not failed). */
+Test(cpu, input_rebind_errors) {
+    lf_ctx *c = cpu_ctx(1, LF_COMPILE_AUTO, NULL), *c2 = ref_ctx();
+    float x0[4] = {1, 2, 3, 4}, m[6] = {1, 2, 3, 4, 5, 6};
+    lf_graph *g = lf_graph_new(c), *g2 = lf_graph_new(c);
+    lf_node *x = in_node(g, LF_F32, 1, SH(4), x0);
+    lf_node *y = lf_add(g, x, x);
+    lf_node *other = in_node(g2, LF_F32, 1, SH(4), x0);
+    lf_buffer *f64 = raw_buf(c, LF_F64, 1, SH(4), NULL), *five = raw_buf(c, LF_F32, 1, SH(5), NULL);
+    lf_buffer *ok = raw_buf(c, LF_F32, 1, SH(4), NULL), *elsewhere = raw_buf(c2, LF_F32, 1, SH(4), NULL);
+    lf_buffer *strided = lf_buffer_wrap(c, LF_F32, 1, SH(4), SH(-1), m + 3, NULL, NULL);
+    lf_buffer *strided2 = lf_buffer_wrap(c, LF_F32, 1, SH(3), SH(2), m, NULL, NULL);
+    lf_buffer *strided3 = lf_buffer_wrap(c, LF_F32, 1, SH(3), SH(-2), m + 4, NULL, NULL);
+    cr_assert(f64 && five && ok && elsewhere && strided && strided2 && strided3);
+    struct { lf_graph *g; lf_node *n; lf_buffer *b; lf_status st; const char *msg; } cases[] = {
+        {NULL, x, ok, LF_ERR_NULL, "input_rebind: graph is NULL"},
+        {g, NULL, ok, LF_ERR_NULL, "input_rebind: node is NULL"},
+        {g, x, NULL, LF_ERR_NULL, "input_rebind: buffer is NULL"},
+        {g, other, ok, LF_ERR_STATE, "input_rebind: node belongs to another graph (or to a freed one)"},
+        {g, x, elsewhere, LF_ERR_STATE, "input_rebind: buffer belongs to another context"},
+        {g, y, ok, LF_ERR_INVALID, "is not an input (only nodes lf_input returned)"},
+        {g, x, f64, LF_ERR_DTYPE, "reads f32, the new buffer is f64"},
+        {g, x, five, LF_ERR_SHAPE, "has shape [4], the new buffer [5]"},
+        {g, x, strided, LF_ERR_INVALID, "reads C-contiguous memory, the new buffer is laid out otherwise"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lf_status st = lf_input_rebind(cases[i].g, cases[i].n, cases[i].b);
+        const char *msg = lf_errmsg(cases[i].g ? c : NULL);
+        cr_expect_eq(st, cases[i].st, "case %zu: %s, want %s (%s)", i, lf_status_name(st),
+                     lf_status_name(cases[i].st), msg);
+        cr_expect(strstr(msg, cases[i].msg), "case %zu: message \"%s\" lacks \"%s\"", i, msg, cases[i].msg);
+    }
+    /* a strided input takes only the same layout */
+    lf_node *s = lf_input(g, strided2);
+    cr_assert_not_null(s);
+    cr_expect_eq(lf_input_rebind(g, s, strided3), LF_ERR_INVALID);
+    cr_expect(strstr(lf_errmsg(c), "reads strided memory"), "%s", lf_errmsg(c));
+    cr_expect_eq(lf_graph_status(g), LF_OK, "a refused rebind failed the graph: %s", lf_graph_errmsg(g));
+    lf_buffer *yb = lf_buffer_new_like(c, y);
+    cr_assert_eq(lf_eval(g, 1, &y, &yb), LF_OK, "%s", lf_errmsg(c));
+    float got[4];
+    cr_assert_eq(lf_buffer_read(yb, got, sizeof got), LF_OK);
+    for (int i = 0; i < 4; i++) cr_expect_eq(got[i], 2 * x0[i]);
+    /* rebinding to its own buffer is a no-op; a failed graph reports its error */
+    lf_node *sum = lf_add(g, s, s);
+    cr_assert_not_null(sum);
+    lf_node *five_in = lf_input(g, five);
+    cr_assert_null(lf_add(g, x, five_in), "[4] + [5] must not broadcast");
+    cr_expect_eq(lf_input_rebind(g, x, ok), LF_ERR_SHAPE, "a failed graph's rebind gives its first error");
+    lf_buffer_free(yb), lf_buffer_free(f64), lf_buffer_free(five), lf_buffer_free(ok), lf_buffer_free(elsewhere);
+    lf_buffer_free(strided), lf_buffer_free(strided2), lf_buffer_free(strided3);
+    lf_graph_free(g), lf_graph_free(g2);
+    lf_ctx_destroy(c), lf_ctx_destroy(c2);
+    expect_no_leak();
+}
+
+/* Two input nodes over one buffer share a slot in a program: rebinding one
+ * of them drops the programs (the kernels now load two buffers where they
+ * loaded one: planned and compiled again), and each node reads its own
+ * buffer afterwards; rebinding it back finds the first kernels in memory.
+ * The shared buffer stays bound while the other node reads it. */
+Test(cpu, input_rebind_shared_buffer, .timeout = 120) {
+    lf_ctx *c = cpu_ctx(1, LF_COMPILE_REQUIRE, NULL);
+    float a0[5] = {1, 2, 3, 4, 5}, b0[5] = {10, 20, 30, 40, 50};
+    lf_graph *g = lf_graph_new(c);
+    lf_buffer *ab = raw_buf(c, LF_F32, 1, SH(5), a0), *bb = raw_buf(c, LF_F32, 1, SH(5), b0);
+    lf_node *p = lf_input(g, ab), *q = lf_input(g, ab);
+    lf_node *y = lf_sub(g, lf_mul(g, p, lf_const(g, LF_F32, 3)), q); /* 3p - q */
+    lf_eval_stats st = check_vs_reference("shared, first", g, 1, &y, NULL);
+    cr_assert_eq(lf_input_rebind(g, q, bb), LF_OK, "%s", lf_errmsg(c));
+    st = check_vs_reference("shared, q rebound", g, 1, &y, NULL);
+    cr_expect(!st.program_reused);
+    cr_assert_eq(lf_input_rebind(g, q, ab), LF_OK, "%s", lf_errmsg(c));
+    st = check_vs_reference("shared, q back", g, 1, &y, NULL);
+    cr_expect(!st.program_reused);
+    cr_expect_eq(st.kernels_compiled, 0, "the first structure's kernels are in memory");
+    cr_assert_eq(lf_input_rebind(g, q, bb), LF_OK, "%s", lf_errmsg(c));
+    lf_buffer *yb = lf_buffer_new_like(c, y);
+    cr_assert_eq(lf_eval(g, 1, &y, &yb), LF_OK, "%s", lf_errmsg(c));
+    float got[5];
+    cr_assert_eq(lf_buffer_read(yb, got, sizeof got), LF_OK);
+    for (int i = 0; i < 5; i++) cr_expect_eq(got[i], 3 * a0[i] - b0[i], "y[%d] = %g", i, got[i]);
+    /* the buffer both read: p still holds it after lf_buffer_free */
+    lf_buffer_free(ab), lf_buffer_free(bb);
+    cr_assert_eq(lf_eval(g, 1, &y, &yb), LF_OK, "%s", lf_errmsg(c));
+    cr_assert_eq(lf_buffer_read(yb, got, sizeof got), LF_OK);
+    for (int i = 0; i < 5; i++) cr_expect_eq(got[i], 3 * a0[i] - b0[i]);
+    lf_buffer_free(yb);
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+    expect_no_leak();
+}

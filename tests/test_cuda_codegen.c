@@ -284,7 +284,7 @@ static void emu_run_schedule(const fuse_schedule *s, int n, void **results, cons
     for (int j = 0; j < s->nslots; j++) {
         const fuse_slot *sl = &s->slots[j];
         if (sl->kind == FUSE_SLOT_INPUT) {
-            data[j] = sl->buffer->data;
+            data[j] = fuse_slot_buffer(sl)->data;
         } else {
             /* poisoned, so a kernel that skips an element is caught */
             owned[j] = malloc(sl->bytes + 16);

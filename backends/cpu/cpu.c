@@ -913,11 +913,11 @@ static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buf
     lf_status status = LF_OK;
     if (!data || !fresh || !ins || !unsafe) goto nomem;
     for (int j = 0; j < s->nslots; j++)
-        if (s->slots[j].kind == FUSE_SLOT_INPUT) ins[nin++] = s->slots[j].buffer;
+        if (s->slots[j].kind == FUSE_SLOT_INPUT) ins[nin++] = fuse_slot_buffer(&s->slots[j]);
     if (!graph_dst_aliases(n, dsts, nin, ins, unsafe, own_input)) goto nomem;
     for (int j = 0; j < s->nslots; j++) {
         const fuse_slot *sl = &s->slots[j];
-        if (sl->kind == FUSE_SLOT_INPUT) data[j] = sl->buffer->data;
+        if (sl->kind == FUSE_SLOT_INPUT) data[j] = fuse_slot_buffer(sl)->data;
         else if (sl->kind == FUSE_SLOT_TEMP) data[j] = pr->blocks[sl->block];
     }
     /* outputs: in place when nothing reads the buffer, no other output names it
@@ -975,7 +975,7 @@ static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buf
     }
     for (int i = 0; i < n; i++) {
         const fuse_slot *sl = &s->slots[s->out_slot[i]];
-        const void *src = sl->kind == FUSE_SLOT_OUTPUT ? data[s->out_slot[i]] : sl->buffer->data;
+        const void *src = sl->kind == FUSE_SLOT_OUTPUT ? data[s->out_slot[i]] : fuse_slot_buffer(sl)->data;
         bool staged = pr->stage && pr->stage[i] && sl->output == i && data[s->out_slot[i]] == pr->stage[i];
         if (sl->kind == FUSE_SLOT_OUTPUT && sl->output == i && !fresh[i] && !staged) continue; /* in place */
         lf_buffer *d = dsts[i];

@@ -608,7 +608,7 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
     lf_status status = LF_OK;
     for (int j = 0; j < s->nslots; j++) {
         const fuse_slot *sl = &s->slots[j];
-        data[j] = sl->kind == FUSE_SLOT_INPUT ? sl->buffer->dev
+        data[j] = sl->kind == FUSE_SLOT_INPUT ? fuse_slot_buffer(sl)->dev
                   : sl->kind == FUSE_SLOT_TEMP ? pr->blocks[sl->block]
                                                : 0;
     }
@@ -620,7 +620,7 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
     int nin = 0;
     if (ins && unsafe)
         for (int j = 0; j < s->nslots; j++)
-            if (s->slots[j].kind == FUSE_SLOT_INPUT) ins[nin++] = s->slots[j].buffer;
+            if (s->slots[j].kind == FUSE_SLOT_INPUT) ins[nin++] = fuse_slot_buffer(&s->slots[j]);
     if (!ins || !unsafe || !graph_dst_aliases(n, dsts, nin, ins, unsafe, own_input)) {
         graph_free(ins);
         graph_free(unsafe);
@@ -718,7 +718,7 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
     /* outputs not written in place */
     for (int i = 0; i < n; i++) {
         const fuse_slot *sl = &s->slots[s->out_slot[i]];
-        uint64_t src = sl->kind == FUSE_SLOT_OUTPUT ? data[s->out_slot[i]] : sl->buffer->dev;
+        uint64_t src = sl->kind == FUSE_SLOT_OUTPUT ? data[s->out_slot[i]] : fuse_slot_buffer(sl)->dev;
         if (sl->kind == FUSE_SLOT_OUTPUT && sl->output == i && !pr->fresh[i]) continue; /* in place */
         if (!dsts[i]->bytes || src == dsts[i]->dev) continue;
         CUresult r = cs->drv.MemcpyDtoDAsync(dsts[i]->dev, src, dsts[i]->bytes, cs->stream);
