@@ -692,7 +692,7 @@ LF_API lf_status lf_scalar_set(lf_graph *g, lf_node *c, double value);
  *   LF_ERR_SHAPE   "input_rebind: node 0 (input f32[4]) has shape [4], the new buffer [5]"
  *   LF_ERR_NOMEM
  * On a graph that has already failed it returns the graph's first error and
- * does nothing. Not in lazyfuse 1.0.0. */
+ * does nothing. Since lazyfuse 1.1.0. */
 LF_API lf_status lf_input_rebind(lf_graph *g, lf_node *input, lf_buffer *b);
 /* 1-d [0, 1, ..., n-1] of an integer or float dtype. */
 LF_API lf_node *lf_iota(lf_graph *g, lf_dtype t, int64_t n);
@@ -884,7 +884,7 @@ typedef enum lf_pad_mode {
  * "pad: negative width -2 after axis 0 of node 4 (add f32[1000,3])"), an
  * edge or reflect border on an axis of extent 0 (LF_ERR_SHAPE, as NumPy
  * refuses it), an unknown mode (LF_ERR_INVALID), a padded extent or shape
- * past int64_t (LF_ERR_OVERFLOW). */
+ * past int64_t (LF_ERR_OVERFLOW). Since lazyfuse 1.1.0. */
 LF_API lf_node *lf_pad(lf_graph *g, lf_node *x, const int64_t *before, const int64_t *after, lf_pad_mode mode,
                        double value);
 
@@ -902,7 +902,7 @@ LF_API lf_node *lf_pad(lf_graph *g, lf_node *x, const int64_t *before, const int
  * out of range or a 0-d piece (LF_ERR_SHAPE), axis out of range
  * (LF_ERR_AXIS), ranks or extents that differ (LF_ERR_SHAPE, naming both
  * pieces as "node 4 (add f32[1000,3])"), a joined extent or shape past
- * int64_t (LF_ERR_OVERFLOW). */
+ * int64_t (LF_ERR_OVERFLOW). Since lazyfuse 1.1.0. */
 LF_API lf_node *lf_concat(lf_graph *g, int n, lf_node *const *xs, int axis);
 
 /* ---- scalar functions --------------------------------------------------- */
