@@ -1265,25 +1265,27 @@ def vecdot(x1, x2, /, *, axis=-1):
 
 
 def compute(*arrays):
-    """Computes the given arrays, those of one graph in one fused lf_eval, and
-    returns them (a tuple for several, the array for one)."""
-    by_graph = {}
+    """Computes the given arrays in one fused lf_eval (per context) and returns
+    them (a tuple for several, the array for one). Lazy arrays of other graphs
+    are rebuilt from their recipes into the first one's graph for it, so
+    compute(a, b) is one eval whichever graphs a and b were built in."""
+    by_ctx = {}
     for a in arrays:
         if not isinstance(a, Array):
             raise TypeError(f"compute: {type(a).__name__} is not a lazyfuse Array")
         if a._buf is None:
-            g = a._live_graph()
-            lst = by_graph.setdefault(id(g), (g, []))[1]
+            lst = by_ctx.setdefault(id(a._ctx), (a._ctx, []))[1]
             if builtins.all(b is not a for b in lst):
                 lst.append(a)
-    for g, lst in by_graph.values():
-        ctx = g.ctx
+    for ctx, lst in by_ctx.values():
+        g = lst[0]._live_graph()
         n = len(lst)
-        outs = ffi.new("lf_node *[]", [a._node for a in lst])
         with ctx.calling():
+            nodes = [a._node_in(g) for a in lst]
+            outs = ffi.new("lf_node *[]", nodes)
             bufs = []
-            for a in lst:
-                h = lib.lf_buffer_new_like(ctx.handle, a._node)
+            for node in nodes:
+                h = lib.lf_buffer_new_like(ctx.handle, node)
                 if h == ffi.NULL:
                     ctx.check(lib.LF_ERR_NOMEM, "compute")
                 bufs.append(Buffer(ctx, h))
@@ -1294,6 +1296,7 @@ def compute(*arrays):
             ctx.check(st, "compute")
         for a, b in zip(lst, bufs):
             a._buf = b
+            a._recipe = _Recipe(a._recipe.build, (), a._recipe.what)  # operands no longer needed
     return arrays[0] if len(arrays) == 1 else arrays
 
 

@@ -180,6 +180,8 @@ def test_reductions(name, dtype, axis, keepdims):
     if name == "prod" and dtype.startswith("int"):
         x = (np.abs(x) % 3).astype(dtype)
     want = getattr(np, name)(x, axis=axis, keepdims=keepdims)
+    if dtype == "float32":  # lazyfuse accumulates float32 in double and rounds once
+        want = getattr(np, name)(x.astype(np.float64), axis=axis, keepdims=keepdims).astype(np.float32)
     if name in ("sum", "prod") and dtype == "int32":
         want = want.astype(np.int64)
     got = getattr(lf, name)(lf.asarray(x), axis=axis, keepdims=keepdims)
@@ -243,8 +245,8 @@ def test_cumulative_sum():
     v = rand((0,))
     close(lf.cumulative_sum(lf.asarray(v)), np.cumsum(v))
     close(lf.cumulative_sum(lf.asarray(v), include_initial=True), np.zeros(1))
-    close(lf.cumulative_sum(lf.asarray(rand((7,), "int32")), dtype=lf.float64).astype(lf.float64),
-          np.cumsum(np.asarray(lf.asarray(rand((7,), "int32")) * 0), dtype=np.float64))
+    i = rand((7,), "int32")
+    close(lf.cumulative_sum(lf.asarray(i), dtype=lf.float64), np.cumsum(i, dtype=np.float64))
 
 
 def test_take_sort_argsort_topk():
