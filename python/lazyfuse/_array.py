@@ -18,6 +18,12 @@ rebuilt from their recipes into a fresh graph when next used, so one bad
 operation does not spoil other arrays. Most bad arguments are caught in Python
 before any C call, with the same exception classes as the core's mapping.
 
+Contexts. An operation runs in the context of its first array operand
+(asarray and the creation functions use this thread's default context unless
+given device=a Context). An operand of another context (another thread's
+default one, say) is computed there and wrapped into this one through DLPack
+without a copy.
+
 Scalars are weak (NEP 50, as the C library's literals): a Python scalar takes
 the array operand's dtype (a float with an integer or bool array gives
 float64, an int with a bool array int64), and becomes an lf_const node, a
@@ -467,13 +473,20 @@ def _lazy(ctx, build, args, what):
 
 
 def _ctx_of(*xs):
-    ctx = None
+    """The context an operation on xs runs in: the first array's."""
     for x in xs:
         if isinstance(x, Array):
-            if ctx is not None and x._ctx is not ctx:
-                raise LazyfuseValueError("arrays of different lazyfuse contexts")
-            ctx = x._ctx
-    return ctx or default_context()
+            return x._ctx
+    return default_context()
+
+
+def _in_ctx(a, ctx):
+    """a as an array of ctx: itself, or (an array of another context, such as
+    another thread's default one) computed there and wrapped here through
+    DLPack without a copy."""
+    if a._ctx is ctx:
+        return a
+    return Array._from_buffer(Buffer.from_dlpack(ctx, a._buffer()))
 
 
 def _const(ctx, lf, value):
@@ -506,7 +519,7 @@ def _scalar_dtype(x, other_lf):
 def _operands(xs, what, exact_int=True):
     """Arrays for the operands xs (Arrays, Python scalars, array-likes)."""
     ctx = _ctx_of(*xs)
-    arrays = [x if isinstance(x, Array) else None for x in xs]
+    arrays = [_in_ctx(x, ctx) if isinstance(x, Array) else None for x in xs]
     for i, x in enumerate(xs):
         if arrays[i] is None and not _is_scalar(x):
             arrays[i] = asarray(x)
@@ -1123,7 +1136,9 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
 
 
 def _index_array(indices, ctx, what):
-    idx = indices if isinstance(indices, Array) else asarray(indices)
+    if ctx is None:
+        ctx = indices._ctx if isinstance(indices, Array) else default_context()
+    idx = _in_ctx(indices, ctx) if isinstance(indices, Array) else asarray(indices, device=ctx)
     if idx._dtype not in (LF_I32, LF_I64):
         raise _dtype_error(f"{what}: indices must be int32 or int64, got {idx.dtype}")
     return idx
@@ -1184,7 +1199,7 @@ def bincount(x, /, weights=None, *, minlength=None):
             raise _shape_error("bincount: minlength must be >= 0")
     if weights is None:
         return _lazy(idx._ctx, lambda g, i: lib.lf_bincount(g.handle, i, ffi.NULL, nbins), (idx,), "bincount")
-    ctx, (w,) = _operands((weights,), "bincount")
+    ctx, (_, w) = _operands((idx, weights), "bincount")
     return _lazy(idx._ctx, lambda g, i, wn: lib.lf_bincount(g.handle, i, wn, nbins), (idx, w), "bincount")
 
 
@@ -1200,7 +1215,7 @@ def scatter(dst, indices, values, /, *, axis=0, op="set"):
     code = _SCATTER[op]
     axis = _norm_axis(axis, dst.ndim, "scatter")
     idx = _index_array(indices, dst._ctx, "scatter")
-    v = values if isinstance(values, Array) else _operands((dst, values), "scatter")[1][1]
+    v = _operands((dst, values), "scatter")[1][1]
     return _lazy(dst._ctx, lambda g, d, i, vn: lib.lf_scatter(g.handle, code, d, axis, i, vn), (dst, idx, v),
                  "scatter")
 

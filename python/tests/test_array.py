@@ -577,3 +577,32 @@ def test_random_expressions_match_numpy(monkeypatch):
                                        err_msg=f"trial {trial}")
             checked += 1
     assert checked > 150
+
+
+def test_threads_build_and_compute_at_once():
+    """Four Python threads build and compute lazy arrays at once (each on its
+    own default context), and one array is shared: a thread computes an array
+    made in another (its context's lock serialises the C calls)."""
+    import threading
+    x = rand((300,), special=False)
+    shared = lf.asarray(x) * 3.0
+    errors = []
+
+    def work(seed):
+        try:
+            r = np.random.default_rng(seed)
+            for _ in range(20):
+                v = r.standard_normal(257)
+                a = lf.asarray(v)
+                got = float(lf.sum(lf.tanh(a) * 2.0 + shared[:257] * 0.0))
+                assert got == pytest.approx(float(np.sum(np.tanh(v) * 2.0)), rel=1e-12, abs=1e-12)
+            close(shared + 0.0, x * 3.0)
+        except BaseException as e:  # noqa: BLE001 (reported by the main thread)
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
