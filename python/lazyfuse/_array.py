@@ -449,11 +449,11 @@ class Array:
 # ---- building nodes ------------------------------------------------------------------
 
 
-def _lazy(ctx, build, args, what):
-    """A new lazy Array: build(g, *nodes of args) in the graph of the first
-    lazy operand (a new graph when every operand is materialized)."""
-    g = None
-    for a in args:
+def _lazy(ctx, build, args, what, graph=None):
+    """A new lazy Array: build(g, *nodes of args) in graph, else the graph of
+    the first lazy operand (a new graph when every operand is materialized)."""
+    g = graph
+    for a in args if g is None else ():
         if a._buf is None:
             if a._ctx is not ctx:
                 raise LazyfuseValueError(f"{what}: arrays of different contexts")
@@ -489,9 +489,9 @@ def _in_ctx(a, ctx):
     return Array._from_buffer(Buffer.from_dlpack(ctx, a._buffer()))
 
 
-def _const(ctx, lf, value):
+def _const(ctx, lf, value, graph=None):
     value = float(value)
-    return _lazy(ctx, lambda g: lib.lf_const(g.handle, lf, value), (), "const")
+    return _lazy(ctx, lambda g: lib.lf_const(g.handle, lf, value), (), "const", graph)
 
 
 def _is_scalar(x):
@@ -526,13 +526,17 @@ def _operands(xs, what, exact_int=True):
     ref = next((a for a in arrays if a is not None), None)
     if ref is None:  # scalars only: the standard needs an array operand
         raise TypeError(f"{what}: at least one operand must be an array")
+    graph = None  # scalars go straight into the graph the operation will use
     for i, x in enumerate(xs):
         if arrays[i] is None:
+            if graph is None:
+                lazy = next((a for a in arrays if a is not None and a._buf is None), None)
+                graph = lazy._live_graph() if lazy is not None else _Graph(ctx)
             lf = _scalar_dtype(x, ref._dtype)
             if exact_int and lf == LF_I64 and ref._dtype == LF_I32 and isinstance(x, (int, np.integer)) \
                     and not isinstance(x, (builtins.bool, np.bool_)):
                 raise OverflowError(f"{what}: Python integer {x} out of bounds for int32")
-            arrays[i] = _const(ctx, lf, x)
+            arrays[i] = _const(ctx, lf, x, graph)
     return ctx, arrays
 
 
