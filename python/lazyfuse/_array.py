@@ -45,7 +45,7 @@ import threading
 from ._buffer import Buffer
 from ._context import Context, default_context
 from ._ffi import (LazyfuseIndexError, LazyfuseTypeError, LazyfuseValueError, check_graph,
-                   dtype_name, error_for, ffi, lf_dtype_of, lib)
+                   dtype_name, ffi, lf_dtype_of, lib)
 
 ffi.cdef(r"""
 lf_node *lf_fill(lf_graph *g, lf_dtype t, double value, int ndim, const int64_t *shape);
@@ -341,10 +341,15 @@ class Array:
         return self._buf
 
     def __array__(self, dtype=None, copy=None):
-        arr = self._buffer().to_numpy()
-        if copy:
-            arr = arr.copy()
+        buf = self._buffer()
+        if buf.__dlpack_device__()[0] != 1:  # device memory: NumPy gets a host copy
+            if copy is False:
+                raise ValueError("__array__: the array is in device memory; NumPy needs a copy")
+            arr = buf.to_numpy_copy()
+        elif copy:
+            arr = buf.to_numpy().copy()
         else:
+            arr = buf.to_numpy()
             arr.flags.writeable = False
         if dtype is not None and np.dtype(dtype) != arr.dtype:
             if copy is False:
