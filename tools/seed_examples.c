@@ -55,14 +55,19 @@ static int gaussian_pdf(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
     return outs[0] ? 1 : 0;
 }
 
-static int polar_distance(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+/* The squared distance of two points in polar form (polar_to_cartesian
+ * twice, then dx*dx + dy*dy: a DAG of builtin ops), over four inputs. */
+static lf_node *polar_sq(lf_ctx *ctx, lf_graph *g, int64_t n) {
     lf_node *r1 = input_f32(ctx, g, 1, &n, 0.5f, 1.5f, 2), *t1 = input_f32(ctx, g, 1, &n, -3.14159f, 3.14159f, 3);
     lf_node *r2 = input_f32(ctx, g, 1, &n, 0.5f, 1.5f, 4), *t2 = input_f32(ctx, g, 1, &n, -3.14159f, 3.14159f, 5);
-    /* polar_to_cartesian twice, then the distance: a DAG of builtin ops */
     lf_node *x1 = lf_mul(g, r1, lf_cos(g, t1)), *y1 = lf_mul(g, r1, lf_sin(g, t1));
     lf_node *x2 = lf_mul(g, r2, lf_cos(g, t2)), *y2 = lf_mul(g, r2, lf_sin(g, t2));
     lf_node *dx = lf_sub(g, x1, x2), *dy = lf_sub(g, y1, y2);
-    outs[0] = lf_sqrt(g, lf_add(g, lf_mul(g, dx, dx), lf_mul(g, dy, dy)));
+    return lf_add(g, lf_mul(g, dx, dx), lf_mul(g, dy, dy));
+}
+
+static int polar_distance(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    outs[0] = lf_sqrt(g, polar_sq(ctx, g, n));
     return outs[0] ? 1 : 0;
 }
 
@@ -71,12 +76,7 @@ static int polar_distance(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
  * sqrt(s) costs (the exponent's value class is part of the kernel:
  * graph_pow_exponent_class), the same bits. */
 static int pow_const(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
-    lf_node *r1 = input_f32(ctx, g, 1, &n, 0.5f, 1.5f, 2), *t1 = input_f32(ctx, g, 1, &n, -3.14159f, 3.14159f, 3);
-    lf_node *r2 = input_f32(ctx, g, 1, &n, 0.5f, 1.5f, 4), *t2 = input_f32(ctx, g, 1, &n, -3.14159f, 3.14159f, 5);
-    lf_node *x1 = lf_mul(g, r1, lf_cos(g, t1)), *y1 = lf_mul(g, r1, lf_sin(g, t1));
-    lf_node *x2 = lf_mul(g, r2, lf_cos(g, t2)), *y2 = lf_mul(g, r2, lf_sin(g, t2));
-    lf_node *dx = lf_sub(g, x1, x2), *dy = lf_sub(g, y1, y2);
-    outs[0] = lf_pow(g, lf_add(g, lf_mul(g, dx, dx), lf_mul(g, dy, dy)), c32(g, 0.5));
+    outs[0] = lf_pow(g, polar_sq(ctx, g, n), c32(g, 0.5));
     return outs[0] ? 1 : 0;
 }
 
