@@ -81,6 +81,12 @@ class Context:
     def defer(self, release):
         """Runs release() (a C call on this context) now if the context is free,
         else once the thread using it is done."""
+        if getattr(self, "handle", None) is None:
+            # lf_ctx_destroy already freed everything of this context (a
+            # graph or buffer finalized after its context, as the garbage
+            # collector may order a cycle): running release now would free
+            # it twice
+            return
         self._deferred.append(release)
         if self._owner == threading.get_ident():
             return  # drained when this thread's outermost calling() ends

@@ -358,3 +358,21 @@ def test_one_context_shared_by_threads(ctx):
     assert not errors
     gc.collect()
     assert _buffer.live_tensors() == 0
+
+
+def test_release_after_its_context_is_dropped():
+    """The garbage collector may finalize a cycle's Context before a Buffer or
+    graph of it; lf_ctx_destroy has freed those already, so a release
+    deferred after that is dropped, not run (it freed them twice: glibc
+    aborted the interpreter in test_array's teardown)."""
+    import lazyfuse
+    c = lazyfuse.Context(backend="cpu", threads=1)
+    bufs = [lazyfuse.Buffer.new(c, "float32", (1000,)) for _ in range(4)]
+    ran = []
+    c.defer(lambda: ran.append("before"))
+    c.__del__()  # what the collector may do first in such a cycle
+    assert c.handle is None
+    c.defer(lambda: ran.append("after"))
+    for b in bufs:
+        b.free()  # dropped, as the release above
+    assert ran == ["before"]
