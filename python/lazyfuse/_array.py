@@ -232,24 +232,25 @@ class _Recipe:
     """How a lazy array was built: build(g, *operand_nodes) -> node, on the
     operands' nodes in graph g (constants and sources have no operands)."""
 
-    __slots__ = ("build", "args", "what")
+    __slots__ = ("build", "args", "what", "scalar")
 
-    def __init__(self, build, args, what):
-        self.build, self.args, self.what = build, args, what
+    def __init__(self, build, args, what, scalar=None):
+        self.build, self.args, self.what, self.scalar = build, args, what, scalar
 
 
 class Array:
     """A lazy lazyfuse array (Python Array API standard). Immutable."""
 
-    __slots__ = ("_ctx", "_buf", "_graph", "_node", "_recipe", "_dtype", "_shape", "__weakref__")
+    __slots__ = ("_ctx", "_buf", "_graph", "_node", "_recipe", "_dtype", "_shape", "_contig", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self):
         raise TypeError("lazyfuse.Array is made by lazyfuse.asarray and the other functions")
 
     @classmethod
-    def _from_buffer(cls, buf):
+    def _from_buffer(cls, buf, contiguous=True):
         a = object.__new__(cls)
+        a._contig = contiguous  # C-contiguous (compute() may then rebind a cached graph to it)
         a._ctx, a._buf, a._graph, a._node, a._recipe = buf.ctx, buf, None, None, None
         a._dtype, a._shape = buf.lf_dtype, tuple(buf.shape)
         return a
@@ -454,7 +455,7 @@ class Array:
 # ---- building nodes ------------------------------------------------------------------
 
 
-def _lazy(ctx, build, args, what, graph=None):
+def _lazy(ctx, build, args, what, graph=None, scalar=None):
     """A new lazy Array: build(g, *nodes of args) in graph, else the graph of
     the first lazy operand (a new graph when every operand is materialized)."""
     g = graph
@@ -471,7 +472,8 @@ def _lazy(ctx, build, args, what, graph=None):
         node = g.checked(build(g, *nodes), what)
         out = object.__new__(Array)
         out._ctx, out._buf, out._graph, out._node = ctx, None, g, node
-        out._recipe = _Recipe(build, tuple(args), what)
+        out._recipe = _Recipe(build, tuple(args), what, scalar)
+        out._contig = True
         out._dtype = int(lib.lf_node_dtype(node))
         out._shape = tuple(int(lib.lf_node_dim(node, i)) for i in range(lib.lf_node_ndim(node)))
     return out
@@ -496,7 +498,7 @@ def _in_ctx(a, ctx):
 
 def _const(ctx, lf, value, graph=None):
     value = float(value)
-    return _lazy(ctx, lambda g: lib.lf_const(g.handle, lf, value), (), "const", graph)
+    return _lazy(ctx, lambda g: lib.lf_const(g.handle, lf, value), (), "const", graph, value)
 
 
 def _is_scalar(x):
@@ -753,7 +755,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
         if np.dtype(dtype) != np.from_dlpack(obj).dtype:
             raise ValueError("asarray: copy=False with a dtype change")
     buf = Buffer.from_dlpack(ctx, obj)
-    a = Array._from_buffer(buf)
+    flags = getattr(obj, "flags", None)
+    a = Array._from_buffer(buf, contiguous=isinstance(obj, np.ndarray) and builtins.bool(flags.c_contiguous))
     if dtype is not None and _lf(dtype) != a._dtype:
         a = astype(a, dtype)
     return a
@@ -793,7 +796,7 @@ def full(shape, fill_value, *, dtype=None, device=None):
 
     def build(g):
         return lib.lf_fill(g.handle, lf, value, len(dims), ffi.new("int64_t[]", dims or [0]))
-    return _lazy(ctx, build, (), "full")
+    return _lazy(ctx, build, (), "full", scalar=value)
 
 
 def zeros(shape, *, dtype=None, device=None):
@@ -1288,11 +1291,163 @@ def vecdot(x1, x2, /, *, axis=-1):
 # ---- evaluation --------------------------------------------------------------------------
 
 
+class _NotCacheable(Exception):
+    pass
+
+
+def _freeze(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if v is None or isinstance(v, (builtins.bool, int, float, str)):
+        return v
+    raise _NotCacheable
+
+
+def _structure(roots):
+    """The structure of the DAG under roots, for the program cache: a key (ops,
+    their parameters, dtypes and shapes, which operand is which, which inputs
+    are the same buffer; not the buffers or the scalars' values), the input
+    buffers in order, the scalars' values in order, and the arrays in order."""
+    pos, key, items, inputs, buf_pos, scalars = {}, [], [], [], {}, []
+
+    def visit(a):
+        p = pos.get(id(a))
+        if p is not None:
+            return p
+        if a._buf is not None:
+            if not a._contig:
+                raise _NotCacheable
+            q = buf_pos.get(id(a._buf))
+            if q is None:
+                q = buf_pos[id(a._buf)] = len(inputs)
+                inputs.append(a._buf)
+            k = ("in", a._dtype, a._shape, q)
+        else:
+            r = a._recipe
+            if r.scalar is not None:
+                k = ("scalar", r.what, a._dtype, a._shape)
+                scalars.append(r.scalar)
+            else:
+                args = tuple(visit(x) for x in r.args)
+                cells = tuple(_freeze(c.cell_contents) for c in (r.build.__closure__ or ()))
+                k = ("op", r.build.__code__, cells, args, a._dtype, a._shape)
+        p = len(key)
+        key.append(k)
+        items.append(a)
+        pos[id(a)] = p
+        return p
+
+    outs = tuple(visit(a) for a in roots)
+    return (tuple(key), outs), inputs, scalars, items, outs
+
+
+class _Program:
+    """A graph built for one structure, run again on new inputs and scalars."""
+
+    __slots__ = ("graph", "inputs", "scalars", "outs")
+
+
+_programs = {}  # id(ctx) -> (weakref to ctx, OrderedDict key -> _Program)
+PROGRAM_CACHE_SIZE = 128
+
+
+def _cache_of(ctx):
+    import collections
+    import weakref
+    got = _programs.get(id(ctx))
+    if got is None or got[0]() is not ctx:
+        got = (weakref.ref(ctx, lambda _r, i=id(ctx): _programs.pop(i, None)), collections.OrderedDict())
+        _programs[id(ctx)] = got
+    return got[1]
+
+
+def clear_programs():
+    """Drops every context's cached array programs, and with them the input
+    arrays the cached graphs still read (each holds its last call's inputs
+    until the next call rebinds them)."""
+    for _ref, cache in list(_programs.values()):
+        cache.clear()
+
+
+def _build_program(ctx, items, outs):
+    prog = _Program()
+    g = _Graph(ctx)
+    nodes, prog.inputs, prog.scalars = [], [], []
+    seen, pos_of = {}, {}
+    for a in items:
+        if a._buf is not None:
+            node = seen.get(id(a._buf))
+            if node is None:
+                node = seen[id(a._buf)] = g.checked(lib.lf_input(g.handle, a._buf.handle), "input")
+                prog.inputs.append(node)
+        else:
+            r = a._recipe
+            if r.scalar is not None:
+                node = g.checked(r.build(g), r.what)
+                prog.scalars.append(node)
+            else:
+                node = g.checked(r.build(g, *[nodes[p] for p in
+                                              (pos_of[id(x)] for x in r.args)]), r.what)
+        nodes.append(node)
+        pos_of[id(a)] = len(nodes) - 1
+    prog.graph = g
+    prog.outs = [nodes[p] for p in outs]
+    return prog
+
+
+
+def _run_cached(ctx, lst):
+    """compute() through the context's program cache: True when it ran, False
+    when the DAG cannot be cached (then nothing was done)."""
+    try:
+        key, inputs, scalars, items, outs = _structure(lst)
+    except (_NotCacheable, RecursionError):
+        return False
+    cache = _cache_of(ctx)
+    with ctx.calling():
+        prog = cache.get(key)
+        if prog is None:
+            prog = _build_program(ctx, items, outs)
+            cache[key] = prog
+            if len(cache) > PROGRAM_CACHE_SIZE:
+                cache.popitem(last=False)
+        else:
+            cache.move_to_end(key)
+            g = prog.graph
+            for node, buf in zip(prog.inputs, inputs):
+                ctx.check(lib.lf_input_rebind(g.handle, node, buf.handle), "compute")
+            for node, value in zip(prog.scalars, scalars):
+                ctx.check(lib.lf_scalar_set(g.handle, node, value), "compute")
+        g = prog.graph
+        bufs = []
+        for node in prog.outs:
+            h = lib.lf_buffer_new_like(ctx.handle, node)
+            if h == ffi.NULL:
+                ctx.check(lib.LF_ERR_NOMEM, "compute")
+            bufs.append(Buffer(ctx, h))
+        outs_c = ffi.new("lf_node *[]", prog.outs)
+        dsts = ffi.new("lf_buffer *[]", [b.handle for b in bufs])
+        st = lib.lf_eval(g.handle, len(bufs), outs_c, dsts)
+        with _counter_lock:
+            _evals[0] += 1
+        ctx.check(st, "compute")
+    for a, b in zip(lst, bufs):
+        a._buf = b
+        a._recipe = _Recipe(a._recipe.build, (), a._recipe.what, a._recipe.scalar)
+    return True
+
+
 def compute(*arrays):
     """Computes the given arrays in one fused lf_eval (per context) and returns
-    them (a tuple for several, the array for one). Lazy arrays of other graphs
-    are rebuilt from their recipes into the first one's graph for it, so
-    compute(a, b) is one eval whichever graphs a and b were built in."""
+    them (a tuple for several, the array for one). Each context caches a
+    program per DAG structure (ops, parameters, dtypes, shapes; not the input
+    buffers or the Python scalars' values): computing the same expression on
+    new arrays of the same shapes, or with other scalars, rebinds the cached
+    graph's inputs (lf_input_rebind) and sets its constants (lf_scalar_set)
+    instead of planning again. DAGs that cannot be cached (a strided input)
+    are evaluated in their own graph; lazy arrays of other graphs are rebuilt
+    from their recipes into the first one's graph for it, so compute(a, b) is
+    one eval whichever graphs a and b were built in."""
     by_ctx = {}
     for a in arrays:
         if not isinstance(a, Array):
@@ -1302,6 +1457,8 @@ def compute(*arrays):
             if builtins.all(b is not a for b in lst):
                 lst.append(a)
     for ctx, lst in by_ctx.values():
+        if _run_cached(ctx, lst):
+            continue
         g = lst[0]._live_graph()
         n = len(lst)
         with ctx.calling():
@@ -1404,7 +1561,7 @@ __all__ = sorted(
      "matrix_transpose", "expand_dims", "squeeze", "broadcast_to", "broadcast_arrays", "flip", "where",
      "astype", "sum", "prod", "min", "max", "mean", "var", "std", "argmin", "argmax", "any", "all",
      "cumulative_sum", "take", "take_along_axis", "sort", "argsort", "topk", "bincount", "scatter",
-     "random", "matmul", "vecdot", "compute", "result_type", "can_cast", "isdtype", "finfo", "iinfo",
+     "random", "matmul", "vecdot", "compute", "clear_programs", "result_type", "can_cast", "isdtype", "finfo", "iinfo",
      "__array_namespace_info__", "__array_api_version__", "bool", "int32", "int64", "float32",
      "float64", "e", "pi", "inf", "nan", "newaxis", "add", "subtract", "multiply", "divide",
      "floor_divide", "remainder", "pow", "less", "less_equal", "greater", "greater_equal", "equal",

@@ -17,6 +17,15 @@ import lazyfuse as lf
 from lazyfuse import _array
 
 RNG = np.random.default_rng(20261127)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _drop_cached_programs():
+    """The program cache keeps each structure's last inputs alive; other test
+    files count live DLPack imports, so the cache is emptied after this one."""
+    yield
+    lf.clear_programs()
+    gc.collect()
 SPECIAL = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1.0, -1.0, 0.5, 1e-300, 1e300])
 
 
@@ -606,3 +615,32 @@ def test_threads_build_and_compute_at_once():
     for t in ts:
         t.join()
     assert not errors, errors
+
+
+def test_program_cache_reuses_a_graph_for_new_inputs_and_scalars():
+    """The same expression on new arrays of the same shapes and with other
+    scalars runs the cached program: no plan, no compile; results right."""
+    ctx = lf.default_context()
+    rng = np.random.default_rng(3)
+
+    def expr(a, b, s):
+        return lf.sum(lf.exp(a * s) + b[::-1], axis=0), a - s
+    for i in range(4):
+        x, y = rng.standard_normal((8, 5)), rng.standard_normal((8, 5))
+        s = 0.1 * (i + 1)
+        r1, r2 = lf.compute(*expr(lf.asarray(x), lf.asarray(y), s))
+        close(r1, np.sum(np.exp(x * s) + y[::-1], axis=0))
+        close(r2, x - s)
+        st = ctx.last_stats()
+        if i > 0:
+            assert st["program_reused"] and st["kernels_compiled"] == 0, st
+    # the same buffer twice is another structure than two buffers
+    x = rng.standard_normal(6)
+    a = lf.asarray(x)
+    close(a + a, x + x)
+    y = rng.standard_normal(6)
+    close(a + lf.asarray(y), x + y)
+    close(lf.asarray(y) + lf.asarray(y), y + y)
+    # a strided input is not cached, and still right
+    z = rng.standard_normal((6, 4))[:, ::2]
+    close(lf.asarray(z) * 2.0, z * 2.0)
