@@ -463,11 +463,15 @@ static lf_node *gen_scatter(gen *G) {
 
 int gen_scalar_update(gen *G) {
     int changed = 0;
+    G->exponent_class_changed = false;
     for (int id = 0; id < G->g->nnodes; id++) {
         lf_node *c = G->g->nodes[id];
         if (c->kind != NODE_CONST || !chance(&G->r, 70)) continue;
         double v = SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)];
+        int before = graph_pow_exponent_class(c->u.value, c->dtype);
         cr_assert_eq(lf_scalar_set(G->g, c, v), LF_OK, "scalar_set: %s", lf_errmsg(G->ctx));
+        if (c->pow_exponent && graph_pow_exponent_class(c->u.value, c->dtype) != before)
+            G->exponent_class_changed = true;
         changed++;
     }
     return changed;

@@ -29,6 +29,10 @@ typedef struct gen {
     lf_graph *g;
     lf_node *pool[POOL];
     int n;
+    bool exponent_class_changed; /* set by gen_scalar_update: a constant read
+                                    as a float ** exponent got a value of
+                                    another class (graph_pow_exponent_class),
+                                    so the next eval may replan and compile */
 } gen;
 
 /* Graph number `index` of a run seeded with `seed`: makes G->g, a new graph
@@ -38,7 +42,8 @@ int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs);
 
 /* After gen_graph: gives some of G->g's constants (lf_const, lf_fill) a new
  * value with lf_scalar_set (drawn from the same special values, NaN, Inf and
- * -0.0 included) from G's generator; returns how many it changed. */
+ * -0.0 included) from G's generator; returns how many it changed, and sets
+ * G->exponent_class_changed when one was an exponent whose class changed. */
 int gen_scalar_update(gen *G);
 
 /* lf_reduce over axes, reshaped back to x's rank when !keep (the
