@@ -376,3 +376,16 @@ def test_release_after_its_context_is_dropped():
     for b in bufs:
         b.free()  # dropped, as the release above
     assert ran == ["before"]
+
+
+def test_installed_package_has_every_module():
+    """Each module of python/lazyfuse/ is in the package that runs the tests
+    (python/meson.build lists them by hand: a module left out broke every
+    import of an installed package)."""
+    import pathlib
+    import lazyfuse
+    src = pathlib.Path(__file__).resolve().parents[1] / "lazyfuse"
+    pkg = pathlib.Path(lazyfuse.__file__).resolve().parent
+    want = {p.name for p in src.glob("*.py")}
+    have = {p.name for p in pkg.glob("*.py")}
+    assert want <= have, f"not in the package at {pkg}: {sorted(want - have)}"
