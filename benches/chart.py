@@ -29,7 +29,9 @@ from xml.sax.saxutils import escape
 CASE_ORDER = ['gaussian_pdf', 'polar_distance', 'hypot', 'triad', 'chain8', 'sum_of_squares',
               'softmax_rows', 'matmul_zip_reduce', 'chain32', 'cumsum', 'cumsum_rows', 'scan_fused',
               'random_fused', 'random_fill', 'gather_perm', 'gather_rows', 'histogram',
-              'sort_f32', 'argsort_rows', 'topk_rows', 'spca',
+              'sort_f32', 'sort_normal', 'sort_sorted', 'sort_reversed', 'sort_few',
+              'argsort_f32', 'argsort_normal', 'argsort_sorted', 'argsort_reversed', 'argsort_few',
+              'argsort_rows', 'topk_rows', 'spca',
               'layer_norm', 'matmul_bias_relu', 'matmul_scaled', 'batched_matmul', 'matvec']
 # cases whose n is not the sweep's (a contraction's side, --samples)
 NOT_SWEPT = ('matmul_zip_reduce', 'matmul_bias_relu', 'matmul_scaled', 'batched_matmul', 'matvec',

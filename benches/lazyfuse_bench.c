@@ -141,6 +141,17 @@ static const bench_case cases[] = {
     /* issue 15, own runners (run_sorted): outputs are checked exactly
        between the modes (spca: also against the plain C program) */
     {"sort_f32", NULL, SHAPE_ELEMWISE, 1, 0, NULL, NULL},     /* n f32 keys -> sorted f32 */
+    /* issue 30: one row of n f32 keys in the other distributions (sort_keys_fill),
+       sorted (f32 out) and argsorted (i64 out) */
+    {"sort_normal", NULL, SHAPE_ELEMWISE, 1, 0, NULL, NULL},
+    {"sort_sorted", NULL, SHAPE_ELEMWISE, 1, 0, NULL, NULL},
+    {"sort_reversed", NULL, SHAPE_ELEMWISE, 1, 0, NULL, NULL},
+    {"sort_few", NULL, SHAPE_ELEMWISE, 1, 0, NULL, NULL},
+    {"argsort_f32", NULL, SHAPE_ELEMWISE, 1, 0, NULL, NULL},
+    {"argsort_normal", NULL, SHAPE_ELEMWISE, 1, 0, NULL, NULL},
+    {"argsort_sorted", NULL, SHAPE_ELEMWISE, 1, 0, NULL, NULL},
+    {"argsort_reversed", NULL, SHAPE_ELEMWISE, 1, 0, NULL, NULL},
+    {"argsort_few", NULL, SHAPE_ELEMWISE, 1, 0, NULL, NULL},
     {"argsort_rows", NULL, SHAPE_ROWS, 1, 0, NULL, NULL},     /* [4096, n/4096] f32 -> i64 */
     {"topk_rows", NULL, SHAPE_SAMPLES, 1, 0, NULL, NULL},     /* [S, 1000] f32 -> [S, 10] f32 + i64 */
     {"spca", NULL, SHAPE_SAMPLES, 0, 1e-5, NULL, NULL},       /* S samples, p = 1000, d = 3, k = 10 */
@@ -1752,6 +1763,51 @@ static bool run_const_sweep(const options *o, const bench_case *c, bool fused, r
  * of that size). lazyfuse's opt_x and best are checked against the C
  * program's. */
 
+/* The key distributions of the one-row sort cases (issue 30), each made from
+ * seed_fill_f32 values so that benches/peers/common.py (sort_keys) rebuilds
+ * them bit for bit: uniform in [-1, 1) (24-bit values, so ties at 2^24);
+ * normal-like, the sum of 4 uniform streams (seeds s..s+3; exact in double,
+ * one rounding to f32: a bell of sd 1.15 on [-4, 4)); sorted and reversed,
+ * the ramp 2i/n - 1 in double rounded to f32, up and down; few, 16 distinct
+ * values floor(8u)/8. */
+typedef enum { KEYS_UNIFORM, KEYS_NORMAL, KEYS_SORTED, KEYS_REVERSED, KEYS_FEW } sort_keys;
+
+static bool sort_keys_fill(float *h, int64_t n, sort_keys dist, uint32_t seed) {
+    if (dist == KEYS_SORTED || dist == KEYS_REVERSED) {
+        for (int64_t i = 0; i < n; i++)
+            h[i] = (float)((double)(dist == KEYS_SORTED ? i : n - 1 - i) / (double)n * 2.0 - 1.0);
+        return true;
+    }
+    seed_fill_f32(h, n, -1, 1, seed);
+    if (dist == KEYS_FEW)
+        for (int64_t i = 0; i < n; i++) h[i] = floorf(h[i] * 8.0f) / 8.0f;
+    if (dist != KEYS_NORMAL) return true;
+    float *u = malloc((size_t)(n ? n : 1) * sizeof *u);
+    double *sum = malloc((size_t)(n ? n : 1) * sizeof *sum);
+    if (!u || !sum) return free(u), free(sum), false;
+    for (int64_t i = 0; i < n; i++) sum[i] = h[i];
+    for (uint32_t k = 1; k < 4; k++) {
+        seed_fill_f32(u, n, -1, 1, seed + k);
+        for (int64_t i = 0; i < n; i++) sum[i] += u[i];
+    }
+    for (int64_t i = 0; i < n; i++) h[i] = (float)sum[i];
+    free(u), free(sum);
+    return true;
+}
+
+/* The one-row sort cases: their distribution (and whether the case is an
+ * argsort), or false for another case. */
+static bool sort_case_keys(const char *name, sort_keys *dist, bool *arg) {
+    static const struct { const char *name; sort_keys dist; } suffix[] = {
+        {"f32", KEYS_UNIFORM}, {"normal", KEYS_NORMAL}, {"sorted", KEYS_SORTED},
+        {"reversed", KEYS_REVERSED}, {"few", KEYS_FEW}};
+    *arg = !strncmp(name, "argsort_", 8);
+    const char *rest = *arg ? name + 8 : !strncmp(name, "sort_", 5) ? name + 5 : NULL;
+    for (size_t i = 0; rest && i < sizeof suffix / sizeof suffix[0]; i++)
+        if (!strcmp(rest, suffix[i].name)) return *dist = suffix[i].dist, true;
+    return false;
+}
+
 /* An f32 input of the given shape filled by seed_fill_f32 in [-1, 1). */
 static lf_node *lcg_input(lf_ctx *ctx, lf_graph *g, int ndim, const int64_t *shape, uint32_t seed) {
     lf_buffer *b = lf_buffer_new(ctx, LF_F32, ndim, shape);
@@ -1777,9 +1833,18 @@ typedef struct sorted_graph {
 
 static bool build_sorted(const options *o, const bench_case *c, lf_ctx *ctx, lf_graph *g, sorted_graph *sg) {
     memset(sg, 0, sizeof *sg);
-    if (!strcmp(c->name, "sort_f32")) {
-        lf_node *x = lcg_input(ctx, g, 1, &o->n, SORT_X_SEED);
-        sg->outs[0] = x ? lf_sort(g, x, 0, false) : NULL;
+    sort_keys dist;
+    bool arg;
+    if (sort_case_keys(c->name, &dist, &arg)) {
+        lf_buffer *b = lf_buffer_new(ctx, LF_F32, 1, &o->n);
+        float *h = b ? malloc((size_t)(o->n ? o->n : 1) * sizeof *h) : NULL;
+        lf_node *x = h && sort_keys_fill(h, o->n, dist, SORT_X_SEED) &&
+                             lf_buffer_write(b, h, (size_t)o->n * sizeof *h) == LF_OK
+                         ? lf_input(g, b)
+                         : NULL;
+        free(h);
+        lf_buffer_free(b); /* the graph keeps it */
+        sg->outs[0] = x ? (arg ? lf_argsort(g, x, 0, false) : lf_sort(g, x, 0, false)) : NULL;
         sg->nout = 1, sg->in_bytes = (size_t)o->n * 4, sg->n = o->n;
     } else if (!strcmp(c->name, "argsort_rows")) {
         int64_t cols = o->n / SOFTMAX_ROWS > 0 ? o->n / SOFTMAX_ROWS : 1, sh[2] = {SOFTMAX_ROWS, cols};
@@ -1951,6 +2016,15 @@ static const own_case own_cases[] = {
      "gaussian_pdf with lf_const mean and sigma, 100 evals each with a new mean (lf_scalar_set)"},
     {"inplace_axpy", run_inplace_axpy, "x = x*0.5 + 1 evaluated into x's own buffer, beside the same into y"},
     {"sort_f32", run_sorted, "lf_sort of n f32 keys, ascending (stable, NaN last)"},
+    {"sort_normal", run_sorted, "lf_sort of n normal-like f32 keys (sum of 4 uniforms)"},
+    {"sort_sorted", run_sorted, "lf_sort of n f32 keys already ascending"},
+    {"sort_reversed", run_sorted, "lf_sort of n f32 keys in descending order"},
+    {"sort_few", run_sorted, "lf_sort of n f32 keys of 16 distinct values"},
+    {"argsort_f32", run_sorted, "lf_argsort of n uniform f32 keys (i64 positions)"},
+    {"argsort_normal", run_sorted, "lf_argsort of n normal-like f32 keys"},
+    {"argsort_sorted", run_sorted, "lf_argsort of n f32 keys already ascending"},
+    {"argsort_reversed", run_sorted, "lf_argsort of n f32 keys in descending order"},
+    {"argsort_few", run_sorted, "lf_argsort of n f32 keys of 16 distinct values"},
     {"argsort_rows", run_sorted, "lf_argsort along the rows of [4096, n/4096] f32 (i64 positions)"},
     {"topk_rows", run_sorted, "lf_topk k = 10 (largest) along rows of [--samples, 1000] f32; GB/s counts the input"},
     {"spca", run_sorted, "the seed's sparse PCA (tools/spca_graph.c), p = 1000, d = 3, k = 10, --samples samples; "

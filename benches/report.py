@@ -250,9 +250,11 @@ def merge(lf, peers):
                               'interleaved_ratio': r.get('lazyfuse_speedup')}
             if HAND not in systems:
                 systems.append(HAND)
+    versions = {}
     for r in peers:
         if r.get('kind') == 'system' and r.get('status') == 'ok' and r['system'] not in systems:
             systems.append(r['system'])
+            versions[r['system']] = str(r.get('version', '')).split(',')[0].strip()
     for r in peers:
         c = r.get('case')
         if r.get('kind') != 'case' or c not in cells or r.get('n') != best[c]:
@@ -269,7 +271,14 @@ def merge(lf, peers):
                 cell['ratio'] = cell['interleaved_ratio']
             elif f and cell.get('median_s'):
                 cell['ratio'] = cell['median_s'] / f
-    return {'n': best, 'systems': systems, 'cells': cells}
+    return {'n': best, 'systems': systems, 'cells': cells, 'versions': versions}
+
+
+def col_name(m, system):
+    """A column's heading: the system and the version it ran (numpy 2.4.6, numpy@debian 1.24.2), so
+    that a table says which release each peer column is."""
+    v = m.get('versions', {}).get(system)
+    return f'{system} {v}' if v else system
 
 
 def fmt_time(s):
@@ -305,7 +314,7 @@ def size_text(case, n):
 
 def text_table(m):
     cols = m['systems']
-    head = ['case', 'n'] + [c.replace('lazyfuse ', 'lf ') for c in cols]
+    head = ['case', 'n'] + [col_name(m, c).replace('lazyfuse ', 'lf ') for c in cols]
     rows = [head]
     for c in CASES:
         if c in m['cells']:
@@ -317,7 +326,7 @@ def text_table(m):
 
 def md_table(m):
     cols = m['systems']
-    out = ['| case | n | ' + ' | '.join(cols) + ' |', '|' + '---|' * (len(cols) + 2)]
+    out = ['| case | n | ' + ' | '.join(col_name(m, c) for c in cols) + ' |', '|' + '---|' * (len(cols) + 2)]
     for c in CASES:
         if c in m['cells']:
             out.append(f'| {c} | {size_text(c, m["n"][c])} | '
@@ -501,7 +510,7 @@ def why_text(case, system, ratio=None):
         return w
     if ratio is not None and ratio >= 0.9:
         return 'A tie within this machine\'s run-to-run noise (about 10%). ' + (
-            NEAR_NOTE if system == 'numba_njit' else '')
+            NEAR_NOTE if system.split('@')[0] == 'numba_njit' else '')
     return 'not analysed yet.'
 
 
@@ -533,7 +542,8 @@ def backend_section(doc, title, charts_rel):
     okl = [r for r in sysl if r.get('status') == 'ok']
     if okl:
         out.append('- Peers: ' + '; '.join(f"{r['system']} {r.get('version', '')} ({r.get('how', '')})"
-                                           for r in okl) + f". Python: {okl[0].get('python', '?')}.")
+                                           for r in okl)
+                   + '. Python: ' + ', '.join(dict.fromkeys(r.get('python', '?') for r in okl)) + '.')
     sk = [r for r in sysl if r.get('status') != 'ok']
     if sk:
         out.append('- Skipped: ' + '; '.join(f"{r['system']}: {r.get('why', '')}" for r in sk) + '.')

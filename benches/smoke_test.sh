@@ -61,6 +61,17 @@ if [ -n "$py" ]; then
     "$py" "$src/peers/run_peers.py" --lazyfuse "$tmp/run2.jsonl" --systems numpy,numpy_blas --reps 3 \
         --threads 2 --json "$tmp/peers2.jsonl" || fail "run_peers.py (issue 16 cases) failed"
     if grep -q '"check": "MISMATCH"' "$tmp/peers2.jsonl"; then fail "a peer's result differs from lazyfuse's (issue 16 cases)"; fi
+    # the sorts' five key distributions (issue 30): the peer rebuilds each input
+    # bit for bit (common.sort_keys), so the sorted values match exactly and the
+    # argsorts order the keys; --label makes the second-column names
+    sorts=sort_f32,sort_normal,sort_sorted,sort_reversed,sort_few,argsort_f32,argsort_normal,argsort_sorted
+    sorts=$sorts,argsort_reversed,argsort_few
+    "$bench" --n 4099 --case "$sorts" --reps 3 --threads 2 --mode fused --json --save-outputs "$tmp/out3" \
+        > "$tmp/run3.jsonl" 2> /dev/null || fail "lazyfuse-bench (sorts) failed"
+    "$py" "$src/peers/run_peers.py" --lazyfuse "$tmp/run3.jsonl" --systems numpy --reps 3 --threads 2 \
+        --label debian --json "$tmp/peers3.jsonl" || fail "run_peers.py (sorts) failed"
+    [ "$(grep -c '"check": "ok"' "$tmp/peers3.jsonl")" -eq 10 ] || fail "the numpy peer matched fewer than 10 sorts"
+    grep -q '"system": "numpy@debian"' "$tmp/peers3.jsonl" || fail "--label did not rename the system"
     cat "$tmp/run.jsonl" "$tmp/run2.jsonl" > "$tmp/all.jsonl"
     cat "$tmp/peers.jsonl" "$tmp/peers2.jsonl" > "$tmp/allpeers.jsonl"
     "$py" "$src/report.py" --lazyfuse "$tmp/all.jsonl" --peers "$tmp/allpeers.jsonl" --json "$tmp/results/cpu.json" \

@@ -38,15 +38,25 @@
 #                         writes benches/results/cuda.json and charts *-cuda.svg
 #   --systems LIST        peers to run (default: the backend's; see run_peers.py --help)
 #   --no-peers            lazyfuse only
+#   --debian-peers LIST   the peers also run with Debian's packages (/usr/bin/python3), each
+#                         as a column of its own named SYSTEM@debian (default
+#                         numpy,numexpr,numba_njit; none: leave them out)
 #   --no-install          install nothing; fail or skip what is missing
 #   --build-dir DIR       release build folder (default build-rel)
 #   --out DIR             where JSON, charts and RESULTS.md go (default benches/:
 #                         DIR/results/, DIR/charts/, DIR/RESULTS.md)
 #   --no-results          do not regenerate RESULTS.md
 #
-# Environment: PEER_PYTHON, the Python the peers run with (default /usr/bin/python3
-# when it exists: Debian's python3-* packages are installed for it, while a
-# `python3` on PATH may be another one, e.g. pyenv's).
+# The peers run at their current releases: a virtual environment, .peers-venv/
+# (PEER_VENV to put it elsewhere), made with the versions pinned in
+# benches/peers/requirements-current.txt from the package registry (NumPy 2,
+# numexpr, Numba, SciPy, JAX with its CPU backend, PyTorch for torch.compile on
+# the CPU), reinstalled when that file changes. Each system's version goes into
+# the results and the column headings. Debian's older packages run as the
+# second columns of --debian-peers.
+#
+# Environment: PEER_PYTHON, a Python to run the peers with instead of the
+# virtual environment (nothing is installed for it); PEER_VENV (see above).
 #
 # The machine this runs on is usually shared: compare ratios inside one run,
 # not absolute times across runs (see /work/shared/design.md, "Measuring
@@ -65,6 +75,7 @@ usage() {
 }
 
 QUICK=0 SWEEP="" CASES="" MATMUL_N="" SAMPLES="" REPS="" THREADS="" BACKEND=cpu SYSTEMS="" PEERS=1 INSTALL=1
+DEBIAN_PEERS=numpy,numexpr,numba_njit
 BUILD=build-rel OUT="" RESULTS=1
 CMDLINE="bash scripts/bench.sh${*:+ $*}"
 while [ $# -gt 0 ]; do
@@ -79,6 +90,7 @@ while [ $# -gt 0 ]; do
     --backend) BACKEND="${2:?--backend needs cpu or cuda}"; shift ;;
     --systems) SYSTEMS="${2:?--systems needs a list}"; shift ;;
     --no-peers) PEERS=0 ;;
+    --debian-peers) DEBIAN_PEERS="${2:?--debian-peers needs a list or none}"; shift ;;
     --no-install) INSTALL=0 ;;
     --build-dir) BUILD="${2:?--build-dir needs a folder}"; shift ;;
     --out) OUT="${2:?--out needs a folder}"; shift ;;
@@ -103,7 +115,8 @@ fi
 PACKAGES=(meson ninja-build pkg-config gcc libcriterion-dev libdlpack-dev)
 # libopenblas0-pthread: NumPy's A @ B (numpy_blas) on an optimized BLAS, as pip's NumPy
 # wheels have it, rather than Debian's default reference BLAS
-[ "$PEERS" -eq 1 ] && [ "$BACKEND" = cpu ] && PACKAGES+=(python3-numpy python3-numexpr python3-numba libopenblas0-pthread)
+[ "$PEERS" -eq 1 ] && [ "$BACKEND" = cpu ] && PACKAGES+=(python3-venv python3-numpy python3-numexpr python3-numba
+                                                        libopenblas0-pthread)
 
 # shellcheck source=scripts/apt.sh
 . "$ROOT/scripts/apt.sh"
@@ -119,14 +132,37 @@ install_deps() {
 
 [ "$INSTALL" -eq 1 ] && install_deps
 
+SYS_PY=""
+if [ -x /usr/bin/python3 ]; then
+    SYS_PY=/usr/bin/python3
+else
+    SYS_PY="$(command -v python3 || true)"
+fi
+[ -n "$SYS_PY" ] || die "no python3: the peers, the merged table and the charts need one"
+
+# peer_venv: makes (or reuses) PEER_VENV with the pinned current releases; the
+# requirements file is copied into it, so a changed pin reinstalls
+PEER_VENV="${PEER_VENV:-$ROOT/.peers-venv}"
+PEER_REQ="$ROOT/benches/peers/requirements-current.txt"
+peer_venv() {
+    if [ -x "$PEER_VENV/bin/python" ] && cmp -s "$PEER_REQ" "$PEER_VENV/lazyfuse-requirements.txt"; then
+        return 0
+    fi
+    [ "$INSTALL" -eq 1 ] || return 1
+    say "making the peers' virtual environment $PEER_VENV (current releases: $PEER_REQ)"
+    [ -x "$PEER_VENV/bin/python" ] || "$SYS_PY" -m venv "$PEER_VENV" || return 1
+    "$PEER_VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$PEER_REQ" || return 1
+    cp "$PEER_REQ" "$PEER_VENV/lazyfuse-requirements.txt"
+}
+
 if [ -n "${PEER_PYTHON:-}" ]; then
     PY="$PEER_PYTHON"
-elif [ -x /usr/bin/python3 ]; then
-    PY=/usr/bin/python3
+elif [ "$PEERS" -eq 1 ] && [ "$BACKEND" = cpu ] && peer_venv; then
+    PY="$PEER_VENV/bin/python"
 else
-    PY="$(command -v python3 || true)"
+    [ "$PEERS" -eq 1 ] && [ "$BACKEND" = cpu ] && say "no peers' virtual environment: the peers run with $SYS_PY"
+    PY="$SYS_PY"
 fi
-[ -n "$PY" ] || die "no python3: the peers, the merged table and the charts need one"
 
 # ---- build -------------------------------------------------------------------------
 
@@ -176,6 +212,17 @@ fi
 [ -n "$THREADS" ] && peer_args+=(--threads "$THREADS")
 say "peers with $PY: run_peers.py ${peer_args[*]}"
 "$PY" benches/peers/run_peers.py "${peer_args[@]}" || { STATUS=1; say "a peer failed (see above)"; }
+# Debian's packages as second columns (SYSTEM@debian), when the peers ran elsewhere
+if [ "$PEERS" -eq 1 ] && [ "$BACKEND" = cpu ] && [ "$DEBIAN_PEERS" != none ] && [ "$PY" != "$SYS_PY" ] \
+   && "$SYS_PY" -c 'import numpy' 2>/dev/null; then
+    deb_args=(--lazyfuse "$WORK/lazyfuse.jsonl" --json "$WORK/peers-debian.jsonl" --label debian
+              --systems "$DEBIAN_PEERS")
+    [ -n "$REPS" ] && deb_args+=(--reps "$REPS")
+    [ -n "$THREADS" ] && deb_args+=(--threads "$THREADS")
+    say "Debian's peers with $SYS_PY: run_peers.py ${deb_args[*]}"
+    "$SYS_PY" benches/peers/run_peers.py "${deb_args[@]}" || { STATUS=1; say "a Debian peer failed (see above)"; }
+    cat "$WORK/peers-debian.jsonl" >> "$WORK/peers.jsonl"
+fi
 
 report_args=(--backend "$BACKEND" --lazyfuse "$WORK/lazyfuse.jsonl" --peers "$WORK/peers.jsonl"
              --command "$CMDLINE" --started "$STARTED" --load-start "$LOAD_START" --code "$CODE"
@@ -185,5 +232,5 @@ report_args=(--backend "$BACKEND" --lazyfuse "$WORK/lazyfuse.jsonl" --peers "$WO
 if [ "$RESULTS" -eq 1 ] && [ "$QUICK" -eq 0 ]; then
     report_args+=(--results "$OUT/RESULTS.md")
 fi
-"$PY" benches/report.py "${report_args[@]}" || { STATUS=1; say "the report failed"; }
+"$SYS_PY" benches/report.py "${report_args[@]}" || { STATUS=1; say "the report failed"; }
 exit "$STATUS"

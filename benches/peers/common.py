@@ -267,6 +267,50 @@ def topk_compare(result, ref_path, n, inputs):
     return (math.inf if np.any(bad) else 0.0), 0.0, 'values, and indices of untied values'
 
 
+# issue 30: one row of n f32 keys in five distributions (lazyfuse_bench.c's
+# sort_keys_fill, rebuilt bit for bit), sorted and argsorted
+SORT_X_SEED = 43
+SORT_DISTS = {'f32': 'uniform', 'normal': 'normal', 'sorted': 'sorted', 'reversed': 'reversed', 'few': 'few'}
+
+
+def sort_keys(n, dist, seed=SORT_X_SEED):
+    """uniform: lcg_f32 in [-1, 1); normal: the sum of 4 uniform streams
+    (seeds seed..seed+3) in float64, rounded once to f32; sorted / reversed:
+    the ramp 2i/n - 1 in float64 rounded to f32, up and down; few:
+    floor(8u)/8 (16 distinct values)."""
+    if dist in ('sorted', 'reversed'):
+        i = np.arange(n, dtype=np.float64)
+        if dist == 'reversed':
+            i = (n - 1) - i
+        return (i / n * 2.0 - 1.0).astype(F32)
+    u = lcg_f32(n, -1, 1, seed)
+    if dist == 'few':
+        return (np.floor(u * F32(8)) / F32(8)).astype(F32)
+    if dist == 'normal':
+        acc = u.astype(np.float64)
+        for k in range(1, 4):
+            acc += lcg_f32(n, -1, 1, seed + k)
+        return acc.astype(F32)
+    return u
+
+
+def sort_case_inputs(dist):
+    return lambda n, ref_path: [sort_keys(n, dist)]
+
+
+def argsort_compare(result, ref_path, n, inputs):
+    """A peer's argsort (NumPy's default kind is not stable) is right when it
+    is a permutation that orders the keys: x[idx] equals x[lazyfuse's idx]
+    (lazyfuse's positions are the stable ones)."""
+    x = inputs[0]
+    idx = np.asarray(result).ravel()
+    ref = np.fromfile(ref_path, dtype=np.int64)
+    if idx.shape != ref.shape or idx.min(initial=0) < 0 or idx.max(initial=-1) >= n:
+        return math.inf, 0.0, 'keys in the order of the positions'
+    ok = np.array_equal(x[idx], x[ref]) and np.bincount(idx, minlength=n).max(initial=1) == 1
+    return (0.0 if ok else math.inf), 0.0, 'keys in the order of the positions (a permutation)'
+
+
 PI_F = 3.14159
 CASES = [
     Case('gaussian_pdf', [(1, -3, 3)], 'elem', 1e-4),
@@ -291,6 +335,9 @@ CASES = [
     # issue 15: the order is defined (stable, NaN last), so exactly
     Case('sort_f32', [(43, -1, 1)], 'elem', 0.0),
     Case('argsort_rows', [(47, -1, 1)], 'rows', 0.0, out_dtype=np.int64),
+] + [Case(f'sort_{d}', [], 'elem', 0.0, make=sort_case_inputs(dist)) for d, dist in SORT_DISTS.items() if d != 'f32'] + [
+    Case(f'argsort_{d}', [], 'elem', 0.0, out_dtype=np.int64, make=sort_case_inputs(dist), compare=argsort_compare)
+    for d, dist in SORT_DISTS.items()] + [
     Case('topk_rows', [(53, -1, 1)], 'samples', 0.0, reduction=True, out_shape=None, reports_n=True,
          compare=topk_compare),
     Case('spca', [], 'samples', 1e-3, reduction=True, reports_n=True, make=spca_inputs,

@@ -1,5 +1,6 @@
-"""JAX on a CUDA device (untested here): the NumPy code with xp = jax.numpy
-under jax.jit (XLA fuses it). Inputs are put on the GPU before timing; each
+"""JAX under jax.jit (XLA fuses the NumPy code written with xp = jax.numpy), on
+a CUDA device (jax_jit) or on the CPU (jax_jit_cpu: the `jax` package from the
+registry carries XLA's CPU backend). Inputs are put on the device before timing; each
 timed call is the host clock around the call and jax.block_until_ready on
 its output (JAX dispatches asynchronously; it has no device-wide sync), after
 the compiling first call and a warm-up. Skipped when JAX has no GPU backend.
@@ -13,20 +14,27 @@ from base import Peer, SkipPeer
 
 
 class JaxJit(Peer):
-    name = 'jax_jit'
-    backend = 'cuda'
-    how = 'jax.jit over the NumPy code (jax.numpy), block_until_ready'
+    """platform: JAX's name for the device kind ('gpu' or 'cpu')."""
+
+    def __init__(self, name, backend, platform):
+        self.name, self.backend, self.platform = name, backend, platform
+        self.how = f'jax.jit over the NumPy code (jax.numpy) on the {platform.upper()}, block_until_ready'
 
     def load(self, threads):
+        import os
+        import sys
+        if self.platform == 'cpu' and threads == 1 and 'jax' not in sys.modules:
+            # XLA's CPU backend runs its own thread pool over every core unless told otherwise
+            os.environ.setdefault('XLA_FLAGS', '--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1')
         try:
             import jax
             import jax.numpy as jnp
         except ImportError as e:
             raise SkipPeer(f'not installed ({e})')
         try:
-            self.dev = jax.devices('gpu')[0]
-        except Exception as e:  # noqa: BLE001 - RuntimeError when no GPU backend
-            raise SkipPeer(f'no GPU backend ({e})')
+            self.dev = jax.devices(self.platform)[0]
+        except Exception as e:  # noqa: BLE001 - RuntimeError when no such backend
+            raise SkipPeer(f'no {self.platform.upper()} backend ({e})')
         self.jax, self.jnp = jax, jnp
 
     def version(self):
@@ -54,4 +62,4 @@ class JaxJit(Peer):
         return np.asarray(out)
 
 
-PEERS = [JaxJit()]
+PEERS = [JaxJit('jax_jit', 'cuda', 'gpu'), JaxJit('jax_jit_cpu', 'cpu', 'cpu')]

@@ -188,8 +188,16 @@ def spca_batched(np, vd, c_all, k=SPCA_K):
     return call
 
 
+def argsort_1d(np, x):
+    """np.argsort's default kind (its fastest, not stable): checked as a
+    permutation that orders the keys (common.argsort_compare)."""
+    return lambda: np.argsort(x)
+
+
 SORTS = {'sort_f32': sort_f32, 'argsort_rows': argsort_rows, 'topk_rows': topk_rows,
          'spca': spca_seed_loop}
+SORTS.update({f'sort_{d}': sort_f32 for d in ('normal', 'sorted', 'reversed', 'few')})
+SORTS.update({f'argsort_{d}': argsort_1d for d in ('f32', 'normal', 'sorted', 'reversed', 'few')})
 
 
 class NumPyBatched(NumPy):

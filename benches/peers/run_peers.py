@@ -3,7 +3,7 @@
 
     run_peers.py --lazyfuse RUN.jsonl [--systems cpu|cuda|all|LIST] [--case LIST]
                  [--reps R] [--threads T] [--json OUT]
-                 [--case-seconds S] [--time-limit S] [--only SYSTEM=CASE,...]
+                 [--case-seconds S] [--time-limit S] [--only SYSTEM=CASE,...] [--label L]
 
 With --lazyfuse (JSON lines of `lazyfuse-bench --json --save-outputs DIR`),
 every case that run saved is run at the same size, on the same inputs
@@ -46,17 +46,21 @@ sys.path.insert(0, HERE)
 
 # numpy_blas last: OpenBLAS's threads busy-wait for a while after a call,
 # which on a small machine would slow whatever is measured next
-CPU_SYSTEMS = ['numpy', 'numpy_batched', 'numexpr', 'numba_vectorize', 'numba_njit', 'numpy_blas']
+CPU_SYSTEMS = ['numpy', 'numpy_batched', 'numexpr', 'numba_vectorize', 'numba_njit', 'jax_jit_cpu',
+               'torch_compile_cpu', 'numpy_blas']
 CUDA_SYSTEMS = ['cupy', 'cupy_kernel', 'cupy_fuse', 'jax_jit', 'torch_eager', 'torch_compile', 'numba_cuda']
 MODULE_OF = {'numpy': 'numpy_peer', 'numpy_blas': 'numpy_peer', 'numpy_batched': 'numpy_peer', 'numexpr': 'numexpr_peer',
              'numba_vectorize': 'numba_peer', 'numba_njit': 'numba_peer', 'cupy': 'cupy_peer',
              'cupy_kernel': 'cupy_peer', 'cupy_fuse': 'cupy_peer', 'jax_jit': 'jax_peer',
-             'torch_eager': 'torch_peer', 'torch_compile': 'torch_peer', 'numba_cuda': 'numba_cuda_peer'}
+             'torch_eager': 'torch_peer', 'torch_compile': 'torch_peer', 'numba_cuda': 'numba_cuda_peer',
+             'jax_jit_cpu': 'jax_peer', 'torch_compile_cpu': 'torch_peer'}
 # common.CASES's names (common imports numpy, which --help must not need)
 CASE_NAMES = ['gaussian_pdf', 'polar_distance', 'hypot', 'triad', 'chain8', 'sum_of_squares',
               'softmax_rows', 'matmul_zip_reduce', 'chain32', 'cumsum', 'cumsum_rows', 'scan_fused',
               'random_fused', 'random_fill', 'gather_perm', 'gather_rows', 'histogram',
-              'sort_f32', 'argsort_rows', 'topk_rows', 'spca',
+              'sort_f32', 'sort_normal', 'sort_sorted', 'sort_reversed', 'sort_few',
+              'argsort_f32', 'argsort_normal', 'argsort_sorted', 'argsort_reversed', 'argsort_few',
+              'argsort_rows', 'topk_rows', 'spca',
               'layer_norm', 'matmul_bias_relu', 'matmul_scaled', 'batched_matmul', 'matvec']
 # the contraction cases: their n is lazyfuse-bench's --matmul-n (each its own)
 MATMUL_NAMES = ['matmul_zip_reduce', 'matmul_bias_relu', 'matmul_scaled', 'batched_matmul', 'matvec']
@@ -79,6 +83,9 @@ def parse_args(argv):
                    help="about S seconds of timed calls per case and system (at least 3 calls; default no cap)")
     p.add_argument('--time-limit', type=float, default=0.0, metavar='S',
                    help='start no case after S seconds; the rest are reported as skipped (default none)')
+    p.add_argument('--label', default='', metavar='L',
+                   help="append '@L' to every system's name in the output (a second column of one system: "
+                        "scripts/bench.sh runs Debian's packages as numpy@debian, ...)")
     p.add_argument('--only', action='append', default=[], metavar='SYSTEM=CASE,...',
                    help='run SYSTEM on these cases only (repeatable)')
     a = p.parse_args(argv)
@@ -174,6 +181,8 @@ def main(argv):
     out = open(a.json, 'w') if a.json else sys.stdout
 
     def emit(rec):
+        if a.label and 'system' in rec:
+            rec = dict(rec, system=f"{rec['system']}@{a.label}")
         out.write(json.dumps(rec) + '\n')
         out.flush()
 

@@ -1,9 +1,11 @@
-"""PyTorch on a CUDA device (untested here): the NumPy code run on torch
-tensors through a small namespace shim (torch names differ: amax, dim=,
-keepdim=), eager (one kernel per op) and under torch.compile (Inductor
-fuses it into Triton kernels). Each timed call is the host clock around
-the call with torch.cuda.synchronize() before and after
-(base.device_timer), after the compiling first call and a warm-up."""
+"""PyTorch: the NumPy code run on torch tensors through a small namespace shim
+(torch names differ: amax, dim=, keepdim=), eager (one kernel per op) and
+under torch.compile (Inductor fuses it: Triton kernels on a CUDA device, C++
+with OpenMP on the CPU). On a CUDA device each timed call is the host clock
+around the call with torch.cuda.synchronize() before and after
+(base.device_timer); on the CPU the host clock around the call, with
+torch.set_num_threads(threads). Both after the compiling first call and a
+warm-up."""
 import arrayapi
 from base import Peer, SkipPeer, device_timer
 
@@ -14,9 +16,15 @@ class TorchNS:
     def __init__(self, torch):
         t = torch
         self.exp, self.cos, self.sin, self.sqrt, self.abs = t.exp, t.cos, t.sin, t.sqrt, t.abs
-        self.minimum = t.minimum
+        self.minimum, self.floor, self.int32 = t.minimum, t.floor, t.int32
         self.add, self.subtract, self.multiply, self.divide = t.add, t.sub, t.mul, t.div
         self._t = t
+
+    def astype(self, x, dtype):
+        return x.to(dtype)
+
+    def bincount(self, x, minlength=0):
+        return self._t.bincount(x, minlength=minlength)
 
     def max(self, x, axis, keepdims=False):
         return self._t.amax(x, dim=axis, keepdim=keepdims)
@@ -39,20 +47,27 @@ class TorchNS:
 
 
 class TorchBase(Peer):
-    backend = 'cuda'
+    """backend: 'cuda' (tensors on the GPU) or 'cpu'."""
+
+    def __init__(self, name, backend):
+        self.name, self.backend = name, backend
 
     def load(self, threads):
         try:
             import torch
         except ImportError as e:
             raise SkipPeer(f'not installed ({e})')
-        if not torch.cuda.is_available():
-            raise SkipPeer('no CUDA device (torch.cuda.is_available() is False)')
+        if self.backend == 'cuda':
+            if not torch.cuda.is_available():
+                raise SkipPeer('no CUDA device (torch.cuda.is_available() is False)')
+            self.time_one = device_timer(self.sync)
+        else:
+            torch.set_num_threads(threads)
         self.torch, self.ns = torch, TorchNS(torch)
-        self.time_one = device_timer(self.sync)
 
     def sync(self):
-        self.torch.cuda.synchronize()
+        if self.backend == 'cuda':
+            self.torch.cuda.synchronize()
 
     def version(self):
         return self.torch.__version__
@@ -61,11 +76,10 @@ class TorchBase(Peer):
         return out.detach().cpu().numpy()
 
     def device_inputs(self, inputs):
-        return [self.torch.from_numpy(x).to('cuda') for x in inputs]
+        return [self.torch.from_numpy(x).to(self.backend) for x in inputs]
 
 
 class TorchEager(TorchBase):
-    name = 'torch_eager'
     how = 'torch ops, eager: one kernel per op'
 
     def prepare(self, case, inputs, n, matmul_n):
@@ -75,7 +89,6 @@ class TorchEager(TorchBase):
 
 
 class TorchCompile(TorchBase):
-    name = 'torch_compile'
     how = 'torch.compile of the same function (Inductor)'
 
     def prepare(self, case, inputs, n, matmul_n):
@@ -85,4 +98,5 @@ class TorchCompile(TorchBase):
         return lambda: compiled(*d)
 
 
-PEERS = [TorchEager(), TorchCompile()]
+PEERS = [TorchEager('torch_eager', 'cuda'), TorchCompile('torch_compile', 'cuda'),
+         TorchCompile('torch_compile_cpu', 'cpu')]
