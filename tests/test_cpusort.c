@@ -7,7 +7,9 @@
  * threads (so results are identical across thread counts), on key sets that
  * stress the paths: random, three values (ties everywhere), all equal (every
  * digit constant), only the high bits differing, descending (the top-k path
- * gives up). Long rows go through the MSD path (a scatter on the top 16
+ * gives up), and ordered inputs (ascending and descending with ties, one
+ * key out of order at the end), each also with the check for ordered rows
+ * off (cpu_sort_check_order), so the other paths still see them. Long rows go through the MSD path (a scatter on the top 16
  * bits, then buckets) or, when skewed, the LSD path. Edge shapes write nothing: nrows = 0, n = 0, k = 0. Out of
  * memory returns false with outputs untouched and nothing leaked. Sizes
  * shrink under valgrind.
@@ -22,8 +24,9 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-enum dist { D_RANDOM, D_THREE, D_EQUAL, D_HIGH, D_DESC, D_SMALL };
-static const char *dist_name[] = {"random", "three", "equal", "high", "desc", "small"};
+enum dist { D_RANDOM, D_THREE, D_EQUAL, D_HIGH, D_DESC, D_SMALL, D_ASC_TIES, D_DESC_TIES, D_ALMOST };
+static const char *dist_name[] = {"random", "three", "equal", "high", "desc", "small", "ascending with ties",
+                                  "descending with ties", "ascending but the last"};
 
 /* Output modes: which of keys_out / idx_out are asked for. */
 enum { M_KEYS = 1, M_IDX = 2, M_BOTH = 3 };
@@ -37,6 +40,9 @@ static uint64_t key_of(enum dist d, bool wide, int64_t i, int64_t n) {
     case D_EQUAL: v = 0x12345678u; break;
     case D_HIGH: v = ((r % 4) << top) | 0x55; break;
     case D_DESC: v = (uint64_t)(n - i) * 3; break;
+    case D_ASC_TIES: v = (uint64_t)(i / 3) << (wide ? 40 : 8); break;
+    case D_DESC_TIES: v = (uint64_t)((n - i) / 3) << (wide ? 40 : 8); break;
+    case D_ALMOST: v = i + 1 < n ? (uint64_t)i + 10 : 0; break; /* in order up to its last key */
     default: v = r % 1000; break;
     }
     return wide ? v : (uint32_t)v;
@@ -112,7 +118,7 @@ TestSuite(cpusort, .init = pools_init, .fini = pools_fini);
 
 /* Sorts s on `threads` threads with k and output mode and compares every
  * output entry with the oracle. */
-static void check_one(const dataset *s, int64_t k, int mode, int threads, const char *what) {
+static void check_one_path(const dataset *s, int64_t k, int mode, int threads, const char *what) {
     size_t ks = s->wide ? 8 : 4, tot = (size_t)(s->nrows * s->n), outn = (size_t)(s->nrows * k);
     void *keys = malloc(tot * ks + 1);
     void *kout = mode & M_KEYS ? malloc(outn * ks + 1) : NULL;
@@ -147,6 +153,14 @@ static void check_one(const dataset *s, int64_t k, int mode, int threads, const 
     free(iout);
 }
 
+/* check_one_path with the check for ordered rows on, and again off. */
+static void check_one(const dataset *s, int64_t k, int mode, int threads, const char *what) {
+    check_one_path(s, k, mode, threads, what);
+    cpu_sort_check_order = false;
+    check_one_path(s, k, mode, threads, what);
+    cpu_sort_check_order = true;
+}
+
 /* Every mode on 1, 2 and 3 threads. */
 static void check_all(const dataset *s, int64_t k, const char *what) {
     for (int mode = 1; mode <= 3; mode++)
@@ -164,8 +178,8 @@ static void sweep(int64_t nrows, int64_t n, const int64_t *kk, int nk, const enu
         }
 }
 
-static const enum dist ALL[] = {D_RANDOM, D_THREE, D_EQUAL, D_HIGH, D_DESC, D_SMALL};
-#define NALL 6
+static const enum dist ALL[] = {D_RANDOM, D_THREE, D_EQUAL, D_HIGH, D_DESC, D_SMALL, D_ASC_TIES, D_DESC_TIES, D_ALMOST};
+#define NALL 9
 
 /* ---- paths ------------------------------------------------------------------ */
 
@@ -225,8 +239,8 @@ Test(cpusort, long_row) {
     sweep_light(1, n, kk, 2, dr, 1);
     n = 1 << 17; /* still several chunks */
     int64_t k2[] = {n, n - 5, 64};
-    enum dist ds[] = {D_RANDOM, D_THREE, D_HIGH, D_DESC, D_EQUAL};
-    sweep_light(1, n, k2, 3, ds, 5);
+    enum dist ds[] = {D_RANDOM, D_THREE, D_HIGH, D_DESC, D_EQUAL, D_ASC_TIES, D_DESC_TIES, D_ALMOST};
+    sweep_light(1, n, k2, 3, ds, 8);
     enum dist de[] = {D_EQUAL};
     int64_t ke[] = {n, 3};
     sweep_light(2, n, ke, 2, de, 1);

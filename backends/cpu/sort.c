@@ -1,8 +1,11 @@
 /* backends/cpu/sort.c: stable ascending sort of rows of unsigned keys (see
  * sort.h), the runtime behind the CPU backend's sort, argsort and top-k.
  *
- * Four paths, chosen per call and per row:
+ * Five paths, chosen per call and per row:
  *  - tiny rows (n <= CPU_SORT_TINY): insertion sort of (key, pos) pairs;
+ *  - rows already in order (non-decreasing, or non-increasing: its runs of
+ *    equal keys last first), found by a check that stops at an unordered
+ *    row's first rise and fall: copied out (a long row across the pool);
  *  - top-k (k <= CPU_SORT_TOPK_MAX, n >= TOPK_RATIO*k): one pass keeping the
  *    k best (key, pos) candidates sorted; a key enters only when strictly
  *    below the k-th (positions only grow, so a tie never displaces), and
@@ -37,6 +40,7 @@
 int64_t cpu_sort_pos32_max = UINT32_MAX;
 int64_t cpu_sort_long_min = 65536;
 int64_t cpu_sort_msd_target = 16384;
+bool cpu_sort_check_order = true;
 
 #define AI static inline __attribute__((always_inline))
 #define HOT __attribute__((optimize("O3")))
@@ -289,6 +293,80 @@ static void copy_out(const void *sk, const void *sp, int spm, bool w, void *kout
         iout[i] = spm == P_IOTA  ? i
                   : spm == P_U32 ? (int64_t)((const uint32_t *)sp)[i]
                                  : (int64_t)((const uint64_t *)sp)[i];
+}
+
+/* ---- rows already in order ---------------------------------------------------
+ * A row whose keys are already non-decreasing is its own stable order; one
+ * that is non-increasing is its runs of equal keys taken last run first, each
+ * run in position order (a strictly decreasing row is the row reversed).
+ * Checking costs little: a row in neither order stops at its first rise and
+ * first fall, a few keys in on any unordered input. Sorted and reversed inputs
+ * (a re-sort after an append, a descending sort of ascending data) then cost
+ * one pass instead of the radix passes. */
+
+enum { ORDER_NONE = 0, ORDER_UP = 1, ORDER_DOWN = 2, ORDER_STRICT_DOWN = 4 };
+
+/* Which orders keys [b, e) of a row keep (ORDER_* bits), with the key before
+ * b (b > 0) counted: the chunks of a long row are checked apart. */
+AI int order_of_k(const void *keys, int64_t b, int64_t e, bool w) {
+    int ord = ORDER_UP | ORDER_DOWN | ORDER_STRICT_DOWN;
+    uint64_t prev = ldk(keys, b > 0 ? b - 1 : b, w);
+    for (int64_t i = b > 0 ? b : b + 1; i < e && ord; i++) {
+        uint64_t v = ldk(keys, i, w);
+        if (v < prev) ord &= ~ORDER_UP;
+        if (v > prev) ord &= ~(ORDER_DOWN | ORDER_STRICT_DOWN);
+        if (v == prev) ord &= ~ORDER_STRICT_DOWN;
+        prev = v;
+    }
+    return ord;
+}
+
+HOT static int order_of(const void *keys, int64_t b, int64_t e, bool w) {
+    return w ? order_of_k(keys, b, e, true) : order_of_k(keys, b, e, false);
+}
+
+/* Entries [b, e) of the order of a row of n keys known to be in order ord
+ * (ORDER_UP or ORDER_STRICT_DOWN): entry i is position i, or n-1-i. */
+static void ordered_out(const void *keys, int64_t n, int ord, bool w, void *kout, int64_t *iout, int64_t b,
+                        int64_t e) {
+    size_t ks = w ? 8 : 4;
+    if (ord & ORDER_UP) {
+        if (kout && e > b) memcpy((char *)kout + b * ks, (const char *)keys + b * ks, (size_t)(e - b) * ks);
+        if (iout)
+            for (int64_t i = b; i < e; i++) iout[i] = i;
+        return;
+    }
+    if (kout)
+        for (int64_t i = b; i < e; i++) stk(kout, i, ldk(keys, n - 1 - i, w), w);
+    if (iout)
+        for (int64_t i = b; i < e; i++) iout[i] = n - 1 - i;
+}
+
+/* The first k entries of a non-increasing row with ties: runs of equal keys
+ * from the last, each in position order. */
+static void down_runs_out(const void *keys, int64_t n, int64_t k, bool w, void *kout, int64_t *iout) {
+    int64_t o = 0;
+    for (int64_t hi = n - 1; hi >= 0 && o < k;) {
+        uint64_t v = ldk(keys, hi, w);
+        int64_t lo = hi;
+        while (lo > 0 && ldk(keys, lo - 1, w) == v) lo--;
+        for (int64_t i = lo; i <= hi && o < k; i++, o++) {
+            if (kout) stk(kout, o, v, w);
+            if (iout) iout[o] = i;
+        }
+        hi = lo - 1;
+    }
+}
+
+/* A row's first k entries when it is already in order; false (nothing
+ * written) otherwise. */
+static bool ordered_row(const void *keys, int64_t n, int64_t k, bool w, void *kout, int64_t *iout) {
+    if (!cpu_sort_check_order) return false;
+    int ord = order_of(keys, 0, n, w);
+    if (ord & (ORDER_UP | ORDER_STRICT_DOWN)) ordered_out(keys, n, ord, w, kout, iout, 0, k);
+    else if (ord & ORDER_DOWN) down_runs_out(keys, n, k, w, kout, iout);
+    else return false;
+    return true;
 }
 
 /* ---- digits ------------------------------------------------------------------ */
@@ -617,6 +695,7 @@ static void sort_one_row(const cpu_sort_rows_args *a, int64_t r, const row_scrat
         tiny_row(keys, n, k, w, kout, iout);
         return;
     }
+    if (ordered_row(keys, n, k, w, kout, iout)) return;
     if (topk_fits(n, k)) {
         uint64_t ck[CPU_SORT_TOPK_MAX];
         int64_t cp[CPU_SORT_TOPK_MAX];
@@ -1057,6 +1136,65 @@ void cpu_sort_cache_give(cpu_sort_cache *c, void *p, size_t bytes) {
 /* ---- entry ---------------------------------------------------------------------- */
 
 /* Adds b to *total, false on overflow. */
+/* A long row already in order, across the pool: each chunk checks its keys
+ * (and the key before it), then each copies its share of the first k
+ * entries and posts it; a non-increasing row with ties is walked by the
+ * calling thread. False (nothing written) when the row is in no order. */
+enum { ORDERED_CHUNKS_MAX = 256 };
+typedef struct ordered_job {
+    const cpu_sort_rows_args *a;
+    const void *keys;
+    void *kout;
+    int64_t *iout;
+    int64_t row, chunk;
+    int ord[ORDERED_CHUNKS_MAX]; /* per chunk, then [0]: the row's */
+} ordered_job;
+
+static void ordered_check(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    ordered_job *j = arg;
+    for (int64_t c = begin; c < end; c++) {
+        int64_t b = c * j->chunk, e = b + j->chunk < j->a->n ? b + j->chunk : j->a->n;
+        j->ord[c] = order_of(j->keys, b, e, j->a->wide);
+    }
+}
+
+static void ordered_copy(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    ordered_job *j = arg;
+    const cpu_sort_rows_args *a = j->a;
+    for (int64_t c = begin; c < end; c++) {
+        int64_t b = c * j->chunk, e = b + j->chunk < a->k ? b + j->chunk : a->k;
+        if (b >= e) continue;
+        ordered_out(j->keys, a->n, j->ord[0], a->wide, j->kout, j->iout, b, e);
+        if (a->post && j->kout) a->post(a->post_arg, j->row, b, e);
+    }
+}
+
+static bool ordered_long_row(cpu_pool *pool, const cpu_sort_rows_args *a, int64_t r, int threads) {
+    if (!cpu_sort_check_order) return false;
+    int64_t n = a->n, k = a->k;
+    size_t ks = a->wide ? 8 : 4;
+    ordered_job j = {.a = a, .row = r, .keys = (const char *)a->keys + (size_t)(r * n) * ks,
+                     .kout = a->keys_out ? (char *)a->keys_out + (size_t)(r * k) * ks : NULL,
+                     .iout = a->idx_out ? a->idx_out + r * k : NULL};
+    int64_t nch = 4 * (int64_t)threads < ORDERED_CHUNKS_MAX ? 4 * (int64_t)threads : ORDERED_CHUNKS_MAX;
+    j.chunk = (n + nch - 1) / nch;
+    nch = (n + j.chunk - 1) / j.chunk;
+    cpu_pool_run(pool, ordered_check, &j, nch, 1, 2);
+    int ord = ORDER_UP | ORDER_DOWN | ORDER_STRICT_DOWN;
+    for (int64_t c = 0; c < nch; c++) ord &= j.ord[c];
+    if (!(ord & (ORDER_UP | ORDER_DOWN))) return false;
+    if (!(ord & (ORDER_UP | ORDER_STRICT_DOWN))) { /* non-increasing with ties */
+        down_runs_out(j.keys, n, k, a->wide, j.kout, j.iout);
+        if (a->post && j.kout) a->post(a->post_arg, r, 0, k);
+        return true;
+    }
+    j.ord[0] = ord;
+    cpu_pool_run(pool, ordered_copy, &j, (k + j.chunk - 1) / j.chunk, 1, 2);
+    return true;
+}
+
 static bool add_size(size_t *total, size_t b) {
     if (*total > SIZE_MAX - b) return false;
     *total += b;
@@ -1064,6 +1202,9 @@ static bool add_size(size_t *total, size_t b) {
 }
 
 static bool sort_long(cpu_pool *pool, const cpu_sort_rows_args *a, int threads) {
+    int64_t first = 0; /* rows already in order need no scratch */
+    while (first < a->nrows && ordered_long_row(pool, a, first, threads)) first++;
+    if (first == a->nrows) return true;
     int64_t n = a->n, k = a->k;
     bool w = a->wide, pos = a->idx_out != NULL, pos64 = n > cpu_sort_pos32_max;
     size_t ks = w ? 8 : 4, ps = pos64 ? 8 : 4;
@@ -1135,7 +1276,8 @@ static bool sort_long(cpu_pool *pool, const cpu_sort_rows_args *a, int threads) 
         j.kb = kb, j.pa = pa, j.pos64 = pos64;
     }
 
-    for (int64_t r = 0; r < a->nrows; r++) {
+    for (int64_t r = first; r < a->nrows; r++) {
+        if (r > first && ordered_long_row(pool, a, r, threads)) continue;
         void *keys = (char *)a->keys + (size_t)(r * n) * ks;
         void *kout = a->keys_out ? (char *)a->keys_out + (size_t)(r * k) * ks : NULL;
         int64_t *iout = a->idx_out ? a->idx_out + r * k : NULL;

@@ -13,7 +13,11 @@
  *    one, else graph_malloc) taken before anything is written; out of
  *    memory returns false with keys_out, idx_out and keys untouched;
  *    nothing aborts.
- * Paths, per row: n <= CPU_SORT_TINY an insertion sort; k <= CPU_SORT_TOPK_MAX
+ * Paths, per row: n <= CPU_SORT_TINY an insertion sort; a row already in
+ * order (non-decreasing, or non-increasing: its runs of equal keys taken
+ * last first) copied out after a check that stops at an unordered row's
+ * first rise and first fall (a long row checked and copied across the
+ * pool); k <= CPU_SORT_TOPK_MAX
  * and k much smaller than n a top-k selection (with AVX-512, for k <= 16: the
  * k best kept in vector registers, 16 keys compared at once, rows of up to
  * 8192 keys bounded first by their 16 lane minima and then collected in a
@@ -98,5 +102,8 @@ extern int64_t cpu_sort_long_min;
  * keys take the MSD path: buckets of about this many keys (default 16384;
  * lowering it tests that path on small rows; 0 turns it off). */
 extern int64_t cpu_sort_msd_target;
+/* Rows already in order are copied out (default true; false sends them down
+ * the other paths, so that tests cover those paths on ordered inputs too). */
+extern bool cpu_sort_check_order;
 
 #endif
