@@ -106,6 +106,9 @@ static int64_t layer_norm_in(int64_t s);
 static int64_t matmul_vec_in(int64_t s);
 static int64_t batched_in(int64_t s);
 static int64_t matvec_in(int64_t s);
+static int64_t stencil5x5_in(int64_t s);
+static int64_t conv1d_in(int64_t s);
+static int64_t embedding_in(int64_t s);
 static double stencil9_ref(int64_t s, const float *out, int64_t numel);
 static double conv3x3_ref(int64_t s, const float *out, int64_t numel);
 
@@ -162,6 +165,12 @@ static const bench_case cases[] = {
     {"matmul_scaled", "matmul_scaled", SHAPE_MATMUL, 2, 1e-3, matmul_vec_in, NULL},       /* A, B, s */
     {"batched_matmul", "batched_matmul", SHAPE_MATMUL, 2, 1e-3, batched_in, NULL},        /* 8 x [n/2]^2 each */
     {"matvec", "matvec", SHAPE_MATMUL, 1, 1e-3, matvec_in, NULL},                         /* A, x */
+    /* issue 30: where a plain or tiled C loop was ahead (tools/seed_examples.c) */
+    {"stencil5x5", "stencil5x5", SHAPE_SQUARE, 1, 1e-5, stencil5x5_in, NULL},  /* [s+4]^2 in, s^2 out */
+    {"conv1d_31", "conv1d_31", SHAPE_ELEMWISE, 1, 1e-5, conv1d_in, NULL},      /* n + 30 in, n out */
+    {"bincount2", "bincount2", SHAPE_ELEMWISE, 1, 1e-12, NULL, NULL},         /* x f32; 256 i64 + 256 f32 out */
+    {"embedding", "embedding", SHAPE_ELEMWISE, 1, 0, embedding_in, NULL},      /* idx n/64 i32, rows of a 1 MiB table */
+    {"kmeans_assign", "kmeans_assign", SHAPE_ELEMWISE, 1, 0, NULL, NULL},     /* x [n/16, 16] f32; i64 [n/16] out */
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 #define SOFTMAX_ROWS 4096
@@ -1470,6 +1479,11 @@ static int64_t batched_in(int64_t s) {
     return 2 * SEED_BATCH * m * m;
 }
 static int64_t matvec_in(int64_t s) { return s * s + s; }
+/* issue 30: the padded image; the padded signal; the index (the table's rows
+ * are read from cache, but each output element is one f32 read) */
+static int64_t stencil5x5_in(int64_t s) { return (s + 4) * (s + 4); }
+static int64_t conv1d_in(int64_t s) { return s + 30; }
+static int64_t embedding_in(int64_t s) { return s + s / SEED_EMBED_DIM; }
 
 /* Unfused, a contraction stores its broadcast product (I x J x K floats, 4
  * GiB at side 1024): above this the unfused mode is left out, with a

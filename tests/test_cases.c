@@ -97,6 +97,12 @@ static const expect seed_expect[] = {
     {"matmul_scaled", 16, 1, 0},          /* the row scale is a prologue map */
     {"batched_matmul", 16, 1, 0},
     {"matvec", 16, 1, 0},
+    /* issue 30's cases (pinned as they are; its targets in the comments) */
+    {"stencil5x5", 16, 1, 0},             /* 25 slices */
+    {"conv1d_31", 1000, 1, 0},            /* 31 slices */
+    {"bincount2", 1000, 2, 0},            /* target: both histograms in one kernel */
+    {"embedding", 1000, 1, 0},            /* lf_take: a load */
+    {"kmeans_assign", 1000, 2, 62 * 16 * 4}, /* target: one kernel, the [62, 16] distances not stored */
 };
 
 static const expect *seed_row(const char *name) {

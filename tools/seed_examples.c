@@ -9,7 +9,10 @@
  * through many shifted slices (a width-9 moving average, a 3x3 conv over a
  * padded image), and issue 16's row and contraction cases (a layer norm;
  * the zip-reduce matmul with a bias + relu epilogue, with a row-scaled
- * operand, batched, and a matrix-vector product). The graphs of existing
+ * operand, batched, and a matrix-vector product), and issue 30's cases
+ * where a plain C loop was ahead (a 5x5 stencil, a 31-tap convolution, two
+ * histograms of one index, an embedding lookup, k-means' assignment step
+ * written directly). The graphs of existing
  * names must not
  * change: tests, the visualizer and recorded benchmark runs mean them. */
 #include "seed_examples.h"
@@ -376,6 +379,81 @@ static int matvec(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
     return outs[0] ? 1 : 0;
 }
 
+/* ---- issue 30's cases: where a plain or tiled C loop was ahead ------------- */
+
+/* Weights of the wide stencils: w[t] = (t + 1) / (taps * (taps + 1) / 2), so
+ * that they sum to 1 (a smoothing kernel); exact in f32 only as an
+ * approximation, the same float in every builder and reference. */
+float seed_stencil_weight(int t, int taps) { return (float)(t + 1) / (float)(taps * (taps + 1) / 2); }
+
+/* A 5x5 stencil of an n x n image given padded, x [n + 4, n + 4]:
+ * y[i,j] = sum over (dy, dx) of x[i+dy, j+dx] * w[dy*5+dx], in tap order in
+ * f32; 25 two-d slices of x, one kernel. */
+static int stencil5x5(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    int64_t sh[2] = {n + 4, n + 4};
+    lf_node *x = input_f32(ctx, g, 2, sh, -1, 1, SEED_STENCIL5X5_X);
+    lf_node *acc = NULL;
+    for (int t = 0; t < 25; t++) {
+        int dy = t / 5, dx = t % 5;
+        lf_node *v = lf_slice(g, lf_slice(g, x, 0, dy, dy + n, 1), 1, dx, dx + n, 1);
+        v = lf_mul(g, v, c32(g, seed_stencil_weight(t, 25)));
+        acc = acc ? lf_add(g, acc, v) : v;
+    }
+    outs[0] = acc;
+    return outs[0] ? 1 : 0;
+}
+
+/* A 31-tap 1-d convolution of x given padded (n + 30 elements): y[i] = sum
+ * over t of x[i+t] * w[t], in tap order in f32; 31 slices, one kernel. */
+static int conv1d_31(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    int64_t len = n + 30;
+    lf_node *x = input_f32(ctx, g, 1, &len, -1, 1, SEED_CONV1D_X);
+    lf_node *acc = NULL;
+    for (int t = 0; t < 31; t++) {
+        lf_node *v = lf_mul(g, lf_slice(g, x, 0, t, t + n, 1), c32(g, seed_stencil_weight(t, 31)));
+        acc = acc ? lf_add(g, acc, v) : v;
+    }
+    outs[0] = acc;
+    return outs[0] ? 1 : 0;
+}
+
+/* Two histograms of one index, idx = i32(floor(x * 256)) of f32 x in [0, 1):
+ * the counts (i64) and the sums of x per bin (f32, the weights' dtype). */
+static int bincount2(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    lf_node *x = input_f32(ctx, g, 1, &n, 0, 1, SEED_BINCOUNT2_X);
+    lf_fn *f = lf_fn_parse(g, "(v) -> floor(v * 256)");
+    lf_node *idx = lf_cast(g, lf_map(g, f, x), LF_I32);
+    outs[0] = lf_bincount(g, idx, NULL, 256);
+    outs[1] = lf_bincount(g, idx, x, 256);
+    return outs[0] && outs[1] ? 2 : 0;
+}
+
+/* An embedding lookup: rows of a table [SEED_EMBED_ROWS, SEED_EMBED_DIM]
+ * f32 picked by a 1-d i32 index of n / SEED_EMBED_DIM uniform values
+ * (lf_take along axis 0): [n / DIM, DIM] out. */
+static int embedding(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    int64_t tsh[2] = {SEED_EMBED_ROWS, SEED_EMBED_DIM}, m = n / SEED_EMBED_DIM > 0 ? n / SEED_EMBED_DIM : 1;
+    lf_node *table = input_f32(ctx, g, 2, tsh, -1, 1, SEED_EMBED_TABLE);
+    lf_node *idx = input_index(ctx, g, LF_I32, 1, &m, false, SEED_EMBED_ROWS, SEED_EMBED_IDX);
+    outs[0] = lf_take(g, table, 0, idx);
+    return outs[0] ? 1 : 0;
+}
+
+/* k-means' assignment step written directly: for x [N, D] and centres
+ * c [K, D] (N = n / D, D = SEED_KMEANS_D, K = SEED_KMEANS_K), the index of
+ * the nearest centre, argmin over K of sum over D of (x - c)^2: i64 [N]. */
+static int kmeans_assign(lf_ctx *ctx, lf_graph *g, int64_t n, lf_node **outs) {
+    int64_t m = n / SEED_KMEANS_D > 0 ? n / SEED_KMEANS_D : 1;
+    int64_t xsh[2] = {m, SEED_KMEANS_D}, csh[2] = {SEED_KMEANS_K, SEED_KMEANS_D};
+    int last = 2, mid = 1;
+    lf_node *x = input_f32(ctx, g, 2, xsh, -1, 1, SEED_KMEANS_X);
+    lf_node *c = input_f32(ctx, g, 2, csh, -1, 1, SEED_KMEANS_C);
+    lf_node *d = lf_sub(g, lf_expand_dims(g, x, 1), lf_expand_dims(g, c, 0)); /* [N, K, D] */
+    lf_node *dist = lf_reduce(g, LF_RED_SUM, lf_mul(g, d, d), 1, &last, false); /* [N, K] */
+    outs[0] = lf_reduce(g, LF_RED_ARGMIN, dist, 1, &mid, false);
+    return outs[0] ? 1 : 0;
+}
+
 const seed_example seed_examples[] = {
     {"gaussian_pdf", "exp(-0.5*((x-m)/s)**2) / (s*sqrt(2 pi)), one parsed fn", 1 << 24, gaussian_pdf},
     {"polar_distance", "distance of two points in polar form, a DAG of 15 builtin ops", 1 << 24, polar_distance},
@@ -410,6 +488,11 @@ const seed_example seed_more_examples[] = {
     {"matmul_scaled", "(A * s[:, None]) @ B, s a per-row scale, A @ B as the zip-reduce, n x n", 256, matmul_scaled},
     {"batched_matmul", "8 zip-reduce products of [n/2, n/2] matrices ([8, m, m] x [8, m, m])", 256, batched_matmul},
     {"matvec", "A [n, n] times x [n] as sum(A * x[None, :], axis=1)", 256, matvec},
+    {"stencil5x5", "5x5 weighted stencil of an n x n f32 image given padded [n+4, n+4], 25 slices", 2048, stencil5x5},
+    {"conv1d_31", "31-tap 1-d convolution of f32 x (n + 30 in, n out), 31 slices", 1 << 24, conv1d_31},
+    {"bincount2", "counts and sums of x per bin of i32(floor(x*256)), two bincounts of one index", 1 << 24, bincount2},
+    {"embedding", "rows of a [4096, 64] f32 table taken by n/64 i32 indices (lf_take)", 1 << 24, embedding},
+    {"kmeans_assign", "argmin over 16 centres of sum over 16 dims of (x - c)^2, x [n/16, 16]", 1 << 24, kmeans_assign},
 };
 const int seed_nmore_examples = (int)(sizeof seed_more_examples / sizeof seed_more_examples[0]);
 

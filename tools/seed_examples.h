@@ -48,6 +48,21 @@ void seed_fill_f32(float *host, int64_t n, float lo, float hi, uint32_t seed);
  * these; conv3x3's weights, row-major over the 3x3 taps, are lf_consts. */
 #define SEED_STENCIL9_X 37   /* seed of stencil9's x, in [-1, 1) */
 #define SEED_CONV3X3_X 41    /* seed of conv3x3's x, in [-1, 1) */
+/* issue 30's cases (seed_more_examples): seeds of their inputs, in [-1, 1)
+ * unless said; the embedding table's shape; k-means' dims and centres */
+#define SEED_STENCIL5X5_X 79
+#define SEED_CONV1D_X 83
+#define SEED_BINCOUNT2_X 89  /* in [0, 1) */
+#define SEED_EMBED_TABLE 97
+#define SEED_EMBED_IDX 11    /* input_index's seed (uniform in 0..ROWS-1) */
+#define SEED_EMBED_ROWS 4096
+#define SEED_EMBED_DIM 64
+#define SEED_KMEANS_X 101
+#define SEED_KMEANS_C 103
+#define SEED_KMEANS_D 16
+#define SEED_KMEANS_K 16
+/* The wide stencils' weight t of taps: (t + 1) / (taps (taps + 1) / 2). */
+float seed_stencil_weight(int t, int taps);
 extern const float seed_conv3x3_w[9];
 
 /* layer_norm: x [4096, n] in [LO, HI), gamma [n] in [0.5, 1.5), beta [n] in

@@ -127,6 +127,42 @@ def histogram(xp, x, out=None):
     return xp.bincount(i, minlength=256)
 
 
+def _stencil(xp, x, taps, shifts, out):
+    from common import stencil_weights
+    w = stencil_weights(taps)
+    acc = None
+    for t in range(taps):
+        v = x[shifts(t)] * w[t]
+        acc = v if acc is None else acc + v
+    return acc
+
+
+def stencil5x5(xp, x, out=None):
+    s = x.shape[0] - 4
+    return _stencil(xp, x, 25, lambda t: (slice(t // 5, t // 5 + s), slice(t % 5, t % 5 + s)), out)
+
+
+def conv1d_31(xp, x, out=None):
+    n = x.shape[0] - 30
+    return _stencil(xp, x, 31, lambda t: slice(t, t + n), out)
+
+
+def bincount2(xp, x, out=None):
+    i = xp.floor(x * 256)
+    i = xp.astype(i, xp.int32) if hasattr(xp, 'astype') else i.astype(xp.int32)
+    kw = {'length': 256} if getattr(xp, '__name__', '').startswith('jax') else {}
+    return xp.bincount(i, minlength=256, **kw), xp.bincount(i, weights=x, minlength=256, **kw)
+
+
+def embedding(xp, table, idx, out=None):
+    return xp.take(table, idx, axis=0)
+
+
+def kmeans_assign(xp, x, c, out=None):
+    d = x[:, None, :] - c[None, :, :]
+    return xp.argmin(xp.sum(d * d, axis=2), axis=1)
+
+
 def for_case(name):
     """fn(xp, *inputs, out=None) for the case called name."""
     if name in CHAIN_ROUNDS:

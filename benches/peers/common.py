@@ -192,6 +192,13 @@ class Case:
             return self.fixed_out_shape
         if self.name == 'matvec':
             return (matmul_n,)
+        if self.name == 'stencil5x5':
+            s = int(math.isqrt(n))
+            return (s, s)
+        if self.name == 'embedding':
+            return (max(1, n // EMBED_DIM), EMBED_DIM)
+        if self.name == 'kmeans_assign':
+            return (max(1, n // KMEANS_D),)
         return self.dims(n, matmul_n)
 
     def flops(self, matmul_n):
@@ -311,6 +318,65 @@ def argsort_compare(result, ref_path, n, inputs):
     return (0.0 if ok else math.inf), 0.0, 'keys in the order of the positions (a permutation)'
 
 
+# issue 30's cases (tools/seed_examples.c: seeds, the stencils' weights, the
+# embedding table's shape, k-means' sizes)
+EMBED_ROWS, EMBED_DIM, KMEANS_D, KMEANS_K = 4096, 64, 16, 16
+
+
+def stencil_weights(taps):
+    """seed_stencil_weight: (t + 1) / (taps (taps + 1) / 2), each rounded to float32."""
+    return [float(F32(t + 1) / F32(taps * (taps + 1) // 2)) for t in range(taps)]
+
+
+def stencil5x5_inputs(n, ref_path):
+    s = int(math.isqrt(n))  # lazyfuse-bench reports s * s
+    return [lcg_f32((s + 4) * (s + 4), -1, 1, 79).reshape(s + 4, s + 4)]
+
+
+def conv1d_inputs(n, ref_path):
+    return [lcg_f32(n + 30, -1, 1, 83)]
+
+
+def embedding_inputs(n, ref_path):
+    m = max(1, n // EMBED_DIM)
+    return [lcg_f32(EMBED_ROWS * EMBED_DIM, -1, 1, 97).reshape(EMBED_ROWS, EMBED_DIM),
+            index_input(m, False, EMBED_ROWS, 11, np.int32)]
+
+
+def kmeans_inputs(n, ref_path):
+    m = max(1, n // KMEANS_D)
+    return [lcg_f32(m * KMEANS_D, -1, 1, 101).reshape(m, KMEANS_D),
+            lcg_f32(KMEANS_K * KMEANS_D, -1, 1, 103).reshape(KMEANS_K, KMEANS_D)]
+
+
+def kmeans_compare(result, ref_path, n, inputs):
+    """The centre a peer picks must be as near as lazyfuse's (distances in
+    float64): a float32 sum in another order may pick another of two centres
+    within rounding of each other."""
+    x, c = (a.astype(np.float64) for a in inputs)
+    got = np.asarray(result).ravel().astype(np.int64)
+    ref = np.fromfile(ref_path, dtype=np.int64)
+    if got.shape != ref.shape or got.min(initial=0) < 0 or got.max(initial=0) >= c.shape[0]:
+        return math.inf, 0.0, 'distance to the chosen centre'
+    rows = np.arange(x.shape[0])
+    dg = ((x - c[got]) ** 2).sum(axis=1)
+    dr = ((x - c[ref]) ** 2).sum(axis=1)
+    d = float(np.max(np.abs(dg - dr) / np.maximum(np.maximum(dg, dr), 1e-30), initial=0.0))
+    del rows
+    return d, 1e-5, 'distance to the chosen centre (float64)'
+
+
+def bincount2_compare(result, ref_path, n, inputs):
+    """Counts exactly; the per-bin sums of x at PEER_TOL (lazyfuse's are
+    float32, the weights' dtype; NumPy's float64)."""
+    counts, sums = result
+    rc = np.fromfile(ref_output(ref_path, 0), dtype=np.int64)
+    rs = np.fromfile(ref_output(ref_path, 1), dtype=np.float32).astype(np.float64)
+    if not np.array_equal(np.asarray(counts).astype(np.int64).ravel(), rc):
+        return math.inf, 0.0, 'counts exactly, sums'
+    return max_rel_diff(np.asarray(sums, dtype=np.float64).ravel(), rs), PEER_TOL, 'counts exactly, sums'
+
+
 PI_F = 3.14159
 CASES = [
     Case('gaussian_pdf', [(1, -3, 3)], 'elem', 1e-4),
@@ -345,6 +411,16 @@ CASES = [
     # issue 16 (seed_examples.h's seeds): a row case and the contractions,
     # whose side is lazyfuse-bench's --matmul-n
     Case('layer_norm', [(67, -4, 4), (71, 0.5, 1.5, 'vec'), (73, -1, 1, 'vec')], 'rows', 1e-4, reduction=True),
+    # issue 30 (lazyfuse-bench reports stencil5x5's n as s * s, embedding's and
+    # kmeans_assign's as the elements of x or of the output)
+    Case('stencil5x5', [], 'elem', 1e-4, reduction=True, make=stencil5x5_inputs,
+         out_shape=None),
+    Case('conv1d_31', [], 'elem', 1e-4, make=conv1d_inputs),
+    Case('bincount2', [], 'elem', 0.0, reduction=True, make=lambda n, r: [lcg_f32(n, 0, 1, 89)],
+         compare=bincount2_compare),
+    Case('embedding', [], 'elem', 0.0, make=embedding_inputs),
+    Case('kmeans_assign', [], 'elem', 0.0, reduction=True, out_dtype=np.int64, make=kmeans_inputs,
+         compare=kmeans_compare),
     Case('matmul_bias_relu', [(10, -1, 1), (11, -1, 1), (79, -1, 1, 'vec')], 'matmul', 1e-3, reduction=True),
     Case('matmul_scaled', [(10, -1, 1), (11, -1, 1), (83, 0.5, 1.5, 'vec')], 'matmul', 1e-3, reduction=True),
     Case('batched_matmul', [(10, -1, 1), (11, -1, 1)], 'batched', 1e-3, reduction=True),

@@ -61,7 +61,8 @@ CASE_NAMES = ['gaussian_pdf', 'polar_distance', 'hypot', 'triad', 'chain8', 'sum
               'sort_f32', 'sort_normal', 'sort_sorted', 'sort_reversed', 'sort_few',
               'argsort_f32', 'argsort_normal', 'argsort_sorted', 'argsort_reversed', 'argsort_few',
               'argsort_rows', 'topk_rows', 'spca',
-              'layer_norm', 'matmul_bias_relu', 'matmul_scaled', 'batched_matmul', 'matvec']
+              'layer_norm', 'matmul_bias_relu', 'matmul_scaled', 'batched_matmul', 'matvec',
+              'stencil5x5', 'conv1d_31', 'bincount2', 'embedding', 'kmeans_assign']
 # the contraction cases: their n is lazyfuse-bench's --matmul-n (each its own)
 MATMUL_NAMES = ['matmul_zip_reduce', 'matmul_bias_relu', 'matmul_scaled', 'batched_matmul', 'matvec']
 

@@ -23,8 +23,14 @@ class TorchNS:
     def astype(self, x, dtype):
         return x.to(dtype)
 
-    def bincount(self, x, minlength=0):
-        return self._t.bincount(x, minlength=minlength)
+    def bincount(self, x, weights=None, minlength=0):
+        return self._t.bincount(x, weights=weights, minlength=minlength)
+
+    def take(self, x, idx, axis):
+        return self._t.index_select(x, axis, idx.long())
+
+    def argmin(self, x, axis):
+        return self._t.argmin(x, dim=axis)
 
     def max(self, x, axis, keepdims=False):
         return self._t.amax(x, dim=axis, keepdim=keepdims)
