@@ -289,9 +289,15 @@ static void load_value(const cg_emitter *e, const cg_access *a, const char *jv, 
     access_index(e, a, jv, idx, sizeof idx);
     if (a->param_gather >= 0) { /* x at the base plus the wrapped index, if in range */
         expr_buf iv, base, step;
-        load_value(e, cg_load_access(e->lay, a->fn, a->load->gidx), jv, iv, sizeof iv);
+        const cg_access *ia = cg_load_access(e->lay, a->fn, a->load->gidx);
         int pg = a->param_gather;
         indexed_base(e, a, jv, a->load->gstride, base, step, sizeof base);
+        if (jv && ia->inner == CG_INNER_INVARIANT) { /* checked and wrapped once (cg_hoist_invariants) */
+            int id = access_id(e, a);
+            cg_fmt(out, cap, "(hg%d ? b%d[%s + hw%d] : (%s)0)", id, a->buf, base, id, cg_vtype(e, a->dtype));
+            return;
+        }
+        load_value(e, ia, jv, iv, sizeof iv);
         cg_fmt(out, cap, "(lf_gok((int64_t)(%s), P[%d], b%d) ? b%d[%s + (lf_idx)lf_gwrap((int64_t)(%s), P[%d])%s] : (%s)0)",
                iv, pg, e->lay->err_buf, a->buf, base, iv, pg, step, cg_vtype(e, a->dtype));
         return;
@@ -319,7 +325,11 @@ static void load_value(const cg_emitter *e, const cg_access *a, const char *jv, 
     convert(out, cap, raw, a->iota_exact ? LF_I64 : LF_F64, a->dtype);
 }
 
-/* Hoists the invariant loads of region reg (before an innermost loop). */
+/* Hoists the invariant loads of region reg (before an innermost loop), and
+ * for a gather whose index is one of them (an embedding lookup: one table row
+ * per output row) the index check and the wrapped row offset: hg<a> (in
+ * range; the error flag is raised here, as the loop would for each element)
+ * and hw<a>, so that the loop is a plain shifted load that vectorizes. */
 void cg_hoist_invariants(cg_emitter *e, int reg) {
     for (int i = 0; i < e->lay->naccess; i++) {
         const cg_access *a = &e->lay->access[i];
@@ -327,6 +337,19 @@ void cg_hoist_invariants(cg_emitter *e, int reg) {
         expr_buf v;
         load_value(e, a, NULL, v, sizeof v);
         cg_line(e, "%sconst %s h%d = %s; /* n%d */", e->d->value_attr, cg_vtype(e, a->dtype), i, v, a->load->node->id);
+    }
+    for (int i = 0; i < e->lay->naccess; i++) {
+        const cg_access *a = &e->lay->access[i];
+        if (a->fn < 0 || a->param_gather < 0 || !cg_in_region(e, a, reg)) continue;
+        const cg_access *ia = cg_load_access(e->lay, a->fn, a->load->gidx);
+        if (ia->inner != CG_INNER_INVARIANT) continue;
+        int pg = a->param_gather, h = access_id(e, ia);
+        char step[48] = "";
+        if (a->load->gstride != 1) cg_fmt(step, sizeof step, " * (lf_idx)P[%d]", pg + 1);
+        cg_line(e, "%sconst int hg%d = lf_gok((int64_t)(h%d), P[%d], b%d);", e->d->value_attr, i, h, pg,
+                e->lay->err_buf);
+        cg_line(e, "%sconst lf_idx hw%d = hg%d ? (lf_idx)lf_gwrap((int64_t)(h%d), P[%d])%s : 0;", e->d->value_attr, i, i,
+                h, pg, step);
     }
 }
 
