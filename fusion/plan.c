@@ -470,6 +470,9 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     graph_free(p.iheap);
     graph_free(p.idone);
     for (int k = 0; p.klist && k < p.nn; k++) graph_free(p.klist[k]);
+    fuse_scratch_free(&p.mar);
+    graph_free(p.mrecs);
+    graph_free(p.mbuf);
     fuse_scratch_free(&p.keep);
     if (st != LF_OK) {
         fuse_schedule_free(s);
@@ -480,6 +483,7 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     s->plan_seconds = graph_now_seconds() - t0;
     s->scan_work = p.scan_work;
     s->inst_work = p.inst_work;
+    s->merge_work = p.merge_work;
     s->scan_max = p.scan_max;
     s->rounds = p.rounds;
     *out = s;

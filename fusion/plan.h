@@ -173,6 +173,23 @@ typedef struct planner {
                                 first use (plan_merge.c) in p->keep and kept
                                 until its list changes (fuse_kernel_changed
                                 empties it) */
+    scratch mar;             /* merge records (units, their load lists, the
+                                parked index): kept across rounds, reset
+                                with a full merge (fuse_plan_merges) */
+    bool *mroot;             /* root[] when the merges were last formed */
+    bool mvalid;             /* the merges of an earlier round are kept */
+    size_t *mmark;           /* per root: undo records before its merge step */
+    size_t *mmbytes;         /* per root: p->mbytes before its merge step */
+    struct mrec *mrecs;      /* the undo log: old bytes of every merge-state
+                                write, in order (plan_merge.c) */
+    size_t nmrec, capmrec;
+    unsigned char *mbuf;     /* the old bytes themselves */
+    size_t nmbuf, capmbuf;
+    bool mfail;              /* the undo log ran out of memory */
+    size_t mbytes, mwaste;   /* bytes taken from p->mar, and of them those of
+                                merge steps undone since it was reset */
+    uint64_t merge_work;     /* roots the merges processed over all rounds:
+                                fuse_schedule.merge_work */
     uint64_t scan_work;      /* instances and loads the merges' scans of roots
                                 visited (all rounds): fuse_schedule.scan_work */
     int rounds;              /* planning rounds: fuse_schedule.rounds */

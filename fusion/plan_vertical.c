@@ -282,6 +282,7 @@ static lf_status walk_all(planner *p) {
     memset(p->kcount, 0, (size_t)nn * sizeof *p->kcount);
     memset(p->kops64, 0, (size_t)nn * sizeof *p->kops64);
     for (int k = 0; k < nn; k++) fuse_kernel_changed(p, k);
+    p->mvalid = false; /* the kept merges' loads point at maps in p->iar */
     fuse_scratch_reset(&p->iar);
     p->htab = NULL;
     p->hcap = p->hcount = 0;
