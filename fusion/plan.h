@@ -137,8 +137,8 @@ typedef struct planner {
     inst ***klist;           /* per root: its kernel's instances by node id */
     int *kcount;             /* per root: their number */
     int *kfold;              /* per root: the latest fold root among its
-                                list's nodes (join_epilogue), -1 none, -2
-                                not known since the list changed */
+                                list's nodes but itself (join_epilogue), -1
+                                none; kept with the list (find_instances) */
     struct ownloads **kown;  /* per root: its own loads (start_unit), NULL
                                 until asked since the list changed */
     bool *mdiff;             /* per node: two of its instances have different
@@ -301,7 +301,7 @@ int fuse_count_loads(const planner *p, int k, pload *ls, int *nbufs);
 
 /* ---- plan_merge.c ---- */
 /* Root k's instance list changed (or went): forgets what was derived from
- * it (kfits, kfold, kown, its leaf summary). */
+ * it (kfits, kown, its leaf summary; kfold is kept by find_instances). */
 void fuse_kernel_changed(planner *p, int k);
 /* Forms the kernels of this round: every needed root, in node order, joins
  * an earlier kernel or starts its own (see the rules at the top). */

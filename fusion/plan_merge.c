@@ -170,7 +170,6 @@ typedef struct ownloads {
 
 void fuse_kernel_changed(planner *p, int k) {
     p->kfits[k] = false;
-    p->kfold[k] = -2;
     if (p->kown[k]) p->kown[k]->valid = false;
     if (p->lsum[k]) leafsum_clear(p->lsum[k]);
 }
@@ -461,15 +460,7 @@ static int join_reduce(planner *p, int r) {
  * reads as an epilogue. */
 static int join_epilogue(planner *p, int e) {
     const lf_node *en = p->g->nodes[e];
-    int r = p->kfold[e]; /* kept until the list changes (fuse_kernel_changed) */
-    if (r == -2) {
-        r = -1;
-        for (int j = 0; j < p->kcount[e]; j++) {
-            const lf_node *x = p->klist[e][j]->node;
-            if (fuse_is_fold(x) && x->id != e && p->root[x->id] && x->id > r) r = x->id;
-        }
-        p->kfold[e] = r;
-    }
+    int r = p->kfold[e]; /* kept with the list (plan_vertical.c, list_fold) */
     if (r < 0) return 0;
     unit *u = p->unit[fuse_unit_of(p, r)];
     if (!u || !u->red || !fuse_scan_allows(p, e, u, ROLE_EPI) || u->nroots >= FUSE_MAX_STORES || !ops_fit(p, e, u) ||

@@ -272,6 +272,16 @@ static bool counts_ops(const planner *p, const inst *i, const bool *root) {
     return !root[n->id] || n->id == i->kernel || fuse_contracts_map(p, i->kernel, n);
 }
 
+/* The latest fold root among l[from..to) (node order) but kernel k itself,
+ * or -1: a backward scan to the first. */
+static int list_fold(const planner *p, int k, inst *const *l, int from, int to) {
+    for (int j = to - 1; j >= from; j--) {
+        const lf_node *x = l[j]->node;
+        if (fuse_is_fold(x) && x->id != k && p->root[x->id]) return x->id;
+    }
+    return -1;
+}
+
 /* A fresh walk: every instance of every kernel, and the lists. */
 static lf_status walk_all(planner *p) {
     int nn = p->nn;
@@ -315,6 +325,7 @@ static lf_status walk_all(planner *p) {
     }
     for (int id = 0; id < nn; id++)
         for (inst *i = p->first[id]; i; i = i->next_node) p->klist[i->kernel][p->kcount[i->kernel]++] = i;
+    for (int k = 0; k < nn; k++) p->kfold[k] = list_fold(p, k, p->klist[k], 0, p->kcount[k]);
     return LF_OK;
 }
 
@@ -323,7 +334,7 @@ static lf_status walk_all(planner *p) {
  * p->iroot as the roots the list was made under. */
 static lf_status rederive(planner *p, int k, int top) {
     inst **l = p->klist[k];
-    int cnt = p->kcount[k], pre = 0;
+    int cnt = p->kcount[k], pre = 0, fold = cnt ? p->kfold[k] : -1;
     while (pre < cnt && l[pre]->node->id <= top) pre++;
     p->ihlen = p->idlen = 0;
     for (int j = 0; j < pre; j++) {
@@ -384,6 +395,10 @@ static lf_status rederive(planner *p, int k, int top) {
     p->klist[k] = nl;
     p->kcount[k] = n + keep;
     p->kops[k] = p->kops64[k] > COST_CAP ? COST_CAP : (int)p->kops64[k];
+    /* the latest fold root: the old one when it is above top (kept, and its
+       root status did not change), else none is kept and it is the
+       processed part's */
+    p->kfold[k] = keep && fold > top ? fold : list_fold(p, k, nl, 0, n);
     fuse_kernel_changed(p, k);
     return LF_OK;
 }
@@ -417,6 +432,7 @@ lf_status fuse_find_instances(planner *p) {
             p->klist[c] = NULL;
             p->kcount[c] = 0;
             p->kops64[c] = p->kops[c] = 0;
+            p->kfold[c] = -1;
             fuse_kernel_changed(p, c);
         }
         if (p->root[c] && p->needed[c] && !top[c]) {
