@@ -78,6 +78,10 @@ struct inst {
                                 seed: its own node) */
     uint64_t hash;           /* of (node, kernel, map) */
     int expr;                /* pass 2: expression id in the kernel's fn */
+    bool leaf;               /* fuse_is_leaf in its kernel (set by derive; a
+                                leaf's nload, nbuf and nkey too: they depend
+                                only on its node's kind and root status,
+                                which a kept instance's keep) */
     int nload;               /* loads at or beneath this instance (victims) */
     int nbuf;                /* victims: their buffers, an upper bound */
     const void *nkey;        /* victims: the one slot all those loads read
@@ -310,6 +314,8 @@ lf_status fuse_plan_merges(planner *p);
  * all kernels fit: the inlined map node (or small reduction) whose subtree gathers the most loads
  * (counted as a tree, so an upper bound) while still fitting in one kernel. */
 int fuse_find_victim(planner *p);
+/* A leaf instance's load count, buffers and slot key for fuse_find_victim. */
+void fuse_victim_leaf(const planner *p, inst *i);
 /* Splits the kernels with more than FUSE_MAX_OPS operations: walking a
  * kernel's inlined map instances in node order (producers first) and
  * counting their fns' operations, the last node before the count would pass

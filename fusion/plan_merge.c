@@ -795,6 +795,15 @@ lf_status fuse_plan_merges(planner *p) {
  * (itself, its idx and x's base) and as a root brings one. A gather leaf's
  * count includes its idx and x (their instances are leaves of the same
  * kernel). */
+void fuse_victim_leaf(const planner *p, inst *i) {
+    const lf_node *n = i->node;
+    pload l;
+    bool ld = fuse_leaf_load(p, i, -1, &l);
+    i->nload = i->nbuf = ld ? 1 : 0;
+    i->nkey = !ld ? NULL : l.src == FUSE_SRC_SLOT ? l.key : KEY_MIXED;
+    if (n->kind == NODE_GATHER && !p->root[n->id]) i->nload = i->nbuf = 3; /* in place: x and idx too */
+}
+
 int fuse_find_victim(planner *p) {
     pload ls[GRAPH_MAX_PARAMS + 1];
     for (int k = 0; k < p->nn; k++) {
@@ -808,15 +817,8 @@ int fuse_find_victim(planner *p) {
         for (int j = 0; j < p->kcount[k]; j++) {
             inst *i = p->klist[k][j];
             const lf_node *n = i->node;
-            if (fuse_is_leaf(p, n, k)) {
-                pload l;
-                bool ld = fuse_leaf_load(p, i, -1, &l);
-                i->nload = i->nbuf = ld ? 1 : 0;
-                i->nkey = !ld ? NULL : l.src == FUSE_SRC_SLOT ? l.key : KEY_MIXED;
-                if (n->kind == NODE_GATHER && !p->root[n->id]) { /* in place: x and idx too */
-                    i->nload = i->nbuf = 3;
-                    if (!gather || n->id > gather->node->id) gather = i;
-                }
+            if (i->leaf) { /* its counts: fuse_victim_leaf, when it was derived */
+                if (n->kind == NODE_GATHER && !p->root[n->id] && (!gather || n->id > gather->node->id)) gather = i;
                 continue;
             }
             int64_t s = 0, b = 0;

@@ -227,13 +227,15 @@ static bool derive(planner *p, inst *i) {
     const lf_node *n = i->node;
     int id = n->id;
     p->inst_work++;
+    i->leaf = fuse_is_leaf(p, n, i->kernel);
+    if (i->leaf) fuse_victim_leaf(p, i);
     if (n->kind == NODE_GATHER && !(p->root[id] && id != i->kernel)) /* plan_gather.c */
         return fuse_gather_instances(p, i);
     if (n->kind == NODE_SCATTER && id == i->kernel) /* its own kernel: plan_scatter.c */
         return fuse_scatter_instances(p, i);
     if (n->kind == NODE_SORT && id == i->kernel) /* its own kernel: plan_sort.c */
         return fuse_sort_instances(p, i);
-    if (fuse_is_leaf(p, n, i->kernel)) return true;
+    if (i->leaf) return true;
     if (n->kind == NODE_REDUCE && !p->root[id]) /* inlined small reduction */
         return small_reduce_instances(p, i);
     if (n->kind == NODE_VIEW) {
