@@ -180,7 +180,7 @@ static bool sum_entry(planner *p, int e, leafsum *s, int j) {
         const inst *i = p->klist[e][s->next++];
         pload l;
         p->scan_work++;
-        if (!fuse_is_leaf(p, i->node, e) || !fuse_leaf_load(p, i, -1, &l)) continue;
+        if (!i->leaf || !i->nload || !fuse_leaf_load(p, i, -1, &l)) continue; /* i->leaf, i->nload: derive */
         uint64_t h = fuse_hash_mix(fuse_hash_mix(0, (uint64_t)l.src), (uint64_t)(uintptr_t)l.key);
         size_t b = (size_t)(h ^ (h >> 29)) & (SUM_TAB - 1); /* by source and identity: equal maps compared */
         bool dup = false;
@@ -524,7 +524,7 @@ static int join_space(planner *p, int e) {
     bool has = false;
     for (int j = 0; j < p->kcount[e] && !has; j++) {
         const inst *i = p->klist[e][j];
-        has = fuse_is_leaf(p, i->node, e) && fuse_leaf_load(p, i, -1, &first);
+        has = i->leaf && i->nload && fuse_leaf_load(p, i, -1, &first); /* i->leaf, i->nload: derive */
     }
     int nc = 0;
     unit **cand = NULL;
@@ -668,7 +668,7 @@ static unit *start_unit(planner *p, int e) {
         for (int j = 0, nb = 0; j < p->kcount[e] && fuse_loads_fit(own->n, nb); j++) {
             const inst *i = p->klist[e][j];
             pload l;
-            if (!fuse_is_leaf(p, i->node, e) || !fuse_leaf_load(p, i, -1, &l)) continue;
+            if (!i->leaf || !i->nload || !fuse_leaf_load(p, i, -1, &l)) continue; /* i->leaf, i->nload: derive */
             if (fuse_find_load(own->ls, own->n, &l) >= 0) continue;
             nb += fuse_new_buffer(own->ls, own->n, &l);
             own->ls[own->n++] = l;

@@ -702,7 +702,7 @@ int fuse_count_loads(const planner *p, int k, pload *ls, int *nbufs) {
     for (int j = 0; j < p->kcount[k]; j++) {
         const inst *i = p->klist[k][j];
         pload l;
-        if (!fuse_is_leaf(p, i->node, k) || !fuse_leaf_load(p, i, -1, &l)) continue;
+        if (!i->leaf || !i->nload || !fuse_leaf_load(p, i, -1, &l)) continue; /* i->leaf, i->nload: derive */
         if (fuse_find_load(ls, n, &l) >= 0) continue;
         *nbufs += fuse_new_buffer(ls, n, &l);
         ls[n++] = l;
