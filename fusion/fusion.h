@@ -319,6 +319,10 @@ typedef struct fuse_schedule {
     uint64_t inst_work;            /* instances the rounds' pass 1 processed
                                       (made, kept or taken back), all rounds:
                                       what each round re-derives (plan_vertical.c) */
+    uint64_t merge_work;           /* roots the rounds' merges processed, all
+                                      rounds: what each round forms again
+                                      (resumed from the lowest changed root,
+                                      plan_merge.c) */
 } fuse_schedule;
 
 /* Plans outs[0..n) of g (checked by graph_check_outputs). fusion false gives

@@ -197,17 +197,30 @@
  * summary of its distinct leaf loads (at most GRAPH_MAX_PARAMS + 1) and
  * skip the kernels before the one computing the latest slot it reads
  * (plan_merge.c): one scan costs a constant, not the root's instances.
- * What stays quadratic (issue 26, item 1, open): the merges are redone
- * over every root each round, and each round still passes over every node
- * a few times (changed roots, the shared rule's candidates, the victim and
- * split checks of every kernel), so planning costs about rounds x (nodes +
- * roots); and a chain of row normalisations derives, in its first round,
- * every reduction's chain beneath it (quadratic instances and memory)
- * before the rule makes the shared nodes roots, one level a round.
+ * The merges resume from the lowest node whose root status changed: the
+ * steps of the roots below it are the last round's (a root's step reads
+ * only its own list and what the roots before it made), those above are
+ * undone through a log of every write to the merge state and made again
+ * (fuse_plan_merges; fuse_schedule.merge_work counts the steps). A
+ * kernel's latest fold root (join_epilogue) is kept with its list, and a
+ * leaf's load counts for the victim search are set when it is derived.
+ * What stays quadratic (issue 26, item 1, open): each round still passes
+ * over every node a few times (changed roots, costs, the shared rule's
+ * candidates) and the victim search walks the whole instance list of the
+ * first kernel past a load cap (for an accumulation or zipwith chain, the
+ * output's kernel holding everything above the last victim: about 60% of
+ * zip8:30000), so planning costs about rounds x (nodes + that list); and
+ * a chain of row normalisations derives, in its first round, every
+ * reduction's chain beneath it (quadratic instances and memory) before
+ * the rule makes the shared nodes roots, one level a round.
  *
  * Invariants (see fusion.h for what a schedule guarantees): instance
  * records live in a scratch arena kept across rounds (reset when the records
- * taken back outnumber the live ones), merge records in one reset each round;
+ * taken back outnumber the live ones), merge records (units, load lists,
+ * the parked index) in another (p->mar, reset by a full merge: when the
+ * records of undone steps outnumber the live ones, or when a fresh
+ * instance walk resets the maps their loads point at), the undo log in
+ * two graph_realloc'd arrays;
  * the kernels' instance lists are graph_malloc'd and freed with the plan; the kernels'
  * fns live in a private graph (schedule->arena) that no user sees, so a
  * failed fn allocation never marks the user's graph as failed; every
@@ -470,6 +483,9 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     graph_free(p.iheap);
     graph_free(p.idone);
     for (int k = 0; p.klist && k < p.nn; k++) graph_free(p.klist[k]);
+    fuse_scratch_free(&p.mar);
+    graph_free(p.mrecs);
+    graph_free(p.mbuf);
     fuse_scratch_free(&p.keep);
     if (st != LF_OK) {
         fuse_schedule_free(s);
@@ -480,6 +496,7 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     s->plan_seconds = graph_now_seconds() - t0;
     s->scan_work = p.scan_work;
     s->inst_work = p.inst_work;
+    s->merge_work = p.merge_work;
     s->scan_max = p.scan_max;
     s->rounds = p.rounds;
     *out = s;

@@ -78,6 +78,10 @@ struct inst {
                                 seed: its own node) */
     uint64_t hash;           /* of (node, kernel, map) */
     int expr;                /* pass 2: expression id in the kernel's fn */
+    bool leaf;               /* fuse_is_leaf in its kernel (set by derive; a
+                                leaf's nload, nbuf and nkey too: they depend
+                                only on its node's kind and root status,
+                                which a kept instance's keep) */
     int nload;               /* loads at or beneath this instance (victims) */
     int nbuf;                /* victims: their buffers, an upper bound */
     const void *nkey;        /* victims: the one slot all those loads read
@@ -137,8 +141,8 @@ typedef struct planner {
     inst ***klist;           /* per root: its kernel's instances by node id */
     int *kcount;             /* per root: their number */
     int *kfold;              /* per root: the latest fold root among its
-                                list's nodes (join_epilogue), -1 none, -2
-                                not known since the list changed */
+                                list's nodes but itself (join_epilogue), -1
+                                none; kept with the list (find_instances) */
     struct ownloads **kown;  /* per root: its own loads (start_unit), NULL
                                 until asked since the list changed */
     bool *mdiff;             /* per node: two of its instances have different
@@ -173,6 +177,23 @@ typedef struct planner {
                                 first use (plan_merge.c) in p->keep and kept
                                 until its list changes (fuse_kernel_changed
                                 empties it) */
+    scratch mar;             /* merge records (units, their load lists, the
+                                parked index): kept across rounds, reset
+                                with a full merge (fuse_plan_merges) */
+    bool *mroot;             /* root[] when the merges were last formed */
+    bool mvalid;             /* the merges of an earlier round are kept */
+    size_t *mmark;           /* per root: undo records before its merge step */
+    size_t *mmbytes;         /* per root: p->mbytes before its merge step */
+    struct mrec *mrecs;      /* the undo log: old bytes of every merge-state
+                                write, in order (plan_merge.c) */
+    size_t nmrec, capmrec;
+    unsigned char *mbuf;     /* the old bytes themselves */
+    size_t nmbuf, capmbuf;
+    bool mfail;              /* the undo log ran out of memory */
+    size_t mbytes, mwaste;   /* bytes taken from p->mar, and of them those of
+                                merge steps undone since it was reset */
+    uint64_t merge_work;     /* roots the merges processed over all rounds:
+                                fuse_schedule.merge_work */
     uint64_t scan_work;      /* instances and loads the merges' scans of roots
                                 visited (all rounds): fuse_schedule.scan_work */
     int rounds;              /* planning rounds: fuse_schedule.rounds */
@@ -284,7 +305,7 @@ int fuse_count_loads(const planner *p, int k, pload *ls, int *nbufs);
 
 /* ---- plan_merge.c ---- */
 /* Root k's instance list changed (or went): forgets what was derived from
- * it (kfits, kfold, kown, its leaf summary). */
+ * it (kfits, kown, its leaf summary; kfold is kept by find_instances). */
 void fuse_kernel_changed(planner *p, int k);
 /* Forms the kernels of this round: every needed root, in node order, joins
  * an earlier kernel or starts its own (see the rules at the top). */
@@ -293,6 +314,8 @@ lf_status fuse_plan_merges(planner *p);
  * all kernels fit: the inlined map node (or small reduction) whose subtree gathers the most loads
  * (counted as a tree, so an upper bound) while still fitting in one kernel. */
 int fuse_find_victim(planner *p);
+/* A leaf instance's load count, buffers and slot key for fuse_find_victim. */
+void fuse_victim_leaf(const planner *p, inst *i);
 /* Splits the kernels with more than FUSE_MAX_OPS operations: walking a
  * kernel's inlined map instances in node order (producers first) and
  * counting their fns' operations, the last node before the count would pass

@@ -232,12 +232,21 @@ lf_status fuse_plan_slots(planner *p, fuse_schedule *s, int n, lf_node *const *o
     if (!s->slots || !s->out_slot) return fuse_nomem(p);
     s->nouts = n;
     for (int id = 0; id < nn; id++) p->slot_of[id] = -1;
+    /* one input slot per buffer, in node order: found by buffer in a hash
+       table (open addressing, slot + 1; a scan of the slots made so far was
+       quadratic in the inputs) */
+    size_t cap = 16;
+    while (cap < 2 * (size_t)nn) cap *= 2;
+    int *bslot = fuse_scratch_calloc(&p->tmp, cap, sizeof *bslot);
+    if (!bslot) return fuse_nomem(p);
     for (int id = 0; id < nn; id++) {
         const lf_node *x = p->g->nodes[id];
         if (!p->needed[id] || x->kind != NODE_INPUT) continue;
-        for (int j = 0; j < s->nslots && p->slot_of[id] < 0; j++)
-            if (fuse_slot_buffer(&s->slots[j]) == x->u.buffer) p->slot_of[id] = j;
-        if (p->slot_of[id] < 0) p->slot_of[id] = new_slot(s, FUSE_SLOT_INPUT, x);
+        uint64_t h = fuse_hash_mix(0, (uint64_t)(uintptr_t)x->u.buffer);
+        size_t b = (size_t)(h ^ (h >> 29)) & (cap - 1);
+        while (bslot[b] && fuse_slot_buffer(&s->slots[bslot[b] - 1]) != x->u.buffer) b = (b + 1) & (cap - 1);
+        if (!bslot[b]) bslot[b] = new_slot(s, FUSE_SLOT_INPUT, x) + 1;
+        p->slot_of[id] = bslot[b] - 1;
     }
     int *oslot = p->oslot;
     for (int id = 0; id < nn; id++) oslot[id] = -1;

@@ -53,6 +53,65 @@ static bool same_shape(int na, const int64_t *a, int nb, const int64_t *b) {
     return na == nb && !memcmp(a, b, (size_t)na * sizeof *a);
 }
 
+/* ---- the undo log: merges resumed from the lowest changed root ---------------------------- */
+
+/* One write to the merge state: n old bytes at addr, kept at mbuf[off]. */
+typedef struct mrec {
+    void *addr;
+    size_t n, off;
+} mrec;
+
+/* Records the n bytes at addr before the merge step being made changes them
+ * (p->mfail when out of memory: fuse_plan_merges reports it). */
+static void mlog(planner *p, void *addr, size_t n) {
+    if (p->mfail) return;
+    if (p->nmrec == p->capmrec) {
+        size_t cap = p->capmrec ? 2 * p->capmrec : 1024;
+        mrec *t = graph_realloc(p->mrecs, cap * sizeof *t);
+        if (!t) {
+            p->mfail = true;
+            return;
+        }
+        p->mrecs = t;
+        p->capmrec = cap;
+    }
+    if (p->nmbuf + n > p->capmbuf) {
+        size_t cap = p->capmbuf ? 2 * p->capmbuf : 1 << 16;
+        while (cap < p->nmbuf + n) cap *= 2;
+        unsigned char *t = graph_realloc(p->mbuf, cap);
+        if (!t) {
+            p->mfail = true;
+            return;
+        }
+        p->mbuf = t;
+        p->capmbuf = cap;
+    }
+    memcpy(p->mbuf + p->nmbuf, addr, n);
+    p->mrecs[p->nmrec++] = (mrec){addr, n, p->nmbuf};
+    p->nmbuf += n;
+}
+
+/* Assigns v to lvalue lv of the merge state, logging its old value. */
+#define MSET(p, lv, v) (mlog((p), &(lv), sizeof(lv)), (lv) = (v))
+
+/* Restores the merge state as it was when the log held nrec records. */
+static void undo_to(planner *p, size_t nrec) {
+    while (p->nmrec > nrec) {
+        const mrec *r = &p->mrecs[--p->nmrec];
+        memcpy(r->addr, p->mbuf + r->off, r->n);
+        p->nmbuf = r->off;
+    }
+}
+
+/* Merge records live in p->mar (counted in p->mbytes). */
+static void *merge_alloc(planner *p, size_t bytes) {
+    p->mbytes += bytes;
+    return fuse_scratch_alloc(&p->mar, bytes);
+}
+
+struct unit;
+static void save_unit(planner *p, struct unit *u);
+
 /* What root e would bring to kernel u in role r. */
 typedef struct scan {
     pload ls[GRAPH_MAX_PARAMS + 1]; /* its distinct loads (ACC included) */
@@ -111,7 +170,6 @@ typedef struct ownloads {
 
 void fuse_kernel_changed(planner *p, int k) {
     p->kfits[k] = false;
-    p->kfold[k] = -2;
     if (p->kown[k]) p->kown[k]->valid = false;
     if (p->lsum[k]) leafsum_clear(p->lsum[k]);
 }
@@ -122,7 +180,7 @@ static bool sum_entry(planner *p, int e, leafsum *s, int j) {
         const inst *i = p->klist[e][s->next++];
         pload l;
         p->scan_work++;
-        if (!fuse_is_leaf(p, i->node, e) || !fuse_leaf_load(p, i, -1, &l)) continue;
+        if (!i->leaf || !i->nload || !fuse_leaf_load(p, i, -1, &l)) continue; /* i->leaf, i->nload: derive */
         uint64_t h = fuse_hash_mix(fuse_hash_mix(0, (uint64_t)l.src), (uint64_t)(uintptr_t)l.key);
         size_t b = (size_t)(h ^ (h >> 29)) & (SUM_TAB - 1); /* by source and identity: equal maps compared */
         bool dup = false;
@@ -260,8 +318,10 @@ static bool shares(const pload *ls, int n, const scan *sc) {
 }
 
 static pload *new_list(planner *p) {
-    return fuse_scratch_alloc(&p->tmp, (GRAPH_MAX_PARAMS + 1) * sizeof(pload));
+    return merge_alloc(p, (GRAPH_MAX_PARAMS + 1) * sizeof(pload));
 }
+
+static void save_unit(planner *p, unit *u) { mlog(p, u, sizeof *u); }
 
 /* Whether root e's code fits in kernel u under FUSE_MAX_OPS. */
 static bool ops_fit(const planner *p, int e, const unit *u) {
@@ -270,6 +330,9 @@ static bool ops_fit(const planner *p, int e, const unit *u) {
 
 /* Takes u off the open list. */
 static void unlink_open(planner *p, unit *u) {
+    save_unit(p, u);
+    if (u->prev) save_unit(p, u->prev);
+    if (u->next) save_unit(p, u->next);
     if (u->prev) u->prev->next = u->next;
     else p->units = u->next;
     if (u->next) u->next->prev = u->prev;
@@ -279,6 +342,8 @@ static void unlink_open(planner *p, unit *u) {
 
 /* Puts u at the end of the open list (which is in root order). */
 static void append_open(planner *p, unit *u) {
+    save_unit(p, u);
+    if (p->units_tail) save_unit(p, p->units_tail);
     u->prev = p->units_tail;
     u->next = NULL;
     if (p->units_tail) p->units_tail->next = u;
@@ -294,6 +359,7 @@ static void append_open(planner *p, unit *u) {
  * join_space tries kernels is unchanged. false: out of memory. */
 static bool retire(planner *p, unit *u) {
     if (u->closed) return true;
+    save_unit(p, u);
     if (u->nroots >= FUSE_MAX_STORES) {
         if (!u->parked) unlink_open(p, u);
         u->closed = true;
@@ -306,12 +372,13 @@ static bool retire(planner *p, unit *u) {
     if ((p->pcount + (size_t)u->npl[0]) * 2 > p->pcap) {
         size_t cap = p->pcap ? 2 * p->pcap : 256;
         while ((p->pcount + (size_t)u->npl[0]) * 2 > cap) cap *= 2;
-        park **t = fuse_scratch_calloc(&p->tmp, cap, sizeof *t);
+        p->mbytes += cap * sizeof(park *);
+        park **t = fuse_scratch_calloc(&p->mar, cap, sizeof *t);
         if (!t) return false;
         for (size_t b = 0; b < p->pcap; b++)
             for (park *x = p->pidx[b], *next; x; x = next) {
                 next = x->next;
-                x->next = t[x->hash & (cap - 1)];
+                MSET(p, x->next, t[x->hash & (cap - 1)]);
                 t[x->hash & (cap - 1)] = x;
             }
         p->pidx = t;
@@ -322,13 +389,13 @@ static bool retire(planner *p, unit *u) {
         bool seen = false; /* one entry per buffer: the unit is a candidate once */
         for (int t = 0; t < j && !seen; t++) seen = u->pl[0][t].src == l->src && u->pl[0][t].key == l->key;
         if (seen) continue;
-        park *x = fuse_scratch_alloc(&p->tmp, sizeof *x);
+        park *x = merge_alloc(p, sizeof *x);
         if (!x) return false;
         x->load = l;
         x->hash = buffer_hash(x->load);
         x->u = u;
         x->next = p->pidx[x->hash & (p->pcap - 1)];
-        p->pidx[x->hash & (p->pcap - 1)] = x;
+        MSET(p, p->pidx[x->hash & (p->pcap - 1)], x);
         p->pcount++;
     }
     unlink_open(p, u);
@@ -339,11 +406,12 @@ static bool retire(planner *p, unit *u) {
 }
 
 static void join(planner *p, int e, unit *u, role r) {
+    save_unit(p, u);
     u->nroots++;
     u->nops += p->kops[e];
-    p->merged_into[e] = u->host;
-    p->host[e] = u->host;
-    p->role[e] = (unsigned char)r;
+    MSET(p, p->merged_into[e], u->host);
+    MSET(p, p->host[e], u->host);
+    MSET(p, p->role[e], (unsigned char)r);
 }
 
 /* Reduction r joins an earlier reduction kernel over its space and axes as
@@ -368,6 +436,7 @@ static int join_reduce(planner *p, int r) {
         for (int k = 0; k < u->npasses && !link; k++) link = shares(u->pl[k], u->npl[k], &sc);
         if (!link && u->row) link = shares(u->row, u->nrow, &sc);
         if (!link) continue;
+        save_unit(p, u);
         if (q == u->npasses) {
             if (!(u->pl[q] = new_list(p))) return -1;
             u->npl[q] = 0;
@@ -381,7 +450,7 @@ static int join_reduce(planner *p, int r) {
         u->nreds++;
         u->out_red |= p->output[r] >= 0;
         join(p, r, u, ROLE_PASS);
-        p->pass[r] = q;
+        MSET(p, p->pass[r], q);
         return retire(p, u) ? 1 : -1;
     }
     return 0;
@@ -391,15 +460,7 @@ static int join_reduce(planner *p, int r) {
  * reads as an epilogue. */
 static int join_epilogue(planner *p, int e) {
     const lf_node *en = p->g->nodes[e];
-    int r = p->kfold[e]; /* kept until the list changes (fuse_kernel_changed) */
-    if (r == -2) {
-        r = -1;
-        for (int j = 0; j < p->kcount[e]; j++) {
-            const lf_node *x = p->klist[e][j]->node;
-            if (fuse_is_fold(x) && x->id != e && p->root[x->id] && x->id > r) r = x->id;
-        }
-        p->kfold[e] = r;
-    }
+    int r = p->kfold[e]; /* kept with the list (plan_vertical.c, list_fold) */
     if (r < 0) return 0;
     unit *u = p->unit[fuse_unit_of(p, r)];
     if (!u || !u->red || !fuse_scan_allows(p, e, u, ROLE_EPI) || u->nroots >= FUSE_MAX_STORES || !ops_fit(p, e, u) ||
@@ -409,6 +470,7 @@ static int join_epilogue(planner *p, int e) {
     scan_root(p, e, u, ROLE_EPI, &sc);
     if (!sc.ok) return 0;
     if (union_fits(u->epi, u->nepi, &sc, true, u->nreds) < 0) return 0;
+    save_unit(p, u);
     if (!u->epi && !(u->epi = new_list(p))) return -1; /* the first epilogue */
     union_add(u->epi, &u->nepi, &sc, true);
     join(p, e, u, ROLE_EPI);
@@ -439,6 +501,7 @@ static int try_space(planner *p, int e, unit *u) {
     int n = u->red ? u->nrow : u->npl[0];
     bool link = sc.acc || (ls && (shares(ls, n, &sc) || (out && u->out_row)));
     if (!link || union_fits(ls, ls ? n : 0, &sc, false, 0) < 0) return 0;
+    save_unit(p, u);
     if (!ls) { /* the row pass starts */
         if (!(u->row = new_list(p))) return -1;
         u->nrow = 0;
@@ -461,7 +524,7 @@ static int join_space(planner *p, int e) {
     bool has = false;
     for (int j = 0; j < p->kcount[e] && !has; j++) {
         const inst *i = p->klist[e][j];
-        has = fuse_is_leaf(p, i->node, e) && fuse_leaf_load(p, i, -1, &first);
+        has = i->leaf && i->nload && fuse_leaf_load(p, i, -1, &first); /* i->leaf, i->nload: derive */
     }
     int nc = 0;
     unit **cand = NULL;
@@ -542,15 +605,16 @@ static int absorb_space(planner *p, int r) {
             !movable(p, u, r))
             continue;
         int h0 = u->host;
+        save_unit(p, u);
         for (int m = h0; m < r; m++) {
             if (!p->needed[m] || !p->root[m] || fuse_unit_of(p, m) != h0) continue;
-            p->merged_into[m] = r;
-            p->host[m] = r;
-            p->role[m] = ROLE_POS;
-            p->pass[m] = 0;
+            MSET(p, p->merged_into[m], r);
+            MSET(p, p->host[m], r);
+            MSET(p, p->role[m], ROLE_POS);
+            MSET(p, p->pass[m], 0);
         }
-        p->unit[h0] = NULL;
-        p->unit[r] = u;
+        MSET(p, p->unit[h0], NULL);
+        MSET(p, p->unit[r], u);
         union_add(u->pl[0], &u->npl[0], &sc, false);
         unlink_open(p, u); /* the open list is in root order: u moves to r's place */
         u->host = r;
@@ -562,10 +626,10 @@ static int absorb_space(planner *p, int r) {
         u->out_row = false;
         u->nroots++;
         u->nops += p->kops[r];
-        p->merged_into[r] = -1;
-        p->host[r] = r;
-        p->role[r] = ROLE_PASS;
-        p->pass[r] = 0;
+        MSET(p, p->merged_into[r], -1);
+        MSET(p, p->host[r], r);
+        MSET(p, p->role[r], ROLE_PASS);
+        MSET(p, p->pass[r], 0);
         append_open(p, u);
         return retire(p, u) ? 1 : -1;
     }
@@ -575,7 +639,8 @@ static int absorb_space(planner *p, int r) {
 /* Root e starts a kernel of its own. */
 static unit *start_unit(planner *p, int e) {
     const lf_node *en = p->g->nodes[e];
-    unit *u = fuse_scratch_calloc(&p->tmp, 1, sizeof *u);
+    unit *u = merge_alloc(p, sizeof *u);
+    if (u) memset(u, 0, sizeof *u);
     if (!u || !(u->pl[0] = new_list(p))) return NULL; /* u->epi: made by the first epilogue */
     u->host = e;
     u->red = fuse_is_fold(en);
@@ -603,7 +668,7 @@ static unit *start_unit(planner *p, int e) {
         for (int j = 0, nb = 0; j < p->kcount[e] && fuse_loads_fit(own->n, nb); j++) {
             const inst *i = p->klist[e][j];
             pload l;
-            if (!fuse_is_leaf(p, i->node, e) || !fuse_leaf_load(p, i, -1, &l)) continue;
+            if (!i->leaf || !i->nload || !fuse_leaf_load(p, i, -1, &l)) continue; /* i->leaf, i->nload: derive */
             if (fuse_find_load(own->ls, own->n, &l) >= 0) continue;
             nb += fuse_new_buffer(own->ls, own->n, &l);
             own->ls[own->n++] = l;
@@ -612,32 +677,78 @@ static unit *start_unit(planner *p, int e) {
     }
     memcpy(u->pl[0], own->ls, (size_t)own->n * sizeof *own->ls);
     u->npl[0] = own->n;
-    p->role[e] = u->red ? ROLE_PASS : ROLE_BODY;
-    p->pass[e] = 0;
-    p->unit[e] = u;
+    MSET(p, p->role[e], u->red ? ROLE_PASS : ROLE_BODY);
+    MSET(p, p->pass[e], 0);
+    MSET(p, p->unit[e], u);
     append_open(p, u);
     return retire(p, u) ? u : NULL;
 }
 
 /* Forms the kernels of this round: every needed root, in node order, joins
- * an earlier kernel or starts its own (see the rules at the top). */
+ * an earlier kernel or starts its own (see the rules at the top).
+ *
+ * Resumed from the lowest node c whose root status changed since the last
+ * merges: a root e below c reads only its own list (which depends on the
+ * root status of nodes at or below e: unchanged) and the merge state that
+ * the roots before it made, so its step is the last round's. The steps of
+ * the roots at or above c are undone (every write to the merge state is
+ * logged with its old bytes: MSET, save_unit) and made again. The records
+ * of undone steps stay in p->mar until the next full merge, which happens
+ * when they outnumber the live ones. */
 lf_status fuse_plan_merges(planner *p) {
     int nn = p->nn;
-    for (int id = 0; id < nn; id++) {
-        p->merged_into[id] = -1;
-        p->host[id] = id;
-        p->role[id] = p->kind[id] == NODE_REDUCE || p->kind[id] == NODE_SCAN ? ROLE_PASS : ROLE_BODY; /* fuse_is_fold */
-        p->pass[id] = 0;
+    if (!p->unit) {
+        p->unit = fuse_scratch_calloc(&p->keep, (size_t)nn, sizeof *p->unit);
+        p->mroot = fuse_scratch_calloc(&p->keep, (size_t)nn, sizeof *p->mroot);
+        p->mmark = fuse_scratch_calloc(&p->keep, (size_t)nn, sizeof *p->mmark);
+        p->mmbytes = fuse_scratch_calloc(&p->keep, (size_t)nn, sizeof *p->mmbytes);
+        if (!p->unit || !p->mroot || !p->mmark || !p->mmbytes) return fuse_nomem(p);
     }
-    p->units = p->units_tail = p->parked = NULL;
-    p->pidx = NULL;
-    p->pcap = p->pcount = 0;
-    p->unit = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *p->unit);
-    if (!p->unit) return fuse_nomem(p);
-    if (!p->fusion) return LF_OK;
-    for (int e = 0; e < nn; e++) {
+    int c = 0;
+    if (p->fusion && p->mvalid) {
+        while (c < nn && p->root[c] == p->mroot[c]) c++;
+        int e0 = c;
+        while (e0 < nn && !(p->needed[e0] && p->mroot[e0])) e0++;
+        if (e0 < nn) { /* the steps of e0 on are undone */
+            size_t waste = p->mwaste + (p->mbytes - p->mmbytes[e0]);
+            if (waste > p->mbytes - waste + ((size_t)1 << 20)) p->mvalid = false;
+            else {
+                undo_to(p, p->mmark[e0]);
+                p->mwaste = waste;
+            }
+        }
+    }
+    if (!p->fusion || !p->mvalid) { /* a full merge */
+        c = 0;
+        for (int id = 0; id < nn; id++) {
+            p->merged_into[id] = -1;
+            p->host[id] = id;
+            p->role[id] = p->kind[id] == NODE_REDUCE || p->kind[id] == NODE_SCAN ? ROLE_PASS : ROLE_BODY; /* fuse_is_fold */
+            p->pass[id] = 0;
+        }
+        p->units = p->units_tail = p->parked = NULL;
+        p->pidx = NULL;
+        p->pcap = p->pcount = 0;
+        memset(p->unit, 0, (size_t)nn * sizeof *p->unit);
+        fuse_scratch_reset(&p->mar);
+        p->nmrec = p->nmbuf = 0;
+        p->mbytes = p->mwaste = 0;
+        if (!p->fusion) return LF_OK;
+    }
+    p->mvalid = false; /* until every step is made */
+    for (int e = c; e < nn; e++) {
         const lf_node *en = p->g->nodes[e];
         if (!p->needed[e] || !p->root[e]) continue;
+        p->merge_work++;
+        p->mmark[e] = p->nmrec;
+        p->mmbytes[e] = p->mbytes;
+        mlog(p, &p->units, sizeof p->units);
+        mlog(p, &p->units_tail, sizeof p->units_tail);
+        mlog(p, &p->parked, sizeof p->parked);
+        mlog(p, &p->pidx, sizeof p->pidx);
+        mlog(p, &p->pcap, sizeof p->pcap);
+        mlog(p, &p->pcount, sizeof p->pcount);
+        if (p->mfail) return fuse_nomem(p);
         int joined;
         if (en->kind == NODE_SCATTER) { /* a kernel of its own that nothing joins (plan_scatter.c) */
             unit *u = start_unit(p, e);
@@ -665,7 +776,11 @@ lf_status fuse_plan_merges(planner *p) {
         else if ((joined = join_epilogue(p, e)) == 0) joined = join_space(p, e);
         if (joined < 0) return fuse_nomem(p);
         if (!joined && !start_unit(p, e)) return fuse_nomem(p);
+        if (p->mfail) return fuse_nomem(p);
     }
+    if (p->mfail) return fuse_nomem(p);
+    memcpy(p->mroot + c, p->root + c, (size_t)(nn - c) * sizeof *p->root);
+    p->mvalid = true;
     return LF_OK;
 }
 
@@ -680,6 +795,15 @@ lf_status fuse_plan_merges(planner *p) {
  * (itself, its idx and x's base) and as a root brings one. A gather leaf's
  * count includes its idx and x (their instances are leaves of the same
  * kernel). */
+void fuse_victim_leaf(const planner *p, inst *i) {
+    const lf_node *n = i->node;
+    pload l;
+    bool ld = fuse_leaf_load(p, i, -1, &l);
+    i->nload = i->nbuf = ld ? 1 : 0;
+    i->nkey = !ld ? NULL : l.src == FUSE_SRC_SLOT ? l.key : KEY_MIXED;
+    if (n->kind == NODE_GATHER && !p->root[n->id]) i->nload = i->nbuf = 3; /* in place: x and idx too */
+}
+
 int fuse_find_victim(planner *p) {
     pload ls[GRAPH_MAX_PARAMS + 1];
     for (int k = 0; k < p->nn; k++) {
@@ -693,15 +817,8 @@ int fuse_find_victim(planner *p) {
         for (int j = 0; j < p->kcount[k]; j++) {
             inst *i = p->klist[k][j];
             const lf_node *n = i->node;
-            if (fuse_is_leaf(p, n, k)) {
-                pload l;
-                bool ld = fuse_leaf_load(p, i, -1, &l);
-                i->nload = i->nbuf = ld ? 1 : 0;
-                i->nkey = !ld ? NULL : l.src == FUSE_SRC_SLOT ? l.key : KEY_MIXED;
-                if (n->kind == NODE_GATHER && !p->root[n->id]) { /* in place: x and idx too */
-                    i->nload = i->nbuf = 3;
-                    if (!gather || n->id > gather->node->id) gather = i;
-                }
+            if (i->leaf) { /* its counts: fuse_victim_leaf, when it was derived */
+                if (n->kind == NODE_GATHER && !p->root[n->id] && (!gather || n->id > gather->node->id)) gather = i;
                 continue;
             }
             int64_t s = 0, b = 0;

@@ -227,13 +227,15 @@ static bool derive(planner *p, inst *i) {
     const lf_node *n = i->node;
     int id = n->id;
     p->inst_work++;
+    i->leaf = fuse_is_leaf(p, n, i->kernel);
+    if (i->leaf) fuse_victim_leaf(p, i);
     if (n->kind == NODE_GATHER && !(p->root[id] && id != i->kernel)) /* plan_gather.c */
         return fuse_gather_instances(p, i);
     if (n->kind == NODE_SCATTER && id == i->kernel) /* its own kernel: plan_scatter.c */
         return fuse_scatter_instances(p, i);
     if (n->kind == NODE_SORT && id == i->kernel) /* its own kernel: plan_sort.c */
         return fuse_sort_instances(p, i);
-    if (fuse_is_leaf(p, n, i->kernel)) return true;
+    if (i->leaf) return true;
     if (n->kind == NODE_REDUCE && !p->root[id]) /* inlined small reduction */
         return small_reduce_instances(p, i);
     if (n->kind == NODE_VIEW) {
@@ -272,6 +274,16 @@ static bool counts_ops(const planner *p, const inst *i, const bool *root) {
     return !root[n->id] || n->id == i->kernel || fuse_contracts_map(p, i->kernel, n);
 }
 
+/* The latest fold root among l[from..to) (node order) but kernel k itself,
+ * or -1: a backward scan to the first. */
+static int list_fold(const planner *p, int k, inst *const *l, int from, int to) {
+    for (int j = to - 1; j >= from; j--) {
+        const lf_node *x = l[j]->node;
+        if (fuse_is_fold(x) && x->id != k && p->root[x->id]) return x->id;
+    }
+    return -1;
+}
+
 /* A fresh walk: every instance of every kernel, and the lists. */
 static lf_status walk_all(planner *p) {
     int nn = p->nn;
@@ -282,6 +294,7 @@ static lf_status walk_all(planner *p) {
     memset(p->kcount, 0, (size_t)nn * sizeof *p->kcount);
     memset(p->kops64, 0, (size_t)nn * sizeof *p->kops64);
     for (int k = 0; k < nn; k++) fuse_kernel_changed(p, k);
+    p->mvalid = false; /* the kept merges' loads point at maps in p->iar */
     fuse_scratch_reset(&p->iar);
     p->htab = NULL;
     p->hcap = p->hcount = 0;
@@ -314,6 +327,7 @@ static lf_status walk_all(planner *p) {
     }
     for (int id = 0; id < nn; id++)
         for (inst *i = p->first[id]; i; i = i->next_node) p->klist[i->kernel][p->kcount[i->kernel]++] = i;
+    for (int k = 0; k < nn; k++) p->kfold[k] = list_fold(p, k, p->klist[k], 0, p->kcount[k]);
     return LF_OK;
 }
 
@@ -322,7 +336,7 @@ static lf_status walk_all(planner *p) {
  * p->iroot as the roots the list was made under. */
 static lf_status rederive(planner *p, int k, int top) {
     inst **l = p->klist[k];
-    int cnt = p->kcount[k], pre = 0;
+    int cnt = p->kcount[k], pre = 0, fold = cnt ? p->kfold[k] : -1;
     while (pre < cnt && l[pre]->node->id <= top) pre++;
     p->ihlen = p->idlen = 0;
     for (int j = 0; j < pre; j++) {
@@ -383,6 +397,10 @@ static lf_status rederive(planner *p, int k, int top) {
     p->klist[k] = nl;
     p->kcount[k] = n + keep;
     p->kops[k] = p->kops64[k] > COST_CAP ? COST_CAP : (int)p->kops64[k];
+    /* the latest fold root: the old one when it is above top (kept, and its
+       root status did not change), else none is kept and it is the
+       processed part's */
+    p->kfold[k] = keep && fold > top ? fold : list_fold(p, k, nl, 0, n);
     fuse_kernel_changed(p, k);
     return LF_OK;
 }
@@ -416,6 +434,7 @@ lf_status fuse_find_instances(planner *p) {
             p->klist[c] = NULL;
             p->kcount[c] = 0;
             p->kops64[c] = p->kops[c] = 0;
+            p->kfold[c] = -1;
             fuse_kernel_changed(p, c);
         }
         if (p->root[c] && p->needed[c] && !top[c]) {
@@ -683,7 +702,7 @@ int fuse_count_loads(const planner *p, int k, pload *ls, int *nbufs) {
     for (int j = 0; j < p->kcount[k]; j++) {
         const inst *i = p->klist[k][j];
         pload l;
-        if (!fuse_is_leaf(p, i->node, k) || !fuse_leaf_load(p, i, -1, &l)) continue;
+        if (!i->leaf || !i->nload || !fuse_leaf_load(p, i, -1, &l)) continue; /* i->leaf, i->nload: derive */
         if (fuse_find_load(ls, n, &l) >= 0) continue;
         *nbufs += fuse_new_buffer(ls, n, &l);
         ls[n++] = l;

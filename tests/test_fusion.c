@@ -1948,6 +1948,37 @@ Test(fusion, rederiving_instances_costs_what_changes) {
         }
 }
 
+/* Issue 26, item 1: the merges of a round resume from the lowest node whose
+ * root status changed (plan_merge.c: the steps of the roots below it are
+ * the last round's and are kept; those above are undone through the undo
+ * log and made again), so the roots that the merges process over all
+ * rounds (fuse_schedule.merge_work, a count) grow linearly with the graph
+ * for the shapes whose rounds add one root each near the top of what is
+ * settled (accumulation, 8-input zipwiths, diamonds), at about 2,000 and
+ * 8,000 nodes. Merging every root every round, as before, processes about
+ * rounds x roots / 2 .. rounds x roots: at 8,000 nodes some 160,000
+ * (accumulation) to 500,000 (zipwiths, diamonds) roots, 2 to 6 times this
+ * bound of 10 a node (checked: the test fails when fuse_plan_merges starts
+ * from node 0 every round). */
+Test(fusion, merging_costs_what_changes) {
+    static const char *names[] = {"accum", "zip8", "diamond"};
+    static const int steps[][2] = {{1000, 4000}, {250, 1000}, {500, 2000}}; /* 2 / 8 / 4 nodes a step */
+    for (int shape = 0; shape < 3; shape++)
+        for (int z = 0; z < 2; z++) {
+            lf_ctx *ctx = fctx(1);
+            lf_graph *g = lf_graph_new(ctx);
+            lf_node *v;
+            fuse_schedule *s = plan_shape(ctx, g, shape, steps[shape][z], &v);
+            uint64_t nodes = (uint64_t)g->nnodes, bound = 10 * nodes;
+            cr_expect_gt(s->rounds, (int)(nodes / 20), "%s: %d rounds, fewer than the shape makes", names[shape], s->rounds);
+            cr_expect_leq(s->merge_work, bound, "%s, %" PRIu64 " nodes, %d rounds: the merges processed %" PRIu64
+                          " roots (bound %" PRIu64 ")", names[shape], nodes, s->rounds, s->merge_work, bound);
+            fuse_schedule_free(s);
+            lf_graph_free(g);
+            lf_ctx_destroy(ctx);
+        }
+}
+
 /* A small sum whose input is expensive only through a map much smaller than
  * the sum, read broadcast (spca's A = sum over d of Vd[p, d, 1] * Cn[1, d, S]
  * with Cn = exp(c) [3, S]): the small map is stored and the sum, now cheap,
