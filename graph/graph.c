@@ -691,19 +691,26 @@ static lf_node *new_remap_view(lf_graph *g, const char *what, view_kind op, lf_n
     return n;
 }
 
-/* A 0-d i64 constant holding v exactly (lf_const takes a double). */
-static lf_node *const_i64(lf_graph *g, int64_t v) {
-    lf_node *c = lf_const(g, LF_I64, 0.0);
+/* The dtype of the coordinates of an axis of extent len: i32 where every
+ * coordinate fits (the compares then run in the lanes of an f32 select in
+ * compiled kernels, not in i64 ones), else i64. Exact either way. */
+static lf_dtype coord_dtype(int64_t len) { return len <= INT32_MAX ? LF_I32 : LF_I64; }
+
+/* A 0-d constant of dtype t (i32 or i64) holding v exactly (lf_const takes
+ * a double). */
+static lf_node *const_int(lf_graph *g, lf_dtype t, int64_t v) {
+    lf_node *c = lf_const(g, t, 0.0);
     if (c) c->u.value.i = v;
     return c;
 }
 
-/* The coordinate along axis of an ndim-d array of extent len there: an i64
- * iota shaped [1, .., len, .., 1], which broadcasts against the array. */
+/* The coordinate along axis of an ndim-d array of extent len there: an
+ * iota of coord_dtype(len) shaped [1, .., len, .., 1], which broadcasts
+ * against the array. */
 static lf_node *axis_coord(lf_graph *g, int ndim, int axis, int64_t len) {
     int64_t shape[LF_MAX_DIMS];
     for (int d = 0; d < ndim; d++) shape[d] = d == axis ? len : 1;
-    lf_node *i = lf_iota(g, LF_I64, len);
+    lf_node *i = lf_iota(g, coord_dtype(len), len);
     return i ? lf_reshape(g, i, ndim, shape) : NULL;
 }
 
@@ -760,8 +767,9 @@ lf_node *lf_pad(lf_graph *g, lf_node *x, const int64_t *before, const int64_t *a
     for (int d = 0; d < x->ndim; d++) {
         if (remap[d] == GRAPH_REMAP_NONE) continue;
         lf_node *c = axis_coord(g, x->ndim, d, shape[d]);
-        lf_node *lo = lf_apply(g, LF_OP_GE, c, const_i64(g, before[d]), NULL);
-        lf_node *hi = lf_apply(g, LF_OP_LT, c, const_i64(g, before[d] + x->shape[d]), NULL);
+        lf_dtype ct = coord_dtype(shape[d]);
+        lf_node *lo = lf_apply(g, LF_OP_GE, c, const_int(g, ct, before[d]), NULL);
+        lf_node *hi = lf_apply(g, LF_OP_LT, c, const_int(g, ct, before[d] + x->shape[d]), NULL);
         lf_node *in = lf_apply(g, LF_OP_AND, lo, hi, NULL);
         inside = inside ? lf_apply(g, LF_OP_AND, inside, in, NULL) : in;
     }
@@ -849,7 +857,8 @@ lf_node *lf_concat(lf_graph *g, int n, lf_node *const *xs, int axis) {
     lf_node *out = views[nv - 1];
     lf_node *c = axis_coord(g, ndim, a, shape[a]);
     for (int k = nv - 2; k >= 0; k--)
-        out = lf_select(g, lf_apply(g, LF_OP_LT, c, const_i64(g, offsets[k + 1]), NULL), views[k], out);
+        out = lf_select(g, lf_apply(g, LF_OP_LT, c, const_int(g, coord_dtype(shape[a]), offsets[k + 1]), NULL),
+                        views[k], out);
     return out;
 }
 
