@@ -911,16 +911,37 @@ static lf_node *make_map(lf_graph *g, const char *what, lf_fn *f, int n, lf_node
     for (int i = 0; i < n; i++) params[i] = xs[i]->dtype;
     lf_dtype *etype = graph_malloc((size_t)f->nexprs * sizeof *etype);
     lf_dtype *ctype = graph_malloc((size_t)f->nexprs * sizeof *ctype);
-    graph_fn_literal lit = {-1, 0, LF_I32};
+    graph_fn_literal lit = {.expr = -1, .lit = -1, .dtype = LF_I32};
     lf_dtype rt = (etype && ctype) ? graph_fn_types_checked(f, params, etype, ctype, &lit) : LF_NDTYPES;
     int bad_k, bad = rt != LF_NDTYPES ? graph_fn_bad_operand(f, etype, &bad_k) : -1;
     if (bad < 0 && lit.expr >= 0) { /* NEP 50: NumPy 2 raises OverflowError here */
-        graph_fail(g, LF_ERR_DTYPE, "%s: %s: integer literal %lld is out of range for %s (write it as a float, "
-                   "or cast the operand to a wider dtype)", what, graph_ops[f->exprs[lit.expr].op].text,
-                   (long long)lit.value, lf_dtype_name(lit.dtype));
+        char num[48]; /* GRAPH_BEYOND_DIGITS digits and a sign fit */
+        if (lit.lit >= 0) graph_fn_beyond_str(&f->exprs[lit.lit], num, sizeof num);
+        else snprintf(num, sizeof num, "%lld", (long long)lit.value);
+        graph_fail(g, LF_ERR_DTYPE, "%s: %s: integer literal %s is out of range for %s (write it as a float, "
+                   "or cast the operand to a %s dtype)", what,
+                   f->exprs[lit.expr].kind == EXPR_OP ? graph_ops[f->exprs[lit.expr].op].text
+                   : f->exprs[lit.expr].kind == EXPR_CAST ? lf_dtype_name(f->exprs[lit.expr].cast_to)
+                                                           : "result",
+                   num,
+                   lf_dtype_name(lit.dtype), lit.lit >= 0 ? "float" : "wider");
         graph_free(etype);
         graph_free(ctype);
         return NULL;
+    }
+    lf_fn *exact = rt != LF_NDTYPES && bad < 0 ? graph_fn_exact_compares(f, etype) : f;
+    if (!exact) {
+        graph_free(etype);
+        graph_free(ctype);
+        return NULL;
+    }
+    if (exact != f) { /* comparisons with a literal beyond int64: typed again, on the copy */
+        f = exact;
+        graph_free(etype);
+        graph_free(ctype);
+        etype = graph_malloc((size_t)f->nexprs * sizeof *etype);
+        ctype = graph_malloc((size_t)f->nexprs * sizeof *ctype);
+        rt = (etype && ctype) ? graph_fn_types(f, params, etype, ctype) : LF_NDTYPES;
     }
     if (bad >= 0) { /* a float operand of & | ^ ~ << >> */
         const fn_expr *e = &f->exprs[bad];
