@@ -196,7 +196,9 @@ typedef struct lf_fn lf_fn;         /* scalar function; owned by its graph */
  * message names a node as "node 4 (add f32[1000,3])": its id (creation
  * order in its graph), the builder or operator that made it, its dtype and
  * shape, and for a map or zipwith of a parsed fn the fn's text (its first
- * 40 bytes, then "..."): "node 7 (map f32[3] \"(x) -> x * 2 + 1\")". */
+ * 40 bytes, then "..."): "node 7 (map f32[3] \"(x) -> x * 2 + 1\")". A
+ * kernel that fails to compile or load is named by the node it computes:
+ * "eval: compiling kernel 1 (computing node 7 (...)) failed: ...". */
 LF_API const char *lf_errmsg(const lf_ctx *ctx);
 /* Short name of a status code ("LF_ERR_SHAPE"). */
 LF_API const char *lf_status_name(lf_status s);
