@@ -100,10 +100,28 @@ typedef struct cg_access {
     int param_offset;              /* P index of offset; strides follow (one
                                       per loop axis) */
     int param_steps;               /* P index of the extra map steps, or -1 */
+    int param_split;               /* P index of a split remapped read, or -1:
+                                      the map is step 0 then one remapped step
+                                      (lf_pad, lf_concat), the innermost loop
+                                      axis moves one axis of the view (split_axis)
+                                      by split_k per element and no other, for
+                                      every row (cg_layout checks it); the C
+                                      elementwise loop then reads it as a plain
+                                      shifted load inside the row's interior
+                                      and clamps or reflects only at the border
+                                      (lf_remap_row). P holds split_axis,
+                                      split_k, the interior's element stride */
+    int split_axis;                /* param_split: the view axis moved */
+    int64_t split_k;               /* param_split: its coordinate step per element */
+    bool split_contiguous;         /* param_split: interior stride is 1 */
     int param_iota;                /* iota: P index of start, step (int64 when
                                       iota_exact, else double bits); random:
                                       P index of the seed (uint64 bits); or -1 */
     bool iota_exact;               /* iota computed in wrapping int64 */
+    bool iota_unit;                /* iota_exact with step 1 (structure, as a
+                                      stride of 1 is): start + index, no
+                                      multiply (a 64-bit multiply is not a
+                                      vector instruction before AVX-512) */
     int param_gather;              /* FUSE_SRC_GATHER: P index of x's extent and
                                       stride on the gathered axis (the access is
                                       x's base, always CG_INNER_STRIDED); -1 */

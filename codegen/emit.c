@@ -257,7 +257,12 @@ static void access_index(const cg_emitter *e, const cg_access *a, const char *jv
     if (!jv || a->inner == CG_INNER_INVARIANT) cg_fmt(lin, sizeof lin, "o%d_%d", id, e->level);
     else if (a->inner == CG_INNER_CONTIGUOUS) cg_fmt(lin, sizeof lin, "o%d_%d + %s", id, e->level, jv);
     else cg_fmt(lin, sizeof lin, "o%d_%d + %s * s%d", id, e->level, jv, id);
-    if (a->param_steps >= 0) cg_fmt(out, cap, "lf_steps(P + %d, %s)", a->param_steps, lin);
+    if (e->split && a->param_split >= 0 && jv && e->split == 2 && a->split_contiguous)
+        cg_fmt(out, cap, "ri%d + %s", id, jv);
+    else if (e->split && a->param_split >= 0 && jv && e->split == 2)
+        cg_fmt(out, cap, "ri%d + %s * (lf_idx)P[%d]", id, jv, a->param_split + 2);
+    else if (e->split && a->param_split >= 0 && jv) cg_fmt(out, cap, "lf_remap_at(&rr%d, %s)", id, jv);
+    else if (a->param_steps >= 0) cg_fmt(out, cap, "lf_steps(P + %d, %s)", a->param_steps, lin);
     else cg_fmt(out, cap, "%s", lin);
 }
 
@@ -318,7 +323,13 @@ static void load_value(const cg_emitter *e, const cg_access *a, const char *jv, 
         convert(out, cap, raw, dist == LF_RANDOM_BITS ? LF_I64 : LF_F64, a->dtype);
         return;
     }
-    if (a->iota_exact)
+    if (a->iota_unit && a->dtype == LF_I32) { /* the low 32 bits of the i64 sum below, in 32-bit lanes */
+        cg_fmt(out, cap, "(int32_t)((uint32_t)P[%d] + (uint32_t)(%s))", a->param_iota, idx);
+        return;
+    }
+    if (a->iota_unit) /* step 1 (P[param_iota + 1] is 1): lf_iota_int without the multiply */
+        cg_fmt(raw, sizeof raw, "(int64_t)((uint64_t)P[%d] + (uint64_t)(%s))", a->param_iota, idx);
+    else if (a->iota_exact)
         cg_fmt(raw, sizeof raw, "lf_iota_int(%s, P[%d], P[%d])", idx, a->param_iota, a->param_iota + 1);
     else
         cg_fmt(raw, sizeof raw, "lf_iota_float(%s, P[%d], P[%d])", idx, a->param_iota, a->param_iota + 1);

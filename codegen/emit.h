@@ -38,6 +38,11 @@ typedef struct cg_emitter {
                                       scalars as locals lf_sc<j> at its top:
                                       fns read those (loop-invariant to the
                                       compiler) instead of P inside loops */
+    int split;                     /* C ELEMENTWISE row loops with split
+                                      remapped reads (cg_access.param_split):
+                                      0 none (lf_steps), 1 a border range
+                                      (lf_remap_at), 2 the interior (a plain
+                                      shifted load from ri<a>) */
     bool stream;                   /* C ELEMENTWISE tiled body: stores that
                                       cg_access_streams go to lf_w<a>[j - jt]
                                       (cg_emit_stream_targets) */

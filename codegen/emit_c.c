@@ -106,6 +106,57 @@ static void open_fn(cg_emitter *e, const char *sig) {
 
 #define ARGS_RUN "void *const *restrict B, const int64_t *restrict P, int64_t begin, int64_t end"
 
+/* Whether region 0 of the kernel has split remapped reads (param_split). */
+static bool has_split(const cg_emitter *e) {
+    for (int i = 0; i < e->lay->naccess; i++)
+        if (e->lay->access[i].param_split >= 0 && cg_in_region(e, &e->lay->access[i], 0)) return true;
+    return false;
+}
+
+/* Per row: each split read's lf_rrow (rr<a>) and interior base (ri<a>),
+ * and the row's interior [jl, jh) inside [j0, j1): the elements where no
+ * split read clamps or reflects (jl <= jh). */
+static void declare_split_row(cg_emitter *e) {
+    cg_line(e, "int64_t jl = j0, jh = j1;");
+    for (int i = 0; i < e->lay->naccess; i++) {
+        const cg_access *a = &e->lay->access[i];
+        if (a->param_split < 0 || !cg_in_region(e, a, 0)) continue;
+        cg_line(e, "const lf_rrow rr%d = lf_remap_row(P + %d, o%d_%d, P[%d], P[%d]);", i, a->param_steps, i,
+                e->level, a->param_split, a->param_split + 1);
+        cg_line(e, "const lf_idx ri%d = rr%d.inner;", i, i);
+        cg_line(e, "if (rr%d.lo > jl) jl = rr%d.lo;", i, i);
+        cg_line(e, "if (rr%d.hi < jh) jh = rr%d.hi;", i, i);
+    }
+    cg_line(e, "if (jh < jl) jh = jl;");
+}
+
+/* The loop over row elements [lo, hi) running the body: with split reads,
+ * three loops (border before jl, the interior [jl, jh) with plain shifted
+ * loads the compiler vectorizes, border from jh), else one; each marked
+ * `#pragma GCC ivdep` (see emit_flat_range). */
+static void emit_row_loop(cg_emitter *e, const char *lo, const char *hi, bool split) {
+    if (!split) {
+        cg_line(e, "#pragma GCC ivdep");
+        cg_open_block(e, "for (int64_t j = %s; j < %s; j++) {", lo, hi);
+        cg_emit_body(e, 0, "j", ACC_SCALAR, "");
+        cg_close_block(e);
+        return;
+    }
+    for (int k = 0; k < 3; k++) {
+        expr_buf from, to;
+        if (k == 0) cg_fmt(from, sizeof from, "%s", lo);
+        else cg_fmt(from, sizeof from, k == 1 ? "%s > jl ? %s : jl" : "%s > jh ? %s : jh", lo, lo);
+        if (k == 2) cg_fmt(to, sizeof to, "%s", hi);
+        else cg_fmt(to, sizeof to, k == 0 ? "%s < jl ? %s : jl" : "%s < jh ? %s : jh", hi, hi);
+        e->split = k == 1 ? 2 : 1;
+        cg_line(e, "#pragma GCC ivdep");
+        cg_open_block(e, "for (int64_t j = (%s), je%d = (%s); j < je%d; j++) {", from, k, to, k);
+        cg_emit_body(e, 0, "j", ACC_SCALAR, "");
+        cg_close_block(e);
+    }
+    e->split = 0;
+}
+
 /* The body (region 0) over flat elements from `at` to `stop` (row length E):
  * per row segment the outer axes are unravelled once and the loads
  * invariant in the inner loop hoisted, then a unit-stride inner loop; with
@@ -125,23 +176,19 @@ static void emit_flat_range(cg_emitter *e, const char *stop) {
     cg_line(e, "const int64_t j1 = %s - at < E - j0 ? j0 + (%s - at) : E;", stop, stop);
     cg_unravel(e, "row", 0, e->lay->ndim - 1);
     cg_hoist_invariants(e, 0);
+    bool split = has_split(e);
+    if (split) declare_split_row(e);
     if (e->stream) {
         cg_open_block(e, "for (int64_t jt = j0; jt < j1; jt += %d) {", CG_STREAM_TILE);
         cg_line(e, "const int64_t je = j1 - jt < %d ? j1 : jt + %d;", CG_STREAM_TILE, CG_STREAM_TILE);
         cg_emit_stream_targets(e, "jt");
-        cg_line(e, "#pragma GCC ivdep");
-        cg_open_block(e, "for (int64_t j = jt; j < je; j++) {");
-        cg_emit_body(e, 0, "j", ACC_SCALAR, "");
-        cg_close_block(e);
+        emit_row_loop(e, "jt", "je", split);
         cg_open_block(e, "if (lf_nt) {");
         cg_emit_stream_flush(e, "jt", "je - jt");
         cg_close_block(e);
         cg_close_block(e);
     } else {
-        cg_line(e, "#pragma GCC ivdep");
-        cg_open_block(e, "for (int64_t j = j0; j < j1; j++) {");
-        cg_emit_body(e, 0, "j", ACC_SCALAR, "");
-        cg_close_block(e);
+        emit_row_loop(e, "j0", "j1", split);
     }
     cg_line(e, "at += j1 - j0;");
     cg_close_block(e);

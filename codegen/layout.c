@@ -74,6 +74,7 @@ static void collect_accesses(const fuse_schedule *s, const fuse_kernel *kn, cg_l
             if (f == epi) epilogue_strides(kn, st, a->strides);
             else memcpy(a->strides, st->strides, sizeof a->strides);
             a->param_steps = ls[j].map.nsteps > 1 ? 0 : -1;
+            a->param_split = -1;
             a->param_iota = -1;
             a->param_gather = -1;
             if (ls[j].src == FUSE_SRC_GATHER) { /* x's base: a buffer, a data-dependent offset */
@@ -89,6 +90,7 @@ static void collect_accesses(const fuse_schedule *s, const fuse_kernel *kn, cg_l
                 a->param_iota = 0;
                 a->iota_exact = !graph_dtype_is_float(nd->dtype) && st0 == trunc(st0) &&
                                 sp == trunc(sp) && fabs(st0) < 9e18 && fabs(sp) < 9e18;
+                a->iota_unit = a->iota_exact && sp == 1;
             }
         }
     }
@@ -101,6 +103,7 @@ static void collect_accesses(const fuse_schedule *s, const fuse_kernel *kn, cg_l
         a->dtype = s->slots[so->slot].dtype;
         a->buf = add_buf(lay, so->slot, true);
         a->param_steps = -1;
+        a->param_split = -1;
         a->param_iota = -1;
         a->param_gather = -1;
         bool full = !kn->epi || so->row || so->pos || kn->scan;
@@ -158,6 +161,51 @@ static int merge_group(cg_layout *lay, int lo, int hi) {
             hi--;
         }
     return hi;
+}
+
+/* Whether load a (after the loop nest is final) can be split: its map is
+ * step 0 then one remapped step (lf_pad, lf_concat) and step 0 walks the
+ * view's axes separately. That holds when the view coordinates of its
+ * offset, plus each loop axis' stride taken as a step of one view axis (the
+ * outermost whose dense stride divides it), stay inside the view's extents
+ * over the whole loop nest: the linear index step 0 computes is then
+ * exactly sum c[d] * dense[d] with those coordinates, so along a row the
+ * innermost loop moves coordinate *axis by *k per element and no other
+ * coordinate moves. False (the kernel keeps lf_steps) otherwise. */
+static bool split_remap(const cg_layout *lay, const cg_access *a, int *axis, int64_t *k) {
+    if (!a->load || a->param_steps < 0 || a->param_gather >= 0 || a->buf < 0 || a->inner == CG_INNER_INVARIANT)
+        return false;
+    const fuse_map *m = &a->load->map;
+    if (m->nsteps != 2 || !m->steps[1].remap) return false;
+    const fuse_step *v = &m->steps[1];
+    int n = v->ndim;
+    int64_t dense[LF_MAX_DIMS], lo[LF_MAX_DIMS], hi[LF_MAX_DIMS], numel = 1;
+    for (int d = n - 1; d >= 0; d--) {
+        dense[d] = numel;
+        if (__builtin_mul_overflow(numel, v->shape[d], &numel)) return false;
+    }
+    if (numel == 0 || a->offset < 0 || a->offset >= numel) return false;
+    for (int d = 0; d < n; d++) lo[d] = hi[d] = (a->offset / dense[d]) % v->shape[d];
+    *axis = -1;
+    for (int i = 0; i < lay->ndim; i++) {
+        int64_t s = a->strides[i], e = lay->extent[i];
+        if (s == 0 || e <= 1) {
+            if (i == lay->ndim - 1) return false; /* invariant along the row */
+            continue;
+        }
+        int d = 0;
+        while (s % dense[d] != 0) d++; /* dense[n-1] is 1: always ends */
+        int64_t kk = s / dense[d], span;
+        if (__builtin_mul_overflow(kk, e - 1, &span)) return false;
+        if (span < 0) lo[d] += span;
+        else hi[d] += span;
+        if (lo[d] < 0 || hi[d] >= v->shape[d]) return false;
+        if (i == lay->ndim - 1) {
+            *axis = d;
+            *k = kk;
+        }
+    }
+    return *axis >= 0;
 }
 
 /* Lays out kernel k of s into lay, which has room for CG_MAX_ACCESSES. */
@@ -274,6 +322,13 @@ static void layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
         p += 1; /* number of extra steps */
         for (int q = 1; q < m->nsteps; q++) p += 2 + (m->steps[q].remap ? 5 : 2) * m->steps[q].ndim;
     }
+    for (int a = 0; a < lay->naccess && lay->strategy == CG_ELEMENTWISE && !kn->scatter && !kn->sort; a++) {
+        cg_access *ac = &lay->access[a];
+        if (!split_remap(lay, ac, &ac->split_axis, &ac->split_k)) continue;
+        ac->param_split = p;
+        p += 3; /* axis, k, interior stride */
+        ac->split_contiguous = ac->load->map.steps[1].strides[ac->split_axis] * ac->split_k == 1;
+    }
     for (int a = 0; a < lay->naccess; a++) {
         cg_access *ac = &lay->access[a];
         if (ac->param_gather < 0) continue;
@@ -336,6 +391,11 @@ void cg_fill_params(const cg_layout *lay, int64_t *P) {
             graph_scatter_geom_of(lay->kernel->scatter, &gm);
             P[ac->param_gather] = gm.dst_extent;
             P[ac->param_gather + 1] = gm.dst_axis_stride;
+        }
+        if (ac->param_split >= 0) {
+            P[ac->param_split] = ac->split_axis;
+            P[ac->param_split + 1] = ac->split_k;
+            P[ac->param_split + 2] = ac->load->map.steps[1].strides[ac->split_axis] * ac->split_k;
         }
         if (ac->param_steps < 0) continue;
         const fuse_map *m = &ac->load->map;

@@ -18,6 +18,8 @@
  */
 #include "graph/graph.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ---- hash-consing ------------------------------------------------------------ */
@@ -44,7 +46,7 @@ static uint64_t expr_hash(const fn_expr *e) {
     uint64_t h = mix(0, (uint64_t)e->kind);
     switch (e->kind) {
     case EXPR_PARAM: return mix(h, (uint64_t)e->param);
-    case EXPR_CONST: return mix(mix(h, e->is_int), (uint64_t)e->value.i);
+    case EXPR_CONST: return mix(mix(h, (uint64_t)e->is_int | (uint64_t)e->beyond << 1), (uint64_t)e->value.i);
     case EXPR_CAST: return mix(mix(h, (uint64_t)e->cast_to), (uint64_t)e->arg[0]);
     case EXPR_SCALAR: return mix(h, (uint64_t)(uintptr_t)e->node);
     case EXPR_OP:
@@ -60,7 +62,8 @@ static bool expr_same(const fn_expr *a, const fn_expr *b) {
     switch (a->kind) {
     case EXPR_PARAM: return a->param == b->param;
     case EXPR_CONST: /* bitwise: NaN equals NaN, -0 differs from +0 */
-        return a->is_int == b->is_int && a->value.i == b->value.i;
+        return a->is_int == b->is_int && a->beyond == b->beyond && a->value.i == b->value.i &&
+               a->big_hi == b->big_hi && a->big_lo == b->big_lo;
     case EXPR_CAST: return a->cast_to == b->cast_to && a->arg[0] == b->arg[0];
     case EXPR_SCALAR: return a->node == b->node;
     case EXPR_OP:
@@ -343,7 +346,7 @@ lf_dtype graph_fn_types_checked(const lf_fn *f, const lf_dtype *params, lf_dtype
     } wkbuf[64];
     struct wk *wk = f->nexprs <= 64 ? wkbuf : graph_malloc((size_t)f->nexprs * sizeof *wk);
     if (!wk) return LF_NDTYPES;
-    if (bad) bad->expr = -1;
+    if (bad) bad->expr = bad->lit = -1;
     for (int i = 0; i < f->nexprs; i++) {
         const fn_expr *e = &f->exprs[i];
         bool *wi = &wk[i].weak;
@@ -361,6 +364,12 @@ lf_dtype graph_fn_types_checked(const lf_fn *f, const lf_dtype *params, lf_dtype
             etype[i] = e->cast_to;
             ctype[i] = etype[e->arg[0]];
             *wi = false;
+            if (bad && bad->expr < 0 && (e->cast_to == LF_I32 || e->cast_to == LF_I64) &&
+                f->exprs[e->arg[0]].kind == EXPR_CONST && f->exprs[e->arg[0]].beyond) {
+                bad->expr = i; /* i64(2**70): NumPy raises OverflowError */
+                bad->lit = e->arg[0];
+                bad->dtype = e->cast_to;
+            }
             break;
         case EXPR_SCALAR:
             etype[i] = ctype[i] = e->cast_to;
@@ -368,14 +377,17 @@ lf_dtype graph_fn_types_checked(const lf_fn *f, const lf_dtype *params, lf_dtype
             break;
         case EXPR_OP: {
             const op_info *oi = &graph_ops[e->op];
-            lf_dtype t[3];
+            lf_dtype t[3], tj[3];
             bool w[3], rweak;
-            int first = oi->typing == OPTY_SELECT ? 1 : 0;
+            int first = oi->typing == OPTY_SELECT ? 1 : 0, nbeyond = 0;
             for (int k = 0; k < oi->arity; k++) {
                 t[k] = etype[e->arg[k]];
                 w[k] = wk[e->arg[k]].weak;
+                bool big = f->exprs[e->arg[k]].kind == EXPR_CONST && f->exprs[e->arg[k]].beyond;
+                tj[k] = big ? LF_I64 : t[k]; /* a weak integer for the join */
+                nbeyond += big && k >= first;
             }
-            lf_dtype j = join(oi->arity - first, t + first, w + first, &rweak);
+            lf_dtype j = join(oi->arity - first, tj + first, w + first, &rweak);
             lf_dtype ct = j, et = j;
             switch (oi->typing) {
             case OPTY_ARITH:
@@ -403,6 +415,22 @@ lf_dtype graph_fn_types_checked(const lf_fn *f, const lf_dtype *params, lf_dtype
                         bad->dtype = LF_I32;
                     }
                 }
+            /* A literal beyond int64 (NEP 50 again): a float operator reads
+               its double; a comparison with integers compares exactly (f64
+               with the literal as +-inf: graph_fn_exact_compares); any other
+               integer operator, and a comparison of two of them, refuses it. */
+            if (nbeyond && !graph_dtype_is_float(ct)) {
+                if (oi->typing == OPTY_CMP && nbeyond == 1) ct = LF_F64;
+                else if (bad && bad->expr < 0)
+                    for (int k = first; k < oi->arity; k++) {
+                        const fn_expr *a = &f->exprs[e->arg[k]];
+                        if (a->kind != EXPR_CONST || !a->beyond) continue;
+                        bad->expr = i;
+                        bad->lit = e->arg[k];
+                        bad->dtype = ct == LF_BOOL ? LF_I64 : ct;
+                        break;
+                    }
+            }
             etype[i] = et;
             ctype[i] = ct;
             *wi = rweak;
@@ -417,7 +445,63 @@ lf_dtype graph_fn_types_checked(const lf_fn *f, const lf_dtype *params, lf_dtype
         }
     }
     if (wk != wkbuf) graph_free(wk);
+    const fn_expr *r = &f->exprs[f->result];
+    if (bad && bad->expr < 0 && r->kind == EXPR_CONST && r->beyond) { /* the weak result becomes i64 */
+        bad->expr = f->result;
+        bad->lit = f->result;
+        bad->dtype = LF_I64;
+    }
     return etype[f->result];
+}
+
+/* Whether operand k of expression e (an EXPR_OP of f) is a literal beyond
+ * int64 compared with an integer or bool (etype from graph_fn_types). */
+static bool beyond_vs_integer(const lf_fn *f, const fn_expr *e, int k, const lf_dtype *etype) {
+    if (graph_ops[e->op].typing != OPTY_CMP) return false;
+    const fn_expr *a = &f->exprs[e->arg[k]], *o = &f->exprs[e->arg[1 - k]];
+    return a->kind == EXPR_CONST && a->beyond && !(o->kind == EXPR_CONST && o->beyond) &&
+           !graph_dtype_is_float(etype[e->arg[1 - k]]);
+}
+
+lf_fn *graph_fn_exact_compares(lf_fn *f, const lf_dtype *etype) {
+    bool any = false;
+    for (int i = 0; i < f->nexprs && !any; i++) {
+        const fn_expr *e = &f->exprs[i];
+        for (int k = 0; e->kind == EXPR_OP && k < graph_ops[e->op].arity; k++) any |= beyond_vs_integer(f, e, k, etype);
+    }
+    if (!any) return f;
+    lf_fn *c = graph_fn_create(f->graph, f->nparams, (const char *const *)f->param_names);
+    int *map = c ? graph_malloc((size_t)f->nexprs * sizeof *map) : NULL;
+    if (!map) {
+        if (c) graph_fail(f->graph, LF_ERR_NOMEM, "fn: out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < f->nexprs; i++) {
+        fn_expr e = f->exprs[i];
+        for (int k = 0; k < 3; k++)
+            if (e.arg[k] >= 0) e.arg[k] = map[e.arg[k]];
+        for (int k = 0; e.kind == EXPR_OP && k < graph_ops[e.op].arity; k++) {
+            if (!beyond_vs_integer(f, &f->exprs[i], k, etype)) continue;
+            fn_expr inf = graph_fn_blank_expr(EXPR_CONST);
+            inf.value.f = f->exprs[f->exprs[i].arg[k]].value.f > 0 ? INFINITY : -INFINITY;
+            e.arg[k] = graph_fn_add(c, &inf);
+        }
+        if ((map[i] = graph_fn_add(c, &e)) < 0) {
+            graph_free(map);
+            return NULL;
+        }
+    }
+    c->result = map[f->result];
+    graph_free(map);
+    memcpy(c->source, f->source, sizeof c->source);
+    return c;
+}
+
+int graph_fn_beyond_str(const fn_expr *e, char *buf, size_t cap) {
+    const char *sign = e->value.f < 0 ? "-" : "";
+    if (e->big_hi)
+        return snprintf(buf, cap, "%s%llu%019llu", sign, (unsigned long long)e->big_hi, (unsigned long long)e->big_lo);
+    return snprintf(buf, cap, "%s%llu", sign, (unsigned long long)e->big_lo);
 }
 
 int graph_fn_bad_operand(const lf_fn *f, const lf_dtype *etype, int *operand) {
@@ -426,11 +510,14 @@ int graph_fn_bad_operand(const lf_fn *f, const lf_dtype *etype, int *operand) {
         if (e->kind != EXPR_OP) continue;
         const op_info *oi = &graph_ops[e->op];
         if (oi->typing != OPTY_BITS && oi->typing != OPTY_SHIFT) continue;
-        for (int k = 0; k < oi->arity; k++)
+        for (int k = 0; k < oi->arity; k++) {
+            const fn_expr *a = &f->exprs[e->arg[k]];
+            if (a->kind == EXPR_CONST && a->beyond) continue; /* an integer: graph_fn_types refuses it */
             if (graph_dtype_is_float(etype[e->arg[k]])) {
                 *operand = k;
                 return i;
             }
+        }
     }
     return -1;
 }

@@ -691,19 +691,26 @@ static lf_node *new_remap_view(lf_graph *g, const char *what, view_kind op, lf_n
     return n;
 }
 
-/* A 0-d i64 constant holding v exactly (lf_const takes a double). */
-static lf_node *const_i64(lf_graph *g, int64_t v) {
-    lf_node *c = lf_const(g, LF_I64, 0.0);
+/* The dtype of the coordinates of an axis of extent len: i32 where every
+ * coordinate fits (the compares then run in the lanes of an f32 select in
+ * compiled kernels, not in i64 ones), else i64. Exact either way. */
+static lf_dtype coord_dtype(int64_t len) { return len <= INT32_MAX ? LF_I32 : LF_I64; }
+
+/* A 0-d constant of dtype t (i32 or i64) holding v exactly (lf_const takes
+ * a double). */
+static lf_node *const_int(lf_graph *g, lf_dtype t, int64_t v) {
+    lf_node *c = lf_const(g, t, 0.0);
     if (c) c->u.value.i = v;
     return c;
 }
 
-/* The coordinate along axis of an ndim-d array of extent len there: an i64
- * iota shaped [1, .., len, .., 1], which broadcasts against the array. */
+/* The coordinate along axis of an ndim-d array of extent len there: an
+ * iota of coord_dtype(len) shaped [1, .., len, .., 1], which broadcasts
+ * against the array. */
 static lf_node *axis_coord(lf_graph *g, int ndim, int axis, int64_t len) {
     int64_t shape[LF_MAX_DIMS];
     for (int d = 0; d < ndim; d++) shape[d] = d == axis ? len : 1;
-    lf_node *i = lf_iota(g, LF_I64, len);
+    lf_node *i = lf_iota(g, coord_dtype(len), len);
     return i ? lf_reshape(g, i, ndim, shape) : NULL;
 }
 
@@ -760,8 +767,9 @@ lf_node *lf_pad(lf_graph *g, lf_node *x, const int64_t *before, const int64_t *a
     for (int d = 0; d < x->ndim; d++) {
         if (remap[d] == GRAPH_REMAP_NONE) continue;
         lf_node *c = axis_coord(g, x->ndim, d, shape[d]);
-        lf_node *lo = lf_apply(g, LF_OP_GE, c, const_i64(g, before[d]), NULL);
-        lf_node *hi = lf_apply(g, LF_OP_LT, c, const_i64(g, before[d] + x->shape[d]), NULL);
+        lf_dtype ct = coord_dtype(shape[d]);
+        lf_node *lo = lf_apply(g, LF_OP_GE, c, const_int(g, ct, before[d]), NULL);
+        lf_node *hi = lf_apply(g, LF_OP_LT, c, const_int(g, ct, before[d] + x->shape[d]), NULL);
         lf_node *in = lf_apply(g, LF_OP_AND, lo, hi, NULL);
         inside = inside ? lf_apply(g, LF_OP_AND, inside, in, NULL) : in;
     }
@@ -849,7 +857,8 @@ lf_node *lf_concat(lf_graph *g, int n, lf_node *const *xs, int axis) {
     lf_node *out = views[nv - 1];
     lf_node *c = axis_coord(g, ndim, a, shape[a]);
     for (int k = nv - 2; k >= 0; k--)
-        out = lf_select(g, lf_apply(g, LF_OP_LT, c, const_i64(g, offsets[k + 1]), NULL), views[k], out);
+        out = lf_select(g, lf_apply(g, LF_OP_LT, c, const_int(g, coord_dtype(shape[a]), offsets[k + 1]), NULL),
+                        views[k], out);
     return out;
 }
 
@@ -902,16 +911,37 @@ static lf_node *make_map(lf_graph *g, const char *what, lf_fn *f, int n, lf_node
     for (int i = 0; i < n; i++) params[i] = xs[i]->dtype;
     lf_dtype *etype = graph_malloc((size_t)f->nexprs * sizeof *etype);
     lf_dtype *ctype = graph_malloc((size_t)f->nexprs * sizeof *ctype);
-    graph_fn_literal lit = {-1, 0, LF_I32};
+    graph_fn_literal lit = {.expr = -1, .lit = -1, .dtype = LF_I32};
     lf_dtype rt = (etype && ctype) ? graph_fn_types_checked(f, params, etype, ctype, &lit) : LF_NDTYPES;
     int bad_k, bad = rt != LF_NDTYPES ? graph_fn_bad_operand(f, etype, &bad_k) : -1;
     if (bad < 0 && lit.expr >= 0) { /* NEP 50: NumPy 2 raises OverflowError here */
-        graph_fail(g, LF_ERR_DTYPE, "%s: %s: integer literal %lld is out of range for %s (write it as a float, "
-                   "or cast the operand to a wider dtype)", what, graph_ops[f->exprs[lit.expr].op].text,
-                   (long long)lit.value, lf_dtype_name(lit.dtype));
+        char num[48]; /* GRAPH_BEYOND_DIGITS digits and a sign fit */
+        if (lit.lit >= 0) graph_fn_beyond_str(&f->exprs[lit.lit], num, sizeof num);
+        else snprintf(num, sizeof num, "%lld", (long long)lit.value);
+        graph_fail(g, LF_ERR_DTYPE, "%s: %s: integer literal %s is out of range for %s (write it as a float, "
+                   "or cast the operand to a %s dtype)", what,
+                   f->exprs[lit.expr].kind == EXPR_OP ? graph_ops[f->exprs[lit.expr].op].text
+                   : f->exprs[lit.expr].kind == EXPR_CAST ? lf_dtype_name(f->exprs[lit.expr].cast_to)
+                                                           : "result",
+                   num,
+                   lf_dtype_name(lit.dtype), lit.lit >= 0 ? "float" : "wider");
         graph_free(etype);
         graph_free(ctype);
         return NULL;
+    }
+    lf_fn *exact = rt != LF_NDTYPES && bad < 0 ? graph_fn_exact_compares(f, etype) : f;
+    if (!exact) {
+        graph_free(etype);
+        graph_free(ctype);
+        return NULL;
+    }
+    if (exact != f) { /* comparisons with a literal beyond int64: typed again, on the copy */
+        f = exact;
+        graph_free(etype);
+        graph_free(ctype);
+        etype = graph_malloc((size_t)f->nexprs * sizeof *etype);
+        ctype = graph_malloc((size_t)f->nexprs * sizeof *ctype);
+        rt = (etype && ctype) ? graph_fn_types(f, params, etype, ctype) : LF_NDTYPES;
     }
     if (bad >= 0) { /* a float operand of & | ^ ~ << >> */
         const fn_expr *e = &f->exprs[bad];

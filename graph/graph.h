@@ -285,6 +285,14 @@ typedef struct fn_expr {
                           the kernel's scalars (fuse_kernel.scalars) */
     lf_dtype cast_to;  /* EXPR_CAST: target dtype; EXPR_SCALAR: node's dtype */
     bool is_int;       /* EXPR_CONST: integer literal (value.i), else float (value.f) */
+    bool beyond;       /* EXPR_CONST: an integer literal beyond int64 (parsed
+                          from a string, at most GRAPH_BEYOND_DIGITS digits):
+                          is_int false, value.f its nearest double, big_hi and
+                          big_lo its exact magnitude; typed as a weak integer
+                          (graph_fn_types: float operators read the double,
+                          integer ones refuse it, comparisons with integers
+                          compare exactly) */
+    uint64_t big_hi, big_lo; /* beyond: |literal| = big_hi * 10^19 + big_lo */
     lf_scalar value;   /* EXPR_CONST: the literal */
     const lf_node *node; /* EXPR_SCALAR: the constant node (its u.value is read
                             at evaluation; hash-consing compares this only) */
@@ -328,17 +336,33 @@ int graph_fn_add(lf_fn *f, const fn_expr *e);
 lf_dtype graph_fn_types(const lf_fn *f, const lf_dtype *params, lf_dtype *etype, lf_dtype *ctype);
 /* An integer literal (or constant expression of literals) that the dtype it
  * meets cannot hold: lazyfuse.h's NEP 50 rule. A comparison with it is
- * typed to compare exactly (ctype i64); any other operator is an error the
- * builder reports. */
+ * typed to compare exactly (ctype i64; a literal beyond int64 meeting an
+ * integer: ctype f64, and graph_fn_exact_compares gives the fn to build);
+ * any other operator is an error the builder reports. */
 typedef struct graph_fn_literal {
     int expr;           /* the operator's expression, -1 if none */
-    int64_t value;      /* the literal's value */
-    lf_dtype dtype;     /* the dtype that cannot hold it (i32) */
+    int64_t value;      /* the literal's value (lit < 0) */
+    int lit;            /* a literal beyond int64 (fn_expr.beyond): its
+                           expression, else -1 */
+    lf_dtype dtype;     /* the dtype that cannot hold it (i32; i64 for beyond) */
 } graph_fn_literal;
+/* Digits an integer literal beyond int64 may have (the parser refuses more). */
+enum { GRAPH_BEYOND_DIGITS = 38 };
+/* A literal beyond int64 (fn_expr.beyond) in decimal, exactly as written
+ * (without leading zeros), into buf; returns its length (snprintf's). */
+int graph_fn_beyond_str(const fn_expr *e, char *buf, size_t cap);
 /* graph_fn_types, also reporting in *bad (when not NULL) the first operator
  * that would have to wrap an integer literal into a narrower dtype. */
 lf_dtype graph_fn_types_checked(const lf_fn *f, const lf_dtype *params, lf_dtype *etype, lf_dtype *ctype,
                                 graph_fn_literal *bad);
+/* f, or when an operand of a comparison is a literal beyond int64
+ * (fn_expr.beyond) and the other an integer or bool (typed by etype from
+ * graph_fn_types), a copy of f in its graph with that operand replaced by
+ * +inf or -inf (the literal's sign): the comparison (ctype f64) then gives
+ * for every integer the result of comparing with the literal exactly,
+ * which no double near 2^63 would (an i64 near 2^63 rounds to it). NULL
+ * after recording an error (out of memory). */
+lf_fn *graph_fn_exact_compares(lf_fn *f, const lf_dtype *etype);
 /* The first expression of f typed by etype (from graph_fn_types) whose
  * operator refuses one of its operands' dtypes (a float operand of a BITS or
  * SHIFT operator: & | ^ ~ << >>), with that operand's index in *operand; -1

@@ -120,7 +120,10 @@ typedef struct token {
     bool is_int;    /* T_NUM: integer literal */
     bool too_big;   /* T_NUM integer: above 2^63 */
     uint64_t u;     /* T_NUM integer value (up to 2^63) */
-    double f;       /* T_NUM float value */
+    double f;       /* T_NUM float value; integer: its nearest double */
+    int digits;     /* T_NUM integer: significant digits (no leading zeros) */
+    uint64_t hi, lo; /* T_NUM integer of at most GRAPH_BEYOND_DIGITS digits:
+                       value = hi * 10^19 + lo */
 } token;
 
 typedef struct parser {
@@ -185,6 +188,16 @@ static void lex_number(parser *p, token *t) {
             u = u * 10 + digit;
         }
         t->u = u;
+        t->f = strtod(s, NULL); /* beyond int64: its nearest double (fn_expr.beyond) */
+        const char *d = s;
+        while (d < q - 1 && *d == '0') d++;
+        t->digits = (int)(q - d);
+        t->hi = t->lo = 0;
+        if (t->digits <= GRAPH_BEYOND_DIGITS) { /* the exact value, for messages and printing */
+            const char *split = q - d > 19 ? q - 19 : d;
+            for (const char *c = d; c < split; c++) t->hi = t->hi * 10 + (uint64_t)(*c - '0');
+            for (const char *c = split; c < q; c++) t->lo = t->lo * 10 + (uint64_t)(*c - '0');
+        }
     } else {
         t->kind = T_NUM;
         t->f = strtod(s, NULL); /* the span was checked, strtod reads exactly it */
@@ -365,6 +378,16 @@ static int mk_float(parser *p, double v) {
     return add(p, &e);
 }
 
+/* An integer literal beyond int64, by its nearest double (fn_expr.beyond). */
+static int mk_beyond(parser *p, const token *t, bool negative) {
+    fn_expr e = graph_fn_blank_expr(EXPR_CONST);
+    e.value.f = negative ? -t->f : t->f;
+    e.beyond = true;
+    e.big_hi = t->hi;
+    e.big_lo = t->lo;
+    return add(p, &e);
+}
+
 static int mk_int(parser *p, int64_t v) {
     fn_expr e = graph_fn_blank_expr(EXPR_CONST);
     e.is_int = true;
@@ -447,9 +470,12 @@ static int parse_number(parser *p) {
     lf_scalar v;
     if (is_int) v.i = (int64_t)t->u;
     else v.f = t->f;
-    if (is_int && (t->too_big || t->u > INT64_MAX))
-        return fail_at(p, t, "integer literal out of range");
+    bool beyond = is_int && (t->too_big || t->u > INT64_MAX);
+    if (beyond && t->digits > GRAPH_BEYOND_DIGITS)
+        return fail_at(p, t, "integer literal out of range (more than %d digits)", GRAPH_BEYOND_DIGITS);
+    token lit = *t;
     if (!next(p)) return -1;
+    if (beyond) return mk_beyond(p, &lit, false);
     return is_int ? mk_int(p, v.i) : mk_float(p, v.f);
 }
 
@@ -531,9 +557,11 @@ static int fold_negative(parser *p) {
     if (t.kind == T_NUM || ci >= 0) {
         token after = peek(p);
         if (!tok_is(&after, graph_ops[LF_OP_POW].text) && !tok_is(&after, "(")) {
-            if (t.kind == T_NUM && t.is_int && (t.too_big || t.u > (uint64_t)1 << 63))
-                return fail_at(p, &t, "integer literal out of range");
+            bool beyond = t.kind == T_NUM && t.is_int && (t.too_big || t.u > (uint64_t)1 << 63);
+            if (beyond && t.digits > GRAPH_BEYOND_DIGITS)
+                return fail_at(p, &t, "integer literal out of range (more than %d digits)", GRAPH_BEYOND_DIGITS);
             if (!next(p)) return -1;
+            if (beyond) return mk_beyond(p, &t, true);
             if (ci >= 0) return mk_float(p, -named_consts[ci].value);
             if (!t.is_int) return mk_float(p, -t.f);
             return mk_int(p, t.u == (uint64_t)1 << 63 ? INT64_MIN : -(int64_t)t.u);
@@ -774,6 +802,11 @@ static bool has_param(const lf_fn *f, const char *s) {
 
 /* The text of a constant of f: "(-0.5)", "2.0", "inf", "(-3)". Returns its length. */
 static size_t const_text(const lf_fn *f, const fn_expr *e, char *s, size_t cap) {
+    if (e->beyond) { /* its digits as written: they parse back to the same literal */
+        char num[48];
+        graph_fn_beyond_str(e, num, sizeof num);
+        return (size_t)snprintf(s, cap, e->value.f < 0 ? "(%s)" : "%s", num);
+    }
     if (e->is_int) {
         int n = snprintf(s, cap, e->value.i < 0 ? "(%lld)" : "%lld", (long long)e->value.i);
         return (size_t)n;

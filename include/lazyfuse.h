@@ -60,7 +60,14 @@
  *     where) refuses it when the node is built, LF_ERR_DTYPE "map: +:
  *     integer literal 3000000000 is out of range for i32 (...)". NumPy 2
  *     raises OverflowError there too (its np.where wraps instead); x / 3e9
- *     with x i32 computes in f64 with the exact literal, as NumPy. A float
+ *     with x i32 computes in f64 with the exact literal, as NumPy. An
+ *     integer literal beyond i64 (up to 38 digits; more is a parse error) follows
+ *     the same rule against every integer and bool: x < 2**63 (written
+ *     9223372036854775808) is true for every i64 x, INT64_MAX included; x +
+ *     9223372036854775808 is refused, "map: +: integer literal
+ *     9223372036854775808 is out of range for i64 (...)", as is a cast of it
+ *     to i32 or i64, or such a literal as the whole result; against a float,
+ *     and with /, it is its nearest double (NumPy converts a Python int so). A float
  *     literal meeting f32 is rounded to f32 once: x + 1e19 is f32 1e19,
  *     x * 1e39 is inf (NumPy 2 gives the same, with a warning).
  *   Arithmetic (+ - * // % ** unary -) gives the promoted dtype; bool operands
@@ -189,7 +196,9 @@ typedef struct lf_fn lf_fn;         /* scalar function; owned by its graph */
  * message names a node as "node 4 (add f32[1000,3])": its id (creation
  * order in its graph), the builder or operator that made it, its dtype and
  * shape, and for a map or zipwith of a parsed fn the fn's text (its first
- * 40 bytes, then "..."): "node 7 (map f32[3] \"(x) -> x * 2 + 1\")". */
+ * 40 bytes, then "..."): "node 7 (map f32[3] \"(x) -> x * 2 + 1\")". A
+ * kernel that fails to compile or load is named by the node it computes:
+ * "eval: compiling kernel 1 (computing node 7 (...)) failed: ...". */
 LF_API const char *lf_errmsg(const lf_ctx *ctx);
 /* Short name of a status code ("LF_ERR_SHAPE"). */
 LF_API const char *lf_status_name(lf_status s);

@@ -3015,7 +3015,8 @@ static const char FAILING_CC[] = "#!/bin/sh\n"
                                  "exec cc \"$@\"\n";
 
 /* A compile error in one kernel of a unit: the eval fails with that
- * kernel's own message (its number and the compiler's error), the kernel
+ * kernel's own message (its number, the node it computes as every message
+ * names a node, and the compiler's error), the kernel
  * before it is stored as when kernels were compiled one by one, and
  * neither the failing kernel nor any after it is; on 1 and 2 threads. */
 Test(cpu, cold_compile_error_names_its_kernel) {
@@ -3035,7 +3036,9 @@ Test(cpu, cold_compile_error_names_its_kernel) {
         lf_buffer *yb = lf_buffer_new_like(c, y);
         cr_assert_eq(lf_eval(g, 1, &y, &yb), LF_ERR_BACKEND);
         const char *msg = lf_errmsg(c);
-        cr_expect(strstr(msg, "eval: compiling kernel 1 failed: C compiler failed (exit status 1)") &&
+        /* kernel 1 named by its root, the map of CHAIN[1] (node 2: the input is 0) */
+        cr_expect(strstr(msg, "eval: compiling kernel 1 (computing node 2 (map f32[3000] \"(x) -> x * 1234.5\")) "
+                              "failed: C compiler failed (exit status 1)") &&
                       strstr(msg, "injected failure"),
                   "%d threads: message: %s", t, msg);
         lf_eval_stats st;

@@ -780,6 +780,19 @@ Test(cuda_codegen, emulated_numpy_edges, .timeout = 600) {
     cr_assert(outs[0] && outs[1], "%s", lf_errmsg(ctx));
     emu_check(ctx, g, 2, outs, "i32 vs literals beyond i32", dir, &id, false, &kernels, &launches, &vec_launches, &es);
     lf_graph_free(g);
+    /* i64 against literals beyond int64: exact at INT64_MAX and INT64_MIN */
+    g = lf_graph_new(ctx);
+    lf_buffer *b64 = lf_buffer_new(ctx, LF_I64, 1, &n);
+    static const int64_t x64[] = {0, -1, INT64_MAX, INT64_MIN, INT64_MAX - 1, INT64_MIN + 1, 12345, -7};
+    cr_assert(b64 && lf_buffer_write(b64, x64, sizeof x64) == LF_OK);
+    lf_node *x6 = lf_input(g, b64);
+    lf_node *o64[3] = {lf_map(g, lf_fn_parse(g, "(x) -> x < 9223372036854775808"), x6),
+                       lf_map(g, lf_fn_parse(g, "(x) -> -9223372036854775809 == x"), x6),
+                       lf_map(g, lf_fn_parse(g, "(x) -> f32(x) + 18446744073709551616"), x6)};
+    cr_assert(o64[0] && o64[1] && o64[2], "%s", lf_errmsg(ctx));
+    emu_check(ctx, g, 3, o64, "i64 vs literals beyond i64", dir, &id, false, &kernels, &launches, &vec_launches, &es);
+    lf_graph_free(g);
+    lf_buffer_free(b64);
     for (int d = 0; d < 2; d++) {
         lf_dtype t = d ? LF_F64 : LF_F32;
         g = lf_graph_new(ctx);

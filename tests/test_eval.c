@@ -2837,3 +2837,116 @@ Test(eval, literals_outside_the_operands_range, .timeout = 300) {
     free(r);
     for (int k = 1; k < 4; k++) lf_ctx_destroy(cs[k]);
 }
+
+/* fn src on an i64 column of exact values (tu_buf takes doubles, which
+ * cannot hold INT64_MAX); the result read as int64 (bool: 0 or 1). */
+static void lit_eval_i64(lf_ctx *c, const char *src, const int64_t *xs, int n, int64_t *out, lf_dtype *t) {
+    lf_graph *gg = lf_graph_new(c);
+    int64_t len = n;
+    lf_buffer *xb = lf_buffer_new(c, LF_I64, 1, &len);
+    cr_assert(xb && lf_buffer_write(xb, xs, (size_t)n * sizeof *xs) == LF_OK);
+    lf_node *y = lf_map(gg, lf_fn_parse(gg, src), lf_input(gg, xb));
+    cr_assert(y != NULL, "%s: %s", src, lf_errmsg(c));
+    *t = lf_node_dtype(y);
+    lf_buffer *b = lf_buffer_new_like(c, y);
+    cr_assert_eq(lf_eval(gg, 1, &y, &b), LF_OK, "%s: %s", src, lf_errmsg(c));
+    if (*t == LF_BOOL) {
+        uint8_t v[16];
+        cr_assert(n <= 16 && lf_buffer_read(b, v, (size_t)n) == LF_OK);
+        for (int i = 0; i < n; i++) out[i] = v[i];
+    } else {
+        cr_assert(*t == LF_I64 && lf_buffer_read(b, out, (size_t)n * sizeof *out) == LF_OK);
+    }
+    lf_buffer_free(b);
+    lf_buffer_free(xb);
+    lf_graph_free(gg);
+}
+
+/* NEP 50 past int64 (issue 26, items 7 and 8): an integer literal beyond
+ * int64 parses; against an integer it compares exactly (x < 2**63 is true
+ * for x = INT64_MAX, which no comparison in f64 with 2^63 gives: the i64
+ * rounds to 2^63), every other integer operator refuses it when the node
+ * is built naming the literal and the dtype; against a float it is its
+ * nearest double, as NumPy converts a Python int. On this run's backend,
+ * the reference, the interpreter and compiled kernels. */
+Test(eval, literals_beyond_int64, .timeout = 300) {
+    lf_ctx *cs[4] = {ctx, edge_ctx(LF_BACKEND_REFERENCE, LF_COMPILE_AUTO), edge_ctx(LF_BACKEND_CPU, LF_COMPILE_NEVER),
+                     edge_ctx(LF_BACKEND_CPU, LF_COMPILE_REQUIRE)};
+    static const int64_t xs[] = {0, -1, INT64_MAX, INT64_MIN, INT64_MAX - 1, INT64_MIN + 1, 12345, -7};
+    static const double xi[] = {0, -5, 2147483647, -2147483648, 7, 1, -1, 100};
+    static const struct {
+        const char *src;
+        int64_t want; /* for every x */
+    } cmp[] = {
+        {"(x) -> x < 9223372036854775808", 1},   {"(x) -> x <= 9223372036854775808", 1},
+        {"(x) -> x >= 9223372036854775808", 0},  {"(x) -> x == 9223372036854775808", 0},
+        {"(x) -> x != 18446744073709551616", 1}, {"(x) -> x > -9223372036854775809", 1},
+        {"(x) -> -9223372036854775809 < x", 1},  {"(x) -> 100000000000000000000 <= x", 0},
+        {"(x) -> (x + 1) < 9223372036854775808", 1}, {"(x) -> x == -9223372036854775809", 0},
+    };
+    for (int k = 0; k < 4; k++) {
+        for (size_t q = 0; q < sizeof cmp / sizeof cmp[0]; q++) {
+            lf_dtype t;
+            int64_t r[8];
+            lit_eval_i64(cs[k], cmp[q].src, xs, 8, r, &t);
+            cr_expect_eq(t, LF_BOOL, "%s", cmp[q].src);
+            for (int i = 0; i < 8; i++)
+                cr_expect_eq(r[i], cmp[q].want, "context %d: \"%s\" at x = %lld gives %lld", k, cmp[q].src,
+                             (long long)xs[i], (long long)r[i]);
+            /* an i32 operand too */
+            double *ri = lit_eval(cs[k], cmp[q].src, LF_I32, xi, 8, &t);
+            for (int i = 0; i < 8; i++)
+                cr_expect_eq(ri[i], (double)cmp[q].want, "context %d: \"%s\" at i32 x = %g", k, cmp[q].src, xi[i]);
+            free(ri);
+        }
+        /* a float operand: the literal's nearest double, in the float's dtype */
+        static const double xf[] = {0, 1, -1, 9223372036854775808.0};
+        lf_dtype t;
+        double *r = lit_eval(cs[k], "(x) -> x + 18446744073709551616", LF_F64, xf, 4, &t);
+        cr_expect(t == LF_F64 && r[0] == 18446744073709551616.0 && r[3] == 18446744073709551616.0 + 9223372036854775808.0,
+                  "f64 x + 2**64: %s %.17g", lf_dtype_name(t), r[0]);
+        free(r);
+        r = lit_eval(cs[k], "(x) -> x < 9223372036854775808", LF_F64, xf, 4, &t);
+        cr_expect(t == LF_BOOL && r[0] == 1 && r[3] == 0, "f64 x < 2**63 at 2^63: %g (NumPy: False)", r[3]);
+        free(r);
+        r = lit_eval(cs[k], "(x) -> x * 100000000000000000000", LF_F32, xf, 4, &t);
+        cr_expect(t == LF_F32 && r[1] == (double)1e20f && r[2] == -(double)1e20f, "f32 x * 10**20: %s %g",
+                  lf_dtype_name(t), r[1]);
+        free(r);
+        r = lit_eval(cs[k], "(x) -> x / 9223372036854775808", LF_I32, xi, 8, &t);
+        cr_expect(t == LF_F64 && r[2] == 2147483647.0 / 9223372036854775808.0, "i32 x / 2**63: %s %.17g",
+                  lf_dtype_name(t), r[2]);
+        free(r);
+    }
+    static const struct {
+        const char *src;
+        lf_dtype x;
+        const char *msg;
+    } bad[] = {
+        {"(x) -> x + 9223372036854775808", LF_I64, "map: +: integer literal 9223372036854775808 is out of range for i64"},
+        {"(x) -> x + 9223372036854775808", LF_I32, "map: +: integer literal 9223372036854775808 is out of range for i32"},
+        {"(x) -> x // -9223372036854775809", LF_I64,
+         "map: //: integer literal -9223372036854775809 is out of range for i64"},
+        {"(x) -> where(x > 0, x, 1180591620717411303424)", LF_I64,
+         "map: where: integer literal 1180591620717411303424 is out of range for i64"},
+        {"(x) -> x & 18446744073709551616", LF_BOOL, "map: &: integer literal 18446744073709551616 is out of range for i64"},
+        {"(x) -> i64(1180591620717411303424) + x", LF_F64,
+         "map: i64: integer literal 1180591620717411303424 is out of range for i64"},
+        {"(x) -> 9223372036854775808 < 18446744073709551616", LF_I64,
+         "map: <: integer literal 9223372036854775808 is out of range for i64"},
+        {"(x) -> 9223372036854775808", LF_F64, "map: result: integer literal 9223372036854775808 is out of range for i64"},
+    };
+    for (size_t q = 0; q < sizeof bad / sizeof bad[0]; q++) {
+        lf_graph *gg = lf_graph_new(ctx);
+        int64_t len = 3;
+        lf_node *x = lf_input(gg, tu_buf(ctx, bad[q].x, 1, &len, xi));
+        lf_fn *f = lf_fn_parse(gg, bad[q].src);
+        cr_assert(f != NULL, "%s: %s", bad[q].src, lf_errmsg(ctx));
+        cr_expect_null(lf_map(gg, f, x), "%s was built", bad[q].src);
+        cr_expect_eq(lf_graph_status(gg), LF_ERR_DTYPE, "%s", bad[q].src);
+        cr_expect(strncmp(lf_errmsg(ctx), bad[q].msg, strlen(bad[q].msg)) == 0, "%s: \"%s\", want \"%s ...\"",
+                  bad[q].src, lf_errmsg(ctx), bad[q].msg);
+        lf_graph_free(gg);
+    }
+    for (int k = 1; k < 4; k++) lf_ctx_destroy(cs[k]);
+}

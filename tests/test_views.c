@@ -935,3 +935,102 @@ Test(views, random_pad_concat) {
         lf_graph_free(gg);
     }
 }
+
+/* Strided and reversed taps of a padded array (and of a concatenation),
+ * transposed or not, two or three in one kernel: the reads the compiled
+ * elementwise loop splits into a border (clamped or reflected per element)
+ * and an interior (a plain shifted load), with rows that start and end
+ * inside the border (LF_CPU_PARALLEL_MIN=1 cuts rows between threads on
+ * views-cpu), reflect borders wider than the extent, and an axis of one
+ * element. Against the dense model on every evaluator. */
+Test(views, split_pad_reads) {
+    static const int64_t steps[] = {1, 1, 2, 3, -1, -2};
+    for (int round = 0; round < 60; round++) {
+        lf_graph *gg = lf_graph_new(ctx);
+        cr_assert(gg != NULL);
+        int ndim = (int)tu_randint(1, 3);
+        int64_t shape[LF_MAX_DIMS];
+        for (int d = 0; d < ndim; d++) shape[d] = tu_randint(0, 9) == 0 ? 1 : tu_randint(2, d == ndim - 1 ? 70 : 6);
+        arr m = a_make(ndim, shape);
+        for (int64_t i = 0; i < m.n; i++) m.d[i] = (double)(i * 13 % 17) - 8 + (i % 3) * 0.25;
+        lf_node *x = lf_input(gg, tu_buf(ctx, LF_F64, m.ndim, m.shape, m.d));
+        int64_t before[LF_MAX_DIMS], after[LF_MAX_DIMS];
+        lf_pad_mode mode = (lf_pad_mode)tu_randint(0, 2);
+        for (int d = 0; d < ndim; d++) {
+            int64_t w = mode == LF_PAD_REFLECT ? 3 * shape[d] + 2 : 5;
+            before[d] = tu_randint(0, 3) == 0 ? 0 : tu_randint(0, w);
+            after[d] = tu_randint(0, 3) == 0 ? 0 : tu_randint(0, w);
+        }
+        double value = tu_randint(-4, 4) / 4.0;
+        lf_node *p;
+        arr pm;
+        char what[256];
+        int axis = (int)tu_randint(0, ndim - 1);
+        if (round % 4 == 3) { /* a concatenation: x, then x reversed times 3 */
+            lf_node *rev = lf_mul(gg, lf_slice(gg, x, axis, LF_NONE, LF_NONE, -1), lf_const(gg, LF_F64, 3));
+            p = lf_concat(gg, 2, (lf_node *[]){x, rev}, axis);
+            arr r = m_slice(&m, axis, LF_NONE, LF_NONE, -1);
+            int64_t sh[LF_MAX_DIMS];
+            memcpy(sh, m.shape, sizeof sh);
+            sh[axis] *= 2;
+            pm = a_make(ndim, sh);
+            for (int64_t i = 0; i < pm.n; i++) {
+                int64_t idx[LF_MAX_DIMS] = {0};
+                unravel(i, ndim, sh, idx);
+                bool second = idx[axis] >= m.shape[axis];
+                if (second) idx[axis] -= m.shape[axis];
+                pm.d[i] = second ? r.d[ravel(ndim, r.shape, idx)] * 3 : m.d[ravel(ndim, m.shape, idx)];
+            }
+            free(r.d);
+            snprintf(what, sizeof what, "round %d: concat along axis %d of %s", round, axis,
+                     shape_str((char[64]){0}, 64, ndim, shape));
+        } else {
+            p = lf_pad(gg, x, before, after, mode, value);
+            pm = m_pad(&m, before, after, mode, value);
+            snprintf(what, sizeof what, "round %d: pad mode %d of %s, axis %d before %lld after %lld", round,
+                     (int)mode, shape_str((char[64]){0}, 64, ndim, shape), axis, (long long)before[axis],
+                     (long long)after[axis]);
+        }
+        /* taps: slices along axis with a step, shifted by t */
+        int64_t step = steps[tu_randint(0, 5)], e = pm.shape[axis];
+        int ntaps = (int)tu_randint(2, 3);
+        int64_t span = e - (ntaps - 1);
+        if (span < 1) {
+            free(m.d), free(pm.d);
+            lf_graph_free(gg);
+            continue;
+        }
+        lf_node *y = NULL;
+        arr r = {0};
+        for (int t = 0; t < ntaps; t++) {
+            int64_t lo = t, hi = t + span;
+            lf_node *s = step > 0 ? lf_slice(gg, p, axis, lo, hi, step) : lf_slice(gg, p, axis, hi - 1, lo > 0 ? lo - 1 : LF_NONE, step);
+            arr sm = step > 0 ? m_slice(&pm, axis, lo, hi, step) : m_slice(&pm, axis, hi - 1, lo > 0 ? lo - 1 : LF_NONE, step);
+            double w = (double)(t + 1);
+            s = lf_mul(gg, s, lf_const(gg, LF_F64, w));
+            for (int64_t i = 0; i < sm.n; i++) sm.d[i] *= w;
+            if (!y) {
+                y = s;
+                r = sm;
+            } else {
+                y = lf_add(gg, y, s);
+                for (int64_t i = 0; i < sm.n; i++) r.d[i] += sm.d[i];
+                free(sm.d);
+            }
+        }
+        if (ndim >= 2 && round % 3 == 1) { /* the loop's inner axis walks an outer axis of the view */
+            int perm[LF_MAX_DIMS];
+            for (int k = 0; k < ndim; k++) perm[k] = ndim - 1 - k;
+            y = lf_transpose(gg, y);
+            arr tr = m_permute(&r, perm);
+            free(r.d);
+            r = tr;
+            strncat(what, ", transposed", sizeof what - strlen(what) - 1);
+        }
+        char full[320];
+        snprintf(full, sizeof full, "%s, %d taps step %lld", what, ntaps, (long long)step);
+        m_check(full, gg, y, &r);
+        free(m.d), free(pm.d), free(r.d);
+        lf_graph_free(gg);
+    }
+}

@@ -405,6 +405,8 @@ enum { UNIT_MIN_KERNELS = 2 };
 /* A kernel of the program being built that missed the memory cache. */
 typedef struct miss {
     int k;                          /* its kernel number */
+    const lf_node *root;            /* the node that defines it (messages name
+                                       it: graph_node_str) */
     const cg_layout *lay;
     kentry *e;                      /* its entry, not in the memory cache yet */
     cg_text src;                    /* its full source */
@@ -468,7 +470,7 @@ static lf_status kernel_find(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s,
         return LF_OK;
     }
     miss *mi = &m[(*nm)++];
-    *mi = (miss){.k = k, .lay = lay, .e = e, .src = src, .lock = -1};
+    *mi = (miss){.k = k, .root = s->graph->nodes[lay->kernel->root], .lay = lay, .e = e, .src = src, .lock = -1};
     disk_key(cs, e->base.text, mi->key);
     sym_prefix(mi->key, mi->prefix);
     bool loaded = false;
@@ -491,15 +493,18 @@ static int by_key(const void *a, const void *b) {
  * under m's key and adds m to the memory cache. */
 static lf_status miss_bind(lf_ctx *ctx, cpu_state *cs, miss *m, const void *bytes, size_t len, so_ref **r) {
     char *why = NULL;
+    char ns[GRAPH_NODE_STR_CAP];
     if (!*r && !(*r = so_load(bytes, len, &why))) {
-        lf_status status = why ? graph_error(ctx, LF_ERR_BACKEND, "eval: loading kernel %d failed: %s", m->k, why)
-                               : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory loading kernel %d", m->k);
+        lf_status status = why ? graph_error(ctx, LF_ERR_BACKEND, "eval: loading kernel %d (computing %s) failed: %s",
+                                             m->k, graph_node_str(m->root, ns, sizeof ns), why)
+                               : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory loading kernel %d (computing %s)",
+                                             m->k, graph_node_str(m->root, ns, sizeof ns));
         graph_free(why);
         return status;
     }
     if (!bind_functions(m->e, m->lay, *r, m->prefix, &why)) {
-        lf_status status = graph_error(ctx, LF_ERR_BACKEND, "eval: kernel %d lacks function %s (not cached)",
-                                       m->k, why ? why : "?");
+        lf_status status = graph_error(ctx, LF_ERR_BACKEND, "eval: kernel %d (computing %s) lacks function %s (not cached)",
+                                       m->k, graph_node_str(m->root, ns, sizeof ns), why ? why : "?");
         graph_free(why);
         return status;
     }
@@ -508,9 +513,14 @@ static lf_status miss_bind(lf_ctx *ctx, cpu_state *cs, miss *m, const void *byte
     return LF_OK;
 }
 
-static lf_status compile_failed(lf_ctx *ctx, int k, const char *log) {
-    return log ? graph_error(ctx, LF_ERR_BACKEND, "eval: compiling kernel %d failed: %s", k, log)
-               : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory compiling kernel %d", k);
+/* The error of miss m's failed compile: the compiler's log names kernel
+ * m->k by number, the message by its root node too, which the user can
+ * find in the graph (graph_node_str). */
+static lf_status compile_failed(lf_ctx *ctx, const miss *m, const char *log) {
+    char ns[GRAPH_NODE_STR_CAP];
+    graph_node_str(m->root, ns, sizeof ns);
+    return log ? graph_error(ctx, LF_ERR_BACKEND, "eval: compiling kernel %d (computing %s) failed: %s", m->k, ns, log)
+               : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory compiling kernel %d (computing %s)", m->k, ns);
 }
 
 /* Compiles and loads the misses of m[0..nm) that are not done (see the top
@@ -564,7 +574,7 @@ static lf_status misses_build(lf_ctx *ctx, cpu_state *cs, miss *m, int nm, lf_ev
     st->compiler_runs += nunits;
     for (int u = 0; u < nunits; u++)
         if (units[u].rc == CC_NO_TMP && units[u].log) { /* no kernel can be built now: cpu_eval decides */
-            status = compile_failed(ctx, left[units[u].first]->k, units[u].log);
+            status = compile_failed(ctx, left[units[u].first], units[u].log);
             cs->no_tmp = units[u].log;
             units[u].log = NULL;
             goto done;
@@ -592,18 +602,18 @@ static lf_status misses_build(lf_ctx *ctx, cpu_state *cs, miss *m, int nm, lf_ev
         if (c->rc == 0 && !unloadable[mi->unit]) {
             status = miss_bind(ctx, cs, mi, c->so, c->len, &loaded[mi->unit]);
         } else if (c->count == 1) {
-            status = compile_failed(ctx, mi->k, c->log);
+            status = compile_failed(ctx, mi, c->log);
         } else { /* the unit failed: this kernel alone, for its own message */
             cpu_unit one = {0};
             so_ref *r = NULL;
             const char *src1[1] = {mi->src.s}, *pre1[1] = {mi->prefix};
             if (!(one.text = cpu_unit_source(prelude_len, 1, src1, pre1))) {
-                status = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory compiling kernel %d", mi->k);
+                status = compile_failed(ctx, mi, NULL);
                 break;
             }
             one.rc = cc_compile(one.text, cs->flags, libs, ctx->opt.compile_timeout, &one.so, &one.len, &one.log);
             st->compiler_runs++;
-            status = one.rc ? compile_failed(ctx, mi->k, one.log) : miss_bind(ctx, cs, mi, one.so, one.len, &r);
+            status = one.rc ? compile_failed(ctx, mi, one.log) : miss_bind(ctx, cs, mi, one.so, one.len, &r);
             if (one.rc == CC_NO_TMP && one.log) {
                 cs->no_tmp = one.log;
                 one.log = NULL;

@@ -334,9 +334,10 @@ static lf_status module_get(lf_ctx *ctx, cuda_state *cs, const fuse_schedule *s,
         *out = m;
         return LF_OK;
     }
-    char name[48], what[48];
+    char name[48], what[GRAPH_NODE_STR_CAP + 48], ns[GRAPH_NODE_STR_CAP];
     snprintf(name, sizeof name, "lazyfuse_kernel_%d.cu", k);
-    snprintf(what, sizeof what, "CUDA kernel %d", k);
+    snprintf(what, sizeof what, "CUDA kernel %d (computing %s)", k,
+             graph_node_str(s->graph->nodes[lay->kernel->root], ns, sizeof ns));
     status = cuda_module_load(ctx, cs, m->base.text, src.s, name, what, &m->mod, st);
     cg_text_free(&src);
     if (status != LF_OK) {
