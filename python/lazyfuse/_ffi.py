@@ -138,6 +138,9 @@ lf_node *lf_reduce(lf_graph *g, int op, lf_node *x, int naxes, const int *axes, 
 lf_node *lf_broadcast_to(lf_graph *g, lf_node *x, int ndim, const int64_t *shape);
 lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts);
 lf_buffer *lf_buffer_new_like(lf_ctx *ctx, const lf_node *n);
+lf_buffer *lf_buffer_wrap(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape,
+                          const int64_t *strides, void *data, void (*release)(void *),
+                          void *release_arg);
 size_t lf_debug_live_bytes(void);
 """
 
