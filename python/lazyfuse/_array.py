@@ -88,6 +88,8 @@ for _name, _text in _OP_TEXT.items():
 RED = {"sum": 0, "prod": 1, "min": 2, "max": 3, "mean": 4, "argmin": 5, "argmax": 6}
 LF_BOOL, LF_I32, LF_I64, LF_F32, LF_F64 = range(5)
 LF_NONE = -(2 ** 63)
+_C_SCALAR = {LF_BOOL: "uint8_t[1]", LF_I32: "int32_t[1]", LF_I64: "int64_t[1]", LF_F32: "float[1]",
+             LF_F64: "double[1]"}  # lf_dtype -> a C cell for one element of it
 MAX_DIMS = 8
 
 # dtypes are NumPy's dtype objects
@@ -232,10 +234,11 @@ class _Recipe:
     """How a lazy array was built: build(g, *operand_nodes) -> node, on the
     operands' nodes in graph g (constants and sources have no operands)."""
 
-    __slots__ = ("build", "args", "what", "scalar")
+    __slots__ = ("build", "args", "what", "scalar", "cells")
 
     def __init__(self, build, args, what, scalar=None):
         self.build, self.args, self.what, self.scalar = build, args, what, scalar
+        self.cells = None  # build's closure frozen for the program cache's key (made by _structure)
 
 
 class Array:
@@ -371,7 +374,12 @@ class Array:
             raise TypeError(f"{kind.__name__}() needs a 0-d array, got shape {self._shape}")
         if self.size != 1:
             raise TypeError(f"{kind.__name__}() needs a 0-d array")
-        return kind(np.asarray(self).reshape(()).item())
+        # one element: lf_buffer_read into a C scalar (no DLPack export, no NumPy array)
+        buf = self._buffer()
+        cell = ffi.new(_C_SCALAR[self._dtype])
+        with self._ctx.calling():
+            self._ctx.check(lib.lf_buffer_read(buf.handle, cell, ffi.sizeof(cell)), "read")
+        return kind(cell[0])
 
     def __float__(self):
         return self._scalar(float)
@@ -1329,7 +1337,9 @@ def _structure(roots):
                 scalars.append(r.scalar)
             else:
                 args = tuple(visit(x) for x in r.args)
-                cells = tuple(_freeze(c.cell_contents) for c in (r.build.__closure__ or ()))
+                cells = r.cells
+                if cells is None:
+                    cells = r.cells = tuple(_freeze(c.cell_contents) for c in (r.build.__closure__ or ()))
                 k = ("op", r.build.__code__, cells, args, a._dtype, a._shape)
         p = len(key)
         key.append(k)
@@ -1344,7 +1354,7 @@ def _structure(roots):
 class _Program:
     """A graph built for one structure, run again on new inputs and scalars."""
 
-    __slots__ = ("graph", "inputs", "scalars", "outs")
+    __slots__ = ("graph", "inputs", "scalars", "outs", "outs_c", "dsts_c", "out_types")
 
 
 _programs = {}  # id(ctx) -> (weakref to ctx, OrderedDict key -> _Program)
@@ -1392,6 +1402,9 @@ def _build_program(ctx, items, outs):
         pos_of[id(a)] = len(nodes) - 1
     prog.graph = g
     prog.outs = [nodes[p] for p in outs]
+    prog.outs_c = ffi.new("lf_node *[]", prog.outs)
+    prog.dsts_c = ffi.new("lf_buffer *[]", len(prog.outs))
+    prog.out_types = [(items[p]._dtype, items[p]._shape) for p in outs]
     return prog
 
 
@@ -1420,14 +1433,18 @@ def _run_cached(ctx, lst):
                 ctx.check(lib.lf_scalar_set(g.handle, node, value), "compute")
         g = prog.graph
         bufs = []
-        for node in prog.outs:
+        dsts = prog.dsts_c
+        for i, node in enumerate(prog.outs):
             h = lib.lf_buffer_new_like(ctx.handle, node)
             if h == ffi.NULL:
                 ctx.check(lib.LF_ERR_NOMEM, "compute")
-            bufs.append(Buffer(ctx, h))
-        outs_c = ffi.new("lf_node *[]", prog.outs)
-        dsts = ffi.new("lf_buffer *[]", [b.handle for b in bufs])
-        st = lib.lf_eval(g.handle, len(bufs), outs_c, dsts)
+            bufs.append(Buffer(ctx, h, known=prog.out_types[i]))
+            dsts[i] = h
+        try:
+            st = lib.lf_eval(g.handle, len(bufs), prog.outs_c, dsts)
+        finally:
+            for i in range(len(bufs)):
+                dsts[i] = ffi.NULL
         with _counter_lock:
             _evals[0] += 1
         ctx.check(st, "compute")
