@@ -330,8 +330,9 @@ class Array:
         return node
 
     def _live_graph(self):
-        """This lazy array's graph, rebuilt into a fresh one if it failed."""
-        if self._graph.failed:
+        """This lazy array's graph: built into a fresh one if it was deferred
+        (made without a graph, see _lazy) or its graph failed."""
+        if self._graph is None or self._graph.failed:
             g = _Graph(self._ctx)
             with self._ctx.calling():
                 node = self._node_in(g)
@@ -463,9 +464,43 @@ class Array:
 # ---- building nodes ------------------------------------------------------------------
 
 
-def _lazy(ctx, build, args, what, graph=None, scalar=None):
+# (build's code, its closure frozen, each operand's dtype and shape) -> the
+# (dtype, shape) that build gave in C: an operation seen before with operands
+# of those dtypes and shapes is made without a C call (see _lazy)
+_TYPES = {}
+_TYPES_MAX = 4096
+
+
+def _type_key(build, args):
+    try:
+        cells = tuple(_freeze(c.cell_contents) for c in (build.__closure__ or ()))
+    except (_NotCacheable, ValueError):
+        return None, None
+    return (build.__code__, cells, tuple((a._dtype, a._shape) for a in args)), cells
+
+
+def _lazy(ctx, build, args, what, graph=None, scalar=None, typed=None):
     """A new lazy Array: build(g, *nodes of args) in graph, else the graph of
-    the first lazy operand (a new graph when every operand is materialized)."""
+    the first lazy operand (a new graph when every operand is materialized).
+
+    Deferred: without graph, when the result's (dtype, shape) is known (typed,
+    or _TYPES has the same build on operands of the same dtypes and shapes,
+    where it succeeded), the Array is made with no graph and no C call; its
+    node is built from its recipe when a graph needs it (_node_in,
+    _live_graph; compute's program cache builds a DAG once per structure)."""
+    tkey = cells = None
+    if graph is None and builtins.all(a._ctx is ctx for a in args):
+        if typed is None and scalar is None:
+            tkey, cells = _type_key(build, args)
+            typed = _TYPES.get(tkey) if tkey is not None else None
+        if typed is not None:
+            out = object.__new__(Array)
+            out._ctx, out._buf, out._graph, out._node = ctx, None, None, None
+            out._recipe = r = _Recipe(build, tuple(args), what, scalar)
+            r.cells = cells
+            out._contig = True
+            out._dtype, out._shape = typed
+            return out
     g = graph
     for a in args if g is None else ():
         if a._buf is None:
@@ -484,6 +519,11 @@ def _lazy(ctx, build, args, what, graph=None, scalar=None):
         out._contig = True
         out._dtype = int(lib.lf_node_dtype(node))
         out._shape = tuple(int(lib.lf_node_dim(node, i)) for i in range(lib.lf_node_ndim(node)))
+    if tkey is not None:
+        if len(_TYPES) >= _TYPES_MAX:
+            _TYPES.clear()
+        _TYPES[tkey] = (out._dtype, out._shape)
+        out._recipe.cells = cells
     return out
 
 
@@ -506,7 +546,8 @@ def _in_ctx(a, ctx):
 
 def _const(ctx, lf, value, graph=None):
     value = float(value)
-    return _lazy(ctx, lambda g: lib.lf_const(g.handle, lf, value), (), "const", graph, value)
+    return _lazy(ctx, lambda g: lib.lf_const(g.handle, lf, value), (), "const", graph, value,
+                 typed=(lf, ()))
 
 
 def _is_scalar(x):
@@ -541,17 +582,13 @@ def _operands(xs, what, exact_int=True):
     ref = next((a for a in arrays if a is not None), None)
     if ref is None:  # scalars only: the standard needs an array operand
         raise TypeError(f"{what}: at least one operand must be an array")
-    graph = None  # scalars go straight into the graph the operation will use
     for i, x in enumerate(xs):
-        if arrays[i] is None:
-            if graph is None:
-                lazy = next((a for a in arrays if a is not None and a._buf is None), None)
-                graph = lazy._live_graph() if lazy is not None else _Graph(ctx)
+        if arrays[i] is None:  # a deferred lf_const: built where the operation is
             lf = _scalar_dtype(x, ref._dtype)
             if exact_int and lf == LF_I64 and ref._dtype == LF_I32 and isinstance(x, (int, np.integer)) \
                     and not isinstance(x, (builtins.bool, np.bool_)):
                 raise OverflowError(f"{what}: Python integer {x} out of bounds for int32")
-            arrays[i] = _const(ctx, lf, x, graph)
+            arrays[i] = _const(ctx, lf, x)
     return ctx, arrays
 
 
@@ -1448,9 +1485,11 @@ def _run_cached(ctx, lst):
         with _counter_lock:
             _evals[0] += 1
         ctx.check(st, "compute")
-    for a, b in zip(lst, bufs):
+    for i, (a, b) in enumerate(zip(lst, bufs)):
         a._buf = b
         a._recipe = _Recipe(a._recipe.build, (), a._recipe.what, a._recipe.scalar)
+        if a._graph is None:  # deferred: the cached graph is where it was computed (explain, to_dot)
+            a._graph, a._node = prog.graph, prog.outs[i]
     return True
 
 
@@ -1492,9 +1531,11 @@ def compute(*arrays):
             with _counter_lock:
                 _evals[0] += 1
             ctx.check(st, "compute")
-        for a, b in zip(lst, bufs):
+        for a, b, node in zip(lst, bufs, nodes):
             a._buf = b
             a._recipe = _Recipe(a._recipe.build, (), a._recipe.what)  # operands no longer needed
+            if a._graph is None:
+                a._graph, a._node = g, node
     return arrays[0] if len(arrays) == 1 else arrays
 
 
