@@ -702,6 +702,11 @@ def _bind(ctx, prog, i, g, node, arr):
     deleter keeps the source alive). node None: make the lf_input node."""
     direct = _DIRECT.get(arr.dtype) if type(arr) is np.ndarray and _host(ctx) else None
     if direct is not None and arr.flags.c_contiguous and arr.flags.aligned:
+        if node is not None and prog.held[i] is arr:
+            # bound to this very array already: its memory cannot have moved
+            # while held here (NumPy's resize refuses an array with other
+            # references), and its dtype and shape are in the program's key
+            return node
         shape_c = prog.shapes[i]
         if shape_c is None:
             shape_c = prog.shapes[i] = _shape_c(arr.shape)
