@@ -177,6 +177,19 @@ def _load():
 
 lib = _load()
 
+# Releases run from finalizers (Context.defer), that is at any allocation,
+# including while cffi itself holds its non-reentrant parser lock (ffi.new or
+# ffi.cast of a type string seen for the first time). The first access of a
+# lib attribute and the first parse of a type take that lock, so everything a
+# release or a DLPack deleter touches is resolved here, once, at import: a
+# finalizer then never waits on the lock its own thread holds (it did:
+# lib.lf_graph_free resolved inside a collection in the middle of ffi.new
+# hung the interpreter).
+for _name in ("lf_graph_free", "lf_buffer_free"):
+    getattr(lib, _name)
+for _type in ("uintptr_t", "DLManagedTensor *", "DLManagedTensorVersioned *"):
+    ffi.typeof(_type)
+
 # ---- errors -------------------------------------------------------------------
 
 

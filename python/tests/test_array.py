@@ -477,6 +477,35 @@ def test_arrays_of_two_graphs_combine_and_a_failed_graph_recovers():
     close(d, np.exp(x))
 
 
+def test_deferred_arrays_build_when_needed():
+    """An operation seen before on operands of the same dtypes and shapes is
+    made without a graph (no C call); its node is built when a graph needs it:
+    compute (through the program cache), explain / to_dot, and as the operand
+    of an operation whose graph is built."""
+    x, y = rand((32,), special=False), rand((32,), special=False)
+    a, b = lf.asarray(x), lf.asarray(y)
+    first = lf.exp(a) * b + 1.5
+    close(first, np.exp(x) * y + 1.5)
+    second = lf.exp(b) * a + 2.5           # the same operations on the same types
+    assert second._graph is None and second.is_lazy
+    assert lf.to_dot(second).startswith("digraph")   # builds it into a graph
+    assert second._graph is not None and second.is_lazy
+    third = lf.exp(a) * a + 0.5
+    assert third._graph is None
+    close(third, np.exp(x) * x + 0.5)      # computed by the cached program
+    assert third._graph is not None        # where it was computed
+    assert "digraph" in lf.to_dot(third)
+    fourth = lf.exp(b) * b
+    text = lf.explain(fourth, file=io.StringIO())
+    assert "kernel 0" in text
+    close(fourth, np.exp(y) * y)
+    # a deferred operand of an operation whose graph is built in C
+    d = lf.exp(a) * b
+    assert d._graph is None
+    e = lf.sort(d)
+    close(e, np.sort(np.exp(x) * y))
+
+
 def test_errors_are_core_classes():
     a, b = lf.asarray(rand((3,))), lf.asarray(rand((4,)))
     with pytest.raises(ValueError) as e:
