@@ -966,7 +966,7 @@ def matrix_transpose(x, /):
     return permute_dims(x, p)
 
 
-def expand_dims(x, /, *, axis=0):
+def expand_dims(x, /, axis=0):
     a = operator.index(axis)
     if not -x.ndim - 1 <= a <= x.ndim:
         raise _axis_error(f"expand_dims: axis {a} out of range for {x.ndim} dimensions")

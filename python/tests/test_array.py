@@ -335,6 +335,7 @@ def test_reshape_permute_expand_squeeze_flip():
     close(lf.permute_dims(a, (2, 0, 1)), np.transpose(x, (2, 0, 1)))
     close(lf.matrix_transpose(a), np.swapaxes(x, -1, -2))
     close(lf.expand_dims(a, axis=-1), x[..., None])
+    close(lf.expand_dims(a, 0), x[None])  # axis positional too (the 2023.12 signature)
     close(lf.squeeze(lf.expand_dims(a, axis=1), axis=1), x)
     close(lf.flip(a, axis=1), np.flip(x, axis=1))
     close(lf.broadcast_to(lf.asarray(np.arange(3.0).reshape(3, 1)), (2, 3, 4)),
