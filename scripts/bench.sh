@@ -46,6 +46,13 @@
 #   --out DIR             where JSON, charts and RESULTS.md go (default benches/:
 #                         DIR/results/, DIR/charts/, DIR/RESULTS.md)
 #   --no-results          do not regenerate RESULTS.md
+#   --python PY           also run benches/python_bench.py with the interpreter PY
+#                         (one with NumPy, numexpr and cffi: quickstart's .venv/bin/python)
+#                         against this build's liblazyfuse.so and lazyfuse-bench, at the
+#                         sweep's largest n: the per-call overhead rows and the Python
+#                         rows of the seed cases (lazyfuse.evaluate, lazy arrays, NumPy,
+#                         numexpr, over lazyfuse-bench from C); writes
+#                         OUT/results/python.jsonl and prints its table
 #
 # The peers run at their current releases: a virtual environment, .peers-venv/
 # (PEER_VENV to put it elsewhere), made with the versions pinned in
@@ -76,7 +83,7 @@ usage() {
 
 QUICK=0 SWEEP="" CASES="" MATMUL_N="" SAMPLES="" REPS="" THREADS="" BACKEND=cpu SYSTEMS="" PEERS=1 INSTALL=1
 DEBIAN_PEERS=numpy,numexpr,numba_njit
-BUILD=build-rel OUT="" RESULTS=1
+BUILD=build-rel OUT="" RESULTS=1 PYBENCH=""
 CMDLINE="bash scripts/bench.sh${*:+ $*}"
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -95,6 +102,7 @@ while [ $# -gt 0 ]; do
     --build-dir) BUILD="${2:?--build-dir needs a folder}"; shift ;;
     --out) OUT="${2:?--out needs a folder}"; shift ;;
     --no-results) RESULTS=0 ;;
+    --python) PYBENCH="${2:?--python needs an interpreter}"; shift ;;
     -h|--help) usage ;;
     *) echo "bench: unknown option '$1'" >&2; usage ;;
     esac
@@ -174,6 +182,12 @@ else
 fi
 ninja -C "$BUILD" benches/lazyfuse-bench
 BENCH="$BUILD/benches/lazyfuse-bench"
+if [ -n "$PYBENCH" ]; then
+    # the shared library the Python package loads ($LAZYFUSE_LIBRARY)
+    SO_TARGET="$(ninja -C "$BUILD" -t targets all | grep -o '^liblazyfuse\.so\.[0-9.]*[0-9]:' | head -1 | tr -d :)"
+    [ -n "$SO_TARGET" ] || die "--python: no liblazyfuse.so target in $BUILD"
+    ninja -C "$BUILD" "$SO_TARGET"
+fi
 
 # ---- run -----------------------------------------------------------------------------
 
@@ -233,4 +247,14 @@ if [ "$RESULTS" -eq 1 ] && [ "$QUICK" -eq 0 ]; then
     report_args+=(--results "$OUT/RESULTS.md")
 fi
 "$SYS_PY" benches/report.py "${report_args[@]}" || { STATUS=1; say "the report failed"; }
+
+if [ -n "$PYBENCH" ]; then
+    top="${SWEEP#*:}"; top="${top%%:*}"
+    py_args=(--sweep "$top" --bench "$BENCH" --json "$OUT/results/python.jsonl")
+    [ -n "$THREADS" ] && py_args+=(--threads "$THREADS")
+    say "Python package: python_bench.py ${py_args[*]}"
+    case "$BUILD" in /*) LIBSO="$BUILD/liblazyfuse.so" ;; *) LIBSO="$ROOT/$BUILD/liblazyfuse.so" ;; esac
+    PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" LAZYFUSE_LIBRARY="$LIBSO" \
+        "$PYBENCH" benches/python_bench.py "${py_args[@]}" || { STATUS=1; say "python_bench.py failed"; }
+fi
 exit "$STATUS"

@@ -88,6 +88,8 @@ for _name, _text in _OP_TEXT.items():
 RED = {"sum": 0, "prod": 1, "min": 2, "max": 3, "mean": 4, "argmin": 5, "argmax": 6}
 LF_BOOL, LF_I32, LF_I64, LF_F32, LF_F64 = range(5)
 LF_NONE = -(2 ** 63)
+_C_SCALAR = {LF_BOOL: "uint8_t[1]", LF_I32: "int32_t[1]", LF_I64: "int64_t[1]", LF_F32: "float[1]",
+             LF_F64: "double[1]"}  # lf_dtype -> a C cell for one element of it
 MAX_DIMS = 8
 
 # dtypes are NumPy's dtype objects
@@ -232,10 +234,11 @@ class _Recipe:
     """How a lazy array was built: build(g, *operand_nodes) -> node, on the
     operands' nodes in graph g (constants and sources have no operands)."""
 
-    __slots__ = ("build", "args", "what", "scalar")
+    __slots__ = ("build", "args", "what", "scalar", "cells")
 
     def __init__(self, build, args, what, scalar=None):
         self.build, self.args, self.what, self.scalar = build, args, what, scalar
+        self.cells = None  # build's closure frozen for the program cache's key (made by _structure)
 
 
 class Array:
@@ -327,8 +330,9 @@ class Array:
         return node
 
     def _live_graph(self):
-        """This lazy array's graph, rebuilt into a fresh one if it failed."""
-        if self._graph.failed:
+        """This lazy array's graph: built into a fresh one if it was deferred
+        (made without a graph, see _lazy) or its graph failed."""
+        if self._graph is None or self._graph.failed:
             g = _Graph(self._ctx)
             with self._ctx.calling():
                 node = self._node_in(g)
@@ -371,7 +375,12 @@ class Array:
             raise TypeError(f"{kind.__name__}() needs a 0-d array, got shape {self._shape}")
         if self.size != 1:
             raise TypeError(f"{kind.__name__}() needs a 0-d array")
-        return kind(np.asarray(self).reshape(()).item())
+        # one element: lf_buffer_read into a C scalar (no DLPack export, no NumPy array)
+        buf = self._buffer()
+        cell = ffi.new(_C_SCALAR[self._dtype])
+        with self._ctx.calling():
+            self._ctx.check(lib.lf_buffer_read(buf.handle, cell, ffi.sizeof(cell)), "read")
+        return kind(cell[0])
 
     def __float__(self):
         return self._scalar(float)
@@ -455,9 +464,43 @@ class Array:
 # ---- building nodes ------------------------------------------------------------------
 
 
-def _lazy(ctx, build, args, what, graph=None, scalar=None):
+# (build's code, its closure frozen, each operand's dtype and shape) -> the
+# (dtype, shape) that build gave in C: an operation seen before with operands
+# of those dtypes and shapes is made without a C call (see _lazy)
+_TYPES = {}
+_TYPES_MAX = 4096
+
+
+def _type_key(build, args):
+    try:
+        cells = tuple(_freeze(c.cell_contents) for c in (build.__closure__ or ()))
+    except (_NotCacheable, ValueError):
+        return None, None
+    return (build.__code__, cells, tuple((a._dtype, a._shape) for a in args)), cells
+
+
+def _lazy(ctx, build, args, what, graph=None, scalar=None, typed=None):
     """A new lazy Array: build(g, *nodes of args) in graph, else the graph of
-    the first lazy operand (a new graph when every operand is materialized)."""
+    the first lazy operand (a new graph when every operand is materialized).
+
+    Deferred: without graph, when the result's (dtype, shape) is known (typed,
+    or _TYPES has the same build on operands of the same dtypes and shapes,
+    where it succeeded), the Array is made with no graph and no C call; its
+    node is built from its recipe when a graph needs it (_node_in,
+    _live_graph; compute's program cache builds a DAG once per structure)."""
+    tkey = cells = None
+    if graph is None and builtins.all(a._ctx is ctx for a in args):
+        if typed is None and scalar is None:
+            tkey, cells = _type_key(build, args)
+            typed = _TYPES.get(tkey) if tkey is not None else None
+        if typed is not None:
+            out = object.__new__(Array)
+            out._ctx, out._buf, out._graph, out._node = ctx, None, None, None
+            out._recipe = r = _Recipe(build, tuple(args), what, scalar)
+            r.cells = cells
+            out._contig = True
+            out._dtype, out._shape = typed
+            return out
     g = graph
     for a in args if g is None else ():
         if a._buf is None:
@@ -476,6 +519,11 @@ def _lazy(ctx, build, args, what, graph=None, scalar=None):
         out._contig = True
         out._dtype = int(lib.lf_node_dtype(node))
         out._shape = tuple(int(lib.lf_node_dim(node, i)) for i in range(lib.lf_node_ndim(node)))
+    if tkey is not None:
+        if len(_TYPES) >= _TYPES_MAX:
+            _TYPES.clear()
+        _TYPES[tkey] = (out._dtype, out._shape)
+        out._recipe.cells = cells
     return out
 
 
@@ -498,7 +546,8 @@ def _in_ctx(a, ctx):
 
 def _const(ctx, lf, value, graph=None):
     value = float(value)
-    return _lazy(ctx, lambda g: lib.lf_const(g.handle, lf, value), (), "const", graph, value)
+    return _lazy(ctx, lambda g: lib.lf_const(g.handle, lf, value), (), "const", graph, value,
+                 typed=(lf, ()))
 
 
 def _is_scalar(x):
@@ -533,17 +582,13 @@ def _operands(xs, what, exact_int=True):
     ref = next((a for a in arrays if a is not None), None)
     if ref is None:  # scalars only: the standard needs an array operand
         raise TypeError(f"{what}: at least one operand must be an array")
-    graph = None  # scalars go straight into the graph the operation will use
     for i, x in enumerate(xs):
-        if arrays[i] is None:
-            if graph is None:
-                lazy = next((a for a in arrays if a is not None and a._buf is None), None)
-                graph = lazy._live_graph() if lazy is not None else _Graph(ctx)
+        if arrays[i] is None:  # a deferred lf_const: built where the operation is
             lf = _scalar_dtype(x, ref._dtype)
             if exact_int and lf == LF_I64 and ref._dtype == LF_I32 and isinstance(x, (int, np.integer)) \
                     and not isinstance(x, (builtins.bool, np.bool_)):
                 raise OverflowError(f"{what}: Python integer {x} out of bounds for int32")
-            arrays[i] = _const(ctx, lf, x, graph)
+            arrays[i] = _const(ctx, lf, x)
     return ctx, arrays
 
 
@@ -921,7 +966,7 @@ def matrix_transpose(x, /):
     return permute_dims(x, p)
 
 
-def expand_dims(x, /, *, axis=0):
+def expand_dims(x, /, axis=0):
     a = operator.index(axis)
     if not -x.ndim - 1 <= a <= x.ndim:
         raise _axis_error(f"expand_dims: axis {a} out of range for {x.ndim} dimensions")
@@ -1329,7 +1374,9 @@ def _structure(roots):
                 scalars.append(r.scalar)
             else:
                 args = tuple(visit(x) for x in r.args)
-                cells = tuple(_freeze(c.cell_contents) for c in (r.build.__closure__ or ()))
+                cells = r.cells
+                if cells is None:
+                    cells = r.cells = tuple(_freeze(c.cell_contents) for c in (r.build.__closure__ or ()))
                 k = ("op", r.build.__code__, cells, args, a._dtype, a._shape)
         p = len(key)
         key.append(k)
@@ -1344,7 +1391,7 @@ def _structure(roots):
 class _Program:
     """A graph built for one structure, run again on new inputs and scalars."""
 
-    __slots__ = ("graph", "inputs", "scalars", "outs")
+    __slots__ = ("graph", "inputs", "scalars", "outs", "outs_c", "dsts_c", "out_types")
 
 
 _programs = {}  # id(ctx) -> (weakref to ctx, OrderedDict key -> _Program)
@@ -1392,6 +1439,9 @@ def _build_program(ctx, items, outs):
         pos_of[id(a)] = len(nodes) - 1
     prog.graph = g
     prog.outs = [nodes[p] for p in outs]
+    prog.outs_c = ffi.new("lf_node *[]", prog.outs)
+    prog.dsts_c = ffi.new("lf_buffer *[]", len(prog.outs))
+    prog.out_types = [(items[p]._dtype, items[p]._shape) for p in outs]
     return prog
 
 
@@ -1420,20 +1470,26 @@ def _run_cached(ctx, lst):
                 ctx.check(lib.lf_scalar_set(g.handle, node, value), "compute")
         g = prog.graph
         bufs = []
-        for node in prog.outs:
+        dsts = prog.dsts_c
+        for i, node in enumerate(prog.outs):
             h = lib.lf_buffer_new_like(ctx.handle, node)
             if h == ffi.NULL:
                 ctx.check(lib.LF_ERR_NOMEM, "compute")
-            bufs.append(Buffer(ctx, h))
-        outs_c = ffi.new("lf_node *[]", prog.outs)
-        dsts = ffi.new("lf_buffer *[]", [b.handle for b in bufs])
-        st = lib.lf_eval(g.handle, len(bufs), outs_c, dsts)
+            bufs.append(Buffer(ctx, h, known=prog.out_types[i]))
+            dsts[i] = h
+        try:
+            st = lib.lf_eval(g.handle, len(bufs), prog.outs_c, dsts)
+        finally:
+            for i in range(len(bufs)):
+                dsts[i] = ffi.NULL
         with _counter_lock:
             _evals[0] += 1
         ctx.check(st, "compute")
-    for a, b in zip(lst, bufs):
+    for i, (a, b) in enumerate(zip(lst, bufs)):
         a._buf = b
         a._recipe = _Recipe(a._recipe.build, (), a._recipe.what, a._recipe.scalar)
+        if a._graph is None:  # deferred: the cached graph is where it was computed (explain, to_dot)
+            a._graph, a._node = prog.graph, prog.outs[i]
     return True
 
 
@@ -1475,9 +1531,11 @@ def compute(*arrays):
             with _counter_lock:
                 _evals[0] += 1
             ctx.check(st, "compute")
-        for a, b in zip(lst, bufs):
+        for a, b, node in zip(lst, bufs, nodes):
             a._buf = b
             a._recipe = _Recipe(a._recipe.build, (), a._recipe.what)  # operands no longer needed
+            if a._graph is None:
+                a._graph, a._node = g, node
     return arrays[0] if len(arrays) == 1 else arrays
 
 

@@ -141,12 +141,17 @@ class Buffer:
 
     __slots__ = ("ctx", "handle", "dtype", "shape", "lf_dtype", "readonly", "__weakref__")
 
-    def __init__(self, ctx, handle, readonly=False):
+    def __init__(self, ctx, handle, readonly=False, known=None):
+        """known: (lf_dtype, shape) of handle when the caller knows them
+        (saves asking the library)."""
         self.ctx = ctx
         self.handle = handle
-        self.lf_dtype = int(lib.lf_buffer_dtype(handle))
+        if known is None:
+            self.lf_dtype = int(lib.lf_buffer_dtype(handle))
+            self.shape = tuple(int(lib.lf_buffer_dim(handle, i)) for i in range(lib.lf_buffer_ndim(handle)))
+        else:
+            self.lf_dtype, self.shape = known
         self.dtype = dtype_name(self.lf_dtype)
-        self.shape = tuple(int(lib.lf_buffer_dim(handle, i)) for i in range(lib.lf_buffer_ndim(handle)))
         self.readonly = readonly
 
     @classmethod

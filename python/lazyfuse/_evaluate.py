@@ -447,20 +447,31 @@ def _parse(ex):
 
 class _Program:
     """A cached graph: inputs to rebind, constants to set, the result node."""
-    __slots__ = ("ctx", "graph", "slots", "result", "dtype", "shape", "__weakref__")
+    __slots__ = ("ctx", "graph", "slots", "held", "shapes", "result", "lf_dtype", "dtype", "np_dtype",
+                 "shape", "shape_c", "outs_c", "dsts_c", "__weakref__")
 
     def __init__(self, ctx):
         self.ctx = ctx
         self.graph = None
-        self.slots = []     # (variable name, node, 'array' | 'const')
+        self.slots = []     # (variable name, node, 'array' | 'array0' | 'const', index in held or None)
+        self.held = []      # per array slot: the NumPy array wrapped in place now (kept alive), or None
+        self.shapes = []    # per array slot: its shape as int64_t[] (made at the first direct bind)
         self.result = None
-        self.dtype = None
+        self.lf_dtype = None
+        self.dtype = None   # the result's NumPy dtype name, np.dtype, shape (and as int64_t[])
+        self.np_dtype = None
         self.shape = None
+        self.shape_c = None
+        self.outs_c = None  # lf_node *[1] of the result, lf_buffer *[1] for lf_eval's output
+        self.dsts_c = None
 
     def free(self):
         g, self.graph = self.graph, None
         if g is not None:
+            # the graph reads the arrays in held: they go with it (it is
+            # never evaluated again, so freeing it later reads nothing)
             self.ctx.defer(lambda: lib.lf_graph_free(g))
+            self.held = []
 
     def __del__(self):
         try:
@@ -554,10 +565,12 @@ _sanitized = set()  # expressions the sanitizer passed
 def _check_expression(ex, sanitize):
     if not isinstance(ex, str):
         raise ValueError(f"must specify expression as a string, not {type(ex).__name__}")
+    if ex in _sanitized:
+        return  # passed the sanitizer before (its verdict does not depend on the setting)
     if sanitize is None:
         env = os.environ.get("NUMEXPR_SANITIZE")
         sanitize = bool(int(env)) if env else True
-    if sanitize and ex not in _sanitized:
+    if sanitize:
         no_ws = re.sub(r"\s+", "", ex)
         outside_quotes = re.sub(r"('[^']*')", "", no_ws)
         if _SANITIZE.search(outside_quotes):
@@ -610,14 +623,30 @@ def _run(ex, local_dict, global_dict, out, casting, ctx):
     ctx = ctx or default_context()
     body, red, axis, names = _parse(ex)
     prepared = []
+    key = [ex]
     for n in names:
-        kind, arr, scalar = _prepare(_lookup(n, local_dict, global_dict))
+        if local_dict is not None and n in local_dict:
+            value = local_dict[n]
+        elif global_dict is not None and n in global_dict:
+            value = global_dict[n]
+        else:
+            raise KeyError(n)
+        # the common case first: a C-contiguous, aligned NumPy array of a
+        # dtype lazyfuse has (bound by lf_buffer_wrap, see _bind)
+        direct = _DIRECT.get(value.dtype) if type(value) is np.ndarray else None
+        if direct is not None:
+            flags = value.flags
+            if flags.c_contiguous and flags.aligned:
+                prepared.append((n, direct[0], value, False))
+                key.append((n, direct[0], (value.shape, None)))
+                continue
+        kind, arr, scalar = _prepare(value)
         prepared.append((n, kind, arr, scalar))
+        key.append((n, kind, ("const" if _exact_double(arr) else "array0") if scalar
+                    else (tuple(arr.shape), _layout(arr))))
     if len(prepared) > 8:
         raise NotImplementedError(f"lazyfuse's evaluate takes at most 8 variables ({len(prepared)} given)")
-    key = (ex,) + tuple((n, kind, ("const" if _exact_double(arr) else "array0") if scalar
-                         else (tuple(arr.shape), _layout(arr)))
-                        for n, kind, arr, scalar in prepared)
+    key = tuple(key)
     cache = ctx.programs
     prog = cache.get(key)
     with ctx.calling():
@@ -638,6 +667,69 @@ def _input_buffer(ctx, arr):
     return Buffer.from_dlpack(ctx, arr)
 
 
+# NumPy dtype -> (numexpr kind, lf_dtype) of the arrays evaluate binds by
+# lf_buffer_wrap (native byte order: a '>f8' array is not a key)
+_DIRECT = {np.dtype(KIND_NP[k]): (k, lf_dtype_of(KIND_NP[k])) for k in KINDS}
+
+
+def _host(ctx):
+    """Whether the context's buffers are host memory (then NumPy arrays are
+    wrapped directly, and results are NumPy's own arrays)."""
+    return ctx.backend != "cuda"
+
+
+def _wrap(ctx, arr, lf, shape_c):
+    """An lf_buffer over the memory of arr, a C-contiguous, aligned NumPy
+    array of lf's dtype (lf_buffer_wrap, no release callback: whoever binds it
+    keeps arr alive while lazyfuse may read or write it)."""
+    h = lib.lf_buffer_wrap(ctx.handle, lf, arr.ndim, shape_c, ffi.NULL,
+                           ffi.from_buffer(arr, require_writable=False), ffi.NULL, ffi.NULL)
+    if h == ffi.NULL:
+        from ._buffer import _error_from_message
+        raise _error_from_message(ctx.errmsg(), "evaluate")
+    return h
+
+
+def _shape_c(shape):
+    return ffi.new("int64_t[]", list(shape)) if shape else ffi.NULL
+
+
+def _bind(ctx, prog, i, g, node, arr):
+    """Points input node (slot i of prog) at arr: a C-contiguous aligned NumPy
+    array of a direct dtype on a host context is wrapped in place
+    (lf_buffer_wrap; prog.held[i] keeps it alive until the slot is bound
+    again or the program is dropped), anything else goes through DLPack (its
+    deleter keeps the source alive). node None: make the lf_input node."""
+    direct = _DIRECT.get(arr.dtype) if type(arr) is np.ndarray and _host(ctx) else None
+    if direct is not None and arr.flags.c_contiguous and arr.flags.aligned:
+        if node is not None and prog.held[i] is arr:
+            # bound to this very array already: its memory cannot have moved
+            # while held here (NumPy's resize refuses an array with other
+            # references), and its dtype and shape are in the program's key
+            return node
+        shape_c = prog.shapes[i]
+        if shape_c is None:
+            shape_c = prog.shapes[i] = _shape_c(arr.shape)
+        h = _wrap(ctx, arr, direct[1], shape_c)
+        held = arr
+    else:
+        buf = _input_buffer(ctx, arr)
+        h = buf.handle
+        buf.handle = None  # freed here, below, not by the Buffer
+        held = None
+    try:
+        if node is None:
+            node = lib.lf_input(g, h)
+            st = lib.LF_OK
+        else:
+            st = lib.lf_input_rebind(g, node, h)
+    finally:
+        lib.lf_buffer_free(h)  # the graph holds its own reference
+    ctx.check(st, "evaluate")
+    prog.held[i] = held
+    return node
+
+
 def _build(ctx, body, red, axis, prepared):
     kinds = {n: kind for n, kind, _, _ in prepared}
     tr = _Translator(kinds)
@@ -656,14 +748,14 @@ def _build(ctx, body, red, axis, prepared):
                 node = lib.lf_const(g, lf_dtype_of(KIND_NP[kind]), float(arr))
                 if not _exact_double(arr):
                     node = _scalar_input(ctx, g, arr)
-                    prog.slots.append((name, node, "array0"))
+                    prog.slots.append((name, node, "array0", None))
                 else:
-                    prog.slots.append((name, node, "const"))
+                    prog.slots.append((name, node, "const", None))
             else:
-                buf = _input_buffer(ctx, arr)
-                node = lib.lf_input(g, buf.handle)
-                buf.free()
-                prog.slots.append((name, node, "array"))
+                prog.held.append(None)
+                prog.shapes.append(None)
+                node = _bind(ctx, prog, len(prog.held) - 1, g, None, arr)
+                prog.slots.append((name, node, "array", len(prog.held) - 1))
             inputs.append(node)
         text = f"({', '.join(tr.params.values())}) -> {e.text}"
         fn = lib.lf_fn_parse(g, text.encode())
@@ -689,8 +781,13 @@ def _build(ctx, body, red, axis, prepared):
                 node = lib.lf_cast(g, node, lf_dtype_of(want))
         check_graph(g)
         prog.result = node
-        prog.dtype = dtype_name(lib.lf_node_dtype(node))
+        prog.lf_dtype = int(lib.lf_node_dtype(node))
+        prog.dtype = dtype_name(prog.lf_dtype)
+        prog.np_dtype = np.dtype(prog.dtype)
         prog.shape = tuple(int(lib.lf_node_dim(node, i)) for i in range(lib.lf_node_ndim(node)))
+        prog.shape_c = _shape_c(prog.shape)
+        prog.outs_c = ffi.new("lf_node *[]", [node])
+        prog.dsts_c = ffi.new("lf_buffer *[]", 1)
     except BaseException:
         prog.graph = None
         lib.lf_graph_free(g)
@@ -727,12 +824,14 @@ def _scalar_input(ctx, g, arr):
 def _rebind(ctx, prog, prepared):
     by_name = {n: arr for n, _, arr, _ in prepared}
     g = prog.graph
-    for name, node, how in prog.slots:
+    for name, node, how, i in prog.slots:
         arr = by_name[name]
-        if how == "const":  # the key says the value is exact as a double
+        if how == "array":
+            _bind(ctx, prog, i, g, node, arr)
+        elif how == "const":  # the key says the value is exact as a double
             ctx.check(lib.lf_scalar_set(g, node, float(arr)), "evaluate")
         else:
-            buf = _input_buffer(ctx, arr if how == "array" else np.ascontiguousarray(arr))
+            buf = _input_buffer(ctx, np.ascontiguousarray(arr))
             st = lib.lf_input_rebind(g, node, buf.handle)
             buf.free()
             ctx.check(st, "evaluate")
@@ -757,9 +856,12 @@ def _eval(ctx, prog, out, casting):
                   and out_arr.dtype == np.dtype(prog.dtype)
                   and out_arr.flags.c_contiguous and out_arr.flags.writeable and out_arr.flags.aligned)
         if direct:
+            if _host(ctx):
+                _eval_into(ctx, prog, out_arr)
+                return out
             dst = Buffer.from_dlpack(ctx, out_arr, writable=True)
             try:
-                st = lib.lf_eval(g, 1, ffi.new("lf_node *[]", [prog.result]), ffi.new("lf_buffer *[]", [dst.handle]))
+                st = lib.lf_eval(g, 1, prog.outs_c, ffi.new("lf_buffer *[]", [dst.handle]))
                 ctx.check(st, "evaluate")
             finally:
                 dst.free()
@@ -770,8 +872,28 @@ def _eval(ctx, prog, out, casting):
     return _eval_new(ctx, prog)
 
 
+def _eval_into(ctx, prog, arr):
+    """lf_eval of prog's result into arr, a C-contiguous, aligned, writable
+    NumPy array of the result's dtype and shape, wrapped in place."""
+    h = _wrap(ctx, arr, prog.lf_dtype, prog.shape_c)
+    prog.dsts_c[0] = h
+    try:
+        st = lib.lf_eval(prog.graph, 1, prog.outs_c, prog.dsts_c)
+    finally:
+        prog.dsts_c[0] = ffi.NULL
+        lib.lf_buffer_free(h)
+    ctx.check(st, "evaluate")
+
+
 def _eval_new(ctx, prog):
+    """The result in a new array: on a host context a NumPy array of its own
+    that lazyfuse writes in place; else a lazyfuse buffer exported through
+    DLPack."""
+    if _host(ctx):
+        res = np.empty(prog.shape, prog.np_dtype)
+        _eval_into(ctx, prog, res)
+        return res
     dst = Buffer.new(ctx, prog.dtype, prog.shape)
-    st = lib.lf_eval(prog.graph, 1, ffi.new("lf_node *[]", [prog.result]), ffi.new("lf_buffer *[]", [dst.handle]))
+    st = lib.lf_eval(prog.graph, 1, prog.outs_c, ffi.new("lf_buffer *[]", [dst.handle]))
     ctx.check(st, "evaluate")
     return np.from_dlpack(dst)

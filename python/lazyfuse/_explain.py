@@ -38,9 +38,19 @@ def _one_graph(arrays, what):
     for a in arrays:
         if not isinstance(a, Array):
             raise TypeError(f"{what}: {type(a).__name__} is not a lazyfuse Array")
-    lazy = [a for a in arrays if a._graph is not None]
+    lazy = [a for a in arrays if a._graph is not None or a._buf is None]
     if len(lazy) != len(arrays):
         raise LazyfuseValueError(f"{what}: an array made by asarray has no graph (it is an input)")
+    if any(a._graph is None for a in lazy):
+        # deferred arrays (made without a graph, see _array._lazy): built into
+        # the graph of the first one that has one, else a new one
+        g = next((a._live_graph() for a in lazy if a._graph is not None), None)
+        if g is None:
+            g = lazy[0]._live_graph()
+        with g.ctx.calling():
+            for a in lazy:
+                if a._graph is None:
+                    a._graph, a._node = g, a._node_in(g)
     gs = {id(a._live_graph()) for a in lazy}
     if len(gs) != 1:
         raise LazyfuseValueError(f"{what}: the arrays belong to {len(gs)} graphs (combine them in one "

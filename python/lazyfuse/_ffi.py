@@ -138,6 +138,9 @@ lf_node *lf_reduce(lf_graph *g, int op, lf_node *x, int naxes, const int *axes, 
 lf_node *lf_broadcast_to(lf_graph *g, lf_node *x, int ndim, const int64_t *shape);
 lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts);
 lf_buffer *lf_buffer_new_like(lf_ctx *ctx, const lf_node *n);
+lf_buffer *lf_buffer_wrap(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape,
+                          const int64_t *strides, void *data, void (*release)(void *),
+                          void *release_arg);
 size_t lf_debug_live_bytes(void);
 """
 
@@ -173,6 +176,19 @@ def _load():
 
 
 lib = _load()
+
+# Releases run from finalizers (Context.defer), that is at any allocation,
+# including while cffi itself holds its non-reentrant parser lock (ffi.new or
+# ffi.cast of a type string seen for the first time). The first access of a
+# lib attribute and the first parse of a type take that lock, so everything a
+# release or a DLPack deleter touches is resolved here, once, at import: a
+# finalizer then never waits on the lock its own thread holds (it did:
+# lib.lf_graph_free resolved inside a collection in the middle of ffi.new
+# hung the interpreter).
+for _name in ("lf_graph_free", "lf_buffer_free"):
+    getattr(lib, _name)
+for _type in ("uintptr_t", "DLManagedTensor *", "DLManagedTensorVersioned *"):
+    ffi.typeof(_type)
 
 # ---- errors -------------------------------------------------------------------
 

@@ -335,6 +335,7 @@ def test_reshape_permute_expand_squeeze_flip():
     close(lf.permute_dims(a, (2, 0, 1)), np.transpose(x, (2, 0, 1)))
     close(lf.matrix_transpose(a), np.swapaxes(x, -1, -2))
     close(lf.expand_dims(a, axis=-1), x[..., None])
+    close(lf.expand_dims(a, 0), x[None])  # axis positional too (the 2023.12 signature)
     close(lf.squeeze(lf.expand_dims(a, axis=1), axis=1), x)
     close(lf.flip(a, axis=1), np.flip(x, axis=1))
     close(lf.broadcast_to(lf.asarray(np.arange(3.0).reshape(3, 1)), (2, 3, 4)),
@@ -463,7 +464,7 @@ def test_arrays_of_two_graphs_combine_and_a_failed_graph_recovers():
     x, y = rand((8,), special=False), rand((8,), special=False)
     a = lf.asarray(x) * 2          # graph 1
     b = lf.asarray(y) + 1          # graph 2
-    assert a._graph is not b._graph
+    assert a._live_graph() is not b._live_graph()  # built where deferred (see _array._lazy)
     c = a - b                      # b is rebuilt into graph 1; nothing computed
     assert a.is_lazy and b.is_lazy and c.is_lazy
     close(c, x * 2 - (y + 1))
@@ -475,6 +476,35 @@ def test_arrays_of_two_graphs_combine_and_a_failed_graph_recovers():
     assert d._graph.failed
     close(d + 1, np.exp(x) + 1)
     close(d, np.exp(x))
+
+
+def test_deferred_arrays_build_when_needed():
+    """An operation seen before on operands of the same dtypes and shapes is
+    made without a graph (no C call); its node is built when a graph needs it:
+    compute (through the program cache), explain / to_dot, and as the operand
+    of an operation whose graph is built."""
+    x, y = rand((32,), special=False), rand((32,), special=False)
+    a, b = lf.asarray(x), lf.asarray(y)
+    first = lf.exp(a) * b + 1.5
+    close(first, np.exp(x) * y + 1.5)
+    second = lf.exp(b) * a + 2.5           # the same operations on the same types
+    assert second._graph is None and second.is_lazy
+    assert lf.to_dot(second).startswith("digraph")   # builds it into a graph
+    assert second._graph is not None and second.is_lazy
+    third = lf.exp(a) * a + 0.5
+    assert third._graph is None
+    close(third, np.exp(x) * x + 0.5)      # computed by the cached program
+    assert third._graph is not None        # where it was computed
+    assert "digraph" in lf.to_dot(third)
+    fourth = lf.exp(b) * b
+    text = lf.explain(fourth, file=io.StringIO())
+    assert "kernel 0" in text
+    close(fourth, np.exp(y) * y)
+    # a deferred operand of an operation whose graph is built in C
+    d = lf.exp(a) * b
+    assert d._graph is None
+    e = lf.sort(d)
+    close(e, np.sort(np.exp(x) * y))
 
 
 def test_errors_are_core_classes():
