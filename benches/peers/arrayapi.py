@@ -118,13 +118,18 @@ def gather_rows(xp, x, idx, out=None):
     return xp.take_along_axis(x, idx, axis=1)
 
 
-def histogram(xp, x, out=None):
+def _bins(xp, x):
+    """i32(floor(x * 256)) and bincount's keywords for 256 bins (under
+    jax.jit the output's length must be static)."""
     i = xp.floor(x * 256)
     i = xp.astype(i, xp.int32) if hasattr(xp, 'astype') else i.astype(xp.int32)
-    if getattr(xp, '__name__', '').startswith('jax'):
-        # under jax.jit the output's length must be static
-        return xp.bincount(i, minlength=256, length=256)
-    return xp.bincount(i, minlength=256)
+    kw = {'length': 256} if getattr(xp, '__name__', '').startswith('jax') else {}
+    return i, dict(kw, minlength=256)
+
+
+def histogram(xp, x, out=None):
+    i, kw = _bins(xp, x)
+    return xp.bincount(i, **kw)
 
 
 def _stencil(xp, x, taps, shifts, out):
@@ -148,10 +153,8 @@ def conv1d_31(xp, x, out=None):
 
 
 def bincount2(xp, x, out=None):
-    i = xp.floor(x * 256)
-    i = xp.astype(i, xp.int32) if hasattr(xp, 'astype') else i.astype(xp.int32)
-    kw = {'length': 256} if getattr(xp, '__name__', '').startswith('jax') else {}
-    return xp.bincount(i, minlength=256, **kw), xp.bincount(i, weights=x, minlength=256, **kw)
+    i, kw = _bins(xp, x)
+    return xp.bincount(i, **kw), xp.bincount(i, weights=x, **kw)
 
 
 def embedding(xp, table, idx, out=None):

@@ -358,11 +358,9 @@ def kmeans_compare(result, ref_path, n, inputs):
     ref = np.fromfile(ref_path, dtype=np.int64)
     if got.shape != ref.shape or got.min(initial=0) < 0 or got.max(initial=0) >= c.shape[0]:
         return math.inf, 0.0, 'distance to the chosen centre'
-    rows = np.arange(x.shape[0])
     dg = ((x - c[got]) ** 2).sum(axis=1)
     dr = ((x - c[ref]) ** 2).sum(axis=1)
     d = float(np.max(np.abs(dg - dr) / np.maximum(np.maximum(dg, dr), 1e-30), initial=0.0))
-    del rows
     return d, 1e-5, 'distance to the chosen centre (float64)'
 
 
