@@ -450,6 +450,87 @@ static bool exponent_literal(const fn_expr *x, char *out, size_t cap) {
     return true;
 }
 
+/* ---- compares true over a row's interior ---------------------------------------------
+ * In the interior [jl, jh) of a split row (emit_c.c, lf_pad and lf_concat
+ * reads), a compare of the position with a constant (a padded border's
+ * mask: iota >= before && iota < before + n) is usually true throughout:
+ * the row checks that once, and the interior loop then reads 1 for it, so
+ * the loop is the shifted loads alone. Which compares: <, <=, >, >= in fn 0
+ * between an integer iota of step 1 read contiguously along the row (its
+ * value rises by one per element) and a constant or run-time scalar. The
+ * row checks that the compare holds at both ends of the interior and that
+ * the iota does not wrap between them (it rises, over fewer than 2^31
+ * elements); a monotone compare true at both ends is true in between.
+ * Where a check fails the row has no interior (jh = jl) and the border
+ * loop, which computes everything, runs the whole row. (A compare known
+ * only to be constant, read from a per-row variable, is worse: GCC
+ * unswitches the loop on it, and the versions past its limit of three do
+ * not vectorize.) */
+
+/* Whether expression i of fn f qualifies; *pos gets its iota operand. */
+static bool row_true_compare(const cg_emitter *e, int f, int i, int *pos) {
+    const fuse_kernel *kn = e->kn;
+    if (f != 0 || kn->npasses < 1) return false;
+    const lf_fn *fn = kn->passes[0].fn;
+    const fn_expr *x = &fn->exprs[i];
+    if (x->kind != EXPR_OP || (x->op != LF_OP_LT && x->op != LF_OP_LE && x->op != LF_OP_GT && x->op != LF_OP_GE))
+        return false;
+    int nl;
+    const fuse_load *ls = fuse_kernel_fn_loads(kn, 0, &nl, NULL);
+    int iota = -1;
+    for (int k = 0; k < 2; k++) {
+        const fn_expr *a = &fn->exprs[x->arg[k]];
+        if (a->kind == EXPR_CONST || a->kind == EXPR_SCALAR) continue;
+        if (a->kind != EXPR_PARAM || iota >= 0 || ls[a->param].src != FUSE_SRC_IOTA) return false;
+        const cg_access *ac = cg_load_access(e->lay, 0, a->param);
+        if (ac->load->node->kind != NODE_IOTA || !ac->iota_unit || ac->inner != CG_INNER_CONTIGUOUS ||
+            ac->param_split >= 0 || ac->param_gather >= 0 || ac->param_steps >= 0)
+            return false;
+        iota = k;
+    }
+    *pos = iota;
+    return iota >= 0;
+}
+
+/* Compare i of fn 0 at innermost index jv into out, and its iota operand's
+ * value into val. */
+static void compare_at(const cg_emitter *e, int i, int pos, const char *jv, char *out, char *val, size_t cap) {
+    const fuse_kernel *kn = e->kn;
+    const fn_expr *x = &kn->passes[0].fn->exprs[i];
+    const lf_dtype *et = kn->passes[0].etype, *ct = kn->passes[0].ctype;
+    char args[3][sizeof(expr_buf)];
+    for (int k = 0; k < 2; k++) {
+        const fn_expr *a = &kn->passes[0].fn->exprs[x->arg[k]];
+        expr_buf raw;
+        if (a->kind == EXPR_PARAM) load_value(e, cg_load_access(e->lay, 0, a->param), jv, raw, sizeof raw);
+        else if (a->kind == EXPR_SCALAR) scalar_value(e, a->param, a->cast_to, raw, sizeof raw);
+        else if (a->is_int) cg_fmt(raw, sizeof raw, "INT64_C(%" PRId64 ")", a->value.i);
+        else if (isnan(a->value.f)) cg_fmt(raw, sizeof raw, "%sNAN", signbit(a->value.f) ? "-" : "");
+        else if (isinf(a->value.f)) cg_fmt(raw, sizeof raw, "%sINFINITY", a->value.f < 0 ? "-" : "");
+        else cg_fmt(raw, sizeof raw, "%a", a->value.f);
+        if (k == pos) cg_fmt(val, cap, "%s", raw);
+        convert(args[k], sizeof args[k], raw, et[x->arg[k]], ct[i]);
+    }
+    op_expr(out, cap, x->op, ct[i], args);
+}
+
+void cg_declare_row_true_compares(cg_emitter *e) {
+    const fuse_kernel *kn = e->kn;
+    if (kn->npasses < 1) return;
+    int saved = e->split;
+    e->split = 0; /* the iota is not a split read: its plain value */
+    for (int i = 0; i < kn->passes[0].fn->nexprs; i++) {
+        int pos;
+        if (!row_true_compare(e, 0, i, &pos)) continue;
+        expr_buf lo, hi, vlo, vhi;
+        compare_at(e, i, pos, "jl", lo, vlo, sizeof lo);
+        compare_at(e, i, pos, "(jh - 1)", hi, vhi, sizeof hi);
+        cg_line(e, "if (jl < jh && (jh - jl > INT32_MAX || (%s) > (%s) || !%s || !%s)) jh = jl; /* expression %d */",
+                vlo, vhi, lo, hi, i);
+    }
+    e->split = saved;
+}
+
 /* Emits fn f (region f of the kernel) at innermost index jv, its
  * expressions named <prefix>v<i>. */
 static void emit_fn(cg_emitter *e, int f, const char *jv, acc_form form, const char *prefix) {
@@ -517,6 +598,13 @@ static void emit_fn(cg_emitter *e, int f, const char *jv, acc_form form, const c
         }
         case EXPR_OP: {
             const op_info *oi = &graph_ops[x->op];
+            int pos;
+            if (e->split == 2 && row_true_compare(e, f, i, &pos)) { /* checked per row */
+                cg_fmt(v, sizeof v, "1");
+                cg_fmt(notebuf, sizeof notebuf, " /* %s, true in the interior */", oi->text);
+                note = notebuf;
+                break;
+            }
             char args[3][sizeof(expr_buf)];
             for (int k = 0; k < oi->arity; k++) {
                 expr_buf a;

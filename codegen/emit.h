@@ -71,6 +71,11 @@ const char *cg_vtype(const cg_emitter *e, lf_dtype t);
 /* Whether access a belongs to region reg (an fn index; stores: the
  * elementwise body, the epilogue's or the row pass's). */
 bool cg_in_region(const cg_emitter *e, const cg_access *a, int reg);
+/* Per row of a split elementwise row (after jl, jh): the check that the
+ * compares of the position with a constant hold over the whole interior
+ * (the interior loop reads 1 for them), shrinking the interior to nothing
+ * where one does not (emit.c explains the rule). */
+void cg_declare_row_true_compares(cg_emitter *e);
 /* Loads of region reg invariant in the innermost loop, as h<a> locals. */
 void cg_hoist_invariants(cg_emitter *e, int reg);
 /* Unravels flat index `flat` over loop axes first .. first+n-1. */

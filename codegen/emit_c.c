@@ -128,6 +128,7 @@ static void declare_split_row(cg_emitter *e) {
         cg_line(e, "if (rr%d.hi < jh) jh = rr%d.hi;", i, i);
     }
     cg_line(e, "if (jh < jl) jh = jl;");
+    cg_declare_row_true_compares(e);
 }
 
 /* The loop over row elements [lo, hi) running the body: with split reads,

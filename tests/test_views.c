@@ -1034,3 +1034,65 @@ Test(views, split_pad_reads) {
         lf_graph_free(gg);
     }
 }
+
+/* The compares of the position that a split row reads as true in its
+ * interior (codegen/emit.c, "compares true over a row's interior"): a pad
+ * along the rows combined with a user's mask on an arange of the padded
+ * row, where the mask is true over the whole interior, false over it,
+ * changes inside it, or runs on an i32 arange that wraps past INT32_MAX;
+ * each compare direction, i32 and i64. The row must fall back to its
+ * border loop wherever the mask is not true throughout: checked bit for
+ * bit against the reference evaluator. */
+Test(views, split_pad_reads_with_position_masks) {
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    o.backend = LF_BACKEND_REFERENCE;
+    lf_ctx *ref = lf_ctx_new(&o);
+    cr_assert(ref != NULL, "%s", lf_errmsg(NULL));
+    static const lf_op ops[] = {LF_OP_LT, LF_OP_LE, LF_OP_GT, LF_OP_GE};
+    for (int round = 0; round < 48; round++) {
+        int64_t rows = tu_randint(1, 4), n = tu_randint(2, 70), before = tu_randint(0, 5), after = tu_randint(0, 5);
+        int64_t e = n + before + after;
+        bool wrap = round % 6 == 5;
+        lf_dtype it = wrap || round % 2 ? LF_I32 : LF_I64;
+        double start = wrap ? (double)INT32_MAX - (double)tu_randint(0, e) : (double)tu_randint(-3, 3);
+        int64_t k; /* the mask's threshold: around the interior, or inside it */
+        switch (round % 4) {
+        case 0: k = (int64_t)start - 10; break;
+        case 1: k = (int64_t)start + e + 10; break;
+        default: k = (int64_t)start + tu_randint(0, e); break;
+        }
+        lf_op op = ops[tu_randint(0, 3)];
+        lf_graph *gg[2];
+        lf_node *y[2];
+        double *x = malloc((size_t)(rows * n) * sizeof *x);
+        cr_assert(x != NULL);
+        for (int64_t i = 0; i < rows * n; i++) x[i] = (double)(i * 7 % 11) - 5 + 0.5;
+        for (int w = 0; w < 2; w++) {
+            lf_ctx *c = w ? ref : ctx;
+            gg[w] = lf_graph_new(c);
+            lf_node *in = lf_input(gg[w], tu_buf(c, LF_F64, 2, (int64_t[]){rows, n}, x));
+            lf_node *p = lf_pad(gg[w], in, (int64_t[]){0, before}, (int64_t[]){0, after}, LF_PAD_CONSTANT, 0.25);
+            lf_node *pos = lf_reshape(gg[w], lf_arange(gg[w], it, start, start + (double)e, 1), 2, (int64_t[]){1, e});
+            lf_node *kc = lf_const(gg[w], it, (double)k);
+            lf_node *mask = lf_apply(gg[w], op, pos, kc, NULL);
+            y[w] = lf_add(gg[w], lf_select(gg[w], mask, p, lf_const(gg[w], LF_F64, -1)),
+                          lf_mul(gg[w], p, lf_const(gg[w], LF_F64, 2)));
+            cr_assert(y[w] != NULL, "%s", lf_errmsg(c));
+        }
+        char what[200];
+        snprintf(what, sizeof what, "round %d: [%lld, %lld] padded %lld + %lld, %s arange from %.0f, op %d, k %lld",
+                 round, (long long)rows, (long long)n, (long long)before, (long long)after,
+                 it == LF_I32 ? "i32" : "i64", start, (int)op, (long long)k);
+        lf_buffer *got = tu_eval1(ctx, gg[0], y[0]), *want = tu_eval1(ref, gg[1], y[1]);
+        double *a = tu_read_raw(got), *b = tu_read_raw(want);
+        cr_assert(memcmp(a, b, (size_t)(rows * e) * sizeof *a) == 0, "%s: the compiled result differs from the reference",
+                  what);
+        free(a), free(b), free(x);
+        lf_buffer_free(got);
+        lf_buffer_free(want);
+        lf_graph_free(gg[0]);
+        lf_graph_free(gg[1]);
+    }
+    lf_ctx_destroy(ref);
+}
