@@ -88,8 +88,9 @@ bool dc_nan_same(lf_dtype t, const void *a, const void *b) {
  * inexact value is not bounded in relative terms: a cancelling one shows as
  * a mismatch, and only a cancelling float sum of the cone excuses it
  * (dc_conditioning's noise); an exempt function whose result cancels later
- * is not excused and would fail (none did in the runs of the commit that
- * added this, see the log). */
+ * is not excused here: test_fusion's differential then runs the same graph
+ * compiled without libmvec (its scalar_math_ctx), which must match the
+ * reference with no allowance for exempt functions. */
 enum { DC_K = 32 };
 
 double dc_rel_bound(const dc_cone *c, double rho) {
