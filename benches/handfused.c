@@ -23,6 +23,10 @@
  * lazyfuse's by rounding only; lazyfuse-bench checks them against lazyfuse's
  * fused output at the peers' tolerance, 1e-3.
  *
+ * The stencils sum their taps in the graph's order (acc + x * w, tap after
+ * tap), so their results are lazyfuse's bit for bit; their tap loops are
+ * unrolled so that each output's sum stays in a register.
+ *
  * Every case does its whole work in one pass over memory: elementwise cases
  * read each input once and write the output once; the row cases read a row
  * from memory once and make their further passes over it (max / mean,
@@ -127,12 +131,57 @@ static void layer_norm(const hf_args *a, int64_t lo, int64_t hi) {
     }
 }
 
+/* The stencils' weights, as tools/seed_examples.c's seed_stencil_weight
+ * (the same float: (t + 1) / (taps (taps + 1) / 2) rounded once). */
+static float stencil_weight(int t, int taps) { return (float)(t + 1) / (float)(taps * (taps + 1) / 2); }
+
+enum { CONV_TAPS = 31 };
+
+/* 31-tap convolution: each output's taps in tap order (acc = acc + x[i + t]
+ * * w[t], as the graph sums them), the tap loop unrolled so that GCC
+ * vectorizes across outputs with the sums in registers: 31 loads, products
+ * and sums per vector of outputs and one store. */
+static void conv1d_31(const hf_args *a, int64_t lo, int64_t hi) {
+    const float *restrict x = a->in[0];
+    float *restrict out = a->out;
+    float w[CONV_TAPS];
+    for (int t = 0; t < CONV_TAPS; t++) w[t] = stencil_weight(t, CONV_TAPS);
+    for (int64_t i = lo; i < hi; i++) {
+        float acc = x[i] * w[0];
+#pragma GCC unroll 32
+        for (int t = 1; t < CONV_TAPS; t++) acc = acc + x[i + t] * w[t];
+        out[i] = acc;
+    }
+}
+
+/* 5x5 stencil of an n x n image given padded to (n + 4)^2 (cols = n), row
+ * by row: each output's 25 taps in tap order (row dy, column dx), unrolled,
+ * vectorized across the row with the sums in registers; the 5 input rows a
+ * row reads (5 (n + 4) floats) stay in L1/L2 for the next rows. */
+static void stencil5x5(const hf_args *a, int64_t lo, int64_t hi) {
+    int64_t n = a->cols, np = n + 4;
+    float w[25];
+    for (int t = 0; t < 25; t++) w[t] = stencil_weight(t, 25);
+    for (int64_t r = lo; r < hi; r++) {
+        const float *restrict x = a->in[0] + r * np;
+        float *restrict y = a->out + r * n;
+        for (int64_t j = 0; j < n; j++) {
+            float acc = x[j] * w[0];
+#pragma GCC unroll 32
+            for (int t = 1; t < 25; t++) acc = acc + x[(t / 5) * np + j + t % 5] * w[t];
+            y[j] = acc;
+        }
+    }
+}
+
 static const hf_case hf_cases[] = {
-    {"gaussian_pdf", gaussian_pdf, 1, 0},
-    {"polar_distance", polar_distance, 4, 0},
-    {"hypot", hypot_steps, 2, 0},
-    {"softmax_rows", softmax_rows, 1, 1},
-    {"layer_norm", layer_norm, 3, 1},
+    {"gaussian_pdf", gaussian_pdf, 1, 0, 0, 0},
+    {"polar_distance", polar_distance, 4, 0, 0, 0},
+    {"hypot", hypot_steps, 2, 0, 0, 0},
+    {"softmax_rows", softmax_rows, 1, 1, 0, 0},
+    {"layer_norm", layer_norm, 3, 1, 0, 0},
+    {"conv1d_31", conv1d_31, 1, 0, 1, CONV_TAPS - 1},
+    {"stencil5x5", stencil5x5, 1, 1, 2, 4},
 };
 
 const hf_case *hf_find(const char *name) {

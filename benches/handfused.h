@@ -1,8 +1,8 @@
 /* benches/handfused.h: the c_handfused references of lazyfuse-bench.
  *
  * For each transcendental case (gaussian_pdf, polar_distance, hypot,
- * softmax_rows, layer_norm) a hand-written C loop that does the whole case
- * in one pass over memory, compiled apart with -O3 -march=native and calling
+ * softmax_rows, layer_norm) and the stencils (stencil5x5, conv1d_31) a
+ * hand-written C loop that does the whole case in one pass over memory, compiled apart with -O3 -march=native and calling
  * glibc's vector math library (libmvec), so that the sin/cos/exp calls
  * vectorize: what a careful C programmer writes, as the floor lazyfuse's
  * fused kernel is measured against (issue 16). The benchmark splits the
@@ -19,7 +19,7 @@
 typedef struct hf_args {
     float *out;            /* the output, as lazyfuse's (C order) */
     const float *in[4];    /* the case's inputs, in the seed builder's order */
-    int64_t cols;          /* row cases: the row length; else unused */
+    int64_t cols;          /* row cases: the (output) row length; else unused */
 } hf_args;
 
 /* Computes elements lo..hi (elementwise cases) or rows lo..hi (row cases)
@@ -31,6 +31,10 @@ typedef struct hf_case {
     hf_range_fn run;
     int ninputs;           /* in[0 .. ninputs) */
     int rows;              /* 1: the range counts rows of cols; 0: elements */
+    int halo_dims;         /* stencils: the input is the output grown by halo
+                              along its last halo_dims axes (1: a line, 2: a
+                              square image); 0: the input's shape is the output's */
+    int halo;
 } hf_case;
 
 /* The reference of case name, or NULL. */

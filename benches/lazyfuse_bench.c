@@ -17,7 +17,7 @@
  * that benches/peers/ can check other systems against lazyfuse.
  * Issue 16: the copy is measured twice at every n, STREAM's loop and with
  * non-temporal stores (--copy picks the % copy reference); the
- * transcendental cases run beside c_handfused, a hand-written one-pass C
+ * transcendental cases and the stencils run beside c_handfused, a hand-written one-pass C
  * loop (benches/handfused.c, -O3 -march=native, libmvec) on the same
  * threads, timed interleaved with lazyfuse's eval; --matmul-n takes a list
  * of sides for the contraction cases.
@@ -1228,8 +1228,8 @@ static bool run_inplace_axpy(const options *o, const bench_case *c, bool fused, 
 }
 
 /* ---- c_handfused: the hand-written references (handfused.c) -----------------
- * For gaussian_pdf, polar_distance, hypot, softmax_rows and layer_norm, in
- * the fused mode on the CPU backend: handfused.c's one-pass C loop on the
+ * For gaussian_pdf, polar_distance, hypot, softmax_rows, layer_norm,
+ * stencil5x5 and conv1d_31, in the fused mode on the CPU backend: handfused.c's one-pass C loop on the
  * same inputs, split over --threads threads as stream_copy is (a team made
  * once, static chunks of the elements or rows), timed in the same
  * repetitions as lazyfuse's eval, interleaved (each first in turn, after an
@@ -1260,6 +1260,8 @@ static const struct {
     {"softmax_rows", {{9, -4, 4, false}}},
     {"layer_norm", {{SEED_LAYER_NORM_X, SEED_LAYER_NORM_X_LO, SEED_LAYER_NORM_X_HI, false},
                     {SEED_LAYER_NORM_GAMMA, 0.5f, 1.5f, true}, {SEED_LAYER_NORM_BETA, -1, 1, true}}},
+    {"conv1d_31", {{SEED_CONV1D_X, -1, 1, false}}},
+    {"stencil5x5", {{SEED_STENCIL5X5_X, -1, 1, false}}},
 };
 
 #ifdef LF_BENCH_HANDFUSED
@@ -1273,7 +1275,8 @@ static void hf_team_fn(const team *t, int64_t lo, int64_t hi) {
 /* Runs case c's reference beside lazyfuse's eval of (g, outs, dst), after
  * run_case's timed evals (r holds their results, host[0] the output);
  * fills r->hand. cols: the row length (row cases); numel: the main input's
- * element count. Nothing when the case has no reference. */
+ * element count (the stencils': the output's). Nothing when the case has no
+ * reference. */
 static void run_handfused(const options *o, const bench_case *c, lf_ctx *ctx, lf_graph *g, int nout, lf_node *const *outs,
                           lf_buffer *const *dst, int64_t numel, int64_t cols, run_result *r) {
     int k = -1;
@@ -1289,12 +1292,25 @@ static void run_handfused(const options *o, const bench_case *c, lf_ctx *ctx, lf
 #else
     const hf_case *hc = hf_find(c->name);
     if (!hc || !r->host[0] || r->dtype[0] != LF_F32) return;
+    /* stencils: the input is the output (numel elements) and its halo */
+    int64_t out_numel = numel, in_numel = numel;
+    if (hc->halo_dims == 1) in_numel = numel + hc->halo;
+    if (hc->halo_dims == 2) {
+        int64_t side = (int64_t)llround(sqrt((double)numel));
+        in_numel = (side + hc->halo) * (side + hc->halo);
+        cols = side;
+    }
+    if (out_numel != r->numel[0]) {
+        fprintf(stderr, PROG ": %s: c_handfused: the reference's output has %" PRId64 " elements, lazyfuse's %" PRId64
+                        "\n", c->name, out_numel, r->numel[0]);
+        return;
+    }
     hf_args a = {.cols = cols};
     float *in[4] = {NULL};
-    bool ok = (a.out = malloc((size_t)(numel ? numel : 1) * sizeof(float))) != NULL;
+    bool ok = (a.out = malloc((size_t)(out_numel ? out_numel : 1) * sizeof(float))) != NULL;
     for (int i = 0; ok && i < hc->ninputs; i++) {
         const hf_input *s = &hf_inputs[k].in[i];
-        int64_t len = s->row_vector ? cols : numel;
+        int64_t len = s->row_vector ? cols : in_numel;
         ok = (in[i] = malloc((size_t)(len ? len : 1) * sizeof(float))) != NULL;
         if (ok) seed_fill_f32(in[i], len, s->lo, s->hi, s->seed);
         a.in[i] = in[i];
@@ -1304,7 +1320,7 @@ static void run_handfused(const options *o, const bench_case *c, lf_ctx *ctx, lf
     ok = t && team_start(&tm, o->nthreads, "c_handfused");
     if (ok) {
         const void *job[2] = {hc, &a};
-        int64_t range = hc->rows ? numel / (cols ? cols : 1) : numel;
+        int64_t range = hc->rows ? out_numel / (cols ? cols : 1) : out_numel;
         /* first touch of the output by the team, and a warm-up */
         team_run(&tm, hf_team_fn, (void *)job, range);
         for (int rep = 0; ok && rep < r->reps; rep++)
@@ -1331,7 +1347,7 @@ static void run_handfused(const options *o, const bench_case *c, lf_ctx *ctx, lf
         r->hand.median_s = median(t + r->reps, r->reps);
         r->hand.reps = r->reps;
         r->hand.threads = o->nthreads;
-        r->hand.diff = max_rel_diff(a.out, r->host[0], LF_F32, numel);
+        r->hand.diff = max_rel_diff(a.out, r->host[0], LF_F32, out_numel);
         r->hand.check_ok = r->hand.diff <= HANDFUSED_TOL;
         if (!r->hand.check_ok)
             fprintf(stderr, PROG ": warning: %s: c_handfused differs from lazyfuse fused by %.3g (relative) > %g\n",
