@@ -204,15 +204,27 @@
  * (fuse_plan_merges; fuse_schedule.merge_work counts the steps). A
  * kernel's latest fold root (join_epilogue) is kept with its list, and a
  * leaf's load counts for the victim search are set when it is derived.
- * What stays quadratic (issue 26, item 1, open): each round still passes
- * over every node a few times (changed roots, costs, the shared rule's
- * candidates) and the victim search walks the whole instance list of the
- * first kernel past a load cap (for an accumulation or zipwith chain, the
- * output's kernel holding everything above the last victim: about 60% of
- * zip8:30000), so planning costs about rounds x (nodes + that list); and
- * a chain of row normalisations derives, in its first round, every
- * reduction's chain beneath it (quadratic instances and memory) before
- * the rule makes the shared nodes roots, one level a round.
+ * The victim search's counts of every instance are kept with the lists
+ * (computed for the re-derived part and carried up through each
+ * instance's users while they change; every count past a cap is one
+ * value, so a change stops a few levels up) and each kernel's candidates
+ * sit in a heap (plan_merge.c; fuse_schedule.victim_work counts it). The
+ * nodes the rounds make roots are recorded (fuse_make_root: roots are
+ * only added), so find_instances, the costs and the merges visit those
+ * only; the loops over kernels visit the needed roots through a bitset
+ * (fuse_next_root); the shared rule looks only at the nodes with two
+ * instances or more that are still expensive; each kernel's load leaves
+ * are kept in an array of their own (fuse_load_leaf), so a root's own
+ * loads and leaf summary do not walk its inlined instances.
+ * What stays quadratic (issue 26, item 1, open): the shared rule still
+ * checks every expensive shared node each round (a chain of diamonds has
+ * O(nodes) of them and one level becomes a root a round: 44% of
+ * diamond:30000 under perf), the merges (16% there, not broken down
+ * further) and each re-derived list is copied whole (O(its length) a
+ * round: 5%); and a chain of row normalisations
+ * derives, in its first round, every reduction's chain beneath it
+ * (quadratic instances and memory) before the rule makes the shared nodes
+ * roots, one level a round.
  *
  * Invariants (see fusion.h for what a schedule guarantees): instance
  * records live in a scratch arena kept across rounds (reset when the records
