@@ -323,6 +323,11 @@ typedef struct fuse_schedule {
                                       rounds: what each round forms again
                                       (resumed from the lowest changed root,
                                       plan_merge.c) */
+    uint64_t victim_work;          /* instances whose victim counts were
+                                      computed, plus the candidates and
+                                      instances the victim search read, all
+                                      rounds (the counts are kept with the
+                                      lists, plan_merge.c) */
 } fuse_schedule;
 
 /* Plans outs[0..n) of g (checked by graph_check_outputs). fusion false gives

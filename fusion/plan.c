@@ -204,15 +204,27 @@
  * (fuse_plan_merges; fuse_schedule.merge_work counts the steps). A
  * kernel's latest fold root (join_epilogue) is kept with its list, and a
  * leaf's load counts for the victim search are set when it is derived.
- * What stays quadratic (issue 26, item 1, open): each round still passes
- * over every node a few times (changed roots, costs, the shared rule's
- * candidates) and the victim search walks the whole instance list of the
- * first kernel past a load cap (for an accumulation or zipwith chain, the
- * output's kernel holding everything above the last victim: about 60% of
- * zip8:30000), so planning costs about rounds x (nodes + that list); and
- * a chain of row normalisations derives, in its first round, every
- * reduction's chain beneath it (quadratic instances and memory) before
- * the rule makes the shared nodes roots, one level a round.
+ * The victim search's counts of every instance are kept with the lists
+ * (computed for the re-derived part and carried up through each
+ * instance's users while they change; every count past a cap is one
+ * value, so a change stops a few levels up) and each kernel's candidates
+ * sit in a heap (plan_merge.c; fuse_schedule.victim_work counts it). The
+ * nodes the rounds make roots are recorded (fuse_make_root: roots are
+ * only added), so find_instances, the costs and the merges visit those
+ * only; the loops over kernels visit the needed roots through a bitset
+ * (fuse_next_root); the shared rule looks only at the nodes with two
+ * instances or more that are still expensive; each kernel's load leaves
+ * are kept in an array of their own (fuse_load_leaf), so a root's own
+ * loads and leaf summary do not walk its inlined instances.
+ * What stays quadratic (issue 26, item 1, open): the shared rule still
+ * checks every expensive shared node each round (a chain of diamonds has
+ * O(nodes) of them and one level becomes a root a round: 44% of
+ * diamond:30000 under perf), the merges (16% there, not broken down
+ * further) and each re-derived list is copied whole (O(its length) a
+ * round: 5%); and a chain of row normalisations
+ * derives, in its first round, every reduction's chain beneath it
+ * (quadratic instances and memory) before the rule makes the shared nodes
+ * roots, one level a round.
  *
  * Invariants (see fusion.h for what a schedule guarantees): instance
  * records live in a scratch arena kept across rounds (reset when the records
@@ -254,12 +266,46 @@
 #include "fusion/plan.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 lf_status fuse_nomem(planner *p) {
     return graph_error(p->g->ctx, LF_ERR_NOMEM, "eval: out of memory while planning fusion");
+}
+
+bool fuse_make_root(planner *p, int id) {
+    if (p->root[id]) return true;
+    p->root[id] = true;
+    p->rchg[p->nrchg++] = id;
+    if (p->needed[id]) p->rbits[id >> 6] |= (uint64_t)1 << (id & 63);
+    return true;
+}
+
+int fuse_next_root(const planner *p, int id) {
+    if (id >= p->nn) return p->nn;
+    int w = id >> 6;
+    uint64_t b = p->rbits[w] & (~(uint64_t)0 << (id & 63));
+    while (!b) {
+        if (++w >= (p->nn + 63) >> 6) return p->nn;
+        b = p->rbits[w];
+    }
+    int r = (w << 6) + __builtin_ctzll(b);
+    return r < p->nn ? r : p->nn;
+}
+
+static int int_cmp(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+int fuse_new_roots(planner *p, int *cur, int *out) {
+    int n = p->nrchg - *cur;
+    memcpy(out, p->rchg + *cur, (size_t)n * sizeof *out);
+    *cur = p->nrchg;
+    qsort(out, (size_t)n, sizeof *out, int_cmp);
+    return n;
 }
 
 /* A node whose use in kernel k is a load or a scalar, not inlined code. */
@@ -355,6 +401,23 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     p->mdiff = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->mdiff);
     p->mdirty = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->mdirty);
     p->gc_ids = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->gc_ids);
+    p->vheap = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->vheap);
+    p->kleaf = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kleaf);
+    p->kleafn = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kleafn);
+    p->kleafcap = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kleafcap);
+    if (!p->kleaf || !p->kleafn || !p->kleafcap) return fuse_nomem(p);
+    p->vlen = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->vlen);
+    p->vcap = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->vcap);
+    p->rchg = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->rchg);
+    p->rbits = fuse_scratch_calloc(K, ((size_t)nn + 63) / 64 + 1, sizeof *p->rbits);
+    p->itop = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->itop);
+    p->mlist = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->mlist);
+    p->inml = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->inml);
+    p->bmark = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->bmark);
+    p->bval = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->bval);
+    if (!p->vheap || !p->vlen || !p->vcap || !p->rchg || !p->rbits || !p->itop || !p->mlist || !p->inml ||
+        !p->bmark || !p->bval)
+        return fuse_nomem(p);
     if (!p->cmap || !p->lsum || !p->kfits || !p->kfold || !p->kown || !p->mdiff || !p->mdirty || !p->gc_ids)
         return fuse_nomem(p);
     if (!p->first || !p->ninst || !p->iroot || !p->klist || !p->kcount || !p->kops || !p->kops64)
@@ -410,6 +473,8 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     fuse_gather_fixed_roots(p);
     fuse_scatter_fixed_roots(p);
     fuse_sort_fixed_roots(p);
+    for (int id = 0; id < nn; id++) /* the needed roots so far; the rounds add theirs (fuse_make_root) */
+        if (p->needed[id] && p->root[id]) p->rbits[id >> 6] |= (uint64_t)1 << (id & 63);
     /* rounds: instances, kernels (merges), shared expensive nodes, splits */
     for (;;) {
         lf_status st;
@@ -426,7 +491,7 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
         }
         int victim = fuse_find_victim(p);
         if (victim >= 0) {
-            p->root[victim] = true;
+            fuse_make_root(p, victim);
             continue;
         }
         if (!fuse_split_big(p)) break;
@@ -483,6 +548,9 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     graph_free(p.iheap);
     graph_free(p.idone);
     for (int k = 0; p.klist && k < p.nn; k++) graph_free(p.klist[k]);
+    for (int k = 0; p.vheap && k < p.nn; k++) graph_free(p.vheap[k]);
+    for (int k = 0; p.kleaf && k < p.nn; k++) graph_free(p.kleaf[k]);
+    graph_free(p.vq);
     fuse_scratch_free(&p.mar);
     graph_free(p.mrecs);
     graph_free(p.mbuf);
@@ -497,6 +565,7 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     s->scan_work = p.scan_work;
     s->inst_work = p.inst_work;
     s->merge_work = p.merge_work;
+    s->victim_work = p.victim_work;
     s->scan_max = p.scan_max;
     s->rounds = p.rounds;
     *out = s;

@@ -87,8 +87,31 @@ struct inst {
     const void *nkey;        /* victims: the one slot all those loads read
                                 (pload.key), NULL when none yet (constants
                                 only), a sentinel (KEY_MIXED, plan_merge.c)
-                                when several or not slots */
+                                when several or not slots. nload and nbuf
+                                are capped at GRAPH_MAX_PARAMS + 1 and
+                                LF_MAX_ARGS + 1 (only "fits" and the order of
+                                fitting ones are asked) and kept up to date
+                                with the lists (fuse_victim_counts) */
+    bool dead;               /* taken back (remove_inst); the record stays in p->iar */
+    struct iuse *users;      /* the instances whose in[] holds this one (a
+                                record per use; plan_vertical.c keeps it to
+                                the live ones where it reads it) */
+    uint64_t vmark;          /* p->vstamp when queued for new victim counts */
 };
+
+/* One use of an instance: its user (plan_vertical.c, the victim counts). */
+typedef struct iuse {
+    inst *user;
+    struct iuse *next;
+} iuse;
+
+/* An entry of a kernel's victim candidates (fuse_find_victim): an inlined
+ * instance that fitted with nload loads when it was pushed; valid while it
+ * still does with the same count. */
+typedef struct vcand {
+    int nload, id;           /* the order: more loads, then the higher node */
+    inst *i;
+} vcand;
 
 /* A load being collected: source identity and index map. */
 typedef struct pload {
@@ -140,6 +163,13 @@ typedef struct planner {
     size_t hcap, hcount;     /* buckets (a power of two) and instances in them */
     inst ***klist;           /* per root: its kernel's instances by node id */
     int *kcount;             /* per root: their number */
+    inst ***kleaf;           /* per root: the leaves of its list that are
+                                loads (leaf, nload), in reverse list order,
+                                so that a round's change (the nodes at or
+                                below the highest changed one: the end of
+                                this array) is cut off and appended to in
+                                place; read with fuse_load_leaf */
+    int *kleafn, *kleafcap;  /* their number and room */
     int *kfold;              /* per root: the latest fold root among its
                                 list's nodes but itself (join_epilogue), -1
                                 none; kept with the list (find_instances) */
@@ -154,6 +184,33 @@ typedef struct planner {
                                 iids[ioff[id] .. ioff[id+1]) */
     int *gc_ids;             /* the needed gathers and contractions */
     int ngc;
+    vcand **vheap;           /* per root: its victim candidates, a max-heap
+                                by (nload, id) with stale entries dropped
+                                when they reach the top (plan_merge.c) */
+    int *vlen, *vcap;        /* their lengths and capacities */
+    bool vfail;              /* a victim heap ran out of memory */
+    uint64_t vstamp;         /* the current propagation of victim counts */
+    inst **vq;               /* its queue: a min-heap by node id */
+    size_t vqlen, vqcap;
+    int *rchg;               /* the nodes the rounds made roots, in order
+                                (fuse_make_root; roots are only added) */
+    int nrchg;
+    int icur, ccur, mcur;    /* how much of rchg find_instances,
+                                fuse_compute_costs and the merges have read */
+    uint64_t *rbits;         /* the needed roots, a bit per node: the loops
+                                over kernels visit them only (fuse_next_root) */
+    int *itop;               /* find_instances: per kernel, its highest
+                                changed node + 1 (zero between calls) */
+    int *mlist;              /* nodes with two instances or more since they
+                                were listed, the shared rule's candidates
+                                (fuse_add_shared_roots keeps it) */
+    int nmlist;
+    bool *inml;              /* per node: in mlist */
+    unsigned *bmark;         /* the shared rule: per node, the call (bstamp)
+                                that found bval, "a candidate is inlined
+                                beneath it" */
+    bool *bval;
+    unsigned bstamp;
     bool *kfits;             /* per root: its loads were found within the
                                 caps (fuse_find_victim) and its list has not
                                 changed since (find_instances clears it) */
@@ -192,6 +249,7 @@ typedef struct planner {
     bool mfail;              /* the undo log ran out of memory */
     size_t mbytes, mwaste;   /* bytes taken from p->mar, and of them those of
                                 merge steps undone since it was reset */
+    uint64_t victim_work;    /* fuse_schedule.victim_work */
     uint64_t merge_work;     /* roots the merges processed over all rounds:
                                 fuse_schedule.merge_work */
     uint64_t scan_work;      /* instances and loads the merges' scans of roots
@@ -253,6 +311,16 @@ typedef struct park {
 
 /* ---- plan.c ---- */
 lf_status fuse_nomem(planner *p);
+/* The t-th load leaf of kernel k's list, in list order (t < p->kleafn[k]). */
+static inline inst *fuse_load_leaf(const planner *p, int k, int t) { return p->kleaf[k][p->kleafn[k] - 1 - t]; }
+/* Makes node id a root (rounds only; roots are never taken back there),
+ * recording it for the incremental steps (p->rchg, p->rbits). Returns true. */
+bool fuse_make_root(planner *p, int id);
+/* The first needed root at or after id, or p->nn (p->rbits). */
+int fuse_next_root(const planner *p, int id);
+/* The nodes made roots since *cur (p->rchg), ascending, into out (room for
+ * p->nn); moves *cur to the end. Returns how many. */
+int fuse_new_roots(planner *p, int *cur, int *out);
 /* A node whose use in kernel k is a load or a scalar, not inlined code. */
 bool fuse_is_leaf(const planner *p, const lf_node *n, int k);
 
@@ -316,6 +384,13 @@ lf_status fuse_plan_merges(planner *p);
 int fuse_find_victim(planner *p);
 /* A leaf instance's load count, buffers and slot key for fuse_find_victim. */
 void fuse_victim_leaf(const planner *p, inst *i);
+/* A non-leaf instance's counts from its inputs' (capped, see inst.nload),
+ * and i offered to its kernel's candidates if it is one; whether the counts
+ * changed. */
+bool fuse_victim_counts(planner *p, inst *i);
+/* Offers instance i to its kernel's victim candidates if it is one (false
+ * only when out of memory: p->vfail). */
+bool fuse_victim_offer(planner *p, inst *i);
 /* Splits the kernels with more than FUSE_MAX_OPS operations: walking a
  * kernel's inlined map instances in node order (producers first) and
  * counting their fns' operations, the last node before the count would pass

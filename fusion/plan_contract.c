@@ -47,7 +47,7 @@ bool fuse_contract_roots(planner *p) {
         int id = p->gc_ids[g];
         graph_contract c;
         if (p->needed[id] && !p->root[id] && graph_contraction(p->g->nodes[id], &c) && p->root[c.map->id])
-            added = p->root[id] = true;
+            added = fuse_make_root(p, id);
     }
     return added;
 }

@@ -82,7 +82,7 @@ int fuse_gather_roots(planner *p) {
         if (!p->needed[id] || n->kind != NODE_GATHER || p->root[id]) continue;
         for (const inst *i = p->first[id]; i; i = i->next_node)
             if (!map_covers(i->map, n->numel)) {
-                p->root[id] = true;
+                fuse_make_root(p, id);
                 added++;
                 break;
             }

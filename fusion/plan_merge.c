@@ -137,7 +137,7 @@ typedef struct scan {
 enum { SUM_TAB = 256 };
 typedef struct leafsum {
     int n;                              /* entries so far */
-    int next;                           /* next instance of the kernel's list to read */
+    int next;                           /* next load leaf of the kernel's list to read */
     bool over;                          /* more than GRAPH_MAX_PARAMS + 1 distinct loads */
     pload ls[GRAPH_MAX_PARAMS + 1];
     signed char tab[SUM_TAB];           /* entries by hash of (source, identity, map), -1 empty */
@@ -176,11 +176,11 @@ void fuse_kernel_changed(planner *p, int k) {
 
 /* Whether root e's summary has entry j, reading e's instances up to it. */
 static bool sum_entry(planner *p, int e, leafsum *s, int j) {
-    while (s->n <= j && !s->over && s->next < p->kcount[e]) {
-        const inst *i = p->klist[e][s->next++];
+    while (s->n <= j && !s->over && s->next < p->kleafn[e]) { /* the load leaves of its list, in order */
+        const inst *i = fuse_load_leaf(p, e, s->next++);
         pload l;
         p->scan_work++;
-        if (!i->leaf || !i->nload || !fuse_leaf_load(p, i, -1, &l)) continue; /* i->leaf, i->nload: derive */
+        if (!fuse_leaf_load(p, i, -1, &l)) continue;
         uint64_t h = fuse_hash_mix(fuse_hash_mix(0, (uint64_t)l.src), (uint64_t)(uintptr_t)l.key);
         size_t b = (size_t)(h ^ (h >> 29)) & (SUM_TAB - 1); /* by source and identity: equal maps compared */
         bool dup = false;
@@ -522,10 +522,8 @@ static int try_space(planner *p, int e, unit *u) {
 static int join_space(planner *p, int e) {
     pload first;
     bool has = false;
-    for (int j = 0; j < p->kcount[e] && !has; j++) {
-        const inst *i = p->klist[e][j];
-        has = i->leaf && i->nload && fuse_leaf_load(p, i, -1, &first); /* i->leaf, i->nload: derive */
-    }
+    for (int j = 0; j < p->kleafn[e] && !has; j++) /* the load leaves of its list, in order */
+        has = fuse_leaf_load(p, fuse_load_leaf(p, e, j), -1, &first);
     int nc = 0;
     unit **cand = NULL;
     if (p->parked) {
@@ -665,10 +663,10 @@ static unit *start_unit(planner *p, int e) {
     if (!own && !(own = p->kown[e] = fuse_scratch_calloc(&p->keep, 1, sizeof *own))) return NULL;
     if (!own->valid) {
         own->n = 0;
-        for (int j = 0, nb = 0; j < p->kcount[e] && fuse_loads_fit(own->n, nb); j++) {
-            const inst *i = p->klist[e][j];
+        for (int j = 0, nb = 0; j < p->kleafn[e] && fuse_loads_fit(own->n, nb); j++) { /* its load leaves */
+            const inst *i = fuse_load_leaf(p, e, j);
             pload l;
-            if (!i->leaf || !i->nload || !fuse_leaf_load(p, i, -1, &l)) continue; /* i->leaf, i->nload: derive */
+            if (!fuse_leaf_load(p, i, -1, &l)) continue;
             if (fuse_find_load(own->ls, own->n, &l) >= 0) continue;
             nb += fuse_new_buffer(own->ls, own->n, &l);
             own->ls[own->n++] = l;
@@ -704,11 +702,17 @@ lf_status fuse_plan_merges(planner *p) {
         p->mmbytes = fuse_scratch_calloc(&p->keep, (size_t)nn, sizeof *p->mmbytes);
         if (!p->unit || !p->mroot || !p->mmark || !p->mmbytes) return fuse_nomem(p);
     }
-    int c = 0;
+    /* the nodes made roots since the last merges (p->rchg), in node order */
+    int *chg = fuse_scratch_alloc(&p->tmp, (size_t)nn * sizeof *chg);
+    if (!chg) return fuse_nomem(p);
+    int nchg = fuse_new_roots(p, &p->mcur, chg), c = 0;
+    bool full = false;
     if (p->fusion && p->mvalid) {
-        while (c < nn && p->root[c] == p->mroot[c]) c++;
-        int e0 = c;
-        while (e0 < nn && !(p->needed[e0] && p->mroot[e0])) e0++;
+        c = nn; /* the lowest node whose root status changed */
+        for (int j = 0; j < nchg && c == nn; j++)
+            if (p->root[chg[j]] != p->mroot[chg[j]]) c = chg[j];
+        int e0 = fuse_next_root(p, c); /* the first step at or above it: a needed root then and now */
+        while (e0 < nn && !p->mroot[e0]) e0 = fuse_next_root(p, e0 + 1);
         if (e0 < nn) { /* the steps of e0 on are undone */
             size_t waste = p->mwaste + (p->mbytes - p->mmbytes[e0]);
             if (waste > p->mbytes - waste + ((size_t)1 << 20)) p->mvalid = false;
@@ -720,6 +724,7 @@ lf_status fuse_plan_merges(planner *p) {
     }
     if (!p->fusion || !p->mvalid) { /* a full merge */
         c = 0;
+        full = true;
         for (int id = 0; id < nn; id++) {
             p->merged_into[id] = -1;
             p->host[id] = id;
@@ -736,9 +741,8 @@ lf_status fuse_plan_merges(planner *p) {
         if (!p->fusion) return LF_OK;
     }
     p->mvalid = false; /* until every step is made */
-    for (int e = c; e < nn; e++) {
+    for (int e = fuse_next_root(p, c); e < nn; e = fuse_next_root(p, e + 1)) { /* the needed roots */
         const lf_node *en = p->g->nodes[e];
-        if (!p->needed[e] || !p->root[e]) continue;
         p->merge_work++;
         p->mmark[e] = p->nmrec;
         p->mmbytes[e] = p->mbytes;
@@ -779,7 +783,9 @@ lf_status fuse_plan_merges(planner *p) {
         if (p->mfail) return fuse_nomem(p);
     }
     if (p->mfail) return fuse_nomem(p);
-    memcpy(p->mroot + c, p->root + c, (size_t)(nn - c) * sizeof *p->root);
+    if (full) memcpy(p->mroot, p->root, (size_t)nn * sizeof *p->root);
+    else /* they differ only where a root was made */
+        for (int j = 0; j < nchg; j++) p->mroot[chg[j]] = p->root[chg[j]];
     p->mvalid = true;
     return LF_OK;
 }
@@ -804,45 +810,124 @@ void fuse_victim_leaf(const planner *p, inst *i) {
     if (n->kind == NODE_GATHER && !p->root[n->id]) i->nload = i->nbuf = 3; /* in place: x and idx too */
 }
 
+/* The victim counts (inst.nload, nbuf, nkey) are asked only whether they
+ * fit (fuse_loads_fit) and, among those that fit, which has the most loads.
+ * An instance that does not fit has no ancestor that fits: its loads and
+ * buffers are a tree count, so an ancestor has at least as many, and
+ * buffers past the cap mean loads of several slots (nkey KEY_MIXED, which
+ * an ancestor keeps, so its buffers are a sum too). So every instance that
+ * does not fit gets one value (VCAP_LOADS, VCAP_BUFS, KEY_MIXED): what a
+ * fitting instance computes is unchanged, and a change below stops at the
+ * first ancestor that did not fit before and does not now, instead of
+ * running up a chain whose slot key (the lowest root it reads) changed. */
+enum { VCAP_LOADS = GRAPH_MAX_PARAMS + 1, VCAP_BUFS = LF_MAX_ARGS + 1 };
+
+/* Whether instance i may be the victim of its kernel: an inlined map (or
+ * small reduction; not a root already: a contraction's product map is
+ * inlined even then, plan_contract.c) other than the kernel's own root,
+ * whose subtree gathers at least two loads and fits in a kernel of its own. */
+static bool victim_candidate(const planner *p, const inst *i) {
+    const lf_node *n = i->node;
+    return !i->leaf && !i->dead && (n->kind == NODE_MAP || n->kind == NODE_REDUCE) && !p->root[n->id] &&
+           n->id != i->kernel && i->nload >= 2 && fuse_loads_fit(i->nload, i->nbuf);
+}
+
+static bool vcand_above(const vcand *a, const vcand *b) {
+    return a->nload != b->nload ? a->nload > b->nload : a->id > b->id;
+}
+
+bool fuse_victim_offer(planner *p, inst *i) {
+    if (!victim_candidate(p, i)) return true;
+    int k = i->kernel;
+    if (p->vlen[k] == p->vcap[k]) {
+        int cap = p->vcap[k] ? 2 * p->vcap[k] : 8;
+        vcand *t = graph_realloc(p->vheap[k], (size_t)cap * sizeof *t);
+        if (!t) {
+            p->vfail = true;
+            return false;
+        }
+        p->vheap[k] = t;
+        p->vcap[k] = cap;
+    }
+    vcand e = {i->nload, i->node->id, i}, *h = p->vheap[k];
+    int c = p->vlen[k]++;
+    while (c > 0 && vcand_above(&e, &h[(c - 1) / 2])) {
+        h[c] = h[(c - 1) / 2];
+        c = (c - 1) / 2;
+    }
+    h[c] = e;
+    return true;
+}
+
+/* Kernel k's candidate with the most loads (then the highest node), or
+ * NULL: the top of its heap once the stale entries are dropped. */
+static inst *victim_best(planner *p, int k) {
+    vcand *h = p->vheap[k];
+    while (p->vlen[k] > 0) {
+        p->victim_work++;
+        if (victim_candidate(p, h[0].i) && h[0].i->nload == h[0].nload) return h[0].i;
+        vcand last = h[--p->vlen[k]];
+        int c = 0, n = p->vlen[k];
+        for (;;) {
+            int a = 2 * c + 1;
+            if (a >= n) break;
+            if (a + 1 < n && vcand_above(&h[a + 1], &h[a])) a++;
+            if (!vcand_above(&h[a], &last)) break;
+            h[c] = h[a];
+            c = a;
+        }
+        if (n > 0) h[c] = last;
+    }
+    return NULL;
+}
+
+bool fuse_victim_counts(planner *p, inst *i) {
+    p->victim_work++;
+    int64_t s = 0, b = 0;
+    const void *key = NULL;
+    for (int a = 0, na = fuse_inst_inputs(p, i); a < na; a++) {
+        const inst *in = i->in[a];
+        s += in->nload;
+        b += in->nbuf;
+        if (in->nkey && key != in->nkey) key = key ? KEY_MIXED : in->nkey;
+    }
+    if (key && key != KEY_MIXED) b = 1; /* every load reads one slot */
+    int nl = s > VCAP_LOADS ? VCAP_LOADS : (int)s, nb = b > VCAP_BUFS ? VCAP_BUFS : (int)b;
+    if (!fuse_loads_fit(nl, nb)) { /* one value for every instance that does not fit */
+        nl = VCAP_LOADS;
+        nb = VCAP_BUFS;
+        key = KEY_MIXED;
+    }
+    bool changed = nl != i->nload || nb != i->nbuf || key != i->nkey;
+    i->nload = nl;
+    i->nbuf = nb;
+    i->nkey = key;
+    fuse_victim_offer(p, i);
+    return changed;
+}
+
 int fuse_find_victim(planner *p) {
     pload ls[GRAPH_MAX_PARAMS + 1];
-    for (int k = 0; k < p->nn; k++) {
+    for (int k = fuse_next_root(p, 0); k < p->nn; k = fuse_next_root(p, k + 1)) { /* the needed roots */
         if (!p->kcount[k] || p->merged_into[k] >= 0 || p->kfits[k]) continue;
         int nb, nl = fuse_count_loads(p, k, ls, &nb);
         if (fuse_loads_fit(nl, nb)) { /* until its list changes (find_instances) */
             p->kfits[k] = true;
             continue;
         }
-        inst *best = NULL, *gather = NULL;
+        /* the largest inlined subtree that fits in a kernel of its own: the
+           counts are kept with the list (plan_vertical.c), the candidates in
+           a heap */
+        inst *best = victim_best(p, k);
+        if (best) return best->node->id;
+        inst *gather = NULL;
         for (int j = 0; j < p->kcount[k]; j++) {
             inst *i = p->klist[k][j];
             const lf_node *n = i->node;
-            if (i->leaf) { /* its counts: fuse_victim_leaf, when it was derived */
-                if (n->kind == NODE_GATHER && !p->root[n->id] && (!gather || n->id > gather->node->id)) gather = i;
-                continue;
-            }
-            int64_t s = 0, b = 0;
-            const void *key = NULL;
-            for (int a = 0, na = fuse_inst_inputs(p, i); a < na; a++) {
-                const inst *in = i->in[a];
-                s += in->nload;
-                b += in->nbuf;
-                if (in->nkey && key != in->nkey) key = key ? KEY_MIXED : in->nkey;
-            }
-            if (key && key != KEY_MIXED) b = 1; /* every load reads one slot */
-            i->nload = s > COST_CAP ? COST_CAP : (int)s;
-            i->nbuf = b > COST_CAP ? COST_CAP : (int)b;
-            i->nkey = key;
-            /* the largest inlined subtree that fits in a kernel of its own */
-            bool fits = fuse_loads_fit(i->nload, i->nbuf);
-            /* a small reduction too; not a root already (a contraction's product
-               map is inlined even then: plan_contract.c) */
-            bool inlined = (n->kind == NODE_MAP || n->kind == NODE_REDUCE) && !p->root[n->id];
-            if (inlined && n->id != k && i->nload >= 2 && fits &&
-                (!best || i->nload > best->nload || (i->nload == best->nload && n->id > best->node->id)))
-                best = i;
+            p->victim_work++;
+            if (i->leaf && n->kind == NODE_GATHER && !p->root[n->id] && (!gather || n->id > gather->node->id))
+                gather = i;
         }
-        if (best) return best->node->id;
         if (gather) return gather->node->id;
     }
     return -1;
@@ -855,7 +940,7 @@ int fuse_find_victim(planner *p) {
  * roots it made. */
 int fuse_split_big(planner *p) {
     int added = 0;
-    for (int k = 0; k < p->nn; k++) {
+    for (int k = fuse_next_root(p, 0); k < p->nn; k = fuse_next_root(p, k + 1)) { /* the needed roots */
         if (!p->kcount[k] || p->kops[k] <= FUSE_MAX_OPS) continue;
         int64_t run = 0;
         const inst *last = NULL;
@@ -864,7 +949,7 @@ int fuse_split_big(planner *p) {
             const lf_node *n = i->node;
             if (n->kind != NODE_MAP || fuse_is_leaf(p, n, k)) continue;
             if (run + p->fnops[n->id] > FUSE_MAX_OPS && last) {
-                p->root[last->node->id] = true;
+                fuse_make_root(p, last->node->id);
                 added++;
                 run = 0;
                 last = NULL;

@@ -97,7 +97,10 @@ static inst *add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) {
     i->next_node = p->first[n->id];
     if (i->next_node) i->next_node->prev_node = i;
     p->first[n->id] = i;
-    p->ninst[n->id]++;
+    if (++p->ninst[n->id] == 2 && !p->inml[n->id]) { /* the shared rule's candidates */
+        p->inml[n->id] = true;
+        p->mlist[p->nmlist++] = n->id;
+    }
     p->mdirty[n->id] = true;
     if (p->ipush && !heap_push_inst(p, i)) return NULL;
     return i;
@@ -219,11 +222,12 @@ static void remove_inst(planner *p, inst *i) {
     p->mdirty[i->node->id] = true;
     p->ilive--;
     p->idead++;
+    i->dead = true;
 }
 
-/* Processes instance i: makes the instances of what it computes from
- * (none for a leaf). false: out of memory. */
-static bool derive(planner *p, inst *i) {
+/* Makes the instances of what instance i computes from (none for a leaf).
+ * false: out of memory. */
+static bool derive_inputs(planner *p, inst *i) {
     const lf_node *n = i->node;
     int id = n->id;
     p->inst_work++;
@@ -266,6 +270,109 @@ static bool derive(planner *p, inst *i) {
     return true;
 }
 
+/* Processes instance i: makes the instances of what it computes from
+ * (none for a leaf) and records i as a user of each (the victim counts'
+ * propagation). false: out of memory. */
+static bool derive(planner *p, inst *i) {
+    if (!derive_inputs(p, i)) return false;
+    if (i->leaf) return true;
+    for (int a = 0, na = fuse_inst_inputs(p, i); a < na; a++) {
+        iuse *u = fuse_scratch_alloc(&p->iar, sizeof *u);
+        if (!u) return false;
+        u->user = i;
+        u->next = i->in[a]->users;
+        i->in[a]->users = u;
+    }
+    return true;
+}
+
+/* ---- the victim counts, kept with the lists ---------------------------------------------- */
+
+/* The propagation queue of victim counts: instances by node id, the smallest
+ * first (a user after all its inputs). */
+static bool vq_push(planner *p, inst *i) {
+    if (i->vmark == p->vstamp) return true;
+    i->vmark = p->vstamp;
+    if (p->vqlen == p->vqcap) {
+        size_t cap = p->vqcap ? 2 * p->vqcap : 256;
+        inst **t = graph_realloc(p->vq, cap * sizeof *t);
+        if (!t) return false;
+        p->vq = t;
+        p->vqcap = cap;
+    }
+    inst **h = p->vq;
+    size_t c = p->vqlen++;
+    while (c > 0 && i->node->id < h[(c - 1) / 2]->node->id) {
+        h[c] = h[(c - 1) / 2];
+        c = (c - 1) / 2;
+    }
+    h[c] = i;
+    return true;
+}
+
+static inst *vq_pop(planner *p) {
+    inst **h = p->vq, *top = h[0], *last = h[--p->vqlen];
+    size_t c = 0, n = p->vqlen;
+    for (;;) {
+        size_t a = 2 * c + 1;
+        if (a >= n) break;
+        if (a + 1 < n && h[a + 1]->node->id < h[a]->node->id) a++;
+        if (h[a]->node->id >= last->node->id) break;
+        h[c] = h[a];
+        c = a;
+    }
+    if (n > 0) h[c] = last;
+    return top;
+}
+
+/* Kept instance x is processed again (its node is at or below top): keeps
+ * of its users only those above top (the kept part of its kernel's list;
+ * the others are taken back or processed again, and record their uses
+ * again) and queues them, since x's counts may change. */
+static bool keep_users_above(planner *p, inst *x, int top) {
+    iuse **u = &x->users;
+    while (*u) {
+        inst *user = (*u)->user;
+        if (user->dead || user->node->id <= top) {
+            *u = (*u)->next;
+            continue;
+        }
+        if (!vq_push(p, user)) return false;
+        u = &(*u)->next;
+    }
+    return true;
+}
+
+/* The counts of the queued instances, in node order, queuing the users of
+ * each whose counts changed: they stop where the capped counts do not
+ * change, so a change costs what it reaches, not the kernel's list. */
+static bool propagate_counts(planner *p) {
+    while (p->vqlen > 0) {
+        inst *i = vq_pop(p);
+        if (i->dead || i->leaf || !fuse_victim_counts(p, i)) continue;
+        for (iuse *u = i->users; u; u = u->next)
+            if (!u->user->dead && !vq_push(p, u->user)) return false;
+    }
+    return true;
+}
+
+/* Appends the load leaves of l[from..to) (list order) to kernel k's
+ * reverse array (plan.h), last first. false: out of memory. */
+static bool push_load_leaves(planner *p, int k, inst *const *l, int from, int to) {
+    for (int j = to - 1; j >= from; j--) {
+        if (!l[j]->leaf || !l[j]->nload) continue;
+        if (p->kleafn[k] == p->kleafcap[k]) {
+            int cap = p->kleafcap[k] ? 2 * p->kleafcap[k] : 8;
+            inst **t = graph_realloc(p->kleaf[k], (size_t)cap * sizeof *t);
+            if (!t) return false;
+            p->kleaf[k] = t;
+            p->kleafcap[k] = cap;
+        }
+        p->kleaf[k][p->kleafn[k]++] = l[j];
+    }
+    return true;
+}
+
 /* Whether inst i (a map) adds its fn's operations to its kernel (kops):
  * inlined under the roots of `root`. */
 static bool counts_ops(const planner *p, const inst *i, const bool *root) {
@@ -293,6 +400,8 @@ static lf_status walk_all(planner *p) {
     }
     memset(p->kcount, 0, (size_t)nn * sizeof *p->kcount);
     memset(p->kops64, 0, (size_t)nn * sizeof *p->kops64);
+    memset(p->vlen, 0, (size_t)nn * sizeof *p->vlen);
+    memset(p->kleafn, 0, (size_t)nn * sizeof *p->kleafn);
     for (int k = 0; k < nn; k++) fuse_kernel_changed(p, k);
     p->mvalid = false; /* the kept merges' loads point at maps in p->iar */
     fuse_scratch_reset(&p->iar);
@@ -328,7 +437,12 @@ static lf_status walk_all(planner *p) {
     for (int id = 0; id < nn; id++)
         for (inst *i = p->first[id]; i; i = i->next_node) p->klist[i->kernel][p->kcount[i->kernel]++] = i;
     for (int k = 0; k < nn; k++) p->kfold[k] = list_fold(p, k, p->klist[k], 0, p->kcount[k]);
-    return LF_OK;
+    for (int k = 0; k < nn; k++)
+        if (!push_load_leaves(p, k, p->klist[k], 0, p->kcount[k])) return fuse_nomem(p);
+    for (int k = 0; k < nn; k++) /* the victim counts, inputs first */
+        for (int j = 0; j < p->kcount[k]; j++)
+            if (!p->klist[k][j]->leaf) fuse_victim_counts(p, p->klist[k][j]);
+    return p->vfail ? fuse_nomem(p) : LF_OK;
 }
 
 /* Kernel k's instances at nodes top..0 again (top: the highest node of k
@@ -339,6 +453,8 @@ static lf_status rederive(planner *p, int k, int top) {
     int cnt = p->kcount[k], pre = 0, fold = cnt ? p->kfold[k] : -1;
     while (pre < cnt && l[pre]->node->id <= top) pre++;
     p->ihlen = p->idlen = 0;
+    p->vstamp++;
+    p->vqlen = 0;
     for (int j = 0; j < pre; j++) {
         inst *i = l[j];
         if (counts_ops(p, i, p->iroot)) p->kops64[k] -= p->fnops[i->node->id];
@@ -347,7 +463,7 @@ static lf_status rederive(planner *p, int k, int top) {
             remove_inst(p, i);
         } else {
             memset(i->in, 0, sizeof i->in);
-            if (!heap_push_inst(p, i)) return fuse_nomem(p);
+            if (!heap_push_inst(p, i) || !keep_users_above(p, i, top)) return fuse_nomem(p);
         }
     }
     if (p->needed[k] && p->root[k] && !cnt) { /* a new kernel: its seed */
@@ -401,6 +517,15 @@ static lf_status rederive(planner *p, int k, int top) {
        root status did not change), else none is kept and it is the
        processed part's */
     p->kfold[k] = keep && fold > top ? fold : list_fold(p, k, nl, 0, n);
+    /* the load leaves: the kept ones (above top) stay, the processed part's
+       follow them (the array is in reverse list order) */
+    while (p->kleafn[k] > 0 && p->kleaf[k][p->kleafn[k] - 1]->node->id <= top) p->kleafn[k]--;
+    if (!push_load_leaves(p, k, nl, 0, n)) return fuse_nomem(p);
+    /* the victim counts: of the processed part (inputs first), then upward
+       into the kept part from the instances it reads that changed */
+    for (int j = 0; j < n; j++)
+        if (!nl[j]->leaf) fuse_victim_counts(p, nl[j]);
+    if (!propagate_counts(p) || p->vfail) return fuse_nomem(p);
     fuse_kernel_changed(p, k);
     return LF_OK;
 }
@@ -413,15 +538,20 @@ lf_status fuse_find_instances(planner *p) {
         lf_status st = walk_all(p);
         if (st != LF_OK) return st;
         memcpy(p->iroot, p->root, (size_t)nn * sizeof *p->root);
+        p->icur = p->nrchg;
         p->ivalid = true;
         return LF_OK;
     }
-    /* the kernels that change and, in each, the highest changed node (+1) */
-    int *top = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *top);
+    /* the kernels that change and, in each, the highest changed node (+1):
+       the nodes whose root status changed are those made roots since the
+       last call (p->rchg), visited in node order */
+    int *top = p->itop; /* zero outside this call */
     int *ks = fuse_scratch_alloc(&p->tmp, (size_t)nn * sizeof *ks);
-    if (!top || !ks) return fuse_nomem(p);
-    int nks = 0;
-    for (int c = 0; c < nn; c++) {
+    int *chg = fuse_scratch_alloc(&p->tmp, (size_t)nn * sizeof *chg);
+    if (!ks || !chg) return fuse_nomem(p);
+    int nks = 0, nchg = fuse_new_roots(p, &p->icur, chg);
+    for (int ci = 0; ci < nchg; ci++) {
+        int c = chg[ci];
         if (p->root[c] == p->iroot[c]) continue;
         for (inst *i = p->first[c]; i; i = i->next_node)
             if (i->kernel != c) {
@@ -435,6 +565,8 @@ lf_status fuse_find_instances(planner *p) {
             p->kcount[c] = 0;
             p->kops64[c] = p->kops[c] = 0;
             p->kfold[c] = -1;
+            p->vlen[c] = 0;
+            p->kleafn[c] = 0;
             fuse_kernel_changed(p, c);
         }
         if (p->root[c] && p->needed[c] && !top[c]) {
@@ -447,7 +579,8 @@ lf_status fuse_find_instances(planner *p) {
         lf_status st = rederive(p, ks[j], top[ks[j]] - 1);
         if (st != LF_OK) return st;
     }
-    memcpy(p->iroot, p->root, (size_t)nn * sizeof *p->root);
+    for (int j = 0; j < nks; j++) top[ks[j]] = 0;
+    for (int ci = 0; ci < nchg; ci++) p->iroot[chg[ci]] = p->root[chg[ci]];
     p->ivalid = true;
     return LF_OK;
 }
@@ -560,15 +693,18 @@ bool fuse_compute_costs(planner *p) {
         for (int id = 0; id < nn; id++)
             if (p->needed[id] && p->g->nodes[id]->kind == NODE_MAP) map_cost(p, id, &p->ops[id], &p->trans[id]);
         memcpy(p->croot, p->root, (size_t)nn * sizeof *p->root);
+        p->ccur = p->nrchg;
         p->costs_valid = true;
         return true;
     }
     int len = 0;
-    for (int id = 0; id < nn; id++) {
+    for (int ci = p->ccur; ci < p->nrchg; ci++) { /* the nodes made roots since the last call */
+        int id = p->rchg[ci];
         if (p->croot[id] == p->root[id]) continue;
         p->croot[id] = p->root[id];
         for (int u = p->uoff[id]; u < p->uoff[id + 1]; u++) heap_push(p, &len, p->users[u]);
     }
+    p->ccur = p->nrchg;
     while (len > 0) {
         int id = heap_pop(p, &len);
         bool changed = true; /* a view passes its input's change on */
@@ -593,6 +729,11 @@ int fuse_unit_of(const planner *p, int k) {
 
 /* Whether node id has more than one instance, kernels merged into one
  * counting as one kernel. */
+static int int_asc(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
 static bool shared(const planner *p, int id) {
     if (p->ninst[id] < 2) return false;
     const inst *a = p->first[id];
@@ -610,30 +751,83 @@ static bool shared(const planner *p, int id) {
 
 /* Makes roots of the expensive shared nodes that have no other such node
  * beneath them. Returns how many. */
+/* Whether a candidate of the shared rule is inlined beneath node id (a
+ * needed map or view; through non-root inputs), found once per call
+ * (p->bmark, p->bval) by a walk down with an explicit stack (room for
+ * p->ioff[p->nn] + 1 entries: a node is pushed once per edge into it at
+ * most, since a node comes back to the top only once all it pushed are
+ * done). */
+static bool cand_below(planner *p, int id, int *stack) {
+    int top = 0;
+    stack[top++] = id;
+    while (top > 0) {
+        int x = stack[top - 1];
+        if (p->bmark[x] == p->bstamp) { /* done */
+            top--;
+            continue;
+        }
+        bool found = false, pending = false;
+        for (int k = p->ioff[x]; k < p->ioff[x + 1] && !found; k++) {
+            int y = p->iids[k];
+            if (p->root[y]) continue;
+            if (p->cand[y]) found = true;
+            else if (p->needed[y] && (p->kind[y] == NODE_MAP || p->kind[y] == NODE_VIEW)) {
+                if (p->bmark[y] != p->bstamp) {
+                    stack[top++] = y;
+                    pending = true;
+                } else if (p->bval[y]) found = true;
+            }
+        }
+        if (pending && !found) continue; /* its inputs first */
+        p->bval[x] = found;
+        p->bmark[x] = p->bstamp;
+        top--;
+    }
+    return p->bval[id];
+}
+
 int fuse_add_shared_roots(planner *p) {
-    int nn = p->nn, added = 0, ncand = 0;
-    for (int id = 0; id < nn; id++) { /* inlined_map without touching the node: p->kind */
-        p->cand[id] = p->needed[id] && p->kind[id] == NODE_MAP && !p->root[id] && p->ninst[id] > 1 &&
-                      (p->trans[id] || p->ops[id] > CHEAP_OPS) && shared(p, id);
-        ncand += p->cand[id];
+    int added = 0, ncand = 0;
+    /* the candidates: among the nodes with two instances or more (p->mlist),
+       the inlined expensive maps whose instances are in different kernels
+       or maps. A node leaves the list when it has fewer than two instances
+       (it comes back with its second), is a root, or is cheap: roots are
+       only added by the rounds and a new root only makes the maps above it
+       cheaper, so a node that left for those reasons never comes back */
+    int *cands = fuse_scratch_alloc(&p->tmp, (size_t)(p->nmlist ? p->nmlist : 1) * sizeof *cands);
+    if (!cands) return -1;
+    int w = 0;
+    for (int j = 0; j < p->nmlist; j++) {
+        int id = p->mlist[j];
+        bool keep = p->needed[id] && p->kind[id] == NODE_MAP && !p->root[id] && p->ninst[id] > 1 &&
+                    (p->trans[id] || p->ops[id] > CHEAP_OPS);
+        if (!keep) {
+            p->inml[id] = false;
+            continue;
+        }
+        p->mlist[w++] = id;
+        if (shared(p, id)) {
+            p->cand[id] = true;
+            cands[ncand++] = id;
+        }
     }
+    p->nmlist = w;
     if (!ncand) return 0;
-    /* below[id]: a candidate is inlined beneath id */
-    bool *below = fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *below);
-    if (!below) return -1;
-    for (int id = 0; id < nn; id++) {
-        if (!p->needed[id] || (p->kind[id] != NODE_MAP && p->kind[id] != NODE_VIEW)) continue;
-        for (int k = p->ioff[id]; k < p->ioff[id + 1]; k++) {
-            int x = p->iids[k];
-            if (p->root[x]) continue;
-            if (p->cand[x] || below[x]) below[id] = true;
-        }
+    /* the candidates with no other candidate inlined beneath them */
+    int *stack = fuse_scratch_alloc(&p->tmp, ((size_t)p->ioff[p->nn] + 1) * sizeof *stack);
+    if (!stack) return -1;
+    p->bstamp++;
+    int *make = fuse_scratch_alloc(&p->tmp, (size_t)ncand * sizeof *make);
+    if (!make) return -1;
+    int nmake = 0;
+    for (int j = 0; j < ncand; j++)
+        if (!cand_below(p, cands[j], stack)) make[nmake++] = cands[j];
+    for (int j = 0; j < ncand; j++) p->cand[cands[j]] = false;
+    qsort(make, (size_t)nmake, sizeof *make, int_asc);
+    for (int j = 0; j < nmake; j++) {
+        fuse_make_root(p, make[j]);
+        added++;
     }
-    for (int id = 0; id < nn; id++)
-        if (p->cand[id] && !below[id]) {
-            p->root[id] = true;
-            added++;
-        }
     return added;
 }
 /* ---- loads ------------------------------------------------------------------------------- */
@@ -699,10 +893,10 @@ bool fuse_loads_fit(int nloads, int nbufs) {
 int fuse_count_loads(const planner *p, int k, pload *ls, int *nbufs) {
     int n = 0;
     *nbufs = 0;
-    for (int j = 0; j < p->kcount[k]; j++) {
-        const inst *i = p->klist[k][j];
+    for (int j = 0; j < p->kleafn[k]; j++) { /* the load leaves of its list, in order */
+        const inst *i = fuse_load_leaf(p, k, j);
         pload l;
-        if (!i->leaf || !i->nload || !fuse_leaf_load(p, i, -1, &l)) continue; /* i->leaf, i->nload: derive */
+        if (!fuse_leaf_load(p, i, -1, &l)) continue;
         if (fuse_find_load(ls, n, &l) >= 0) continue;
         *nbufs += fuse_new_buffer(ls, n, &l);
         ls[n++] = l;

@@ -109,7 +109,10 @@ void graph_destroy(lf_graph *g) {
         g->fns = f->next;
         graph_fn_destroy(f);
     }
-    for (int i = 0; i < g->nbound; i++) graph_buffer_release(g->bound[i]);
+    for (int i = 0; i < g->nbound; i++) {
+        g->bound[i]->graphs--;
+        graph_buffer_release(g->bound[i]);
+    }
     graph_free(g->bound);
     lf_ctx *ctx = g->ctx;
     if (g->prev) g->prev->next = g->next;
@@ -203,8 +206,8 @@ lf_node *lf_input(lf_graph *g, lf_buffer *b) {
         graph_fail(g, LF_ERR_STATE, "input: buffer belongs to another context");
         return NULL;
     }
-    bool bound = false;
-    for (int i = 0; i < g->nbound && !bound; i++) bound = g->bound[i] == b;
+    bool bound = false; /* a buffer in no graph's list is not in g's: no scan (inputs of a big graph) */
+    for (int i = 0; b->graphs > 0 && i < g->nbound && !bound; i++) bound = g->bound[i] == b;
     if (!bound && g->nbound == g->capbound) {
         int cap = g->capbound ? 2 * g->capbound : 8;
         lf_buffer **nb = graph_realloc(g->bound, (size_t)cap * sizeof *nb);
@@ -223,6 +226,7 @@ lf_node *lf_input(lf_graph *g, lf_buffer *b) {
     n->u.buffer = b;
     if (!bound) {
         g->bound[g->nbound++] = b;
+        b->graphs++;
         b->refs++;
     }
     if (b->strided) return new_view(g, "input", VIEW_SLICE, n, b->ndim, b->shape, b->offset, b->strides);
@@ -329,7 +333,7 @@ lf_status lf_input_rebind(lf_graph *g, lf_node *input, lf_buffer *b) {
                            "offset or span differ; a graph reads one layout)",
                            graph_node_str(input, ns, sizeof ns), old->strided ? "strided" : "C-contiguous");
     bool bound = false;
-    for (int i = 0; i < g->nbound && !bound; i++) bound = g->bound[i] == b;
+    for (int i = 0; b->graphs > 0 && i < g->nbound && !bound; i++) bound = g->bound[i] == b;
     if (!bound && g->nbound == g->capbound) {
         int cap = g->capbound ? 2 * g->capbound : 8;
         lf_buffer **nb = graph_realloc(g->bound, (size_t)cap * sizeof *nb);
@@ -343,6 +347,7 @@ lf_status lf_input_rebind(lf_graph *g, lf_node *input, lf_buffer *b) {
     if (inputs_reading(g, old, in) > 0 || inputs_reading(g, b, in) > 0) graph_programs_clear(g);
     if (!bound) {
         g->bound[g->nbound++] = b;
+        b->graphs++;
         b->refs++;
     }
     in->u.buffer = b;
@@ -350,6 +355,7 @@ lf_status lf_input_rebind(lf_graph *g, lf_node *input, lf_buffer *b) {
         for (int i = 0; i < g->nbound; i++) {
             if (g->bound[i] != old) continue;
             g->bound[i] = g->bound[--g->nbound];
+            old->graphs--;
             graph_buffer_release(old);
             break;
         }

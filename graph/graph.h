@@ -143,6 +143,9 @@ struct lf_buffer {
                                       block, swapped in instead of copied) */
     int refs;                      /* 1 for the user + 1 per graph reading it
                                       + 1 per live DLPack export */
+    int graphs;                    /* graphs whose bound list holds it (so a
+                                      buffer in none, as every new one, is
+                                      bound without a scan of the list) */
     bool user_freed;               /* lf_buffer_free was called */
     struct lf_buffer *prev, *next; /* ctx->buffers list */
 };

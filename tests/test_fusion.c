@@ -2022,6 +2022,41 @@ Test(fusion, rederiving_instances_costs_what_changes) {
         }
 }
 
+/* Issue 26, item 1: the victim search (a kernel past a load cap makes a
+ * root of its largest inlined subtree that fits) reads counts kept with the
+ * instance lists: each round computes them for the instances pass 1
+ * processed and upward from there while the capped counts change, and the
+ * candidates sit in a heap per kernel. So the counts computed and entries
+ * read over all rounds (fuse_schedule.victim_work, a count: deterministic)
+ * grow linearly with the graph for the shapes whose rounds add one victim
+ * each (accumulation, 8-input zipwiths) and for diamonds, at about 2,000
+ * and 8,000 nodes (under 2 a node for accumulations and zipwiths, about
+ * 10.5 for diamonds, whose first round computes every instance's counts).
+ * The walk over the whole list of the first kernel past a cap, every
+ * round, as before, read about rounds x nodes / 2 instances (an estimate
+ * from the shape: 571 rounds over a list shrinking from 8,000 instances at
+ * 8,000 nodes of an accumulation, about 2.3 million, 14 times this bound);
+ * counts carried up a diamond chain to its top every round (before every
+ * count past the caps was made one value) gave 2.0 million at 4,000 nodes. */
+Test(fusion, searching_victims_costs_what_changes) {
+    static const char *names[] = {"accum", "zip8", "diamond"};
+    static const int steps[][2] = {{1000, 4000}, {250, 1000}, {500, 2000}}; /* 2 / 8 / 4 nodes a step */
+    for (int shape = 0; shape < 3; shape++)
+        for (int z = 0; z < 2; z++) {
+            lf_ctx *ctx = fctx(1);
+            lf_graph *g = lf_graph_new(ctx);
+            lf_node *v;
+            fuse_schedule *s = plan_shape(ctx, g, shape, steps[shape][z], &v);
+            uint64_t nodes = (uint64_t)g->nnodes, bound = 20 * nodes;
+            cr_expect_gt(s->rounds, (int)(nodes / 20), "%s: %d rounds, fewer than the shape makes", names[shape], s->rounds);
+            cr_expect_leq(s->victim_work, bound, "%s, %" PRIu64 " nodes, %d rounds: the victim search read %" PRIu64
+                          " instances (bound %" PRIu64 ")", names[shape], nodes, s->rounds, s->victim_work, bound);
+            fuse_schedule_free(s);
+            lf_graph_free(g);
+            lf_ctx_destroy(ctx);
+        }
+}
+
 /* Issue 26, item 1: the merges of a round resume from the lowest node whose
  * root status changed (plan_merge.c: the steps of the roots below it are
  * the last round's and are kept; those above are undone through the undo

@@ -38,6 +38,49 @@ Test(memory, graph_keeps_freed_buffer_alive) {
                  lf_debug_live_bytes() - base);
 }
 
+/* A graph lists each buffer it reads once (its reference), however many
+ * input nodes read it; lf_input skips the search of that list for a buffer
+ * that no graph lists (lf_buffer.graphs), so a graph of many fresh inputs
+ * is built in linear time. The count follows the buffer through two
+ * graphs, a repeated lf_input, lf_input_rebind and the graphs' end, and
+ * nothing leaks. */
+Test(memory, buffer_listed_once_per_graph) {
+    size_t base = lf_debug_live_bytes();
+    lf_ctx *ctx = tu_ctx();
+    int64_t n = 4;
+    lf_buffer *xb = tu_buf(ctx, LF_F64, 1, &n, (double[]){1, 2, 3, 4});
+    lf_buffer *yb = tu_buf(ctx, LF_F64, 1, &n, (double[]){10, 20, 30, 40});
+    lf_graph *g1 = lf_graph_new(ctx), *g2 = lf_graph_new(ctx);
+    cr_expect_eq(xb->graphs, 0);
+    lf_node *a = lf_input(g1, xb), *b = lf_input(g1, xb);
+    cr_expect_eq(g1->nbound, 1, "x read twice in g1: listed %d times", g1->nbound);
+    cr_expect_eq(xb->graphs, 1);
+    lf_node *c = lf_input(g2, xb);
+    cr_expect_eq(xb->graphs, 2);
+    lf_node *s1 = lf_add(g1, a, b);
+    lf_buffer *o1 = tu_eval1(ctx, g1, s1);
+    tu_expect("x + x", o1, (double[]){2, 4, 6, 8}, 4, 0, 0);
+    lf_graph_free(g1);
+    cr_expect_eq(xb->graphs, 1);
+    lf_node *d = lf_input(g2, xb); /* listed in g2 already: found by the search */
+    cr_expect_eq(g2->nbound, 1, "x read twice in g2: listed %d times", g2->nbound);
+    cr_expect_eq(lf_input_rebind(g2, c, yb), LF_OK, "%s", lf_errmsg(ctx));
+    cr_expect_eq(g2->nbound, 2, "x still read by d, y by c: %d listed", g2->nbound);
+    cr_expect_eq(yb->graphs, 1);
+    cr_expect_eq(lf_input_rebind(g2, d, yb), LF_OK, "%s", lf_errmsg(ctx));
+    cr_expect_eq(g2->nbound, 1, "x read by nothing: %d listed", g2->nbound);
+    cr_expect_eq(xb->graphs, 0);
+    lf_buffer *o2 = tu_eval1(ctx, g2, lf_add(g2, c, d));
+    tu_expect("y + y", o2, (double[]){20, 40, 60, 80}, 4, 0, 0);
+    lf_buffer_free(xb);
+    lf_buffer_free(yb);
+    lf_graph_free(g2);
+    lf_buffer_free(o1);
+    lf_buffer_free(o2);
+    lf_ctx_destroy(ctx);
+    cr_assert_eq(lf_debug_live_bytes(), base, "leaked %zu bytes", lf_debug_live_bytes() - base);
+}
+
 Test(memory, ctx_destroy_frees_everything) {
     size_t base = lf_debug_live_bytes();
     lf_ctx *ctx = tu_ctx();
