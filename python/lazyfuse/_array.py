@@ -45,9 +45,12 @@ What must stay true:
  - an lf_graph is freed (through ctx.defer) only when no Array refers to it.
 """
 import builtins
+import collections
+import itertools
 import math
 import operator
 import threading
+import weakref
 
 from ._buffer import Buffer
 from ._context import Context, default_context
@@ -488,7 +491,22 @@ def _op_cells(build):
         pass
     cells = tuple(_freeze(c.cell_contents) for c in (build.__closure__ or ()))
     build._lf_cells = cells
+    # the program cache's key names the build by a small int (hashing code
+    # objects at every lookup costs more than the rest of the key). Tokens are
+    # never reused: after the table is emptied an equal build gets a new one
+    # (a cache miss, never a wrong hit).
+    key = (build.__code__, cells)
+    token = _BUILD_TOKENS.get(key)
+    if token is None:
+        if len(_BUILD_TOKENS) >= 65536:
+            _BUILD_TOKENS.clear()
+        token = _BUILD_TOKENS[key] = next(_next_token)
+    build._lf_token = token
     return cells
+
+
+_BUILD_TOKENS = {}  # (build's code, its frozen closure) -> the int the program cache's keys use
+_next_token = itertools.count()
 
 
 def _type_key(build, args):
@@ -1520,7 +1538,7 @@ def _structure(roots):
                 cells = r.cells
                 if cells is None:
                     cells = r.cells = _op_cells(r.build)
-                k = ("op", r.build.__code__, cells, args, a._dtype, a._shape)
+                k = ("op", r.build._lf_token, args, a._dtype, a._shape)
         p = len(key)
         key.append(k)
         items.append(a)
@@ -1542,8 +1560,6 @@ PROGRAM_CACHE_SIZE = 128
 
 
 def _cache_of(ctx):
-    import collections
-    import weakref
     got = _programs.get(id(ctx))
     if got is None or got[0]() is not ctx:
         got = (weakref.ref(ctx, lambda _r, i=id(ctx): _programs.pop(i, None)), collections.OrderedDict())
@@ -1615,7 +1631,9 @@ def _run_cached(ctx, lst):
                     ctx.check(lib.lf_input_rebind(g.handle, prog.inputs[i], buf.handle), "compute")
                     bound[i] = buf
             for node, value in zip(prog.scalars, scalars):
-                ctx.check(lib.lf_scalar_set(g.handle, node, value), "compute")
+                st = lib.lf_scalar_set(g.handle, node, value)
+                if st:
+                    ctx.check(st, "compute")
         g = prog.graph
         bufs = []
         dsts = prog.dsts_c
@@ -1652,6 +1670,11 @@ def compute(*arrays):
     are evaluated in their own graph; lazy arrays of other graphs are rebuilt
     from their recipes into the first one's graph for it, so compute(a, b) is
     one eval whichever graphs a and b were built in."""
+    if len(arrays) == 1 and type(arrays[0]) is Array:  # the common call: one array
+        a = arrays[0]
+        if a._buf is None and not _run_cached(a._ctx, [a]):
+            _compute_uncached(a._ctx, [a])
+        return a
     by_ctx = {}
     for a in arrays:
         if not isinstance(a, Array):
@@ -1661,30 +1684,34 @@ def compute(*arrays):
             if builtins.all(b is not a for b in lst):
                 lst.append(a)
     for ctx, lst in by_ctx.values():
-        if _run_cached(ctx, lst):
-            continue
-        g = lst[0]._live_graph()
-        n = len(lst)
-        with ctx.calling():
-            nodes = [a._node_in(g) for a in lst]
-            outs = ffi.new("lf_node *[]", nodes)
-            bufs = []
-            for node in nodes:
-                h = lib.lf_buffer_new_like(ctx.handle, node)
-                if h == ffi.NULL:
-                    ctx.check(lib.LF_ERR_NOMEM, "compute")
-                bufs.append(Buffer(ctx, h))
-            dsts = ffi.new("lf_buffer *[]", [b.handle for b in bufs])
-            st = lib.lf_eval(g.handle, n, outs, dsts)
-            with _counter_lock:
-                _evals[0] += 1
-            ctx.check(st, "compute")
-        for a, b, node in zip(lst, bufs, nodes):
-            a._buf = b
-            a._recipe = _Recipe(a._recipe.build, (), a._recipe.what)  # operands no longer needed
-            if a._graph is None:
-                a._graph, a._node = g, node
+        if not _run_cached(ctx, lst):
+            _compute_uncached(ctx, lst)
     return arrays[0] if len(arrays) == 1 else arrays
+
+
+def _compute_uncached(ctx, lst):
+    """compute() of lst (lazy arrays of ctx) in the first one's own graph."""
+    g = lst[0]._live_graph()
+    n = len(lst)
+    with ctx.calling():
+        nodes = [a._node_in(g) for a in lst]
+        outs = ffi.new("lf_node *[]", nodes)
+        bufs = []
+        for node in nodes:
+            h = lib.lf_buffer_new_like(ctx.handle, node)
+            if h == ffi.NULL:
+                ctx.check(lib.LF_ERR_NOMEM, "compute")
+            bufs.append(Buffer(ctx, h))
+        dsts = ffi.new("lf_buffer *[]", [b.handle for b in bufs])
+        st = lib.lf_eval(g.handle, n, outs, dsts)
+        with _counter_lock:
+            _evals[0] += 1
+        ctx.check(st, "compute")
+    for a, b, node in zip(lst, bufs, nodes):
+        a._buf = b
+        a._recipe = _Recipe(a._recipe.build, (), a._recipe.what)  # operands no longer needed
+        if a._graph is None:
+            a._graph, a._node = g, node
 
 
 # ---- what lazyfuse does not have ----------------------------------------------------------
