@@ -33,8 +33,11 @@ Loops. A Python loop that builds the same expression each time must cost
 lookups, not C calls: an elementwise function on operands whose types,
 dtypes and shapes it has accepted before replays the recorded result (_FAST:
 no checks again, no C node); every build function is made once per op and
-parameters (so its cache keys are made once); compute() finds the program of
-the DAG's structure and rebinds only inputs that changed since its last run.
+parameters (so its cache keys are made once); a deferred op carries the
+structure of its expression tree and its leaves, made from its operands'
+(_tree_of), so compute() of one array finds its program with no walk of the
+DAG (_tree_key; a tree whose part was computed since takes _structure's walk),
+and rebinds only inputs that changed since the program's last run.
 
 What must stay true:
  - a lazy Array keeps every Array its recipe reads alive (and through them
@@ -244,10 +247,12 @@ class _Recipe:
     """How a lazy array was built: build(g, *operand_nodes) -> node, on the
     operands' nodes in graph g (constants and sources have no operands)."""
 
-    __slots__ = ("build", "args", "what", "scalar", "cells")
+    __slots__ = ("build", "args", "what", "scalar", "cells", "tree", "leaves")
 
     def __init__(self, build, args, what, scalar=None):
         self.build, self.args, self.what, self.scalar = build, args, what, scalar
+        self.tree = None    # the structure of the expression tree under it (see _tree_of), or None
+        self.leaves = None  # its leaves (materialized and scalar Arrays) in depth-first order
         self.cells = None  # build's closure frozen for the program cache's key (made by _structure)
 
 
@@ -542,6 +547,8 @@ def _lazy(ctx, build, args, what, graph=None, scalar=None, typed=None):
             r.cells = cells
             out._contig = True
             out._dtype, out._shape = typed
+            if cells is not None:
+                r.tree, r.leaves = _tree_of(build, args, typed)
             return out
     g = graph
     for a in args if g is None else ():
@@ -724,7 +731,70 @@ def _fast_apply(sig, ctx, xs, hit):
     r.cells = build._lf_cells
     out._contig = True
     out._dtype, out._shape = dtype, shape
+    r.tree, r.leaves = _tree_of(build, args, (dtype, shape))
     return out
+
+
+TREE_LEAVES_MAX = 64  # larger trees (or DAGs that share much) take _structure's walk
+
+
+def _tree_of(build, args, typed):
+    """(tree, leaves) of a deferred op of build on args, made from its
+    operands' as the op is made, so that compute() of a tree seen before
+    needs no walk of the DAG: tree is a hashable structure (build's token,
+    the result's dtype and shape, the operands' trees; a materialized operand
+    is ("in", dtype, shape), a scalar ("s", what, dtype)), leaves the
+    materialized and scalar Arrays in depth-first order. (None, None) when an
+    operand has none (a strided input, a node built in a graph) or the tree
+    has more than TREE_LEAVES_MAX leaves."""
+    parts = [build._lf_token, typed]
+    leaves = ()
+    for a in args:
+        if a._buf is not None:
+            if not a._contig:
+                return None, None
+            parts.append(("in", a._dtype, a._shape))
+            leaves += (a,)
+        else:
+            r = a._recipe
+            if r.scalar is not None:
+                parts.append(("s", r.what, a._dtype))
+                leaves += (a,)
+            elif r.tree is None:
+                return None, None
+            else:
+                parts.append(r.tree)
+                leaves += r.leaves
+    if len(leaves) > TREE_LEAVES_MAX:
+        return None, None
+    return tuple(parts), leaves
+
+
+def _tree_key(a):
+    """compute()'s key for a single deferred Array a from its tree (None when
+    it has none): the tree and which leaves are the same buffer or scalar and
+    of which kind now; with the unique input buffers and scalar values in the
+    order _structure gives them (first occurrence depth-first)."""
+    r = a._recipe
+    if r.tree is None:
+        return None, None, None
+    seen = {}
+    pattern, inputs, scalars = [], [], []
+    for leaf in r.leaves:
+        b = leaf._buf
+        if b is not None:
+            q = seen.get(id(b))
+            if q is None:
+                q = seen[id(b)] = len(seen)
+                inputs.append(b)
+            pattern.append(q)
+        else:
+            q = seen.get(id(leaf))
+            if q is None:
+                q = seen[id(leaf)] = len(seen)
+                scalars.append(leaf._recipe.scalar)
+            pattern.append(-1 - q)
+    return ("tree", r.tree, tuple(pattern)), inputs, scalars
 
 
 def _record_fast(sig, xs, out):
@@ -1610,19 +1680,35 @@ def _build_program(ctx, items, outs):
 def _run_cached(ctx, lst):
     """compute() through the context's program cache: True when it ran, False
     when the DAG cannot be cached (then nothing was done)."""
-    try:
-        key, inputs, scalars, items, outs = _structure(lst)
-    except (_NotCacheable, RecursionError):
-        return False
     cache = _cache_of(ctx)
+    prog = tkey = None
+    if len(lst) == 1:  # a single tree seen before: no walk of the DAG
+        tkey, inputs, scalars = _tree_key(lst[0])
+        if tkey is not None:
+            prog = cache.get(tkey)
+    if prog is None:
+        try:
+            key, inputs_s, scalars_s, items, outs = _structure(lst)
+        except (_NotCacheable, RecursionError):
+            return False
+        if tkey is not None and not (len(inputs_s) == len(inputs) and scalars_s == scalars and builtins.all(
+                [b is c for b, c in zip(inputs_s, inputs)])):
+            tkey = None  # the DAG's inputs are not its tree's leaves (a part was computed since)
+        inputs, scalars = inputs_s, scalars_s
+    else:
+        key = tkey
     with ctx.calling():
         prog = cache.get(key)
         if prog is None:
             prog = _build_program(ctx, items, outs)
             cache[key] = prog
-            if len(cache) > PROGRAM_CACHE_SIZE:
+            if tkey is not None:
+                cache[tkey] = prog
+            while len(cache) > PROGRAM_CACHE_SIZE:
                 cache.popitem(last=False)
         else:
+            if tkey is not None and tkey not in cache:
+                cache[tkey] = prog
             cache.move_to_end(key)
             g = prog.graph
             bound = prog.bound

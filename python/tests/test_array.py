@@ -718,3 +718,39 @@ def test_repeated_expression_in_a_loop_replays_and_replans_only_on_new_types():
         assert (i32 + 3).dtype == np.int32
         with pytest.raises(OverflowError):
             i32 + 2 ** 40
+
+
+def test_tree_key_of_compute_follows_leaves_that_changed():
+    """compute()'s key from the expression tree: a part computed in between,
+    the same array or scalar on two leaves against two different ones, and
+    a tree with more leaves than the key takes all give NumPy's values."""
+    x, y = rand(8, special=False), rand(8, special=False)
+    a, b = lf.asarray(x), lf.asarray(y)
+    for k in range(3):
+        t = a * 2.5
+        u = t + b
+        if k == 2:
+            lf.compute(t)  # u's tree still reads a and 2.5; its DAG now reads t's buffer
+        close(lf.compute(u), x * 2.5 + y)
+        close(lf.compute(a * 1.5 + a), x * 1.5 + x)  # one buffer on two leaves
+        close(lf.compute(a * 1.5 + b), x * 1.5 + y)  # two buffers, same tree
+        close(lf.compute(b * 1.5 + a), y * 1.5 + x)
+        s1, s2 = 0.25 * (k + 1), -3.0
+        close(lf.compute(a * s1 + a * s2), x * s1 + x * s2)
+    # the first compute of a tree whose part was computed before: its program reads that part's
+    # buffer, so the tree's key must not lead to it (a fresh tree then would bind a to it)
+    lf.maximum(a, b), lf.maximum(a, b)  # (made twice: maximum on these types is now a replay)
+    t = a * 4.5
+    u = lf.maximum(t, b)
+    lf.compute(t)
+    close(lf.compute(u), np.maximum(x * 4.5, y))
+    close(lf.compute(lf.maximum(a * 4.5, b)), np.maximum(x * 4.5, y))
+    # a deep tree (past TREE_LEAVES_MAX leaves) and a DAG sharing one node many times
+    acc, want = a, x
+    for i in range(_array.TREE_LEAVES_MAX + 5):
+        acc, want = acc + float(i), want + float(i)
+    close(lf.compute(acc * 1.0), want)
+    d, dw = a, x
+    for _ in range(12):
+        d, dw = d * 0.5 + d, dw * 0.5 + dw
+    close(lf.compute(d), dw)
