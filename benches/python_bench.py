@@ -17,8 +17,10 @@ Two parts, one process, so the ratios are taken in one run on a shared machine:
    calls per system; the row is the median of the rounds' per-call times.
 2. The seed cases at n = 2^e for each e of --sweep (default 24), on the
    float32 inputs tools/seed_examples.c makes (common.lcg_f32):
-   lazyfuse-bench (the same graph built and evaluated from C: `--mode fused`,
-   its own median), lazyfuse.evaluate (numexpr_peer's expression strings, the
+   "C lf_eval, same graph" (the reference: lf_eval alone, called through cffi
+   on the graph evaluate built and cached, into the same output array, in
+   this process and its thread pool, timed in the same rounds as the others),
+   lazyfuse.evaluate (numexpr_peer's expression strings, the
    constants as float32 variables, out= a preallocated array), the lazy arrays
    (peers/arrayapi.py's functions with xp = lazyfuse, then lazyfuse.compute;
    a new output buffer per call, as an Array API user gets), NumPy
@@ -29,10 +31,12 @@ Two parts, one process, so the ratios are taken in one run on a shared machine:
    peers' measure and tolerance); a "!" marks a miss. numexpr's sum() of
    float32 accumulates in float32 and misses by percents at these sizes
    (NumPy sums pairwise; lazyfuse accumulates float sums in double): shown,
-   not an error of this run.
+   not an error of this run. Last, unless --no-c-bench, lazyfuse-bench's
+   fused median of the case (seed_examples.c's graph, which is not always
+   evaluate's: its own process, run after the rounds), for reference.
 
 Output: a table per part on stdout (time, and in brackets the time over the
-row's reference: numexpr's for part 1, lazyfuse-bench's for part 2), the same
+row's reference: numexpr's for part 1, the in-process C lf_eval's for part 2), the same
 rows as JSON lines (--json), and the tables as Markdown (--markdown). The
 machine's load average is printed before and after: report it with the
 figures. Exit status 0, or 1 when a lazyfuse result failed its check.
@@ -54,6 +58,8 @@ import arrayapi  # noqa: E402
 import common  # noqa: E402
 import numexpr_peer  # noqa: E402
 
+VERSIONS = {}  # the peers' versions in this run (put on each row of part 2)
+
 # the cases every Python system here can express (elementwise and a full reduction)
 CASES = ['gaussian_pdf', 'polar_distance', 'hypot', 'triad', 'chain8', 'sum_of_squares']
 
@@ -70,6 +76,7 @@ def parse_args(argv):
     p.add_argument('--markdown', metavar='OUT', help='write the tables as Markdown here')
     p.add_argument('--no-overhead', action='store_true', help='skip part 1')
     p.add_argument('--no-cases', action='store_true', help='skip part 2')
+    p.add_argument('--no-c-bench', action='store_true', help="part 2 without lazyfuse-bench's column")
     a = p.parse_args(argv)
     a.sweep = [int(e) for e in a.sweep.split(',') if e]
     a.cases = [c for c in a.cases.split(',') if c]
@@ -176,8 +183,42 @@ def case_inputs(case, n):
     return [common.lcg_f32(n, lo, hi, seed) for seed, lo, hi in spec.input_specs]
 
 
+C_SAME = 'C lf_eval, same graph'  # part 2's reference: evaluate's own graph, lf_eval from this process
+
+
+def c_graph_call(lf, expr, local, out):
+    """A call that runs lf_eval, and nothing else, on the graph that
+    lf.evaluate(expr, local_dict=local, out=out) has just built and cached:
+    the same graph, inputs and output memory, this process and its thread
+    pool; the C side of an evaluate call, timed in the same rounds as it."""
+    from lazyfuse._ffi import ffi, lib
+    ctx = lf.default_context()
+    lf.evaluate(expr, local_dict=local, out=out)
+    prog = next(reversed(ctx.programs.values()))  # the one evaluate just ran (most recently used last)
+    if out is not None:
+        h = lib.lf_buffer_wrap(ctx.handle, prog.lf_dtype, out.ndim, prog.shape_c, ffi.NULL,
+                               ffi.from_buffer(out), ffi.NULL, ffi.NULL)
+    else:
+        h = lib.lf_buffer_new_like(ctx.handle, prog.result)
+    if h == ffi.NULL:
+        raise RuntimeError(f'c_graph_call: no output buffer: {ctx.errmsg()}')
+    dsts = ffi.new('lf_buffer *[]', [h])
+    keep = (prog, out)  # the graph and the wrapped memory live as long as the call
+
+    def call():
+        with ctx.calling():
+            ctx.check(lib.lf_eval(keep[0].graph, 1, keep[0].outs_c, dsts), 'lf_eval')
+        if out is not None:
+            return out
+        res = np.empty(prog.shape, prog.np_dtype)
+        with ctx.calling():
+            ctx.check(lib.lf_buffer_read(h, ffi.from_buffer(res), res.nbytes), 'read')
+        return res
+    return call
+
+
 def case_systems(lf, ne, case, xs):
-    """(name, call, result-of-call) for each Python system on case."""
+    """(name, call) for each Python system on case, the in-process C first."""
     expr, names = numexpr_peer.EXPRS[case]
     local = dict(numexpr_peer.K)
     local.update(zip(names, xs))
@@ -201,8 +242,8 @@ def case_systems(lf, ne, case, xs):
     def numexpr_call():
         return ne.evaluate(expr, local_dict=local, out=out_ne)
 
-    return [('lazyfuse evaluate', lf_evaluate), ('lazyfuse lazy', lf_lazy), ('numpy', numpy_call),
-            ('numexpr', numexpr_call)]
+    return [(C_SAME, c_graph_call(lf, expr, local, out_lf)), ('lazyfuse evaluate', lf_evaluate),
+            ('lazyfuse lazy', lf_lazy), ('numpy', numpy_call), ('numexpr', numexpr_call)]
 
 
 def run_case(lf, ne, args, case, e):
@@ -224,14 +265,18 @@ def run_case(lf, ne, args, case, e):
             r = f()
             times[name].append(time.perf_counter() - t0)
             del r
-    c_s, c_threads = c_median(args.bench, case, n, args.threads, args.reps)
-    rows = [{'part': 'cases', 'case': case, 'n': n, 'system': 'lazyfuse-bench (C)', 'median_s': c_s,
-             'over_c': 1.0, 'threads': c_threads, 'check': 'n/a'}]
+    c_s = statistics.median(times[C_SAME])
+    rows = []
+    if not args.no_c_bench:
+        b_s, b_threads = c_median(args.bench, case, n, args.threads, args.reps)
+        rows.append({'part': 'cases', 'case': case, 'n': n, 'system': 'lazyfuse-bench (C)', 'median_s': b_s,
+                     'over_c': b_s / c_s, 'threads': b_threads, 'check': 'n/a',
+                     'note': "seed_examples.c's graph, another process, timed after the rounds"})
     for name, _ in systems:
         med = statistics.median(times[name])
         rows.append({'part': 'cases', 'case': case, 'n': n, 'system': name, 'median_s': med,
                      'over_c': med / c_s, 'reps': args.reps, 'max_rel_diff': checks[name],
-                     'check': 'ok' if checks[name] <= tol else 'MISMATCH'})
+                     'check': 'ok' if checks[name] <= tol else 'MISMATCH', 'versions': VERSIONS})
     return rows
 
 
@@ -245,7 +290,7 @@ def overhead_table(rows):
 
 
 def cases_table(rows):
-    systems = ['lazyfuse-bench (C)', 'lazyfuse evaluate', 'lazyfuse lazy', 'numpy', 'numexpr']
+    systems = [C_SAME, 'lazyfuse evaluate', 'lazyfuse lazy', 'numpy', 'numexpr', 'lazyfuse-bench (C)']
     out = ['| case | n | ' + ' | '.join(systems) + ' |', '|---|---|' + '---|' * len(systems)]
     keys = []
     for r in rows:
@@ -268,6 +313,7 @@ def main(argv):
     args = parse_args(argv)
     import lazyfuse as lf
     import numexpr as ne
+    VERSIONS.update(numpy=np.__version__, numexpr=ne.__version__, python=sys.version.split()[0])
     if args.threads:
         lf.set_num_threads(args.threads)
         ne.set_num_threads(args.threads)
@@ -292,7 +338,7 @@ def main(argv):
         rows += cr
         t = cases_table(cr)
         print('\n'.join(t), flush=True)
-        md += ['', '### Seed cases (time, and in brackets the time over lazyfuse-bench\'s from C)', ''] + t
+        md += ['', f'### Seed cases (time, and in brackets the time over {C_SAME}\'s)', ''] + t
     tail = f'load average at end: {loadavg()}'
     print(tail)
     md += ['', tail]

@@ -2,7 +2,7 @@
 """benches/report.py: the merged table of a benchmark run, its JSON, its
 charts and benches/RESULTS.md. Standard library only. scripts/bench.sh runs it:
 
-    report.py --backend cpu --lazyfuse RUN.jsonl --peers PEERS.jsonl
+    report.py --backend cpu --lazyfuse RUN.jsonl --peers PEERS.jsonl [--python PY.jsonl]
               [--json results/cpu.json] [--charts DIR] [--results RESULTS.md]
               [--command CMD] [--started ISO-TIME]
 
@@ -10,7 +10,8 @@ charts and benches/RESULTS.md. Standard library only. scripts/bench.sh runs it:
   fused and unfused, then every peer that ran); each cell is the median time
   and, in brackets, that time over lazyfuse fused's (above 1: lazyfuse fused
   is faster). A "!" marks a result that failed its check against lazyfuse's
-  output;
+  output. With --python (python_bench.py's JSON lines), the Python package's
+  seed-case rows follow as rows "python: CASE" (see PY_COLS);
 - writes the run as one JSON document (--json): meta, the lazyfuse-bench
   lines, the peer lines, and the merged table;
 - draws the charts (benches/chart.py) into --charts;
@@ -232,6 +233,45 @@ def largest_n(lf):
     return best
 
 
+# python_bench.py's systems -> the merged table's columns, for the rows of the
+# Python package ("python: CASE"): the in-process lf_eval of evaluate's graph
+# is that row's "lazyfuse fused" (what the ratios divide by); NumPy and
+# numexpr ran the peers' own calls (arrayapi.py with out=, numexpr_peer's
+# expressions), in python_bench's interpreter
+PY_COLS = {'C lf_eval, same graph': 'lazyfuse fused', 'lazyfuse evaluate': 'python evaluate',
+           'lazyfuse lazy': 'python lazy', 'numpy': 'numpy', 'numexpr': 'numexpr'}
+PY_PREFIX = 'python: '
+
+
+def merge_python(m, py):
+    """Adds python_bench.py's part-2 rows (its JSON lines) to the merged table m
+    as rows "python: CASE" at each case's largest n, in the columns PY_COLS
+    names; each cell's ratio is its time over that row's in-process lf_eval."""
+    best = {}
+    for r in py:
+        if r.get('part') == 'cases' and r.get('system') in PY_COLS and r.get('median_s'):
+            best[r['case']] = max(best.get(r['case'], 0), r['n'])
+    for case in sorted(best, key=lambda c: CASES.index(c) if c in CASES else len(CASES)):
+        row = m['cells'].setdefault(PY_PREFIX + case, {})
+        m['n'][PY_PREFIX + case] = best[case]
+        for r in py:
+            if r.get('part') == 'cases' and r.get('case') == case and r.get('n') == best[case] \
+                    and r.get('system') in PY_COLS and r.get('median_s'):
+                col = PY_COLS[r['system']]
+                row[col] = {'median_s': r['median_s'], 'ratio': r.get('over_c'),
+                            'check': r.get('check', 'n/a')}
+                if col not in m['systems']:
+                    m['systems'].append(col)
+    if best:
+        m['python_versions'] = next((r.get('versions') for r in py if r.get('versions')), {})
+    return m
+
+
+def row_keys(m):
+    """The merged table's rows in order: the cases, then the Python package's."""
+    return [c for c in CASES if c in m['cells']] + [k for k in m['cells'] if k.startswith(PY_PREFIX)]
+
+
 def merge(lf, peers):
     """{'n': {case: n}, 'systems': [...], 'cells': {case: {system: cell}}}; a cell is
     {'median_s', 'ratio', 'check'} or {'status': 'n/a'|'error', 'why'}."""
@@ -316,7 +356,7 @@ def text_table(m):
     cols = m['systems']
     head = ['case', 'n'] + [col_name(m, c).replace('lazyfuse ', 'lf ') for c in cols]
     rows = [head]
-    for c in CASES:
+    for c in row_keys(m):
         if c in m['cells']:
             rows.append([c, size_text(c, m['n'][c])] + [cell_text(m['cells'][c].get(s)) for s in cols])
     w = [max(len(r[i]) for r in rows) for i in range(len(head))]
@@ -327,7 +367,7 @@ def text_table(m):
 def md_table(m):
     cols = m['systems']
     out = ['| case | n | ' + ' | '.join(col_name(m, c) for c in cols) + ' |', '|' + '---|' * (len(cols) + 2)]
-    for c in CASES:
+    for c in row_keys(m):
         if c in m['cells']:
             out.append(f'| {c} | {size_text(c, m["n"][c])} | '
                        + ' | '.join(cell_text(m['cells'][c].get(s)) for s in cols) + ' |')
@@ -341,6 +381,13 @@ TABLE_LEGEND = ('Each cell: median time (time / lazyfuse fused time); above 1x l
                 "math libraries and FMA contraction move results by about 1e-4). `n/a`: the system has no way to write the case. "
                 'n: elements of the main input (contractions: the side of the square matrices; batched_matmul: '
                 '8 products of half that side).')
+PY_LEGEND = ('Rows `python: CASE`: the Python package (benches/python_bench.py, one process): its '
+             '`lazyfuse fused` cell is lf_eval alone on the graph `lazyfuse.evaluate` built, called '
+             'in the same process and timed in the same rounds, and every ratio on the row is over '
+             'it; `python evaluate` is `lazyfuse.evaluate(expr, out=...)` on numexpr_peer\'s '
+             'expression, `python lazy` the lazy arrays (arrayapi.py with xp = lazyfuse, then '
+             '`compute`, a new result each call), numpy and numexpr the peers\' calls in the '
+             'same interpreter.')
 HAND_LEGEND = ('`c_handfused`: lazyfuse-bench\'s hand-written one-pass C loop (benches/handfused.c, -O3 '
                '-march=native, libmvec) on the same threads; its ratio is the one measured with the two timed '
                'interleaved in the same repetitions.')
@@ -547,7 +594,8 @@ def backend_section(doc, title, charts_rel):
     sk = [r for r in sysl if r.get('status') != 'ok']
     if sk:
         out.append('- Skipped: ' + '; '.join(f"{r['system']}: {r.get('why', '')}" for r in sk) + '.')
-    legend = TABLE_LEGEND + (' ' + HAND_LEGEND if HAND in m['systems'] else '')
+    legend = TABLE_LEGEND + (' ' + HAND_LEGEND if HAND in m['systems'] else '') \
+        + (' ' + PY_LEGEND if any(k.startswith(PY_PREFIX) for k in m['cells']) else '')
     out += ['', f'### Merged table at the largest n', '', legend, '', md_table(m), '']
     na = [(r['case'], r['system'], r.get('why', '')) for r in peers
           if r.get('kind') == 'case' and r.get('status') in ('n/a', 'error')]
@@ -697,6 +745,7 @@ def main(argv):
     p.add_argument('--code', default='', help='git commit measured (default: HEAD now)')
     p.add_argument('--code-dirty', default='', help='the files with uncommitted changes when the run started')
     p.add_argument('--render-only', action='store_true', help='re-render from --json, run nothing')
+    p.add_argument('--python', help="python_bench.py --json output: the Python package's rows")
     a = p.parse_args(argv)
 
     if a.render_only:
@@ -722,6 +771,9 @@ def main(argv):
             meta['git_dirty'] = ' '.join(a.code_dirty.split())
         doc = {'meta': meta, 'lazyfuse': lf, 'peers': peers}
         doc['table'] = merge(lf, peers)
+        if a.python:
+            doc['python'] = read_jsonl(a.python)
+            merge_python(doc['table'], doc['python'])
         if a.json:
             os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
             with open(a.json, 'w') as f:

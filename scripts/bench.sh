@@ -51,8 +51,10 @@
 #                         against this build's liblazyfuse.so and lazyfuse-bench, at the
 #                         sweep's largest n: the per-call overhead rows and the Python
 #                         rows of the seed cases (lazyfuse.evaluate, lazy arrays, NumPy,
-#                         numexpr, over lazyfuse-bench from C); writes
-#                         OUT/results/python.jsonl and prints its table
+#                         numexpr, over lf_eval of the same graph in the same process,
+#                         and lazyfuse-bench's figure from C); writes
+#                         OUT/results/python.jsonl, prints its table, and the report puts
+#                         the seed-case rows into the merged table ("python: CASE")
 #
 # The peers run at their current releases: a virtual environment, .peers-venv/
 # (PEER_VENV to put it elsewhere), made with the versions pinned in
@@ -238,6 +240,18 @@ if [ "$PEERS" -eq 1 ] && [ "$BACKEND" = cpu ] && [ "$DEBIAN_PEERS" != none ] && 
     cat "$WORK/peers-debian.jsonl" >> "$WORK/peers.jsonl"
 fi
 
+# the Python package's rows, before the report, which puts them in the merged table
+if [ -n "$PYBENCH" ]; then
+    top="${SWEEP#*:}"; top="${top%%:*}"
+    py_args=(--sweep "$top" --bench "$BENCH" --json "$OUT/results/python.jsonl")
+    [ -n "$THREADS" ] && py_args+=(--threads "$THREADS")
+    rm -f "$OUT/results/python.jsonl"  # no rows of an earlier run in this report
+    say "Python package: python_bench.py ${py_args[*]}"
+    case "$BUILD" in /*) LIBSO="$BUILD/liblazyfuse.so" ;; *) LIBSO="$ROOT/$BUILD/liblazyfuse.so" ;; esac
+    PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" LAZYFUSE_LIBRARY="$LIBSO" \
+        "$PYBENCH" benches/python_bench.py "${py_args[@]}" || { STATUS=1; say "python_bench.py failed"; }
+fi
+
 report_args=(--backend "$BACKEND" --lazyfuse "$WORK/lazyfuse.jsonl" --peers "$WORK/peers.jsonl"
              --command "$CMDLINE" --started "$STARTED" --load-start "$LOAD_START" --code "$CODE"
              --code-dirty "$DIRTY"
@@ -246,15 +260,7 @@ report_args=(--backend "$BACKEND" --lazyfuse "$WORK/lazyfuse.jsonl" --peers "$WO
 if [ "$RESULTS" -eq 1 ] && [ "$QUICK" -eq 0 ]; then
     report_args+=(--results "$OUT/RESULTS.md")
 fi
+[ -n "$PYBENCH" ] && [ -s "$OUT/results/python.jsonl" ] && report_args+=(--python "$OUT/results/python.jsonl")
 "$SYS_PY" benches/report.py "${report_args[@]}" || { STATUS=1; say "the report failed"; }
 
-if [ -n "$PYBENCH" ]; then
-    top="${SWEEP#*:}"; top="${top%%:*}"
-    py_args=(--sweep "$top" --bench "$BENCH" --json "$OUT/results/python.jsonl")
-    [ -n "$THREADS" ] && py_args+=(--threads "$THREADS")
-    say "Python package: python_bench.py ${py_args[*]}"
-    case "$BUILD" in /*) LIBSO="$BUILD/liblazyfuse.so" ;; *) LIBSO="$ROOT/$BUILD/liblazyfuse.so" ;; esac
-    PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" LAZYFUSE_LIBRARY="$LIBSO" \
-        "$PYBENCH" benches/python_bench.py "${py_args[@]}" || { STATUS=1; say "python_bench.py failed"; }
-fi
 exit "$STATUS"

@@ -29,6 +29,16 @@ the array operand's dtype (a float with an integer or bool array gives
 float64, an int with a bool array int64), and becomes an lf_const node, a
 run-time parameter of the kernels, so a changed scalar does not recompile.
 
+Loops. A Python loop that builds the same expression each time must cost
+lookups, not C calls: an elementwise function on operands whose types,
+dtypes and shapes it has accepted before replays the recorded result (_FAST:
+no checks again, no C node); every build function is made once per op and
+parameters (so its cache keys are made once); a deferred op carries the
+structure of its expression tree and its leaves, made from its operands'
+(_tree_of), so compute() of one array finds its program with no walk of the
+DAG (_tree_key; a tree whose part was computed since takes _structure's walk),
+and rebinds only inputs that changed since the program's last run.
+
 What must stay true:
  - a lazy Array keeps every Array its recipe reads alive (and through them
    their buffers and graphs); the C graph holds its own reference to every
@@ -38,9 +48,12 @@ What must stay true:
  - an lf_graph is freed (through ctx.defer) only when no Array refers to it.
 """
 import builtins
+import collections
+import itertools
 import math
 import operator
 import threading
+import weakref
 
 from ._buffer import Buffer
 from ._context import Context, default_context
@@ -234,10 +247,12 @@ class _Recipe:
     """How a lazy array was built: build(g, *operand_nodes) -> node, on the
     operands' nodes in graph g (constants and sources have no operands)."""
 
-    __slots__ = ("build", "args", "what", "scalar", "cells")
+    __slots__ = ("build", "args", "what", "scalar", "cells", "tree", "leaves")
 
     def __init__(self, build, args, what, scalar=None):
         self.build, self.args, self.what, self.scalar = build, args, what, scalar
+        self.tree = None    # the structure of the expression tree under it (see _tree_of), or None
+        self.leaves = None  # its leaves (materialized and scalar Arrays) in depth-first order
         self.cells = None  # build's closure frozen for the program cache's key (made by _structure)
 
 
@@ -471,12 +486,40 @@ _TYPES = {}
 _TYPES_MAX = 4096
 
 
+def _op_cells(build):
+    """build's closure frozen (the values it captured: op code, axes, ...), made
+    once per build function and kept on it; raises _NotCacheable or ValueError
+    for a closure that cannot be a key."""
+    try:
+        return build._lf_cells
+    except AttributeError:
+        pass
+    cells = tuple(_freeze(c.cell_contents) for c in (build.__closure__ or ()))
+    build._lf_cells = cells
+    # the program cache's key names the build by a small int (hashing code
+    # objects at every lookup costs more than the rest of the key). Tokens are
+    # never reused: after the table is emptied an equal build gets a new one
+    # (a cache miss, never a wrong hit).
+    key = (build.__code__, cells)
+    token = _BUILD_TOKENS.get(key)
+    if token is None:
+        if len(_BUILD_TOKENS) >= 65536:
+            _BUILD_TOKENS.clear()
+        token = _BUILD_TOKENS[key] = next(_next_token)
+    build._lf_token = token
+    return cells
+
+
+_BUILD_TOKENS = {}  # (build's code, its frozen closure) -> the int the program cache's keys use
+_next_token = itertools.count()
+
+
 def _type_key(build, args):
     try:
-        cells = tuple(_freeze(c.cell_contents) for c in (build.__closure__ or ()))
+        cells = _op_cells(build)
     except (_NotCacheable, ValueError):
         return None, None
-    return (build.__code__, cells, tuple((a._dtype, a._shape) for a in args)), cells
+    return (build.__code__, cells, tuple([(a._dtype, a._shape) for a in args])), cells
 
 
 def _lazy(ctx, build, args, what, graph=None, scalar=None, typed=None):
@@ -489,7 +532,11 @@ def _lazy(ctx, build, args, what, graph=None, scalar=None, typed=None):
     node is built from its recipe when a graph needs it (_node_in,
     _live_graph; compute's program cache builds a DAG once per structure)."""
     tkey = cells = None
-    if graph is None and builtins.all(a._ctx is ctx for a in args):
+    same_ctx = True
+    for a in args:
+        if a._ctx is not ctx:
+            same_ctx = False
+    if graph is None and same_ctx:
         if typed is None and scalar is None:
             tkey, cells = _type_key(build, args)
             typed = _TYPES.get(tkey) if tkey is not None else None
@@ -500,6 +547,8 @@ def _lazy(ctx, build, args, what, graph=None, scalar=None, typed=None):
             r.cells = cells
             out._contig = True
             out._dtype, out._shape = typed
+            if cells is not None:
+                r.tree, r.leaves = _tree_of(build, args, typed)
             return out
     g = graph
     for a in args if g is None else ():
@@ -544,10 +593,13 @@ def _in_ctx(a, ctx):
     return Array._from_buffer(Buffer.from_dlpack(ctx, a._buffer()))
 
 
+def _const_build(lf, value):
+    return lambda g: lib.lf_const(g.handle, lf, value)
+
+
 def _const(ctx, lf, value, graph=None):
     value = float(value)
-    return _lazy(ctx, lambda g: lib.lf_const(g.handle, lf, value), (), "const", graph, value,
-                 typed=(lf, ()))
+    return _lazy(ctx, _const_build(lf, value), (), "const", graph, value, typed=(lf, ()))
 
 
 def _is_scalar(x):
@@ -592,22 +644,174 @@ def _operands(xs, what, exact_int=True):
     return ctx, arrays
 
 
+_APPLY_BUILDS = {}  # (lf_op, arity) -> its build function, made once (so its cache keys are made once)
+
+
+def _apply_build(code, arity):
+    build = _APPLY_BUILDS.get((code, arity))
+    if build is None:
+        if arity == 1:
+            def build(g, a):
+                return lib.lf_apply(g.handle, code, a, ffi.NULL, ffi.NULL)
+        elif arity == 2:
+            def build(g, a, b):
+                return lib.lf_apply(g.handle, code, a, b, ffi.NULL)
+        else:
+            def build(g, a, b, c):
+                return lib.lf_apply(g.handle, code, a, b, c)
+        _APPLY_BUILDS[(code, arity)] = build
+    return build
+
+
 def _apply(op, what, *xs, exact_int=True, check=None):
     ctx, arrays = _operands(xs, what, exact_int)
     _broadcast_shapes(*(a._shape for a in arrays))
     if check is not None:
         check(*(a._dtype for a in arrays))
-    code = OP[op]
-    if len(arrays) == 1:
-        def build(g, a):
-            return lib.lf_apply(g.handle, code, a, ffi.NULL, ffi.NULL)
-    elif len(arrays) == 2:
-        def build(g, a, b):
-            return lib.lf_apply(g.handle, code, a, b, ffi.NULL)
-    else:
-        def build(g, a, b, c):
-            return lib.lf_apply(g.handle, code, a, b, c)
-    return _lazy(ctx, build, arrays, what)
+    return _lazy(ctx, _apply_build(OP[op], len(arrays)), arrays, what)
+
+
+# The per-call fast path of the elementwise functions, for loops that build
+# the same expression again and again: (function name, the operands' types,
+# dtypes and shapes) -> (build, result dtype, result shape, dtype of a scalar
+# operand), recorded after the full path accepted those operands (their
+# checks, broadcasting and promotion depend on nothing else). Only operands
+# whose outcome cannot depend on a value are recorded: arrays of one context,
+# and Python floats, or ints next to a float array (an int next to an int
+# array has a range to check).
+_FAST = {}
+_FAST_MAX = 4096
+
+
+def _fast_sig(name, xs):
+    """The _FAST key of operands xs, or None when the fast path does not apply."""
+    sig = [name]
+    ctx = None
+    for x in xs:
+        t = type(x)
+        if t is Array:
+            if ctx is None:
+                ctx = x._ctx
+            elif x._ctx is not ctx:
+                return None, None
+            sig.append((x._dtype, x._shape))
+        elif t is float:
+            sig.append(float)
+        elif t is int:
+            sig.append(int)
+        else:
+            return None, None
+    if ctx is None:
+        return None, None
+    if int in sig:
+        for x in xs:
+            if type(x) is Array and not _is_float(x._dtype):
+                return None, None
+    return tuple(sig), ctx
+
+
+def _fast_apply(sig, ctx, xs, hit):
+    """The lazy result of a _FAST hit: the same Arrays _apply would make."""
+    build, dtype, shape, scalar_lf = hit
+    args = []
+    for x in xs:
+        if type(x) is Array:
+            args.append(x)
+        else:  # _const's deferred lf_const, made here without its checks
+            value = float(x)
+            c = object.__new__(Array)
+            c._ctx, c._buf, c._graph, c._node = ctx, None, None, None
+            c._recipe = _Recipe(_const_build(scalar_lf, value), (), "const", value)
+            c._contig = True
+            c._dtype, c._shape = scalar_lf, ()
+            args.append(c)
+    out = object.__new__(Array)
+    out._ctx, out._buf, out._graph, out._node = ctx, None, None, None
+    out._recipe = r = _Recipe(build, tuple(args), sig[0])
+    r.cells = build._lf_cells
+    out._contig = True
+    out._dtype, out._shape = dtype, shape
+    r.tree, r.leaves = _tree_of(build, args, (dtype, shape))
+    return out
+
+
+TREE_LEAVES_MAX = 64  # larger trees (or DAGs that share much) take _structure's walk
+
+
+def _tree_of(build, args, typed):
+    """(tree, leaves) of a deferred op of build on args, made from its
+    operands' as the op is made, so that compute() of a tree seen before
+    needs no walk of the DAG: tree is a hashable structure (build's token,
+    the result's dtype and shape, the operands' trees; a materialized operand
+    is ("in", dtype, shape), a scalar ("s", what, dtype)), leaves the
+    materialized and scalar Arrays in depth-first order. (None, None) when an
+    operand has none (a strided input, a node built in a graph) or the tree
+    has more than TREE_LEAVES_MAX leaves."""
+    parts = [build._lf_token, typed]
+    leaves = ()
+    for a in args:
+        if a._buf is not None:
+            if not a._contig:
+                return None, None
+            parts.append(("in", a._dtype, a._shape))
+            leaves += (a,)
+        else:
+            r = a._recipe
+            if r.scalar is not None:
+                parts.append(("s", r.what, a._dtype))
+                leaves += (a,)
+            elif r.tree is None:
+                return None, None
+            else:
+                parts.append(r.tree)
+                leaves += r.leaves
+    if len(leaves) > TREE_LEAVES_MAX:
+        return None, None
+    return tuple(parts), leaves
+
+
+def _tree_key(a):
+    """compute()'s key for a single deferred Array a from its tree (None when
+    it has none): the tree and which leaves are the same buffer or scalar and
+    of which kind now; with the unique input buffers and scalar values in the
+    order _structure gives them (first occurrence depth-first)."""
+    r = a._recipe
+    if r.tree is None:
+        return None, None, None
+    seen = {}
+    pattern, inputs, scalars = [], [], []
+    for leaf in r.leaves:
+        b = leaf._buf
+        if b is not None:
+            q = seen.get(id(b))
+            if q is None:
+                q = seen[id(b)] = len(seen)
+                inputs.append(b)
+            pattern.append(q)
+        else:
+            q = seen.get(id(leaf))
+            if q is None:
+                q = seen[id(leaf)] = len(seen)
+                scalars.append(leaf._recipe.scalar)
+            pattern.append(-1 - q)
+    return ("tree", r.tree, tuple(pattern)), inputs, scalars
+
+
+def _record_fast(sig, xs, out):
+    """Remembers out's recipe for sig (see _FAST) when it can be replayed."""
+    r = out._recipe
+    if r is None or out._buf is not None or out._graph is not None or r.cells is None \
+            or getattr(r.build, "_lf_cells", None) is None:
+        return  # built in a graph (not deferred) or not keyed: nothing to replay
+    scalar_lf = None
+    for x, a in zip(xs, r.args):
+        if type(x) is not Array:
+            scalar_lf = a._dtype
+        elif a is not x:
+            return  # an operand was converted: not a plain replay
+    if len(_FAST) >= _FAST_MAX:
+        _FAST.clear()
+    _FAST[sig] = (r.build, out._dtype, out._shape, scalar_lf)
 
 
 def _ints_or_bool(what):
@@ -636,6 +840,14 @@ def _numeric(what):
 
 def _unary(op, name, check=None):
     def f(x, /):
+        if type(x) is Array:
+            sig = (name, x._dtype, x._shape)
+            hit = _FAST.get(sig)
+            if hit is not None:
+                return _fast_apply(sig, x._ctx, (x,), hit)
+            out = _apply(op, name, x, check=check)
+            _record_fast(sig, (x,), out)
+            return out
         return _apply(op, name, x, check=check)
     f.__name__ = name
     f.__doc__ = f"Elementwise {name} (Array API), lazily."
@@ -644,7 +856,16 @@ def _unary(op, name, check=None):
 
 def _binary(op, name, check=None, exact_int=True):
     def f(x1, x2, /):
-        return _apply(op, name, x1, x2, check=check, exact_int=exact_int)
+        xs = (x1, x2)
+        sig, ctx = _fast_sig(name, xs)
+        if sig is None:
+            return _apply(op, name, x1, x2, check=check, exact_int=exact_int)
+        hit = _FAST.get(sig)
+        if hit is not None:
+            return _fast_apply(sig, ctx, xs, hit)
+        out = _apply(op, name, x1, x2, check=check, exact_int=exact_int)
+        _record_fast(sig, xs, out)
+        return out
     f.__name__ = name
     f.__doc__ = f"Elementwise {name} (Array API), lazily, with broadcasting."
     return f
@@ -1083,9 +1304,19 @@ def _reduce(name, x, axis, keepdims):
         if name == "mean" and not _is_float(x._dtype):
             return astype(x, float64)
         return x
-    ax = list(axes)
-    return _lazy(x._ctx, lambda g, a: lib.lf_reduce(g.handle, op, a, len(ax), ffi.new("int[]", ax), keepdims),
-                 (x,), name)
+    build = _REDUCE_BUILDS.get((op, axes, keepdims))
+    if build is None:
+        build = _reduce_build(op, list(axes), keepdims)
+        if len(_REDUCE_BUILDS) < 4096:
+            _REDUCE_BUILDS[(op, axes, keepdims)] = build
+    return _lazy(x._ctx, build, (x,), name)
+
+
+_REDUCE_BUILDS = {}  # (lf_reduce_op, axes, keepdims) -> its build function, made once
+
+
+def _reduce_build(op, ax, keepdims):
+    return lambda g, a: lib.lf_reduce(g.handle, op, a, len(ax), ffi.new("int[]", ax), keepdims)
 
 
 def _with_dtype(r, x, dtype, name):
@@ -1373,25 +1604,25 @@ def _structure(roots):
                 k = ("scalar", r.what, a._dtype, a._shape)
                 scalars.append(r.scalar)
             else:
-                args = tuple(visit(x) for x in r.args)
+                args = tuple([visit(x) for x in r.args])
                 cells = r.cells
                 if cells is None:
-                    cells = r.cells = tuple(_freeze(c.cell_contents) for c in (r.build.__closure__ or ()))
-                k = ("op", r.build.__code__, cells, args, a._dtype, a._shape)
+                    cells = r.cells = _op_cells(r.build)
+                k = ("op", r.build._lf_token, args, a._dtype, a._shape)
         p = len(key)
         key.append(k)
         items.append(a)
         pos[id(a)] = p
         return p
 
-    outs = tuple(visit(a) for a in roots)
+    outs = tuple([visit(a) for a in roots])
     return (tuple(key), outs), inputs, scalars, items, outs
 
 
 class _Program:
     """A graph built for one structure, run again on new inputs and scalars."""
 
-    __slots__ = ("graph", "inputs", "scalars", "outs", "outs_c", "dsts_c", "out_types")
+    __slots__ = ("graph", "inputs", "bound", "scalars", "outs", "outs_c", "dsts_c", "out_types")
 
 
 _programs = {}  # id(ctx) -> (weakref to ctx, OrderedDict key -> _Program)
@@ -1399,8 +1630,6 @@ PROGRAM_CACHE_SIZE = 128
 
 
 def _cache_of(ctx):
-    import collections
-    import weakref
     got = _programs.get(id(ctx))
     if got is None or got[0]() is not ctx:
         got = (weakref.ref(ctx, lambda _r, i=id(ctx): _programs.pop(i, None)), collections.OrderedDict())
@@ -1438,6 +1667,8 @@ def _build_program(ctx, items, outs):
         nodes.append(node)
         pos_of[id(a)] = len(nodes) - 1
     prog.graph = g
+    prog.bound = [a._buf for a in items if a._buf is not None]
+    prog.bound = list({id(b): b for b in prog.bound}.values())  # each buffer once, in input order
     prog.outs = [nodes[p] for p in outs]
     prog.outs_c = ffi.new("lf_node *[]", prog.outs)
     prog.dsts_c = ffi.new("lf_buffer *[]", len(prog.outs))
@@ -1449,25 +1680,46 @@ def _build_program(ctx, items, outs):
 def _run_cached(ctx, lst):
     """compute() through the context's program cache: True when it ran, False
     when the DAG cannot be cached (then nothing was done)."""
-    try:
-        key, inputs, scalars, items, outs = _structure(lst)
-    except (_NotCacheable, RecursionError):
-        return False
     cache = _cache_of(ctx)
+    prog = tkey = None
+    if len(lst) == 1:  # a single tree seen before: no walk of the DAG
+        tkey, inputs, scalars = _tree_key(lst[0])
+        if tkey is not None:
+            prog = cache.get(tkey)
+    if prog is None:
+        try:
+            key, inputs_s, scalars_s, items, outs = _structure(lst)
+        except (_NotCacheable, RecursionError):
+            return False
+        if tkey is not None and not (len(inputs_s) == len(inputs) and scalars_s == scalars and builtins.all(
+                [b is c for b, c in zip(inputs_s, inputs)])):
+            tkey = None  # the DAG's inputs are not its tree's leaves (a part was computed since)
+        inputs, scalars = inputs_s, scalars_s
+    else:
+        key = tkey
     with ctx.calling():
         prog = cache.get(key)
         if prog is None:
             prog = _build_program(ctx, items, outs)
             cache[key] = prog
-            if len(cache) > PROGRAM_CACHE_SIZE:
+            if tkey is not None:
+                cache[tkey] = prog
+            while len(cache) > PROGRAM_CACHE_SIZE:
                 cache.popitem(last=False)
         else:
+            if tkey is not None and tkey not in cache:
+                cache[tkey] = prog
             cache.move_to_end(key)
             g = prog.graph
-            for node, buf in zip(prog.inputs, inputs):
-                ctx.check(lib.lf_input_rebind(g.handle, node, buf.handle), "compute")
+            bound = prog.bound
+            for i, buf in enumerate(inputs):
+                if bound[i] is not buf:  # a buffer held here cannot have changed under the graph
+                    ctx.check(lib.lf_input_rebind(g.handle, prog.inputs[i], buf.handle), "compute")
+                    bound[i] = buf
             for node, value in zip(prog.scalars, scalars):
-                ctx.check(lib.lf_scalar_set(g.handle, node, value), "compute")
+                st = lib.lf_scalar_set(g.handle, node, value)
+                if st:
+                    ctx.check(st, "compute")
         g = prog.graph
         bufs = []
         dsts = prog.dsts_c
@@ -1504,6 +1756,11 @@ def compute(*arrays):
     are evaluated in their own graph; lazy arrays of other graphs are rebuilt
     from their recipes into the first one's graph for it, so compute(a, b) is
     one eval whichever graphs a and b were built in."""
+    if len(arrays) == 1 and type(arrays[0]) is Array:  # the common call: one array
+        a = arrays[0]
+        if a._buf is None and not _run_cached(a._ctx, [a]):
+            _compute_uncached(a._ctx, [a])
+        return a
     by_ctx = {}
     for a in arrays:
         if not isinstance(a, Array):
@@ -1513,30 +1770,34 @@ def compute(*arrays):
             if builtins.all(b is not a for b in lst):
                 lst.append(a)
     for ctx, lst in by_ctx.values():
-        if _run_cached(ctx, lst):
-            continue
-        g = lst[0]._live_graph()
-        n = len(lst)
-        with ctx.calling():
-            nodes = [a._node_in(g) for a in lst]
-            outs = ffi.new("lf_node *[]", nodes)
-            bufs = []
-            for node in nodes:
-                h = lib.lf_buffer_new_like(ctx.handle, node)
-                if h == ffi.NULL:
-                    ctx.check(lib.LF_ERR_NOMEM, "compute")
-                bufs.append(Buffer(ctx, h))
-            dsts = ffi.new("lf_buffer *[]", [b.handle for b in bufs])
-            st = lib.lf_eval(g.handle, n, outs, dsts)
-            with _counter_lock:
-                _evals[0] += 1
-            ctx.check(st, "compute")
-        for a, b, node in zip(lst, bufs, nodes):
-            a._buf = b
-            a._recipe = _Recipe(a._recipe.build, (), a._recipe.what)  # operands no longer needed
-            if a._graph is None:
-                a._graph, a._node = g, node
+        if not _run_cached(ctx, lst):
+            _compute_uncached(ctx, lst)
     return arrays[0] if len(arrays) == 1 else arrays
+
+
+def _compute_uncached(ctx, lst):
+    """compute() of lst (lazy arrays of ctx) in the first one's own graph."""
+    g = lst[0]._live_graph()
+    n = len(lst)
+    with ctx.calling():
+        nodes = [a._node_in(g) for a in lst]
+        outs = ffi.new("lf_node *[]", nodes)
+        bufs = []
+        for node in nodes:
+            h = lib.lf_buffer_new_like(ctx.handle, node)
+            if h == ffi.NULL:
+                ctx.check(lib.LF_ERR_NOMEM, "compute")
+            bufs.append(Buffer(ctx, h))
+        dsts = ffi.new("lf_buffer *[]", [b.handle for b in bufs])
+        st = lib.lf_eval(g.handle, n, outs, dsts)
+        with _counter_lock:
+            _evals[0] += 1
+        ctx.check(st, "compute")
+    for a, b, node in zip(lst, bufs, nodes):
+        a._buf = b
+        a._recipe = _Recipe(a._recipe.build, (), a._recipe.what)  # operands no longer needed
+        if a._graph is None:
+            a._graph, a._node = g, node
 
 
 # ---- what lazyfuse does not have ----------------------------------------------------------

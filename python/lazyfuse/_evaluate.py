@@ -447,13 +447,15 @@ def _parse(ex):
 
 class _Program:
     """A cached graph: inputs to rebind, constants to set, the result node."""
-    __slots__ = ("ctx", "graph", "slots", "held", "shapes", "result", "lf_dtype", "dtype", "np_dtype",
+    __slots__ = ("ctx", "host", "graph", "slots", "held", "shapes", "result", "lf_dtype", "dtype", "np_dtype",
                  "shape", "shape_c", "outs_c", "dsts_c", "__weakref__")
 
     def __init__(self, ctx):
         self.ctx = ctx
+        self.host = _host(ctx)  # NumPy arrays are wrapped in place (see _bind)
         self.graph = None
-        self.slots = []     # (variable name, node, 'array' | 'array0' | 'const', index in held or None)
+        self.slots = []     # (index in evaluate's variables, node, 'array' | 'array0' | 'const',
+        #                     index in held or None)
         self.held = []      # per array slot: the NumPy array wrapped in place now (kept alive), or None
         self.shapes = []    # per array slot: its shape as int64_t[] (made at the first direct bind)
         self.result = None
@@ -678,12 +680,18 @@ def _host(ctx):
     return ctx.backend != "cuda"
 
 
+# ffi.from_buffer(arr) without cffi's Python-level wrapper (one frame less
+# per bound array): the backend's call with the type ffi.from_buffer uses
+_from_buffer = ffi._backend.from_buffer
+_CHAR_ARRAY = ffi.typeof("char[]")
+
+
 def _wrap(ctx, arr, lf, shape_c):
     """An lf_buffer over the memory of arr, a C-contiguous, aligned NumPy
     array of lf's dtype (lf_buffer_wrap, no release callback: whoever binds it
     keeps arr alive while lazyfuse may read or write it)."""
     h = lib.lf_buffer_wrap(ctx.handle, lf, arr.ndim, shape_c, ffi.NULL,
-                           ffi.from_buffer(arr, require_writable=False), ffi.NULL, ffi.NULL)
+                           _from_buffer(_CHAR_ARRAY, arr, False), ffi.NULL, ffi.NULL)
     if h == ffi.NULL:
         from ._buffer import _error_from_message
         raise _error_from_message(ctx.errmsg(), "evaluate")
@@ -700,13 +708,14 @@ def _bind(ctx, prog, i, g, node, arr):
     (lf_buffer_wrap; prog.held[i] keeps it alive until the slot is bound
     again or the program is dropped), anything else goes through DLPack (its
     deleter keeps the source alive). node None: make the lf_input node."""
-    direct = _DIRECT.get(arr.dtype) if type(arr) is np.ndarray and _host(ctx) else None
+    if node is not None and prog.held[i] is arr:
+        # bound to this very array already (only a directly wrapped array is
+        # held): its memory cannot have moved while held here (NumPy's resize
+        # refuses an array with other references), and its dtype and shape
+        # are in the program's key
+        return node
+    direct = _DIRECT.get(arr.dtype) if type(arr) is np.ndarray and prog.host else None
     if direct is not None and arr.flags.c_contiguous and arr.flags.aligned:
-        if node is not None and prog.held[i] is arr:
-            # bound to this very array already: its memory cannot have moved
-            # while held here (NumPy's resize refuses an array with other
-            # references), and its dtype and shape are in the program's key
-            return node
         shape_c = prog.shapes[i]
         if shape_c is None:
             shape_c = prog.shapes[i] = _shape_c(arr.shape)
@@ -740,22 +749,22 @@ def _build(ctx, body, red, axis, prepared):
         ctx.check(lib.LF_ERR_NOMEM, "graph")
     prog.graph = g
     try:
-        by_name = {n: (kind, arr, scalar) for n, kind, arr, scalar in prepared}
+        by_name = {n: (i, kind, arr, scalar) for i, (n, kind, arr, scalar) in enumerate(prepared)}
         inputs = []
         for name, pname in tr.params.items():
-            kind, arr, scalar = by_name[name]
+            index, kind, arr, scalar = by_name[name]
             if scalar:
                 node = lib.lf_const(g, lf_dtype_of(KIND_NP[kind]), float(arr))
                 if not _exact_double(arr):
                     node = _scalar_input(ctx, g, arr)
-                    prog.slots.append((name, node, "array0", None))
+                    prog.slots.append((index, node, "array0", None))
                 else:
-                    prog.slots.append((name, node, "const", None))
+                    prog.slots.append((index, node, "const", None))
             else:
                 prog.held.append(None)
                 prog.shapes.append(None)
                 node = _bind(ctx, prog, len(prog.held) - 1, g, None, arr)
-                prog.slots.append((name, node, "array", len(prog.held) - 1))
+                prog.slots.append((index, node, "array", len(prog.held) - 1))
             inputs.append(node)
         text = f"({', '.join(tr.params.values())}) -> {e.text}"
         fn = lib.lf_fn_parse(g, text.encode())
@@ -822,10 +831,11 @@ def _scalar_input(ctx, g, arr):
 
 
 def _rebind(ctx, prog, prepared):
-    by_name = {n: arr for n, _, arr, _ in prepared}
+    """Points prog at this call's variables (prepared, in the order of the
+    expression's names, which the program's key fixes)."""
     g = prog.graph
-    for name, node, how, i in prog.slots:
-        arr = by_name[name]
+    for index, node, how, i in prog.slots:
+        arr = prepared[index][2]
         if how == "array":
             _bind(ctx, prog, i, g, node, arr)
         elif how == "const":  # the key says the value is exact as a double
@@ -853,10 +863,10 @@ def _eval(ctx, prog, out, casting):
             raise TypeError(f"Cannot cast the result from {prog.dtype} to {out_arr.dtype} "
                             f"according to the rule {casting!r}")
         direct = (isinstance(out_arr, np.ndarray) and tuple(out_arr.shape) == prog.shape
-                  and out_arr.dtype == np.dtype(prog.dtype)
+                  and out_arr.dtype == prog.np_dtype
                   and out_arr.flags.c_contiguous and out_arr.flags.writeable and out_arr.flags.aligned)
         if direct:
-            if _host(ctx):
+            if prog.host:
                 _eval_into(ctx, prog, out_arr)
                 return out
             dst = Buffer.from_dlpack(ctx, out_arr, writable=True)
@@ -889,7 +899,7 @@ def _eval_new(ctx, prog):
     """The result in a new array: on a host context a NumPy array of its own
     that lazyfuse writes in place; else a lazyfuse buffer exported through
     DLPack."""
-    if _host(ctx):
+    if prog.host:
         res = np.empty(prog.shape, prog.np_dtype)
         _eval_into(ctx, prog, res)
         return res

@@ -674,3 +674,83 @@ def test_program_cache_reuses_a_graph_for_new_inputs_and_scalars():
     # a strided input is not cached, and still right
     z = rng.standard_normal((6, 4))[:, ::2]
     close(lf.asarray(z) * 2.0, z * 2.0)
+
+
+def test_repeated_expression_in_a_loop_replays_and_replans_only_on_new_types():
+    """A loop building the same lazy expression (new Python scalars, the same
+    or other arrays) runs the cached program: no plan, no compile, right
+    values (NaN, inf, -0 included); a new dtype or shape plans once more and
+    is right; the per-call fast path gives the dtypes the full path gives."""
+    ctx = lf.default_context()
+    x = rand(16, special=False)
+    other = rand(16, special=False)
+    specials = rand(16)  # NaN, inf, -0 among the values
+    a, b, c = lf.asarray(x), lf.asarray(other), lf.asarray(specials)
+    turns = [(other, b), (x, a), (x, a), (specials, c), (other, b), (x, a), (specials, c), (x, a)]
+    for i, s in enumerate([0.5, -0.0, 2.0, 1.5, np.inf, -3.25, np.nan, 1.25]):
+        src, arr = turns[i]
+        got = float(lf.sum(arr * s + 1))
+        with np.errstate(all="ignore"):
+            want = float(np.sum(src * s + 1))
+        assert got == pytest.approx(want, nan_ok=True, rel=1e-12), (i, s)
+        st = ctx.last_stats()
+        if i > 0:
+            assert st["program_reused"] and st["plan_seconds"] == 0 and st["kernels_compiled"] == 0, (i, st)
+    # reflected operators, an int scalar next to a float array, a unary function
+    r = lf.compute(lf.sqrt(2 * a - 1.5 / (b * b + 1)))
+    with np.errstate(all="ignore"):
+        close(r, np.sqrt(2 * x - 1.5 / (other * other + 1)))
+    for dtype, shape in [("float32", (16,)), ("float64", (4, 4)), ("float64", (0,)), ("float32", (3, 1))]:
+        y = rand(shape, dtype)
+        for k in range(2):
+            c = lf.asarray(y)
+            r = lf.compute(c * (1.5 + k) + 1)
+            assert r.dtype == np.dtype(dtype) and r.shape == shape
+            close(r, (y * np.asarray(1.5 + k, dtype) + np.asarray(1, dtype)).astype(dtype))
+            assert ctx.last_stats()["program_reused"] == (k == 1), (dtype, shape, k)
+    # broadcasting of two arrays, and an int32 array with a Python int out of its range (refused
+    # every time: the fast path never records an int scalar next to an int array)
+    m, v = rand((3, 4)), rand((4,))
+    for k in range(2):
+        close(lf.asarray(m) - lf.asarray(v), m - v)
+        i32 = lf.asarray(np.arange(5, dtype=np.int32))
+        close(i32 + 3, np.arange(5, dtype=np.int32) + 3)
+        assert (i32 + 3).dtype == np.int32
+        with pytest.raises(OverflowError):
+            i32 + 2 ** 40
+
+
+def test_tree_key_of_compute_follows_leaves_that_changed():
+    """compute()'s key from the expression tree: a part computed in between,
+    the same array or scalar on two leaves against two different ones, and
+    a tree with more leaves than the key takes all give NumPy's values."""
+    x, y = rand(8, special=False), rand(8, special=False)
+    a, b = lf.asarray(x), lf.asarray(y)
+    for k in range(3):
+        t = a * 2.5
+        u = t + b
+        if k == 2:
+            lf.compute(t)  # u's tree still reads a and 2.5; its DAG now reads t's buffer
+        close(lf.compute(u), x * 2.5 + y)
+        close(lf.compute(a * 1.5 + a), x * 1.5 + x)  # one buffer on two leaves
+        close(lf.compute(a * 1.5 + b), x * 1.5 + y)  # two buffers, same tree
+        close(lf.compute(b * 1.5 + a), y * 1.5 + x)
+        s1, s2 = 0.25 * (k + 1), -3.0
+        close(lf.compute(a * s1 + a * s2), x * s1 + x * s2)
+    # the first compute of a tree whose part was computed before: its program reads that part's
+    # buffer, so the tree's key must not lead to it (a fresh tree then would bind a to it)
+    lf.maximum(a, b), lf.maximum(a, b)  # (made twice: maximum on these types is now a replay)
+    t = a * 4.5
+    u = lf.maximum(t, b)
+    lf.compute(t)
+    close(lf.compute(u), np.maximum(x * 4.5, y))
+    close(lf.compute(lf.maximum(a * 4.5, b)), np.maximum(x * 4.5, y))
+    # a deep tree (past TREE_LEAVES_MAX leaves) and a DAG sharing one node many times
+    acc, want = a, x
+    for i in range(_array.TREE_LEAVES_MAX + 5):
+        acc, want = acc + float(i), want + float(i)
+    close(lf.compute(acc * 1.0), want)
+    d, dw = a, x
+    for _ in range(12):
+        d, dw = d * 0.5 + d, dw * 0.5 + dw
+    close(lf.compute(d), dw)
