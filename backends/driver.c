@@ -14,10 +14,10 @@
  *                 plan -> schedule interpreter -> copy out (backends/host.c)
  *     REFERENCE:  node-by-node oracle (graph/eval_ref.c) -> copy out
  *
- * The two compiled backends write only what is theirs (compile, load, run);
- * the steps they share, program cache -> plan -> in-place decision -> a
- * kernel's source before the kernel cache -> statistics, are written once
- * in backends/program.c.
+ * The two compiled backends write only what is theirs (build: compile and
+ * load; run); their eval is backends/program.c's program_eval, written
+ * once: program cache -> build (plan -> in-place decision -> a kernel's
+ * source before the kernel cache, shared steps too) -> run -> statistics.
  *
  * AUTO tries the backends of auto_order in turn (CUDA, then the CPU); the
  * first that opens is the context's. The statistics of the last eval live

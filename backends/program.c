@@ -1,7 +1,7 @@
-/* backends/program.c: the steps of the eval pipeline every compiled backend
- * shares (see program.h): the program cache lookup, planning with the
- * in-place decision, codegen of a kernel before the kernel cache lookup,
- * and the statistics merge.
+/* backends/program.c: the eval pipeline every compiled backend shares (see
+ * program.h): program_eval (program cache -> build or reuse -> run ->
+ * statistics) and the steps a backend's build calls: planning with the
+ * in-place decision, codegen of a kernel before the kernel cache lookup.
  *
  * What must stay true: program_find matches exactly what program_plan
  * recorded (program.h); program_emit is the one place the backends enter
@@ -67,6 +67,22 @@ lf_status program_emit(lf_ctx *ctx, const fuse_schedule *s, const cg_layout *lay
         return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory generating %s %d", what, k);
     }
     if (graph_debug_on("source")) fprintf(stderr, "/* ---- lazyfuse %s %d ---- */\n%s\n", what, k, src->s);
+    return LF_OK;
+}
+
+lf_status program_eval(lf_graph *g, const program_parts *parts, void *state, int n, lf_node *const *outs,
+                       lf_buffer *const *dsts, lf_eval_stats *stats) {
+    void *p = program_find(g, parts->free, state, n, outs, dsts);
+    lf_status st;
+    if (p) {
+        stats->program_reused = true;
+    } else {
+        if ((st = parts->build(g, state, n, outs, dsts, &p, stats)) != LF_OK) return st;
+        graph_program_put(g, p, parts->free);
+    }
+    if ((st = parts->run(g->ctx, state, p, dsts, stats)) != LF_OK) return st;
+    lf_eval_stats run = *stats;
+    program_stats(p, &run, stats);
     return LF_OK;
 }
 

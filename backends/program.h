@@ -1,10 +1,11 @@
 /* backends/program.h: a compiled program, the part every compiled backend
- * shares, and the steps of the pipeline written once for all of them:
+ * shares, and the pipeline written once for all of them (program_eval):
  *
- *     program cache lookup (program_find) -> plan and in-place decision
- *     (program_plan) -> per kernel: layout, then codegen (program_emit) and
- *     the kernel cache keyed on the emitted text (backends/kcache.h) ->
- *     the backend compiles the misses and runs -> statistics (program_stats)
+ *     program cache lookup (program_find) -> on a miss the backend's build:
+ *     plan and in-place decision (program_plan) -> per kernel: layout, then
+ *     codegen (program_emit) and the kernel cache keyed on the emitted text
+ *     (backends/kcache.h) -> compile the misses -> the backend's run ->
+ *     statistics (program_stats)
  *
  * A backend's program struct starts with a `program` (the header below) and
  * adds what it built: its kernels' layouts, parameters and compiled code,
@@ -46,6 +47,28 @@ typedef struct program {
  * most recently used. NULL when there is none. */
 void *program_find(lf_graph *g, void (*free_fn)(void *), const void *owner, int n, lf_node *const *outs,
                    lf_buffer *const *dsts);
+
+/* What a compiled backend supplies to program_eval: its programs' free
+ * function, build (a program for outs of g into dsts: program_plan, then
+ * per kernel a layout, program_emit and the backend's cache lookup, the
+ * misses compiled; *out a struct that starts with a `program`) and run (the
+ * program's kernels on dsts; no output buffer changes unless it returns
+ * LF_OK). state is the backend's state of the context, the programs'
+ * owner. build and run add to *st what this eval did (cache hits, compile
+ * time, outputs in place, bytes staged). */
+typedef struct program_parts {
+    void (*free)(void *p);
+    lf_status (*build)(lf_graph *g, void *state, int n, lf_node *const *outs, lf_buffer *const *dsts, void **out,
+                       lf_eval_stats *st);
+    lf_status (*run)(lf_ctx *ctx, void *state, void *p, lf_buffer *const *dsts, lf_eval_stats *st);
+} program_parts;
+
+/* A compiled backend's eval, written once: the graph's program for these
+ * outputs (program_find) or a new one (parts->build, then kept in the
+ * graph's program cache), run (parts->run), the statistics (program_stats)
+ * into *stats (zeroed by the caller). */
+lf_status program_eval(lf_graph *g, const program_parts *parts, void *state, int n, lf_node *const *outs,
+                       lf_buffer *const *dsts, lf_eval_stats *stats);
 
 /* Fills the header p (zeroed by the caller) for outs of g into dsts:
  * fuse_plan, the in-place decision of each output, the schedule's

@@ -9,8 +9,9 @@
 #
 #     scripts/kernel-dump.sh BUILD OUTDIR [NGRAPHS=300] [SEED=0x5eed]
 #
-# A private disk cache folder (OUTDIR/.cache) makes a second run over the
-# same kernels cheap; it is not part of the dump.
+# A private disk cache folder (OUTDIR/.cache, or $LF_DUMP_CACHE: the before
+# run's, so that the after run finds its kernels compiled) makes a second
+# run over the same kernels cheap; it is not part of the dump.
 set -euo pipefail
 build=${1:?build folder}
 out=${2:?output folder}
@@ -18,12 +19,13 @@ ngraphs=${3:-300}
 seed=${4:-0x5eed}
 dump="$build/tests/kernel_dump"
 fake="$build/tests/fake_libcuda.so"
-mkdir -p "$out" "$out/.cache"
-chmod 700 "$out/.cache"
+cache=${LF_DUMP_CACHE:-$out/.cache}
+mkdir -p "$out" "$cache"
+chmod 700 "$cache"
 run() { # name backend fusion [env...]
     local name=$1 backend=$2 fusion=$3
     shift 3
-    env LF_DEBUG=source LF_QUIET=1 LF_CACHE_DIR="$out/.cache" "$@" \
+    env LF_DEBUG=source LF_QUIET=1 LF_CACHE_DIR="$cache" "$@" \
         "$dump" "$backend" "$fusion" "$ngraphs" "$seed" > "$out/$name.log" 2> "$out/$name.src"
     echo "$name: $(grep -c '^/\* ---- lazyfuse' "$out/$name.src") kernels, $(wc -l < "$out/$name.log") failed evals"
 }

@@ -1,11 +1,11 @@
 /* backends/cpu/cpu.c: the compiled CPU backend (see cpu.h).
  *
- * The steps every compiled backend shares are backends/program.c's: the
- * program cache lookup (program_find), planning and the in-place decision
- * (program_plan), a kernel's source (program_emit), the statistics
- * (program_stats); this file adds what is the CPU's: the compiler probe and
- * the interpreter fallback, the object cache, compiling the misses in units,
- * the pool and the run.
+ * The eval is backends/program.c's program_eval (program cache, build or
+ * reuse, run, statistics) with this file's build and run; the build uses
+ * its shared steps too (program_plan: plan and in-place decision;
+ * program_emit: a kernel's source). This file adds what is the CPU's: the
+ * compiler probe and the interpreter fallback, the object cache, compiling
+ * the misses in units, the pool and the run.
  *
  * Kernel cache, two levels (the mechanism is backends/kcache.c, shared with
  * the CUDA backend):
@@ -996,6 +996,19 @@ done:
     return status;
 }
 
+/* The CPU's parts of program_eval (backends/program.h). */
+static lf_status build_part(lf_graph *g, void *state, int n, lf_node *const *outs, lf_buffer *const *dsts, void **out,
+                            lf_eval_stats *st) {
+    cpu_program *pr = NULL;
+    lf_status status = program_build(g, state, n, outs, dsts, &pr, st);
+    *out = pr;
+    return status;
+}
+
+static lf_status run_part(lf_ctx *ctx, void *state, void *p, lf_buffer *const *dsts, lf_eval_stats *st) {
+    return program_run(ctx, state, p, dsts, st);
+}
+
 /* $TMPDIR cannot hold a compile now (cs->no_tmp, from the probe or a
  * compile of this eval: cc.h's CC_NO_TMP, a full disk or a missing folder).
  * LF_COMPILE_REQUIRE: the eval fails with LF_ERR_BACKEND (the message is
@@ -1039,44 +1052,35 @@ static lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *c
         return host_eval(g, n, outs, dsts, stats, false);
     cpu_state *cs = get_state(ctx);
     if (!cs) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory starting the CPU backend");
-    /* the graph's program for these outputs, if cached */
-    cpu_program *pr = program_find(g, program_free, cs, n, outs, dsts);
-    if (pr) {
-        stats->program_reused = true;
-    } else {
-        if (!probe(ctx, cs)) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory probing the C compiler");
-        if (cs->no_tmp) {
-            if (ctx->opt.compile == LF_COMPILE_REQUIRE)
-                graph_error(ctx, LF_ERR_BACKEND, "eval: cannot compile kernels: %s", cs->no_tmp);
-            return no_tmp_fallback(g, cs, n, outs, dsts, stats);
-        }
-        if (cs->compiler < 0) {
-            if (ctx->opt.compile == LF_COMPILE_REQUIRE)
-                return graph_error(ctx, LF_ERR_BACKEND, "eval: no working C compiler: %s",
-                                   cs->cc_problem ? cs->cc_problem : "?");
-            if (!cs->warned)
-                fprintf(stderr,
-                        "lazyfuse: no working C compiler (%s); the CPU backend runs the schedule "
-                        "interpreter instead, which is much slower. Install gcc or set CC.\n",
-                        cs->cc_problem ? cs->cc_problem : "?");
-            cs->warned = true;
-            return host_eval(g, n, outs, dsts, stats, false);
-        }
-        char keep[LF_ERRMSG_CAP];
-        memcpy(keep, ctx->errmsg, sizeof keep);
-        lf_status st = program_build(g, cs, n, outs, dsts, &pr, stats);
-        if (st != LF_OK && cs->no_tmp) {
-            if (ctx->opt.compile != LF_COMPILE_REQUIRE) memcpy(ctx->errmsg, keep, sizeof keep);
-            return no_tmp_fallback(g, cs, n, outs, dsts, stats);
-        }
-        if (st != LF_OK) return st;
-        graph_program_put(g, pr, program_free);
+    /* a compiler, before any program is looked up or built (probe returns at
+       once once it found one; a cached program implies it did) */
+    if (!probe(ctx, cs)) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory probing the C compiler");
+    if (cs->no_tmp) {
+        if (ctx->opt.compile == LF_COMPILE_REQUIRE)
+            graph_error(ctx, LF_ERR_BACKEND, "eval: cannot compile kernels: %s", cs->no_tmp);
+        return no_tmp_fallback(g, cs, n, outs, dsts, stats);
     }
-    lf_status st = program_run(ctx, cs, pr, dsts, stats);
-    if (st != LF_OK) return st;
-    lf_eval_stats run = *stats;
-    program_stats(&pr->base, &run, stats);
-    return LF_OK;
+    if (cs->compiler < 0) {
+        if (ctx->opt.compile == LF_COMPILE_REQUIRE)
+            return graph_error(ctx, LF_ERR_BACKEND, "eval: no working C compiler: %s",
+                               cs->cc_problem ? cs->cc_problem : "?");
+        if (!cs->warned)
+            fprintf(stderr,
+                    "lazyfuse: no working C compiler (%s); the CPU backend runs the schedule "
+                    "interpreter instead, which is much slower. Install gcc or set CC.\n",
+                    cs->cc_problem ? cs->cc_problem : "?");
+        cs->warned = true;
+        return host_eval(g, n, outs, dsts, stats, false);
+    }
+    static const program_parts parts = {program_free, build_part, run_part};
+    char keep[LF_ERRMSG_CAP];
+    memcpy(keep, ctx->errmsg, sizeof keep);
+    lf_status st = program_eval(g, &parts, cs, n, outs, dsts, stats);
+    if (st != LF_OK && cs->no_tmp) { /* only a compile sets it: nothing ran */
+        if (ctx->opt.compile != LF_COMPILE_REQUIRE) memcpy(ctx->errmsg, keep, sizeof keep);
+        return no_tmp_fallback(g, cs, n, outs, dsts, stats);
+    }
+    return st;
 }
 
 lf_status cpu_set_threads(lf_ctx *ctx, int threads) {

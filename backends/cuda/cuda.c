@@ -1,8 +1,8 @@
 /* backends/cuda/cuda.c: CUDA contexts, device buffers and lf_eval on the GPU.
  *
- * The pipeline is the one of backends/cpu/cpu.c, its shared steps in
- * backends/program.c (program cache lookup, plan and in-place decision,
- * kernel source, statistics): plan (fusion/) -> per kernel layout and CUDA
+ * The eval is backends/program.c's program_eval, as the CPU's, with this
+ * file's build and run (program cache lookup, plan and in-place decision,
+ * kernel source and statistics are program.c's): plan (fusion/) -> per kernel layout and CUDA
  * source (codegen/, dialect cg_dialect_cuda, through program_emit) ->
  * module from the cache or NVRTC -> per run, launch plans (cg_cuda_plan_kernel) and
  * argument words (cg_cuda_fill_args) -> cuLaunchKernel on the context's
@@ -720,6 +720,19 @@ fail:
     return status;
 }
 
+/* The CUDA backend's parts of program_eval (backends/program.h). */
+static lf_status build_part(lf_graph *g, void *state, int n, lf_node *const *outs, lf_buffer *const *dsts, void **out,
+                            lf_eval_stats *st) {
+    cuda_program *pr = NULL;
+    lf_status status = program_build(g, state, n, outs, dsts, &pr, st);
+    *out = pr;
+    return status;
+}
+
+static lf_status run_part(lf_ctx *ctx, void *state, void *p, lf_buffer *const *dsts, lf_eval_stats *st) {
+    return program_run(ctx, state, p, dsts, st);
+}
+
 /* Evaluates outs[0..n) of g into dsts (checked by graph_check_outputs) with
  * CUDA kernels; fills *stats on success. */
 static lf_status cuda_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
@@ -732,20 +745,8 @@ static lf_status cuda_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *
     if (r != CUDA_SUCCESS)
         return graph_error(ctx, LF_ERR_BACKEND, "eval: cuda: cuCtxSetCurrent failed: %s",
                            cuda_result_str(&cs->drv, r, es, sizeof es));
-    /* the graph's program for these outputs, if cached */
-    cuda_program *pr = program_find(g, program_free, cs, n, outs, dsts);
-    if (pr) {
-        stats->program_reused = true;
-    } else {
-        lf_status st = program_build(g, cs, n, outs, dsts, &pr, stats);
-        if (st != LF_OK) return st;
-        graph_program_put(g, pr, program_free);
-    }
-    lf_status st = program_run(ctx, cs, pr, dsts, stats);
-    if (st != LF_OK) return st;
-    lf_eval_stats run = *stats;
-    program_stats(&pr->base, &run, stats); /* compiler_runs stays 0: NVRTC counts none */
-    return LF_OK;
+    static const program_parts parts = {program_free, build_part, run_part};
+    return program_eval(g, &parts, cs, n, outs, dsts, stats); /* compiler_runs stays 0: NVRTC counts none */
 }
 
 /* ---- the backend's table entry (graph/backend.h) ------------------------------------------ */
