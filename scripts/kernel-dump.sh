@@ -12,6 +12,7 @@
 # A private disk cache folder (OUTDIR/.cache, or $LF_DUMP_CACHE: the before
 # run's, so that the after run finds its kernels compiled) makes a second
 # run over the same kernels cheap; it is not part of the dump.
+# LF_DUMP_FUSION="0" (or "1") records only the unfused (fused) plans.
 set -euo pipefail
 build=${1:?build folder}
 out=${2:?output folder}
@@ -29,7 +30,7 @@ run() { # name backend fusion [env...]
         "$dump" "$backend" "$fusion" "$ngraphs" "$seed" > "$out/$name.log" 2> "$out/$name.src"
     echo "$name: $(grep -c '^/\* ---- lazyfuse' "$out/$name.src") kernels, $(wc -l < "$out/$name.log") failed evals"
 }
-for fusion in 1 0; do
+for fusion in ${LF_DUMP_FUSION:-1 0}; do
     run "c-mvec-fusion$fusion" cpu $fusion
     run "c-scalar-fusion$fusion" cpu $fusion LF_CPU_MARCH=x86-64-v2
     if [ -f "$fake" ]; then
