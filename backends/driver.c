@@ -1,6 +1,6 @@
 /* backends/driver.c: the top floor. Makes and destroys contexts (choosing a
- * backend from the table of those built in) and runs lf_eval, the pipeline
- * in one place, the same for every backend:
+ * backend from the table of those built in), names every backend id
+ * (lf_backend_name) and runs lf_eval, the same for every backend:
  *
  *     check -> the backend's eval -> statistics
  *
@@ -13,6 +13,11 @@
  *                 or, without a working compiler or with LF_COMPILE_NEVER,
  *                 plan -> schedule interpreter -> copy out (backends/host.c)
  *     REFERENCE:  node-by-node oracle (graph/eval_ref.c) -> copy out
+ *
+ * The two compiled backends write only what is theirs (build: compile and
+ * load; run); their eval is backends/program.c's program_eval, written
+ * once: program cache -> build (plan -> in-place decision -> a kernel's
+ * source before the kernel cache, shared steps too) -> run -> statistics.
  *
  * AUTO tries the backends of auto_order in turn (CUDA, then the CPU); the
  * first that opens is the context's. The statistics of the last eval live
@@ -37,13 +42,24 @@
 #include <string.h>
 
 /* The backends built in, by lf_backend id (NULL: not part of this build). */
-static const graph_backend *const builtin[LF_BACKEND_REFERENCE + 1] = {
+static const graph_backend *const builtin[GRAPH_BACKENDS] = {
     [LF_BACKEND_CPU] = &cpu_backend,
 #ifdef LF_WITH_CUDA
     [LF_BACKEND_CUDA] = &cuda_backend,
 #endif
     [LF_BACKEND_REFERENCE] = &host_reference_backend,
 };
+
+/* Every backend id's name (lf_backend_name), built in or not: a build
+ * without CUDA still names the backend it lacks. */
+static const char *const names[GRAPH_BACKENDS] = {
+    [LF_BACKEND_AUTO] = "auto",
+    [LF_BACKEND_CPU] = "cpu",
+    [LF_BACKEND_CUDA] = "cuda",
+    [LF_BACKEND_REFERENCE] = "reference",
+};
+
+const char *lf_backend_name(lf_backend b) { return (unsigned)b < GRAPH_BACKENDS ? names[b] : "?"; }
 
 /* What AUTO tries, in order; the last is always available. */
 static const lf_backend auto_order[] = {LF_BACKEND_CUDA, LF_BACKEND_CPU};
@@ -52,7 +68,7 @@ static const lf_backend auto_order[] = {LF_BACKEND_CUDA, LF_BACKEND_CPU};
 static bool resolve_options(const lf_ctx_options *opt, lf_ctx_options *out) {
     lf_ctx_options o;
     if (graph_options_read(opt, &o) != LF_OK) return false;
-    if ((unsigned)o.backend > LF_BACKEND_REFERENCE) {
+    if ((unsigned)o.backend >= GRAPH_BACKENDS) {
         graph_error(NULL, LF_ERR_INVALID, "ctx_new: unknown backend %d", (int)o.backend);
         return false;
     }
@@ -176,7 +192,7 @@ void lf_ctx_destroy(lf_ctx *ctx) {
         b->refs = 1;
         graph_buffer_release(b);
     }
-    for (int i = 0; i <= LF_BACKEND_REFERENCE; i++) /* every backend that made state here */
+    for (int i = 0; i < GRAPH_BACKENDS; i++) /* every backend that made state here */
         if (builtin[i] && builtin[i]->close) builtin[i]->close(ctx);
     graph_free((char *)ctx->opt.cache_dir);
     graph_free(ctx);

@@ -1,5 +1,5 @@
 /* backends/kcache.c: the kernel cache both compiled backends share (see
- * backends/kcache.h): a kernel's source and structural key, the in-memory
+ * backends/kcache.h): a kernel's structural key from its emitted source, the in-memory
  * table, and the disk level's reporting around backends/diskcache.c.
  */
 #include "backends/kcache.h"
@@ -10,24 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-lf_status kcache_lookup(lf_ctx *ctx, const kcache *c, const fuse_schedule *s, const cg_layout *lay,
-                        const cg_dialect *d, int k, const char *what, size_t entry_size, cg_text *src,
+lf_status kcache_lookup(lf_ctx *ctx, const kcache *c, const char *src, int k, const char *what, size_t entry_size,
                         kcache_entry **out, bool *hit) {
     *out = NULL;
     *hit = false;
-    memset(src, 0, sizeof *src);
-    cg_emit_kernel(s, lay, d, src);
-    char *text = src->nomem ? NULL : cg_strip_comments(src->s);
-    if (!text) {
-        cg_text_free(src);
-        return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory generating %s %d", what, k);
-    }
-    if (graph_debug_on("source")) fprintf(stderr, "/* ---- lazyfuse %s %d ---- */\n%s\n", what, k, src->s);
+    char *text = cg_strip_comments(src);
+    if (!text) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory generating %s %d", what, k);
     uint64_t hash = cg_source_hash(text);
     for (kcache_entry *e = c->bucket[hash % KCACHE_BUCKETS]; e; e = e->next)
         if (e->hash == hash && !strcmp(e->text, text)) {
             graph_free(text);
-            cg_text_free(src);
             *out = e;
             *hit = true;
             return LF_OK;
@@ -35,7 +27,6 @@ lf_status kcache_lookup(lf_ctx *ctx, const kcache *c, const fuse_schedule *s, co
     kcache_entry *e = graph_calloc(1, entry_size);
     if (!e) {
         graph_free(text);
-        cg_text_free(src);
         return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory caching %s %d", what, k);
     }
     e->hash = hash;

@@ -1,7 +1,8 @@
 /* backends/kcache.h: the kernel cache both compiled backends share.
  *
  * Level 1, in memory, one per context: entries keyed by the structural hash
- * of a kernel's source without comments (cg_strip_comments, cg_source_hash),
+ * of a kernel's emitted source (backends/program.c's program_emit: the
+ * cache only keys on the text, it never calls codegen) without comments (cg_strip_comments, cg_source_hash),
  * confirmed by comparing that text, so a hit touches no file system and two
  * structures that collide on the hash never share a kernel. A backend's entry
  * struct starts with a kcache_entry and adds what it loaded (the CPU backend:
@@ -31,18 +32,16 @@ typedef struct kcache {
     kcache_entry *bucket[KCACHE_BUCKETS];
 } kcache;
 
-/* Looks kernel k of s (layout lay) up in c: emits it in dialect d (the full
- * source into *src, LF_DEBUG=source printing it under
- * "/ * ---- lazyfuse <what> <k> ---- * /"), keys it by its text without
- * comments. A hit sets *hit and *out to the cached entry and frees *src.
- * A miss sets *out to a new zeroed entry of entry_size bytes (the backend's
- * struct, starting with a kcache_entry) holding the key: the backend loads
- * its binary (compiling src->s), then kcache_add()s it, or kcache_discard()s
- * it on failure; *src stays for it to free. LF_ERR_NOMEM ("eval: out of
- * memory generating <what> <k>" / "caching <what> <k>") leaves nothing to
- * free. what names the kernel kind: "kernel", "CUDA kernel". */
-lf_status kcache_lookup(lf_ctx *ctx, const kcache *c, const fuse_schedule *s, const cg_layout *lay,
-                        const cg_dialect *d, int k, const char *what, size_t entry_size, cg_text *src,
+/* Looks a kernel's emitted source src up in c (program_emit made it; the
+ * cache never calls codegen): keys it by its text without comments. A hit
+ * sets *hit and *out to the cached entry. A miss sets *out to a new zeroed
+ * entry of entry_size bytes (the backend's struct, starting with a
+ * kcache_entry) holding the key: the backend loads its binary (compiling
+ * src), then kcache_add()s it, or kcache_discard()s it on failure. src
+ * stays the caller's either way. LF_ERR_NOMEM ("eval: out of memory
+ * generating <what> <k>" / "caching <what> <k>") leaves nothing to free.
+ * what names the kernel kind: "kernel", "CUDA kernel". */
+lf_status kcache_lookup(lf_ctx *ctx, const kcache *c, const char *src, int k, const char *what, size_t entry_size,
                         kcache_entry **out, bool *hit);
 /* Adds a looked-up entry whose binary is loaded (the cache owns it now). */
 void kcache_add(kcache *c, kcache_entry *e);

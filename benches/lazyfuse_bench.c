@@ -35,6 +35,7 @@
  * - With --json, stdout holds only JSON lines; progress goes to stderr.
  */
 #include "lazyfuse.h"
+#include "backend_arg.h"
 #include "seed_examples.h"
 #include "spca.h"
 #ifdef LF_BENCH_HANDFUSED
@@ -419,8 +420,8 @@ static int parse_args(int argc, char **argv, options *o) {
                 return bad_flag("--threads: expected an integer in 0..4096, got '%s'", val);
             o->threads = (int)v;
         } else if (!strcmp(flag, "--backend")) {
-            if (!strcmp(val, "cpu")) o->backend = LF_BACKEND_CPU;
-            else if (!strcmp(val, "cuda")) o->backend = LF_BACKEND_CUDA;
+            lf_backend b;
+            if (backend_from_name(val, &b) && (b == LF_BACKEND_CPU || b == LF_BACKEND_CUDA)) o->backend = b;
             else return bad_flag("--backend: expected cpu or cuda, got '%s'", val);
         } else if (!strcmp(flag, "--mode")) {
             if (!strcmp(val, "fused")) o->run_fused = true, o->run_unfused = false;

@@ -31,6 +31,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The number of backend ids (lazyfuse.h's lf_backend: AUTO = 0, then CPU,
+ * CUDA, REFERENCE, the last): the size of every table indexed by a backend
+ * id (driver.c's builtin and names, ctx->state). The one place that knows
+ * which id is the last. */
+enum { GRAPH_BACKENDS = LF_BACKEND_REFERENCE + 1 };
+
 typedef struct graph_backend {
     lf_backend id;     /* LF_BACKEND_CPU, _CUDA or _REFERENCE: its table slot and ctx->state index */
     const char *name;  /* "cpu", "cuda", "reference" (lf_backend_name) */

@@ -94,16 +94,6 @@ lf_status graph_options_read(const lf_ctx_options *opt, lf_ctx_options *out) {
     return LF_OK;
 }
 
-const char *lf_backend_name(lf_backend b) {
-    switch (b) {
-    case LF_BACKEND_AUTO: return "auto";
-    case LF_BACKEND_CPU: return "cpu";
-    case LF_BACKEND_CUDA: return "cuda";
-    case LF_BACKEND_REFERENCE: return "reference";
-    }
-    return "?";
-}
-
 lf_backend lf_ctx_backend(const lf_ctx *ctx) { return ctx ? ctx->backend : LF_BACKEND_AUTO; }
 
 lf_status lf_ctx_get_options_sized(const lf_ctx *ctx, lf_ctx_options *out, size_t size) {

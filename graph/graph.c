@@ -1,4 +1,4 @@
-/* graph/graph.c: graphs, node constructors and lf_eval.
+/* graph/graph.c: graphs and node constructors (lf_eval is backends/driver.c's).
  *
  * Every constructor checks its arguments completely before it allocates, so
  * a node that exists is valid (graph.h lists the invariants). Errors are

@@ -103,7 +103,7 @@ struct lf_ctx {
     struct lf_buffer *buffers;   /* live buffers (doubly linked) */
     struct lf_graph *graphs;     /* live graphs (doubly linked) */
     lf_eval_stats last_stats;    /* of the last lf_eval (backends/driver.c) */
-    void *state[LF_BACKEND_REFERENCE + 1]; /* per backend id: its state in this
+    void *state[GRAPH_BACKENDS]; /* per backend id: its state in this
                                     context (pool and kernel cache, device and
                                     stream...), or NULL; freed by its close
                                     after the graphs and buffers */

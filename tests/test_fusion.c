@@ -29,6 +29,7 @@
  *   counted. LF_TEST_SEED replays a run; LF_TEST_GRAPH=i runs only graph i
  *   of it.
  */
+#include "backend_arg.h"
 #include "diffcheck.h"
 #include "randgraph.h"
 #include "testutil.h"
@@ -52,8 +53,8 @@ static const char *POLAR =
 /* The backend the fused and unfused plans run on: CUDA with
  * LF_TEST_BACKEND=cuda (scripts/gpu-check.sh), else the CPU. */
 static lf_backend planned_backend(void) {
-    const char *b = getenv("LF_TEST_BACKEND");
-    return b && strcmp(b, "cuda") == 0 ? LF_BACKEND_CUDA : LF_BACKEND_CPU;
+    lf_backend b;
+    return backend_from_name(getenv("LF_TEST_BACKEND"), &b) && b == LF_BACKEND_CUDA ? LF_BACKEND_CUDA : LF_BACKEND_CPU;
 }
 
 static lf_ctx *fctx(int fusion) {

@@ -1,6 +1,8 @@
 /* tests/testutil.c: see testutil.h. */
 #include "testutil.h"
 
+#include "backend_arg.h"
+
 #include <criterion/criterion.h>
 #include <criterion/options.h>
 #include <dirent.h>
@@ -247,10 +249,7 @@ lf_ctx *tu_ctx(void) {
     lf_ctx_options o;
     lf_ctx_options_init(&o);
     const char *b = getenv("LF_TEST_BACKEND"); /* meson runs some suites again */
-    o.backend = !b                    ? LF_BACKEND_REFERENCE
-                : !strcmp(b, "cpu")  ? LF_BACKEND_CPU
-                : !strcmp(b, "cuda") ? LF_BACKEND_CUDA
-                                     : LF_BACKEND_REFERENCE;
+    if (!backend_from_name(b, &o.backend) || o.backend == LF_BACKEND_AUTO) o.backend = LF_BACKEND_REFERENCE;
     lf_ctx *ctx = lf_ctx_new(&o);
     if (!ctx && o.backend == LF_BACKEND_CUDA && !getenv("LF_TEST_REQUIRE_CUDA"))
         cr_skip_test("no usable CUDA device: %s", lf_errmsg(NULL));

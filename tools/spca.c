@@ -50,6 +50,7 @@
  * fails (lf_errmsg printed) or the temporaries pass --max-temp-bytes, 2 for
  * a bad command line.
  */
+#include "backend_arg.h"
 #include "lazyfuse.h"
 #include "seed_examples.h"
 #include "spca.h"
@@ -99,10 +100,10 @@ static int parse_args(int argc, char **argv, options *o) {
         if (!v) { fprintf(stderr, PROG ": %s needs a value\n", a); return usage(stderr); }
         i++;
         if (!strcmp(a, "--backend")) {
-            if (!strcmp(v, "cpu")) o->backend = LF_BACKEND_CPU;
-            else if (!strcmp(v, "cuda")) o->backend = LF_BACKEND_CUDA;
-            else if (!strcmp(v, "reference")) o->backend = LF_BACKEND_REFERENCE;
-            else { fprintf(stderr, PROG ": --backend: cpu, cuda or reference, not '%s'\n", v); return usage(stderr); }
+            if (!backend_from_name(v, &o->backend) || o->backend == LF_BACKEND_AUTO) {
+                fprintf(stderr, PROG ": --backend: cpu, cuda or reference, not '%s'\n", v);
+                return usage(stderr);
+            }
             o->backend_name = v;
         } else if (!strcmp(a, "--samples") && parse_i64(v, 1, INT64_C(1) << 32, &x)) o->S = x;
         else if (!strcmp(a, "--p") && parse_i64(v, 1, INT64_C(1) << 24, &x)) o->p = x;

@@ -1,5 +1,12 @@
 /* backends/cpu/cpu.c: the compiled CPU backend (see cpu.h).
  *
+ * The eval is backends/program.c's program_eval (program cache, build or
+ * reuse, run, statistics) with this file's build and run; the build uses
+ * its shared steps too (program_plan: plan and in-place decision;
+ * program_emit: a kernel's source). This file adds what is the CPU's: the
+ * compiler probe and the interpreter fallback, the object cache, compiling
+ * the misses in units, the pool and the run.
+ *
  * Kernel cache, two levels (the mechanism is backends/kcache.c, shared with
  * the CUDA backend):
  *  - in memory, per context: keyed by the FNV hash of the kernel's source
@@ -22,7 +29,8 @@
  * source says), so an object is bound by the names its key gives.
  * A graph's programs (one per output set, graph.h's program cache) cache the
  * lookups themselves: re-evaluating outputs of an unchanged graph evaluated
- * lately goes straight to the kernels.
+ * lately goes straight to the kernels (a cpu_program starts with the
+ * shared header, backends/program.h).
  *
  * Compile flags never include a fast-math flag (see codegen/dialect_c.c).
  * -fno-builtin-sin/cos keep GCC from merging sin and cos into sincos, which
@@ -42,6 +50,7 @@
 #include "backends/diskcache.h"
 #include "backends/host.h"
 #include "backends/kcache.h"
+#include "backends/program.h"
 #include "backends/sha256.h"
 #include "codegen/codegen.h"
 
@@ -451,8 +460,10 @@ static lf_status kernel_find(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s,
     bool hit;
     *out = NULL;
     *same = -1;
-    lf_status status = kcache_lookup(ctx, &cs->kernels, s, lay, cg_dialect_c(cs->vector_math), k, "kernel",
-                                     sizeof(kentry), &src, &found, &hit);
+    lf_status status = program_emit(ctx, s, lay, cg_dialect_c(cs->vector_math), k, "kernel", &src);
+    if (status != LF_OK) return status;
+    status = kcache_lookup(ctx, &cs->kernels, src.s, k, "kernel", sizeof(kentry), &found, &hit);
+    if (status != LF_OK || hit) cg_text_free(&src);
     if (status != LF_OK) return status;
     kentry *e = (kentry *)found;
     if (!hit)
@@ -670,17 +681,9 @@ typedef struct cpu_kernel {
 } cpu_kernel;
 
 typedef struct cpu_program {
-    int version;                    /* graph version planned */
-    bool fused;                     /* fusion on */
-    int n;                          /* outputs */
-    int *out_ids;                   /* their node ids */
-    fuse_schedule *s;
-    cpu_kernel *k;                  /* s->nkernels */
+    program base;                   /* outputs, plan, statistics (backends/program.h) */
+    cpu_kernel *k;                  /* base.s->nkernels */
     void **blocks;                  /* temporaries' memory blocks */
-    lf_eval_stats stats;            /* schedule statistics */
-    const lf_buffer **inplace;      /* per output: the input buffer it was planned to
-                                       be written into (fuse_plan_in_place), else
-                                       NULL; part of the program's identity */
     void **stage;                   /* per output: where it is written when an index
                                        check runs before it is complete (kept across
                                        evals: no page faults each time), or NULL */
@@ -690,7 +693,7 @@ static void program_free(void *p) {
     cpu_program *pr = p;
     if (!pr) return;
     if (pr->k)
-        for (int i = 0; i < pr->s->nkernels; i++) {
+        for (int i = 0; i < pr->base.s->nkernels; i++) {
             graph_free(pr->k[i].lay);
             graph_free(pr->k[i].P);
             graph_free(pr->k[i].B);
@@ -699,27 +702,14 @@ static void program_free(void *p) {
             graph_free(pr->k[i].ready);
         }
     if (pr->blocks)
-        for (int b = 0; b < pr->s->nblocks; b++) graph_free(pr->blocks[b]);
+        for (int b = 0; b < pr->base.s->nblocks; b++) graph_free(pr->blocks[b]);
     if (pr->stage)
-        for (int i = 0; i < pr->n; i++) graph_free(pr->stage[i]);
+        for (int i = 0; i < pr->base.n; i++) graph_free(pr->stage[i]);
     graph_free(pr->stage);
     graph_free(pr->blocks);
     graph_free(pr->k);
-    graph_free(pr->out_ids);
-    graph_free(pr->inplace);
-    fuse_schedule_free(pr->s);
+    program_release(&pr->base);
     graph_free(pr);
-}
-
-/* Whether pr computes outs of g into dsts: the same outputs, and the same
- * outputs written into inputs (an eval of x = f(x) and one of y = f(x) are
- * two programs: only the first drops restrict on x). */
-static bool program_matches(const cpu_program *pr, const lf_graph *g, int n, lf_node *const *outs,
-                            lf_buffer *const *dsts) {
-    if (pr->version != g->version || pr->n != n || pr->fused != (g->ctx->opt.fusion != 0)) return false;
-    for (int i = 0; i < n; i++)
-        if (pr->out_ids[i] != outs[i]->id || pr->inplace[i] != fuse_in_place_target(pr->s, dsts[i])) return false;
-    return true;
 }
 
 static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const *outs, lf_buffer *const *dsts,
@@ -730,23 +720,12 @@ static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const
     lf_status status;
     cpu_program *pr = graph_calloc(1, sizeof *pr);
     if (!pr) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
-    pr->version = g->version;
-    pr->fused = ctx->opt.fusion != 0;
-    pr->n = n;
-    pr->out_ids = graph_calloc((size_t)n, sizeof *pr->out_ids);
-    pr->inplace = graph_calloc((size_t)n + 1, sizeof *pr->inplace);
-    if (!pr->out_ids || !pr->inplace) goto nomem;
-    for (int i = 0; i < n; i++) pr->out_ids[i] = outs[i]->id;
-    status = fuse_plan(g, n, outs, pr->fused, &pr->s);
+    status = program_plan(g, cs, n, outs, dsts, &pr->base);
     if (status != LF_OK) {
         program_free(pr);
         return status;
     }
-    for (int i = 0; i < n; i++) /* outputs asked for in their own inputs */
-        pr->inplace[i] = fuse_plan_in_place(pr->s, i, dsts[i]);
-    fuse_schedule_stats(pr->s, &pr->stats);
-    const fuse_schedule *s = pr->s;
-    if (graph_debug_on("schedule")) fuse_schedule_print(s, stderr);
+    const fuse_schedule *s = pr->base.s;
     pr->k = graph_calloc((size_t)s->nkernels + 1, sizeof *pr->k);
     pr->blocks = graph_calloc((size_t)s->nblocks + 1, sizeof *pr->blocks);
     if (!pr->k || !pr->blocks) goto nomem;
@@ -913,8 +892,8 @@ static void run_kernel(cpu_pool *pool, int64_t parallel_min, cpu_kernel *ck) {
  * that a failed eval changes no output buffer. */
 static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buffer *const *dsts,
                              lf_eval_stats *st) {
-    const fuse_schedule *s = pr->s;
-    int n = pr->n;
+    const fuse_schedule *s = pr->base.s;
+    int n = pr->base.n;
     void **data = graph_calloc((size_t)s->nslots + 1, sizeof *data);
     void **fresh = graph_calloc((size_t)n + 1, sizeof *fresh);
     const lf_buffer **ins = graph_calloc((size_t)s->nslots + 1, sizeof *ins);
@@ -1017,6 +996,19 @@ done:
     return status;
 }
 
+/* The CPU's parts of program_eval (backends/program.h). */
+static lf_status build_part(lf_graph *g, void *state, int n, lf_node *const *outs, lf_buffer *const *dsts, void **out,
+                            lf_eval_stats *st) {
+    cpu_program *pr = NULL;
+    lf_status status = program_build(g, state, n, outs, dsts, &pr, st);
+    *out = pr;
+    return status;
+}
+
+static lf_status run_part(lf_ctx *ctx, void *state, void *p, lf_buffer *const *dsts, lf_eval_stats *st) {
+    return program_run(ctx, state, p, dsts, st);
+}
+
 /* $TMPDIR cannot hold a compile now (cs->no_tmp, from the probe or a
  * compile of this eval: cc.h's CC_NO_TMP, a full disk or a missing folder).
  * LF_COMPILE_REQUIRE: the eval fails with LF_ERR_BACKEND (the message is
@@ -1058,57 +1050,37 @@ static lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *c
     memset(stats, 0, sizeof *stats);
     if (ctx->opt.compile == LF_COMPILE_NEVER || graph_ctx_on_device(ctx))
         return host_eval(g, n, outs, dsts, stats, false);
-    cpu_program *pr = NULL; /* the graph's program for these outputs, if cached */
-    for (int i = 0; i < GRAPH_PROGRAMS && g->programs[i].p && !pr; i++)
-        if (g->programs[i].free == program_free && program_matches(g->programs[i].p, g, n, outs, dsts))
-            pr = graph_program_use(g, i);
     cpu_state *cs = get_state(ctx);
     if (!cs) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory starting the CPU backend");
-    if (pr) {
-        stats->program_reused = true;
-    } else {
-        if (!probe(ctx, cs)) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory probing the C compiler");
-        if (cs->no_tmp) {
-            if (ctx->opt.compile == LF_COMPILE_REQUIRE)
-                graph_error(ctx, LF_ERR_BACKEND, "eval: cannot compile kernels: %s", cs->no_tmp);
-            return no_tmp_fallback(g, cs, n, outs, dsts, stats);
-        }
-        if (cs->compiler < 0) {
-            if (ctx->opt.compile == LF_COMPILE_REQUIRE)
-                return graph_error(ctx, LF_ERR_BACKEND, "eval: no working C compiler: %s",
-                                   cs->cc_problem ? cs->cc_problem : "?");
-            if (!cs->warned)
-                fprintf(stderr,
-                        "lazyfuse: no working C compiler (%s); the CPU backend runs the schedule "
-                        "interpreter instead, which is much slower. Install gcc or set CC.\n",
-                        cs->cc_problem ? cs->cc_problem : "?");
-            cs->warned = true;
-            return host_eval(g, n, outs, dsts, stats, false);
-        }
-        char keep[LF_ERRMSG_CAP];
-        memcpy(keep, ctx->errmsg, sizeof keep);
-        lf_status st = program_build(g, cs, n, outs, dsts, &pr, stats);
-        if (st != LF_OK && cs->no_tmp) {
-            if (ctx->opt.compile != LF_COMPILE_REQUIRE) memcpy(ctx->errmsg, keep, sizeof keep);
-            return no_tmp_fallback(g, cs, n, outs, dsts, stats);
-        }
-        if (st != LF_OK) return st;
-        graph_program_put(g, pr, program_free);
+    /* a compiler, before any program is looked up or built (probe returns at
+       once once it found one; a cached program implies it did) */
+    if (!probe(ctx, cs)) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory probing the C compiler");
+    if (cs->no_tmp) {
+        if (ctx->opt.compile == LF_COMPILE_REQUIRE)
+            graph_error(ctx, LF_ERR_BACKEND, "eval: cannot compile kernels: %s", cs->no_tmp);
+        return no_tmp_fallback(g, cs, n, outs, dsts, stats);
     }
-    lf_status st = program_run(ctx, cs, pr, dsts, stats);
-    if (st != LF_OK) return st;
-    lf_eval_stats keep = *stats;
-    *stats = pr->stats;
-    stats->kernels_compiled = keep.kernels_compiled;
-    stats->kernels_disk_hits = keep.kernels_disk_hits;
-    stats->kernels_memory_hits = keep.kernels_memory_hits;
-    stats->compiler_runs = keep.compiler_runs;
-    stats->program_reused = keep.program_reused;
-    stats->compile_seconds = keep.compile_seconds;
-    stats->outputs_in_place = keep.outputs_in_place;
-    stats->bytes_staged = keep.bytes_staged;
-    if (keep.program_reused) stats->plan_seconds = 0;
-    return LF_OK;
+    if (cs->compiler < 0) {
+        if (ctx->opt.compile == LF_COMPILE_REQUIRE)
+            return graph_error(ctx, LF_ERR_BACKEND, "eval: no working C compiler: %s",
+                               cs->cc_problem ? cs->cc_problem : "?");
+        if (!cs->warned)
+            fprintf(stderr,
+                    "lazyfuse: no working C compiler (%s); the CPU backend runs the schedule "
+                    "interpreter instead, which is much slower. Install gcc or set CC.\n",
+                    cs->cc_problem ? cs->cc_problem : "?");
+        cs->warned = true;
+        return host_eval(g, n, outs, dsts, stats, false);
+    }
+    static const program_parts parts = {program_free, build_part, run_part};
+    char keep[LF_ERRMSG_CAP];
+    memcpy(keep, ctx->errmsg, sizeof keep);
+    lf_status st = program_eval(g, &parts, cs, n, outs, dsts, stats);
+    if (st != LF_OK && cs->no_tmp) { /* only a compile sets it: nothing ran */
+        if (ctx->opt.compile != LF_COMPILE_REQUIRE) memcpy(ctx->errmsg, keep, sizeof keep);
+        return no_tmp_fallback(g, cs, n, outs, dsts, stats);
+    }
+    return st;
 }
 
 lf_status cpu_set_threads(lf_ctx *ctx, int threads) {

@@ -1,6 +1,8 @@
 /* backends/cpu/cpu.h: the compiled CPU backend.
  *
- * verify -> plan -> codegen (C) -> compile or cache hit -> run on the pool.
+ * verify -> plan -> codegen (C) -> compile or cache hit -> run on the pool
+ * (the pipeline is backends/program.c's program_eval; cpu.c supplies its
+ * build and run).
  *
  * A context's CPU state (made on first use, freed with the context) holds
  * the thread pool, the compiler probe and the in-memory kernel cache. A

@@ -1,8 +1,10 @@
 /* backends/cuda/cuda.c: CUDA contexts, device buffers and lf_eval on the GPU.
  *
- * The pipeline mirrors backends/cpu/cpu.c: plan (fusion/) -> per kernel
- * layout and CUDA source (codegen/, dialect cg_dialect_cuda) -> module from
- * the cache or NVRTC -> per run, launch plans (cg_cuda_plan_kernel) and
+ * The eval is backends/program.c's program_eval, as the CPU's, with this
+ * file's build and run (program cache lookup, plan and in-place decision,
+ * kernel source and statistics are program.c's): plan (fusion/) -> per kernel layout and CUDA
+ * source (codegen/, dialect cg_dialect_cuda, through program_emit) ->
+ * module from the cache or NVRTC -> per run, launch plans (cg_cuda_plan_kernel) and
  * argument words (cg_cuda_fill_args) -> cuLaunchKernel on the context's
  * stream, asynchronously.
  *
@@ -14,7 +16,8 @@
  *    of that text, the NVRTC version, the target (sm_XY or compute_XY) and
  *    the options; verified on load, and recompiled when the driver refuses
  *    a verified entry.
- * A graph's program (one per output set, in graph.h's program cache) keeps the schedule, each kernel's layout, parameters and
+ * A graph's program (one per output set, in graph.h's program cache; it
+ * starts with the shared header of backends/program.h) keeps the schedule, each kernel's layout, parameters and
  * module, the temporaries' device memory, each kernel's scratch, and the
  * launch plan and argument words of the buffer addresses it last ran with:
  * re-evaluating the same outputs into the same buffers plans, emits, looks up
@@ -40,6 +43,7 @@
 
 #include "backends/diskcache.h"
 #include "backends/host.h"
+#include "backends/program.h"
 #include "backends/sha256.h"
 #include "codegen/codegen.h"
 
@@ -95,7 +99,10 @@ static int device_ordinal(void) {
     return (*end || v < 0 || v > 1 << 20) ? -1 : (int)v;
 }
 
-lf_status cuda_open(lf_ctx *ctx, char *why, size_t cap) {
+/* Opens the CUDA backend for ctx (sets ctx->state[LF_BACKEND_CUDA]). On
+ * failure returns LF_ERR_BACKEND with why ("cuda: cuInit failed:
+ * CUDA_ERROR_NO_DEVICE: ...") or LF_ERR_NOMEM, and ctx is unchanged. */
+static lf_status cuda_open(lf_ctx *ctx, char *why, size_t cap) {
     cuda_state *cs = graph_calloc(1, sizeof *cs);
     if (!cs) {
         snprintf(why, cap, "cuda: out of memory");
@@ -199,7 +206,9 @@ lf_status cuda_alloc_error(lf_ctx *ctx, cuda_state *cs, CUresult r, bool host_no
                        cuda_result_str(&cs->drv, r, es, sizeof es));
 }
 
-lf_status cuda_buffer_alloc(lf_ctx *ctx, size_t bytes, uint64_t *addr, const char *what) {
+/* Device memory of a buffer (bytes > 0), zero-filled; records "what: cuda:
+ * ..." on ctx on failure (LF_ERR_NOMEM when out of device memory). */
+static lf_status cuda_buffer_alloc(lf_ctx *ctx, size_t bytes, uint64_t *addr, const char *what) {
     cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
     char es[512];
     CUresult r = make_current(cs);
@@ -214,13 +223,15 @@ lf_status cuda_buffer_alloc(lf_ctx *ctx, size_t bytes, uint64_t *addr, const cha
     return LF_OK;
 }
 
-void cuda_buffer_free(lf_ctx *ctx, uint64_t addr, size_t bytes) {
+static void cuda_buffer_free(lf_ctx *ctx, uint64_t addr, size_t bytes) {
     cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
     make_current(cs);
     cuda_mem_free(cs, addr, bytes);
 }
 
-lf_status cuda_buffer_write(lf_ctx *ctx, uint64_t dst, const void *src, size_t bytes, const char *what) {
+/* Host -> device (returns when src may be reused) and device -> host (after
+ * the stream's earlier work): bytes > 0. */
+static lf_status cuda_buffer_write(lf_ctx *ctx, uint64_t dst, const void *src, size_t bytes, const char *what) {
     cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
     char es[512];
     CUresult r = make_current(cs);
@@ -232,7 +243,7 @@ lf_status cuda_buffer_write(lf_ctx *ctx, uint64_t dst, const void *src, size_t b
     return LF_OK;
 }
 
-lf_status cuda_buffer_read(lf_ctx *ctx, void *dst, uint64_t src, size_t bytes, const char *what) {
+static lf_status cuda_buffer_read(lf_ctx *ctx, void *dst, uint64_t src, size_t bytes, const char *what) {
     cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
     char es[512];
     CUresult r = make_current(cs);
@@ -325,8 +336,10 @@ static lf_status module_get(lf_ctx *ctx, cuda_state *cs, const fuse_schedule *s,
     cg_text src;
     kcache_entry *found;
     bool hit;
-    lf_status status = kcache_lookup(ctx, &cs->modules, s, lay, cg_dialect_cuda(), k, "CUDA kernel",
-                                     sizeof(cuda_module), &src, &found, &hit);
+    lf_status status = program_emit(ctx, s, lay, cg_dialect_cuda(), k, "CUDA kernel", &src);
+    if (status != LF_OK) return status;
+    status = kcache_lookup(ctx, &cs->modules, src.s, k, "CUDA kernel", sizeof(cuda_module), &found, &hit);
+    if (status != LF_OK || hit) cg_text_free(&src);
     if (status != LF_OK) return status;
     cuda_module *m = (cuda_module *)found;
     if (hit) {
@@ -385,19 +398,14 @@ typedef struct cuda_kernel {
 } cuda_kernel;
 
 typedef struct cuda_program {
-    cuda_state *cs;                /* owner of the device memory below */
-    int version;                   /* graph version planned */
-    bool fused;                    /* fusion on */
-    int n;                         /* outputs */
-    int *out_ids;                  /* their node ids */
-    const lf_buffer **inplace;     /* per output: the input buffer it was planned
-                                      to be written into, else NULL (cpu.c) */
-    fuse_schedule *s;
-    cuda_kernel *k;                /* s->nkernels */
+    program base;                  /* outputs, plan, statistics (backends/program.h);
+                                      base.owner: the cuda_state that owns the
+                                      device memory below */
+    cuda_state *cs;                /* that state */
+    cuda_kernel *k;                /* base.s->nkernels */
     CUdeviceptr *blocks;           /* temporaries' memory blocks */
     uint64_t *slot_addr;           /* per run: device address of each slot */
     CUdeviceptr *fresh;            /* per run: outputs going through a temporary */
-    lf_eval_stats stats;           /* schedule statistics */
     int first_check;               /* first kernel with gather loads (index
                                       checks), nkernels when none */
     CUdeviceptr errflag;           /* their shared int32 index-error flag (zeroed;
@@ -410,7 +418,7 @@ static void program_free(void *p) {
     cuda_state *cs = pr->cs;
     make_current(cs);
     if (pr->k)
-        for (int i = 0; i < pr->s->nkernels; i++) {
+        for (int i = 0; i < pr->base.s->nkernels; i++) {
             cuda_kernel *ck = &pr->k[i];
             cuda_mem_free(cs, ck->scratch, ck->scratch_bytes);
             cuda_mem_free(cs, ck->spart, ck->spart_bytes);
@@ -421,26 +429,14 @@ static void program_free(void *p) {
             graph_free(ck->words);
         }
     if (pr->blocks)
-        for (int b = 0; b < pr->s->nblocks; b++) cuda_mem_free(cs, pr->blocks[b], pr->s->block_bytes[b]);
+        for (int b = 0; b < pr->base.s->nblocks; b++) cuda_mem_free(cs, pr->blocks[b], pr->base.s->block_bytes[b]);
     cuda_mem_free(cs, pr->errflag, sizeof(int32_t));
     graph_free(pr->blocks);
     graph_free(pr->slot_addr);
     graph_free(pr->fresh);
     graph_free(pr->k);
-    graph_free(pr->out_ids);
-    graph_free(pr->inplace);
-    fuse_schedule_free(pr->s);
+    program_release(&pr->base);
     graph_free(pr);
-}
-
-/* Whether pr computes outs of g into dsts (the same outputs, the same ones
- * written into inputs: fuse_in_place_target). */
-static bool program_matches(const cuda_program *pr, const lf_graph *g, int n, lf_node *const *outs,
-                            lf_buffer *const *dsts) {
-    if (pr->version != g->version || pr->n != n || pr->fused != (g->ctx->opt.fusion != 0)) return false;
-    for (int i = 0; i < n; i++)
-        if (pr->out_ids[i] != outs[i]->id || pr->inplace[i] != fuse_in_place_target(pr->s, dsts[i])) return false;
-    return true;
 }
 
 static lf_status program_build(lf_graph *g, cuda_state *cs, int n, lf_node *const *outs, lf_buffer *const *dsts,
@@ -449,23 +445,12 @@ static lf_status program_build(lf_graph *g, cuda_state *cs, int n, lf_node *cons
     cuda_program *pr = graph_calloc(1, sizeof *pr);
     if (!pr) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
     pr->cs = cs;
-    pr->version = g->version;
-    pr->fused = ctx->opt.fusion != 0;
-    pr->n = n;
-    pr->out_ids = graph_calloc((size_t)n, sizeof *pr->out_ids);
-    pr->inplace = graph_calloc((size_t)n + 1, sizeof *pr->inplace);
-    if (!pr->out_ids || !pr->inplace) goto nomem;
-    for (int i = 0; i < n; i++) pr->out_ids[i] = outs[i]->id;
-    lf_status status = fuse_plan(g, n, outs, pr->fused, &pr->s);
+    lf_status status = program_plan(g, cs, n, outs, dsts, &pr->base);
     if (status != LF_OK) {
         program_free(pr);
         return status;
     }
-    for (int i = 0; i < n; i++) /* outputs asked for in their own inputs */
-        pr->inplace[i] = fuse_plan_in_place(pr->s, i, dsts[i]);
-    fuse_schedule_stats(pr->s, &pr->stats);
-    const fuse_schedule *s = pr->s;
-    if (graph_debug_on("schedule")) fuse_schedule_print(s, stderr);
+    const fuse_schedule *s = pr->base.s;
     pr->k = graph_calloc((size_t)s->nkernels + 1, sizeof *pr->k);
     pr->blocks = graph_calloc((size_t)s->nblocks + 1, sizeof *pr->blocks);
     pr->slot_addr = graph_calloc((size_t)s->nslots + 1, sizeof *pr->slot_addr);
@@ -589,12 +574,12 @@ static lf_status kernel_prepare(lf_ctx *ctx, cuda_state *cs, cuda_kernel *ck, in
 /* Gives the run's output temporaries and sort memory back to the
  * allocator (after its launches are queued, or before any). */
 static void release_fresh(cuda_state *cs, cuda_program *pr) {
-    for (int i = 0; i < pr->n; i++) {
+    for (int i = 0; i < pr->base.n; i++) {
         if (!pr->fresh[i]) continue;
-        cuda_mem_free(cs, pr->fresh[i], pr->s->slots[pr->s->out_slot[i]].bytes);
+        cuda_mem_free(cs, pr->fresh[i], pr->base.s->slots[pr->base.s->out_slot[i]].bytes);
         pr->fresh[i] = 0;
     }
-    for (int k = 0; k < pr->s->nkernels; k++)
+    for (int k = 0; k < pr->base.s->nkernels; k++)
         if (pr->k[k].sort) cuda_sort_release(cs, pr->k[k].sort);
 }
 
@@ -602,8 +587,8 @@ static void release_fresh(cuda_state *cs, cuda_program *pr) {
  * except when the driver refuses a launch or copy. */
 static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_buffer *const *dsts,
                              lf_eval_stats *st) {
-    const fuse_schedule *s = pr->s;
-    int n = pr->n;
+    const fuse_schedule *s = pr->base.s;
+    int n = pr->base.n;
     uint64_t *data = pr->slot_addr;
     char es[512];
     lf_status status = LF_OK;
@@ -735,7 +720,23 @@ fail:
     return status;
 }
 
-lf_status cuda_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts, lf_eval_stats *stats) {
+/* The CUDA backend's parts of program_eval (backends/program.h). */
+static lf_status build_part(lf_graph *g, void *state, int n, lf_node *const *outs, lf_buffer *const *dsts, void **out,
+                            lf_eval_stats *st) {
+    cuda_program *pr = NULL;
+    lf_status status = program_build(g, state, n, outs, dsts, &pr, st);
+    *out = pr;
+    return status;
+}
+
+static lf_status run_part(lf_ctx *ctx, void *state, void *p, lf_buffer *const *dsts, lf_eval_stats *st) {
+    return program_run(ctx, state, p, dsts, st);
+}
+
+/* Evaluates outs[0..n) of g into dsts (checked by graph_check_outputs) with
+ * CUDA kernels; fills *stats on success. */
+static lf_status cuda_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
+                           lf_eval_stats *stats) {
     lf_ctx *ctx = g->ctx;
     cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
     memset(stats, 0, sizeof *stats);
@@ -744,32 +745,8 @@ lf_status cuda_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *
     if (r != CUDA_SUCCESS)
         return graph_error(ctx, LF_ERR_BACKEND, "eval: cuda: cuCtxSetCurrent failed: %s",
                            cuda_result_str(&cs->drv, r, es, sizeof es));
-    cuda_program *pr = NULL; /* the graph's program for these outputs, if cached */
-    for (int i = 0; i < GRAPH_PROGRAMS && g->programs[i].p && !pr; i++) {
-        cuda_program *c = g->programs[i].p;
-        if (g->programs[i].free == program_free && c->cs == cs && program_matches(c, g, n, outs, dsts))
-            pr = graph_program_use(g, i);
-    }
-    if (pr) {
-        stats->program_reused = true;
-    } else {
-        lf_status st = program_build(g, cs, n, outs, dsts, &pr, stats);
-        if (st != LF_OK) return st;
-        graph_program_put(g, pr, program_free);
-    }
-    lf_status st = program_run(ctx, cs, pr, dsts, stats);
-    if (st != LF_OK) return st;
-    lf_eval_stats keep = *stats;
-    *stats = pr->stats;
-    stats->kernels_compiled = keep.kernels_compiled;
-    stats->kernels_disk_hits = keep.kernels_disk_hits;
-    stats->kernels_memory_hits = keep.kernels_memory_hits;
-    stats->program_reused = keep.program_reused;
-    stats->compile_seconds = keep.compile_seconds;
-    stats->outputs_in_place = keep.outputs_in_place;
-    stats->bytes_staged = keep.bytes_staged;
-    if (keep.program_reused) stats->plan_seconds = 0;
-    return LF_OK;
+    static const program_parts parts = {program_free, build_part, run_part};
+    return program_eval(g, &parts, cs, n, outs, dsts, stats); /* compiler_runs stays 0: NVRTC counts none */
 }
 
 /* ---- the backend's table entry (graph/backend.h) ------------------------------------------ */

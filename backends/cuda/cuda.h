@@ -279,25 +279,6 @@ typedef struct cuda_state {
  * state in ctx->state[LF_BACKEND_CUDA] made by open. */
 extern const graph_backend cuda_backend;
 
-/* Opens the CUDA backend for ctx (sets ctx->state[LF_BACKEND_CUDA]). On
- * failure returns LF_ERR_BACKEND with why ("cuda: cuInit failed:
- * CUDA_ERROR_NO_DEVICE: ...") or LF_ERR_NOMEM, and ctx is unchanged. */
-lf_status cuda_open(lf_ctx *ctx, char *why, size_t cap);
-
-/* Device memory of a buffer (bytes > 0), zero-filled; records "what: cuda:
- * ..." on ctx on failure (LF_ERR_NOMEM when out of device memory). */
-lf_status cuda_buffer_alloc(lf_ctx *ctx, size_t bytes, uint64_t *addr, const char *what);
-void cuda_buffer_free(lf_ctx *ctx, uint64_t addr, size_t bytes);
-/* Host -> device (returns when src may be reused) and device -> host (after
- * the stream's earlier work): bytes > 0. */
-lf_status cuda_buffer_write(lf_ctx *ctx, uint64_t dst, const void *src, size_t bytes, const char *what);
-lf_status cuda_buffer_read(lf_ctx *ctx, void *dst, uint64_t src, size_t bytes, const char *what);
-
-/* Evaluates outs[0..n) of g into dsts (checked by graph_check_outputs) with
- * CUDA kernels; fills *stats on success. */
-lf_status cuda_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
-                    lf_eval_stats *stats);
-
 /* "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB), CUDA driver 12.4, NVRTC
  * 12.4 [/usr/local/cuda/lib64/libnvrtc.so]" (the NVRTC file loaded) into buf (snprintf-like: returns the full length). */
 int cuda_device_description(const lf_ctx *ctx, char *buf, size_t cap);

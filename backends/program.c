@@ -1,0 +1,101 @@
+/* backends/program.c: the eval pipeline every compiled backend shares (see
+ * program.h): program_eval (program cache -> build or reuse -> run ->
+ * statistics) and the steps a backend's build calls: planning with the
+ * in-place decision, codegen of a kernel before the kernel cache lookup.
+ *
+ * What must stay true: program_find matches exactly what program_plan
+ * recorded (program.h); program_emit is the one place the backends enter
+ * codegen for a kernel's source.
+ */
+#include "backends/program.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static bool matches(const program *p, const void *owner, const lf_graph *g, int n, lf_node *const *outs,
+                    lf_buffer *const *dsts) {
+    if (p->owner != owner || p->version != g->version || p->n != n || p->fused != (g->ctx->opt.fusion != 0))
+        return false;
+    for (int i = 0; i < n; i++)
+        if (p->out_ids[i] != outs[i]->id || p->inplace[i] != fuse_in_place_target(p->s, dsts[i])) return false;
+    return true;
+}
+
+void *program_find(lf_graph *g, void (*free_fn)(void *), const void *owner, int n, lf_node *const *outs,
+                   lf_buffer *const *dsts) {
+    for (int i = 0; i < GRAPH_PROGRAMS && g->programs[i].p; i++)
+        if (g->programs[i].free == free_fn && matches(g->programs[i].p, owner, g, n, outs, dsts))
+            return graph_program_use(g, i);
+    return NULL;
+}
+
+lf_status program_plan(lf_graph *g, const void *owner, int n, lf_node *const *outs, lf_buffer *const *dsts,
+                       program *p) {
+    lf_ctx *ctx = g->ctx;
+    p->owner = owner;
+    p->version = g->version;
+    p->fused = ctx->opt.fusion != 0;
+    p->n = n;
+    p->out_ids = graph_calloc((size_t)n, sizeof *p->out_ids);
+    p->inplace = graph_calloc((size_t)n + 1, sizeof *p->inplace);
+    if (!p->out_ids || !p->inplace) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
+    for (int i = 0; i < n; i++) p->out_ids[i] = outs[i]->id;
+    lf_status status = fuse_plan(g, n, outs, p->fused, &p->s);
+    if (status != LF_OK) return status;
+    for (int i = 0; i < n; i++) /* outputs asked for in their own inputs */
+        p->inplace[i] = fuse_plan_in_place(p->s, i, dsts[i]);
+    fuse_schedule_stats(p->s, &p->stats);
+    if (graph_debug_on("schedule")) fuse_schedule_print(p->s, stderr);
+    return LF_OK;
+}
+
+void program_release(program *p) {
+    graph_free(p->out_ids);
+    graph_free(p->inplace);
+    fuse_schedule_free(p->s);
+    p->out_ids = NULL;
+    p->inplace = NULL;
+    p->s = NULL;
+}
+
+lf_status program_emit(lf_ctx *ctx, const fuse_schedule *s, const cg_layout *lay, const cg_dialect *d, int k,
+                       const char *what, cg_text *src) {
+    memset(src, 0, sizeof *src);
+    cg_emit_kernel(s, lay, d, src);
+    if (src->nomem) {
+        cg_text_free(src);
+        return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory generating %s %d", what, k);
+    }
+    if (graph_debug_on("source")) fprintf(stderr, "/* ---- lazyfuse %s %d ---- */\n%s\n", what, k, src->s);
+    return LF_OK;
+}
+
+lf_status program_eval(lf_graph *g, const program_parts *parts, void *state, int n, lf_node *const *outs,
+                       lf_buffer *const *dsts, lf_eval_stats *stats) {
+    void *p = program_find(g, parts->free, state, n, outs, dsts);
+    lf_status st;
+    if (p) {
+        stats->program_reused = true;
+    } else {
+        if ((st = parts->build(g, state, n, outs, dsts, &p, stats)) != LF_OK) return st;
+        graph_program_put(g, p, parts->free);
+    }
+    if ((st = parts->run(g->ctx, state, p, dsts, stats)) != LF_OK) return st;
+    lf_eval_stats run = *stats;
+    program_stats(p, &run, stats);
+    return LF_OK;
+}
+
+void program_stats(const program *p, const lf_eval_stats *run, lf_eval_stats *out) {
+    lf_eval_stats keep = *run;
+    *out = p->stats;
+    out->kernels_compiled = keep.kernels_compiled;
+    out->kernels_disk_hits = keep.kernels_disk_hits;
+    out->kernels_memory_hits = keep.kernels_memory_hits;
+    out->compiler_runs = keep.compiler_runs;
+    out->program_reused = keep.program_reused;
+    out->compile_seconds = keep.compile_seconds;
+    out->outputs_in_place = keep.outputs_in_place;
+    out->bytes_staged = keep.bytes_staged;
+    if (keep.program_reused) out->plan_seconds = 0;
+}
