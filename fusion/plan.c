@@ -545,12 +545,12 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     lf_status st = plan(&p, s, n, outs);
     fuse_scratch_free(&p.tmp);
     fuse_scratch_free(&p.iar);
-    graph_free(p.iheap);
+    graph_free(p.iq.h);
     graph_free(p.idone);
     for (int k = 0; p.klist && k < p.nn; k++) graph_free(p.klist[k]);
     for (int k = 0; p.vheap && k < p.nn; k++) graph_free(p.vheap[k]);
     for (int k = 0; p.kleaf && k < p.nn; k++) graph_free(p.kleaf[k]);
-    graph_free(p.vq);
+    graph_free(p.vq.h);
     fuse_scratch_free(&p.mar);
     graph_free(p.mrecs);
     graph_free(p.mbuf);

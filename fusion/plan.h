@@ -121,6 +121,13 @@ typedef struct pload {
     const fuse_map *map;     /* index map (scratch) */
 } pload;
 
+/* A binary heap of instances (plan_vertical.c's inst_heap_push / _pop);
+ * the order is the caller's: first(a, b) says a comes out before b. */
+typedef struct inst_heap {
+    inst **h;
+    size_t len, cap;
+} inst_heap;
+
 typedef struct planner {
     lf_graph *g;             /* graph planned */
     int nn;                  /* its node count */
@@ -134,9 +141,9 @@ typedef struct planner {
     uint64_t iseq;           /* the next instance's seq */
     int cur_node;            /* the node whose instances are being processed */
     bool ipush;              /* add_inst queues what it makes (rederive) */
-    inst **iheap;            /* rederive's queue: a max-heap by (node, seq) */
+    inst_heap iq;            /* rederive's queue: by (node, seq), the largest first */
     inst **idone;            /* rederive: the instances it processed, in order */
-    size_t ihlen, ihcap, idlen, idcap;
+    size_t idlen, idcap;
     uint64_t inst_work;      /* instances processed by find_instances over
                                 all rounds: fuse_schedule.inst_work */
     int64_t *kops64;         /* per root: kops uncapped (kept across rounds) */
@@ -190,8 +197,7 @@ typedef struct planner {
     int *vlen, *vcap;        /* their lengths and capacities */
     bool vfail;              /* a victim heap ran out of memory */
     uint64_t vstamp;         /* the current propagation of victim counts */
-    inst **vq;               /* its queue: a min-heap by node id */
-    size_t vqlen, vqcap;
+    inst_heap vq;            /* its queue: by node id, the smallest first */
     int *rchg;               /* the nodes the rounds made roots, in order
                                 (fuse_make_root; roots are only added) */
     int nrchg;

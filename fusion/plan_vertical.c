@@ -40,17 +40,18 @@ static bool inst_after(const inst *a, const inst *b) {
     return a->node->id != b->node->id ? a->node->id > b->node->id : a->seq > b->seq;
 }
 
-static bool heap_push_inst(planner *p, inst *i) {
-    if (p->ihlen == p->ihcap) {
-        size_t cap = p->ihcap ? 2 * p->ihcap : 256;
-        inst **t = graph_realloc(p->iheap, cap * sizeof *t);
+/* Pushes i into heap q ordered by first; false when out of memory. */
+static inline bool inst_heap_push(inst_heap *q, inst *i, bool (*first)(const inst *, const inst *)) {
+    if (q->len == q->cap) {
+        size_t cap = q->cap ? 2 * q->cap : 256;
+        inst **t = graph_realloc(q->h, cap * sizeof *t);
         if (!t) return false;
-        p->iheap = t;
-        p->ihcap = cap;
+        q->h = t;
+        q->cap = cap;
     }
-    inst **h = p->iheap;
-    size_t c = p->ihlen++;
-    while (c > 0 && inst_after(i, h[(c - 1) / 2])) {
+    inst **h = q->h;
+    size_t c = q->len++;
+    while (c > 0 && first(i, h[(c - 1) / 2])) {
         h[c] = h[(c - 1) / 2];
         c = (c - 1) / 2;
     }
@@ -58,14 +59,15 @@ static bool heap_push_inst(planner *p, inst *i) {
     return true;
 }
 
-static inst *heap_pop_inst(planner *p) {
-    inst **h = p->iheap, *top = h[0], *last = h[--p->ihlen];
-    size_t c = 0, n = p->ihlen;
+/* Takes the first instance out of non-empty heap q ordered by first. */
+static inline inst *inst_heap_pop(inst_heap *q, bool (*first)(const inst *, const inst *)) {
+    inst **h = q->h, *top = h[0], *last = h[--q->len];
+    size_t c = 0, n = q->len;
     for (;;) {
         size_t a = 2 * c + 1;
         if (a >= n) break;
-        if (a + 1 < n && inst_after(h[a + 1], h[a])) a++;
-        if (!inst_after(h[a], last)) break;
+        if (a + 1 < n && first(h[a + 1], h[a])) a++;
+        if (!first(h[a], last)) break;
         h[c] = h[a];
         c = a;
     }
@@ -102,7 +104,7 @@ static inst *add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) {
         p->mlist[p->nmlist++] = n->id;
     }
     p->mdirty[n->id] = true;
-    if (p->ipush && !heap_push_inst(p, i)) return NULL;
+    if (p->ipush && !inst_heap_push(&p->iq, i, inst_after)) return NULL;
     return i;
 }
 
@@ -290,39 +292,12 @@ static bool derive(planner *p, inst *i) {
 
 /* The propagation queue of victim counts: instances by node id, the smallest
  * first (a user after all its inputs). */
+static bool id_before(const inst *a, const inst *b) { return a->node->id < b->node->id; }
+
 static bool vq_push(planner *p, inst *i) {
     if (i->vmark == p->vstamp) return true;
     i->vmark = p->vstamp;
-    if (p->vqlen == p->vqcap) {
-        size_t cap = p->vqcap ? 2 * p->vqcap : 256;
-        inst **t = graph_realloc(p->vq, cap * sizeof *t);
-        if (!t) return false;
-        p->vq = t;
-        p->vqcap = cap;
-    }
-    inst **h = p->vq;
-    size_t c = p->vqlen++;
-    while (c > 0 && i->node->id < h[(c - 1) / 2]->node->id) {
-        h[c] = h[(c - 1) / 2];
-        c = (c - 1) / 2;
-    }
-    h[c] = i;
-    return true;
-}
-
-static inst *vq_pop(planner *p) {
-    inst **h = p->vq, *top = h[0], *last = h[--p->vqlen];
-    size_t c = 0, n = p->vqlen;
-    for (;;) {
-        size_t a = 2 * c + 1;
-        if (a >= n) break;
-        if (a + 1 < n && h[a + 1]->node->id < h[a]->node->id) a++;
-        if (h[a]->node->id >= last->node->id) break;
-        h[c] = h[a];
-        c = a;
-    }
-    if (n > 0) h[c] = last;
-    return top;
+    return inst_heap_push(&p->vq, i, id_before);
 }
 
 /* Kept instance x is processed again (its node is at or below top): keeps
@@ -347,8 +322,8 @@ static bool keep_users_above(planner *p, inst *x, int top) {
  * each whose counts changed: they stop where the capped counts do not
  * change, so a change costs what it reaches, not the kernel's list. */
 static bool propagate_counts(planner *p) {
-    while (p->vqlen > 0) {
-        inst *i = vq_pop(p);
+    while (p->vq.len > 0) {
+        inst *i = inst_heap_pop(&p->vq, id_before);
         if (i->dead || i->leaf || !fuse_victim_counts(p, i)) continue;
         for (iuse *u = i->users; u; u = u->next)
             if (!u->user->dead && !vq_push(p, u->user)) return false;
@@ -452,9 +427,9 @@ static lf_status rederive(planner *p, int k, int top) {
     inst **l = p->klist[k];
     int cnt = p->kcount[k], pre = 0, fold = cnt ? p->kfold[k] : -1;
     while (pre < cnt && l[pre]->node->id <= top) pre++;
-    p->ihlen = p->idlen = 0;
+    p->iq.len = p->idlen = 0;
     p->vstamp++;
-    p->vqlen = 0;
+    p->vq.len = 0;
     for (int j = 0; j < pre; j++) {
         inst *i = l[j];
         if (counts_ops(p, i, p->iroot)) p->kops64[k] -= p->fnops[i->node->id];
@@ -463,18 +438,18 @@ static lf_status rederive(planner *p, int k, int top) {
             remove_inst(p, i);
         } else {
             memset(i->in, 0, sizeof i->in);
-            if (!heap_push_inst(p, i) || !keep_users_above(p, i, top)) return fuse_nomem(p);
+            if (!inst_heap_push(&p->iq, i, inst_after) || !keep_users_above(p, i, top)) return fuse_nomem(p);
         }
     }
     if (p->needed[k] && p->root[k] && !cnt) { /* a new kernel: its seed */
         p->cur_node = k;
         fuse_map *m = fuse_map_identity(&p->iar, p->g->nodes[k]);
         if (!m || !add_inst(p, p->g->nodes[k], k, m)) return fuse_nomem(p);
-        if (!heap_push_inst(p, p->first[k])) return fuse_nomem(p);
+        if (!inst_heap_push(&p->iq, p->first[k], inst_after)) return fuse_nomem(p);
     }
     p->ipush = true;
-    while (p->ihlen > 0) {
-        inst *i = heap_pop_inst(p);
+    while (p->iq.len > 0) {
+        inst *i = inst_heap_pop(&p->iq, inst_after);
         if (p->idlen == p->idcap) {
             size_t cap = p->idcap ? 2 * p->idcap : 256;
             inst **t = graph_realloc(p->idone, cap * sizeof *t);
