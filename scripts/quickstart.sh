@@ -225,9 +225,6 @@ run_tests() {
     # Compiled kernels are cached here, shared by the three passes (the
     # valgrind pass compiles its own: see LF_CPU_MARCH below).
     export LF_CACHE_DIR="$ROOT/build-kernel-cache"
-    # The CUDA host emulation's modules (tests/cuda_emu.c), likewise: the
-    # normal and sanitizer passes emulate the same bench-case kernels.
-    export LF_TEST_EMU_CACHE="$ROOT/build-emu-cache"
 
     # 1. normal build
     local normal_built=0

@@ -1,16 +1,10 @@
 /* tests/cuda_emu.c: the host emulation of CUDA kernels (cuda_emu.h). */
 #include "cuda_emu.h"
 
-#include "codegen/codegen.h"
-
 #include <criterion/criterion.h>
 #include <dlfcn.h>
-#include <inttypes.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* Prepended to the CUDA text: what NVRTC provides, for g++. One block runs
@@ -95,62 +89,20 @@ static const char EMU_TRAILER[] =
     "    return made == n ? 0 : -2;\n"
     "}\n";
 
-#define EMU_COMPILE "${CXX:-c++} -std=c++17 -O1 -w -fPIC -shared -pthread"
-
-/* With $LF_TEST_EMU_CACHE set (scripts/quickstart.sh points it into its
- * kernel cache folder), a built module is kept there under the hash of all
- * that makes it (the compile command, $CXX, the shim, the text) and reused
- * by a later run or pass: the normal and sanitizer passes emulate the same
- * bench-case kernels, and those g++ compiles were most of the sanitizer
- * pass's longest test. An entry is written under a temporary name and
- * renamed into place, so a killed run leaves none half-written; an entry
- * that does not load is built again. Returns the entry's path in path (""
- * without a cache). */
-static void emu_cache_path(const char *src, char *path, size_t cap) {
-    const char *dir = getenv("LF_TEST_EMU_CACHE"), *cxx = getenv("CXX");
-    path[0] = 0;
-    if (!dir || !*dir) return;
-    size_t n = strlen(EMU_COMPILE) + (cxx ? strlen(cxx) : 0) + strlen(EMU_SHIM) + strlen(src) + strlen(EMU_TRAILER) + 8;
-    char *all = malloc(n);
-    cr_assert(all != NULL);
-    snprintf(all, n, "%s\n%s\n%s%s%s", EMU_COMPILE, cxx ? cxx : "", EMU_SHIM, src, EMU_TRAILER);
-    uint64_t h = cg_source_hash(all);
-    free(all);
-    mkdir(dir, 0700);
-    snprintf(path, cap, "%s/emu-%016" PRIx64 ".so", dir, h);
-}
-
 /* Compiles the emulated module of CUDA text src; returns its handle. */
 void *emu_build(const char *src, const char *dir, int id) {
-    char cached[600];
-    emu_cache_path(src, cached, sizeof cached);
-    char cpp[512], so[512], cmd[2200];
+    char cpp[512], so[512];
     snprintf(cpp, sizeof cpp, "%s/k%d.cc", dir, id);
     snprintf(so, sizeof so, "%s/k%d.so", dir, id);
-    if (cached[0] && access(cached, R_OK) == 0) {
-        /* each build is a fresh module (its globals, the last-block
-           tickets, start at zero): an entry this process holds already
-           is loaded again from a copy */
-        void *held = dlopen(cached, RTLD_NOW | RTLD_NOLOAD);
-        if (!held) {
-            void *h = dlopen(cached, RTLD_NOW | RTLD_LOCAL);
-            if (h) return h;
-        } else {
-            dlclose(held);
-            snprintf(cmd, sizeof cmd, "cp '%s' '%s'", cached, so);
-            void *h = system(cmd) == 0 ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
-            unlink(so);
-            if (h) return h;
-        }
-        unlink(cached); /* does not load: build it again below */
-    }
     FILE *f = fopen(cpp, "w");
     cr_assert(f != NULL);
     fputs(EMU_SHIM, f);
     fputs(src, f);
     fputs(EMU_TRAILER, f);
     cr_assert_eq(fclose(f), 0);
-    snprintf(cmd, sizeof cmd, EMU_COMPILE " -o '%s' '%s' 2>'%s.log'", so, cpp, cpp);
+    char cmd[2200];
+    snprintf(cmd, sizeof cmd, "${CXX:-c++} -std=c++17 -O1 -w -fPIC -shared -pthread -o '%s' '%s' 2>'%s.log'", so,
+             cpp, cpp);
     int rc = system(cmd);
     if (rc != 0) {
         char log[4096] = "";
@@ -166,13 +118,6 @@ void *emu_build(const char *src, const char *dir, int id) {
     void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
     cr_assert(h != NULL, "dlopen: %s", dlerror());
     unlink(cpp);
-    if (cached[0]) {
-        char tmp[640];
-        snprintf(tmp, sizeof tmp, "%s.%ld.tmp", cached, (long)getpid());
-        /* a copy, not a link: so may live on another file system */
-        snprintf(cmd, sizeof cmd, "cp '%s' '%s' && mv -f '%s' '%s'", so, tmp, tmp, cached);
-        if (system(cmd) != 0) unlink(tmp);
-    }
     unlink(so);
     snprintf(cmd, sizeof cmd, "%s.log", cpp);
     unlink(cmd);

@@ -21,10 +21,7 @@ typedef int (*emu_launch_fn)(void *fn, unsigned grid, unsigned bx, unsigned by, 
 
 /* Compiles the emulated module of CUDA text src in folder dir (files named
  * by id, removed again) and dlopens it; the handle has every entry of src
- * and "lf_emu_launch" (an emu_launch_fn). Fails the test on error. With
- * $LF_TEST_EMU_CACHE naming a folder, built modules are kept there by the
- * hash of their source and compile command and reused; every call still
- * returns a fresh module. */
+ * and "lf_emu_launch" (an emu_launch_fn). Fails the test on error. */
 void *emu_build(const char *src, const char *dir, int id);
 
 #endif
