@@ -487,6 +487,15 @@ static bool exponent_literal(const fn_expr *x, char *out, size_t cap) {
     return true;
 }
 
+/* The literal of an EXPR_CONST expression (exact: hex floats, NAN and
+ * INFINITY with their sign, 64-bit integers). */
+static void const_literal(const fn_expr *x, char *out, size_t cap) {
+    if (x->is_int) cg_fmt(out, cap, "INT64_C(%" PRId64 ")", x->value.i);
+    else if (isnan(x->value.f)) cg_fmt(out, cap, "%sNAN", signbit(x->value.f) ? "-" : "");
+    else if (isinf(x->value.f)) cg_fmt(out, cap, "%sINFINITY", x->value.f < 0 ? "-" : "");
+    else cg_fmt(out, cap, "%a", x->value.f);
+}
+
 /* ---- compares true over a row's interior ---------------------------------------------
  * In the interior [jl, jh) of a split row (emit_c.c, lf_pad and lf_concat
  * reads), a compare of the position with a constant (a padded border's
@@ -541,10 +550,7 @@ static void compare_at(const cg_emitter *e, int i, int pos, const char *jv, char
         expr_buf raw;
         if (a->kind == EXPR_PARAM) load_value(e, cg_load_access(e->lay, 0, a->param), jv, raw, sizeof raw);
         else if (a->kind == EXPR_SCALAR) scalar_value(e, a->param, a->cast_to, raw, sizeof raw);
-        else if (a->is_int) cg_fmt(raw, sizeof raw, "INT64_C(%" PRId64 ")", a->value.i);
-        else if (isnan(a->value.f)) cg_fmt(raw, sizeof raw, "%sNAN", signbit(a->value.f) ? "-" : "");
-        else if (isinf(a->value.f)) cg_fmt(raw, sizeof raw, "%sINFINITY", a->value.f < 0 ? "-" : "");
-        else cg_fmt(raw, sizeof raw, "%a", a->value.f);
+        else const_literal(a, raw, sizeof raw);
         if (k == pos) cg_fmt(val, cap, "%s", raw);
         convert(args[k], sizeof args[k], raw, et[x->arg[k]], ct[i]);
     }
@@ -617,10 +623,7 @@ static void emit_fn(cg_emitter *e, int f, const char *jv, acc_form form, const c
             break;
         }
         case EXPR_CONST:
-            if (x->is_int) cg_fmt(v, sizeof v, "INT64_C(%" PRId64 ")", x->value.i);
-            else if (isnan(x->value.f)) cg_fmt(v, sizeof v, "%sNAN", signbit(x->value.f) ? "-" : "");
-            else if (isinf(x->value.f)) cg_fmt(v, sizeof v, "%sINFINITY", x->value.f < 0 ? "-" : "");
-            else cg_fmt(v, sizeof v, "%a", x->value.f);
+            const_literal(x, v, sizeof v);
             break;
         case EXPR_SCALAR:
             scalar_value(e, x->param, x->cast_to, v, sizeof v);
