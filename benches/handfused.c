@@ -36,6 +36,7 @@
  * compute the function lazyfuse computes, not a cheaper approximation.
  */
 #include "handfused.h"
+#include "seed_examples.h" /* the stencils' weights: seed_stencil_weight, the builders' own */
 
 #include <math.h>
 #include <string.h>
@@ -131,10 +132,6 @@ static void layer_norm(const hf_args *a, int64_t lo, int64_t hi) {
     }
 }
 
-/* The stencils' weights, as tools/seed_examples.c's seed_stencil_weight
- * (the same float: (t + 1) / (taps (taps + 1) / 2) rounded once). */
-static float stencil_weight(int t, int taps) { return (float)(t + 1) / (float)(taps * (taps + 1) / 2); }
-
 enum { CONV_TAPS = 31 };
 
 /* 31-tap convolution: each output's taps in tap order (acc = acc + x[i + t]
@@ -145,7 +142,7 @@ static void conv1d_31(const hf_args *a, int64_t lo, int64_t hi) {
     const float *restrict x = a->in[0];
     float *restrict out = a->out;
     float w[CONV_TAPS];
-    for (int t = 0; t < CONV_TAPS; t++) w[t] = stencil_weight(t, CONV_TAPS);
+    for (int t = 0; t < CONV_TAPS; t++) w[t] = seed_stencil_weight(t, CONV_TAPS);
     for (int64_t i = lo; i < hi; i++) {
         float acc = x[i] * w[0];
 #pragma GCC unroll 32
@@ -161,7 +158,7 @@ static void conv1d_31(const hf_args *a, int64_t lo, int64_t hi) {
 static void stencil5x5(const hf_args *a, int64_t lo, int64_t hi) {
     int64_t n = a->cols, np = n + 4;
     float w[25];
-    for (int t = 0; t < 25; t++) w[t] = stencil_weight(t, 25);
+    for (int t = 0; t < 25; t++) w[t] = seed_stencil_weight(t, 25);
     for (int64_t r = lo; r < hi; r++) {
         const float *restrict x = a->in[0] + r * np;
         float *restrict y = a->out + r * n;
