@@ -676,6 +676,9 @@ static lf_dtype fn_etype(const fuse_kernel *kn, int f, int i) {
     return kn->row_etype[i];
 }
 
+static void cg_emit_sort_store(cg_emitter *e, const cg_access *a, const char *idx, const char *x, lf_dtype from);
+static void cg_emit_scatter_fold(cg_emitter *e, const char *q, const char *val);
+
 /* Stores of region reg at innermost index jv (NULL: at the base). */
 static void emit_stores(cg_emitter *e, int reg, const char *jv, const char *prefix) {
     const cg_layout *lay = e->lay;
@@ -784,7 +787,12 @@ void cg_emit_sort_key_defs(cg_emitter *e) {
               GRAPH_SORT_NAN_KEY32, (unsigned long long)GRAPH_SORT_NAN_KEY64);
 }
 
-void cg_emit_sort_store(cg_emitter *e, const cg_access *a, const char *idx, const char *x, lf_dtype from) {
+/* The key (or, with e->sort_raw, the value) of store 0's expression,
+ * written at the loop position relative to `base` into the work array
+ * lf_w; the other stores are not written (the backend does). The CUDA
+ * dialect writes the key to lf_K[position] and, when the kernel has a
+ * values node, the value itself to lf_V[position] (emit_cuda.c). */
+static void cg_emit_sort_store(cg_emitter *e, const cg_access *a, const char *idx, const char *x, lf_dtype from) {
     if (a->index != 0) return; /* one value per position: the backend writes the slots */
     const lf_node *sn = e->kn->sort;
     bool desc = sn->u.sort.descending, wide = graph_sort_key_wide(from);
@@ -848,7 +856,8 @@ static void scatter_combine(const cg_emitter *e, lf_scatter_op op, lf_dtype t, c
     (void)e;
 }
 
-void cg_emit_scatter_fold(cg_emitter *e, const char *q, const char *val) {
+/* Folds value val (dst's dtype) into partial lvalue q (an lf_partial). */
+static void cg_emit_scatter_fold(cg_emitter *e, const char *q, const char *val) {
     const lf_node *n = e->kn->scatter;
     lf_dtype t = n->dtype;
     const char *f = graph_dtype_is_float(t) ? "f" : "i";
@@ -980,7 +989,8 @@ const char *cg_scan_identity(const fuse_red *r) {
     }
 }
 
-void cg_emit_scan_fold(cg_emitter *e, const fuse_red *r, const char *a, const char *x) {
+/* Folds value x (dtype r->in) into accumulator a, as the reductions do. */
+static void cg_emit_scan_fold(cg_emitter *e, const fuse_red *r, const char *a, const char *x) {
     emit_fold(e, r, a, "", x, "0");
 }
 

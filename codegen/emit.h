@@ -5,7 +5,7 @@
  *                (accesses), fns, reductions (fold, combine, finish), loop
  *                levels and the reduced nests both dialects open
  *   emit_c.c     the C skeletons of each kernel kind (cg_emit_c)
- *   emit_cuda.c  the CUDA skeletons (cg_emit_cuda) and launch plans
+ *   emit_cuda.c  the CUDA skeletons (cg_emit_cuda; helpers skel_*) and launch plans
  *   kernel.c     cg_emit_kernel: the prelude, then the dialect's skeleton;
  *                the one place that knows both
  *
@@ -142,8 +142,6 @@ void cg_finish_into(cg_emitter *e, int q, const char *slot, const char *dst_fmt_
 /* ---- scans (CG_SCAN) ---- */
 /* The scan's identity in its accumulator type (graph_scan_identity). */
 const char *cg_scan_identity(const fuse_red *r);
-/* Folds value x (dtype r->in) into accumulator a, as the reductions do. */
-void cg_emit_scan_fold(cg_emitter *e, const fuse_red *r, const char *a, const char *x);
 /* Folds accumulator b into accumulator a as if it were an element (a block
  * total into an offset: graph_scan_step's O[b+1] = O[b] (+) T[b]). */
 void cg_emit_scan_fold_acc(cg_emitter *e, const fuse_red *r, const char *a, const char *b);
@@ -154,8 +152,6 @@ void cg_emit_scan_fold_acc(cg_emitter *e, const fuse_red *r, const char *a, cons
  * epilogue and its stores follow. */
 void cg_emit_scan_element(cg_emitter *e, const char *jv, const char *slot, bool tot, bool epi);
 /* ---- scatter kernels (plan_scatter.c) ---- */
-/* Folds value val (dst's dtype) into partial lvalue q (an lf_partial). */
-void cg_emit_scatter_fold(cg_emitter *e, const char *q, const char *val);
 /* Sets partial lvalue q to the identity of the scatter's op. */
 void cg_emit_scatter_init(cg_emitter *e, const char *q);
 /* Element t of the output: dst (+) the partials sp[b * dn + t] of blocks
@@ -166,12 +162,6 @@ void cg_emit_scatter_finish(cg_emitter *e, const char *t, const char *nblocks, c
 /* The key helpers (lf_skey_<dtype>: graph_sort_key's order), guarded so
  * that a unit of several kernels defines them once. */
 void cg_emit_sort_key_defs(cg_emitter *e);
-/* The key (or, with e->sort_raw, the value) of store 0's expression,
- * written at the loop position relative to `base` into the work array
- * lf_w; the other stores are not written (the backend does). The CUDA
- * dialect writes the key to lf_K[position] and, when the kernel has a
- * values node, the value itself to lf_V[position] (emit_cuda.c). */
-void cg_emit_sort_store(cg_emitter *e, const cg_access *a, const char *idx, const char *x, lf_dtype from);
 
 /* ---- the skeletons ---- */
 void cg_emit_c(cg_emitter *e);    /* emit_c.c */

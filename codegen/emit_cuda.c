@@ -299,7 +299,7 @@ bool cg_cuda_vectorizable(const cg_layout *lay) {
 static const char *cuda_names[] = {"run", "vec", "rows", "cols", "row", "pass0", "pass1",
                                    "pass2", "pass3", "pass4", "pass5", "pass6", "pass7"};
 
-static void cuda_open_body(cg_emitter *e, const char *name) {
+static void skel_open_body(cg_emitter *e, const char *name) {
     cg_line(e, "template <typename lf_idx>");
     cg_open_block(e, "static __device__ __forceinline__ void lf_body_%s(const lf_args &a) {", name);
     e->level = 0;
@@ -314,7 +314,7 @@ static void cuda_open_body(cg_emitter *e, const char *name) {
  * cols, row and pass entries; 3 and 4: the vec entries): a module built with
  * -DLF_VARIANT=v instantiates only variant v's bodies, one without it all of
  * them (what the backend compiles today). */
-static void cuda_close_body(cg_emitter *e, const char *name, int variant32, int variant64) {
+static void skel_close_body(cg_emitter *e, const char *name, int variant32, int variant64) {
     cg_close_block(e);
     for (int w = 32; w <= 64; w += 32) {
         cg_line(e, "#if !defined(LF_VARIANT) || LF_VARIANT == %d", w == 32 ? variant32 : variant64);
@@ -327,7 +327,7 @@ static void cuda_close_body(cg_emitter *e, const char *name, int variant32, int 
 }
 
 /* lf_idx <name> = product of the extents of loop axes [first, first + n). */
-static void cuda_extent_product(cg_emitter *e, const char *name, int first, int n) {
+static void skel_extent_product(cg_emitter *e, const char *name, int first, int n) {
     cg_line(e, "lf_idx %s = 1;", name);
     for (int ax = first; ax < first + n; ax++)
         cg_line(e, "%s *= (lf_idx)P[%d];", name, e->lay->param_extent + ax);
@@ -336,7 +336,7 @@ static void cuda_extent_product(cg_emitter *e, const char *name, int first, int 
 /* Opens the offsets of region reg (all regions when reg < 0) at flat
  * position `flat` of loop axes [first, ndim): the outer ones go into the
  * next level's offsets; returns the innermost index expression in jv. */
-static void cuda_position(cg_emitter *e, int reg, const char *flat, int first, char jv[32]) {
+static void skel_position(cg_emitter *e, int reg, const char *flat, int first, char jv[32]) {
     const cg_layout *lay = e->lay;
     int inner = lay->ndim - 1, L = e->level;
     if (first >= inner) {
@@ -368,7 +368,7 @@ static void cuda_position(cg_emitter *e, int reg, const char *flat, int first, c
 }
 
 /* Shared arrays of pass q's reductions (every reduction when q < 0). */
-static void cuda_declare_shared(cg_emitter *e, int q) {
+static void skel_declare_shared(cg_emitter *e, int q) {
     const fuse_kernel *kn = e->kn;
     for (int j = 0; j < kn->nreds; j++) {
         const fuse_red *r = &kn->reds[j];
@@ -380,7 +380,7 @@ static void cuda_declare_shared(cg_emitter *e, int q) {
 
 /* Combines the acc<r>[0] of pass q over a group of G threads (thread tx at
  * shared index slot) into sacc<r>[slot - tx] through a fixed tree. */
-static void cuda_group_combine(cg_emitter *e, int q, const char *G) {
+static void skel_group_combine(cg_emitter *e, int q, const char *G) {
     const fuse_kernel *kn = e->kn;
     for (int j = 0; j < kn->nreds; j++) {
         const fuse_red *r = &kn->reds[j];
@@ -407,7 +407,7 @@ static void cuda_group_combine(cg_emitter *e, int q, const char *G) {
 }
 
 /* Finished value of reduction j from the group's shared slot `base`. */
-static void cuda_finished(cg_emitter *e, int j, const char *base, char *out, size_t cap) {
+static void skel_finished(cg_emitter *e, int j, const char *base, char *out, size_t cap) {
     char a[48], g[48];
     cg_fmt(a, sizeof a, "sacc%d[%s]", j, base);
     cg_fmt(g, sizeof g, "sarg%d[%s]", j, base);
@@ -417,7 +417,7 @@ static void cuda_finished(cg_emitter *e, int j, const char *base, char *out, siz
 /* The body (region 0) at flat element `at` (row length E), inside a loop
  * over elements: its row and column unravelled, its invariant loads
  * hoisted, then the fn and stores. */
-static void cuda_flat_element(cg_emitter *e) {
+static void skel_flat_element(cg_emitter *e) {
     int inner = e->lay->ndim - 1;
     if (inner > 0) {
         cg_line(e, "const lf_idx row = at / E, j = at - row * E;");
@@ -430,19 +430,19 @@ static void cuda_flat_element(cg_emitter *e) {
     cg_emit_body(e, 0, "j", ACC_SCALAR, "");
 }
 
-static void cuda_elementwise(cg_emitter *e) {
+static void skel_elementwise(cg_emitter *e) {
     const cg_layout *lay = e->lay;
     int inner = lay->ndim - 1;
-    cuda_open_body(e, "run");
+    skel_open_body(e, "run");
     cg_line(e, "const lf_idx E = (lf_idx)P[%d];", lay->param_extent + inner);
-    cuda_extent_product(e, "T", 0, lay->ndim);
+    skel_extent_product(e, "T", 0, lay->ndim);
     cg_open_block(e, "for (lf_idx at = lf_tid; at < T; at += lf_stride) {");
-    cuda_flat_element(e);
+    skel_flat_element(e);
     cg_close_block(e);
-    cuda_close_body(e, "run", 1, 2);
+    skel_close_body(e, "run", 1, 2);
     if (!cg_cuda_vectorizable(lay)) return;
 
-    cuda_open_body(e, "vec");
+    skel_open_body(e, "vec");
     cg_line(e, "const lf_idx T = (lf_idx)P[%d];", lay->param_extent);
     cg_unravel(e, "0", 0, 0);
     cg_hoist_invariants(e, 0);
@@ -474,20 +474,20 @@ static void cuda_elementwise(cg_emitter *e) {
     cg_open_block(e, "for (lf_idx j = T / 4 * 4 + lf_tid; j < T; j += lf_stride) {");
     cg_emit_body(e, 0, "j", ACC_SCALAR, "");
     cg_close_block(e);
-    cuda_close_body(e, "vec", 3, 4);
+    skel_close_body(e, "vec", 3, 4);
 }
 
 /* The loop of one thread over its positions p = tx, tx + G, ... < C of the
  * reduced axes [first, ndim) for pass q (or, q == npasses + 1, the row
  * pass); flat positions are base + p. */
-static void cuda_thread_positions(cg_emitter *e, int q, int first, const char *base, const char *G,
+static void skel_thread_positions(cg_emitter *e, int q, int first, const char *base, const char *G,
                                   acc_form form) {
     const fuse_kernel *kn = e->kn;
     cg_open_block(e, "for (lf_idx p = tx; p < C; p += %s) {", G);
     cg_line(e, "const lf_idx fl = %s + p; (void)fl;", base);
     int level = e->level;
     char jv[32];
-    cuda_position(e, q, "fl", first, jv);
+    skel_position(e, q, "fl", first, jv);
     cg_hoist_invariants(e, q);
     if (q == kn->npasses + 1) {
         cg_emit_body(e, q, jv, form, "r");
@@ -498,14 +498,14 @@ static void cuda_thread_positions(cg_emitter *e, int q, int first, const char *b
     cg_close_block(e);
 }
 
-static void cuda_inner(cg_emitter *e) {
+static void skel_inner(cg_emitter *e) {
     const fuse_kernel *kn = e->kn;
     const cg_layout *lay = e->lay;
-    cuda_open_body(e, "rows");
-    cuda_declare_shared(e, -1);
+    skel_open_body(e, "rows");
+    skel_declare_shared(e, -1);
     cg_line(e, "const int tx = threadIdx.x, G = blockDim.x, slot = threadIdx.y * G + tx;");
     cg_line(e, "(void)slot;");
-    cuda_extent_product(e, "NOUT", 0, lay->nkept);
+    skel_extent_product(e, "NOUT", 0, lay->nkept);
     cg_line(e, "const lf_idx C = (lf_idx)P[%d];", lay->param_count);
     cg_open_block(e, "for (lf_idx base = (lf_idx)blockIdx.x * blockDim.y; base < NOUT; "
             "base += (lf_idx)gridDim.x * blockDim.y) {");
@@ -517,13 +517,13 @@ static void cuda_inner(cg_emitter *e) {
         cg_open_block(e, "{ /* pass %d */", q);
         cg_declare_accs(e, q, "1", "1");
         cg_open_block(e, "if (live) {");
-        cuda_thread_positions(e, q, lay->nkept, "0", "G", ACC_SCALAR);
+        skel_thread_positions(e, q, lay->nkept, "0", "G", ACC_SCALAR);
         cg_close_block(e);
-        cuda_group_combine(e, q, "G");
+        skel_group_combine(e, q, "G");
         for (int j = 0; j < kn->nreds; j++) {
             if (kn->reds[j].pass != q) continue;
             expr_buf v;
-            cuda_finished(e, j, "threadIdx.y * G", v, sizeof v);
+            skel_finished(e, j, "threadIdx.y * G", v, sizeof v);
             cg_line(e, "res%d = %s;", j, v);
         }
         cg_line(e, "__syncthreads();");
@@ -534,20 +534,20 @@ static void cuda_inner(cg_emitter *e) {
     cg_close_block(e);
     if (kn->row) {
         cg_open_block(e, "if (live) { /* row pass */");
-        cuda_thread_positions(e, kn->npasses + 1, lay->nkept, "0", "G", ACC_SCALAR);
+        skel_thread_positions(e, kn->npasses + 1, lay->nkept, "0", "G", ACC_SCALAR);
         cg_close_block(e);
     }
     cg_close_block(e);
-    cuda_close_body(e, "rows", 1, 2);
+    skel_close_body(e, "rows", 1, 2);
 }
 
-static void cuda_outer(cg_emitter *e) {
+static void skel_outer(cg_emitter *e) {
     const fuse_kernel *kn = e->kn;
     const cg_layout *lay = e->lay;
     int last = lay->ndim - 1;
-    cuda_open_body(e, "cols");
+    skel_open_body(e, "cols");
     cg_line(e, "const lf_idx EK = (lf_idx)P[%d];", lay->param_extent + last);
-    cuda_extent_product(e, "NOUT", 0, lay->nkept);
+    skel_extent_product(e, "NOUT", 0, lay->nkept);
     cg_line(e, "NOUT *= EK;");
     cg_open_block(e, "for (lf_idx u = lf_tid; u < NOUT; u += lf_stride) {");
     cg_line(e, "const lf_idx out = u / EK, k = u - out * EK;");
@@ -581,16 +581,16 @@ static void cuda_outer(cg_emitter *e) {
         cg_close_block(e);
     }
     cg_close_block(e);
-    cuda_close_body(e, "cols", 1, 2);
+    skel_close_body(e, "cols", 1, 2);
 }
 
-static void cuda_full(cg_emitter *e) {
+static void skel_full(cg_emitter *e) {
     const fuse_kernel *kn = e->kn;
     const cg_layout *lay = e->lay;
     for (int q = 0; q < kn->npasses; q++) {
         int nq = cg_pass_reductions(kn, q);
-        cuda_open_body(e, cuda_names[5 + q]);
-        cuda_declare_shared(e, q);
+        skel_open_body(e, cuda_names[5 + q]);
+        skel_declare_shared(e, q);
         cg_line(e, "__shared__ int lf_last;");
         cg_line(e, "const int tx = threadIdx.x, slot = tx;");
         cg_line(e, "const lf_idx blk = blockIdx.x;");
@@ -598,13 +598,13 @@ static void cuda_full(cg_emitter *e) {
         cg_line(e, "const lf_idx hi = (lf_idx)P[%d] - lo < (lf_idx)P[%d] ? (lf_idx)P[%d] : lo + (lf_idx)P[%d];",
              lay->param_extent, lay->param_full_block, lay->param_extent, lay->param_full_block);
         cg_unravel(e, "0", 0, 0);
-        cuda_extent_product(e, "Cin", 1, lay->ndim - 1);
+        skel_extent_product(e, "Cin", 1, lay->ndim - 1);
         cg_line(e, "const lf_idx C = (hi - lo) * Cin;");
         cg_declare_accs(e, q, "1", "1");
         cg_open_block(e, "{");
-        cuda_thread_positions(e, q, 0, "lo * Cin", "(lf_idx)blockDim.x", ACC_R);
+        skel_thread_positions(e, q, 0, "lo * Cin", "(lf_idx)blockDim.x", ACC_R);
         cg_close_block(e);
-        cuda_group_combine(e, q, "(int)blockDim.x");
+        skel_group_combine(e, q, "(int)blockDim.x");
         cg_open_block(e, "if (tx == 0) {");
         for (int j = 0, m = 0; j < kn->nreds; j++) {
             const fuse_red *r = &kn->reds[j];
@@ -637,13 +637,13 @@ static void cuda_full(cg_emitter *e) {
             cg_close_block(e);
             m++;
         }
-        cuda_group_combine(e, q, "(int)blockDim.x");
+        skel_group_combine(e, q, "(int)blockDim.x");
         cg_open_block(e, "if (tx == 0) {");
         for (int j = 0; j < kn->nreds; j++) {
             const fuse_red *r = &kn->reds[j];
             if (r->pass != q) continue;
             expr_buf v;
-            cuda_finished(e, j, "0", v, sizeof v);
+            skel_finished(e, j, "0", v, sizeof v);
             cg_line(e, "R[%d].%s = %s;", j, graph_dtype_is_float(r->node->dtype) ? "f" : "i", v);
         }
         cg_line(e, "a.ticket[%d] = 0;", q);
@@ -654,20 +654,20 @@ static void cuda_full(cg_emitter *e) {
         }
         cg_close_block(e);
         cg_close_block(e);
-        cuda_close_body(e, cuda_names[5 + q], 1, 2);
+        skel_close_body(e, cuda_names[5 + q], 1, 2);
     }
     if (kn->row) {
-        cuda_open_body(e, "row");
+        skel_open_body(e, "row");
         cg_unravel(e, "0", 0, 0);
-        cuda_extent_product(e, "C", 0, lay->ndim);
+        skel_extent_product(e, "C", 0, lay->ndim);
         cg_line(e, "const lf_idx tx = lf_tid;");
-        cuda_thread_positions(e, kn->npasses + 1, 0, "0", "lf_stride", ACC_R);
-        cuda_close_body(e, "row", 1, 2);
+        skel_thread_positions(e, kn->npasses + 1, 0, "0", "lf_stride", ACC_R);
+        skel_close_body(e, "row", 1, 2);
     }
 }
 
 /* The scan's three entries (see the top). */
-static void cuda_scan(cg_emitter *e) {
+static void skel_scan(cg_emitter *e) {
     const fuse_kernel *kn = e->kn;
     const cg_layout *lay = e->lay;
     const fuse_red *r = &kn->reds[0];
@@ -676,9 +676,9 @@ static void cuda_scan(cg_emitter *e) {
     int inner = lay->ndim - 1, B = LF_SCAN_BLOCK;
     for (int epi = 0; epi < 2; epi++) {
         const char *name = epi ? "scan" : "scanred";
-        cuda_open_body(e, name);
+        skel_open_body(e, name);
         cg_line(e, "const lf_idx E = (lf_idx)P[%d];", lay->param_extent + inner);
-        cuda_extent_product(e, "rows", 0, lay->nkept);
+        skel_extent_product(e, "rows", 0, lay->nkept);
         cg_line(e, "const lf_idx nb = (E + %d) / %d;", B - 1, B);
         cg_open_block(e, "for (lf_idx t = lf_tid; t < rows * nb; t += lf_stride) {");
         cg_line(e, "const lf_idx row = t / nb, blk = t - row * nb; (void)row;");
@@ -694,11 +694,11 @@ static void cuda_scan(cg_emitter *e) {
         cg_close_block(e);
         if (!epi) cg_line(e, "a.part[t].v.%s = acc0[0];", X);
         cg_close_block(e);
-        cuda_close_body(e, name, 1, 2);
+        skel_close_body(e, name, 1, 2);
         if (epi) break;
-        cuda_open_body(e, "scanoff");
+        skel_open_body(e, "scanoff");
         cg_line(e, "const lf_idx E = (lf_idx)P[%d];", lay->param_extent + inner);
-        cuda_extent_product(e, "rows", 0, lay->nkept);
+        skel_extent_product(e, "rows", 0, lay->nkept);
         cg_line(e, "const lf_idx nb = (E + %d) / %d;", B - 1, B);
         cg_open_block(e, "for (lf_idx row = lf_tid; row < rows; row += lf_stride) {");
         cg_line(e, "%s off = %s;", T, id);
@@ -708,7 +708,7 @@ static void cuda_scan(cg_emitter *e) {
         cg_emit_scan_fold_acc(e, r, "off", "t");
         cg_close_block(e);
         cg_close_block(e);
-        cuda_close_body(e, "scanoff", 1, 2);
+        skel_close_body(e, "scanoff", 1, 2);
     }
 }
 
@@ -716,10 +716,10 @@ static void cuda_scan(cg_emitter *e) {
  * folding them in position order into the block's partials (deterministic,
  * no atomics; parallel only across blocks); row, a thread per dst element
  * combining dst and the partials in block order. */
-static void cuda_scatter(cg_emitter *e) {
+static void skel_scatter(cg_emitter *e) {
     const cg_layout *lay = e->lay;
     int inner = lay->ndim - 1, ps = lay->param_scatter;
-    cuda_open_body(e, "run");
+    skel_open_body(e, "run");
     cg_line(e, "const lf_idx E = (lf_idx)P[%d], BS = (lf_idx)P[%d], N = (lf_idx)P[%d], DN = (lf_idx)P[%d], NB = "
                "(lf_idx)P[%d];",
             lay->param_extent + inner, ps, ps + 1, ps + 2, ps + 3);
@@ -730,17 +730,17 @@ static void cuda_scatter(cg_emitter *e) {
     cg_close_block(e);
     cg_line(e, "const lf_idx stop = N - blk * BS < BS ? N : blk * BS + BS;");
     cg_open_block(e, "for (lf_idx at = blk * BS; at < stop; at++) {");
-    cuda_flat_element(e);
+    skel_flat_element(e);
     cg_close_block(e);
     cg_close_block(e);
-    cuda_close_body(e, "run", 1, 2);
-    cuda_open_body(e, "row");
+    skel_close_body(e, "run", 1, 2);
+    skel_open_body(e, "row");
     cg_line(e, "const lf_idx DN = (lf_idx)P[%d], NB = (lf_idx)P[%d];", ps + 2, ps + 3);
     cg_line(e, "const lf_partial *sp = b%d;", lay->part_buf);
     cg_open_block(e, "for (lf_idx t = lf_tid; t < DN; t += lf_stride) {");
     cg_emit_scatter_finish(e, "t", "NB", "DN");
     cg_close_block(e);
-    cuda_close_body(e, "row", 1, 2);
+    skel_close_body(e, "row", 1, 2);
 }
 
 /* A sort kernel's key pass (plan_sort.c; the backend's steps are in
@@ -755,7 +755,7 @@ static void cuda_scatter(cg_emitter *e) {
  * are written later by the module's lf_sort_write, from V through the
  * sorted positions: values are moved, never decoded from keys, so -0.0 and
  * NaN payloads keep their bits. */
-static void cuda_sort(cg_emitter *e) {
+static void skel_sort(cg_emitter *e) {
     const cg_layout *lay = e->lay;
     const fuse_kernel *kn = e->kn;
     int inner = lay->ndim - 1, wb = -1;
@@ -765,18 +765,18 @@ static void cuda_sort(cg_emitter *e) {
     bool wide = graph_sort_key_wide(t);
     const char *kt = wide ? "uint64_t" : "uint32_t", *vt = e->d->type[t];
     cg_emit_sort_key_defs(e);
-    cuda_open_body(e, "run");
+    skel_open_body(e, "run");
     cg_line(e, "%s *__restrict__ lf_K = (%s *)B[%d]; /* sort keys, K[position] */", kt, kt, wb);
     cg_line(e, "const lf_idx E = (lf_idx)P[%d];", lay->param_extent + inner);
-    cuda_extent_product(e, "T", 0, lay->ndim);
+    skel_extent_product(e, "T", 0, lay->ndim);
     if (kn->sort_values)
         cg_line(e, "%s *__restrict__ lf_V = (%s *)((char *)B[%d] + (((unsigned long long)T * %d + 255) & ~255ull)); "
                    "/* values, V[position] */",
                 vt, vt, wb, wide ? 8 : 4);
     cg_open_block(e, "for (lf_idx at = lf_tid; at < T; at += lf_stride) {");
-    cuda_flat_element(e);
+    skel_flat_element(e);
     cg_close_block(e);
-    cuda_close_body(e, "run", 1, 2);
+    skel_close_body(e, "run", 1, 2);
 }
 
 void cg_emit_cuda(cg_emitter *e) {
@@ -786,18 +786,18 @@ void cg_emit_cuda(cg_emitter *e) {
               lay->nbufs > 0 ? lay->nbufs : 1, lay->nparams > 0 ? lay->nparams : 1);
     cg_printf(e->t, "#define B (a.B)\n#define P (a.P)\n#define R (a.R)\n");
     if (e->kn->scatter) {
-        cuda_scatter(e);
+        skel_scatter(e);
         return;
     }
     if (e->kn->sort) {
-        cuda_sort(e);
+        skel_sort(e);
         return;
     }
     switch (lay->strategy) {
-    case CG_ELEMENTWISE: cuda_elementwise(e); break;
-    case CG_REDUCE_INNER: cuda_inner(e); break;
-    case CG_REDUCE_OUTER: cuda_outer(e); break;
-    case CG_REDUCE_FULL: cuda_full(e); break;
-    case CG_SCAN: cuda_scan(e); break;
+    case CG_ELEMENTWISE: skel_elementwise(e); break;
+    case CG_REDUCE_INNER: skel_inner(e); break;
+    case CG_REDUCE_OUTER: skel_outer(e); break;
+    case CG_REDUCE_FULL: skel_full(e); break;
+    case CG_SCAN: skel_scan(e); break;
     }
 }

@@ -10,8 +10,10 @@ static const char *strategy_name(cg_strategy s) {
     case CG_ELEMENTWISE: return "elementwise";
     case CG_REDUCE_FULL: return "full reduction";
     case CG_REDUCE_INNER: return "inner reduction";
-    default: return "outer reduction";
+    case CG_REDUCE_OUTER: return "outer reduction";
+    case CG_SCAN: return "scan";
     }
+    return "?";
 }
 
 void cg_emit_kernel(const fuse_schedule *s, const cg_layout *lay, const cg_dialect *d, cg_text *out) {

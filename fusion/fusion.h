@@ -352,8 +352,6 @@ void fuse_schedule_print(const fuse_schedule *s, FILE *fp);
 
 /* ==== plan_gather.c: gather loads ======================================== */
 
-/* Whether kernel kn has a gather load (it may flag an index error). */
-bool fuse_kernel_checks_index(const fuse_kernel *kn);
 /* After kernel k of s flagged an index error: finds the first bad index of
  * its gather nodes (lowest node id, then lowest position) in the host
  * arrays data[slot] and records the message (graph_gather_check). Returns

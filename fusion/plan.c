@@ -259,9 +259,13 @@
  *
  * Files: this one holds the rules (above), the planning rounds (fuse_plan)
  * and manual control; the rounds' steps live next to it, one family a file
- * (fusion/plan.h lists them: plan_maps.c, plan_vertical.c, plan_merge.c,
- * plan_build.c, plan_scan.c). A new rule family (scan, gather/scatter, sort) gets a file
- * of its own, and its rule a paragraph above.
+ * (fusion/plan.h lists them): plan_maps.c (scratch arenas, index maps),
+ * plan_vertical.c (instances, costs, the multiple-consumer rule),
+ * plan_merge.c (epilogues, passes, horizontal merges, load caps),
+ * plan_build.c (pass 2: the schedule),
+ * plan_scan.c, plan_gather.c, plan_scatter.c, plan_sort.c, plan_contract.c,
+ * plan_keep.c (row keeps) and plan_inplace.c (outputs written in place). A
+ * new rule family gets a file of its own, and its rule a paragraph above.
  */
 #include "fusion/plan.h"
 

@@ -492,8 +492,6 @@ int fuse_small_contraction(lf_fn *f, const inst *i, int cnt);
 /* ---- plan_sort.c ---- */
 /* Every needed sort node becomes a root. */
 void fuse_sort_fixed_roots(planner *p);
-/* The space of sort node n's kernel: x's shape with the axis moved last. */
-void fuse_sort_space(const lf_node *n, int *ndim, int64_t *shape);
 /* A sort's own instance: x at the map from that space to x's elements, into
  * i->in[0]. false when out of memory. */
 bool fuse_sort_instances(planner *p, inst *i);

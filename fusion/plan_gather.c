@@ -141,17 +141,6 @@ bool fuse_gather_load(planner *p, const pload *loads, int nloads, const pload *l
 
 /* ---- the schedule's side (fusion.h) ---- */
 
-bool fuse_kernel_checks_index(const fuse_kernel *kn) {
-    if (kn->scatter) return true;
-    for (int f = 0; f < kn->npasses + 2; f++) {
-        int n;
-        const fuse_load *ls = fuse_kernel_fn_loads(kn, f, &n, NULL);
-        for (int j = 0; j < n; j++)
-            if (ls[j].src == FUSE_SRC_GATHER) return true;
-    }
-    return false;
-}
-
 lf_status fuse_report_index_error(const fuse_schedule *s, int k, void *const *data) {
     const fuse_kernel *kn = &s->kernels[k];
     if (kn->scatter) { /* its index may be computed in the kernel: the reference names it */

@@ -31,7 +31,8 @@ void fuse_sort_fixed_roots(planner *p) {
         if (p->needed[id] && p->g->nodes[id]->kind == NODE_SORT) p->root[id] = true;
 }
 
-void fuse_sort_space(const lf_node *n, int *ndim, int64_t *shape) {
+/* The space of sort node n's kernel: x's shape with the axis moved last. */
+static void fuse_sort_space(const lf_node *n, int *ndim, int64_t *shape) {
     const lf_node *x = n->inputs[0];
     int a = n->u.sort.axis, d = 0;
     for (int i = 0; i < x->ndim; i++)

@@ -67,7 +67,6 @@ bool graph_dst_aliases(int n, lf_buffer *const *dsts, int nin, const lf_buffer *
  * and returns st, so that `return graph_error(ctx, LF_ERR_..., ...)` reads. */
 lf_status graph_error(lf_ctx *ctx, lf_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-lf_status graph_verror(lf_ctx *ctx, lf_status st, const char *fmt, va_list ap);
 
 /* Formats a shape as "[3,4]" into buf (cap >= 2). */
 const char *graph_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape);
@@ -386,11 +385,6 @@ lf_fn *graph_fn_for_cast(lf_graph *g, lf_dtype t);
 
 /* ==== parse.c: expression strings <-> fns ================================= */
 
-/* Parses src into a new fn of g (lf_fn_parse is this). On error records
- * "parse error at LINE:COL: MESSAGE" (LF_ERR_PARSE; LF_ERR_NOMEM when out of
- * memory) and returns NULL. Any nesting depth: the parser's stack of open
- * constructs is graph_malloc'd, its thread stack use is constant. */
-lf_fn *graph_fn_parse(lf_graph *g, const char *src);
 /* Prints f as "(a, b) -> expr" (lf_fn_print is this); iterative, any depth. */
 int graph_fn_print(const lf_fn *f, char *buf, size_t cap);
 
@@ -636,8 +630,6 @@ lf_scalar graph_scatter_combine(lf_scatter_op op, lf_dtype t, lf_scalar a, lf_sc
  * (LF_ERR_INDEX naming the lowest bad position), then the blocked order.
  * LF_ERR_NOMEM for the partial. */
 lf_status graph_eval_scatter(const lf_node *n, const void *dst, const void *idx, const void *values, void *out);
-/* The index check alone (used after a kernel raised its flag). */
-lf_status graph_scatter_check(const lf_node *n, const void *idx);
 
 /* ---- sort: shared by every evaluator (sort.c) ----
  * A sort node's rows: x's positions with the axis coordinate 0, in

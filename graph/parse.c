@@ -729,7 +729,11 @@ static bool make_fn(parser *p) {
     return p->fn != NULL;
 }
 
-lf_fn *graph_fn_parse(lf_graph *g, const char *src) {
+/* Parses src into a new fn of g (lf_fn_parse is this). On error records
+ * "parse error at LINE:COL: MESSAGE" (LF_ERR_PARSE; LF_ERR_NOMEM when out of
+ * memory) and returns NULL. Any nesting depth: the parser's stack of open
+ * constructs is graph_malloc'd, its thread stack use is constant. */
+static lf_fn *graph_fn_parse(lf_graph *g, const char *src) {
     if (!g) {
         graph_error(NULL, LF_ERR_NULL, "fn_parse: graph is NULL");
         return NULL;

@@ -200,7 +200,8 @@ static void next_pos(const graph_scatter_geom *gm, int64_t *pos) {
     }
 }
 
-lf_status graph_scatter_check(const lf_node *n, const void *idx) {
+/* The index check alone (used after a kernel raised its flag). */
+static lf_status graph_scatter_check(const lf_node *n, const void *idx) {
     graph_scatter_geom gm;
     graph_scatter_geom_of(n, &gm);
     lf_dtype it = n->inputs[1]->dtype;

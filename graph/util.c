@@ -188,7 +188,7 @@ bool graph_debug_on(const char *what) {
 
 static _Thread_local char thread_errmsg[LF_ERRMSG_CAP];
 
-lf_status graph_verror(lf_ctx *ctx, lf_status st, const char *fmt, va_list ap) {
+static lf_status graph_verror(lf_ctx *ctx, lf_status st, const char *fmt, va_list ap) {
     char *dst = ctx ? ctx->errmsg : thread_errmsg;
     vsnprintf(dst, LF_ERRMSG_CAP, fmt, ap);
     return st;
