@@ -144,10 +144,63 @@ static bool emit_inst(planner *p, lf_fn *f, const kbuild *kb, inst *i, int grp) 
     return true;
 }
 
-/* Adds the loads of root k's leaf instances to kb (grp as for leaf_load). */
-static void collect_loads(planner *p, int k, int grp, kbuild *kb) {
+/* Root k's instances in the order pass 2 builds them: depth first from the
+ * root's own instance, each instance's inputs in argument order before it
+ * (then any instance that walk does not reach, in list order). The order
+ * depends only on the expression's structure, not on node ids, so the
+ * parameters, expressions and run-time scalars of a kernel, and its text,
+ * are the same whatever order the user created the nodes in (issue 29
+ * item 4; the list itself is in node order). Uses inst.expr as the walk's
+ * mark (pass 2 sets it again when it emits). NULL when out of memory. */
+static inst **build_order(planner *p, int k) {
+    int n = p->kcount[k];
+    inst **order = fuse_scratch_alloc(&p->tmp, (size_t)(n ? n : 1) * sizeof *order);
+    inst **stack = fuse_scratch_alloc(&p->tmp, (size_t)(n ? n : 1) * sizeof *stack);
+    int *next = fuse_scratch_alloc(&p->tmp, (size_t)(n ? n : 1) * sizeof *next);
+    if (!order || !stack || !next) return NULL;
+    enum { UNSEEN = -1, SEEN = -2 };
+    inst *seed = NULL;
+    for (int j = 0; j < n; j++) {
+        inst *i = p->klist[k][j];
+        assert(i->kernel == k);
+        i->expr = UNSEEN;
+        if (i->node->id == k) seed = i;
+    }
+    int m = 0;
+    for (int j = -1; j < n; j++) { /* the seed first, then what it does not reach */
+        inst *start = j < 0 ? seed : p->klist[k][j];
+        if (!start || start->expr != UNSEEN) continue;
+        int top = 0;
+        start->expr = SEEN;
+        stack[top] = start, next[top++] = 0;
+        while (top) {
+            inst *i = stack[top - 1];
+            int na = fuse_is_leaf(p, i->node, k) ? 0 : fuse_inst_inputs(p, i);
+            if (na > LF_MAX_ARGS) na = LF_MAX_ARGS;
+            inst *c = NULL;
+            while (next[top - 1] < na && !c) {
+                inst *x = i->in[next[top - 1]++];
+                if (x && x->kernel == k && x->expr == UNSEEN) c = x;
+            }
+            if (c) {
+                assert(top < n);
+                c->expr = SEEN;
+                stack[top] = c, next[top++] = 0;
+            } else {
+                order[m++] = i;
+                top--;
+            }
+        }
+    }
+    assert(m == n);
+    return order;
+}
+
+/* Adds the loads of root k's leaf instances (in build order) to kb (grp as
+ * for leaf_load). */
+static void collect_loads(planner *p, int k, inst *const *order, int grp, kbuild *kb) {
     for (int j = 0; j < p->kcount[k]; j++) {
-        const inst *i = p->klist[k][j];
+        const inst *i = order[j];
         pload l;
         if (!fuse_is_leaf(p, i->node, k)) continue;
         if (!fuse_leaf_load(p, i, grp, &l) || fuse_find_load(kb->loads, kb->nloads, &l) >= 0) continue;
@@ -303,11 +356,11 @@ static int store_slot(const planner *p, int e) {
 }
 
 /* Emits the instances of root e into f and stores e's value (if stored). */
-static bool emit_root(planner *p, fuse_kernel *kn, lf_fn *f, const kbuild *kb, int e, int grp,
-                      bool row, bool pos, inst **seed) {
+static bool emit_root(planner *p, fuse_kernel *kn, lf_fn *f, const kbuild *kb, int e, inst *const *order,
+                      int grp, bool row, bool pos, inst **seed) {
     *seed = NULL;
     for (int j = 0; j < p->kcount[e]; j++) {
-        inst *i = p->klist[e][j];
+        inst *i = order[j];
         if (i->node->id == e) *seed = i;
         if (!emit_inst(p, f, kb, i, grp)) return false;
     }
@@ -330,8 +383,15 @@ static bool in_fn(const planner *p, int e, int k, role r, int q) {
 static lf_status build_fn(planner *p, fuse_schedule *s, fuse_kernel *kn, int k, role r, int q,
                           kbuild *kb, fuse_pass *out) {
     int grp = r != ROLE_BODY ? k : -1;
-    for (int e = k; e >= 0; e = p->next_member[e])
-        if (in_fn(p, e, k, r, q)) collect_loads(p, e, grp, kb);
+    int nroots = 0;
+    for (int e = k; e >= 0; e = p->next_member[e]) nroots += in_fn(p, e, k, r, q);
+    inst ***orders = fuse_scratch_alloc(&p->tmp, (size_t)(nroots ? nroots : 1) * sizeof *orders);
+    if (!orders) return fuse_nomem(p);
+    for (int e = k, t = 0; e >= 0; e = p->next_member[e]) {
+        if (!in_fn(p, e, k, r, q)) continue;
+        if (!(orders[t] = build_order(p, e))) return fuse_nomem(p);
+        collect_loads(p, e, orders[t++], grp, kb);
+    }
     out->fn = start_fn(p, s, kb, &out->loads, &out->nloads);
     if (!out->fn) return fuse_nomem(p);
     /* parameters first: the epilogue's stored reductions read them */
@@ -340,10 +400,10 @@ static lf_status build_fn(planner *p, fuse_schedule *s, fuse_kernel *kn, int k, 
         e.param = j;
         if (kb->loads[j].src == FUSE_SRC_ACC && graph_fn_add(out->fn, &e) < 0) return fuse_nomem(p);
     }
-    for (int e = k; e >= 0; e = p->next_member[e]) {
+    for (int e = k, t = 0; e >= 0; e = p->next_member[e]) {
         if (!in_fn(p, e, k, r, q)) continue;
         inst *seed;
-        if (!emit_root(p, kn, out->fn, kb, e, grp, r == ROLE_ROW, p->role[e] == ROLE_POS, &seed))
+        if (!emit_root(p, kn, out->fn, kb, e, orders[t++], grp, r == ROLE_ROW, p->role[e] == ROLE_POS, &seed))
             return fuse_nomem(p);
         if (r == ROLE_PASS) /* the reductions are listed in pass order, then node order */
             for (int j = 0; j < kn->nreds; j++)

@@ -353,8 +353,11 @@ LF_API lf_ctx *lf_ctx_new(const lf_ctx_options *opt);
  * Sizes, strides, offsets and the values of lf_const / lf_fill nodes are
  * run-time parameters: one compiled kernel serves every size and every
  * constant value of the same structure; literals of fn strings are part of
- * the structure. A compiled object is stored
- * on disk only once it has loaded and its functions are bound, and an entry
+ * the structure, the order the nodes were created in is not (a kernel's
+ * parameters, expressions and constants are numbered by a walk of its
+ * expression from its result, operands in argument order; a kernel that
+ * stores several values takes them in node order). A compiled object is
+ * stored on disk only once it has loaded and its functions are bound, and an entry
  * that verifies but does not load or bind is removed and rebuilt (never the
  * eval's failure). Processes sharing a cache folder compile each kernel once:
  * on a disk miss a process locks <folder>/.lock-<entry> (flock; removed when

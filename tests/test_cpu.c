@@ -3421,3 +3421,76 @@ Test(cpu, input_rebind_shared_buffer, .timeout = 120) {
     lf_ctx_destroy(c);
     expect_no_leak();
 }
+
+/* ==== 11. canonical kernels: the text does not depend on construction order ========= */
+
+/* One structure built with its leaves (and, for the last, its inner nodes)
+ * created in one order or the other: `flip` picks the order. The outputs
+ * compute the same values either way. */
+static lf_node *build_ordered(lf_graph *g, int which, bool flip, const float *const *h, int64_t n) {
+    lf_node *a = NULL, *b = NULL, *c = NULL;
+    const int64_t *sh = SH(n);
+    switch (which) {
+    case 0: { /* x*c + 1: the constant created before or after the input */
+        lf_node *k = NULL;
+        if (flip) k = lf_const(g, LF_F32, 0.75);
+        a = in_node(g, LF_F32, 1, sh, h[0]);
+        if (!flip) k = lf_const(g, LF_F32, 0.75);
+        return lf_map(g, lf_fn_parse(g, "(x) -> x + 1"), lf_zipwith(g, lf_fn_parse(g, "(x, c) -> x * c"), 2,
+                                                                     (lf_node *[]){a, k}));
+    }
+    case 1: /* a*b - c over three inputs created in two orders */
+        if (flip) {
+            c = in_node(g, LF_F32, 1, sh, h[2]);
+            b = in_node(g, LF_F32, 1, sh, h[1]);
+            a = in_node(g, LF_F32, 1, sh, h[0]);
+        } else {
+            a = in_node(g, LF_F32, 1, sh, h[0]);
+            b = in_node(g, LF_F32, 1, sh, h[1]);
+            c = in_node(g, LF_F32, 1, sh, h[2]);
+        }
+        return lf_zipwith(g, lf_fn_parse(g, "(a, b, c) -> a * b - c"), 3, (lf_node *[]){a, b, c});
+    default: { /* exp(a) + b*2 with the two inner maps created in two orders, then summed */
+        a = in_node(g, LF_F32, 1, sh, h[0]);
+        b = in_node(g, LF_F32, 1, sh, h[1]);
+        lf_node *u = NULL, *v = NULL;
+        if (flip) v = lf_map(g, lf_fn_parse(g, "(x) -> x * 2"), b);
+        u = lf_map(g, lf_fn_parse(g, "(x) -> exp(x)"), a);
+        if (!flip) v = lf_map(g, lf_fn_parse(g, "(x) -> x * 2"), b);
+        lf_node *y = lf_zipwith(g, lf_fn_parse(g, "(u, v) -> u + v"), 2, (lf_node *[]){u, v});
+        return lf_reduce(g, LF_RED_SUM, y, 1, (const int[]){0}, false);
+    }
+    }
+}
+
+/* The same expression built in another order compiles nothing: its kernels
+ * are the first build's (memory hits), on 1 and 2 threads. Fails when the
+ * kernels' parameters or expressions follow node ids (before issue 29 item
+ * 4 the first two structures compiled again). */
+Test(cpu, kernels_do_not_depend_on_construction_order) {
+    const int64_t n = 1000;
+    float *h[3] = {rand_f32(n, -2, 2), rand_f32(n, -2, 2), rand_f32(n, -2, 2)};
+    for (int t = 1; t <= 2; t++) {
+        char dir[400]; /* a cold cache per thread count: the first order compiles */
+        snprintf(dir, sizeof dir, "%s/cache-order-%d", tmpdir, t);
+        lf_ctx *ctx = cpu_ctx(t, LF_COMPILE_REQUIRE, dir);
+        for (int which = 0; which < 3; which++)
+            for (int flip = 0; flip < 2; flip++) {
+                lf_graph *g = lf_graph_new(ctx);
+                lf_node *y = build_ordered(g, which, flip, (const float *const *)h, n);
+                char what[80];
+                snprintf(what, sizeof what, "structure %d built %s, %d threads", which, flip ? "flipped" : "first", t);
+                lf_eval_stats st = check_vs_reference(what, g, 1, &y, (const double[]){1e-5});
+                if (flip)
+                    cr_expect(st.kernels_compiled == 0 && st.kernels_disk_hits == 0 &&
+                                  st.kernels_memory_hits == st.kernels,
+                              "%s: %d kernels, %d compiled, %d from disk, %d from memory; want every kernel "
+                              "from memory (the first order's)",
+                              what, st.kernels, st.kernels_compiled, st.kernels_disk_hits, st.kernels_memory_hits);
+                lf_graph_free(g);
+            }
+        lf_ctx_destroy(ctx);
+    }
+    for (int i = 0; i < 3; i++) free(h[i]);
+    expect_no_leak();
+}
