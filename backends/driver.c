@@ -14,10 +14,12 @@
  *                 plan -> schedule interpreter -> copy out (backends/host.c)
  *     REFERENCE:  node-by-node oracle (graph/eval_ref.c) -> copy out
  *
- * The two compiled backends write only what is theirs (build: compile and
- * load; run); their eval is backends/program.c's program_eval, written
- * once: program cache -> build (plan -> in-place decision -> a kernel's
- * source before the kernel cache, shared steps too) -> run -> statistics.
+ * The two compiled backends write only what is theirs (program_parts: their
+ * program struct, per-kernel preparation, compiling a batch of misses,
+ * binding, run); their eval is backends/program.c's program_eval and
+ * program_build, written once: program cache -> plan -> in-place decision
+ * -> per kernel layout, source, memory cache -> the backend compiles the
+ * misses -> bind -> run -> statistics.
  *
  * AUTO tries the backends of auto_order in turn (CUDA, then the CPU); the
  * first that opens is the context's. The statistics of the last eval live

@@ -1,7 +1,8 @@
 /* backends/program.c: the eval pipeline every compiled backend shares (see
  * program.h): program_eval (program cache -> build or reuse -> run ->
- * statistics) and the steps a backend's build calls: planning with the
- * in-place decision, codegen of a kernel before the kernel cache lookup.
+ * statistics) and program_build (plan with the in-place decision -> per
+ * kernel layout, codegen, memory cache -> the backend compiles the misses
+ * -> bind), calling the backend's parts.
  *
  * What must stay true: program_find matches exactly what program_plan
  * recorded (program.h); program_emit is the one place the backends enter
@@ -70,6 +71,101 @@ lf_status program_emit(lf_ctx *ctx, const fuse_schedule *s, const cg_layout *lay
     return LF_OK;
 }
 
+/* Looks kernel k (layout lay) up in the memory cache: a hit, or a kernel
+ * equal to an earlier miss m[*same] of this program (counted as a memory
+ * hit, as when it was compiled first), sets *hit; a miss is appended to m
+ * (*nm). */
+static lf_status kernel_lookup(lf_ctx *ctx, const program_parts *parts, void *state, const fuse_schedule *s,
+                               const cg_layout *lay, int k, program_miss *m, int *nm, int *same, kcache_entry **hit_e,
+                               lf_eval_stats *st) {
+    cg_text src;
+    kcache_entry *e;
+    bool hit;
+    *hit_e = NULL;
+    *same = -1;
+    lf_status status = program_emit(ctx, s, lay, parts->dialect(state), k, parts->what, &src);
+    if (status != LF_OK) return status;
+    status = kcache_lookup(ctx, parts->cache(state), src.s, k, parts->what, parts->entry_size, &e, &hit);
+    if (status != LF_OK || hit) cg_text_free(&src);
+    if (status != LF_OK) return status;
+    if (!hit)
+        for (int j = 0; j < *nm; j++)
+            if (m[j].e->hash == e->hash && !strcmp(m[j].e->text, e->text)) {
+                kcache_discard(e);
+                cg_text_free(&src);
+                *same = j;
+                hit = true;
+                break;
+            }
+    if (hit) {
+        st->kernels_memory_hits++;
+        if (*same < 0) *hit_e = e;
+        return LF_OK;
+    }
+    m[(*nm)++] = (program_miss){.k = k, .root = s->graph->nodes[lay->kernel->root], .lay = lay, .e = e, .src = src};
+    return LF_OK;
+}
+
+lf_status program_build(lf_graph *g, const program_parts *parts, void *state, int n, lf_node *const *outs,
+                        lf_buffer *const *dsts, program **out, lf_eval_stats *st) {
+    lf_ctx *ctx = g->ctx;
+    program_miss *m = NULL;
+    int *same = NULL, nm = 0; /* per kernel: the earlier miss it equals, or -1 */
+    *out = NULL;
+    program *p = parts->create(state);
+    if (!p) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
+    lf_status status = program_plan(g, state, n, outs, dsts, p);
+    if (status == LF_OK) status = parts->prepare(ctx, state, p);
+    if (status != LF_OK) {
+        parts->free(p);
+        return status;
+    }
+    const fuse_schedule *s = p->s;
+    double t0 = graph_now_seconds();
+    m = graph_calloc((size_t)s->nkernels + 1, sizeof *m);
+    same = graph_calloc((size_t)s->nkernels + 1, sizeof *same);
+    if (!m || !same) {
+        status = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory building the program");
+        goto fail;
+    }
+    for (int k = 0; k < s->nkernels; k++) {
+        kcache_entry *e;
+        cg_layout *lay = cg_layout_new(s, k);
+        if (!lay) {
+            status = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory building the program");
+            goto fail;
+        }
+        if ((status = parts->prepare_kernel(ctx, state, p, k, lay)) != LF_OK ||
+            (status = kernel_lookup(ctx, parts, state, s, lay, k, m, &nm, &same[k], &e, st)) != LF_OK)
+            goto fail;
+        if (e) parts->bind(p, k, e);
+    }
+    if (nm && (status = parts->compile(ctx, state, m, nm, st)) != LF_OK) goto fail;
+    for (int i = 0; i < nm; i++) {
+        cg_text_free(&m[i].src);
+        parts->bind(p, m[i].k, m[i].e);
+    }
+    for (int k = 0; k < s->nkernels; k++)
+        if (same[k] >= 0) parts->bind(p, k, m[same[k]].e);
+    if (parts->finish && (status = parts->finish(ctx, state, p, st)) != LF_OK) goto fail;
+    graph_free(m);
+    graph_free(same);
+    st->compile_seconds = graph_now_seconds() - t0;
+    *out = p;
+    return LF_OK;
+fail:
+    for (int i = 0; m && i < nm; i++) {
+        cg_text_free(&m[i].src);
+        if (m[i].done) continue;
+        if (parts->discard) parts->discard(m[i].e);
+        kcache_discard(m[i].e);
+    }
+    graph_free(m);
+    graph_free(same);
+    parts->free(p);
+    return status;
+}
+
 lf_status program_eval(lf_graph *g, const program_parts *parts, void *state, int n, lf_node *const *outs,
                        lf_buffer *const *dsts, lf_eval_stats *stats) {
     void *p = program_find(g, parts->free, state, n, outs, dsts);
@@ -77,7 +173,9 @@ lf_status program_eval(lf_graph *g, const program_parts *parts, void *state, int
     if (p) {
         stats->program_reused = true;
     } else {
-        if ((st = parts->build(g, state, n, outs, dsts, &p, stats)) != LF_OK) return st;
+        program *np;
+        if ((st = program_build(g, parts, state, n, outs, dsts, &np, stats)) != LF_OK) return st;
+        p = np;
         graph_program_put(g, p, parts->free);
     }
     if ((st = parts->run(g->ctx, state, p, dsts, stats)) != LF_OK) return st;

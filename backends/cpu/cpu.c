@@ -1,11 +1,12 @@
 /* backends/cpu/cpu.c: the compiled CPU backend (see cpu.h).
  *
  * The eval is backends/program.c's program_eval (program cache, build or
- * reuse, run, statistics) with this file's build and run; the build uses
- * its shared steps too (program_plan: plan and in-place decision;
- * program_emit: a kernel's source). This file adds what is the CPU's: the
- * compiler probe and the interpreter fallback, the object cache, compiling
- * the misses in units, the pool and the run.
+ * reuse, run, statistics) and the build its program_build (plan and
+ * in-place decision, per kernel layout, source and memory cache lookup, the
+ * misses compiled, binding), with this file's parts (cpu_parts). This file
+ * adds what is the CPU's: the compiler probe and the interpreter fallback,
+ * the kernels' parameters and partials, the disk level and compiling the
+ * misses in units, the pool and the run.
  *
  * Kernel cache, two levels (the mechanism is backends/kcache.c, shared with
  * the CUDA backend):
@@ -377,8 +378,8 @@ static lf_status disk_load(lf_ctx *ctx, cpu_state *cs, const cg_layout *lay, con
 
 /* ---- building a program's kernels: the cold path --------------------------------------------
  *
- * program_build looks every kernel up first (kernel_find): in memory, then
- * on disk. What is left, the misses, is compiled together (misses_build):
+ * program_build looks every kernel up in memory first; compile_part looks
+ * the misses up on disk. What is left is compiled together (misses_build):
  * each miss's disk lock is taken (diskcache_lock, in the order of the keys,
  * so that no two processes wait on each other in a cycle: a holder of a key
  * only ever waits for a larger one) and the disk looked at
@@ -411,20 +412,16 @@ static lf_status disk_load(lf_ctx *ctx, cpu_state *cs, const cg_layout *lay, con
  * again on another core, which is worth it once each unit gets 2 kernels. */
 enum { UNIT_MIN_KERNELS = 2 };
 
-/* A kernel of the program being built that missed the memory cache. */
+/* A kernel of the program being built that missed the memory cache
+ * (program_build's miss, pm) with what compiling it here takes. */
 typedef struct miss {
-    int k;                          /* its kernel number */
-    const lf_node *root;            /* the node that defines it (messages name
-                                       it: graph_node_str) */
-    const cg_layout *lay;
-    kentry *e;                      /* its entry, not in the memory cache yet */
-    cg_text src;                    /* its full source */
+    program_miss *pm;               /* kernel number, root, layout, entry, source */
+    kentry *e;                      /* pm->e as the CPU's entry */
     char key[72];                   /* its disk key */
     char prefix[72];                /* its functions' prefix (sym_prefix) */
     int lock;                       /* diskcache_lock's fd, -1 none */
     char *lock_path;
     int unit;                       /* the unit compiling it */
-    bool done;                      /* in the memory cache (loaded or compiled) */
 } miss;
 
 /* Adds a loaded miss to the memory cache and lets go of its source and lock. */
@@ -432,67 +429,17 @@ static void miss_done(cpu_state *cs, miss *m) {
     diskcache_unlock(m->lock, m->lock_path);
     m->lock = -1;
     m->lock_path = NULL;
-    cg_text_free(&m->src);
+    cg_text_free(&m->pm->src);
     kcache_add(&cs->kernels, &m->e->base);
-    m->done = true;
+    m->pm->done = true;
 }
 
-/* Frees what a miss that was not added holds. */
-static void miss_drop(miss *m) {
-    if (m->done) return;
-    diskcache_unlock(m->lock, m->lock_path);
-    cg_text_free(&m->src);
-    if (m->e) {
-        so_unref(m->e->so);
-        kcache_discard(&m->e->base);
-    }
-    m->e = NULL;
-}
-
-/* Looks kernel k (layout lay) up: a memory hit, a kernel identical to an
- * earlier miss of this program (*same = its index in m, counted as a memory
- * hit as when it was compiled first), or a disk hit sets *out; a miss is
- * appended to m (*nm) with *out NULL. */
-static lf_status kernel_find(lf_ctx *ctx, cpu_state *cs, const fuse_schedule *s, const cg_layout *lay, int k,
-                             miss *m, int *nm, int *same, kentry **out, lf_eval_stats *st) {
-    cg_text src;
-    kcache_entry *found;
-    bool hit;
-    *out = NULL;
-    *same = -1;
-    lf_status status = program_emit(ctx, s, lay, cg_dialect_c(cs->vector_math), k, "kernel", &src);
-    if (status != LF_OK) return status;
-    status = kcache_lookup(ctx, &cs->kernels, src.s, k, "kernel", sizeof(kentry), &found, &hit);
-    if (status != LF_OK || hit) cg_text_free(&src);
-    if (status != LF_OK) return status;
-    kentry *e = (kentry *)found;
-    if (!hit)
-        for (int j = 0; j < *nm; j++)
-            if (m[j].e->base.hash == e->base.hash && !strcmp(m[j].e->base.text, e->base.text)) {
-                kcache_discard(&e->base);
-                cg_text_free(&src);
-                *same = j;
-                hit = true;
-                break;
-            }
-    if (hit) {
-        st->kernels_memory_hits++;
-        if (*same < 0) *out = e;
-        return LF_OK;
-    }
-    miss *mi = &m[(*nm)++];
-    *mi = (miss){.k = k, .root = s->graph->nodes[lay->kernel->root], .lay = lay, .e = e, .src = src, .lock = -1};
-    disk_key(cs, e->base.text, mi->key);
-    sym_prefix(mi->key, mi->prefix);
-    bool loaded = false;
-    status = disk_load(ctx, cs, lay, mi->key, e, &loaded);
-    if (status != LF_OK) return status; /* the caller drops the miss */
-    if (loaded) {
-        st->kernels_disk_hits++;
-        miss_done(cs, mi);
-        *out = e;
-    }
-    return LF_OK;
+/* What an entry that was not added to the memory cache holds beyond the
+ * entry itself (program_parts.discard): its object's reference. */
+static void entry_discard(kcache_entry *base) {
+    kentry *e = (kentry *)base;
+    so_unref(e->so);
+    e->so = NULL;
 }
 
 static int by_key(const void *a, const void *b) {
@@ -507,15 +454,15 @@ static lf_status miss_bind(lf_ctx *ctx, cpu_state *cs, miss *m, const void *byte
     char ns[GRAPH_NODE_STR_CAP];
     if (!*r && !(*r = so_load(bytes, len, &why))) {
         lf_status status = why ? graph_error(ctx, LF_ERR_BACKEND, "eval: loading kernel %d (computing %s) failed: %s",
-                                             m->k, graph_node_str(m->root, ns, sizeof ns), why)
+                                             m->pm->k, graph_node_str(m->pm->root, ns, sizeof ns), why)
                                : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory loading kernel %d (computing %s)",
-                                             m->k, graph_node_str(m->root, ns, sizeof ns));
+                                             m->pm->k, graph_node_str(m->pm->root, ns, sizeof ns));
         graph_free(why);
         return status;
     }
-    if (!bind_functions(m->e, m->lay, *r, m->prefix, &why)) {
+    if (!bind_functions(m->e, m->pm->lay, *r, m->prefix, &why)) {
         lf_status status = graph_error(ctx, LF_ERR_BACKEND, "eval: kernel %d (computing %s) lacks function %s (not cached)",
-                                       m->k, graph_node_str(m->root, ns, sizeof ns), why ? why : "?");
+                                       m->pm->k, graph_node_str(m->pm->root, ns, sizeof ns), why ? why : "?");
         graph_free(why);
         return status;
     }
@@ -525,13 +472,14 @@ static lf_status miss_bind(lf_ctx *ctx, cpu_state *cs, miss *m, const void *byte
 }
 
 /* The error of miss m's failed compile: the compiler's log names kernel
- * m->k by number, the message by its root node too, which the user can
+ * m->pm->k by number, the message by its root node too, which the user can
  * find in the graph (graph_node_str). */
 static lf_status compile_failed(lf_ctx *ctx, const miss *m, const char *log) {
     char ns[GRAPH_NODE_STR_CAP];
-    graph_node_str(m->root, ns, sizeof ns);
-    return log ? graph_error(ctx, LF_ERR_BACKEND, "eval: compiling kernel %d (computing %s) failed: %s", m->k, ns, log)
-               : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory compiling kernel %d (computing %s)", m->k, ns);
+    graph_node_str(m->pm->root, ns, sizeof ns);
+    return log ? graph_error(ctx, LF_ERR_BACKEND, "eval: compiling kernel %d (computing %s) failed: %s", m->pm->k, ns,
+                             log)
+               : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory compiling kernel %d (computing %s)", m->pm->k, ns);
 }
 
 /* Compiles and loads the misses of m[0..nm) that are not done (see the top
@@ -547,14 +495,15 @@ static lf_status misses_build(lf_ctx *ctx, cpu_state *cs, miss *m, int nm, lf_ev
     int nleft = 0, nunits = 0;
     if (!left || !srcs || !prefixes) goto nomem;
     for (int i = 0; i < nm; i++)
-        if (!m[i].done) left[nleft++] = &m[i];
+        if (!m[i].pm->done) left[nleft++] = &m[i];
     if (cs->cache_dir && nleft) { /* lock in key order, then look again: built while we waited? */
         qsort(left, (size_t)nleft, sizeof *left, by_key);
         for (int i = 0; i < nleft; i++) {
             miss *mi = left[i];
             bool loaded = false;
             mi->lock = diskcache_lock(cs->cache_dir, mi->key, ctx->opt.compile_timeout + 10, &mi->lock_path);
-            if (mi->lock >= 0 && (status = disk_load(ctx, cs, mi->lay, mi->key, mi->e, &loaded)) != LF_OK) goto done;
+            if (mi->lock >= 0 && (status = disk_load(ctx, cs, mi->pm->lay, mi->key, mi->e, &loaded)) != LF_OK)
+                goto done;
             if (loaded) {
                 st->kernels_disk_hits++;
                 miss_done(cs, mi);
@@ -562,7 +511,7 @@ static lf_status misses_build(lf_ctx *ctx, cpu_state *cs, miss *m, int nm, lf_ev
         }
         nleft = 0; /* back to kernel order */
         for (int i = 0; i < nm; i++)
-            if (!m[i].done) left[nleft++] = &m[i];
+            if (!m[i].pm->done) left[nleft++] = &m[i];
     }
     if (!nleft) goto done;
     nunits = nleft / UNIT_MIN_KERNELS;
@@ -576,7 +525,7 @@ static lf_status misses_build(lf_ctx *ctx, cpu_state *cs, miss *m, int nm, lf_ev
         for (int i = 0; i < c->count; i++) {
             miss *mi = left[c->first + i];
             mi->unit = u;
-            srcs[i] = mi->src.s;
+            srcs[i] = mi->pm->src.s;
             prefixes[i] = mi->prefix;
         }
         if (!(c->text = cpu_unit_source(prelude_len, c->count, srcs, prefixes))) goto nomem;
@@ -617,7 +566,7 @@ static lf_status misses_build(lf_ctx *ctx, cpu_state *cs, miss *m, int nm, lf_ev
         } else { /* the unit failed: this kernel alone, for its own message */
             cpu_unit one = {0};
             so_ref *r = NULL;
-            const char *src1[1] = {mi->src.s}, *pre1[1] = {mi->prefix};
+            const char *src1[1] = {mi->pm->src.s}, *pre1[1] = {mi->prefix};
             if (!(one.text = cpu_unit_source(prelude_len, 1, src1, pre1))) {
                 status = compile_failed(ctx, mi, NULL);
                 break;
@@ -712,80 +661,97 @@ static void program_free(void *p) {
     graph_free(pr);
 }
 
-static lf_status program_build(lf_graph *g, cpu_state *cs, int n, lf_node *const *outs, lf_buffer *const *dsts,
-                               cpu_program **out, lf_eval_stats *st) {
-    lf_ctx *ctx = g->ctx;
-    miss *misses = NULL;            /* the kernels that missed the memory cache */
-    int *same = NULL, nm = 0;       /* per kernel: the earlier miss it equals, or -1 */
-    lf_status status;
+/* The CPU's parts of program_build (backends/program.h). */
+static program *create_part(void *state) {
+    (void)state;
     cpu_program *pr = graph_calloc(1, sizeof *pr);
-    if (!pr) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
-    status = program_plan(g, cs, n, outs, dsts, &pr->base);
-    if (status != LF_OK) {
-        program_free(pr);
-        return status;
-    }
-    const fuse_schedule *s = pr->base.s;
+    return pr ? &pr->base : NULL;
+}
+
+static kcache *cache_part(void *state) { return &((cpu_state *)state)->kernels; }
+
+static const cg_dialect *dialect_part(const void *state) {
+    return cg_dialect_c(((const cpu_state *)state)->vector_math);
+}
+
+/* The temporaries' blocks and the kernels' array. */
+static lf_status prepare_part(lf_ctx *ctx, void *state, program *p) {
+    (void)state;
+    cpu_program *pr = (cpu_program *)p;
+    const fuse_schedule *s = p->s;
     pr->k = graph_calloc((size_t)s->nkernels + 1, sizeof *pr->k);
     pr->blocks = graph_calloc((size_t)s->nblocks + 1, sizeof *pr->blocks);
-    if (!pr->k || !pr->blocks) goto nomem;
+    if (!pr->k || !pr->blocks) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory building the CPU program");
     for (int b = 0; b < s->nblocks; b++)
-        if (s->block_bytes[b] && !(pr->blocks[b] = graph_malloc(s->block_bytes[b]))) goto nomem;
-    double t0 = graph_now_seconds();
-    misses = graph_calloc((size_t)s->nkernels + 1, sizeof *misses);
-    same = graph_calloc((size_t)s->nkernels + 1, sizeof *same);
-    if (!misses || !same) goto nomem;
-    for (int k = 0; k < s->nkernels; k++) {
-        cpu_kernel *ck = &pr->k[k];
-        if (!(ck->lay = cg_layout_new(s, k))) goto nomem;
-        ck->P = graph_calloc((size_t)ck->lay->nparams + 1, sizeof *ck->P);
-        ck->B = graph_calloc((size_t)ck->lay->nbufs + 1, sizeof *ck->B);
-        if (!ck->P || !ck->B) goto nomem;
-        cg_fill_params(ck->lay, ck->P);
-        if (ck->lay->param_stream >= 0) ck->P[ck->lay->param_stream] = cg_stream_bytes(ck->lay) > cs->stream_min;
-        if (ck->lay->strategy == CG_REDUCE_FULL) {
-            int most = 1;
-            for (int q = 0; q < s->kernels[k].npasses; q++) {
-                int nq = cg_pass_reductions(&s->kernels[k], q);
-                if (nq > most) most = nq;
-            }
-            ck->part = graph_calloc((size_t)(ck->lay->work + 1) * (size_t)most, sizeof *ck->part);
-            if (!ck->part) goto nomem;
+        if (s->block_bytes[b] && !(pr->blocks[b] = graph_malloc(s->block_bytes[b])))
+            return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory building the CPU program");
+    return LF_OK;
+}
+
+/* Kernel k's parameters, buffer pointers, and the partials of a full
+ * reduction, a long scan or a scatter. */
+static lf_status prepare_kernel_part(lf_ctx *ctx, void *state, program *p, int k, cg_layout *lay) {
+    cpu_state *cs = state;
+    cpu_program *pr = (cpu_program *)p;
+    const fuse_schedule *s = p->s;
+    cpu_kernel *ck = &pr->k[k];
+    ck->lay = lay;
+    ck->P = graph_calloc((size_t)lay->nparams + 1, sizeof *ck->P);
+    ck->B = graph_calloc((size_t)lay->nbufs + 1, sizeof *ck->B);
+    if (!ck->P || !ck->B) goto nomem;
+    cg_fill_params(lay, ck->P);
+    if (lay->param_stream >= 0) ck->P[lay->param_stream] = cg_stream_bytes(lay) > cs->stream_min;
+    if (lay->strategy == CG_REDUCE_FULL) {
+        int most = 1;
+        for (int q = 0; q < s->kernels[k].npasses; q++) {
+            int nq = cg_pass_reductions(&s->kernels[k], q);
+            if (nq > most) most = nq;
         }
-        if (ck->lay->strategy == CG_SCAN && ck->lay->work == 1 && cg_scan_blocks(ck->lay) > 1) {
-            /* one long row: the blocks' totals and offsets (scan_kernel) */
-            ck->ngroups = (cg_scan_blocks(ck->lay) + SCAN_GROUP_BLOCKS - 1) / SCAN_GROUP_BLOCKS;
-            ck->part = graph_calloc((size_t)cg_scan_blocks(ck->lay) + 1, sizeof *ck->part);
-            ck->carry = graph_calloc((size_t)ck->ngroups, sizeof *ck->carry);
-            ck->ready = graph_calloc((size_t)ck->ngroups, sizeof *ck->ready);
-            if (!ck->part || !ck->carry || !ck->ready) goto nomem;
-        } else if (ck->lay->part_buf >= 0) { /* a scatter's partials: blocks x dst elements */
-            ck->part = graph_calloc((size_t)ck->lay->part_entries + 1, sizeof *ck->part);
-            if (!ck->part) goto nomem;
-        }
-        status = kernel_find(ctx, cs, s, ck->lay, k, misses, &nm, &same[k], &ck->fns, st);
-        if (status != LF_OK) goto fail;
+        ck->part = graph_calloc((size_t)(lay->work + 1) * (size_t)most, sizeof *ck->part);
+        if (!ck->part) goto nomem;
     }
-    if (nm && (status = misses_build(ctx, cs, misses, nm, st)) != LF_OK) goto fail;
-    for (int i = 0; i < nm; i++)
-        if (!pr->k[misses[i].k].fns) pr->k[misses[i].k].fns = misses[i].e;
-    for (int k = 0; k < s->nkernels; k++)
-        if (same[k] >= 0) pr->k[k].fns = misses[same[k]].e;
-    graph_free(misses);
-    graph_free(same);
-    st->compile_seconds = graph_now_seconds() - t0;
-    *out = pr;
+    if (lay->strategy == CG_SCAN && lay->work == 1 && cg_scan_blocks(lay) > 1) {
+        /* one long row: the blocks' totals and offsets (scan_kernel) */
+        ck->ngroups = (cg_scan_blocks(lay) + SCAN_GROUP_BLOCKS - 1) / SCAN_GROUP_BLOCKS;
+        ck->part = graph_calloc((size_t)cg_scan_blocks(lay) + 1, sizeof *ck->part);
+        ck->carry = graph_calloc((size_t)ck->ngroups, sizeof *ck->carry);
+        ck->ready = graph_calloc((size_t)ck->ngroups, sizeof *ck->ready);
+        if (!ck->part || !ck->carry || !ck->ready) goto nomem;
+    } else if (lay->part_buf >= 0) { /* a scatter's partials: blocks x dst elements */
+        ck->part = graph_calloc((size_t)lay->part_entries + 1, sizeof *ck->part);
+        if (!ck->part) goto nomem;
+    }
     return LF_OK;
 nomem:
-    status = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory building the CPU program");
-fail:
-    if (misses)
-        for (int i = 0; i < nm; i++) miss_drop(&misses[i]);
-    graph_free(misses);
-    graph_free(same);
-    program_free(pr);
+    return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory building the CPU program");
+}
+
+/* The misses: the disk first (kernel order, no lock), then misses_build. */
+static lf_status compile_part(lf_ctx *ctx, void *state, program_miss *pm, int nm, lf_eval_stats *st) {
+    cpu_state *cs = state;
+    miss *m = graph_calloc((size_t)nm, sizeof *m);
+    if (!m) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory compiling the program's kernels");
+    lf_status status = LF_OK;
+    for (int i = 0; i < nm; i++) {
+        m[i] = (miss){.pm = &pm[i], .e = (kentry *)pm[i].e, .lock = -1};
+        disk_key(cs, pm[i].e->text, m[i].key);
+        sym_prefix(m[i].key, m[i].prefix);
+    }
+    for (int i = 0; i < nm && status == LF_OK; i++) {
+        bool loaded = false;
+        status = disk_load(ctx, cs, pm[i].lay, m[i].key, m[i].e, &loaded);
+        if (status == LF_OK && loaded) {
+            st->kernels_disk_hits++;
+            miss_done(cs, &m[i]);
+        }
+    }
+    if (status == LF_OK) status = misses_build(ctx, cs, m, nm, st);
+    for (int i = 0; i < nm; i++) diskcache_unlock(m[i].lock, m[i].lock_path); /* a failed build's */
+    graph_free(m);
     return status;
 }
+
+static void bind_part(program *p, int k, kcache_entry *e) { ((cpu_program *)p)->k[k].fns = (kentry *)e; }
 
 /* ---- running ------------------------------------------------------------------------------------ */
 
@@ -996,18 +962,24 @@ done:
     return status;
 }
 
-/* The CPU's parts of program_eval (backends/program.h). */
-static lf_status build_part(lf_graph *g, void *state, int n, lf_node *const *outs, lf_buffer *const *dsts, void **out,
-                            lf_eval_stats *st) {
-    cpu_program *pr = NULL;
-    lf_status status = program_build(g, state, n, outs, dsts, &pr, st);
-    *out = pr;
-    return status;
-}
-
 static lf_status run_part(lf_ctx *ctx, void *state, void *p, lf_buffer *const *dsts, lf_eval_stats *st) {
     return program_run(ctx, state, p, dsts, st);
 }
+
+static const program_parts cpu_parts = {
+    .what = "kernel",
+    .entry_size = sizeof(kentry),
+    .create = create_part,
+    .free = program_free,
+    .cache = cache_part,
+    .dialect = dialect_part,
+    .prepare = prepare_part,
+    .prepare_kernel = prepare_kernel_part,
+    .compile = compile_part,
+    .discard = entry_discard,
+    .bind = bind_part,
+    .run = run_part,
+};
 
 /* $TMPDIR cannot hold a compile now (cs->no_tmp, from the probe or a
  * compile of this eval: cc.h's CC_NO_TMP, a full disk or a missing folder).
@@ -1072,10 +1044,9 @@ static lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *c
         cs->warned = true;
         return host_eval(g, n, outs, dsts, stats, false);
     }
-    static const program_parts parts = {program_free, build_part, run_part};
     char keep[LF_ERRMSG_CAP];
     memcpy(keep, ctx->errmsg, sizeof keep);
-    lf_status st = program_eval(g, &parts, cs, n, outs, dsts, stats);
+    lf_status st = program_eval(g, &cpu_parts, cs, n, outs, dsts, stats);
     if (st != LF_OK && cs->no_tmp) { /* only a compile sets it: nothing ran */
         if (ctx->opt.compile != LF_COMPILE_REQUIRE) memcpy(ctx->errmsg, keep, sizeof keep);
         return no_tmp_fallback(g, cs, n, outs, dsts, stats);

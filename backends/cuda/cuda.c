@@ -1,10 +1,11 @@
 /* backends/cuda/cuda.c: CUDA contexts, device buffers and lf_eval on the GPU.
  *
- * The eval is backends/program.c's program_eval, as the CPU's, with this
- * file's build and run (program cache lookup, plan and in-place decision,
- * kernel source and statistics are program.c's): plan (fusion/) -> per kernel layout and CUDA
- * source (codegen/, dialect cg_dialect_cuda, through program_emit) ->
- * module from the cache or NVRTC -> per run, launch plans (cg_cuda_plan_kernel) and
+ * The eval is backends/program.c's program_eval and program_build, as the
+ * CPU's, with this file's parts (cuda_parts: program cache lookup, plan and
+ * in-place decision, kernel source, memory cache and statistics are
+ * program.c's): plan (fusion/) -> per kernel layout and CUDA source
+ * (codegen/, dialect cg_dialect_cuda) -> module from the cache or NVRTC
+ * (compile_part) -> per run, launch plans (cg_cuda_plan_kernel) and
  * argument words (cg_cuda_fill_args) -> cuLaunchKernel on the context's
  * stream, asynchronously.
  *
@@ -330,35 +331,22 @@ lf_status cuda_module_load(lf_ctx *ctx, cuda_state *cs, const char *key_text, co
     return LF_OK;
 }
 
-/* Finds or builds the module of kernel k (layout lay). */
-static lf_status module_get(lf_ctx *ctx, cuda_state *cs, const fuse_schedule *s, const cg_layout *lay, int k,
-                            cuda_module **out, lf_eval_stats *st) {
-    cg_text src;
-    kcache_entry *found;
-    bool hit;
-    lf_status status = program_emit(ctx, s, lay, cg_dialect_cuda(), k, "CUDA kernel", &src);
-    if (status != LF_OK) return status;
-    status = kcache_lookup(ctx, &cs->modules, src.s, k, "CUDA kernel", sizeof(cuda_module), &found, &hit);
-    if (status != LF_OK || hit) cg_text_free(&src);
-    if (status != LF_OK) return status;
-    cuda_module *m = (cuda_module *)found;
-    if (hit) {
-        st->kernels_memory_hits++;
-        *out = m;
-        return LF_OK;
+/* The CUDA backend's compile (program_parts): each miss's module, in
+ * kernel order, from the disk cache or NVRTC (cuda_module_load), added to
+ * the memory cache; stops at the first that fails. */
+static lf_status compile_part(lf_ctx *ctx, void *state, program_miss *m, int nm, lf_eval_stats *st) {
+    cuda_state *cs = state;
+    for (int i = 0; i < nm; i++) {
+        cuda_module *mod = (cuda_module *)m[i].e;
+        char name[48], what[GRAPH_NODE_STR_CAP + 48], ns[GRAPH_NODE_STR_CAP];
+        snprintf(name, sizeof name, "lazyfuse_kernel_%d.cu", m[i].k);
+        snprintf(what, sizeof what, "CUDA kernel %d (computing %s)", m[i].k, graph_node_str(m[i].root, ns, sizeof ns));
+        lf_status status = cuda_module_load(ctx, cs, mod->base.text, m[i].src.s, name, what, &mod->mod, st);
+        cg_text_free(&m[i].src);
+        if (status != LF_OK) return status;
+        kcache_add(&cs->modules, &mod->base);
+        m[i].done = true;
     }
-    char name[48], what[GRAPH_NODE_STR_CAP + 48], ns[GRAPH_NODE_STR_CAP];
-    snprintf(name, sizeof name, "lazyfuse_kernel_%d.cu", k);
-    snprintf(what, sizeof what, "CUDA kernel %d (computing %s)", k,
-             graph_node_str(s->graph->nodes[lay->kernel->root], ns, sizeof ns));
-    status = cuda_module_load(ctx, cs, m->base.text, src.s, name, what, &m->mod, st);
-    cg_text_free(&src);
-    if (status != LF_OK) {
-        kcache_discard(&m->base);
-        return status;
-    }
-    kcache_add(&cs->modules, &m->base);
-    *out = m;
     return LF_OK;
 }
 
@@ -439,77 +427,83 @@ static void program_free(void *p) {
     graph_free(pr);
 }
 
-static lf_status program_build(lf_graph *g, cuda_state *cs, int n, lf_node *const *outs, lf_buffer *const *dsts,
-                               cuda_program **out, lf_eval_stats *st) {
-    lf_ctx *ctx = g->ctx;
+/* The CUDA backend's parts of program_build (backends/program.h). */
+static program *create_part(void *state) {
     cuda_program *pr = graph_calloc(1, sizeof *pr);
-    if (!pr) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
-    pr->cs = cs;
-    lf_status status = program_plan(g, cs, n, outs, dsts, &pr->base);
-    if (status != LF_OK) {
-        program_free(pr);
-        return status;
-    }
-    const fuse_schedule *s = pr->base.s;
+    if (!pr) return NULL;
+    pr->cs = state; /* program_free makes its context current */
+    return &pr->base;
+}
+
+static kcache *cache_part(void *state) { return &((cuda_state *)state)->modules; }
+
+static const cg_dialect *dialect_part(const void *state) {
+    (void)state;
+    return cg_dialect_cuda();
+}
+
+/* The temporaries' device memory and the per-kernel and per-run arrays. */
+static lf_status prepare_part(lf_ctx *ctx, void *state, program *p) {
+    cuda_state *cs = state;
+    cuda_program *pr = (cuda_program *)p;
+    const fuse_schedule *s = p->s;
     pr->k = graph_calloc((size_t)s->nkernels + 1, sizeof *pr->k);
     pr->blocks = graph_calloc((size_t)s->nblocks + 1, sizeof *pr->blocks);
     pr->slot_addr = graph_calloc((size_t)s->nslots + 1, sizeof *pr->slot_addr);
-    pr->fresh = graph_calloc((size_t)n + 1, sizeof *pr->fresh);
-    if (!pr->k || !pr->blocks || !pr->slot_addr || !pr->fresh) goto nomem;
+    pr->fresh = graph_calloc((size_t)p->n + 1, sizeof *pr->fresh);
+    if (!pr->k || !pr->blocks || !pr->slot_addr || !pr->fresh)
+        return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory building the CUDA program");
     for (int b = 0; b < s->nblocks; b++) {
         if (!s->block_bytes[b]) continue;
         bool host_nomem;
         CUresult r = cuda_mem_alloc(cs, s->block_bytes[b], false, &pr->blocks[b], &host_nomem);
-        if (r != CUDA_SUCCESS) {
-            status = cuda_alloc_error(ctx, cs, r, host_nomem, s->block_bytes[b], "eval");
-            program_free(pr);
-            return status;
-        }
+        if (r != CUDA_SUCCESS) return cuda_alloc_error(ctx, cs, r, host_nomem, s->block_bytes[b], "eval");
     }
-    double t0 = graph_now_seconds();
-    for (int k = 0; k < s->nkernels; k++) {
-        cuda_kernel *ck = &pr->k[k];
-        if (!(ck->lay = cg_layout_new(s, k))) goto nomem;
-        ck->P = graph_calloc((size_t)ck->lay->nparams + 1, sizeof *ck->P);
-        ck->addr = graph_calloc((size_t)ck->lay->nbufs + 1, sizeof *ck->addr);
-        if (!ck->P || !ck->addr) goto nomem;
-        cg_fill_params(ck->lay, ck->P);
-        if (ck->lay->part_buf >= 0 && ck->lay->part_entries > 0) { /* a scatter's partials */
-            bool host_nomem;
-            size_t bytes = (size_t)ck->lay->part_entries * sizeof(cg_partial);
-            CUresult r = cuda_mem_alloc(cs, bytes, false, &ck->spart, &host_nomem);
-            if (r != CUDA_SUCCESS) {
-                status = cuda_alloc_error(ctx, cs, r, host_nomem, bytes, "eval");
-                program_free(pr);
-                return status;
-            }
-            ck->spart_bytes = bytes;
-        }
-        status = module_get(ctx, cs, s, ck->lay, k, &ck->mod, st);
-        if (status == LF_OK && s->kernels[k].sort) status = cuda_sort_prepare(ctx, cs, s, ck->lay, k, &ck->sort, st);
-        if (status != LF_OK) {
-            program_free(pr);
-            return status;
-        }
+    return LF_OK;
+}
+
+/* Kernel k's parameters, its buffer addresses' array and a scatter's
+ * partials on the device. */
+static lf_status prepare_kernel_part(lf_ctx *ctx, void *state, program *p, int k, cg_layout *lay) {
+    cuda_state *cs = state;
+    cuda_kernel *ck = &((cuda_program *)p)->k[k];
+    ck->lay = lay;
+    ck->P = graph_calloc((size_t)lay->nparams + 1, sizeof *ck->P);
+    ck->addr = graph_calloc((size_t)lay->nbufs + 1, sizeof *ck->addr);
+    if (!ck->P || !ck->addr) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory building the CUDA program");
+    cg_fill_params(lay, ck->P);
+    if (lay->part_buf >= 0 && lay->part_entries > 0) { /* a scatter's partials */
+        bool host_nomem;
+        size_t bytes = (size_t)lay->part_entries * sizeof(cg_partial);
+        CUresult r = cuda_mem_alloc(cs, bytes, false, &ck->spart, &host_nomem);
+        if (r != CUDA_SUCCESS) return cuda_alloc_error(ctx, cs, r, host_nomem, bytes, "eval");
+        ck->spart_bytes = bytes;
     }
-    st->compile_seconds = graph_now_seconds() - t0;
+    return LF_OK;
+}
+
+static void bind_part(program *p, int k, kcache_entry *e) { ((cuda_program *)p)->k[k].mod = (cuda_module *)e; }
+
+/* After the kernels' modules: the sort kernels' launches (the sort module,
+ * sort.c) and the index-error flag of the kernels with gather loads. */
+static lf_status finish_part(lf_ctx *ctx, void *state, program *p, lf_eval_stats *st) {
+    cuda_state *cs = state;
+    cuda_program *pr = (cuda_program *)p;
+    const fuse_schedule *s = p->s;
+    lf_status status;
+    for (int k = 0; k < s->nkernels; k++)
+        if (s->kernels[k].sort &&
+            (status = cuda_sort_prepare(ctx, cs, s, pr->k[k].lay, k, &pr->k[k].sort, st)) != LF_OK)
+            return status;
     pr->first_check = s->nkernels;
     for (int k = s->nkernels - 1; k >= 0; k--)
         if (pr->k[k].lay->err_buf >= 0) pr->first_check = k;
     if (pr->first_check < s->nkernels) {
         bool host_nomem;
         CUresult r = cuda_mem_alloc(cs, sizeof(int32_t), true, &pr->errflag, &host_nomem);
-        if (r != CUDA_SUCCESS) {
-            status = cuda_alloc_error(ctx, cs, r, host_nomem, sizeof(int32_t), "eval");
-            program_free(pr);
-            return status;
-        }
+        if (r != CUDA_SUCCESS) return cuda_alloc_error(ctx, cs, r, host_nomem, sizeof(int32_t), "eval");
     }
-    *out = pr;
     return LF_OK;
-nomem:
-    program_free(pr);
-    return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory building the CUDA program");
 }
 
 /* ---- running ---------------------------------------------------------------------------- */
@@ -720,18 +714,24 @@ fail:
     return status;
 }
 
-/* The CUDA backend's parts of program_eval (backends/program.h). */
-static lf_status build_part(lf_graph *g, void *state, int n, lf_node *const *outs, lf_buffer *const *dsts, void **out,
-                            lf_eval_stats *st) {
-    cuda_program *pr = NULL;
-    lf_status status = program_build(g, state, n, outs, dsts, &pr, st);
-    *out = pr;
-    return status;
-}
-
 static lf_status run_part(lf_ctx *ctx, void *state, void *p, lf_buffer *const *dsts, lf_eval_stats *st) {
     return program_run(ctx, state, p, dsts, st);
 }
+
+static const program_parts cuda_parts = {
+    .what = "CUDA kernel",
+    .entry_size = sizeof(cuda_module),
+    .create = create_part,
+    .free = program_free,
+    .cache = cache_part,
+    .dialect = dialect_part,
+    .prepare = prepare_part,
+    .prepare_kernel = prepare_kernel_part,
+    .compile = compile_part,
+    .bind = bind_part,
+    .finish = finish_part,
+    .run = run_part,
+};
 
 /* Evaluates outs[0..n) of g into dsts (checked by graph_check_outputs) with
  * CUDA kernels; fills *stats on success. */
@@ -745,8 +745,7 @@ static lf_status cuda_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *
     if (r != CUDA_SUCCESS)
         return graph_error(ctx, LF_ERR_BACKEND, "eval: cuda: cuCtxSetCurrent failed: %s",
                            cuda_result_str(&cs->drv, r, es, sizeof es));
-    static const program_parts parts = {program_free, build_part, run_part};
-    return program_eval(g, &parts, cs, n, outs, dsts, stats); /* compiler_runs stays 0: NVRTC counts none */
+    return program_eval(g, &cuda_parts, cs, n, outs, dsts, stats); /* compiler_runs stays 0: NVRTC counts none */
 }
 
 /* ---- the backend's table entry (graph/backend.h) ------------------------------------------ */
