@@ -414,10 +414,20 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     p->mlist = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->mlist);
     p->inml = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->inml);
     p->bmark = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->bmark);
-    p->bval = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->bval);
+    p->bwit = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->bwit);
     if (!p->vheap || !p->vlen || !p->vcap || !p->rchg || !p->rbits || !p->itop || !p->mlist || !p->inml ||
-        !p->bmark || !p->bval)
+        !p->bmark || !p->bwit)
         return fuse_nomem(p);
+    p->swit = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->swit);
+    p->wfirst = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->wfirst);
+    p->sdl = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->sdl);
+    p->insdl = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->insdl);
+    p->ulist = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->ulist);
+    p->inul = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->inul);
+    p->sbmark = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->sbmark);
+    if (!p->swit || !p->wfirst || !p->sdl || !p->insdl || !p->ulist || !p->inul || !p->sbmark) return fuse_nomem(p);
+    for (int id = 0; id < nn; id++) p->wfirst[id] = -1;
+    p->sfull = true;
     if (!p->cmap || !p->lsum || !p->kfits || !p->kfold || !p->kown || !p->mdiff || !p->mdirty || !p->gc_ids)
         return fuse_nomem(p);
     if (!p->first || !p->ninst || !p->iroot || !p->klist || !p->kcount || !p->kops || !p->kops64)
@@ -551,6 +561,8 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     for (int k = 0; p.vheap && k < p.nn; k++) graph_free(p.vheap[k]);
     for (int k = 0; p.kleaf && k < p.nn; k++) graph_free(p.kleaf[k]);
     graph_free(p.vq.h);
+    graph_free(p.sedge_x);
+    graph_free(p.sedge_next);
     fuse_scratch_free(&p.mar);
     graph_free(p.mrecs);
     graph_free(p.mbuf);
@@ -566,6 +578,7 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     s->inst_work = p.inst_work;
     s->merge_work = p.merge_work;
     s->victim_work = p.victim_work;
+    s->shared_work = p.shared_work;
     s->scan_max = p.scan_max;
     s->rounds = p.rounds;
     *out = s;
