@@ -212,16 +212,21 @@
  * nodes the rounds make roots are recorded (fuse_make_root: roots are
  * only added), so find_instances, the costs and the merges visit those
  * only; the loops over kernels visit the needed roots through a bitset
- * (fuse_next_root); the shared rule looks only at the nodes with two
- * instances or more that are still expensive; each kernel's load leaves
- * are kept in an array of their own (fuse_load_leaf), so a root's own
- * loads and leaf summary do not walk its inlined instances.
- * What stays quadratic (issue 26, item 1, open): the shared rule still
- * checks every expensive shared node each round (a chain of diamonds has
- * O(nodes) of them and one level becomes a root a round: 44% of
- * diamond:30000 under perf), the merges (16% there, not broken down
- * further) and each re-derived list is copied whole (O(its length) a
- * round: 5%); and a chain of row normalisations
+ * (fuse_next_root); each kernel's load leaves are kept in an array of
+ * their own (fuse_load_leaf), so a root's own loads and leaf summary do
+ * not walk its inlined instances. The shared rule is kept across rounds
+ * (plan_vertical.c, fuse_add_shared_roots): it evaluates again only the
+ * nodes whose instances or costs changed, those it made roots, those whose
+ * candidacy rests on the merges' units, and the candidates whose witness
+ * (a candidate beneath, which blocks them) stopped being one; a full
+ * evaluation follows a fresh walk or a root made by another rule
+ * (fuse_schedule.shared_work counts it). The merges' search for a kernel
+ * to join starts at the lowest host of the root's whole leaf summary and
+ * reaches it along the open list or the needed roots, whichever is
+ * shorter (plan_merge.c, lowest_host and skip_to).
+ * What stays quadratic (issue 26, item 1, open): each re-derived list is
+ * copied whole (O(its length) a round: 10% of diamond:30000 under perf);
+ * and a chain of row normalisations
  * derives, in its first round, every reduction's chain beneath it
  * (quadratic instances and memory) before the rule makes the shared nodes
  * roots, one level a round.
