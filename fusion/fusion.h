@@ -328,6 +328,10 @@ typedef struct fuse_schedule {
                                       instances the victim search read, all
                                       rounds (the counts are kept with the
                                       lists, plan_merge.c) */
+    uint64_t shared_work;          /* nodes the multiple-consumer rule
+                                      evaluated plus the nodes its walks
+                                      for a candidate beneath visited, all
+                                      rounds (plan_vertical.c) */
 } fuse_schedule;
 
 /* Plans outs[0..n) of g (checked by graph_check_outputs). fusion false gives

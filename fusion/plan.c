@@ -212,16 +212,21 @@
  * nodes the rounds make roots are recorded (fuse_make_root: roots are
  * only added), so find_instances, the costs and the merges visit those
  * only; the loops over kernels visit the needed roots through a bitset
- * (fuse_next_root); the shared rule looks only at the nodes with two
- * instances or more that are still expensive; each kernel's load leaves
- * are kept in an array of their own (fuse_load_leaf), so a root's own
- * loads and leaf summary do not walk its inlined instances.
- * What stays quadratic (issue 26, item 1, open): the shared rule still
- * checks every expensive shared node each round (a chain of diamonds has
- * O(nodes) of them and one level becomes a root a round: 44% of
- * diamond:30000 under perf), the merges (16% there, not broken down
- * further) and each re-derived list is copied whole (O(its length) a
- * round: 5%); and a chain of row normalisations
+ * (fuse_next_root); each kernel's load leaves are kept in an array of
+ * their own (fuse_load_leaf), so a root's own loads and leaf summary do
+ * not walk its inlined instances. The shared rule is kept across rounds
+ * (plan_vertical.c, fuse_add_shared_roots): it evaluates again only the
+ * nodes whose instances or costs changed, those it made roots, those whose
+ * candidacy rests on the merges' units, and the candidates whose witness
+ * (a candidate beneath, which blocks them) stopped being one; a full
+ * evaluation follows a fresh walk or a root made by another rule
+ * (fuse_schedule.shared_work counts it). The merges' search for a kernel
+ * to join starts at the lowest host of the root's whole leaf summary and
+ * reaches it along the open list or the needed roots, whichever is
+ * shorter (plan_merge.c, lowest_host and skip_to).
+ * What stays quadratic (issue 26, item 1, open): each re-derived list is
+ * copied whole (O(its length) a round: 10% of diamond:30000 under perf);
+ * and a chain of row normalisations
  * derives, in its first round, every reduction's chain beneath it
  * (quadratic instances and memory) before the rule makes the shared nodes
  * roots, one level a round.
@@ -418,10 +423,20 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
     p->mlist = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->mlist);
     p->inml = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->inml);
     p->bmark = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->bmark);
-    p->bval = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->bval);
+    p->bwit = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->bwit);
     if (!p->vheap || !p->vlen || !p->vcap || !p->rchg || !p->rbits || !p->itop || !p->mlist || !p->inml ||
-        !p->bmark || !p->bval)
+        !p->bmark || !p->bwit)
         return fuse_nomem(p);
+    p->swit = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->swit);
+    p->wfirst = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->wfirst);
+    p->sdl = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->sdl);
+    p->insdl = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->insdl);
+    p->ulist = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->ulist);
+    p->inul = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->inul);
+    p->sbmark = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->sbmark);
+    if (!p->swit || !p->wfirst || !p->sdl || !p->insdl || !p->ulist || !p->inul || !p->sbmark) return fuse_nomem(p);
+    for (int id = 0; id < nn; id++) p->wfirst[id] = -1;
+    p->sfull = true;
     if (!p->cmap || !p->lsum || !p->kfits || !p->kfold || !p->kown || !p->mdiff || !p->mdirty || !p->gc_ids)
         return fuse_nomem(p);
     if (!p->first || !p->ninst || !p->iroot || !p->klist || !p->kcount || !p->kops || !p->kops64)
@@ -555,6 +570,8 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     for (int k = 0; p.vheap && k < p.nn; k++) graph_free(p.vheap[k]);
     for (int k = 0; p.kleaf && k < p.nn; k++) graph_free(p.kleaf[k]);
     graph_free(p.vq.h);
+    graph_free(p.sedge_x);
+    graph_free(p.sedge_next);
     fuse_scratch_free(&p.mar);
     graph_free(p.mrecs);
     graph_free(p.mbuf);
@@ -570,6 +587,7 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     s->inst_work = p.inst_work;
     s->merge_work = p.merge_work;
     s->victim_work = p.victim_work;
+    s->shared_work = p.shared_work;
     s->scan_max = p.scan_max;
     s->rounds = p.rounds;
     *out = s;

@@ -213,10 +213,35 @@ typedef struct planner {
     int nmlist;
     bool *inml;              /* per node: in mlist */
     unsigned *bmark;         /* the shared rule: per node, the call (bstamp)
-                                that found bval, "a candidate is inlined
-                                beneath it" */
-    bool *bval;
+                                that found bwit, the candidate inlined
+                                beneath it (-1: none) */
+    int *bwit;
     unsigned bstamp;
+    /* The shared rule kept across rounds (fuse_add_shared_roots): cand[] is
+       every node's candidacy as of its last evaluation, exact for all nodes
+       after each call; a candidate that was not made a root has a witness,
+       a candidate beneath it (swit), and sits in that witness's list of
+       dependents (an edge log: wfirst per witness, sedge_x / sedge_next per
+       edge, stale entries skipped by swit). Between two calls with only
+       this rule's roots in between, a node is evaluated again only if it is
+       in the dirty list (its instances or costs changed, or it was made a
+       root), in ulist (its candidacy rests on the merges' units), or is a
+       dependent of a node that stopped being a candidate. */
+    int *swit;               /* per candidate: its witness */
+    int *wfirst;             /* per node: its first dependent edge, -1 */
+    int *sedge_x, *sedge_next;
+    size_t nsedge, capsedge;
+    int *sdl;                /* the dirty list: nodes to evaluate again */
+    int nsdl;
+    bool *insdl;
+    int *ulist;              /* expensive shared-count nodes whose instances
+                                all have one map: candidacy by units */
+    int nulist;
+    bool *inul;
+    unsigned *sbmark;        /* per node: queued for the blocked check (bstamp) */
+    bool sfull;              /* the next call evaluates every listed node */
+    int scur;                /* p->nrchg after the last call */
+    uint64_t shared_work;    /* fuse_schedule.shared_work */
     bool *kfits;             /* per root: its loads were found within the
                                 caps (fuse_find_victim) and its list has not
                                 changed since (find_instances clears it) */

@@ -255,12 +255,19 @@ done:
  * is not an input is computed by its kernel p->host[x] (its unit), and
  * scan_root fails for a kernel u before that one (a reduction of u is read
  * as ACC only when u is its kernel), so kernels with a smaller root need no
- * scan. Over the part of e's summary read so far (a lower bound of the
- * whole's); -1 when that reads no such slot; INT_MAX when no scan of e can
- * pass (over the caps, or out of memory). */
+ * scan. Over e's whole summary (extended to its end here: at most
+ * GRAPH_MAX_PARAMS + 2 distinct loads, once per change of e's list), so
+ * that a root which the cheap checks of a try reject before any scan (the
+ * size cap, the shape) does not try every open kernel from the first one
+ * each round (a diamond chain's output did: O(open kernels) a round);
+ * skipping those kernels changes no plan, their scans fail. -1 when it
+ * reads no such slot; INT_MAX when no scan of e can pass (over the caps,
+ * or out of memory). */
 static int lowest_host(planner *p, int e) {
-    const leafsum *s = leaf_summary(p, e);
-    if (!s || s->over) return INT_MAX;
+    leafsum *s = leaf_summary(p, e);
+    if (!s) return INT_MAX;
+    sum_entry(p, e, s, GRAPH_MAX_PARAMS + 1); /* the whole summary (or over) */
+    if (s->over) return INT_MAX;
     int h = -1;
     for (int j = 0; j < s->n; j++) {
         const pload *l = &s->ls[j];
@@ -272,19 +279,23 @@ static int lowest_host(planner *p, int e) {
 
 /* The first open kernel whose root is at least h, from open kernel u on
  * (the open list is in root order; NULL when u is): found through p->unit
- * from h when that is near (the kernels between h and root e, whose
- * kernels all have smaller roots), else along the list. */
+ * at the needed roots from h (the kernels between h and root e, whose
+ * kernels all have smaller roots) or along the list, whichever gets there
+ * first. */
 static unit *skip_to(const planner *p, unit *u, int h, int e) {
-    if (!u || u->host >= h) return u;
-    if (e - h <= 64) {
-        for (int id = h; id < e; id++) {
-            unit *v = p->unit[id];
-            if (v && v->host == id && !v->parked && !v->closed) return v;
-        }
-        return NULL;
+    /* two walks in step, the first to finish answers: the open list from u
+       (its units below h), and the needed roots from h to e (every open
+       unit's host is one, and every open unit is below e); so the cost is
+       the shorter of the two, not the open units below h (a chain of
+       diamonds keeps O(nodes) of them) */
+    for (int id = h;;) {
+        if (!u || u->host >= h) return u;
+        u = u->next;
+        if ((id = fuse_next_root(p, id)) >= e) return NULL;
+        unit *v = p->unit[id];
+        if (v && v->host == id && !v->parked && !v->closed) return v;
+        id++;
     }
-    while (u && u->host < h) u = u->next;
-    return u;
 }
 
 /* Loads of the union of ls[0..n) and sc's (ACC too unless skip_acc), or -1

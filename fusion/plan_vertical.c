@@ -75,6 +75,13 @@ static inline inst *inst_heap_pop(inst_heap *q, bool (*first)(const inst *, cons
     return top;
 }
 
+/* Node id is evaluated again by the next call of the shared rule. */
+static inline void shared_dirty(planner *p, int id) {
+    if (p->insdl[id]) return;
+    p->insdl[id] = true;
+    p->sdl[p->nsdl++] = id;
+}
+
 /* The instance of n in kernel k at map m, made if new (a hash table: a node
  * read at many index maps costs no scan). */
 static inst *add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) {
@@ -104,6 +111,7 @@ static inst *add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) {
         p->mlist[p->nmlist++] = n->id;
     }
     p->mdirty[n->id] = true;
+    shared_dirty(p, n->id);
     if (p->ipush && !inst_heap_push(&p->iq, i, inst_after)) return NULL;
     return i;
 }
@@ -222,6 +230,7 @@ static void remove_inst(planner *p, inst *i) {
     if (i->next_node) i->next_node->prev_node = i->prev_node;
     p->ninst[i->node->id]--;
     p->mdirty[i->node->id] = true;
+    shared_dirty(p, i->node->id);
     p->ilive--;
     p->idead++;
     i->dead = true;
@@ -386,6 +395,7 @@ static lf_status walk_all(planner *p) {
     memset(p->first, 0, (size_t)nn * sizeof *p->first);
     memset(p->ninst, 0, (size_t)nn * sizeof *p->ninst);
     for (int id = 0; id < nn; id++) p->mdirty[id] = true;
+    p->sfull = true; /* the shared rule evaluates every node again */
     for (int id = nn - 1; id >= 0; id--) {
         p->cur_node = id;
         if (!p->needed[id]) continue;
@@ -690,6 +700,7 @@ bool fuse_compute_costs(planner *p) {
             changed = ops != p->ops[id] || tr != p->trans[id];
             p->ops[id] = ops;
             p->trans[id] = tr;
+            if (changed) shared_dirty(p, id);
         }
         if (changed)
             for (int u = p->uoff[id]; u < p->uoff[id + 1]; u++) heap_push(p, &len, p->users[u]);
@@ -724,86 +735,189 @@ static bool shared(const planner *p, int id) {
     return false;
 }
 
-/* Makes roots of the expensive shared nodes that have no other such node
- * beneath them. Returns how many. */
-/* Whether a candidate of the shared rule is inlined beneath node id (a
- * needed map or view; through non-root inputs), found once per call
- * (p->bmark, p->bval) by a walk down with an explicit stack (room for
- * p->ioff[p->nn] + 1 entries: a node is pushed once per edge into it at
- * most, since a node comes back to the top only once all it pushed are
- * done). */
-static bool cand_below(planner *p, int id, int *stack) {
+/* The candidate inlined beneath node id (a needed map or view; through
+ * non-root inputs), -1 for none: found once per call (p->bmark, p->bwit) by
+ * a walk down with an explicit stack (room for p->ioff[p->nn] + 1 entries: a
+ * node is pushed once per edge into it at most, since a node comes back to
+ * the top only once all it pushed are done). */
+static int cand_below(planner *p, int id, int *stack) {
     int top = 0;
     stack[top++] = id;
     while (top > 0) {
         int x = stack[top - 1];
+        p->shared_work++;
         if (p->bmark[x] == p->bstamp) { /* done */
             top--;
             continue;
         }
-        bool found = false, pending = false;
-        for (int k = p->ioff[x]; k < p->ioff[x + 1] && !found; k++) {
+        int found = -1;
+        bool pending = false;
+        for (int k = p->ioff[x]; k < p->ioff[x + 1] && found < 0; k++) {
             int y = p->iids[k];
             if (p->root[y]) continue;
-            if (p->cand[y]) found = true;
+            if (p->cand[y]) found = y;
             else if (p->needed[y] && (p->kind[y] == NODE_MAP || p->kind[y] == NODE_VIEW)) {
                 if (p->bmark[y] != p->bstamp) {
                     stack[top++] = y;
                     pending = true;
-                } else if (p->bval[y]) found = true;
+                } else if (p->bwit[y] >= 0) found = p->bwit[y];
             }
         }
-        if (pending && !found) continue; /* its inputs first */
-        p->bval[x] = found;
+        if (pending && found < 0) continue; /* its inputs first */
+        p->bwit[x] = found;
         p->bmark[x] = p->bstamp;
         top--;
     }
-    return p->bval[id];
+    return p->bwit[id];
 }
 
-int fuse_add_shared_roots(planner *p) {
-    int added = 0, ncand = 0;
-    /* the candidates: among the nodes with two instances or more (p->mlist),
-       the inlined expensive maps whose instances are in different kernels
-       or maps. A node leaves the list when it has fewer than two instances
-       (it comes back with its second), is a root, or is cheap: roots are
-       only added by the rounds and a new root only makes the maps above it
-       cheaper, so a node that left for those reasons never comes back */
-    int *cands = fuse_scratch_alloc(&p->tmp, (size_t)(p->nmlist ? p->nmlist : 1) * sizeof *cands);
-    if (!cands) return -1;
-    int w = 0;
-    for (int j = 0; j < p->nmlist; j++) {
-        int id = p->mlist[j];
-        bool keep = p->needed[id] && p->kind[id] == NODE_MAP && !p->root[id] && p->ninst[id] > 1 &&
-                    (p->trans[id] || p->ops[id] > CHEAP_OPS);
-        if (!keep) {
-            p->inml[id] = false;
-            continue;
-        }
-        p->mlist[w++] = id;
-        if (shared(p, id)) {
-            p->cand[id] = true;
-            cands[ncand++] = id;
-        }
+/* Whether node id may be a candidate: an inlined expensive map with two
+ * instances or more (mlist keeps these; one that stops being one for a
+ * root or cheapness never comes back: roots are only added by the rounds
+ * and a new root only makes the maps above it cheaper). */
+static bool listed(const planner *p, int id) {
+    return p->needed[id] && p->kind[id] == NODE_MAP && !p->root[id] && p->ninst[id] > 1 &&
+           (p->trans[id] || p->ops[id] > CHEAP_OPS);
+}
+
+/* Whether node id is a candidate of the rule now: listed, with instances in
+ * different kernels or maps. Keeps ulist (the nodes whose candidacy rests
+ * on the units: every instance at one map). */
+static bool eval_cand(planner *p, int id) {
+    p->shared_work++;
+    if (!listed(p, id)) return false;
+    if (!p->inml[id]) {
+        p->inml[id] = true;
+        p->mlist[p->nmlist++] = id;
     }
-    p->nmlist = w;
-    if (!ncand) return 0;
-    /* the candidates with no other candidate inlined beneath them */
-    int *stack = fuse_scratch_alloc(&p->tmp, ((size_t)p->ioff[p->nn] + 1) * sizeof *stack);
-    if (!stack) return -1;
+    bool c = shared(p, id);
+    if (!p->mdiff[id] && !p->inul[id]) {
+        p->inul[id] = true;
+        p->ulist[p->nulist++] = id;
+    }
+    return c;
+}
+
+/* Records that candidate x has witness w (x is blocked while w is a
+ * candidate). false: out of memory. */
+static bool add_witness(planner *p, int x, int w) {
+    if (p->nsedge == p->capsedge) {
+        size_t cap = p->capsedge ? 2 * p->capsedge : 1024;
+        int *a = graph_realloc(p->sedge_x, cap * sizeof *a);
+        if (!a) return false;
+        p->sedge_x = a;
+        int *b = graph_realloc(p->sedge_next, cap * sizeof *b);
+        if (!b) return false;
+        p->sedge_next = b;
+        p->capsedge = cap;
+    }
+    p->swit[x] = w;
+    p->sedge_x[p->nsedge] = x;
+    p->sedge_next[p->nsedge] = p->wfirst[w];
+    p->wfirst[w] = (int)p->nsedge++;
+    return true;
+}
+
+/* Queues x for this call's check for a candidate beneath (once). */
+static void queue_check(planner *p, int x, int *q, int *nq) {
+    if (p->sbmark[x] == p->bstamp) return;
+    p->sbmark[x] = p->bstamp;
+    q[(*nq)++] = x;
+}
+
+/* Sets node id's candidacy to c: a node that stops being a candidate
+ * queues its dependents (their witness is gone), a new one itself. */
+static void set_cand(planner *p, int id, bool c, int *q, int *nq) {
+    bool old = p->cand[id];
+    p->cand[id] = c;
+    if (old && !c) {
+        for (int e = p->wfirst[id]; e >= 0; e = p->sedge_next[e]) {
+            int x = p->sedge_x[e];
+            if (p->swit[x] == id && p->cand[x]) queue_check(p, x, q, nq);
+        }
+        p->wfirst[id] = -1;
+    } else if (c && !old) {
+        queue_check(p, id, q, nq);
+    }
+}
+
+/* Makes roots of the expensive shared nodes that have no other such node
+ * beneath them. Returns how many (-1: out of memory).
+ *
+ * Kept across rounds (plan.h): a full evaluation (the first call, after a
+ * fresh instance walk, or when another rule made a root since the last
+ * call: such a root may cut the path down to a witness) evaluates every
+ * node of mlist and checks every candidate for one beneath; otherwise only
+ * the dirty nodes (instances or costs changed, or made roots by the last
+ * call) and ulist are evaluated, and only the new candidates and the
+ * dependents of nodes that stopped being candidates are checked. The
+ * others keep their answer: a checked candidate's witness is still a
+ * candidate, and the path down to it has no new root, since this rule's
+ * roots are candidates with no candidate beneath and every node on that
+ * path had the witness beneath it (candidacy of an unchanged node is
+ * unchanged: it reads only its root status, instances, costs and, with one
+ * map, the units). So the roots made are those a full evaluation makes. */
+int fuse_add_shared_roots(planner *p) {
+    int *q = fuse_scratch_alloc(&p->tmp, (size_t)p->nn * sizeof *q);
+    if (!q) return -1;
+    int nq = 0;
     p->bstamp++;
-    int *make = fuse_scratch_alloc(&p->tmp, (size_t)ncand * sizeof *make);
-    if (!make) return -1;
+    if (p->sfull || p->nrchg != p->scur) {
+        p->nsedge = 0;
+        for (int j = 0; j < p->nulist; j++) p->inul[p->ulist[j]] = false;
+        p->nulist = 0;
+        for (int j = 0; j < p->nsdl; j++) p->insdl[p->sdl[j]] = false;
+        p->nsdl = 0;
+        int w = 0;
+        for (int j = 0; j < p->nmlist; j++) {
+            int id = p->mlist[j];
+            p->wfirst[id] = -1;
+            bool c = eval_cand(p, id);
+            p->cand[id] = c;
+            if (c) queue_check(p, id, q, &nq);
+            if (!listed(p, id)) {
+                p->inml[id] = false;
+                continue;
+            }
+            p->mlist[w++] = id;
+        }
+        p->nmlist = w;
+        p->sfull = false;
+    } else {
+        for (int j = 0; j < p->nsdl; j++) {
+            int id = p->sdl[j];
+            p->insdl[id] = false;
+            set_cand(p, id, eval_cand(p, id), q, &nq);
+        }
+        p->nsdl = 0;
+        int w = 0;
+        for (int j = 0; j < p->nulist; j++) { /* the units may have changed */
+            int id = p->ulist[j];
+            set_cand(p, id, eval_cand(p, id), q, &nq);
+            if (listed(p, id) && !p->mdiff[id]) p->ulist[w++] = id;
+            else p->inul[id] = false;
+        }
+        p->nulist = w;
+    }
+    /* the queued candidates with no other candidate inlined beneath them */
+    int *stack = fuse_scratch_alloc(&p->tmp, ((size_t)p->ioff[p->nn] + 1) * sizeof *stack);
+    int *make = fuse_scratch_alloc(&p->tmp, (size_t)(nq ? nq : 1) * sizeof *make);
+    if (!stack || !make) return -1;
     int nmake = 0;
-    for (int j = 0; j < ncand; j++)
-        if (!cand_below(p, cands[j], stack)) make[nmake++] = cands[j];
-    for (int j = 0; j < ncand; j++) p->cand[cands[j]] = false;
+    for (int j = 0; j < nq; j++) {
+        int x = q[j];
+        if (!p->cand[x]) continue;
+        int wit = cand_below(p, x, stack);
+        if (wit < 0) make[nmake++] = x;
+        else if (!add_witness(p, x, wit)) return -1;
+    }
     qsort(make, (size_t)nmake, sizeof *make, int_asc);
     for (int j = 0; j < nmake; j++) {
         fuse_make_root(p, make[j]);
-        added++;
+        shared_dirty(p, make[j]); /* no longer a candidate: its dependents are checked */
     }
-    return added;
+    p->scur = p->nrchg;
+    return nmake;
 }
 /* ---- loads ------------------------------------------------------------------------------- */
 

@@ -2053,6 +2053,25 @@ Test(fusion, searching_victims_costs_what_changes) {
     expect_linear_work("instances the victim search read", victim_work, 20);
 }
 
+/* Issue 26, item 1: the multiple-consumer rule is kept across rounds
+ * (plan_vertical.c, fuse_add_shared_roots): a round evaluates again only the
+ * nodes whose instances or costs changed, that it made roots, whose
+ * candidacy rests on the merges' units, or whose witness (a candidate
+ * beneath) stopped being one, and walks down for a candidate beneath only
+ * from new candidates and those. So the nodes it evaluates and visits over
+ * all rounds (fuse_schedule.shared_work, a count: deterministic) grow
+ * linearly with the graph for accumulations, 8-input zipwiths and diamonds
+ * at about 2,000 and 8,000 nodes. A diamond chain keeps a candidate a step
+ * and makes one level a root a round; evaluating every candidate and
+ * walking down from each every round, as before, gives about rounds x
+ * candidates / 2 (checked: with every call a full evaluation the test
+ * fails; the figures are in benches/measured/20-scale.md). */
+static uint64_t shared_work(const fuse_schedule *s) { return s->shared_work; }
+
+Test(fusion, checking_shared_nodes_costs_what_changes) {
+    expect_linear_work("nodes the shared rule evaluated or visited", shared_work, 10);
+}
+
 /* Issue 26, item 1: the merges of a round resume from the lowest node whose
  * root status changed (plan_merge.c: the steps of the roots below it are
  * the last round's and are kept; those above are undone through the undo
