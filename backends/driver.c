@@ -217,7 +217,8 @@ lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *ds
     /* a compiled program's line (the host evaluators print their own) */
     bool compiled = stats.program_reused || stats.kernels_compiled || stats.kernels_disk_hits ||
                     stats.kernels_memory_hits || (stats.kernels == 0 && g->programs[0].p);
-    if (graph_debug_on("fusion") && g->programs[0].p && be->id != LF_BACKEND_REFERENCE && compiled)
+    if (graph_debug_on("fusion") && g->programs[0].p && g->programs[0].free != host_program_free &&
+        be->id != LF_BACKEND_REFERENCE && compiled)
         host_print_stats(&stats, NULL, ctx->opt.fusion != 0, be->name);
     return LF_OK;
 }

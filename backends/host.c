@@ -3,7 +3,8 @@
  * the CUDA backend's index-error message, the host's device name.
  *
  *     REFERENCE:  check -> node-by-node oracle (graph/eval_ref.c) -> copy out
- *     fallback:   check -> plan (fusion/) -> schedule interpreter -> copy out
+ *     fallback:   check -> program cache or plan (fusion/; program_eval, as
+ *                 the compiled backends) -> schedule interpreter -> copy out
  *
  * What must stay true: outputs are written only after the whole evaluation
  * succeeded (results are fresh arrays until then); a device context's input
@@ -12,6 +13,8 @@
  * sees a device buffer with host data.
  */
 #include "backends/host.h"
+
+#include "backends/program.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -77,11 +80,12 @@ lf_status host_index_error_message(lf_graph *g, int n, lf_node *const *outs) {
     return LF_ERR_INDEX;
 }
 
-lf_status host_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts, lf_eval_stats *stats,
-                    bool reference) {
+/* Runs the reference evaluator on outs[0..n) of g (s NULL) or the schedule
+ * interpreter on s (outs unused: the schedule names its n outputs) into
+ * fresh arrays, then copies them into dsts. */
+static lf_status host_run(lf_graph *g, const fuse_schedule *s, int n, lf_node *const *outs, lf_buffer *const *dsts) {
     lf_ctx *ctx = g->ctx;
     bool device = graph_ctx_on_device(ctx);
-    memset(stats, 0, sizeof *stats);
     /* the interpreter and the oracle return fresh arrays, copied out at the end */
     void **results = graph_calloc((size_t)n, sizeof *results);
     if (!results) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
@@ -90,18 +94,7 @@ lf_status host_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *
         graph_free(results);
         return st;
     }
-    if (reference) {
-        st = graph_eval_reference(g, n, outs, results);
-    } else {
-        fuse_schedule *s = NULL;
-        st = fuse_plan(g, n, outs, ctx->opt.fusion != 0, &s);
-        if (st == LF_OK) st = fuse_interpret(s, results);
-        if (st == LF_OK) {
-            fuse_schedule_stats(s, stats);
-            if (graph_debug_on("fusion")) host_print_stats(stats, s, s->fused, "interpreter");
-        }
-        fuse_schedule_free(s);
-    }
+    st = s ? fuse_interpret(s, results) : graph_eval_reference(g, n, outs, results);
     if (st == LF_OK)
         for (int i = 0; i < n && st == LF_OK; i++) {
             if (!dsts[i]->bytes) continue;
@@ -109,9 +102,60 @@ lf_status host_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *
             else memcpy(dsts[i]->data, results[i], dsts[i]->bytes);
         }
     if (device) unstage_inputs(g);
-    if (st != LF_OK) memset(stats, 0, sizeof *stats);
     for (int i = 0; i < n; i++) graph_free(results[i]);
     graph_free(results);
+    return st;
+}
+
+/* ---- the schedule interpreter as a program (backends/program.h) ----
+ * The pipeline is the compiled backends' (program_eval): the graph's
+ * program cache, planning once per output set, the run; an interpreted
+ * program is the plan alone (no dialect: nothing is emitted or compiled),
+ * owned by the context. */
+
+static program *interp_create(void *state) {
+    (void)state;
+    return graph_calloc(1, sizeof(program));
+}
+
+void host_program_free(void *p) {
+    if (!p) return;
+    program_release(p);
+    graph_free(p);
+}
+
+static lf_status interp_prepare(lf_ctx *ctx, void *state, program *p) {
+    (void)ctx, (void)state, (void)p;
+    return LF_OK;
+}
+
+static lf_status interp_run(lf_ctx *ctx, void *state, void *p, lf_buffer *const *dsts, lf_eval_stats *st) {
+    (void)ctx, (void)state;
+    const program *pr = p;
+    lf_graph *g = pr->s->graph;
+    lf_status status = host_run(g, pr->s, pr->n, NULL, dsts);
+    if (status == LF_OK && graph_debug_on("fusion")) {
+        lf_eval_stats shown = pr->stats;
+        if (st->program_reused) shown.plan_seconds = 0;
+        host_print_stats(&shown, pr->s, pr->s->fused, "interpreter");
+    }
+    return status;
+}
+
+static const program_parts interp_parts = {
+    .what = "kernel",
+    .create = interp_create,
+    .free = host_program_free,
+    .prepare = interp_prepare,
+    .run = interp_run,
+};
+
+lf_status host_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts, lf_eval_stats *stats,
+                    bool reference) {
+    memset(stats, 0, sizeof *stats);
+    lf_status st = reference ? host_run(g, NULL, n, outs, dsts)
+                             : program_eval(g, &interp_parts, g->ctx, n, outs, dsts, stats);
+    if (st != LF_OK) memset(stats, 0, sizeof *stats);
     return st;
 }
 

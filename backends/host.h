@@ -20,10 +20,15 @@
 extern const graph_backend host_reference_backend;
 
 /* Evaluates outs[0..n) into dsts on the host: with the reference evaluator
- * when reference is set, else with the fusion planner and the schedule
- * interpreter. Fills *stats on success. */
+ * when reference is set, else with the schedule interpreter on the graph's
+ * cached program for these outputs (planned on the first eval, as the
+ * compiled backends' programs are). Fills *stats on success. */
 lf_status host_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts, lf_eval_stats *stats,
                     bool reference);
+
+/* Frees an interpreted program (the graph's program cache holds the CPU
+ * fallback's programs with it; lf_eval's LF_DEBUG=fusion line knows them by it). */
+void host_program_free(void *p);
 
 /* A device kernel raised the index-error flag (no output was written): the
  * reference evaluator on host copies of the inputs names the first bad

@@ -122,6 +122,10 @@ lf_status program_build(lf_graph *g, const program_parts *parts, void *state, in
     }
     const fuse_schedule *s = p->s;
     double t0 = graph_now_seconds();
+    if (!parts->dialect) { /* an interpreted program: the schedule is all it runs */
+        *out = p;
+        return LF_OK;
+    }
     m = graph_calloc((size_t)s->nkernels + 1, sizeof *m);
     same = graph_calloc((size_t)s->nkernels + 1, sizeof *same);
     if (!m || !same) {
@@ -169,6 +173,7 @@ fail:
 lf_status program_eval(lf_graph *g, const program_parts *parts, void *state, int n, lf_node *const *outs,
                        lf_buffer *const *dsts, lf_eval_stats *stats) {
     void *p = program_find(g, parts->free, state, n, outs, dsts);
+    bool fresh = !p;
     lf_status st;
     if (p) {
         stats->program_reused = true;
@@ -176,9 +181,12 @@ lf_status program_eval(lf_graph *g, const program_parts *parts, void *state, int
         program *np;
         if ((st = program_build(g, parts, state, n, outs, dsts, &np, stats)) != LF_OK) return st;
         p = np;
-        graph_program_put(g, p, parts->free);
     }
-    if ((st = parts->run(g->ctx, state, p, dsts, stats)) != LF_OK) return st;
+    if ((st = parts->run(g->ctx, state, p, dsts, stats)) != LF_OK) {
+        if (fresh) parts->free(p); /* a failed eval leaves the graph's cache as it was */
+        return st;
+    }
+    if (fresh) graph_program_put(g, p, parts->free);
     lf_eval_stats run = *stats;
     program_stats(p, &run, stats);
     return LF_OK;

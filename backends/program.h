@@ -96,6 +96,10 @@ typedef struct program_miss {
  *   run          the program's kernels on dsts; no output buffer changes
  *                unless it returns LF_OK
  *
+ * An interpreted backend (the CPU's schedule interpreter, backends/host.c)
+ * sets create, free, prepare and run only: without a dialect the build
+ * stops after prepare (no layouts, no codegen, nothing to compile).
+ *
  * build and run add to *st what this eval did (cache hits, compile time,
  * outputs in place, bytes staged). what names the kernel kind in messages
  * and in LF_DEBUG=source: "kernel", "CUDA kernel". */
@@ -125,10 +129,11 @@ typedef struct program_parts {
 lf_status program_build(lf_graph *g, const program_parts *parts, void *state, int n, lf_node *const *outs,
                         lf_buffer *const *dsts, program **out, lf_eval_stats *st);
 
-/* A compiled backend's eval, written once: the graph's program for these
- * outputs (program_find) or a new one (program_build, then kept in the
- * graph's program cache), run (parts->run), the statistics (program_stats)
- * into *stats (zeroed by the caller). */
+/* A backend's eval, written once: the graph's program for these outputs
+ * (program_find) or a new one (program_build, kept in the graph's program
+ * cache once its first run succeeded: a failed eval leaves the cache as it
+ * was), run (parts->run), the statistics (program_stats) into *stats
+ * (zeroed by the caller). */
 lf_status program_eval(lf_graph *g, const program_parts *parts, void *state, int n, lf_node *const *outs,
                        lf_buffer *const *dsts, lf_eval_stats *stats);
 
