@@ -52,6 +52,7 @@ import collections
 import itertools
 import math
 import operator
+import sys
 import threading
 import weakref
 
@@ -101,6 +102,7 @@ for _name, _text in _OP_TEXT.items():
 RED = {"sum": 0, "prod": 1, "min": 2, "max": 3, "mean": 4, "argmin": 5, "argmax": 6}
 LF_BOOL, LF_I32, LF_I64, LF_F32, LF_F64 = range(5)
 LF_NONE = -(2 ** 63)
+_ITEMSIZE = {LF_BOOL: 1, LF_I32: 4, LF_I64: 8, LF_F32: 4, LF_F64: 8}
 _C_SCALAR = {LF_BOOL: "uint8_t[1]", LF_I32: "int32_t[1]", LF_I64: "int64_t[1]", LF_F32: "float[1]",
              LF_F64: "double[1]"}  # lf_dtype -> a C cell for one element of it
 MAX_DIMS = 8
@@ -391,8 +393,10 @@ class Array:
         if self.size != 1:
             raise TypeError(f"{kind.__name__}() needs a 0-d array")
         # one element: lf_buffer_read into a C scalar (no DLPack export, no NumPy array)
-        buf = self._buffer()
         cell = ffi.new(_C_SCALAR[self._dtype])
+        if self._buf is None and _run_cached(self._ctx, [self], cell):
+            return kind(cell[0])  # computed and read under one hold of the context
+        buf = self._buffer()
         with self._ctx.calling():
             self._ctx.check(lib.lf_buffer_read(buf.handle, cell, ffi.sizeof(cell)), "read")
         return kind(cell[0])
@@ -1615,25 +1619,64 @@ def _structure(roots):
         pos[id(a)] = p
         return p
 
-    outs = tuple([visit(a) for a in roots])
+    try:
+        outs = tuple([visit(a) for a in roots])
+    finally:
+        # visit refers to itself through its closure: without this the cycle
+        # keeps items (the DAG's arrays and their buffers) alive until the
+        # garbage collector runs
+        visit = None
     return (tuple(key), outs), inputs, scalars, items, outs
 
 
 class _Program:
     """A graph built for one structure, run again on new inputs and scalars."""
 
-    __slots__ = ("graph", "inputs", "bound", "scalars", "outs", "outs_c", "dsts_c", "out_types")
+    __slots__ = ("graph", "inputs", "bound", "scalars", "values", "outs", "outs_c", "dsts_c", "out_types",
+                 "spare")
 
 
-_programs = {}  # id(ctx) -> (weakref to ctx, OrderedDict key -> _Program)
+# A program keeps its last results' Buffers (spare) when they are at most this
+# many bytes together: the next compute writes into one again when nothing
+# else refers to it (see _reusable), instead of a new lf_buffer and a free
+SPARE_BYTES_MAX = 1 << 20
+
+
+def _unshared(spare, i):
+    """spare[i], a program's spare result Buffer, when it can be written again:
+    alive, never exported (DLPack, NumPy views) and referred to by no Python
+    object but the spare list (every Array, graph or program that reads a
+    buffer holds its Buffer); else None."""
+    b = spare[i]
+    if b is not None and sys.getrefcount(b) <= _ALONE and b.handle is not None and not b.exported:
+        return b
+    return None
+
+
+def _refs_alone(spare, i):
+    b = spare[i]
+    return sys.getrefcount(b)
+
+
+# what getrefcount says in _unshared of an object only a list holds (the
+# count of the frame's own references depends on the interpreter's version)
+_ALONE = _refs_alone([object()], 0)
+
+
+_programs = {}  # id(ctx) -> (weakref to ctx, OrderedDict key -> _Program), for clear_programs
 PROGRAM_CACHE_SIZE = 128
 
 
 def _cache_of(ctx):
+    try:
+        return ctx._array_programs  # the context's own attribute: no lookup by id on the per-call path
+    except AttributeError:
+        pass
     got = _programs.get(id(ctx))
     if got is None or got[0]() is not ctx:
         got = (weakref.ref(ctx, lambda _r, i=id(ctx): _programs.pop(i, None)), collections.OrderedDict())
         _programs[id(ctx)] = got
+    ctx._array_programs = got[1]
     return got[1]
 
 
@@ -1648,7 +1691,7 @@ def clear_programs():
 def _build_program(ctx, items, outs):
     prog = _Program()
     g = _Graph(ctx)
-    nodes, prog.inputs, prog.scalars = [], [], []
+    nodes, prog.inputs, prog.scalars, prog.values = [], [], [], []
     seen, pos_of = {}, {}
     for a in items:
         if a._buf is not None:
@@ -1661,6 +1704,7 @@ def _build_program(ctx, items, outs):
             if r.scalar is not None:
                 node = g.checked(r.build(g), r.what)
                 prog.scalars.append(node)
+                prog.values.append(r.scalar)  # the value the node holds now
             else:
                 node = g.checked(r.build(g, *[nodes[p] for p in
                                               (pos_of[id(x)] for x in r.args)]), r.what)
@@ -1673,13 +1717,17 @@ def _build_program(ctx, items, outs):
     prog.outs_c = ffi.new("lf_node *[]", prog.outs)
     prog.dsts_c = ffi.new("lf_buffer *[]", len(prog.outs))
     prog.out_types = [(items[p]._dtype, items[p]._shape) for p in outs]
+    nbytes = builtins.sum(_ITEMSIZE[t] * math.prod(shape) for t, shape in prog.out_types)
+    prog.spare = [None] * len(prog.outs) if nbytes <= SPARE_BYTES_MAX else None
     return prog
 
 
 
-def _run_cached(ctx, lst):
+def _run_cached(ctx, lst, cell=None):
     """compute() through the context's program cache: True when it ran, False
-    when the DAG cannot be cached (then nothing was done)."""
+    when the DAG cannot be cached (then nothing was done). cell: a C scalar
+    that gets the first result's single element (float() of a lazy array),
+    read under the same hold of the context."""
     cache = _cache_of(ctx)
     prog = tkey = None
     if len(lst) == 1:  # a single tree seen before: no walk of the DAG
@@ -1716,30 +1764,45 @@ def _run_cached(ctx, lst):
                 if bound[i] is not buf:  # a buffer held here cannot have changed under the graph
                     ctx.check(lib.lf_input_rebind(g.handle, prog.inputs[i], buf.handle), "compute")
                     bound[i] = buf
-            for node, value in zip(prog.scalars, scalars):
-                st = lib.lf_scalar_set(g.handle, node, value)
-                if st:
-                    ctx.check(st, "compute")
+            values = prog.values
+            for i, value in enumerate(scalars):
+                old = values[i]
+                # set only a value that changed (bit for bit: -0.0 is not 0.0; NaN is always set)
+                if value != old or (value == 0 and math.copysign(1.0, value) != math.copysign(1.0, old)):
+                    st = lib.lf_scalar_set(g.handle, prog.scalars[i], value)
+                    if st:
+                        values[i] = math.nan  # unknown now: set again next time
+                        ctx.check(st, "compute")
+                    values[i] = value
         g = prog.graph
         bufs = []
         dsts = prog.dsts_c
+        spare = prog.spare
         for i, node in enumerate(prog.outs):
-            h = lib.lf_buffer_new_like(ctx.handle, node)
-            if h == ffi.NULL:
-                ctx.check(lib.LF_ERR_NOMEM, "compute")
-            bufs.append(Buffer(ctx, h, known=prog.out_types[i]))
-            dsts[i] = h
+            b = _unshared(spare, i) if spare is not None else None
+            if b is None:
+                h = lib.lf_buffer_new_like(ctx.handle, node)
+                if h == ffi.NULL:
+                    ctx.check(lib.LF_ERR_NOMEM, "compute")
+                b = Buffer(ctx, h, known=prog.out_types[i])
+            bufs.append(b)
+            dsts[i] = b.handle
         try:
             st = lib.lf_eval(g.handle, len(bufs), prog.outs_c, dsts)
         finally:
             for i in range(len(bufs)):
                 dsts[i] = ffi.NULL
+        if spare is not None:
+            prog.spare = bufs if st == lib.LF_OK else [None] * len(bufs)
         with _counter_lock:
             _evals[0] += 1
         ctx.check(st, "compute")
+        if cell is not None:
+            ctx.check(lib.lf_buffer_read(bufs[0].handle, cell, ffi.sizeof(cell)), "read")
     for i, (a, b) in enumerate(zip(lst, bufs)):
         a._buf = b
-        a._recipe = _Recipe(a._recipe.build, (), a._recipe.what, a._recipe.scalar)
+        r = a._recipe
+        r.args, r.tree, r.leaves = (), None, None  # operands no longer needed
         if a._graph is None:  # deferred: the cached graph is where it was computed (explain, to_dot)
             a._graph, a._node = prog.graph, prog.outs[i]
     return True

@@ -15,6 +15,7 @@ import pytest
 
 import lazyfuse as lf
 from lazyfuse import _array
+from lazyfuse._ffi import ffi
 
 RNG = np.random.default_rng(20261127)
 
@@ -674,6 +675,55 @@ def test_program_cache_reuses_a_graph_for_new_inputs_and_scalars():
     # a strided input is not cached, and still right
     z = rng.standard_normal((6, 4))[:, ::2]
     close(lf.asarray(z) * 2.0, z * 2.0)
+
+
+def test_cached_program_reuses_only_unreferenced_results_and_sets_changed_scalars():
+    """A cached program writes a new result into its last result's memory only
+    when nothing refers to that result any more: results still held, exported
+    to NumPy (a view of their memory), read by another lazy array or held by
+    another program keep their values through later computes. A scalar is set
+    again only when it changed bit for bit (-0.0 after 0.0 is a change)."""
+    x = rand((4, 5), special=False)
+    a = lf.asarray(x)
+
+    def handle(r):
+        return int(ffi.cast("uintptr_t", r._buf.handle))
+
+    # held result: the next compute gets other memory, the held values stay
+    kept = lf.compute(a * 2.0 + 1)
+    seen = handle(kept)
+    other = lf.compute(a * 3.0 + 1)
+    assert handle(other) != seen
+    close(kept, x * 2.0 + 1)
+    close(other._buf.to_numpy_copy(), x * 3.0 + 1)  # a copy (lf_buffer_read), not an export
+    # dropped (and never exported): the next compute writes there again
+    h = handle(other)
+    del other
+    gc.collect()
+    again = lf.compute(a * 4.0 + 1)
+    assert handle(again) == h
+    close(again, x * 4.0 + 1)  # exports `again` to NumPy: from now on its memory is never reused
+    view = np.asarray(again)
+    del again
+    later = lf.compute(a * 5.0 + 1)
+    close(later, x * 5.0 + 1)
+    np.testing.assert_array_equal(view, x * 4.0 + 1)
+    # a result that another lazy array reads is not overwritten before that one runs
+    h = handle(later)
+    pending = later - 1.0
+    del later
+    fresh = lf.compute(a * 6.0 + 1)
+    assert handle(fresh) != h
+    close(pending, x * 5.0)
+    close(fresh, x * 6.0 + 1)
+    # scalars: 0.0 then -0.0 (the sign of a product tells them apart), NaN twice, a number twice
+    positive = np.abs(x) + 1
+    ap = lf.asarray(positive)
+    for s in [0.0, -0.0, -0.0, 0.0, np.nan, np.nan, 2.5, 2.5, -0.0]:
+        got = np.asarray(lf.compute(ap * s))
+        want = positive * s
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=str(s))
+        np.testing.assert_array_equal(got, want)
 
 
 def test_repeated_expression_in_a_loop_replays_and_replans_only_on_new_types():
