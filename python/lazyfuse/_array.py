@@ -1909,8 +1909,31 @@ def isdtype(dtype, kind):
     return lf == _lf(kind)
 
 
-finfo = np.finfo
-iinfo = np.iinfo
+finfo_object = collections.namedtuple("finfo_object", "bits eps max min smallest_normal dtype")
+iinfo_object = collections.namedtuple("iinfo_object", "bits max min dtype")
+
+
+def finfo(type, /):
+    """The Array API's finfo: bits an int, eps, max, min and smallest_normal
+    Python floats (NumPy's finfo gives float32 scalars for float32), of a
+    floating dtype or array."""
+    lf = type._dtype if isinstance(type, Array) else _lf(type)  # LazyfuseTypeError for a dtype lazyfuse lacks
+    dt = _np(lf)
+    if not _is_float(lf):
+        raise _dtype_error(f"finfo: {dt} is not a floating dtype")
+    fi = np.finfo(dt)
+    return finfo_object(int(fi.bits), float(fi.eps), float(fi.max), float(fi.min), float(fi.smallest_normal), dt)
+
+
+def iinfo(type, /):
+    """The Array API's iinfo (bits, max, min as Python ints) of an integer
+    dtype or array."""
+    lf = type._dtype if isinstance(type, Array) else _lf(type)  # LazyfuseTypeError for a dtype lazyfuse lacks
+    dt = _np(lf)
+    if not _is_int(lf):
+        raise _dtype_error(f"iinfo: {dt} is not an integer dtype")
+    ii = np.iinfo(dt)
+    return iinfo_object(int(ii.bits), int(ii.max), int(ii.min), dt)
 
 
 class _Info:

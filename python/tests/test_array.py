@@ -804,3 +804,25 @@ def test_tree_key_of_compute_follows_leaves_that_changed():
     for _ in range(12):
         d, dw = d * 0.5 + d, dw * 0.5 + dw
     close(lf.compute(d), dw)
+
+
+def test_finfo_and_iinfo_give_python_numbers():
+    """The Array API's finfo / iinfo: Python ints and floats (NumPy's finfo of
+    float32 gives float32 scalars), of a dtype or an array; other kinds and
+    dtypes lazyfuse lacks are TypeError."""
+    for dt in (lf.float32, lf.float64):
+        for arg in (dt, lf.asarray(np.ones(2, dt)), lf.asarray(np.ones(2, dt)).dtype):
+            fi = lf.finfo(arg)
+            want = np.finfo(dt)
+            assert type(fi.bits) is int and fi.bits == want.bits
+            for name in ("eps", "max", "min", "smallest_normal"):
+                got = getattr(fi, name)
+                assert type(got) is float and got == float(getattr(want, name)), (dt, name)
+            assert fi.dtype == np.dtype(dt)
+    for dt in (lf.int32, lf.int64):
+        ii = lf.iinfo(lf.asarray(np.ones(2, dt)))
+        assert (type(ii.bits), type(ii.max), type(ii.min)) == (int, int, int)
+        assert (ii.bits, ii.max, ii.min) == (np.iinfo(dt).bits, int(np.iinfo(dt).max), int(np.iinfo(dt).min))
+    for bad, fn in ((lf.int32, lf.finfo), (lf.float64, lf.iinfo), (np.float16, lf.finfo), (np.int8, lf.iinfo)):
+        with pytest.raises(TypeError):
+            fn(bad)
