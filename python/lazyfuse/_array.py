@@ -106,6 +106,10 @@ _ITEMSIZE = {LF_BOOL: 1, LF_I32: 4, LF_I64: 8, LF_F32: 4, LF_F64: 8}
 _C_SCALAR = {LF_BOOL: "uint8_t[1]", LF_I32: "int32_t[1]", LF_I64: "int64_t[1]", LF_F32: "float[1]",
              LF_F64: "double[1]"}  # lf_dtype -> a C cell for one element of it
 MAX_DIMS = 8
+# the cells' C types, made once, and cffi's backend call behind ffi.new (one
+# Python frame less for float() and int() of an array)
+_C_SCALAR_TYPES = {lf: ffi.typeof(t) for lf, t in _C_SCALAR.items()}
+_newp = ffi._backend.newp
 
 # dtypes are NumPy's dtype objects
 bool = np.dtype("bool")  # noqa: A001 (the standard's name)
@@ -393,7 +397,7 @@ class Array:
         if self.size != 1:
             raise TypeError(f"{kind.__name__}() needs a 0-d array")
         # one element: lf_buffer_read into a C scalar (no DLPack export, no NumPy array)
-        cell = ffi.new(_C_SCALAR[self._dtype])
+        cell = _newp(_C_SCALAR_TYPES[self._dtype], None)
         if self._buf is None and _run_cached(self._ctx, [self], cell):
             return kind(cell[0])  # computed and read under one hold of the context
         buf = self._buffer()
