@@ -826,3 +826,30 @@ def test_finfo_and_iinfo_give_python_numbers():
     for bad, fn in ((lf.int32, lf.finfo), (lf.float64, lf.iinfo), (np.float16, lf.finfo), (np.int8, lf.iinfo)):
         with pytest.raises(TypeError):
             fn(bad)
+
+
+def test_repeated_reductions_replay_with_the_same_results():
+    """A reduction repeated on arrays of the same dtype and shape takes the
+    per-call fast path (_RFAST) and gives what the full path gives: values,
+    dtype, shape, for every axis form and keepdims; an axis list and the
+    early returns (a reduction over no axis, a 0-d input) are not recorded."""
+    x = rand((3, 4, 5))
+    cases = [("sum", None, False), ("sum", 1, True), ("prod", (0, 2), False), ("max", -1, False),
+             ("min", (1,), True), ("mean", 0, False), ("argmax", 2, False), ("argmin", None, False),
+             ("sum", [0, 1], False), ("sum", (), False)]
+    for name, axis, keepdims in cases:
+        kw = {} if name in ("argmin", "argmax") and axis is None else {"axis": axis}
+        want = getattr(np, name)(x if name not in ("argmin", "argmax") else np.nan_to_num(x),
+                                 **({"axis": tuple(axis) if isinstance(axis, list) else axis}
+                                    if name not in ("argmin", "argmax") or axis is not None else {}),
+                                 keepdims=keepdims)
+        for k in range(3):
+            src = x if name not in ("argmin", "argmax") else np.nan_to_num(x)
+            r = getattr(lf, name)(lf.asarray(src.copy()), keepdims=keepdims, **kw)
+            assert r.shape == np.shape(want) and r.dtype == np.asarray(want).dtype, (name, axis, k)
+            got = np.asarray(r)
+            assert got.shape == np.shape(want) and got.dtype == np.asarray(want).dtype, (name, axis, k)
+            np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True, err_msg=f"{name} {axis} {k}")
+    keys = {(k[0], k[3], k[4]) for k in _array._RFAST}
+    assert ("sum", 1, True) in keys and ("max", -1, False) in keys
+    assert ("sum", (), False) not in keys
