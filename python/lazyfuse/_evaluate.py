@@ -24,7 +24,9 @@ Program reuse: a compiled program is cached on the context, keyed by the
 expression, each variable's dtype, shape and layout (and whether it is a
 scalar), and the reduction: the next call with new arrays rebinds the graph's
 inputs (lf_input_rebind) and sets its scalars (lf_scalar_set), so nothing is
-planned or compiled again. A cached graph holds its last inputs until the next
+planned or compiled again. A C-contiguous NumPy input is read through a
+wrapped lf_buffer the program keeps per slot, and the result written through
+one it keeps for its output: a new array costs one lf_buffer_set_data. A cached graph holds its last inputs until the next
 call rebinds them or the cache drops it (PROGRAM_CACHE_SIZE entries a
 context, least recently used first).
 
