@@ -1362,24 +1362,27 @@ def _reduce_build(op, ax, keepdims):
     return lambda g, a: lib.lf_reduce(g.handle, op, a, len(ax), ffi.new("int[]", ax), keepdims)
 
 
-def _with_dtype(r, x, dtype, name):
-    if dtype is not None:
-        return astype(r, dtype)
-    # the standard: integer sums and products in the default integer dtype
-    # (int64), floats in their own dtype: what lf_reduce gives.
-    return r
+def _in_dtype(name, x, axis, dtype, keepdims):
+    """sum / prod: without dtype, integers in the default integer dtype
+    (int64) and floats in their own (what lf_reduce gives, as the standard
+    says); with dtype, the operand cast to it and the result in it (an
+    integer sum accumulates in int64 and is cast back: the same value
+    modulo 2^32 as an int32 accumulation)."""
+    if dtype is None:
+        return _reduce(name, x, axis, keepdims)
+    if not isinstance(x, Array):
+        x = asarray(x)
+    lf = _lf(dtype)
+    r = _reduce(name, astype(x, _np(lf)) if x._dtype != lf else x, axis, keepdims)
+    return r if r._dtype == lf else astype(r, _np(lf))
 
 
 def sum(x, /, *, axis=None, dtype=None, keepdims=False):  # noqa: A001
-    if dtype is not None:
-        x = astype(x, dtype)
-    return _reduce("sum", x, axis, keepdims)
+    return _in_dtype("sum", x, axis, dtype, keepdims)
 
 
 def prod(x, /, *, axis=None, dtype=None, keepdims=False):
-    if dtype is not None:
-        x = astype(x, dtype)
-    return _reduce("prod", x, axis, keepdims)
+    return _in_dtype("prod", x, axis, dtype, keepdims)
 
 
 def min(x, /, *, axis=None, keepdims=False):  # noqa: A001
@@ -1906,7 +1909,7 @@ def _compute_uncached(ctx, lst):
 
 _MISSING = ["concat", "stack", "unstack", "tile", "repeat", "roll", "moveaxis", "meshgrid", "nonzero",
             "searchsorted", "unique_all", "unique_counts", "unique_inverse", "unique_values",
-            "tensordot", "copysign", "nextafter", "conj", "real", "imag", "cumulative_prod",
+            "tensordot", "copysign", "nextafter", "cumulative_prod",
             "count_nonzero", "diff"]
 
 
@@ -1919,6 +1922,25 @@ def _missing(name):
 
 for _n in _MISSING:
     globals()[_n] = _missing(_n)
+
+
+# ---- complex parts of real arrays (lazyfuse has no complex dtype) -----------------------------
+
+def conj(x, /):
+    """The complex conjugate: of a real array (every lazyfuse dtype), x itself
+    (as NumPy's conj; arrays are immutable, so no copy is needed)."""
+    return x if isinstance(x, Array) else asarray(x)
+
+
+def real(x, /):
+    """The real part: of a real array, x itself (as NumPy's real)."""
+    return x if isinstance(x, Array) else asarray(x)
+
+
+def imag(x, /):
+    """The imaginary part: of a real array, zeros of its dtype and shape (as
+    NumPy's imag)."""
+    return zeros_like(x if isinstance(x, Array) else asarray(x))
 
 
 # ---- dtype functions (NumPy's, for lazyfuse's five dtypes) ------------------------------------
@@ -2015,4 +2037,4 @@ __all__ = sorted(
      "logical_and", "logical_or", "logical_xor", "logical_not", "logaddexp", "clip", "fmod", "sqrt",
      "exp", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin", "acos", "atan",
      "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "rsqrt", "cbrt", "exp2", "sigmoid", "erf"]
-    + _MISSING)
+    + _MISSING + ["conj", "real", "imag"])

@@ -853,3 +853,41 @@ def test_repeated_reductions_replay_with_the_same_results():
     keys = {(k[0], k[3], k[4]) for k in _array._RFAST}
     assert ("sum", 1, True) in keys and ("max", -1, False) in keys
     assert ("sum", (), False) not in keys
+
+
+def test_conj_real_imag_of_real_arrays_follow_numpy():
+    """conj and real of a real array are its values, imag zeros of its dtype
+    and shape (NumPy's values, in the array's own dtype: lazyfuse has no
+    complex dtype, and no int8 for NumPy's conj of bool), for every
+    dtype, NaN, inf and -0 included, and for an array-like."""
+    for dtype in ("bool", "int32", "int64", "float32", "float64"):
+        x = rand((3, 4), dtype)
+        a = lf.asarray(x)
+        for fn in ("conj", "real", "imag"):
+            got = getattr(lf, fn)(a)
+            want = getattr(np, fn)(x).astype(x.dtype)  # NumPy's conj of bool is int8: lazyfuse keeps bool
+            assert got.dtype == x.dtype and got.shape == want.shape, (fn, dtype)
+            np.testing.assert_array_equal(np.asarray(got), want)
+            if dtype == "float64" and fn != "imag":
+                np.testing.assert_array_equal(np.signbit(np.asarray(got)), np.signbit(want))
+    np.testing.assert_array_equal(np.asarray(lf.real([1.5, -0.0])), np.array([1.5, -0.0]))
+    np.testing.assert_array_equal(np.asarray(lf.imag([1.5, 2.0])), np.zeros(2))
+
+
+def test_sum_and_prod_with_dtype_give_that_dtype():
+    """sum / prod with dtype= give an array of that dtype (the standard;
+    NumPy's values), also where the default would be int64 (int32 and bool
+    operands) and where the cast narrows (int64 -> int32 wraps as NumPy's)."""
+    x32 = np.array([[2 ** 30, 2 ** 30, 3], [-7, 5, 1]], dtype=np.int32)
+    xb = rand((3, 4), "bool")
+    xf = rand((3, 4), special=False)
+    x64 = np.array([2 ** 40 + 5, 7, -3], dtype=np.int64)
+    for fn in ("sum", "prod"):
+        for src, dtype, kw in [(x32, "int32", {}), (x32, "int32", {"axis": 1}), (x32, "int64", {"axis": 0}),
+                               (xb, "int32", {}), (xb, "float64", {"axis": 1, "keepdims": True}),
+                               (xf, "float32", {"axis": 0}), (x64, "int32", {})]:
+            got = getattr(lf, fn)(lf.asarray(src), dtype=np.dtype(dtype), **kw)
+            with np.errstate(all="ignore"):
+                want = getattr(np, fn)(src.astype(dtype), dtype=dtype, **kw)
+            assert got.dtype == np.dtype(dtype), (fn, src.dtype, dtype, kw)
+            close(got, np.asarray(want))
