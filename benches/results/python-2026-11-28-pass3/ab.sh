@@ -1,5 +1,6 @@
 #!/bin/bash
 # part 1 of python_bench: main's package (7964fd9) and this branch's, in turns, same library
+# "before" is main's package: git archive 7964fd9 python | tar -x -C /tmp/pyw2/before
 cd /work/wt-py
 export LAZYFUSE_LIBRARY=/work/wt-py/build/liblazyfuse.so LF_CACHE_DIR=/tmp/pyw-cache
 PY=/work/main/.peers-venv/bin/python

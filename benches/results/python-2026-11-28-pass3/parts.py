@@ -1,3 +1,6 @@
+# CPU time (process_time, best of 5 x 5000 calls) of the parts of the lazy call
+# float(lf.sum(a*s + 1)) on 16 float64: each op alone, the build, build + compute,
+# float() of a computed 0-d array, the whole call. Run with the package under test first on PYTHONPATH.
 import time, sys
 import numpy as np
 import lazyfuse as lf
