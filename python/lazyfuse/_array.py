@@ -45,7 +45,11 @@ What must stay true:
    buffer it reads (lf_input), so deleting an input array never frees memory a
    lazy result still needs;
  - every C call on a context's objects runs inside ``ctx.calling()``;
- - an lf_graph is freed (through ctx.defer) only when no Array refers to it.
+ - an lf_graph is freed (through ctx.defer) only when no Array refers to it;
+ - a cached program writes a result into its last result's Buffer (spare)
+   only when no Python object but the program refers to that Buffer and it
+   was never exported (Buffer.exported): every Array, graph and program that
+   reads a buffer holds its Buffer, so nothing can still read the old values.
 """
 import builtins
 import collections
