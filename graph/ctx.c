@@ -294,6 +294,31 @@ lf_buffer *lf_buffer_wrap(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shap
     return graph_buffer_wrap(ctx, "buffer_wrap", t, ndim, shape, strides, data, release, release_arg);
 }
 
+lf_status lf_buffer_set_data(lf_buffer *b, void *data) {
+    if (!b) return graph_error(NULL, LF_ERR_NULL, "buffer_set_data: buffer is NULL");
+    lf_ctx *ctx = b->ctx;
+    if (b->user_freed)
+        return graph_error(ctx, LF_ERR_STATE, "buffer_set_data: the buffer was freed (lf_buffer_free)");
+    if (!b->wrapped || b->strided || b->release)
+        return graph_error(ctx, LF_ERR_INVALID,
+                           "buffer_set_data: only a C-contiguous lf_buffer_wrap buffer without a release "
+                           "callback can be pointed at other memory (this one is %s)",
+                           !b->wrapped ? "lazyfuse's own memory" : b->strided ? "a strided wrap"
+                                                                             : "a wrap with a release callback");
+    if (graph_ctx_on_device(ctx))
+        return graph_error(ctx, LF_ERR_INVALID, "buffer_set_data: the buffer is device memory (host only)");
+    if (b->pinned)
+        return graph_error(ctx, LF_ERR_STATE,
+                           "buffer_set_data: the buffer's address was exported (DLPack); it cannot move");
+    size_t esize = lf_dtype_size(b->dtype);
+    if (!data && b->bytes) return graph_error(ctx, LF_ERR_NULL, "buffer_set_data: data is NULL for %zu bytes", b->bytes);
+    if (b->bytes && (uintptr_t)data % esize)
+        return graph_error(ctx, LF_ERR_INVALID, "buffer_set_data: data %p is not aligned to %zu bytes (the size of %s)",
+                           data, esize, lf_dtype_name(b->dtype));
+    if (b->storage) b->data = data; /* a zero-size buffer keeps data NULL, as lf_buffer_wrap makes it */
+    return LF_OK;
+}
+
 void graph_buffer_release(lf_buffer *b) {
     if (--b->refs > 0) return;
     lf_ctx *ctx = b->ctx;

@@ -540,6 +540,24 @@ LF_API lf_buffer *lf_buffer_new(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t
 LF_API lf_buffer *lf_buffer_wrap(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape,
                                  const int64_t *strides, void *data, void (*release)(void *),
                                  void *release_arg);
+/* Points a wrapped buffer at other memory of the same dtype and shape (host
+ * contexts): b must come from lf_buffer_wrap, C-contiguous (strides NULL or
+ * row-major), with a NULL release callback, so no owner is told when lazyfuse
+ * drops the old memory; data follows lf_buffer_wrap's rules (non-NULL unless
+ * b is zero-size, aligned to the dtype's size, valid until the buffer is
+ * freed or pointed elsewhere). Every graph that reads b reads data from its
+ * next lf_eval on, and an lf_eval given b as an output writes there: one call
+ * where lf_buffer_wrap + lf_input_rebind + lf_buffer_free would be three, and
+ * nothing is replanned or recompiled (programs read a buffer's memory at each
+ * eval; overlaps of inputs and outputs are checked at each eval too).
+ * Errors (b is unchanged):
+ *   LF_ERR_NULL    "buffer_set_data: buffer is NULL" (data, for a non-empty b)
+ *   LF_ERR_STATE   b was freed by lf_buffer_free, or its address was exported
+ *                  through DLPack (an export's memory never moves)
+ *   LF_ERR_INVALID b is lazyfuse's own memory, a strided wrap, a wrap with
+ *                  a release callback, or device memory; data misaligned
+ * Since lazyfuse 1.2.0. */
+LF_API lf_status lf_buffer_set_data(lf_buffer *b, void *data);
 /* Frees a buffer. A graph that reads it keeps it alive until the graph is
  * freed. NULL is a no-op. */
 LF_API void lf_buffer_free(lf_buffer *b);

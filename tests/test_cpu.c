@@ -52,6 +52,7 @@
 #include "graph/graph.h"
 
 #include <criterion/criterion.h>
+#include <dlpack/dlpack.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -3382,6 +3383,144 @@ Test(cpu, input_rebind_errors) {
     lf_buffer_free(strided), lf_buffer_free(strided2), lf_buffer_free(strided3);
     lf_graph_free(g), lf_graph_free(g2);
     lf_ctx_destroy(c), lf_ctx_destroy(c2);
+    expect_no_leak();
+}
+
+/* f32 values with the edge cases at the front (NaN, +-Inf, -0, 0, the
+ * largest and the smallest normal), then uniform ones. */
+static float *set_data_values(int64_t n, unsigned round) {
+    static const float edge[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, FLT_MAX, FLT_MIN};
+    float *v = rand_f32(n, -4, 4);
+    for (int64_t i = 0; i < n && i < 7; i++) v[i] = edge[(i + round) % 7];
+    return v;
+}
+
+/* One evaluator's rounds of lf_buffer_set_data: a graph reading a wrapped
+ * x [R, C] and a broadcast y [C] (x*y + x, 2x, and sum(x*y + x)) is pointed at
+ * new memory each round, its output too; each round matches the reference
+ * evaluator and a plain loop (2x is exact), reuses its program without a
+ * compile (compiled), and an output moved onto x's memory (in place) gives
+ * the same bits. */
+static void set_data_rounds(lf_ctx *c, bool compiled, int64_t R, int64_t C) {
+    int64_t n = R * C;
+    float *x0 = set_data_values(n, 0), *y0 = set_data_values(C, 0);
+    lf_buffer *xb = lf_buffer_wrap(c, LF_F32, 2, SH(R, C), NULL, n ? x0 : NULL, NULL, NULL);
+    lf_buffer *yb = lf_buffer_wrap(c, LF_F32, 1, SH(C), NULL, C ? y0 : NULL, NULL, NULL);
+    cr_assert(xb && yb, "%s", lf_errmsg(c));
+    lf_graph *g = lf_graph_new(c);
+    lf_node *x = lf_input(g, xb), *y = lf_input(g, yb);
+    lf_node *z = lf_add(g, lf_mul(g, x, y), x), *d = lf_add(g, x, x);
+    lf_node *outs[3] = {z, d, lf_reduce(g, LF_RED_SUM, z, 0, NULL, false)};
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+    double rtol[3] = {0, 0, 1e-5};
+    check_vs_reference("set_data, first", g, 3, outs, rtol);
+    float *out0 = xmalloc((size_t)n * sizeof *out0);
+    lf_buffer *ob = lf_buffer_wrap(c, LF_F32, 2, SH(R, C), NULL, n ? out0 : NULL, NULL, NULL);
+    cr_assert_not_null(ob, "%s", lf_errmsg(c));
+    float *xo = x0, *yo = y0, *oo = out0;
+    for (unsigned round = 1; round <= 4; round++) {
+        float *xv = set_data_values(n, round), *yv = set_data_values(C, round);
+        float *ov = xmalloc((size_t)n * sizeof *ov);
+        cr_assert_eq(lf_buffer_set_data(xb, n ? xv : NULL), LF_OK, "%s", lf_errmsg(c));
+        cr_assert_eq(lf_buffer_set_data(yb, C ? yv : NULL), LF_OK, "%s", lf_errmsg(c));
+        cr_assert_eq(lf_buffer_set_data(ob, n ? ov : NULL), LF_OK, "%s", lf_errmsg(c));
+        free(xo), free(yo), free(oo); /* no graph reads the old memory now */
+        xo = xv, yo = yv, oo = ov;
+        char what[96];
+        snprintf(what, sizeof what, "set_data [%lld, %lld], round %u", (long long)R, (long long)C, round);
+        lf_eval_stats st = check_vs_reference(what, g, 3, outs, rtol);
+        if (compiled) {
+            cr_expect(st.program_reused, "%s: the program was not reused", what);
+            cr_expect_eq(st.kernels_compiled, 0, "%s: compiled %d", what, st.kernels_compiled);
+        }
+        /* 2x against a plain loop over the new memory */
+        cr_assert_eq(lf_eval(g, 1, &d, &ob), LF_OK, "%s", lf_errmsg(c));
+        for (int64_t i = 0; i < n; i++) {
+            float want = 2.0f * xv[i];
+            cr_assert(memcmp(&ov[i], &want, sizeof want) == 0 || (isnan(ov[i]) && isnan(want)),
+                      "%s: 2x[%lld] = %g, want %g", what, (long long)i, ov[i], want);
+        }
+        /* x*y + x into the moved output, then into x's own memory (in place) */
+        lf_buffer *zb = lf_buffer_new_like(c, z);
+        cr_assert_eq(lf_eval(g, 1, &z, &zb), LF_OK, "%s", lf_errmsg(c));
+        float *want = raw_read(zb);
+        cr_assert_eq(lf_eval(g, 1, &z, &ob), LF_OK, "%s", lf_errmsg(c));
+        expect_match(what, LF_F32, ov, want, n, 0);
+        float *xcopy = xmalloc((size_t)n * sizeof *xcopy);
+        if (n) memcpy(xcopy, xv, (size_t)n * sizeof *xcopy);
+        cr_assert_eq(lf_buffer_set_data(ob, n ? xv : NULL), LF_OK, "%s", lf_errmsg(c));
+        cr_assert_eq(lf_eval(g, 1, &z, &ob), LF_OK, "%s", lf_errmsg(c));
+        expect_match(what, LF_F32, xv, want, n, 0);
+        if (n) memcpy(xv, xcopy, (size_t)n * sizeof *xcopy);
+        cr_assert_eq(lf_buffer_set_data(ob, n ? ov : NULL), LF_OK, "%s", lf_errmsg(c));
+        free(xcopy), free(want);
+        lf_buffer_free(zb);
+    }
+    lf_graph_free(g);
+    lf_buffer_free(xb), lf_buffer_free(yb), lf_buffer_free(ob);
+    free(xo), free(yo), free(oo);
+}
+
+Test(cpu, buffer_set_data_every_evaluator, .timeout = 300) {
+    setenv("LF_CPU_PARALLEL_MIN", "1", 1);
+    static const int64_t sizes[][2] = {{37, 29}, {1, 1}, {0, 5}, {3, 0}};
+    lf_ctx *ctxs[3] = {ref_ctx(), cpu_ctx(2, LF_COMPILE_NEVER, NULL), cpu_ctx(2, LF_COMPILE_REQUIRE, NULL)};
+    for (int k = 0; k < 3; k++) {
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) set_data_rounds(ctxs[k], k == 2, sizes[s][0], sizes[s][1]);
+        lf_ctx_destroy(ctxs[k]);
+    }
+    expect_no_leak();
+}
+
+static void deleter_noop(void *arg) { (void)arg; }
+
+/* Every refusal of lf_buffer_set_data: status, message, and the buffer
+ * unchanged (the graph still reads the old memory). */
+Test(cpu, buffer_set_data_errors) {
+    lf_ctx *c = cpu_ctx(1, LF_COMPILE_AUTO, NULL);
+    float x0[4] = {1, 2, 3, 4}, m[8] = {0};
+    char raw[sizeof(float) * 5];
+    lf_buffer *xb = lf_buffer_wrap(c, LF_F32, 1, SH(4), NULL, x0, NULL, NULL);
+    lf_buffer *own = raw_buf(c, LF_F32, 1, SH(4), NULL);
+    lf_buffer *strided = lf_buffer_wrap(c, LF_F32, 1, SH(4), SH(2), m, NULL, NULL);
+    lf_buffer *released = lf_buffer_wrap(c, LF_F32, 1, SH(4), NULL, m, deleter_noop, NULL);
+    lf_buffer *exported = lf_buffer_wrap(c, LF_F32, 1, SH(4), NULL, m, NULL, NULL);
+    lf_buffer *freed = lf_buffer_wrap(c, LF_F32, 1, SH(4), NULL, m, NULL, NULL);
+    cr_assert(xb && own && strided && released && exported && freed, "%s", lf_errmsg(c));
+    lf_graph *g = lf_graph_new(c);
+    lf_node *x = lf_input(g, xb);
+    lf_node *y = lf_add(g, x, x);
+    cr_assert_not_null(lf_input(g, freed)); /* the graph keeps it alive after lf_buffer_free */
+    lf_buffer_free(freed);
+    struct DLManagedTensor *t = NULL;
+    cr_assert_eq(lf_buffer_to_dlpack(exported, &t), LF_OK, "%s", lf_errmsg(c));
+    struct { lf_buffer *b; void *data; lf_status st; const char *msg; } cases[] = {
+        {NULL, m, LF_ERR_NULL, "buffer_set_data: buffer is NULL"},
+        {xb, NULL, LF_ERR_NULL, "data is NULL for 16 bytes"},
+        {xb, raw + 1, LF_ERR_INVALID, "is not aligned to 4 bytes"},
+        {own, m, LF_ERR_INVALID, "(this one is lazyfuse's own memory)"},
+        {strided, m, LF_ERR_INVALID, "(this one is a strided wrap)"},
+        {released, m, LF_ERR_INVALID, "(this one is a wrap with a release callback)"},
+        {exported, m, LF_ERR_STATE, "was exported (DLPack)"},
+        {freed, m, LF_ERR_STATE, "the buffer was freed"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lf_status st = lf_buffer_set_data(cases[i].b, cases[i].data);
+        const char *msg = lf_errmsg(cases[i].b ? c : NULL);
+        cr_expect_eq(st, cases[i].st, "case %zu: %s, want %s (%s)", i, lf_status_name(st),
+                     lf_status_name(cases[i].st), msg);
+        cr_expect(strstr(msg, cases[i].msg), "case %zu: message \"%s\" lacks \"%s\"", i, msg, cases[i].msg);
+    }
+    lf_buffer *yb = lf_buffer_new_like(c, y);
+    cr_assert_eq(lf_eval(g, 1, &y, &yb), LF_OK, "%s", lf_errmsg(c));
+    float got[4];
+    cr_assert_eq(lf_buffer_read(yb, got, sizeof got), LF_OK);
+    for (int i = 0; i < 4; i++) cr_expect_eq(got[i], 2 * x0[i], "the refused calls moved x: y[%d] = %g", i, got[i]);
+    t->deleter(t);
+    lf_buffer_free(yb), lf_buffer_free(xb), lf_buffer_free(own), lf_buffer_free(strided);
+    lf_buffer_free(released), lf_buffer_free(exported);
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
     expect_no_leak();
 }
 

@@ -1407,3 +1407,20 @@ Test(cuda, device_dlpack_streams_order_work) {
     cs->drv.StreamDestroy(other);
     lf_ctx_destroy(ctx);
 }
+
+/* lf_buffer_set_data is for host memory: on a device context it refuses a
+ * wrapped device buffer (LF_ERR_INVALID, naming device memory) and leaves it
+ * at its address. */
+Test(cuda, fake_buffer_set_data_refuses_device_memory) {
+    lf_ctx *ctx = fake_ctx(NULL);
+    int64_t n = 8;
+    lf_buffer *owner = lf_buffer_new(ctx, LF_F32, 1, &n), *other = lf_buffer_new(ctx, LF_F32, 1, &n);
+    cr_assert(owner && other, "%s", lf_errmsg(ctx));
+    lf_buffer *w = lf_buffer_wrap(ctx, LF_F32, 1, &n, NULL, (void *)(uintptr_t)owner->dev, NULL, NULL);
+    cr_assert_not_null(w, "%s", lf_errmsg(ctx));
+    cr_expect_eq(lf_buffer_set_data(w, (void *)(uintptr_t)other->dev), LF_ERR_INVALID);
+    cr_expect(strstr(lf_errmsg(ctx), "buffer_set_data: the buffer is device memory"), "%s", lf_errmsg(ctx));
+    cr_expect_eq(w->dev, owner->dev, "a refused call moved the buffer");
+    lf_buffer_free(w), lf_buffer_free(owner), lf_buffer_free(other);
+    lf_ctx_destroy(ctx);
+}

@@ -45,13 +45,18 @@ What must stay true:
    buffer it reads (lf_input), so deleting an input array never frees memory a
    lazy result still needs;
  - every C call on a context's objects runs inside ``ctx.calling()``;
- - an lf_graph is freed (through ctx.defer) only when no Array refers to it.
+ - an lf_graph is freed (through ctx.defer) only when no Array refers to it;
+ - a cached program writes a result into its last result's Buffer (spare)
+   only when no Python object but the program refers to that Buffer and it
+   was never exported (Buffer.exported): every Array, graph and program that
+   reads a buffer holds its Buffer, so nothing can still read the old values.
 """
 import builtins
 import collections
 import itertools
 import math
 import operator
+import sys
 import threading
 import weakref
 
@@ -101,9 +106,14 @@ for _name, _text in _OP_TEXT.items():
 RED = {"sum": 0, "prod": 1, "min": 2, "max": 3, "mean": 4, "argmin": 5, "argmax": 6}
 LF_BOOL, LF_I32, LF_I64, LF_F32, LF_F64 = range(5)
 LF_NONE = -(2 ** 63)
+_ITEMSIZE = {LF_BOOL: 1, LF_I32: 4, LF_I64: 8, LF_F32: 4, LF_F64: 8}
 _C_SCALAR = {LF_BOOL: "uint8_t[1]", LF_I32: "int32_t[1]", LF_I64: "int64_t[1]", LF_F32: "float[1]",
              LF_F64: "double[1]"}  # lf_dtype -> a C cell for one element of it
 MAX_DIMS = 8
+# the cells' C types, made once, and cffi's backend call behind ffi.new (one
+# Python frame less for float() and int() of an array)
+_C_SCALAR_TYPES = {lf: ffi.typeof(t) for lf, t in _C_SCALAR.items()}
+_newp = ffi._backend.newp
 
 # dtypes are NumPy's dtype objects
 bool = np.dtype("bool")  # noqa: A001 (the standard's name)
@@ -391,8 +401,10 @@ class Array:
         if self.size != 1:
             raise TypeError(f"{kind.__name__}() needs a 0-d array")
         # one element: lf_buffer_read into a C scalar (no DLPack export, no NumPy array)
+        cell = _newp(_C_SCALAR_TYPES[self._dtype], None)
+        if self._buf is None and _run_cached(self._ctx, [self], cell):
+            return kind(cell[0])  # computed and read under one hold of the context
         buf = self._buffer()
-        cell = ffi.new(_C_SCALAR[self._dtype])
         with self._ctx.calling():
             self._ctx.check(lib.lf_buffer_read(buf.handle, cell, ffi.sizeof(cell)), "read")
         return kind(cell[0])
@@ -1286,7 +1298,42 @@ def _getitem(x, key):
 # ---- reductions ------------------------------------------------------------------------
 
 
+# The per-call fast path of the reductions (as _FAST for the elementwise
+# functions): (name, dtype, shape, axis, keepdims) -> (build, result dtype and
+# shape), recorded when the full path made a deferred reduction of them (its
+# checks depend on nothing else)
+_RFAST = {}
+
+
 def _reduce(name, x, axis, keepdims):
+    if type(x) is Array:
+        try:
+            sig = (name, x._dtype, x._shape, axis, keepdims)
+            hit = _RFAST.get(sig)
+        except TypeError:  # an axis list: not a key
+            sig = hit = None
+        if hit is not None:
+            build, typed = hit
+            out = object.__new__(Array)
+            out._ctx, out._buf, out._graph, out._node = x._ctx, None, None, None
+            out._recipe = r = _Recipe(build, (x,), name)
+            r.cells = build._lf_cells
+            out._contig = True
+            out._dtype, out._shape = typed
+            r.tree, r.leaves = _tree_of(build, (x,), typed)
+            return out
+        out = _reduce_full(name, x, axis, keepdims)
+        r = out._recipe
+        if sig is not None and out is not x and out._graph is None and out._buf is None and r is not None \
+                and r.args == (x,) and r.cells is not None and r.tree is not None and r.what == name:
+            if len(_RFAST) >= _FAST_MAX:
+                _RFAST.clear()
+            _RFAST[sig] = (r.build, (out._dtype, out._shape))
+        return out
+    return _reduce_full(name, x, axis, keepdims)
+
+
+def _reduce_full(name, x, axis, keepdims):
     if not isinstance(x, Array):
         x = asarray(x)
     axes = _norm_axes(axis, x.ndim, name)
@@ -1319,24 +1366,27 @@ def _reduce_build(op, ax, keepdims):
     return lambda g, a: lib.lf_reduce(g.handle, op, a, len(ax), ffi.new("int[]", ax), keepdims)
 
 
-def _with_dtype(r, x, dtype, name):
-    if dtype is not None:
-        return astype(r, dtype)
-    # the standard: integer sums and products in the default integer dtype
-    # (int64), floats in their own dtype: what lf_reduce gives.
-    return r
+def _in_dtype(name, x, axis, dtype, keepdims):
+    """sum / prod: without dtype, integers in the default integer dtype
+    (int64) and floats in their own (what lf_reduce gives, as the standard
+    says); with dtype, the operand cast to it and the result in it (an
+    integer sum accumulates in int64 and is cast back: the same value
+    modulo 2^32 as an int32 accumulation)."""
+    if dtype is None:
+        return _reduce(name, x, axis, keepdims)
+    if not isinstance(x, Array):
+        x = asarray(x)
+    lf = _lf(dtype)
+    r = _reduce(name, astype(x, _np(lf)) if x._dtype != lf else x, axis, keepdims)
+    return r if r._dtype == lf else astype(r, _np(lf))
 
 
 def sum(x, /, *, axis=None, dtype=None, keepdims=False):  # noqa: A001
-    if dtype is not None:
-        x = astype(x, dtype)
-    return _reduce("sum", x, axis, keepdims)
+    return _in_dtype("sum", x, axis, dtype, keepdims)
 
 
 def prod(x, /, *, axis=None, dtype=None, keepdims=False):
-    if dtype is not None:
-        x = astype(x, dtype)
-    return _reduce("prod", x, axis, keepdims)
+    return _in_dtype("prod", x, axis, dtype, keepdims)
 
 
 def min(x, /, *, axis=None, keepdims=False):  # noqa: A001
@@ -1615,25 +1665,64 @@ def _structure(roots):
         pos[id(a)] = p
         return p
 
-    outs = tuple([visit(a) for a in roots])
+    try:
+        outs = tuple([visit(a) for a in roots])
+    finally:
+        # visit refers to itself through its closure: without this the cycle
+        # keeps items (the DAG's arrays and their buffers) alive until the
+        # garbage collector runs
+        visit = None
     return (tuple(key), outs), inputs, scalars, items, outs
 
 
 class _Program:
     """A graph built for one structure, run again on new inputs and scalars."""
 
-    __slots__ = ("graph", "inputs", "bound", "scalars", "outs", "outs_c", "dsts_c", "out_types")
+    __slots__ = ("graph", "inputs", "bound", "scalars", "values", "outs", "outs_c", "dsts_c", "out_types",
+                 "spare")
 
 
-_programs = {}  # id(ctx) -> (weakref to ctx, OrderedDict key -> _Program)
+# A program keeps its last results' Buffers (spare) when they are at most this
+# many bytes together: the next compute writes into one again when nothing
+# else refers to it (see _reusable), instead of a new lf_buffer and a free
+SPARE_BYTES_MAX = 1 << 20
+
+
+def _unshared(spare, i):
+    """spare[i], a program's spare result Buffer, when it can be written again:
+    alive, never exported (DLPack, NumPy views) and referred to by no Python
+    object but the spare list (every Array, graph or program that reads a
+    buffer holds its Buffer); else None."""
+    b = spare[i]
+    if b is not None and sys.getrefcount(b) <= _ALONE and b.handle is not None and not b.exported:
+        return b
+    return None
+
+
+def _refs_alone(spare, i):
+    b = spare[i]
+    return sys.getrefcount(b)
+
+
+# what getrefcount says in _unshared of an object only a list holds (the
+# count of the frame's own references depends on the interpreter's version)
+_ALONE = _refs_alone([object()], 0)
+
+
+_programs = {}  # id(ctx) -> (weakref to ctx, OrderedDict key -> _Program), for clear_programs
 PROGRAM_CACHE_SIZE = 128
 
 
 def _cache_of(ctx):
+    try:
+        return ctx._array_programs  # the context's own attribute: no lookup by id on the per-call path
+    except AttributeError:
+        pass
     got = _programs.get(id(ctx))
     if got is None or got[0]() is not ctx:
         got = (weakref.ref(ctx, lambda _r, i=id(ctx): _programs.pop(i, None)), collections.OrderedDict())
         _programs[id(ctx)] = got
+    ctx._array_programs = got[1]
     return got[1]
 
 
@@ -1648,7 +1737,7 @@ def clear_programs():
 def _build_program(ctx, items, outs):
     prog = _Program()
     g = _Graph(ctx)
-    nodes, prog.inputs, prog.scalars = [], [], []
+    nodes, prog.inputs, prog.scalars, prog.values = [], [], [], []
     seen, pos_of = {}, {}
     for a in items:
         if a._buf is not None:
@@ -1661,6 +1750,7 @@ def _build_program(ctx, items, outs):
             if r.scalar is not None:
                 node = g.checked(r.build(g), r.what)
                 prog.scalars.append(node)
+                prog.values.append(r.scalar)  # the value the node holds now
             else:
                 node = g.checked(r.build(g, *[nodes[p] for p in
                                               (pos_of[id(x)] for x in r.args)]), r.what)
@@ -1673,13 +1763,17 @@ def _build_program(ctx, items, outs):
     prog.outs_c = ffi.new("lf_node *[]", prog.outs)
     prog.dsts_c = ffi.new("lf_buffer *[]", len(prog.outs))
     prog.out_types = [(items[p]._dtype, items[p]._shape) for p in outs]
+    nbytes = builtins.sum(_ITEMSIZE[t] * math.prod(shape) for t, shape in prog.out_types)
+    prog.spare = [None] * len(prog.outs) if nbytes <= SPARE_BYTES_MAX else None
     return prog
 
 
 
-def _run_cached(ctx, lst):
+def _run_cached(ctx, lst, cell=None):
     """compute() through the context's program cache: True when it ran, False
-    when the DAG cannot be cached (then nothing was done)."""
+    when the DAG cannot be cached (then nothing was done). cell: a C scalar
+    that gets the first result's single element (float() of a lazy array),
+    read under the same hold of the context."""
     cache = _cache_of(ctx)
     prog = tkey = None
     if len(lst) == 1:  # a single tree seen before: no walk of the DAG
@@ -1716,30 +1810,45 @@ def _run_cached(ctx, lst):
                 if bound[i] is not buf:  # a buffer held here cannot have changed under the graph
                     ctx.check(lib.lf_input_rebind(g.handle, prog.inputs[i], buf.handle), "compute")
                     bound[i] = buf
-            for node, value in zip(prog.scalars, scalars):
-                st = lib.lf_scalar_set(g.handle, node, value)
-                if st:
-                    ctx.check(st, "compute")
+            values = prog.values
+            for i, value in enumerate(scalars):
+                old = values[i]
+                # set only a value that changed (bit for bit: -0.0 is not 0.0; NaN is always set)
+                if value != old or (value == 0 and math.copysign(1.0, value) != math.copysign(1.0, old)):
+                    st = lib.lf_scalar_set(g.handle, prog.scalars[i], value)
+                    if st:
+                        values[i] = math.nan  # unknown now: set again next time
+                        ctx.check(st, "compute")
+                    values[i] = value
         g = prog.graph
         bufs = []
         dsts = prog.dsts_c
+        spare = prog.spare
         for i, node in enumerate(prog.outs):
-            h = lib.lf_buffer_new_like(ctx.handle, node)
-            if h == ffi.NULL:
-                ctx.check(lib.LF_ERR_NOMEM, "compute")
-            bufs.append(Buffer(ctx, h, known=prog.out_types[i]))
-            dsts[i] = h
+            b = _unshared(spare, i) if spare is not None else None
+            if b is None:
+                h = lib.lf_buffer_new_like(ctx.handle, node)
+                if h == ffi.NULL:
+                    ctx.check(lib.LF_ERR_NOMEM, "compute")
+                b = Buffer(ctx, h, known=prog.out_types[i])
+            bufs.append(b)
+            dsts[i] = b.handle
         try:
             st = lib.lf_eval(g.handle, len(bufs), prog.outs_c, dsts)
         finally:
             for i in range(len(bufs)):
                 dsts[i] = ffi.NULL
+        if spare is not None:
+            prog.spare = bufs if st == lib.LF_OK else [None] * len(bufs)
         with _counter_lock:
             _evals[0] += 1
         ctx.check(st, "compute")
+        if cell is not None:
+            ctx.check(lib.lf_buffer_read(bufs[0].handle, cell, ffi.sizeof(cell)), "read")
     for i, (a, b) in enumerate(zip(lst, bufs)):
         a._buf = b
-        a._recipe = _Recipe(a._recipe.build, (), a._recipe.what, a._recipe.scalar)
+        r = a._recipe
+        r.args, r.tree, r.leaves = (), None, None  # operands no longer needed
         if a._graph is None:  # deferred: the cached graph is where it was computed (explain, to_dot)
             a._graph, a._node = prog.graph, prog.outs[i]
     return True
@@ -1804,7 +1913,7 @@ def _compute_uncached(ctx, lst):
 
 _MISSING = ["concat", "stack", "unstack", "tile", "repeat", "roll", "moveaxis", "meshgrid", "nonzero",
             "searchsorted", "unique_all", "unique_counts", "unique_inverse", "unique_values",
-            "tensordot", "copysign", "nextafter", "conj", "real", "imag", "cumulative_prod",
+            "tensordot", "copysign", "nextafter", "cumulative_prod",
             "count_nonzero", "diff"]
 
 
@@ -1817,6 +1926,25 @@ def _missing(name):
 
 for _n in _MISSING:
     globals()[_n] = _missing(_n)
+
+
+# ---- complex parts of real arrays (lazyfuse has no complex dtype) -----------------------------
+
+def conj(x, /):
+    """The complex conjugate: of a real array (every lazyfuse dtype), x itself
+    (as NumPy's conj; arrays are immutable, so no copy is needed)."""
+    return x if isinstance(x, Array) else asarray(x)
+
+
+def real(x, /):
+    """The real part: of a real array, x itself (as NumPy's real)."""
+    return x if isinstance(x, Array) else asarray(x)
+
+
+def imag(x, /):
+    """The imaginary part: of a real array, zeros of its dtype and shape (as
+    NumPy's imag)."""
+    return zeros_like(x if isinstance(x, Array) else asarray(x))
 
 
 # ---- dtype functions (NumPy's, for lazyfuse's five dtypes) ------------------------------------
@@ -1846,8 +1974,31 @@ def isdtype(dtype, kind):
     return lf == _lf(kind)
 
 
-finfo = np.finfo
-iinfo = np.iinfo
+finfo_object = collections.namedtuple("finfo_object", "bits eps max min smallest_normal dtype")
+iinfo_object = collections.namedtuple("iinfo_object", "bits max min dtype")
+
+
+def finfo(type, /):
+    """The Array API's finfo: bits an int, eps, max, min and smallest_normal
+    Python floats (NumPy's finfo gives float32 scalars for float32), of a
+    floating dtype or array."""
+    lf = type._dtype if isinstance(type, Array) else _lf(type)  # LazyfuseTypeError for a dtype lazyfuse lacks
+    dt = _np(lf)
+    if not _is_float(lf):
+        raise _dtype_error(f"finfo: {dt} is not a floating dtype")
+    fi = np.finfo(dt)
+    return finfo_object(int(fi.bits), float(fi.eps), float(fi.max), float(fi.min), float(fi.smallest_normal), dt)
+
+
+def iinfo(type, /):
+    """The Array API's iinfo (bits, max, min as Python ints) of an integer
+    dtype or array."""
+    lf = type._dtype if isinstance(type, Array) else _lf(type)  # LazyfuseTypeError for a dtype lazyfuse lacks
+    dt = _np(lf)
+    if not _is_int(lf):
+        raise _dtype_error(f"iinfo: {dt} is not an integer dtype")
+    ii = np.iinfo(dt)
+    return iinfo_object(int(ii.bits), int(ii.max), int(ii.min), dt)
 
 
 class _Info:
@@ -1890,4 +2041,4 @@ __all__ = sorted(
      "logical_and", "logical_or", "logical_xor", "logical_not", "logaddexp", "clip", "fmod", "sqrt",
      "exp", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin", "acos", "atan",
      "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "rsqrt", "cbrt", "exp2", "sigmoid", "erf"]
-    + _MISSING)
+    + _MISSING + ["conj", "real", "imag"])

@@ -139,7 +139,7 @@ def _check_source_dtype(obj):
 class Buffer:
     """An lf_buffer of a Context. ``dtype`` is NumPy's name, ``shape`` a tuple."""
 
-    __slots__ = ("ctx", "handle", "dtype", "shape", "lf_dtype", "readonly", "__weakref__")
+    __slots__ = ("ctx", "handle", "dtype", "shape", "lf_dtype", "readonly", "exported", "__weakref__")
 
     def __init__(self, ctx, handle, readonly=False, known=None):
         """known: (lf_dtype, shape) of handle when the caller knows them
@@ -153,6 +153,7 @@ class Buffer:
             self.lf_dtype, self.shape = known
         self.dtype = dtype_name(self.lf_dtype)
         self.readonly = readonly
+        self.exported = False  # a DLPack export of its memory was made (then it is never written again)
 
     @classmethod
     def new(cls, ctx, dtype, shape):
@@ -267,6 +268,7 @@ class Buffer:
             return self.to_numpy_copy().__dlpack__(max_version=max_version) if max_version \
                 else self.to_numpy_copy().__dlpack__()
         versioned = max_version is not None and int(max_version[0]) >= 1
+        self.exported = True  # before the export: a program never reuses this memory for a result
         out = ffi.new("DLManagedTensor **")
         ctx = self.ctx
         cuda = self.__dlpack_device__()[0] == KDL_CUDA

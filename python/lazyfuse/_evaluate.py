@@ -24,7 +24,9 @@ Program reuse: a compiled program is cached on the context, keyed by the
 expression, each variable's dtype, shape and layout (and whether it is a
 scalar), and the reduction: the next call with new arrays rebinds the graph's
 inputs (lf_input_rebind) and sets its scalars (lf_scalar_set), so nothing is
-planned or compiled again. A cached graph holds its last inputs until the next
+planned or compiled again. A C-contiguous NumPy input is read through a
+wrapped lf_buffer the program keeps per slot, and the result written through
+one it keeps for its output: a new array costs one lf_buffer_set_data. A cached graph holds its last inputs until the next
 call rebinds them or the cache drops it (PROGRAM_CACHE_SIZE entries a
 context, least recently used first).
 
@@ -447,8 +449,8 @@ def _parse(ex):
 
 class _Program:
     """A cached graph: inputs to rebind, constants to set, the result node."""
-    __slots__ = ("ctx", "host", "graph", "slots", "held", "shapes", "result", "lf_dtype", "dtype", "np_dtype",
-                 "shape", "shape_c", "outs_c", "dsts_c", "__weakref__")
+    __slots__ = ("ctx", "host", "graph", "slots", "held", "bufs", "shapes", "result", "lf_dtype", "dtype",
+                 "np_dtype", "shape", "shape_c", "outs_c", "dsts_c", "out_buf", "__weakref__")
 
     def __init__(self, ctx):
         self.ctx = ctx
@@ -457,6 +459,8 @@ class _Program:
         self.slots = []     # (index in evaluate's variables, node, 'array' | 'array0' | 'const',
         #                     index in held or None)
         self.held = []      # per array slot: the NumPy array wrapped in place now (kept alive), or None
+        self.bufs = []      # per array slot: the lf_buffer (lf_buffer_wrap, ours) the slot reads, which
+        #                     lf_buffer_set_data points at the next array; None when bound through DLPack
         self.shapes = []    # per array slot: its shape as int64_t[] (made at the first direct bind)
         self.result = None
         self.lf_dtype = None
@@ -466,13 +470,23 @@ class _Program:
         self.shape_c = None
         self.outs_c = None  # lf_node *[1] of the result, lf_buffer *[1] for lf_eval's output
         self.dsts_c = None
+        self.out_buf = None  # the wrapped lf_buffer results are written through (lf_buffer_set_data), or None
 
     def free(self):
         g, self.graph = self.graph, None
         if g is not None:
             # the graph reads the arrays in held: they go with it (it is
             # never evaluated again, so freeing it later reads nothing)
-            self.ctx.defer(lambda: lib.lf_graph_free(g))
+            bufs = [b for b in self.bufs if b is not None]
+            if self.out_buf is not None:
+                bufs.append(self.out_buf)
+            self.bufs, self.out_buf = [], None
+
+            def release():
+                for b in bufs:
+                    lib.lf_buffer_free(b)
+                lib.lf_graph_free(g)
+            self.ctx.defer(release)
             self.held = []
 
     def __del__(self):
@@ -716,6 +730,13 @@ def _bind(ctx, prog, i, g, node, arr):
         return node
     direct = _DIRECT.get(arr.dtype) if type(arr) is np.ndarray and prog.host else None
     if direct is not None and arr.flags.c_contiguous and arr.flags.aligned:
+        own = prog.bufs[i]
+        if own is not None:
+            # the slot reads our own wrap already (dtype and shape are in
+            # the program's key): one C call moves it to arr's memory
+            ctx.check(lib.lf_buffer_set_data(own, _from_buffer(_CHAR_ARRAY, arr, False)), "evaluate")
+            prog.held[i] = arr
+            return node
         shape_c = prog.shapes[i]
         if shape_c is None:
             shape_c = prog.shapes[i] = _shape_c(arr.shape)
@@ -732,9 +753,16 @@ def _bind(ctx, prog, i, g, node, arr):
             st = lib.LF_OK
         else:
             st = lib.lf_input_rebind(g, node, h)
-    finally:
-        lib.lf_buffer_free(h)  # the graph holds its own reference
-    ctx.check(st, "evaluate")
+    except BaseException:
+        lib.lf_buffer_free(h)
+        raise
+    if st != lib.LF_OK or held is None:
+        lib.lf_buffer_free(h)  # the graph holds its own reference (or none: failed)
+        ctx.check(st, "evaluate")
+        h = None
+    old, prog.bufs[i] = prog.bufs[i], h  # a direct wrap is kept for lf_buffer_set_data
+    if old is not None:
+        lib.lf_buffer_free(old)  # the rebind dropped the graph's reference
     prog.held[i] = held
     return node
 
@@ -762,6 +790,7 @@ def _build(ctx, body, red, axis, prepared):
                     prog.slots.append((index, node, "const", None))
             else:
                 prog.held.append(None)
+                prog.bufs.append(None)
                 prog.shapes.append(None)
                 node = _bind(ctx, prog, len(prog.held) - 1, g, None, arr)
                 prog.slots.append((index, node, "array", len(prog.held) - 1))
@@ -885,14 +914,13 @@ def _eval(ctx, prog, out, casting):
 def _eval_into(ctx, prog, arr):
     """lf_eval of prog's result into arr, a C-contiguous, aligned, writable
     NumPy array of the result's dtype and shape, wrapped in place."""
-    h = _wrap(ctx, arr, prog.lf_dtype, prog.shape_c)
-    prog.dsts_c[0] = h
-    try:
-        st = lib.lf_eval(prog.graph, 1, prog.outs_c, prog.dsts_c)
-    finally:
-        prog.dsts_c[0] = ffi.NULL
-        lib.lf_buffer_free(h)
-    ctx.check(st, "evaluate")
+    h = prog.out_buf
+    if h is None:
+        h = prog.out_buf = _wrap(ctx, arr, prog.lf_dtype, prog.shape_c)
+        prog.dsts_c[0] = h
+    else:
+        ctx.check(lib.lf_buffer_set_data(h, _from_buffer(_CHAR_ARRAY, arr, False)), "evaluate")
+    ctx.check(lib.lf_eval(prog.graph, 1, prog.outs_c, prog.dsts_c), "evaluate")
 
 
 def _eval_new(ctx, prog):

@@ -151,6 +151,8 @@ ffi.cdef(CDEF)
 # accepts are declared apart, so a library without them still loads.
 CDEF_REBIND = "lf_status lf_input_rebind(lf_graph *g, lf_node *input, lf_buffer *b);"
 ffi.cdef(CDEF_REBIND)
+CDEF_SET_DATA = "lf_status lf_buffer_set_data(lf_buffer *b, void *data);"  # since 1.2.0
+ffi.cdef(CDEF_SET_DATA)
 
 LIBRARY_ENV = "LAZYFUSE_LIBRARY"
 

@@ -15,6 +15,7 @@ import pytest
 
 import lazyfuse as lf
 from lazyfuse import _array
+from lazyfuse._ffi import ffi
 
 RNG = np.random.default_rng(20261127)
 
@@ -676,6 +677,55 @@ def test_program_cache_reuses_a_graph_for_new_inputs_and_scalars():
     close(lf.asarray(z) * 2.0, z * 2.0)
 
 
+def test_cached_program_reuses_only_unreferenced_results_and_sets_changed_scalars():
+    """A cached program writes a new result into its last result's memory only
+    when nothing refers to that result any more: results still held, exported
+    to NumPy (a view of their memory), read by another lazy array or held by
+    another program keep their values through later computes. A scalar is set
+    again only when it changed bit for bit (-0.0 after 0.0 is a change)."""
+    x = rand((4, 5), special=False)
+    a = lf.asarray(x)
+
+    def handle(r):
+        return int(ffi.cast("uintptr_t", r._buf.handle))
+
+    # held result: the next compute gets other memory, the held values stay
+    kept = lf.compute(a * 2.0 + 1)
+    seen = handle(kept)
+    other = lf.compute(a * 3.0 + 1)
+    assert handle(other) != seen
+    close(kept, x * 2.0 + 1)
+    close(other._buf.to_numpy_copy(), x * 3.0 + 1)  # a copy (lf_buffer_read), not an export
+    # dropped (and never exported): the next compute writes there again
+    h = handle(other)
+    del other
+    gc.collect()
+    again = lf.compute(a * 4.0 + 1)
+    assert handle(again) == h
+    close(again, x * 4.0 + 1)  # exports `again` to NumPy: from now on its memory is never reused
+    view = np.asarray(again)
+    del again
+    later = lf.compute(a * 5.0 + 1)
+    close(later, x * 5.0 + 1)
+    np.testing.assert_array_equal(view, x * 4.0 + 1)
+    # a result that another lazy array reads is not overwritten before that one runs
+    h = handle(later)
+    pending = later - 1.0
+    del later
+    fresh = lf.compute(a * 6.0 + 1)
+    assert handle(fresh) != h
+    close(pending, x * 5.0)
+    close(fresh, x * 6.0 + 1)
+    # scalars: 0.0 then -0.0 (the sign of a product tells them apart), NaN twice, a number twice
+    positive = np.abs(x) + 1
+    ap = lf.asarray(positive)
+    for s in [0.0, -0.0, -0.0, 0.0, np.nan, np.nan, 2.5, 2.5, -0.0]:
+        got = np.asarray(lf.compute(ap * s))
+        want = positive * s
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=str(s))
+        np.testing.assert_array_equal(got, want)
+
+
 def test_repeated_expression_in_a_loop_replays_and_replans_only_on_new_types():
     """A loop building the same lazy expression (new Python scalars, the same
     or other arrays) runs the cached program: no plan, no compile, right
@@ -754,3 +804,90 @@ def test_tree_key_of_compute_follows_leaves_that_changed():
     for _ in range(12):
         d, dw = d * 0.5 + d, dw * 0.5 + dw
     close(lf.compute(d), dw)
+
+
+def test_finfo_and_iinfo_give_python_numbers():
+    """The Array API's finfo / iinfo: Python ints and floats (NumPy's finfo of
+    float32 gives float32 scalars), of a dtype or an array; other kinds and
+    dtypes lazyfuse lacks are TypeError."""
+    for dt in (lf.float32, lf.float64):
+        for arg in (dt, lf.asarray(np.ones(2, dt)), lf.asarray(np.ones(2, dt)).dtype):
+            fi = lf.finfo(arg)
+            want = np.finfo(dt)
+            assert type(fi.bits) is int and fi.bits == want.bits
+            for name in ("eps", "max", "min", "smallest_normal"):
+                got = getattr(fi, name)
+                assert type(got) is float and got == float(getattr(want, name)), (dt, name)
+            assert fi.dtype == np.dtype(dt)
+    for dt in (lf.int32, lf.int64):
+        ii = lf.iinfo(lf.asarray(np.ones(2, dt)))
+        assert (type(ii.bits), type(ii.max), type(ii.min)) == (int, int, int)
+        assert (ii.bits, ii.max, ii.min) == (np.iinfo(dt).bits, int(np.iinfo(dt).max), int(np.iinfo(dt).min))
+    for bad, fn in ((lf.int32, lf.finfo), (lf.float64, lf.iinfo), (np.float16, lf.finfo), (np.int8, lf.iinfo)):
+        with pytest.raises(TypeError):
+            fn(bad)
+
+
+def test_repeated_reductions_replay_with_the_same_results():
+    """A reduction repeated on arrays of the same dtype and shape takes the
+    per-call fast path (_RFAST) and gives what the full path gives: values,
+    dtype, shape, for every axis form and keepdims; an axis list and the
+    early returns (a reduction over no axis, a 0-d input) are not recorded."""
+    x = rand((3, 4, 5))
+    cases = [("sum", None, False), ("sum", 1, True), ("prod", (0, 2), False), ("max", -1, False),
+             ("min", (1,), True), ("mean", 0, False), ("argmax", 2, False), ("argmin", None, False),
+             ("sum", [0, 1], False), ("sum", (), False)]
+    for name, axis, keepdims in cases:
+        kw = {} if name in ("argmin", "argmax") and axis is None else {"axis": axis}
+        want = getattr(np, name)(x if name not in ("argmin", "argmax") else np.nan_to_num(x),
+                                 **({"axis": tuple(axis) if isinstance(axis, list) else axis}
+                                    if name not in ("argmin", "argmax") or axis is not None else {}),
+                                 keepdims=keepdims)
+        for k in range(3):
+            src = x if name not in ("argmin", "argmax") else np.nan_to_num(x)
+            r = getattr(lf, name)(lf.asarray(src.copy()), keepdims=keepdims, **kw)
+            assert r.shape == np.shape(want) and r.dtype == np.asarray(want).dtype, (name, axis, k)
+            got = np.asarray(r)
+            assert got.shape == np.shape(want) and got.dtype == np.asarray(want).dtype, (name, axis, k)
+            np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True, err_msg=f"{name} {axis} {k}")
+    keys = {(k[0], k[3], k[4]) for k in _array._RFAST}
+    assert ("sum", 1, True) in keys and ("max", -1, False) in keys
+    assert ("sum", (), False) not in keys
+
+
+def test_conj_real_imag_of_real_arrays_follow_numpy():
+    """conj and real of a real array are its values, imag zeros of its dtype
+    and shape (NumPy's values, in the array's own dtype: lazyfuse has no
+    complex dtype, and no int8 for NumPy's conj of bool), for every
+    dtype, NaN, inf and -0 included, and for an array-like."""
+    for dtype in ("bool", "int32", "int64", "float32", "float64"):
+        x = rand((3, 4), dtype)
+        a = lf.asarray(x)
+        for fn in ("conj", "real", "imag"):
+            got = getattr(lf, fn)(a)
+            want = getattr(np, fn)(x).astype(x.dtype)  # NumPy's conj of bool is int8: lazyfuse keeps bool
+            assert got.dtype == x.dtype and got.shape == want.shape, (fn, dtype)
+            np.testing.assert_array_equal(np.asarray(got), want)
+            if dtype == "float64" and fn != "imag":
+                np.testing.assert_array_equal(np.signbit(np.asarray(got)), np.signbit(want))
+    np.testing.assert_array_equal(np.asarray(lf.real([1.5, -0.0])), np.array([1.5, -0.0]))
+    np.testing.assert_array_equal(np.asarray(lf.imag([1.5, 2.0])), np.zeros(2))
+
+
+def test_sum_and_prod_with_dtype_give_that_dtype():
+    """sum / prod with dtype= give an array of that dtype (the standard;
+    NumPy's values), also where the default would be int64 (int32 and bool
+    operands) and where the cast narrows (int64 -> int32 wraps as NumPy's)."""
+    x32 = np.array([[2 ** 30, 2 ** 30, 3], [-7, 5, 1]], dtype=np.int32)
+    xb = rand((3, 4), "bool")
+    xf = rand((3, 4), special=False)
+    x64 = np.array([2 ** 40 + 5, 7, -3], dtype=np.int64)
+    for fn in ("sum", "prod"):
+        for src, dtype, kw in [(x32, "int32", {}), (x32, "int32", {"axis": 1}), (x32, "int64", {"axis": 0}),
+                               (xb, "int32", {}), (xb, "float64", {"axis": 1, "keepdims": True}),
+                               (xf, "float32", {"axis": 0}), (x64, "int32", {})]:
+            got = getattr(lf, fn)(lf.asarray(src), dtype=np.dtype(dtype), **kw)
+            with np.errstate(all="ignore"):
+                want = getattr(np, fn)(src.astype(dtype), dtype=dtype, **kw)
+            assert got.dtype == np.dtype(dtype), (fn, src.dtype, dtype, kw)
+            close(got, np.asarray(want))
