@@ -852,12 +852,14 @@ static void run_kernel(cpu_pool *pool, int64_t parallel_min, cpu_kernel *ck) {
     }
 }
 
-/* Runs the program writing into dsts; fails only before any kernel runs, or
- * when a kernel with gather loads flags an index out of range: outputs
- * stored at or after the first such kernel are written to fresh memory, so
- * that a failed eval changes no output buffer. */
-static lf_status program_run(lf_ctx *ctx, cpu_state *cs, cpu_program *pr, lf_buffer *const *dsts,
-                             lf_eval_stats *st) {
+/* program_parts.run: runs the program (a cpu_program of state cs) writing
+ * into dsts; fails only before any kernel runs, or when a kernel with
+ * gather loads flags an index out of range: outputs stored at or after the
+ * first such kernel are written to fresh memory, so that a failed eval
+ * changes no output buffer. */
+static lf_status run_part(lf_ctx *ctx, void *state, void *p, lf_buffer *const *dsts, lf_eval_stats *st) {
+    cpu_state *cs = state;
+    cpu_program *pr = p;
     const fuse_schedule *s = pr->base.s;
     int n = pr->base.n;
     void **data = graph_calloc((size_t)s->nslots + 1, sizeof *data);
@@ -960,10 +962,6 @@ done:
     graph_free(ins);
     graph_free(unsafe);
     return status;
-}
-
-static lf_status run_part(lf_ctx *ctx, void *state, void *p, lf_buffer *const *dsts, lf_eval_stats *st) {
-    return program_run(ctx, state, p, dsts, st);
 }
 
 static const program_parts cpu_parts = {

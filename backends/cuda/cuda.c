@@ -577,10 +577,12 @@ static void release_fresh(cuda_state *cs, cuda_program *pr) {
         if (pr->k[k].sort) cuda_sort_release(cs, pr->k[k].sort);
 }
 
-/* Runs the program writing into dsts; fails only before the first launch,
- * except when the driver refuses a launch or copy. */
-static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_buffer *const *dsts,
-                             lf_eval_stats *st) {
+/* program_parts.run: runs the program (a cuda_program of state cs) writing
+ * into dsts; fails only before the first launch, except when the driver
+ * refuses a launch or copy. */
+static lf_status run_part(lf_ctx *ctx, void *state, void *p, lf_buffer *const *dsts, lf_eval_stats *st) {
+    cuda_state *cs = state;
+    cuda_program *pr = p;
     const fuse_schedule *s = pr->base.s;
     int n = pr->base.n;
     uint64_t *data = pr->slot_addr;
@@ -712,10 +714,6 @@ static lf_status program_run(lf_ctx *ctx, cuda_state *cs, cuda_program *pr, lf_b
 fail:
     release_fresh(cs, pr);
     return status;
-}
-
-static lf_status run_part(lf_ctx *ctx, void *state, void *p, lf_buffer *const *dsts, lf_eval_stats *st) {
-    return program_run(ctx, state, p, dsts, st);
 }
 
 static const program_parts cuda_parts = {
