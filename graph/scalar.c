@@ -414,11 +414,11 @@ lf_scalar graph_scan_identity(lf_reduce_op op, lf_dtype in) {
         return v;
     case LF_RED_MIN:
         if (fl) v.f = INFINITY;
-        else v.i = in == LF_BOOL ? 1 : in == LF_I32 ? INT32_MAX : INT64_MAX;
+        else v.i = graph_dtype_int_max(in);
         return v;
     case LF_RED_MAX:
         if (fl) v.f = -INFINITY;
-        else v.i = in == LF_BOOL ? 0 : in == LF_I32 ? INT32_MIN : INT64_MIN;
+        else v.i = graph_dtype_int_min(in);
         return v;
     default:
         if (fl) v.f = 0.0;
@@ -468,7 +468,7 @@ GRAPH_RANDOM_CODE
 
 lf_scalar graph_random_value(const lf_node *n, int64_t i) {
     uint64_t seed = n->u.random.seed;
-    bool wide = n->dtype == LF_F64 || n->dtype == LF_I64;
+    bool wide = lf_dtype_size(n->dtype) == 8;
     lf_scalar v;
     switch (n->u.random.dist) {
     case LF_RANDOM_BITS:
