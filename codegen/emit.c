@@ -131,29 +131,6 @@ void cg_close_block(cg_emitter *e) {
 
 const char *cg_vtype(const cg_emitter *e, lf_dtype t) { return e->d->value_type[t]; }
 
-/* Converts C expression x of dtype `from` to dtype `to`, as
- * graph_scalar_convert does (x is already a value of from's value type). */
-static void convert(char *out, size_t cap, const char *x, lf_dtype from, lf_dtype to) {
-    if (from == to) {
-        cg_fmt(out, cap, "%s", x);
-        return;
-    }
-    bool ff = graph_dtype_is_float(from);
-    switch (to) {
-    case LF_F32: cg_fmt(out, cap, "(float)(%s)", x); return;
-    case LF_F64: cg_fmt(out, cap, "(double)(%s)", x); return;
-    case LF_BOOL: cg_fmt(out, cap, "((%s) != 0)", x); return;
-    case LF_I32:
-        if (ff) cg_fmt(out, cap, "lf_f2i32((double)(%s))", x);
-        else cg_fmt(out, cap, "(int32_t)(uint32_t)(%s)", x);
-        return;
-    default:
-        if (ff) cg_fmt(out, cap, "lf_f2i64((double)(%s))", x);
-        else cg_fmt(out, cap, "(int64_t)(%s)", x);
-        return;
-    }
-}
-
 /* Bool or integer dtype t's C storage type (graph/dtypes.def's c_type:
  * "int32_t"), or with `unsigned_twin` the unsigned type of t's width, in
  * which signed arithmetic wraps ("uint32_t"; bool's is uint64_t: no
@@ -168,6 +145,32 @@ static const char *int_type(lf_dtype t, bool unsigned_twin) {
     case 2: return "uint16_t";
     case 4: return "uint32_t";
     default: return "uint64_t";
+    }
+}
+
+/* Float dtype t's C value type (graph/dtypes.def's c_value: "float"), the
+ * type a conversion to t casts to (the CUDA column spells the same types). */
+static const char *const c_value_type[LF_NDTYPES] = {
+#define LF_DTYPE(ID, name, size, kind, rank, digits, maxexp, c_type, c_value, ...) [LF_##ID] = c_value,
+#include "graph/dtypes.def"
+};
+
+/* Converts C expression x of dtype `from` to dtype `to`, as
+ * graph_scalar_convert does (x is already a value of from's value type). */
+static void convert(char *out, size_t cap, const char *x, lf_dtype from, lf_dtype to) {
+    if (from == to) {
+        cg_fmt(out, cap, "%s", x);
+        return;
+    }
+    bool ff = graph_dtype_is_float(from);
+    switch (graph_dtypes[to].kind) {
+    case DTYPE_FLOAT: cg_fmt(out, cap, "(%s)(%s)", c_value_type[to], x); return;
+    case DTYPE_BOOL: cg_fmt(out, cap, "((%s) != 0)", x); return;
+    default: /* an integer: saturating from a float (lf_f2i32), wrapping from an integer */
+        if (ff) cg_fmt(out, cap, "lf_f2%s((double)(%s))", lf_dtype_name(to), x);
+        else if (lf_dtype_size(to) == 8) cg_fmt(out, cap, "(%s)(%s)", int_type(to, false), x);
+        else cg_fmt(out, cap, "(%s)(%s)(%s)", int_type(to, false), int_type(to, true), x);
+        return;
     }
 }
 
