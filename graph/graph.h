@@ -221,8 +221,8 @@ typedef enum sort_key_kind {
 enum { GRAPH_DL_INT = 0, GRAPH_DL_UINT = 1, GRAPH_DL_FLOAT = 2, GRAPH_DL_BFLOAT = 4, GRAPH_DL_COMPLEX = 5,
        GRAPH_DL_BOOL = 6 };
 
-/* One row of graph/dtypes.def as data (the type names stay in the .def:
- * only codegen's dialects read them). */
+/* One row of graph/dtypes.def as data (the C and CUDA type names stay in
+ * the .def: only codegen reads them, its dialects and codegen/emit.c). */
 typedef struct graph_dtype_info {
     const char *name;        /* "f32": lf_dtype_name, cast name, helper suffix */
     size_t size;             /* bytes per element */
