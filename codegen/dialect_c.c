@@ -576,8 +576,14 @@ static const cg_dialect c_scalar = {
     .prelude = PRELUDE_C,
     .restrict_kw = "restrict",
     .value_attr = "",
-    .type = {"uint8_t", "int32_t", "int64_t", "float", "double"},
-    .value_type = {"int", "int32_t", "int64_t", "float", "double"},
+    .type = {
+#define LF_DTYPE(ID, name, size, kind, rank, digits, maxexp, c_type, ...) [LF_##ID] = c_type,
+#include "graph/dtypes.def"
+    },
+    .value_type = {
+#define LF_DTYPE(ID, name, size, kind, rank, digits, maxexp, c_type, c_value, ...) [LF_##ID] = c_value,
+#include "graph/dtypes.def"
+    },
     .entry = "LF_ENTRY",
     .vector_math = false,
 };
@@ -587,8 +593,14 @@ static const cg_dialect c_vector = {
     .prelude = vmath_prelude, /* PRELUDE_C, VMATH_HEAD, the simd declarations */
     .restrict_kw = "restrict",
     .value_attr = "",
-    .type = {"uint8_t", "int32_t", "int64_t", "float", "double"},
-    .value_type = {"int", "int32_t", "int64_t", "float", "double"},
+    .type = {
+#define LF_DTYPE(ID, name, size, kind, rank, digits, maxexp, c_type, ...) [LF_##ID] = c_type,
+#include "graph/dtypes.def"
+    },
+    .value_type = {
+#define LF_DTYPE(ID, name, size, kind, rank, digits, maxexp, c_type, c_value, ...) [LF_##ID] = c_value,
+#include "graph/dtypes.def"
+    },
     .entry = "LF_ENTRY",
     .vector_math = true,
 };

@@ -37,8 +37,15 @@
 static const cg_dialect cuda_dialect = {
     .name = "cuda",
     .prelude = PRELUDE_CUDA,
-    .type = {"uint8_t", "int32_t", "int64_t", "float", "double"},
-    .value_type = {"int", "int32_t", "int64_t", "float", "double"},
+    .type = {
+#define LF_DTYPE(ID, name, size, kind, rank, digits, maxexp, c_type, c_value, cuda_type, ...) [LF_##ID] = cuda_type,
+#include "graph/dtypes.def"
+    },
+    .value_type = {
+#define LF_DTYPE(ID, name, size, kind, rank, digits, maxexp, c_type, c_value, cuda_type, cuda_value, ...) \
+    [LF_##ID] = cuda_value,
+#include "graph/dtypes.def"
+    },
     .entry = "extern \"C\" __global__",
     .restrict_kw = "__restrict__",
     .value_attr = "[[maybe_unused]] ",

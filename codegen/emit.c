@@ -131,6 +131,30 @@ void cg_close_block(cg_emitter *e) {
 
 const char *cg_vtype(const cg_emitter *e, lf_dtype t) { return e->d->value_type[t]; }
 
+/* Bool or integer dtype t's C storage type (graph/dtypes.def's c_type:
+ * "int32_t"), or with `unsigned_twin` the unsigned type of t's width, in
+ * which signed arithmetic wraps ("uint32_t"; bool's is uint64_t: no
+ * wrapping operator reaches bool). */
+static const char *int_type(lf_dtype t, bool unsigned_twin) {
+    static const char *const c_type[LF_NDTYPES] = {
+#define LF_DTYPE(ID, name, size, kind, rank, digits, maxexp, c_type_, ...) [LF_##ID] = c_type_,
+#include "graph/dtypes.def"
+    };
+    if (!unsigned_twin) return c_type[t];
+    switch (lf_dtype_size(t)) {
+    case 2: return "uint16_t";
+    case 4: return "uint32_t";
+    default: return "uint64_t";
+    }
+}
+
+/* Float dtype t's C value type (graph/dtypes.def's c_value: "float"), the
+ * type a conversion to t casts to (the CUDA column spells the same types). */
+static const char *const c_value_type[LF_NDTYPES] = {
+#define LF_DTYPE(ID, name, size, kind, rank, digits, maxexp, c_type, c_value, ...) [LF_##ID] = c_value,
+#include "graph/dtypes.def"
+};
+
 /* Converts C expression x of dtype `from` to dtype `to`, as
  * graph_scalar_convert does (x is already a value of from's value type). */
 static void convert(char *out, size_t cap, const char *x, lf_dtype from, lf_dtype to) {
@@ -139,17 +163,13 @@ static void convert(char *out, size_t cap, const char *x, lf_dtype from, lf_dtyp
         return;
     }
     bool ff = graph_dtype_is_float(from);
-    switch (to) {
-    case LF_F32: cg_fmt(out, cap, "(float)(%s)", x); return;
-    case LF_F64: cg_fmt(out, cap, "(double)(%s)", x); return;
-    case LF_BOOL: cg_fmt(out, cap, "((%s) != 0)", x); return;
-    case LF_I32:
-        if (ff) cg_fmt(out, cap, "lf_f2i32((double)(%s))", x);
-        else cg_fmt(out, cap, "(int32_t)(uint32_t)(%s)", x);
-        return;
-    default:
-        if (ff) cg_fmt(out, cap, "lf_f2i64((double)(%s))", x);
-        else cg_fmt(out, cap, "(int64_t)(%s)", x);
+    switch (graph_dtypes[to].kind) {
+    case DTYPE_FLOAT: cg_fmt(out, cap, "(%s)(%s)", c_value_type[to], x); return;
+    case DTYPE_BOOL: cg_fmt(out, cap, "((%s) != 0)", x); return;
+    default: /* an integer: saturating from a float (lf_f2i32), wrapping from an integer */
+        if (ff) cg_fmt(out, cap, "lf_f2%s((double)(%s))", lf_dtype_name(to), x);
+        else if (lf_dtype_size(to) == 8) cg_fmt(out, cap, "(%s)(%s)", int_type(to, false), x);
+        else cg_fmt(out, cap, "(%s)(%s)(%s)", int_type(to, false), int_type(to, true), x);
         return;
     }
 }
@@ -166,14 +186,14 @@ static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][size
     case OPTY_PRED:
         if (!graph_dtype_is_float(ct)) cg_fmt(out, cap, "0");
         else if (op == LF_OP_ISNAN) cg_fmt(out, cap, "((%s) != (%s))", x[0], x[0]);
-        else cg_fmt(out, cap, "lf_isinf_%s(%s)", ct == LF_F32 ? "f32" : "f64", x[0]);
+        else cg_fmt(out, cap, "lf_isinf_%s(%s)", lf_dtype_name(ct), x[0]);
         return;
     case OPTY_SELECT: cg_fmt(out, cap, "((%s) ? (%s) : (%s))", x[0], x[1], x[2]); return;
     default: break;
     }
     if (graph_dtype_is_float(ct)) {
         bool f = ct == LF_F32;
-        const char *sx = f ? "f" : "", *tag = f ? "f32" : "f64", *one = f ? "1.0f" : "1.0";
+        const char *sx = f ? "f" : "", *tag = lf_dtype_name(ct), *one = f ? "1.0f" : "1.0";
         switch (op) {
         case LF_OP_ADD: cg_fmt(out, cap, "((%s) + (%s))", x[0], x[1]); return;
         case LF_OP_SUB: cg_fmt(out, cap, "((%s) - (%s))", x[0], x[1]); return;
@@ -209,7 +229,7 @@ static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][size
         else cg_fmt(out, cap, "(%s)", x[0]);
         return;
     }
-    const char *T = ct == LF_I32 ? "int32_t" : "int64_t", *U = ct == LF_I32 ? "uint32_t" : "uint64_t";
+    const char *T = int_type(ct, false), *U = int_type(ct, true);
     switch (op) {
     case LF_OP_ADD: cg_fmt(out, cap, "(%s)((%s)(%s) + (%s)(%s))", T, U, x[0], U, x[1]); return;
     case LF_OP_SUB: cg_fmt(out, cap, "(%s)((%s)(%s) - (%s)(%s))", T, U, x[0], U, x[1]); return;
@@ -222,8 +242,8 @@ static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][size
     case LF_OP_BITOR: cg_fmt(out, cap, "(%s)((%s) | (%s))", T, x[0], x[1]); return;
     case LF_OP_BITXOR: cg_fmt(out, cap, "(%s)((%s) ^ (%s))", T, x[0], x[1]); return;
     case LF_OP_BITNOT: cg_fmt(out, cap, "(%s)(~(%s))", T, x[0]); return;
-    case LF_OP_LSHIFT: cg_fmt(out, cap, "lf_shl_%s(%s, %s)", ct == LF_I32 ? "i32" : "i64", x[0], x[1]); return;
-    case LF_OP_RSHIFT: cg_fmt(out, cap, "lf_shr_%s(%s, %s)", ct == LF_I32 ? "i32" : "i64", x[0], x[1]); return;
+    case LF_OP_LSHIFT: cg_fmt(out, cap, "lf_shl_%s(%s, %s)", lf_dtype_name(ct), x[0], x[1]); return;
+    case LF_OP_RSHIFT: cg_fmt(out, cap, "lf_shr_%s(%s, %s)", lf_dtype_name(ct), x[0], x[1]); return;
     case LF_OP_POW: cg_fmt(out, cap, "(%s)(%s)lf_ipow(%s, %s)", T, U, x[0], x[1]); return;
     case LF_OP_MIN: cg_fmt(out, cap, "((%s) < (%s) ? (%s) : (%s))", x[1], x[0], x[1], x[0]); return;
     case LF_OP_MAX: cg_fmt(out, cap, "((%s) > (%s) ? (%s) : (%s))", x[1], x[0], x[1], x[0]); return;
@@ -351,7 +371,7 @@ static void load_value(const cg_emitter *e, const cg_access *a, const char *jv, 
     expr_buf raw;
     const lf_node *nd = a->load->node;
     if (nd->kind == NODE_RANDOM) { /* Philox of (seed, flat index): graph/random.h */
-        bool wide = a->dtype == LF_F64 || a->dtype == LF_I64;
+        bool wide = lf_dtype_size(a->dtype) == 8;
         lf_random_dist dist = nd->u.random.dist;
         if (dist == LF_RANDOM_NORMAL) cg_fmt(raw, sizeof raw, "lf_random_normal(%s, (uint64_t)P[%d])", idx, a->param_iota);
         else
@@ -798,11 +818,13 @@ static void cg_emit_sort_store(cg_emitter *e, const cg_access *a, const char *id
     bool desc = sn->u.sort.descending, wide = graph_sort_key_wide(from);
     const char *flip = desc ? (wide ? " ^ 0xffffffffffffffffull" : " ^ 0xffffffffu") : "";
     expr_buf key;
-    switch (from) {
-    case LF_F32: cg_fmt(key, sizeof key, "lf_skey_f32(%s)", x); break;
-    case LF_F64: cg_fmt(key, sizeof key, "lf_skey_f64(%s)", x); break;
-    case LF_I32: cg_fmt(key, sizeof key, "((uint32_t)(%s) ^ 0x80000000u)", x); break;
-    case LF_I64: cg_fmt(key, sizeof key, "((uint64_t)(%s) ^ 0x8000000000000000ull)", x); break;
+    switch (graph_dtypes[from].sort_key) { /* graph_sort_key's mapping, as text */
+    case SORT_KEY_FLOAT: cg_fmt(key, sizeof key, "lf_skey_%s(%s)", lf_dtype_name(from), x); break;
+    case SORT_KEY_SIGNED:
+        if (wide) cg_fmt(key, sizeof key, "((uint64_t)(%s) ^ 0x8000000000000000ull)", x);
+        else cg_fmt(key, sizeof key, "((uint32_t)(%s) ^ 0x80000000u)", x);
+        break;
+    case SORT_KEY_BOOL:
     default: cg_fmt(key, sizeof key, "(uint32_t)((%s) != 0)", x); break;
     }
     if (e->d->cuda) { /* emit_cuda.c's key pass: K[p], and V[p] when the values are wanted */
@@ -820,8 +842,8 @@ static void cg_emit_sort_store(cg_emitter *e, const cg_access *a, const char *id
     }
     cg_line(e, "((%s *)lf_w)[%s - lf_base] = %s%s; /* sort key -> n%d */", wide ? "uint64_t" : "uint32_t", idx, key,
             flip, sn->id);
-    if (graph_dtype_is_float(from)) /* lf_k_run returns whether a value needs lf_k_raw */
-        cg_line(e, "lf_odd |= lf_sodd_%s(%s);", from == LF_F32 ? "f32" : "f64", x);
+    if (graph_dtypes[from].sort_key == SORT_KEY_FLOAT) /* lf_k_run returns whether a value needs lf_k_raw */
+        cg_line(e, "lf_odd |= lf_sodd_%s(%s);", lf_dtype_name(from), x);
 }
 
 /* ---- scatter kernels ---- */
@@ -835,7 +857,7 @@ static void part_value(const cg_emitter *e, lf_dtype t, const char *q, char *out
 static void scatter_combine(const cg_emitter *e, lf_scatter_op op, lf_dtype t, const char *a, const char *b, char *out,
                             size_t cap) {
     if (graph_dtype_is_float(t)) {
-        const char *tag = t == LF_F32 ? "f32" : "f64";
+        const char *tag = lf_dtype_name(t);
         switch (op) {
         case LF_SCATTER_ADD: cg_fmt(out, cap, "((%s) + (%s))", a, b); return;
         case LF_SCATTER_PROD: cg_fmt(out, cap, "((%s) * (%s))", a, b); return;
@@ -844,8 +866,7 @@ static void scatter_combine(const cg_emitter *e, lf_scatter_op op, lf_dtype t, c
         default: cg_fmt(out, cap, "(%s)", b); return;
         }
     }
-    const char *T = t == LF_I32 ? "int32_t" : t == LF_I64 ? "int64_t" : "uint8_t";
-    const char *U = t == LF_I32 ? "uint32_t" : "uint64_t";
+    const char *T = int_type(t, false), *U = int_type(t, true);
     switch (op) {
     case LF_SCATTER_ADD: cg_fmt(out, cap, "(%s)((%s)(%s) + (%s)(%s))", T, U, a, U, b); return;
     case LF_SCATTER_PROD: cg_fmt(out, cap, "(%s)((%s)(%s) * (%s)(%s))", T, U, a, U, b); return;
@@ -975,16 +996,23 @@ static void emit_fold(cg_emitter *e, const fuse_red *r, const char *a, const cha
     cg_close_block(e);
 }
 
-const char *cg_scan_identity(const fuse_red *r) {
+/* Integer v as an int64_t literal: INT64_MAX / INT64_MIN by name, other
+ * negatives as (-INT64_C(m) - 1) so that the extremes of narrower dtypes
+ * read as C's own spelling of them. */
+static const char *int64_literal(int64_t v, char *buf, size_t cap) {
+    if (v == INT64_MAX) return "INT64_MAX";
+    if (v == INT64_MIN) return "INT64_MIN";
+    if (v < 0) cg_fmt(buf, cap, "(-INT64_C(%" PRId64 ") - 1)", -(v + 1));
+    else cg_fmt(buf, cap, "INT64_C(%" PRId64 ")", v);
+    return buf;
+}
+
+const char *cg_scan_identity(const fuse_red *r, char *buf, size_t cap) {
     bool fl = cg_red_float(r);
     switch (r->op) {
     case LF_RED_PROD: return fl ? "1.0" : "INT64_C(1)";
-    case LF_RED_MIN:
-        if (fl) return "INFINITY";
-        return r->in == LF_BOOL ? "INT64_C(1)" : r->in == LF_I32 ? "INT64_C(2147483647)" : "INT64_MAX";
-    case LF_RED_MAX:
-        if (fl) return "-INFINITY";
-        return r->in == LF_BOOL ? "INT64_C(0)" : r->in == LF_I32 ? "(-INT64_C(2147483647) - 1)" : "INT64_MIN";
+    case LF_RED_MIN: return fl ? "INFINITY" : int64_literal(graph_dtype_int_max(r->in), buf, cap);
+    case LF_RED_MAX: return fl ? "-INFINITY" : int64_literal(graph_dtype_int_min(r->in), buf, cap);
     default: return fl ? "0.0" : "INT64_C(0)";
     }
 }

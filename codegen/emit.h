@@ -140,8 +140,9 @@ void cg_declare_results(cg_emitter *e, const char *n);
 void cg_finish_into(cg_emitter *e, int q, const char *slot, const char *dst_fmt_prefix);
 
 /* ---- scans (CG_SCAN) ---- */
-/* The scan's identity in its accumulator type (graph_scan_identity). */
-const char *cg_scan_identity(const fuse_red *r);
+/* The scan's identity in its accumulator type (graph_scan_identity): a
+ * literal, or the text printed into buf (an integer extreme). */
+const char *cg_scan_identity(const fuse_red *r, char *buf, size_t cap);
 /* Folds accumulator b into accumulator a as if it were an element (a block
  * total into an offset: graph_scan_step's O[b+1] = O[b] (+) T[b]). */
 void cg_emit_scan_fold_acc(cg_emitter *e, const fuse_red *r, const char *a, const char *b);

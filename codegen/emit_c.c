@@ -451,7 +451,8 @@ static const char *scan_acc_type(const fuse_kernel *kn) { return cg_red_float(&k
 static void scan_blocks(cg_emitter *e, bool epi) {
     const fuse_kernel *kn = e->kn;
     const char *T = scan_acc_type(kn), *X = cg_red_float(&kn->reds[0]) ? "f" : "i";
-    const char *id = cg_scan_identity(&kn->reds[0]);
+    expr_buf idb;
+    const char *id = cg_scan_identity(&kn->reds[0], idb, sizeof idb);
     int B = LF_SCAN_BLOCK, G = SCAN_GROUP;
     cg_line(e, "int64_t blk = begin;");
     cg_open_block(e, "for (; blk + %d <= end && (blk + %d) * %d <= E; blk += %d) {", G, G, B, G);
@@ -505,7 +506,8 @@ static bool scan_rows_end_to_end(const cg_layout *lay) {
 static void scan_rows(cg_emitter *e, int G) {
     const fuse_kernel *kn = e->kn;
     const fuse_red *r = &kn->reds[0];
-    const char *T = scan_acc_type(kn), *id = cg_scan_identity(r);
+    expr_buf idb;
+    const char *T = scan_acc_type(kn), *id = cg_scan_identity(r, idb, sizeof idb);
     int B = LF_SCAN_BLOCK;
     cg_line(e, "%s off[%d], acc0[%d], tot[%d];", T, G, G, G);
     cg_line(e, "for (int64_t l = 0; l < %d; l++) off[l] = %s;", G, id);
@@ -529,7 +531,8 @@ static void emit_scan(cg_emitter *e) {
     const fuse_kernel *kn = e->kn;
     const cg_layout *lay = e->lay;
     const fuse_red *r = &kn->reds[0];
-    const char *T = scan_acc_type(kn), *X = cg_red_float(r) ? "f" : "i", *id = cg_scan_identity(r);
+    expr_buf idb;
+    const char *T = scan_acc_type(kn), *X = cg_red_float(r) ? "f" : "i", *id = cg_scan_identity(r, idb, sizeof idb);
     int inner = lay->ndim - 1;
     /* rows, each in one pass; SCAN_GROUP rows at once where they lie end to
        end (scan_rows_end_to_end), so a thread runs that many chains */

@@ -672,7 +672,8 @@ static void skel_scan(cg_emitter *e) {
     const cg_layout *lay = e->lay;
     const fuse_red *r = &kn->reds[0];
     bool fl = cg_red_float(r);
-    const char *T = fl ? "double" : "long long", *X = fl ? "f" : "i", *id = cg_scan_identity(r);
+    expr_buf idb;
+    const char *T = fl ? "double" : "long long", *X = fl ? "f" : "i", *id = cg_scan_identity(r, idb, sizeof idb);
     int inner = lay->ndim - 1, B = LF_SCAN_BLOCK;
     for (int epi = 0; epi < 2; epi++) {
         const char *name = epi ? "scan" : "scanred";

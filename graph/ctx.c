@@ -119,33 +119,6 @@ lf_status lf_ctx_last_stats_sized(const lf_ctx *ctx, lf_eval_stats *out, size_t 
     return LF_OK;
 }
 
-/* ---- dtypes ---------------------------------------------------------------- */
-
-size_t lf_dtype_size(lf_dtype t) {
-    switch (t) {
-    case LF_BOOL: return 1;
-    case LF_I32: return 4;
-    case LF_I64: return 8;
-    case LF_F32: return 4;
-    case LF_F64: return 8;
-    default: return 0;
-    }
-}
-
-const char *lf_dtype_name(lf_dtype t) {
-    static const char *const names[LF_NDTYPES] = {"bool", "i32", "i64", "f32", "f64"};
-    return (unsigned)t < LF_NDTYPES ? names[t] : "?";
-}
-
-lf_dtype lf_dtype_promote(lf_dtype a, lf_dtype b) {
-    if ((unsigned)a >= LF_NDTYPES || (unsigned)b >= LF_NDTYPES) return LF_F64;
-    if (a == b) return a;
-    if (a > b) { lf_dtype t = a; a = b; b = t; } /* now a < b in the order */
-    if (a == LF_BOOL) return b;
-    if (graph_dtype_is_int(a) && b == LF_F32) return LF_F64;
-    return b;
-}
-
 /* ---- buffers --------------------------------------------------------------- */
 
 /* Links a new buffer (refs 1) into its context's list. */

@@ -18,17 +18,18 @@
  *
  * What must stay true: nothing is copied either way; a failed import leaves
  * the tensor the caller's (its deleter is not called); dtypes map one to one
- * (kDLInt 32/64, kDLFloat 32/64, bool as code 6, 8 bits: DLPack 0.8's
- * kDLBool, which the 0.6 header does not name), lanes are 1; the device is
+ * through the dtype table's DLPack codes (graph/dtypes.def: kDLInt 32/64,
+ * kDLFloat 32/64, bool as code 6, 8 bits: DLPack 0.8's kDLBool, which the
+ * 0.6 header does not name), lanes are 1; the device is
  * the context's (kDLCPU device 0 for host memory, else the backend's
  * dlpack_device entry).
  */
 #include "graph/graph.h"
 
 #include <dlpack/dlpack.h>
+#include <stdio.h>
 #include <string.h>
 
-enum { DL_BOOL = 6 }; /* kDLBool of DLPack 0.8 and later */
 
 static const char *code_name(int code) {
     switch (code) {
@@ -38,7 +39,7 @@ static const char *code_name(int code) {
     case kDLOpaqueHandle: return "opaque handle";
     case kDLBfloat: return "bfloat";
     case kDLComplex: return "complex";
-    case DL_BOOL: return "bool";
+    case GRAPH_DL_BOOL: return "bool"; /* kDLBool of DLPack 0.8 and later */
     }
     return "unknown";
 }
@@ -90,18 +91,15 @@ static lf_buffer *from_dlpack(lf_ctx *ctx, struct DLManagedTensor *t, intptr_t s
     }
     const DLTensor *dl = &t->dl_tensor;
     DLDataType dt = dl->dtype;
-    lf_dtype type = LF_NDTYPES;
-    if (dt.lanes == 1) {
-        if (dt.code == kDLInt && dt.bits == 32) type = LF_I32;
-        else if (dt.code == kDLInt && dt.bits == 64) type = LF_I64;
-        else if (dt.code == kDLFloat && dt.bits == 32) type = LF_F32;
-        else if (dt.code == kDLFloat && dt.bits == 64) type = LF_F64;
-        else if (dt.code == DL_BOOL && dt.bits == 8) type = LF_BOOL;
-    }
+    lf_dtype type = dt.lanes == 1 ? graph_dtype_from_dlpack(dt.code, dt.bits) : LF_NDTYPES;
     if (type == LF_NDTYPES) {
-        graph_error(ctx, LF_ERR_DTYPE,
-                    "%s: dtype code %d (%s), %d bits, %d lane%s is none of lazyfuse's (bool, i32, i64, f32, f64)",
-                    what, dt.code, code_name(dt.code), dt.bits, dt.lanes, dt.lanes == 1 ? "" : "s");
+        char known[160]; /* "bool, i32, ...": the dtype table's names */
+        size_t len = 0;
+        known[0] = '\0';
+        for (int d = 0; d < LF_NDTYPES && len < sizeof known; d++)
+            len += (size_t)snprintf(known + len, sizeof known - len, "%s%s", d ? ", " : "", lf_dtype_name((lf_dtype)d));
+        graph_error(ctx, LF_ERR_DTYPE, "%s: dtype code %d (%s), %d bits, %d lane%s is none of lazyfuse's (%s)", what,
+                    dt.code, code_name(dt.code), dt.bits, dt.lanes, dt.lanes == 1 ? "" : "s", known);
         return NULL;
     }
     int want_type, want_id;
@@ -180,9 +178,7 @@ static lf_status to_dlpack(lf_buffer *b, intptr_t stream, struct DLManagedTensor
     dl->device.device_type = (DLDeviceType)type;
     dl->device.device_id = id;
     dl->ndim = b->ndim;
-    static const uint8_t codes[LF_NDTYPES] = {[LF_BOOL] = DL_BOOL, [LF_I32] = kDLInt, [LF_I64] = kDLInt,
-                                              [LF_F32] = kDLFloat, [LF_F64] = kDLFloat};
-    dl->dtype.code = codes[b->dtype];
+    dl->dtype.code = (uint8_t)graph_dtypes[b->dtype].dl_code;
     dl->dtype.bits = (uint8_t)(esize * 8);
     dl->dtype.lanes = 1;
     if (b->ndim) memcpy(h->shape, b->shape, (size_t)b->ndim * sizeof *h->shape);

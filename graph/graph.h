@@ -4,6 +4,10 @@
  * nodes with dtypes and shapes, views, scalar functions (builder, parser,
  * printer, typing), scalar semantics, and the reference evaluator. Later
  * stages (fusion, codegen, backends) see only this header and lazyfuse.h.
+ * Dtypes are rows of one table, graph/dtypes.def (read as graph_dtypes[] for
+ * sizes, names, kinds, promotion, DLPack codes and sort keys; codegen's
+ * dialects take their type names from it); what differs between dtypes as
+ * arithmetic stays code (scalar.c, fn.c's literal typing, codegen/emit.c).
  *
  * Invariants every stage may rely on:
  *  - a node's inputs were created before it in the same graph, so node ids
@@ -200,8 +204,50 @@ typedef struct red_info {
 
 extern const red_info graph_reds[LF_NREDS];
 
-static inline bool graph_dtype_is_float(lf_dtype t) { return t == LF_F32 || t == LF_F64; }
-static inline bool graph_dtype_is_int(lf_dtype t) { return t == LF_I32 || t == LF_I64; }
+/* ==== dtype.c: the dtype table (graph/dtypes.def) ========================== */
+
+typedef enum dtype_kind { DTYPE_BOOL, DTYPE_SINT, DTYPE_UINT, DTYPE_FLOAT, DTYPE_COMPLEX } dtype_kind;
+
+/* How a value becomes an unsigned sort key (graph_sort_key). */
+typedef enum sort_key_kind {
+    SORT_KEY_BOOL,   /* 0 or 1 */
+    SORT_KEY_SIGNED, /* two's complement, the key's sign bit flipped */
+    SORT_KEY_FLOAT   /* IEEE bits, sign folded, -0.0 and NaNs canonical */
+} sort_key_kind;
+
+/* DLPack's DLDataTypeCode values (stable across DLPack versions; kDLBool is
+ * 6 from 0.8 on, which the 0.6 header does not name). */
+enum { GRAPH_DL_INT = 0, GRAPH_DL_UINT = 1, GRAPH_DL_FLOAT = 2, GRAPH_DL_BFLOAT = 4, GRAPH_DL_COMPLEX = 5,
+       GRAPH_DL_BOOL = 6 };
+
+/* One row of graph/dtypes.def as data (the C and CUDA type names stay in
+ * the .def: only codegen reads them, its dialects and codegen/emit.c). */
+typedef struct graph_dtype_info {
+    const char *name;        /* "f32": lf_dtype_name, cast name, helper suffix */
+    size_t size;             /* bytes per element */
+    dtype_kind kind;         /* bool, signed, unsigned, float, complex */
+    int rank;                /* promotion order: lowest safe common rank wins */
+    int digits;              /* magnitude bits (integers), significand digits (floats) */
+    int maxexp;              /* floats: largest binary exponent + 1; else 0 */
+    int dl_code;             /* DLPack type code (GRAPH_DL_*); bits are 8 * size */
+    sort_key_kind sort_key;  /* value -> sort key */
+} graph_dtype_info;
+
+extern const graph_dtype_info graph_dtypes[LF_NDTYPES];
+
+/* t's kind (false for an unknown dtype). */
+static inline bool graph_dtype_is_float(lf_dtype t) {
+    return (unsigned)t < LF_NDTYPES && graph_dtypes[t].kind == DTYPE_FLOAT;
+}
+static inline bool graph_dtype_is_int(lf_dtype t) {
+    return (unsigned)t < LF_NDTYPES && (graph_dtypes[t].kind == DTYPE_SINT || graph_dtypes[t].kind == DTYPE_UINT);
+}
+/* The smallest and largest value of bool or integer dtype t (bool: 0, 1),
+ * from its kind and digits. */
+int64_t graph_dtype_int_min(lf_dtype t);
+int64_t graph_dtype_int_max(lf_dtype t);
+/* The dtype of DLPack code `code` with `bits` bits (one lane), or LF_NDTYPES. */
+lf_dtype graph_dtype_from_dlpack(int code, int bits);
 
 /* Converts v from dtype `from` to dtype `to` with the cast rules of
  * lazyfuse.h (float->int truncates and saturates, NaN -> 0; int->int wraps;
@@ -670,7 +716,7 @@ int64_t graph_sort_row_base(const graph_sort_geom *gm, int64_t r, bool out);
 #define GRAPH_SORT_NAN_KEY32 0xffc00000u
 #define GRAPH_SORT_NAN_KEY64 0xfff8000000000000ull
 uint64_t graph_sort_key(lf_dtype t, lf_scalar v, bool descending);
-static inline bool graph_sort_key_wide(lf_dtype t) { return t == LF_F64 || t == LF_I64; }
+static inline bool graph_sort_key_wide(lf_dtype t) { return graph_dtypes[t].size == 8; }
 /* The reference evaluation of sort node n from dense x into out (n's dtype,
  * dense): per row a stable sort by graph_sort_key, first k entries. */
 lf_status graph_eval_sort(const lf_node *n, const void *x, void *out);

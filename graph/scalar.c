@@ -46,22 +46,25 @@ const char *lf_reduce_op_name(lf_reduce_op op) {
 
 /* ---- conversions ------------------------------------------------------------ */
 
-/* Narrows a wrapped 64-bit result to dtype t (i32 wraps at 32 bits). */
+/* Narrows a wrapped 64-bit result to bool or signed integer dtype t: two's
+ * complement at t's width (digits + 1 bits: i32 wraps at 32 bits). */
 static int64_t wrap(lf_dtype t, uint64_t v) {
-    if (t == LF_I32) return (int32_t)(uint32_t)v;
-    if (t == LF_BOOL) return v != 0;
+    if (graph_dtypes[t].kind == DTYPE_BOOL) return v != 0;
+    int width = graph_dtypes[t].digits + 1;
+    if (width >= 64) return (int64_t)v;
+    uint64_t mask = (UINT64_C(1) << width) - 1;
+    v &= mask;
+    if (v >> (width - 1)) v |= ~mask; /* negative: sign-extend */
     return (int64_t)v;
 }
 
+/* Float x to signed integer dtype t: truncated, saturated at t's extremes
+ * (beyond +-2^digits), NaN to 0. */
 static int64_t saturate(double x, lf_dtype t) {
     if (isnan(x)) return 0;
-    if (t == LF_I32) {
-        if (x >= 2147483647.0) return INT32_MAX;
-        if (x <= -2147483648.0) return INT32_MIN;
-        return (int64_t)(int32_t)x;
-    }
-    if (x >= 9223372036854775808.0) return INT64_MAX;
-    if (x < -9223372036854775808.0) return INT64_MIN;
+    double limit = ldexp(1.0, graph_dtypes[t].digits); /* 2^31 for i32: exact */
+    if (x >= limit) return graph_dtype_int_max(t);
+    if (x <= -limit) return graph_dtype_int_min(t);
     return (int64_t)x;
 }
 
@@ -235,7 +238,7 @@ static int64_t int_floordiv(int64_t a, int64_t b, lf_dtype t) {
  * gives 0, or -1 for >> of a negative value (NumPy). >> is arithmetic,
  * written without shifting a negative number. */
 static int64_t int_shift(lf_op op, lf_dtype t, int64_t a, int64_t b) {
-    uint64_t w = t == LF_I32 ? 32 : 64;
+    uint64_t w = 8 * lf_dtype_size(t);
     bool in_range = (uint64_t)b < w; /* a negative count is huge here */
     if (op == LF_OP_LSHIFT) return in_range ? wrap(t, (uint64_t)a << b) : 0;
     if (!in_range) return a < 0 ? -1 : 0;
@@ -414,11 +417,11 @@ lf_scalar graph_scan_identity(lf_reduce_op op, lf_dtype in) {
         return v;
     case LF_RED_MIN:
         if (fl) v.f = INFINITY;
-        else v.i = in == LF_BOOL ? 1 : in == LF_I32 ? INT32_MAX : INT64_MAX;
+        else v.i = graph_dtype_int_max(in);
         return v;
     case LF_RED_MAX:
         if (fl) v.f = -INFINITY;
-        else v.i = in == LF_BOOL ? 0 : in == LF_I32 ? INT32_MIN : INT64_MIN;
+        else v.i = graph_dtype_int_min(in);
         return v;
     default:
         if (fl) v.f = 0.0;
@@ -468,7 +471,7 @@ GRAPH_RANDOM_CODE
 
 lf_scalar graph_random_value(const lf_node *n, int64_t i) {
     uint64_t seed = n->u.random.seed;
-    bool wide = n->dtype == LF_F64 || n->dtype == LF_I64;
+    bool wide = lf_dtype_size(n->dtype) == 8;
     lf_scalar v;
     switch (n->u.random.dist) {
     case LF_RANDOM_BITS:

@@ -144,11 +144,11 @@ lf_scalar graph_scatter_identity(lf_scatter_op op, lf_dtype t) {
         break;
     case LF_SCATTER_MIN:
         if (f) v.f = INFINITY;
-        else v.i = t == LF_I32 ? INT32_MAX : t == LF_I64 ? INT64_MAX : 1;
+        else v.i = graph_dtype_int_max(t);
         break;
     case LF_SCATTER_MAX:
         if (f) v.f = -INFINITY;
-        else v.i = t == LF_I32 ? INT32_MIN : t == LF_I64 ? INT64_MIN : 0;
+        else v.i = graph_dtype_int_min(t);
         break;
     default: v.i = 0; break;
     }

@@ -98,32 +98,32 @@ int64_t graph_sort_row_base(const graph_sort_geom *gm, int64_t r, bool out) {
 uint64_t graph_sort_key(lf_dtype t, lf_scalar v, bool descending) {
     uint64_t key;
     bool wide = graph_sort_key_wide(t);
-    switch (t) {
-    case LF_F32: {
-        float f = (float)v.f;
-        uint32_t b;
-        if (isnan(f)) b = GRAPH_SORT_NAN_KEY32;
-        else {
-            if (f == 0) f = 0.0f; /* -0.0 as +0.0 */
-            memcpy(&b, &f, sizeof b);
-            b = (b & UINT32_C(0x80000000)) ? ~b : b | UINT32_C(0x80000000);
+    switch (graph_dtypes[t].sort_key) {
+    case SORT_KEY_FLOAT: /* the stored bits; sign folded; -0.0 as +0.0; one NaN */
+        if (wide) {
+            double f = v.f;
+            if (isnan(f)) key = GRAPH_SORT_NAN_KEY64;
+            else {
+                if (f == 0) f = 0.0; /* -0.0 as +0.0 */
+                memcpy(&key, &f, sizeof key);
+                key = (key & (UINT64_C(1) << 63)) ? ~key : key | (UINT64_C(1) << 63);
+            }
+        } else {
+            float f = (float)v.f;
+            uint32_t b;
+            if (isnan(f)) b = GRAPH_SORT_NAN_KEY32;
+            else {
+                if (f == 0) f = 0.0f;
+                memcpy(&b, &f, sizeof b);
+                b = (b & UINT32_C(0x80000000)) ? ~b : b | UINT32_C(0x80000000);
+            }
+            key = b;
         }
-        key = b;
         break;
-    }
-    case LF_F64: {
-        double f = v.f;
-        if (isnan(f)) key = GRAPH_SORT_NAN_KEY64;
-        else {
-            if (f == 0) f = 0.0;
-            memcpy(&key, &f, sizeof key);
-            key = (key & (UINT64_C(1) << 63)) ? ~key : key | (UINT64_C(1) << 63);
-        }
+    case SORT_KEY_SIGNED: /* the key's own sign bit flipped (narrower values sign-extend) */
+        key = wide ? (uint64_t)v.i ^ (UINT64_C(1) << 63) : (uint32_t)v.i ^ UINT32_C(0x80000000);
         break;
-    }
-    case LF_I32: key = (uint32_t)v.i ^ UINT32_C(0x80000000); break;
-    case LF_I64: key = (uint64_t)v.i ^ (UINT64_C(1) << 63); break;
-    case LF_BOOL:
+    case SORT_KEY_BOOL:
     default: key = v.i != 0; break;
     }
     if (descending) key = wide ? ~key : ~key & UINT32_MAX;

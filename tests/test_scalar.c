@@ -2,8 +2,9 @@
  *
  * Checks graph/scalar.c (conversions, integer edge cases that would be
  * undefined behaviour in plain C, float corner cases) and graph/fn.c (weak
- * literal typing, hash-consing, structural equality, builder errors), using
- * the internal header.
+ * literal typing, hash-consing, structural equality, builder errors) and the
+ * dtype table (graph/dtype.c: the rows' consistency, promotion as a join),
+ * using the internal header.
  */
 #include "testutil.h"
 #include "graph/graph.h"
@@ -403,4 +404,55 @@ Test(scalar, integer_operator_typing) {
     }
     lf_graph_free(g);
     lf_ctx_destroy(ctx);
+}
+
+/* ---- the dtype table (graph/dtypes.def, graph/dtype.c) ---- */
+
+/* The table's rows agree with the public calls and with themselves: sizes
+ * and names through lf_dtype_*, distinct promotion ranks, each DLPack code
+ * found back, integer extremes as C's, and sort-key widths by size. */
+Test(scalar, dtype_table_rows_are_consistent) {
+    for (int t = 0; t < LF_NDTYPES; t++) {
+        const graph_dtype_info *d = &graph_dtypes[t];
+        cr_expect_eq(lf_dtype_size((lf_dtype)t), d->size, "%s", d->name);
+        cr_expect_str_eq(lf_dtype_name((lf_dtype)t), d->name);
+        cr_expect_eq(graph_dtype_from_dlpack(d->dl_code, (int)d->size * 8), (lf_dtype)t, "%s", d->name);
+        cr_expect_eq(graph_sort_key_wide((lf_dtype)t), d->size == 8, "%s", d->name);
+        for (int u = 0; u < t; u++) cr_expect_neq(graph_dtypes[u].rank, d->rank, "%s and %s", graph_dtypes[u].name, d->name);
+    }
+    cr_expect_eq(graph_dtype_from_dlpack(GRAPH_DL_FLOAT, 16), LF_NDTYPES); /* no f16 yet */
+    cr_expect_eq(graph_dtype_from_dlpack(GRAPH_DL_UINT, 8), LF_NDTYPES);
+    cr_expect_eq(graph_dtype_int_min(LF_BOOL), 0);
+    cr_expect_eq(graph_dtype_int_max(LF_BOOL), 1);
+    cr_expect_eq(graph_dtype_int_min(LF_I32), INT32_MIN);
+    cr_expect_eq(graph_dtype_int_max(LF_I32), INT32_MAX);
+    cr_expect_eq(graph_dtype_int_min(LF_I64), INT64_MIN);
+    cr_expect_eq(graph_dtype_int_max(LF_I64), INT64_MAX);
+    cr_expect_eq(lf_dtype_size(LF_NDTYPES), 0);
+    cr_expect_str_eq(lf_dtype_name(LF_NDTYPES), "?");
+}
+
+/* Promotion from the table is a lattice join, as NumPy's is: commutative,
+ * associative, idempotent, bool its bottom; and the join never loses a
+ * kind's reach (a float operand gives a float, an integer with an integer
+ * an integer). test_eval's dtype_promote_table holds the values. */
+Test(scalar, dtype_promotion_is_a_join) {
+    for (int a = 0; a < LF_NDTYPES; a++) {
+        cr_expect_eq(lf_dtype_promote((lf_dtype)a, (lf_dtype)a), (lf_dtype)a);
+        cr_expect_eq(lf_dtype_promote(LF_BOOL, (lf_dtype)a), (lf_dtype)a);
+        for (int b = 0; b < LF_NDTYPES; b++) {
+            lf_dtype ab = lf_dtype_promote((lf_dtype)a, (lf_dtype)b);
+            cr_expect_eq(ab, lf_dtype_promote((lf_dtype)b, (lf_dtype)a), "%d %d", a, b);
+            if (graph_dtype_is_float((lf_dtype)a) || graph_dtype_is_float((lf_dtype)b))
+                cr_expect(graph_dtype_is_float(ab), "promote(%s, %s) = %s", lf_dtype_name((lf_dtype)a),
+                          lf_dtype_name((lf_dtype)b), lf_dtype_name(ab));
+            else if (graph_dtype_is_int((lf_dtype)a) && graph_dtype_is_int((lf_dtype)b))
+                cr_expect(graph_dtype_is_int(ab));
+            for (int c = 0; c < LF_NDTYPES; c++)
+                cr_expect_eq(lf_dtype_promote(ab, (lf_dtype)c),
+                             lf_dtype_promote((lf_dtype)a, lf_dtype_promote((lf_dtype)b, (lf_dtype)c)), "%d %d %d", a,
+                             b, c);
+        }
+    }
+    cr_expect_eq(lf_dtype_promote((lf_dtype)99, LF_I32), LF_F64); /* unknown: f64, as before */
 }

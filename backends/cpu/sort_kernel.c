@@ -64,31 +64,30 @@ typedef struct sort_run {
  * stands for several values (zero, NaN) and `odd` says one of them may be
  * other than +0.0 or the canonical NaN: the value comes from lf_k_raw. */
 static bool decode(const sort_run *c, uint64_t key, void *out, int64_t at, bool odd) {
-    switch (c->t) {
-    case LF_F32: {
-        uint32_t u = (uint32_t)key ^ (c->desc ? 0xffffffffu : 0u);
-        if ((u == GRAPH_SORT_NAN_KEY32 || u == 0x80000000u) && odd) return false;
-        u = (u & 0x80000000u) ? (u & 0x7fffffffu) : ~u; /* +0.0, the canonical NaN */
-        memcpy((char *)out + at * 4, &u, 4);
+    switch (graph_dtypes[c->t].sort_key) {
+    case SORT_KEY_FLOAT:
+        if (c->wide) {
+            uint64_t u = key ^ (c->desc ? ~(uint64_t)0 : 0u);
+            if ((u == GRAPH_SORT_NAN_KEY64 || u == (uint64_t)1 << 63) && odd) return false;
+            u = (u >> 63) ? (u & ~((uint64_t)1 << 63)) : ~u;
+            memcpy((char *)out + at * 8, &u, 8);
+        } else {
+            uint32_t u = (uint32_t)key ^ (c->desc ? 0xffffffffu : 0u);
+            if ((u == GRAPH_SORT_NAN_KEY32 || u == 0x80000000u) && odd) return false;
+            u = (u & 0x80000000u) ? (u & 0x7fffffffu) : ~u; /* +0.0, the canonical NaN */
+            memcpy((char *)out + at * 4, &u, 4);
+        }
         return true;
-    }
-    case LF_F64: {
-        uint64_t u = key ^ (c->desc ? ~(uint64_t)0 : 0u);
-        if ((u == GRAPH_SORT_NAN_KEY64 || u == (uint64_t)1 << 63) && odd) return false;
-        u = (u >> 63) ? (u & ~((uint64_t)1 << 63)) : ~u;
-        memcpy((char *)out + at * 8, &u, 8);
+    case SORT_KEY_SIGNED:
+        if (c->wide) {
+            uint64_t u = (key ^ (c->desc ? ~(uint64_t)0 : 0u)) ^ ((uint64_t)1 << 63);
+            memcpy((char *)out + at * 8, &u, 8);
+        } else {
+            uint32_t u = ((uint32_t)key ^ (c->desc ? 0xffffffffu : 0u)) ^ 0x80000000u;
+            memcpy((char *)out + at * 4, &u, 4);
+        }
         return true;
-    }
-    case LF_I32: {
-        uint32_t u = ((uint32_t)key ^ (c->desc ? 0xffffffffu : 0u)) ^ 0x80000000u;
-        memcpy((char *)out + at * 4, &u, 4);
-        return true;
-    }
-    case LF_I64: {
-        uint64_t u = (key ^ (c->desc ? ~(uint64_t)0 : 0u)) ^ ((uint64_t)1 << 63);
-        memcpy((char *)out + at * 8, &u, 8);
-        return true;
-    }
+    case SORT_KEY_BOOL:
     default: ((uint8_t *)out)[at] = (uint8_t)(((uint32_t)key ^ (c->desc ? 0xffffffffu : 0u)) & 1u); return true;
     }
 }
@@ -99,7 +98,7 @@ static uint64_t key_at(const sort_run *c, const void *keys, int64_t i) {
 
 /* Whether raw value i of a row (dtype t) is a zero (cls 0) or a NaN (cls 1). */
 static bool raw_is(const sort_run *c, const void *raw, int64_t i, int cls) {
-    double v = c->t == LF_F32 ? (double)((const float *)raw)[i] : ((const double *)raw)[i];
+    double v = c->wide ? ((const double *)raw)[i] : (double)((const float *)raw)[i];
     return cls ? v != v : v == 0.0;
 }
 
@@ -171,7 +170,7 @@ typedef struct post_ctx {
 } post_ctx;
 
 static bool values_direct(const sort_run *c, bool odd) {
-    return c->job->values && c->gm.inner == 1 && c->t != LF_BOOL && !odd;
+    return c->job->values && c->gm.inner == 1 && graph_dtypes[c->t].sort_key != SORT_KEY_BOOL && !odd;
 }
 
 static void decode_post(void *arg, int64_t row, int64_t b, int64_t e) {
