@@ -255,6 +255,24 @@ Test(contract, transposed_batched) {
     run_mm((mm_case){.batch = 2, .M = 7, .K = 300, .N = 5, .bt = true}, false, 1);
 }
 
+/* Matrix-vector products (A @ B^T with N = 1: one reduced axis, the inner
+ * layout): the compiled CPU kernel runs groups of 8 outputs' chains side by
+ * side, then the rest one by one (emit_contract.c, contraction rows). Sizes
+ * around the group and the 3-thread split, a per-row prologue load
+ * (scale), an epilogue (bias, relu), a batch whose vector moves along it,
+ * specials, several blocks and a short last one, and zero-size axes. */
+Test(contract, matvec_output_groups) {
+    static const int64_t Ms[] = {1, 7, 8, 9, 16, 17, 25, 300};
+    for (int i = 0; i < 8; i++) {
+        run_mm((mm_case){.M = Ms[i], .K = 300, .N = 1, .bt = true}, i % 2 == 1, 1);
+        run_mm((mm_case){.M = Ms[i], .K = 257, .N = 1, .bt = true, .scale = MARK, .bias = MARK}, i % 2 == 0, 1);
+    }
+    run_mm((mm_case){.batch = 3, .M = 17, .K = 600, .N = 1, .bt = true, .scale = MARK}, true, 1);
+    run_mm((mm_case){.M = 41, .K = 1000, .N = 1, .bt = true}, false, 1); /* four blocks, the last short */
+    run_mm((mm_case){.M = 19, .K = 0, .N = 1, .bt = true, .bias = MARK}, false, -1); /* sums of nothing: +0.0 */
+    run_mm((mm_case){.M = 0, .K = 9, .N = 1, .bt = true}, false, -1);
+}
+
 Test(contract, prologue_epilogue_one_kernel) {
     run_mm((mm_case){.M = 70, .K = 300, .N = 50, .bias = MARK}, false, 1);
     run_mm((mm_case){.M = 70, .K = 300, .N = 50, .scale = MARK}, false, 1);
