@@ -124,9 +124,10 @@ void cg_emit_contract_fold(cg_emitter *e, int j, int cx, int cy, const char *slo
 bool cg_emit_contract_gemm(cg_emitter *e);
 /* A C REDUCE_INNER kernel whose reductions are all contractions over one
  * reduced axis (no row pass, gather, split read or position store) printed
- * as CG_CONTRACT_ROWS outputs at a time: each output's own fmaf chain in
- * graph_contract_fold's order, the chains of the group interleaved in one
- * loop so that they hide the FMA latency (emit_contract.c). Returns false,
+ * as groups of outputs (16 as two 8-lane vector chains for a plain matrix
+ * times vector, 8 scalar chains otherwise, then one): each output's own fmaf
+ * chain in graph_contract_fold's order, the chains of a group interleaved in
+ * one loop so that they hide the FMA latency (emit_contract.c). Returns false,
  * printing nothing, for any other kernel. */
 bool cg_emit_contract_rows(cg_emitter *e);
 

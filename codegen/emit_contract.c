@@ -283,8 +283,9 @@ bool cg_emit_contract_gemm(cg_emitter *e) {
  * The generic inner skeleton folds one output at a time, and a contraction
  * folds all of an output's positions into one fmaf chain (slot 0), so each
  * step waits for the one before: a matvec ran at the FMA latency, 4 cycles
- * an element. Here a group of CG_CONTRACT_ROWS outputs (then single outputs
- * for the rest of the range) runs its chains side by side: per block of
+ * an element. Here a group of outputs (CG_VECTOR_ROWS on the vector rows
+ * below when they fit, then CG_CONTRACT_ROWS, then single outputs for the
+ * rest of the range) runs its chains side by side: per block of
  * LF_CONTRACT_BLOCK reduced positions, every output of the group keeps a
  * float partial cp<j>_<r> from +0.0f, the position loop folds each output's
  * product into its own partial (positions ascending), and at the block's
@@ -296,7 +297,9 @@ bool cg_emit_contract_gemm(cg_emitter *e) {
  * are unravelled once (g<r>_<a>); its loads in the position loop are the
  * generic ones at o<a>_0 = g<r>_<a> (invariant loads are re-read there, and
  * the compiler hoists them). */
-enum { CG_CONTRACT_ROWS = 8, CG_VECTOR_ROWS = 16 /* a multiple of 8 */ };
+/* Outputs per group: scalar chains; vector rows (a multiple of 8; 32 ran
+ * 1.4-4x slower than 16 at sides 1024 and 2048, benches/measured/62-matvec.md) */
+enum { CG_CONTRACT_ROWS = 8, CG_VECTOR_ROWS = 16 };
 
 static bool rows_fit(const cg_emitter *e) {
     const fuse_kernel *kn = e->kn;
@@ -334,7 +337,7 @@ static const cg_access *plain_load(const cg_emitter *e, int i) {
     return a;
 }
 
-/* Vector rows (CG_CONTRACT_ROWS = 8 lanes, one output each): for a kernel
+/* Vector rows (lanes of 8 outputs, CG_VECTOR_ROWS / 8 chains): for a kernel
  * whose one contraction multiplies a plain load that moves with the outputs
  * (the matrix, *mat) by a plain load that does not (the vector, *vec), the
  * group loads 8 positions of each of its 8 rows, transposes the 8 x 8 tile
