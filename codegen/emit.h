@@ -43,6 +43,11 @@ typedef struct cg_emitter {
                                       0 none (lf_steps), 1 a border range
                                       (lf_remap_at), 2 the interior (a plain
                                       shifted load from ri<a>) */
+    bool contract_rows;            /* C REDUCE_INNER contraction rows
+                                      (emit_contract.c, cg_emit_contract_rows):
+                                      a contraction folds into cp<j>_<slot>
+                                      with no block count (the loop nest
+                                      closes each block) */
     bool stream;                   /* C ELEMENTWISE tiled body: stores that
                                       cg_access_streams go to lf_w<a>[j - jt]
                                       (cg_emit_stream_targets) */
@@ -117,6 +122,14 @@ void cg_emit_contract_fold(cg_emitter *e, int j, int cx, int cy, const char *slo
 /* A contraction kernel the layout marked (lay->gemm_m >= 0) printed as a
  * packed, cache-blocked GEMM (C dialect); false: not one, nothing printed. */
 bool cg_emit_contract_gemm(cg_emitter *e);
+/* A C REDUCE_INNER kernel whose reductions are all contractions over one
+ * reduced axis (no row pass, gather, split read or position store) printed
+ * as groups of outputs (16 as two 8-lane vector chains for a plain matrix
+ * times vector, 8 scalar chains otherwise, then one): each output's own fmaf
+ * chain in graph_contract_fold's order, the chains of a group interleaved in
+ * one loop so that they hide the FMA latency (emit_contract.c). Returns false,
+ * printing nothing, for any other kernel. */
+bool cg_emit_contract_rows(cg_emitter *e);
 
 /* ---- reductions ---- */
 bool cg_red_float(const fuse_red *r);  /* accumulates in double */

@@ -10,7 +10,9 @@
  *    contiguous stores fill stack tiles written out with non-temporal
  *    stores (lf_stream), else they go straight to the outputs.
  *  - REDUCE_INNER: lf_k_run over output elements; each pass folds into
- *    CG_LANES lanes (emit_lane_nest), combined in lane order.
+ *    CG_LANES lanes (emit_lane_nest), combined in lane order. A kernel of
+ *    contractions alone goes to emit_contract.c's contraction rows (several
+ *    outputs' fmaf chains interleaved) instead.
  *  - REDUCE_OUTER: lf_k_run over (outer output, block of innermost outputs),
  *    each output accumulating in reduced order.
  *  - REDUCE_FULL: lf_k_pass<q> (a partial per block of the outermost reduced
@@ -667,7 +669,9 @@ void cg_emit_c(cg_emitter *e) {
     if (cg_emit_contract_gemm(e)) return; /* a contraction's packed GEMM (emit_contract.c) */
     switch (e->lay->strategy) {
     case CG_ELEMENTWISE: emit_elementwise(e); break;
-    case CG_REDUCE_INNER: emit_inner(e); break;
+    case CG_REDUCE_INNER:
+        if (!cg_emit_contract_rows(e)) emit_inner(e); /* contractions: several outputs at a time */
+        break;
     case CG_REDUCE_OUTER: emit_outer(e); break;
     case CG_REDUCE_FULL: emit_full(e); break;
     case CG_SCAN: emit_scan(e); break;

@@ -255,6 +255,24 @@ Test(contract, transposed_batched) {
     run_mm((mm_case){.batch = 2, .M = 7, .K = 300, .N = 5, .bt = true}, false, 1);
 }
 
+/* Matrix-vector products (A @ B^T with N = 1: one reduced axis, the inner
+ * layout): the compiled CPU kernel runs groups of 8 outputs' chains side by
+ * side, then the rest one by one (emit_contract.c, contraction rows). Sizes
+ * around the group and the 3-thread split, a per-row prologue load
+ * (scale), an epilogue (bias, relu), a batch whose vector moves along it,
+ * specials, several blocks and a short last one, and zero-size axes. */
+Test(contract, matvec_output_groups) {
+    static const int64_t Ms[] = {1, 7, 8, 9, 16, 17, 25, 300};
+    for (int i = 0; i < 8; i++) {
+        run_mm((mm_case){.M = Ms[i], .K = 300, .N = 1, .bt = true}, i % 2 == 1, 1);
+        run_mm((mm_case){.M = Ms[i], .K = 257, .N = 1, .bt = true, .scale = MARK, .bias = MARK}, i % 2 == 0, 1);
+    }
+    run_mm((mm_case){.batch = 3, .M = 17, .K = 600, .N = 1, .bt = true, .scale = MARK}, true, 1);
+    run_mm((mm_case){.M = 41, .K = 1000, .N = 1, .bt = true}, false, 1); /* four blocks, the last short */
+    run_mm((mm_case){.M = 19, .K = 0, .N = 1, .bt = true, .bias = MARK}, false, -1); /* sums of nothing: +0.0 */
+    run_mm((mm_case){.M = 0, .K = 9, .N = 1, .bt = true}, false, -1);
+}
+
 Test(contract, prologue_epilogue_one_kernel) {
     run_mm((mm_case){.M = 70, .K = 300, .N = 50, .bias = MARK}, false, 1);
     run_mm((mm_case){.M = 70, .K = 300, .N = 50, .scale = MARK}, false, 1);
@@ -300,6 +318,49 @@ Test(contract, matvec_and_broadcasts) {
                 free(v);
                 free(y);
             }
+}
+
+/* Two contractions of one matrix added in the epilogue:
+ * y[m] = sum_k A[m, k] v[k] + sum_k A[m, k] w[k] (one kernel with two
+ * reductions: the compiled CPU kernel's scalar contraction rows). */
+typedef struct mv2_case {
+    int64_t M, K;
+    const float *A, *v, *w;
+} mv2_case;
+
+static lf_node *build_mv2(lf_graph *g, const void *p) {
+    const mv2_case *c = p;
+    int64_t sa[2] = {c->M, c->K};
+    lf_node *A = in_f32(g, 2, sa, c->A);
+    int ax = 1;
+    lf_node *y = lf_reduce(g, LF_RED_SUM, lf_mul(g, A, in_f32(g, 1, &c->K, c->v)), 1, &ax, false);
+    lf_node *z = lf_reduce(g, LF_RED_SUM, lf_mul(g, A, in_f32(g, 1, &c->K, c->w)), 1, &ax, false);
+    return lf_add(g, y, z);
+}
+
+Test(contract, two_matvecs_one_matrix) {
+    static const int64_t Ms[] = {1, 9, 35}, Ks[] = {5, 300};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2; j++) {
+            mv2_case c = {.M = Ms[i], .K = Ks[j]};
+            float *A = malloc((size_t)(c.M * c.K) * sizeof *A), *v = malloc((size_t)c.K * sizeof *v);
+            float *w = malloc((size_t)c.K * sizeof *w), *y = malloc((size_t)c.M * sizeof *y);
+            fill(A, c.M * c.K, true);
+            fill(v, c.K, false);
+            fill(w, c.K, false);
+            c.A = A;
+            c.v = v;
+            c.w = w;
+            for (int64_t m = 0; m < c.M; m++)
+                y[m] = contract_def(c.K, A + m * c.K, 1, v, 1) + contract_def(c.K, A + m * c.K, 1, w, 1);
+            char what[96];
+            snprintf(what, sizeof what, "two matvecs %lld x %lld", (long long)c.M, (long long)c.K);
+            check_all(what, build_mv2, &c, y, c.M, -1);
+            free(A);
+            free(v);
+            free(w);
+            free(y);
+        }
 }
 
 /* The product is an output too: it is stored, and the contraction still
