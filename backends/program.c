@@ -71,10 +71,10 @@ lf_status program_emit(lf_ctx *ctx, const fuse_schedule *s, const cg_layout *lay
     return LF_OK;
 }
 
-/* Looks kernel k (layout lay) up in the memory cache: a hit, or a kernel
- * equal to an earlier miss m[*same] of this program (counted as a memory
- * hit, as when it was compiled first), sets *hit; a miss is appended to m
- * (*nm). */
+/* Looks kernel k (layout lay) up in the memory cache. A hit sets *hit_e to
+ * the cached entry; a kernel equal to an earlier miss of this program sets
+ * *same to that miss's index (*hit_e stays NULL); both count as memory hits
+ * (as when the first was compiled). A miss is appended to m (*nm). */
 static lf_status kernel_lookup(lf_ctx *ctx, const program_parts *parts, void *state, const fuse_schedule *s,
                                const cg_layout *lay, int k, program_miss *m, int *nm, int *same, kcache_entry **hit_e,
                                lf_eval_stats *st) {
