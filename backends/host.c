@@ -124,11 +124,6 @@ void host_program_free(void *p) {
     graph_free(p);
 }
 
-static lf_status interp_prepare(lf_ctx *ctx, void *state, program *p) {
-    (void)ctx, (void)state, (void)p;
-    return LF_OK;
-}
-
 static lf_status interp_run(lf_ctx *ctx, void *state, void *p, lf_buffer *const *dsts, lf_eval_stats *st) {
     (void)ctx, (void)state;
     const program *pr = p;
@@ -146,7 +141,6 @@ static const program_parts interp_parts = {
     .what = "kernel",
     .create = interp_create,
     .free = host_program_free,
-    .prepare = interp_prepare,
     .run = interp_run,
 };
 

@@ -115,7 +115,7 @@ lf_status program_build(lf_graph *g, const program_parts *parts, void *state, in
     program *p = parts->create(state);
     if (!p) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory");
     lf_status status = program_plan(g, state, n, outs, dsts, p);
-    if (status == LF_OK) status = parts->prepare(ctx, state, p);
+    if (status == LF_OK && parts->prepare) status = parts->prepare(ctx, state, p);
     if (status != LF_OK) {
         parts->free(p);
         return status;

@@ -79,7 +79,7 @@ typedef struct program_miss {
  *   cache        the context's in-memory kernel cache
  *   dialect      the codegen dialect kernels are emitted in
  *   prepare      after planning: the program's temporaries and per-kernel
- *                arrays (p->s is the schedule)
+ *                arrays (p->s is the schedule); NULL: nothing to prepare
  *   prepare_kernel  kernel k's layout lay (the backend owns it from this
  *                call on, even when it fails): parameters, scratch, partials
  *   compile      loads misses m[0..nm) in kernel order: from the disk cache
@@ -97,8 +97,8 @@ typedef struct program_miss {
  *                unless it returns LF_OK
  *
  * An interpreted backend (the CPU's schedule interpreter, backends/host.c)
- * sets create, free, prepare and run only: without a dialect the build
- * stops after prepare (no layouts, no codegen, nothing to compile).
+ * sets create, free and run only: without a dialect the build stops after
+ * the plan (no layouts, no codegen, nothing to compile).
  *
  * build and run add to *st what this eval did (cache hits, compile time,
  * outputs in place, bytes staged). what names the kernel kind in messages
