@@ -34,7 +34,8 @@
  *   same suites run on a device through LF_TEST_BACKEND=cuda
  *   (scripts/gpu-check.sh).
  *
- * Both tests run only with LF_TEST_NVRTC=1 (meson's `cuda-codegen` entry),
+ * Both run only with LF_TEST_NVRTC=1 (meson's `cuda-codegen` entry runs the
+ * NVRTC test, `cuda-emulated` the emulated ones, side by side),
  * since they compile hundreds of kernels; elsewhere they skip saying so.
  */
 #include "cuda_emu.h"
