@@ -51,7 +51,7 @@ typedef enum cg_strategy {
     CG_REDUCE_OUTER, /* innermost axis kept: work = (outer output, block of
                         CG_OUTER_BLOCK innermost outputs); the innermost loop
                         runs over outputs, accumulators are arrays */
-    CG_SCAN          /* a scan kernel (fuse_kernel.scan): kept axes, then the
+    CG_SCAN          /* a scan kernel (FUSE_KERNEL_SCAN): kept axes, then the
                         scanned axis innermost; work = rows (out_numel),
                         count = the row length; the epilogue and the stores
                         run at every position of the row */
@@ -211,6 +211,13 @@ const cg_access *cg_load_access(const cg_layout *lay, int f, int j);
 
 /* ==== dialect ============================================================ */
 
+struct cg_emitter;
+struct cg_text;
+
+/* A skeleton: prints the loops of one kernel kind (fuse_kernel_kind) in one
+ * dialect, calling emit.c's walker for everything inside them. */
+typedef void cg_skeleton(struct cg_emitter *e);
+
 typedef struct cg_dialect {
     const char *name;              /* "c" */
     const char *prelude;           /* helper functions every kernel includes */
@@ -222,8 +229,19 @@ typedef struct cg_dialect {
                                       "[[maybe_unused]] " (CUDA: a value only an
                                       unused output needs would warn) */
     bool vector_math;              /* math calls go to a vector library */
-    bool cuda;                     /* CUDA skeletons (grid-stride loops, block
-                                      reductions) instead of the C ones */
+    bool shift_loads;              /* loads of one buffer at constant offsets
+                                      from an earlier load read through its
+                                      pointer (emit.c's shift_base: C keeps a
+                                      stencil's taps in registers) */
+    /* hooks (codegen/kernel.c calls them in this order; NULL: nothing) */
+    void (*kernel_defs)(struct cg_text *out, const fuse_kernel *kn); /* after the
+                                      prelude and the shared helpers */
+    void (*kernel_head)(struct cg_emitter *e); /* after the kernel's comment */
+    cg_skeleton *const *skeleton;  /* the skeleton of each kernel kind,
+                                      FUSE_KERNEL_NKINDS entries */
+    /* a sort kernel's store 0 at position idx: key is the value x (dtype
+       from) as its unsigned sort key, order flip included (emit.c) */
+    void (*sort_store)(struct cg_emitter *e, const char *idx, const char *key, const char *x, lf_dtype from);
 } cg_dialect;
 
 /* Helper functions carrying graph/scalar.c's semantics, printed after every
@@ -251,6 +269,14 @@ void cg_printf(cg_text *t, const char *fmt, ...) __attribute__((format(printf, 2
  * guarded so that a unit of several kernels defines it once. Printed after
  * the C vector dialect's prelude and the shared helpers. */
 void cg_c_vmath_defs(cg_text *out, const fuse_kernel *kn);
+
+/* Each dialect's skeletons and hooks (emit_c.c, emit_cuda.c), which the
+ * dialects' tables (dialect_c.c, dialect_cuda.c) point to. */
+extern cg_skeleton *const cg_c_skeletons[FUSE_KERNEL_NKINDS];
+extern cg_skeleton *const cg_cuda_skeletons[FUSE_KERNEL_NKINDS];
+void cg_c_sort_store(struct cg_emitter *e, const char *idx, const char *key, const char *x, lf_dtype from);
+void cg_cuda_sort_store(struct cg_emitter *e, const char *idx, const char *key, const char *x, lf_dtype from);
+void cg_cuda_kernel_head(struct cg_emitter *e); /* the kernels' argument struct */
 
 /* Names of the generated functions of a kernel (kernel prefix "lf_k"):
  *   ELEMENTWISE, INNER, OUTER: void lf_k_run(B, P, begin, end)

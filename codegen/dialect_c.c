@@ -586,6 +586,9 @@ static const cg_dialect c_scalar = {
     },
     .entry = "LF_ENTRY",
     .vector_math = false,
+    .shift_loads = true,
+    .skeleton = cg_c_skeletons,
+    .sort_store = cg_c_sort_store,
 };
 
 static const cg_dialect c_vector = {
@@ -603,6 +606,10 @@ static const cg_dialect c_vector = {
     },
     .entry = "LF_ENTRY",
     .vector_math = true,
+    .shift_loads = true,
+    .kernel_defs = cg_c_vmath_defs,
+    .skeleton = cg_c_skeletons,
+    .sort_store = cg_c_sort_store,
 };
 
 const cg_dialect *cg_dialect_c(bool vector_math) {

@@ -50,7 +50,10 @@ static const cg_dialect cuda_dialect = {
     .restrict_kw = "__restrict__",
     .value_attr = "[[maybe_unused]] ",
     .vector_math = false,
-    .cuda = true,
+    .shift_loads = false,
+    .kernel_head = cg_cuda_kernel_head,
+    .skeleton = cg_cuda_skeletons,
+    .sort_store = cg_cuda_sort_store,
 };
 
 const cg_dialect *cg_dialect_cuda(void) { return &cuda_dialect; }

@@ -284,7 +284,7 @@ static int access_id(const cg_emitter *e, const cg_access *a) { return (int)(a -
  * when there is none) and the constant in *delta. */
 static const cg_access *shift_base(const cg_emitter *e, const cg_access *a, int64_t *delta) {
     *delta = 0;
-    if (e->d->cuda || a->fn < 0 || !a->load || a->buf < 0 || a->param_steps >= 0 || a->param_split >= 0 ||
+    if (!e->d->shift_loads || a->fn < 0 || !a->load || a->buf < 0 || a->param_steps >= 0 || a->param_split >= 0 ||
         a->param_gather >= 0)
         return a;
     const cg_layout *lay = e->lay;
@@ -711,11 +711,11 @@ static void emit_stores(cg_emitter *e, int reg, const char *jv, const char *pref
         access_index(e, a, jv, idx, sizeof idx);
         cg_fmt(x, sizeof x, "%sv%d", prefix, so->expr);
         lf_dtype from = fn_etype(kn, reg, so->expr);
-        if (kn->sort) {
+        if (kn->kind == FUSE_KERNEL_SORT) {
             cg_emit_sort_store(e, a, idx, x, from);
             continue;
         }
-        if (kn->scatter) { /* combined into the block's partial at the target */
+        if (kn->kind == FUSE_KERNEL_SCATTER) { /* combined into the block's partial at the target */
             int pg = a->param_gather;
             graph_scatter_geom gm;
             graph_scatter_geom_of(kn->scatter, &gm);
@@ -827,23 +827,9 @@ static void cg_emit_sort_store(cg_emitter *e, const cg_access *a, const char *id
     case SORT_KEY_BOOL:
     default: cg_fmt(key, sizeof key, "(uint32_t)((%s) != 0)", x); break;
     }
-    if (e->d->cuda) { /* emit_cuda.c's key pass: K[p], and V[p] when the values are wanted */
-        cg_line(e, "lf_K[%s] = %s%s; /* sort key -> n%d */", idx, key, flip, sn->id);
-        const lf_node *vn = e->kn->sort_values;
-        if (!vn) return;
-        if (from == LF_BOOL) cg_line(e, "lf_V[%s] = (uint8_t)((%s) != 0); /* value -> n%d */", idx, x, vn->id);
-        else cg_line(e, "lf_V[%s] = %s; /* value -> n%d */", idx, x, vn->id);
-        return;
-    }
-    if (e->sort_raw) {
-        if (from == LF_BOOL) cg_line(e, "((uint8_t *)lf_w)[%s - lf_base] = (uint8_t)((%s) != 0);", idx, x);
-        else cg_line(e, "((%s *)lf_w)[%s - lf_base] = %s;", e->d->type[from], idx, x);
-        return;
-    }
-    cg_line(e, "((%s *)lf_w)[%s - lf_base] = %s%s; /* sort key -> n%d */", wide ? "uint64_t" : "uint32_t", idx, key,
-            flip, sn->id);
-    if (graph_dtypes[from].sort_key == SORT_KEY_FLOAT) /* lf_k_run returns whether a value needs lf_k_raw */
-        cg_line(e, "lf_odd |= lf_sodd_%s(%s);", lf_dtype_name(from), x);
+    char keyed[sizeof key + 32];
+    cg_fmt(keyed, sizeof keyed, "%s%s", key, flip);
+    e->d->sort_store(e, idx, keyed, x, from);
 }
 
 /* ---- scatter kernels ---- */
@@ -1117,7 +1103,7 @@ void cg_emit_pass_body(cg_emitter *e, int q, const char *jv, acc_form form, cons
                            const char *pos) {
     const fuse_kernel *kn = e->kn;
     emit_fn(e, q, jv, form, "");
-    if (q == 0 && !kn->scan) emit_stores(e, 0, jv, ""); /* pass 0's position stores (fuse_store.pos) */
+    if (q == 0 && kn->kind != FUSE_KERNEL_SCAN) emit_stores(e, 0, jv, ""); /* pass 0's position stores (fuse_store.pos) */
     for (int j = 0; j < kn->nreds; j++) {
         const fuse_red *r = &kn->reds[j];
         if (r->pass != q) continue;

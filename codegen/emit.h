@@ -4,10 +4,12 @@
  *   emit.c       the walker: text, lines and blocks, loads and stores
  *                (accesses), fns, reductions (fold, combine, finish), loop
  *                levels and the reduced nests both dialects open
- *   emit_c.c     the C skeletons of each kernel kind (cg_emit_c)
- *   emit_cuda.c  the CUDA skeletons (cg_emit_cuda; helpers skel_*) and launch plans
- *   kernel.c     cg_emit_kernel: the prelude, then the dialect's skeleton;
- *                the one place that knows both
+ *   emit_c.c     the C skeletons of each kernel kind (cg_c_skeletons) and
+ *                the C dialect's hooks
+ *   emit_cuda.c  the CUDA skeletons (cg_cuda_skeletons; helpers skel_*),
+ *                the CUDA dialect's hooks and the launch plans
+ *   kernel.c     cg_emit_kernel: the prelude, then the skeleton the
+ *                dialect's table gives for the kernel's kind
  *
  * A skeleton prints the loops of its kernel kind with cg_line/cg_open_block
  * and calls the walker for everything inside them, so both dialects print
@@ -176,9 +178,5 @@ void cg_emit_scatter_finish(cg_emitter *e, const char *t, const char *nblocks, c
 /* The key helpers (lf_skey_<dtype>: graph_sort_key's order), guarded so
  * that a unit of several kernels defines them once. */
 void cg_emit_sort_key_defs(cg_emitter *e);
-
-/* ---- the skeletons ---- */
-void cg_emit_c(cg_emitter *e);    /* emit_c.c */
-void cg_emit_cuda(cg_emitter *e); /* emit_cuda.c */
 
 #endif /* LF_CODEGEN_EMIT_H */

@@ -657,23 +657,39 @@ static void emit_sort(cg_emitter *e) {
     e->sort_raw = false;
 }
 
-void cg_emit_c(cg_emitter *e) {
-    if (e->kn->sort) {
-        emit_sort(e);
+/* The C skeleton of each kernel kind (codegen.h's cg_dialect.skeleton). A
+ * contraction's reduction first tries its packed GEMM (emit_contract.c: the
+ * layout found its M, N and K axes), then, for an inner one, its rows of
+ * outputs side by side; else the generic skeleton. */
+static void emit_inner_kind(cg_emitter *e) {
+    if (!cg_emit_contract_gemm(e) && !cg_emit_contract_rows(e)) emit_inner(e);
+}
+
+static void emit_outer_kind(cg_emitter *e) {
+    if (!cg_emit_contract_gemm(e)) emit_outer(e);
+}
+
+cg_skeleton *const cg_c_skeletons[FUSE_KERNEL_NKINDS] = {
+    [FUSE_KERNEL_ELEMENTWISE] = emit_elementwise,
+    [FUSE_KERNEL_REDUCE_FULL] = emit_full,
+    [FUSE_KERNEL_REDUCE_INNER] = emit_inner_kind,
+    [FUSE_KERNEL_REDUCE_OUTER] = emit_outer_kind,
+    [FUSE_KERNEL_SCAN] = emit_scan,
+    [FUSE_KERNEL_SCATTER] = emit_scatter,
+    [FUSE_KERNEL_SORT] = emit_sort,
+};
+
+/* A sort kernel's store 0 in C: the key (or, with e->sort_raw, the value
+ * itself) into the work array lf_w at the position relative to lf_base; the
+ * backend sorts it and writes the slots (backends/cpu/sort_kernel.c). */
+void cg_c_sort_store(cg_emitter *e, const char *idx, const char *key, const char *x, lf_dtype from) {
+    if (e->sort_raw) {
+        if (from == LF_BOOL) cg_line(e, "((uint8_t *)lf_w)[%s - lf_base] = (uint8_t)((%s) != 0);", idx, x);
+        else cg_line(e, "((%s *)lf_w)[%s - lf_base] = %s;", e->d->type[from], idx, x);
         return;
     }
-    if (e->kn->scatter) {
-        emit_scatter(e);
-        return;
-    }
-    if (cg_emit_contract_gemm(e)) return; /* a contraction's packed GEMM (emit_contract.c) */
-    switch (e->lay->strategy) {
-    case CG_ELEMENTWISE: emit_elementwise(e); break;
-    case CG_REDUCE_INNER:
-        if (!cg_emit_contract_rows(e)) emit_inner(e); /* contractions: several outputs at a time */
-        break;
-    case CG_REDUCE_OUTER: emit_outer(e); break;
-    case CG_REDUCE_FULL: emit_full(e); break;
-    case CG_SCAN: emit_scan(e); break;
-    }
+    cg_line(e, "((%s *)lf_w)[%s - lf_base] = %s; /* sort key -> n%d */",
+            graph_sort_key_wide(from) ? "uint64_t" : "uint32_t", idx, key, e->kn->sort->id);
+    if (graph_dtypes[from].sort_key == SORT_KEY_FLOAT) /* lf_k_run returns whether a value needs lf_k_raw */
+        cg_line(e, "lf_odd |= lf_sodd_%s(%s);", lf_dtype_name(from), x);
 }

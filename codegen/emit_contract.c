@@ -87,7 +87,7 @@ void cg_contract_layout(cg_layout *lay) {
     lay->gemm_m = lay->gemm_n = lay->gemm_k = -1;
     const fuse_kernel *kn = lay->kernel;
     int cx, cy;
-    if (kn->scan || kn->sort || kn->scatter || kn->row || kn->npasses != 1 || kn->nreds != 1 || lay->err_buf >= 0)
+    if (kn->kind == FUSE_KERNEL_SCAN || kn->row || kn->npasses != 1 || kn->nreds != 1 || lay->err_buf >= 0)
         return;
     if ((lay->strategy != CG_REDUCE_INNER && lay->strategy != CG_REDUCE_OUTER) || lay->nred != 1) return;
     if (!fuse_red_contraction(kn, 0, &cx, &cy)) return;
@@ -273,7 +273,7 @@ static void emit_gemm(cg_emitter *e) {
 }
 
 bool cg_emit_contract_gemm(cg_emitter *e) {
-    if (e->d->cuda || e->lay->gemm_m < 0) return false;
+    if (e->lay->gemm_m < 0) return false;
     emit_gemm(e);
     return true;
 }
@@ -304,8 +304,8 @@ enum { CG_CONTRACT_ROWS = 8, CG_VECTOR_ROWS = 16 };
 static bool rows_fit(const cg_emitter *e) {
     const fuse_kernel *kn = e->kn;
     const cg_layout *lay = e->lay;
-    if (e->d->cuda || lay->strategy != CG_REDUCE_INNER || lay->gemm_m >= 0 || lay->nred != 1) return false;
-    if (kn->scan || kn->sort || kn->scatter || kn->row || kn->npasses != 1 || kn->nreds < 1 || lay->err_buf >= 0)
+    if (lay->strategy != CG_REDUCE_INNER || lay->gemm_m >= 0 || lay->nred != 1) return false;
+    if (kn->row || kn->npasses != 1 || kn->nreds < 1 || lay->err_buf >= 0)
         return false;
     int cx, cy;
     for (int j = 0; j < kn->nreds; j++)

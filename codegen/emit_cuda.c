@@ -1,9 +1,10 @@
 /* codegen/emit_cuda.c: the CUDA kernels: their skeletons (device side,
- * cg_emit_cuda, printed through the walker of emit.h) and their launch plans
+ * cg_cuda_skeletons, printed through the walker of emit.h), the CUDA
+ * dialect's hooks (the argument struct, the sort key pass's store) and their launch plans
  * (host side).
  *
  * The launch plans: for one laid-out kernel and its parameters P, say which
- * entry points of the module cg_emit_cuda printed to launch, in order, with
+ * entry points of the module its skeletons printed to launch, in order, with
  * which grid and block, how much device scratch the launches share, and
  * fill the argument words (the lf_args layout of codegen.h).
  *
@@ -141,7 +142,7 @@ void cg_cuda_plan_kernel(const cg_layout *lay, const int64_t *P, const uint64_t 
     int nb = lay->nbufs > 0 ? lay->nbufs : 1, np = lay->nparams > 0 ? lay->nparams : 1;
     plan->nwords = nb + 3 + np;
     int64_t cap_threads = (int64_t)(sm_count > 0 ? sm_count : 1) * BLOCKS_PER_SM * THREADS;
-    if (kn->scatter) { /* a thread per block of positions, then a thread per dst element */
+    if (kn->kind == FUSE_KERNEL_SCATTER) { /* a thread per block of positions, then a thread per dst element */
         int ps = lay->param_scatter;
         int64_t nblocks = P[ps + 3], dn = P[ps + 2];
         bool i32 = fits_int32(lay, P, nblocks, cap_threads) && P[ps + 1] <= INT32_MAX - cap_threads &&
@@ -780,25 +781,35 @@ static void skel_sort(cg_emitter *e) {
     skel_close_body(e, "run", 1, 2);
 }
 
-void cg_emit_cuda(cg_emitter *e) {
+/* The CUDA skeleton of each kernel kind (codegen.h's cg_dialect.skeleton). */
+cg_skeleton *const cg_cuda_skeletons[FUSE_KERNEL_NKINDS] = {
+    [FUSE_KERNEL_ELEMENTWISE] = skel_elementwise,
+    [FUSE_KERNEL_REDUCE_FULL] = skel_full,
+    [FUSE_KERNEL_REDUCE_INNER] = skel_inner,
+    [FUSE_KERNEL_REDUCE_OUTER] = skel_outer,
+    [FUSE_KERNEL_SCAN] = skel_scan,
+    [FUSE_KERNEL_SCATTER] = skel_scatter,
+    [FUSE_KERNEL_SORT] = skel_sort,
+};
+
+/* The one by-value argument of every entry (the buffers, the reduction
+ * results, the partials, the last-block ticket, the parameters), and the
+ * names the walker prints for its fields. */
+void cg_cuda_kernel_head(cg_emitter *e) {
     const cg_layout *lay = e->lay;
     cg_printf(e->t, "struct lf_args {\n    void *B[%d];\n    lf_value *R;\n    lf_partial *part;\n"
                     "    unsigned int *ticket;\n    long long P[%d];\n};\n",
               lay->nbufs > 0 ? lay->nbufs : 1, lay->nparams > 0 ? lay->nparams : 1);
     cg_printf(e->t, "#define B (a.B)\n#define P (a.P)\n#define R (a.R)\n");
-    if (e->kn->scatter) {
-        skel_scatter(e);
-        return;
-    }
-    if (e->kn->sort) {
-        skel_sort(e);
-        return;
-    }
-    switch (lay->strategy) {
-    case CG_ELEMENTWISE: skel_elementwise(e); break;
-    case CG_REDUCE_INNER: skel_inner(e); break;
-    case CG_REDUCE_OUTER: skel_outer(e); break;
-    case CG_REDUCE_FULL: skel_full(e); break;
-    case CG_SCAN: skel_scan(e); break;
-    }
+}
+
+/* A sort kernel's store 0 in CUDA (skel_sort's key pass): the key into
+ * lf_K at the position, and the value into lf_V when the kernel has a
+ * values node (backends/cuda/sort.c sorts them). */
+void cg_cuda_sort_store(cg_emitter *e, const char *idx, const char *key, const char *x, lf_dtype from) {
+    cg_line(e, "lf_K[%s] = %s; /* sort key -> n%d */", idx, key, e->kn->sort->id);
+    const lf_node *vn = e->kn->sort_values;
+    if (!vn) return;
+    if (from == LF_BOOL) cg_line(e, "lf_V[%s] = (uint8_t)((%s) != 0); /* value -> n%d */", idx, x, vn->id);
+    else cg_line(e, "lf_V[%s] = %s; /* value -> n%d */", idx, x, vn->id);
 }

@@ -15,13 +15,14 @@
  */
 #include "codegen/codegen.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
 /* Strides, over the iteration space, of an epilogue load whose first step
  * reads the output multi-index (reduced axes are at index 0 there). */
 static void epilogue_strides(const fuse_kernel *kn, const fuse_step *st, int64_t *out) {
-    if (kn->scan) { /* a scan's epilogue runs over the whole space */
+    if (kn->kind == FUSE_KERNEL_SCAN) { /* a scan's epilogue runs over the whole space */
         memcpy(out, st->strides, (size_t)kn->ndim * sizeof *out);
         return;
     }
@@ -106,9 +107,9 @@ static void collect_accesses(const fuse_schedule *s, const fuse_kernel *kn, cg_l
         a->param_split = -1;
         a->param_iota = -1;
         a->param_gather = -1;
-        bool full = !kn->epi || so->row || so->pos || kn->scan;
+        bool full = !kn->epi || so->row || so->pos || kn->kind == FUSE_KERNEL_SCAN;
         memcpy(a->strides, full ? dense : kept_dense, sizeof a->strides);
-        if (kn->scatter) { /* the target over the positions, plus the index (plan_scatter.c) */
+        if (kn->kind == FUSE_KERNEL_SCATTER) { /* the target over the positions, plus the index (plan_scatter.c) */
             graph_scatter_geom gm;
             graph_scatter_geom_of(kn->scatter, &gm);
             memcpy(a->strides, gm.dst_strides, sizeof a->strides);
@@ -224,30 +225,37 @@ static void layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
         if (kn->redmask & (1u << d)) red[nr++] = d;
         else kept[nk++] = d;
     }
-    int last = -1; /* last non-unit axis */
-    for (int d = kn->ndim - 1; d >= 0 && last < 0; d--)
-        if (kn->shape[d] != 1) last = d;
     int perm[LF_MAX_DIMS], n = 0;
-    if (kn->scan) {
+    switch (kn->kind) { /* the planner's kind is the loop nest (fusion.h) */
+    case FUSE_KERNEL_SCAN:
         lay->strategy = CG_SCAN; /* kept axes, then the scanned axis */
         for (int i = 0; i < nk; i++) perm[n++] = kept[i];
         for (int i = 0; i < nr; i++) perm[n++] = red[i];
-    } else if (!kn->epi) {
+        break;
+    case FUSE_KERNEL_ELEMENTWISE:
+    case FUSE_KERNEL_SCATTER: /* a loop over the scatter's positions */
+    case FUSE_KERNEL_SORT:    /* a loop over the sort's keys */
+    case FUSE_KERNEL_NKINDS:
         lay->strategy = CG_ELEMENTWISE;
         for (int i = 0; i < nk; i++) perm[n++] = kept[i];
-    } else if (nk == 0) {
+        break;
+    case FUSE_KERNEL_REDUCE_FULL:
         lay->strategy = CG_REDUCE_FULL;
         for (int i = 0; i < nr; i++) perm[n++] = red[i];
-    } else if (nr == 0 || (kn->redmask & (1u << last))) {
+        break;
+    case FUSE_KERNEL_REDUCE_INNER:
         lay->strategy = CG_REDUCE_INNER;
         for (int i = 0; i < nk; i++) perm[n++] = kept[i];
         for (int i = 0; i < nr; i++) perm[n++] = red[i];
-    } else {
+        break;
+    case FUSE_KERNEL_REDUCE_OUTER:
         lay->strategy = CG_REDUCE_OUTER;
         for (int i = 0; i < nk - 1; i++) perm[n++] = kept[i];
         for (int i = 0; i < nr; i++) perm[n++] = red[i];
         perm[n++] = kept[nk - 1];
+        break;
     }
+    assert((lay->strategy == CG_ELEMENTWISE) == !kn->epi); /* folds, and only they, have an epilogue */
     permute(lay, n, perm, kn->shape);
 
     /* merge within groups; every strategy keeps at least one axis where its
@@ -322,7 +330,7 @@ static void layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
         p += 1; /* number of extra steps */
         for (int q = 1; q < m->nsteps; q++) p += 2 + (m->steps[q].remap ? 5 : 2) * m->steps[q].ndim;
     }
-    for (int a = 0; a < lay->naccess && lay->strategy == CG_ELEMENTWISE && !kn->scatter && !kn->sort; a++) {
+    for (int a = 0; a < lay->naccess && lay->strategy == CG_ELEMENTWISE && kn->kind == FUSE_KERNEL_ELEMENTWISE; a++) {
         cg_access *ac = &lay->access[a];
         if (!split_remap(lay, ac, &ac->split_axis, &ac->split_k)) continue;
         ac->param_split = p;
@@ -335,14 +343,14 @@ static void layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
         ac->param_gather = p;
         p += 2; /* x's extent and stride on the gathered axis */
     }
-    if (kn->scatter) {
+    if (kn->kind == FUSE_KERNEL_SCATTER) {
         lay->param_scatter = p;
         p += 4; /* block, positions, DN, nblocks */
         graph_scatter_geom gm;
         graph_scatter_geom_of(kn->scatter, &gm);
         lay->work = gm.nblocks;
     }
-    if (lay->strategy == CG_ELEMENTWISE && !kn->scatter && !kn->sort) {
+    if (lay->strategy == CG_ELEMENTWISE && kn->kind == FUSE_KERNEL_ELEMENTWISE) {
         bool contiguous_store = false;
         for (int a = 0; a < lay->naccess; a++)
             contiguous_store |= cg_access_streams(lay, &lay->access[a]);

@@ -65,7 +65,18 @@ static void write_fused(const fuse_schedule *s, bool *seen, int *kernel_of, FILE
         const fuse_kernel *k = &s->kernels[ki];
         char kind[96];
         /* "elementwise", "reduce sum", or "reduce max sum, 2 passes + row map" */
-        size_t len = (size_t)snprintf(kind, sizeof kind, k->sort ? (k->sort_indices && k->sort_values ? "sort (values, indices)" : k->sort_indices ? "sort (indices)" : "sort") : k->scan ? (k->scan_exclusive ? "exclusive scan" : "scan") : k->redmask ? "reduce" : "elementwise");
+        const char *what = "elementwise"; /* a scatter kernel too: a loop over its positions */
+        switch (k->kind) {
+        case FUSE_KERNEL_SORT:
+            what = k->sort_indices && k->sort_values ? "sort (values, indices)" : k->sort_indices ? "sort (indices)" : "sort";
+            break;
+        case FUSE_KERNEL_SCAN: what = k->scan_exclusive ? "exclusive scan" : "scan"; break;
+        case FUSE_KERNEL_REDUCE_FULL:
+        case FUSE_KERNEL_REDUCE_INNER:
+        case FUSE_KERNEL_REDUCE_OUTER: what = k->redmask ? "reduce" : "elementwise"; break; /* a fold over no axis */
+        default: break;
+        }
+        size_t len = (size_t)snprintf(kind, sizeof kind, "%s", what);
         for (int j = 0; k->redmask && j < k->nreds && len < sizeof kind; j++)
             len += (size_t)snprintf(kind + len, sizeof kind - len, " %s", graph_reds[k->reds[j].op].text);
         if (k->redmask && k->npasses > 1 && len < sizeof kind)

@@ -181,7 +181,28 @@ typedef struct fuse_pass {
     lf_dtype *ctype;
 } fuse_pass;
 
+/* What a kernel does, set by the planner (plan_build.c) from its root and its
+ * axes; codegen picks each dialect's skeleton by it (codegen/kernel.c) and
+ * the evaluators dispatch on it. The reductions' three kinds are their loop
+ * nests: axes of extent 1 do not count, and the innermost remaining axis
+ * decides between INNER (reduced) and OUTER (kept). A row pass (kn->row),
+ * several passes, or a fold that is a contraction (plan_contract.c) are
+ * properties of a reduction kernel, not kinds of their own: the same
+ * skeleton runs them. */
+typedef enum fuse_kernel_kind {
+    FUSE_KERNEL_ELEMENTWISE,       /* no fold: one loop over the space */
+    FUSE_KERNEL_REDUCE_FULL,       /* every non-unit axis reduced */
+    FUSE_KERNEL_REDUCE_INNER,      /* the innermost non-unit axis reduced
+                                      (or no non-unit axis is reduced) */
+    FUSE_KERNEL_REDUCE_OUTER,      /* the innermost non-unit axis kept */
+    FUSE_KERNEL_SCAN,              /* a scan along its one reduced axis */
+    FUSE_KERNEL_SCATTER,           /* a store whose index is data (kn->scatter) */
+    FUSE_KERNEL_SORT,              /* keys for a backend's sort (kn->sort) */
+    FUSE_KERNEL_NKINDS
+} fuse_kernel_kind;
+
 typedef struct fuse_kernel {
+    fuse_kernel_kind kind;         /* see above */
     int root;                      /* id of the node that defines the kernel */
     int ndim;                      /* iteration space rank */
     int64_t shape[LF_MAX_DIMS];    /* iteration space (reduction: its input's shape) */
@@ -225,13 +246,12 @@ typedef struct fuse_kernel {
     fuse_store *stores;
     int nnodes;                    /* graph nodes computed in this kernel */
     int *nodes;                    /* their ids, ascending (for dumps) */
-    /* scan kernels only (fusion/plan_scan.c): a reduction kernel whose one
+    /* scan kernels only (FUSE_KERNEL_SCAN, fusion/plan_scan.c): a reduction kernel whose one
        reduction reds[0] is a scan along its one reduced axis (redmask);
        out_shape is the whole space, and the epilogue runs at every element,
        right after that element's fold, with the scan's running value (the
        blocked order of lazyfuse.h) as its ACC load; its loads' maps and its
        stores are over the whole space. One pass, no row pass. */
-    bool scan;                     /* this is a scan kernel */
     bool scan_exclusive;           /* the value before the element's fold */
     /* scatter kernels only (plan_scatter.c): an elementwise kernel over the
        scatter's positions S whose one store (the values, in dst's dtype) is

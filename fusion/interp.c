@@ -393,14 +393,17 @@ lf_status fuse_interpret(const fuse_schedule *s, void **results) {
     for (int k = 0; k < s->nkernels; k++) {
         const fuse_kernel *kn = &s->kernels[k];
         index_bad = false;
-        if (kn->scan) {
-            run_scan(s, kn, data, vals);
-        } else if (kn->sort) {
-            if ((st = run_sort(s, kn, data, vals)) != LF_OK) goto fail;
-        } else if (kn->scatter) {
-            if ((st = run_scatter(s, kn, data, vals)) != LF_OK) goto fail;
-        } else if (kn->epi) run_reduce(s, kn, data, vals);
-        else run_elementwise(s, kn, data, vals);
+        switch (kn->kind) {
+        case FUSE_KERNEL_SCAN: run_scan(s, kn, data, vals); break;
+        case FUSE_KERNEL_SORT: st = run_sort(s, kn, data, vals); break;
+        case FUSE_KERNEL_SCATTER: st = run_scatter(s, kn, data, vals); break;
+        case FUSE_KERNEL_REDUCE_FULL:
+        case FUSE_KERNEL_REDUCE_INNER:
+        case FUSE_KERNEL_REDUCE_OUTER: run_reduce(s, kn, data, vals); break;
+        case FUSE_KERNEL_ELEMENTWISE:
+        case FUSE_KERNEL_NKINDS: run_elementwise(s, kn, data, vals); break;
+        }
+        if (st != LF_OK) goto fail;
         if (index_bad) {
             st = fuse_report_index_error(s, k, data);
             goto fail;

@@ -455,13 +455,32 @@ static bool number_scalars(fuse_kernel *kn) {
             if (x->kind == EXPR_SCALAR && (x->param = scalar_index(kn, x->node, cap)) < 0) return false;
         }
     }
-    if (kn->scatter && kn->scat_dst_slot < 0 &&
+    if (kn->kind == FUSE_KERNEL_SCATTER && kn->scat_dst_slot < 0 &&
         (kn->scat_dst_scalar = scalar_index(kn, kn->scatter->inputs[0], cap)) < 0)
         return false;
     return true;
 }
 
 static lf_status build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *kn);
+
+/* The kind of kernel kn with root node rn (fusion.h's fuse_kernel_kind): a
+ * reduction's from its axes, as its loop nest will run them. */
+static fuse_kernel_kind kernel_kind(const fuse_kernel *kn, const lf_node *rn) {
+    if (rn->kind == NODE_SORT) return FUSE_KERNEL_SORT;
+    if (rn->kind == NODE_SCATTER) return FUSE_KERNEL_SCATTER;
+    if (!fuse_is_fold(rn)) return FUSE_KERNEL_ELEMENTWISE;
+    if (rn->kind == NODE_SCAN) return FUSE_KERNEL_SCAN;
+    int kept = 0, reduced = 0, last = -1; /* last: the innermost non-unit axis */
+    for (int d = 0; d < kn->ndim; d++) {
+        if (kn->shape[d] == 1) continue;
+        if (kn->redmask & (1u << d)) reduced++;
+        else kept++;
+        last = d;
+    }
+    if (kept == 0) return FUSE_KERNEL_REDUCE_FULL;
+    if (reduced == 0 || (kn->redmask & (1u << last))) return FUSE_KERNEL_REDUCE_INNER;
+    return FUSE_KERNEL_REDUCE_OUTER;
+}
 
 /* Builds the kernel of root k (and of the roots that joined it) into kn. */
 lf_status fuse_build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *kn) {
@@ -483,6 +502,8 @@ static lf_status build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *
     kn->ndim = space->ndim;
     memcpy(kn->shape, space->shape, sizeof kn->shape);
     kn->numel = space->numel;
+    if (red) kn->redmask = fuse_fold_mask(rn);
+    kn->kind = kernel_kind(kn, rn);
     const unit *u = p->unit[k];
     kn->npasses = u ? u->npasses : 1;
     kn->passes = graph_calloc((size_t)kn->npasses, sizeof *kn->passes);
@@ -499,9 +520,7 @@ static lf_status build_kernel(planner *p, fuse_schedule *s, int k, fuse_kernel *
         if (st == LF_OK && rn->kind == NODE_SORT) fuse_sort_kernel(p, k, kn);
         return st;
     }
-    kn->redmask = fuse_fold_mask(rn);
-    kn->scan = rn->kind == NODE_SCAN;
-    kn->scan_exclusive = kn->scan && rn->u.scan.exclusive;
+    kn->scan_exclusive = rn->kind == NODE_SCAN && rn->u.scan.exclusive;
     kn->out_ndim = rn->ndim;
     memcpy(kn->out_shape, rn->shape, sizeof kn->out_shape);
     kn->out_numel = rn->numel;
@@ -687,7 +706,7 @@ void fuse_schedule_print(const fuse_schedule *s, FILE *fp) {
         const fuse_kernel *kn = &s->kernels[k];
         char sh[160];
         fprintf(fp, "  kernel %d: root %d, ", k, kn->root);
-        if (kn->sort) {
+        if (kn->kind == FUSE_KERNEL_SORT) {
             fprintf(fp, "sort rows of %s (%s, k %lld%s%s), %d body exprs",
                     graph_shape_str(sh, sizeof sh, kn->ndim, kn->shape),
                     kn->sort->u.sort.descending ? "descending" : "ascending", (long long)kn->sort->u.sort.k,
@@ -696,7 +715,7 @@ void fuse_schedule_print(const fuse_schedule *s, FILE *fp) {
             fprintf(fp, "elementwise over %s, %d body exprs", graph_shape_str(sh, sizeof sh, kn->ndim, kn->shape),
                     kn->body->nexprs);
         } else {
-            fprintf(fp, "%s over %s axes {", kn->scan ? "scan" : kn->row ? "row reduce" : "reduce",
+            fprintf(fp, "%s over %s axes {", kn->kind == FUSE_KERNEL_SCAN ? "scan" : kn->row ? "row reduce" : "reduce",
                     graph_shape_str(sh, sizeof sh, kn->ndim, kn->shape));
             for (int d = 0, first = 1; d < kn->ndim; d++)
                 if (kn->redmask & (1u << d)) fprintf(fp, first-- ? "%d" : ",%d", d);

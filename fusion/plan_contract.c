@@ -54,7 +54,7 @@ bool fuse_contract_roots(planner *p) {
 
 bool fuse_red_contraction(const fuse_kernel *kn, int j, int *x, int *y) {
     const fuse_red *r = &kn->reds[j];
-    if (kn->scan || !graph_contraction(r->node, NULL)) return false;
+    if (kn->kind == FUSE_KERNEL_SCAN || !graph_contraction(r->node, NULL)) return false;
     const lf_fn *f = kn->passes[r->pass].fn;
     const fn_expr *m = &f->exprs[r->expr];
     assert(m->kind == EXPR_OP && m->op == LF_OP_MUL && kn->passes[r->pass].etype[m->arg[0]] == LF_F32 &&

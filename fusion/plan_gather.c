@@ -143,7 +143,7 @@ bool fuse_gather_load(planner *p, const pload *loads, int nloads, const pload *l
 
 lf_status fuse_report_index_error(const fuse_schedule *s, int k, void *const *data) {
     const fuse_kernel *kn = &s->kernels[k];
-    if (kn->scatter) { /* its index may be computed in the kernel: the reference names it */
+    if (kn->kind == FUSE_KERNEL_SCATTER) { /* its index may be computed in the kernel: the reference names it */
         lf_node *n = (lf_node *)kn->scatter;
         void *res = NULL;
         lf_status st = graph_eval_reference(s->graph, 1, &n, &res);

@@ -38,7 +38,7 @@ static bool identity_load(const fuse_kernel *kn, const fuse_load *l) {
 
 /* Whether kernel kn stores slot o at every point's own position. */
 static bool stores_pointwise(const fuse_kernel *kn, int o) {
-    if (kn->scan || kn->scatter || kn->sort) return false;
+    if (kn->kind == FUSE_KERNEL_SCAN || kn->kind == FUSE_KERNEL_SCATTER || kn->kind == FUSE_KERNEL_SORT) return false;
     bool found = false;
     for (int j = 0; j < kn->nstores; j++) {
         if (kn->stores[j].slot != o) continue;
@@ -58,7 +58,7 @@ bool fuse_in_place_ok(const fuse_schedule *s, int o, int j) {
     if (def->numel != so->numel || !stores_pointwise(def, o)) return false;
     for (int k = so->def; k < s->nkernels; k++) {
         const fuse_kernel *kn = &s->kernels[k];
-        if (kn->scatter && kn->scat_dst_slot == j) return false;
+        if (kn->kind == FUSE_KERNEL_SCATTER && kn->scat_dst_slot == j) return false;
         for (int f = 0; f < kn->npasses + 2; f++) {
             int n;
             const fuse_load *ls = fuse_kernel_fn_loads(kn, f, &n, NULL);

@@ -316,7 +316,7 @@ static void emu_run_schedule(const fuse_schedule *s, int n, void **results, cons
                       : lay->buf_slot[b] < 0 ? (uint64_t)(uintptr_t)&index_err
                                             : (uint64_t)(uintptr_t)data[lay->buf_slot[b]];
         void *work = NULL; /* a sort kernel's keys and values (the key pass writes them) */
-        if (kn->sort) {
+        if (kn->kind == FUSE_KERNEL_SORT) {
             lf_dtype st = kn->sort->inputs[0]->dtype;
             size_t wb = cg_cuda_sort_work_bytes(kn->numel, graph_sort_key_wide(st),
                                                 kn->sort_values ? lf_dtype_size(st) : 0);
@@ -353,7 +353,7 @@ static void emu_run_schedule(const fuse_schedule *s, int n, void **results, cons
             const unsigned *ticket = (const unsigned *)((char *)scratch + plan.scratch_ticket);
             for (int q = 0; q < lay->kernel->npasses; q++) cr_assert_eq(ticket[q], 0u);
         }
-        if (kn->sort) {
+        if (kn->kind == FUSE_KERNEL_SORT) {
             cr_assert(kn->sort->u.sort.k == 0 || kn->numel == 0 || plan.nlaunches == 1, "a sort's key pass is one launch");
             emu_sort_kernel(es, s, lay, data, work, dir, id);
         }
