@@ -2,9 +2,12 @@
  * backend from the table of those built in), names every backend id
  * (lf_backend_name) and runs lf_eval, the same for every backend:
  *
- *     check -> the backend's eval -> statistics
+ *     check -> backend_eval -> statistics
  *
- * where a backend's eval (graph/backend.h) is
+ * where backend_eval, for a backend with parts (graph/backend.h), asks it to
+ * get ready, runs the pipeline (backends/program.c's program_eval) with its
+ * parts, or the host's interpreter where it cannot run kernels; so an eval
+ * is
  *
  *     CUDA:       plan -> codegen (CUDA) -> NVRTC or cache hit -> launch
  *                 (backends/cuda: asynchronous; the kernels write the outputs)
@@ -16,10 +19,11 @@
  *
  * The two compiled backends write only what is theirs (program_parts: their
  * program struct, per-kernel preparation, compiling a batch of misses,
- * binding, run); their eval is backends/program.c's program_eval and
- * program_build, written once: program cache -> plan -> in-place decision
- * -> per kernel layout, source, memory cache -> the backend compiles the
- * misses -> bind -> run -> statistics.
+ * binding, run; ready and fall_back: whether they can run kernels now); the
+ * pipeline is backends/program.c's program_eval and program_build, written
+ * once: program cache -> plan -> in-place decision -> per kernel layout,
+ * source, memory cache -> the backend compiles the misses -> bind -> run ->
+ * statistics.
  *
  * AUTO tries the backends of auto_order in turn (CUDA, then the CPU); the
  * first that opens is the context's. The statistics of the last eval live
@@ -34,6 +38,7 @@
  */
 #include "backends/cpu/cpu.h"
 #include "backends/host.h"
+#include "backends/program.h"
 #ifdef LF_WITH_CUDA
 #include "backends/cuda/cuda.h"
 #endif
@@ -200,6 +205,32 @@ void lf_ctx_destroy(lf_ctx *ctx) {
     graph_free(ctx);
 }
 
+/* One eval on backend be, written once for every backend: a backend with
+ * parts runs the pipeline (program_eval: program cache -> plan -> in-place
+ * -> layouts -> codegen -> kernel cache -> compile the misses -> run), or
+ * the host's schedule interpreter where it says it cannot run kernels
+ * (ready) or could not build them (fall_back); one without parts evaluates
+ * by itself (the reference). */
+static lf_status backend_eval(const graph_backend *be, lf_graph *g, int n, lf_node *const *outs,
+                              lf_buffer *const *dsts, lf_eval_stats *stats) {
+    lf_ctx *ctx = g->ctx;
+    memset(stats, 0, sizeof *stats);
+    if (!be->parts) return be->eval(g, n, outs, dsts, stats);
+    void *state = NULL;
+    bool on_host = false;
+    lf_status st = be->ready(ctx, &state, &on_host);
+    if (st != LF_OK) return st;
+    if (on_host) return host_eval(g, n, outs, dsts, stats, false);
+    char keep[LF_ERRMSG_CAP];
+    memcpy(keep, ctx->errmsg, sizeof keep);
+    st = program_eval(g, be->parts, state, n, outs, dsts, stats);
+    if (st != LF_OK && be->fall_back && be->fall_back(ctx, state)) {
+        memcpy(ctx->errmsg, keep, sizeof keep); /* the failure was the backend's, and is handled */
+        return host_eval(g, n, outs, dsts, stats, false);
+    }
+    return st;
+}
+
 lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts) {
     if (g) memset(&g->ctx->last_stats, 0, sizeof g->ctx->last_stats);
     lf_status st = graph_check_outputs(g, n, outs, dsts);
@@ -211,8 +242,7 @@ lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *ds
         return graph_error(ctx, LF_ERR_STATE, "eval: the %s backend cannot run on this context's buffers",
                            lf_backend_name(ctx->backend));
     lf_eval_stats stats;
-    st = be->eval(g, n, outs, dsts, &stats);
-    if (st != LF_OK) return st;
+    if ((st = backend_eval(be, g, n, outs, dsts, &stats)) != LF_OK) return st;
     ctx->last_stats = stats;
     /* a compiled program's line (the host evaluators print their own) */
     bool compiled = stats.program_reused || stats.kernels_compiled || stats.kernels_disk_hits ||

@@ -1,6 +1,8 @@
 /* backends/host.c: the host evaluators behind a backend (see host.h): the
- * REFERENCE backend's table entry, the CPU backend's interpreter fallback,
- * the CUDA backend's index-error message, the host's device name.
+ * REFERENCE backend's table entry, the interpreter fallback (the driver
+ * sends an eval there when a backend's ready or fall_back says so: the CPU
+ * without a compiler or room to compile), the CUDA backend's index-error
+ * message, the host's device name.
  *
  *     REFERENCE:  check -> node-by-node oracle (graph/eval_ref.c) -> copy out
  *     fallback:   check -> program cache or plan (fusion/; program_eval, as

@@ -7,7 +7,8 @@
  * a pointer to the backend that lf_ctx_new opened (ctx->be); graph/ctx.c
  * reaches a buffer's memory only through it and knows no backend by name.
  * backends/driver.c holds the table of the backends built in, opens one in
- * lf_ctx_new and runs lf_eval through the table entry of ctx->backend.
+ * lf_ctx_new and runs lf_eval through the table entry of ctx->backend: the
+ * pipeline with the backend's parts, or its own eval.
  *
  * What must stay true:
  *  - the buffer entries are either all set (a device backend: a buffer's
@@ -15,8 +16,10 @@
  *    graph/ctx.c allocates b->data itself and copies with memcpy);
  *  - every entry that can fail records its message on the context, naming
  *    `what` (the public call, e.g. "buffer_write"), and returns its status;
- *  - eval changes no buffer unless it returns LF_OK (an output buffer may
- *    also be an input, or share memory with one when wrapped);
+ *  - an eval (parts' run, or eval) changes no buffer unless it returns
+ *    LF_OK (an output buffer may also be an input, or share memory with one
+ *    when wrapped);
+ *  - exactly one of parts (with ready) and eval is set;
  *  - a context may hold state of several backends (the CPU backend makes
  *    its state on first use; a test may switch ctx->backend), one slot per
  *    backend id (ctx->state[id]); close frees its own slot only.
@@ -36,6 +39,8 @@
  * id (driver.c's builtin and names, ctx->state). The one place that knows
  * which id is the last. */
 enum { GRAPH_BACKENDS = LF_BACKEND_REFERENCE + 1 };
+
+struct program_parts; /* backends/program.h: the parts of a compiled backend */
 
 typedef struct graph_backend {
     lf_backend id;     /* LF_BACKEND_CPU, _CUDA or _REFERENCE: its table slot and ctx->state index */
@@ -67,8 +72,31 @@ typedef struct graph_backend {
      * (NULL: taken as given; device backends only). */
     lf_status (*buffer_wrap)(lf_buffer *b, const char *what);
 
+    /* ---- evaluation: either parts (with ready, and fall_back optional),
+     * which backends/driver.c's lf_eval runs through the pipeline written
+     * once (backends/program.h, program_eval: program cache -> plan ->
+     * in-place -> layouts -> codegen -> kernel cache -> compile -> run), or
+     * eval, a backend that evaluates by itself (the reference oracle) ---- */
+    /* What the pipeline builds and runs this backend's programs with: its
+     * program struct, kernel cache, dialect, compile of a batch of missed
+     * kernels, binding and run (backends/program.h, program_parts). */
+    const struct program_parts *parts;
+    /* Before each eval with parts: makes the backend ready on ctx (its
+     * state, its compiler found, its device current) and says where the eval
+     * runs: the pipeline with parts and *state, or, *on_host, the host's
+     * schedule interpreter (backends/host.c) because the backend cannot run
+     * kernels here and the context allows that (a warning printed once).
+     * Else an error status with its message on the context. */
+    lf_status (*ready)(lf_ctx *ctx, void **state, bool *on_host);
+    /* After an eval with parts failed (its message on the context): whether
+     * the host's interpreter runs it instead, because nothing ran and the
+     * failure was the backend's, not the graph's (the CPU: no room left to
+     * compile), and the context allows that; then the failure's message is
+     * dropped. Optional (NULL: a failure is the eval's). */
+    bool (*fall_back)(lf_ctx *ctx, void *state);
     /* Evaluates outs[0..n) of g into dsts (checked by graph_check_outputs
-     * and graph_check_dst_memory); fills *stats on success. Required. */
+     * and graph_check_dst_memory); fills *stats (zeroed by the caller) on
+     * success. Only for a backend without parts. */
     lf_status (*eval)(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
                       lf_eval_stats *stats);
 

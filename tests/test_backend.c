@@ -25,7 +25,9 @@ static lf_ctx *make(lf_backend b) {
 
 static void check_entries(const graph_backend *be) {
     cr_assert(be != NULL);
-    cr_expect(be->open && be->eval && be->device_name, "%s: a required entry is NULL", be->name);
+    cr_expect(be->open && be->device_name, "%s: a required entry is NULL", be->name);
+    cr_expect((be->parts && be->ready && !be->eval) || (!be->parts && !be->ready && !be->fall_back && be->eval),
+              "%s: exactly one of parts (with ready) and eval is set", be->name);
     bool any = be->buffer_alloc || be->buffer_free || be->buffer_read || be->buffer_write;
     bool all = be->buffer_alloc && be->buffer_free && be->buffer_read && be->buffer_write;
     cr_expect(any == all, "%s: buffer entries are all set or all NULL", be->name);

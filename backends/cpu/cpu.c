@@ -1,10 +1,12 @@
 /* backends/cpu/cpu.c: the compiled CPU backend (see cpu.h).
  *
- * The eval is backends/program.c's program_eval (program cache, build or
- * reuse, run, statistics) and the build its program_build (plan and
- * in-place decision, per kernel layout, source and memory cache lookup, the
- * misses compiled, binding), with this file's parts (cpu_parts). This file
- * adds what is the CPU's: the compiler probe and the interpreter fallback,
+ * The eval is the driver's pipeline (backends/driver.c's backend_eval:
+ * backends/program.c's program_eval, program cache, build or reuse, run,
+ * statistics, and program_build, plan and in-place decision, per kernel
+ * layout, source and memory cache lookup, the misses compiled, binding),
+ * with this file's parts (cpu_parts) and its graph_backend entries ready
+ * and fall_back. This file adds what is the CPU's: the compiler probe and
+ * the interpreter fallback (cpu_ready, cpu_fall_back),
  * the kernels' parameters and partials, the disk level and compiling the
  * misses in units, the pool and the run.
  *
@@ -292,10 +294,10 @@ static bool bind_functions(kentry *e, const cg_layout *lay, so_ref *r, const cha
         SYM(e->pass[0], "%s", "pass0");
         SYM(e->fin[0], "%s", "fin0");
         SYM(e->scan, "%s", "scan");
-    } else if (kn->sort) { /* keys, and values for the ones keys do not carry */
+    } else if (kn->kind == FUSE_KERNEL_SORT) { /* keys, and values for the ones keys do not carry */
         SYM(e->keys, "%s", "run");
         SYM(e->raw, "%s", "raw");
-    } else if (kn->scatter) { /* blocks, then the combine over dst's elements */
+    } else if (kn->kind == FUSE_KERNEL_SCATTER) { /* blocks, then the combine over dst's elements */
         SYM(e->run, "%s", "run");
         SYM(e->row, "%s", "row");
     } else if (lay->strategy != CG_REDUCE_FULL) {
@@ -533,7 +535,7 @@ static lf_status misses_build(lf_ctx *ctx, cpu_state *cs, miss *m, int nm, lf_ev
     cpu_units_compile(cs->pool, units, nunits, cs->flags, libs, ctx->opt.compile_timeout);
     st->compiler_runs += nunits;
     for (int u = 0; u < nunits; u++)
-        if (units[u].rc == CC_NO_TMP && units[u].log) { /* no kernel can be built now: cpu_eval decides */
+        if (units[u].rc == CC_NO_TMP && units[u].log) { /* no kernel can be built now: cpu_fall_back decides */
             status = compile_failed(ctx, left[units[u].first], units[u].log);
             cs->no_tmp = units[u].log;
             units[u].log = NULL;
@@ -825,7 +827,7 @@ static void scan_kernel(cpu_pool *pool, int64_t min_par, cpu_kernel *ck) {
 static void run_kernel(cpu_pool *pool, int64_t parallel_min, cpu_kernel *ck) {
     const cg_layout *lay = ck->lay;
     const fuse_kernel *kn = lay->kernel;
-    if (kn->scatter) { /* blocks in parallel into their partials, then dst's elements */
+    if (kn->kind == FUSE_KERNEL_SCATTER) { /* blocks in parallel into their partials, then dst's elements */
         int64_t min_par = kn->numel + kn->scatter->numel < parallel_min ? INT64_MAX : 0;
         if (lay->work) cpu_pool_run(pool, run_range, ck, lay->work, 1, min_par);
         if (kn->scatter->numel) cpu_pool_run(pool, row_range, ck, kn->scatter->numel, ELEMENT_GRAIN, min_par);
@@ -913,7 +915,7 @@ static lf_status run_part(lf_ctx *ctx, void *state, void *p, lf_buffer *const *d
         ck->err = 0;
         if (ck->lay->kernel->nscalars) cg_fill_scalars(ck->lay, ck->P); /* lf_scalar_set */
         const fuse_kernel *kn = ck->lay->kernel;
-        if (kn->sort) { /* keys, the sort runtime, the slots (sort_kernel.c) */
+        if (kn->kind == FUSE_KERNEL_SORT) { /* keys, the sort runtime, the slots (sort_kernel.c) */
             if (!cs->sort_cache) cs->sort_cache = cpu_sort_cache_new(); /* NULL: plain allocations */
             cpu_sort_job job = {ck->lay, ck->fns->keys, ck->fns->raw, ck->B, ck->P, NULL, NULL, cs->sort_cache};
             for (int j = 0; j < kn->nstores; j++) {
@@ -981,22 +983,19 @@ static const program_parts cpu_parts = {
 
 /* $TMPDIR cannot hold a compile now (cs->no_tmp, from the probe or a
  * compile of this eval: cc.h's CC_NO_TMP, a full disk or a missing folder).
- * LF_COMPILE_REQUIRE: the eval fails with LF_ERR_BACKEND (the message is
- * set). LF_COMPILE_AUTO: the schedule interpreter runs the eval, after a
- * one-line warning that says why (once per context, shared with the no
- * compiler warning); the caller put back the message a failed compile
- * set. Either way the reason is dropped, so the next program probes and
- * compiles again (the disk may have room by then). Nothing ran before
- * this: the buffers are untouched. */
-static lf_status no_tmp_fallback(lf_graph *g, cpu_state *cs, int n, lf_node *const *outs, lf_buffer *const *dsts,
-                                 lf_eval_stats *stats) {
-    lf_ctx *ctx = g->ctx;
+ * Returns whether the schedule interpreter runs the eval instead:
+ * LF_COMPILE_REQUIRE: no, the eval fails with LF_ERR_BACKEND (the message
+ * is set). LF_COMPILE_AUTO: yes, after a one-line warning that says why
+ * (once per context, shared with the no compiler warning); the driver puts
+ * back the message a failed compile set. Either way the reason is dropped,
+ * so the next program probes and compiles again (the disk may have room by
+ * then). Nothing ran before this: the buffers are untouched. */
+static bool no_tmp_fallback(lf_ctx *ctx, cpu_state *cs) {
     char *why = cs->no_tmp;
     cs->no_tmp = NULL;
-    memset(stats, 0, sizeof *stats);
     if (ctx->opt.compile == LF_COMPILE_REQUIRE) {
         graph_free(why);
-        return LF_ERR_BACKEND;
+        return false;
     }
     if (!cs->warned)
         fprintf(stderr,
@@ -1005,21 +1004,19 @@ static lf_status no_tmp_fallback(lf_graph *g, cpu_state *cs, int n, lf_node *con
                 why);
     cs->warned = true;
     graph_free(why);
-    return host_eval(g, n, outs, dsts, stats, false);
+    return true;
 }
 
-/* The CPU backend's eval: compiled kernels, or the schedule interpreter
+/* graph_backend.ready: compiled kernels, or the schedule interpreter
  * (backends/host.c) when kernels cannot be compiled and the context allows
  * the fallback (LF_COMPILE_AUTO with no working compiler or no room to
- * compile in $TMPDIR, LF_COMPILE_NEVER),
- * or when the context's buffers live on a device (a test switching
- * ctx->backend). */
-static lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
-                          lf_eval_stats *stats) {
-    lf_ctx *ctx = g->ctx;
-    memset(stats, 0, sizeof *stats);
-    if (ctx->opt.compile == LF_COMPILE_NEVER || graph_ctx_on_device(ctx))
-        return host_eval(g, n, outs, dsts, stats, false);
+ * compile in $TMPDIR, LF_COMPILE_NEVER), or when the context's buffers live
+ * on a device (a test switching ctx->backend). */
+static lf_status cpu_ready(lf_ctx *ctx, void **state, bool *on_host) {
+    if (ctx->opt.compile == LF_COMPILE_NEVER || graph_ctx_on_device(ctx)) {
+        *on_host = true;
+        return LF_OK;
+    }
     cpu_state *cs = get_state(ctx);
     if (!cs) return graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory starting the CPU backend");
     /* a compiler, before any program is looked up or built (probe returns at
@@ -1028,7 +1025,9 @@ static lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *c
     if (cs->no_tmp) {
         if (ctx->opt.compile == LF_COMPILE_REQUIRE)
             graph_error(ctx, LF_ERR_BACKEND, "eval: cannot compile kernels: %s", cs->no_tmp);
-        return no_tmp_fallback(g, cs, n, outs, dsts, stats);
+        if (!no_tmp_fallback(ctx, cs)) return LF_ERR_BACKEND;
+        *on_host = true;
+        return LF_OK;
     }
     if (cs->compiler < 0) {
         if (ctx->opt.compile == LF_COMPILE_REQUIRE)
@@ -1040,16 +1039,19 @@ static lf_status cpu_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *c
                     "interpreter instead, which is much slower. Install gcc or set CC.\n",
                     cs->cc_problem ? cs->cc_problem : "?");
         cs->warned = true;
-        return host_eval(g, n, outs, dsts, stats, false);
+        *on_host = true;
+        return LF_OK;
     }
-    char keep[LF_ERRMSG_CAP];
-    memcpy(keep, ctx->errmsg, sizeof keep);
-    lf_status st = program_eval(g, &cpu_parts, cs, n, outs, dsts, stats);
-    if (st != LF_OK && cs->no_tmp) { /* only a compile sets it: nothing ran */
-        if (ctx->opt.compile != LF_COMPILE_REQUIRE) memcpy(ctx->errmsg, keep, sizeof keep);
-        return no_tmp_fallback(g, cs, n, outs, dsts, stats);
-    }
-    return st;
+    *state = cs;
+    return LF_OK;
+}
+
+/* graph_backend.fall_back: a build that failed because $TMPDIR had no room
+ * (only a compile sets cs->no_tmp: nothing ran) goes to the interpreter
+ * where the context allows it (no_tmp_fallback). */
+static bool cpu_fall_back(lf_ctx *ctx, void *state) {
+    cpu_state *cs = state;
+    return cs->no_tmp && no_tmp_fallback(ctx, cs);
 }
 
 lf_status cpu_set_threads(lf_ctx *ctx, int threads) {
@@ -1081,6 +1083,8 @@ const graph_backend cpu_backend = {
     .open = cpu_open,
     .close = cpu_close,
     /* host memory: no buffer entries */
-    .eval = cpu_eval,
+    .parts = &cpu_parts,
+    .ready = cpu_ready,
+    .fall_back = cpu_fall_back,
     .device_name = host_device_name,
 };

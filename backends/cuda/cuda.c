@@ -1,6 +1,7 @@
 /* backends/cuda/cuda.c: CUDA contexts, device buffers and lf_eval on the GPU.
  *
- * The eval is backends/program.c's program_eval and program_build, as the
+ * The eval is the driver's pipeline (backends/driver.c: cuda_ready makes the
+ * device current, then backends/program.c's program_eval and program_build, as the
  * CPU's, with this file's parts (cuda_parts: program cache lookup, plan and
  * in-place decision, kernel source, memory cache and statistics are
  * program.c's): plan (fusion/) -> per kernel layout and CUDA source
@@ -577,6 +578,20 @@ static void release_fresh(cuda_state *cs, cuda_program *pr) {
         if (pr->k[k].sort) cuda_sort_release(cs, pr->k[k].sort);
 }
 
+/* An index check of program p failed on the device, which cannot say
+ * where: the message names the position and value, found again on the host
+ * (host_index_error_message, which keeps the device's message when it
+ * cannot). */
+static lf_status device_index_error(const program *p) {
+    lf_graph *g = p->s->graph;
+    lf_node **outs = graph_calloc((size_t)p->n, sizeof *outs);
+    if (!outs) return LF_ERR_INDEX;
+    for (int i = 0; i < p->n; i++) outs[i] = g->nodes[p->out_ids[i]];
+    lf_status st = host_index_error_message(g, p->n, outs);
+    graph_free(outs);
+    return st;
+}
+
 /* program_parts.run: runs the program (a cuda_program of state cs) writing
  * into dsts; fails only before the first launch, except when the driver
  * refuses a launch or copy. */
@@ -693,7 +708,8 @@ static lf_status run_part(lf_ctx *ctx, void *state, void *p, lf_buffer *const *d
             goto fail;
         }
         if (flag) {
-            status = graph_error(ctx, LF_ERR_INDEX, "gather: index out of range (found on the device)");
+            graph_error(ctx, LF_ERR_INDEX, "gather: index out of range (found on the device)");
+            status = device_index_error(&pr->base);
             goto fail;
         }
     }
@@ -731,19 +747,19 @@ static const program_parts cuda_parts = {
     .run = run_part,
 };
 
-/* Evaluates outs[0..n) of g into dsts (checked by graph_check_outputs) with
- * CUDA kernels; fills *stats on success. */
-static lf_status cuda_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
-                           lf_eval_stats *stats) {
-    lf_ctx *ctx = g->ctx;
+/* graph_backend.ready: the context's device current on this thread; the
+ * pipeline then runs with cuda_parts (kernels are launched asynchronously;
+ * lf_buffer_read waits for them). */
+static lf_status cuda_ready(lf_ctx *ctx, void **state, bool *on_host) {
+    (void)on_host; /* every kernel runs on the device */
     cuda_state *cs = ctx->state[LF_BACKEND_CUDA];
-    memset(stats, 0, sizeof *stats);
     char es[512];
     CUresult r = make_current(cs);
     if (r != CUDA_SUCCESS)
         return graph_error(ctx, LF_ERR_BACKEND, "eval: cuda: cuCtxSetCurrent failed: %s",
                            cuda_result_str(&cs->drv, r, es, sizeof es));
-    return program_eval(g, &cuda_parts, cs, n, outs, dsts, stats); /* compiler_runs stays 0: NVRTC counts none */
+    *state = cs;
+    return LF_OK;
 }
 
 /* ---- the backend's table entry (graph/backend.h) ------------------------------------------ */
@@ -778,13 +794,6 @@ static lf_status backend_buffer_write(lf_buffer *b, const void *src, const char 
 }
 static lf_status backend_buffer_read(const lf_buffer *b, void *dst, const char *what) {
     return cuda_buffer_read(b->ctx, dst, b->dev, b->storage, what);
-}
-
-static lf_status backend_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts,
-                              lf_eval_stats *stats) {
-    /* kernels are launched asynchronously; lf_buffer_read waits for them */
-    lf_status st = cuda_eval(g, n, outs, dsts, stats);
-    return st == LF_ERR_INDEX ? host_index_error_message(g, n, outs) : st;
 }
 
 static void backend_dlpack_device(const lf_ctx *ctx, int *type, int *id) {
@@ -846,7 +855,8 @@ const graph_backend cuda_backend = {
     .buffer_write = backend_buffer_write,
     .buffer_read = backend_buffer_read,
     .buffer_wrap = NULL, /* a wrapped address is taken as device memory of this context */
-    .eval = backend_eval,
+    .parts = &cuda_parts, /* compiler_runs stays 0: NVRTC counts none */
+    .ready = cuda_ready,
     .dlpack_device = backend_dlpack_device,
     .device_name = cuda_device_description,
     .synchronize = backend_synchronize,
