@@ -77,12 +77,14 @@ static void fill(rng *r, lf_dtype t, int64_t n, void *p, bool specials) {
 static lf_ctx *mctx;            /* the MPI context (CPU backend) */
 static lf_ctx *cpu1, *ref1;     /* one-process CPU and reference contexts */
 
+static lf_compile_mode compile_mode = LF_COMPILE_NEVER; /* argv[2] "compiled": REQUIRE */
+
 static lf_ctx *new_ctx(lf_backend be, bool mpi) {
     lf_ctx_options o;
     lf_ctx_options_init(&o);
     o.backend = be;
     o.threads = 1;
-    o.compile = LF_COMPILE_NEVER; /* the CPU schedule interpreter: no compiles, seconds */
+    o.compile = compile_mode; /* by default the CPU schedule interpreter: no compiles, seconds */
     return mpi ? lf_ctx_new_mpi(MPI_COMM_WORLD, &o) : lf_ctx_new(&o);
 }
 
@@ -527,8 +529,14 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     int graphs = argc > 1 ? atoi(argv[1]) : 150;
-    mctx = new_ctx(LF_BACKEND_CPU, true);
-    cpu1 = new_ctx(LF_BACKEND_CPU, false);
+    /* argv[2]: "cpu" (the interpreter, default), "compiled" (kernels compiled
+       by the C compiler) or "reference" (the local backend of every rank and
+       the one-process "CPU" side are the reference evaluator) */
+    const char *mode = argc > 2 ? argv[2] : "cpu";
+    lf_backend local = strcmp(mode, "reference") ? LF_BACKEND_CPU : LF_BACKEND_REFERENCE;
+    if (!strcmp(mode, "compiled")) compile_mode = LF_COMPILE_REQUIRE;
+    mctx = new_ctx(local, true);
+    cpu1 = new_ctx(local, false);
     ref1 = new_ctx(LF_BACKEND_REFERENCE, false);
     if (!mctx || !cpu1 || !ref1) {
         fprintf(stderr, "rank %d: contexts: %s\n", rank, lf_errmsg(NULL));
@@ -546,10 +554,10 @@ int main(int argc, char **argv) {
     int total = 0;
     MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); /* a count of failures */
     if (rank == 0)
-        printf("test_mpi: %d ranks, %d random graphs (compared: %d elementwise, %d reductions over the sharded axis "
+        printf("test_mpi (%s): %d ranks, %d random graphs (compared: %d elementwise, %d reductions over the sharded axis "
                "(%d float sum/prod/mean), %d along another, %d scans along the sharded axis, %d along another; %d "
                "refused by a builder): %d failures\n",
-               size, graphs, compared[0], compared[1], float_folds, compared[2], compared[3], compared[4],
+               mode, size, graphs, compared[0], compared[1], float_folds, compared[2], compared[3], compared[4],
                refused_by_builder, total);
     lf_ctx_destroy_mpi(mctx);
     lf_ctx_destroy(cpu1);
