@@ -19,7 +19,9 @@
  *    graph_scan_step in the order of positions; no MPI reduction operator
  *    touches a value;
  *  - the core library is not changed and knows nothing of MPI; this file
- *    reads its internal structs (graph/graph.h) and is built with it.
+ *    reads its internal structs (graph/graph.h) and is built with it;
+ *  - memory comes from the core's allocator (graph_malloc), so
+ *    lf_debug_live_bytes counts it and lf_debug_fail_alloc reaches it.
  */
 #include "lazyfuse_mpi.h"
 
@@ -62,9 +64,9 @@ static shard_buf *find_buf(const mpi_ctx *m, const lf_buffer *b) {
 }
 
 static void free_shard(shard_buf *s) {
-    free(s->starts);
-    free(s->counts);
-    free(s);
+    graph_free(s->starts);
+    graph_free(s->counts);
+    graph_free(s);
 }
 
 lf_ctx *lf_ctx_new_mpi(MPI_Comm comm, const lf_ctx_options *opt) {
@@ -74,14 +76,14 @@ lf_ctx *lf_ctx_new_mpi(MPI_Comm comm, const lf_ctx_options *opt) {
         graph_error(NULL, LF_ERR_STATE, "lf_ctx_new_mpi: MPI is not initialised (call MPI_Init first)");
         return NULL;
     }
-    mpi_ctx *m = calloc(1, sizeof *m);
+    mpi_ctx *m = graph_calloc(1, sizeof *m);
     lf_ctx *ctx = lf_ctx_new(opt);
     int ok = m && ctx, all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, comm); /* a status, not a value */
     if (!all_ok) {
         if (ok) graph_error(NULL, LF_ERR_BACKEND, "lf_ctx_new_mpi: lf_ctx_new failed on another rank");
         else if (!m) graph_error(NULL, LF_ERR_NOMEM, "lf_ctx_new_mpi: out of memory");
-        free(m);
+        graph_free(m);
         lf_ctx_destroy(ctx);
         return NULL;
     }
@@ -106,7 +108,7 @@ void lf_ctx_destroy_mpi(lf_ctx *ctx) {
             free_shard(s);
         }
         MPI_Comm_free(&m->comm);
-        free(m);
+        graph_free(m);
         break;
     }
     lf_ctx_destroy(ctx);
@@ -138,8 +140,8 @@ lf_buffer *lf_mpi_buffer_new_sharded(lf_ctx *ctx, lf_dtype t, int ndim, const in
     }
     lf_status st = LF_OK;
     char why[160] = "";
-    shard_buf *s = calloc(1, sizeof *s);
-    int64_t *starts = calloc((size_t)m->size, sizeof *starts), *cnt = calloc((size_t)m->size, sizeof *cnt);
+    shard_buf *s = graph_calloc(1, sizeof *s);
+    int64_t *starts = graph_calloc((size_t)m->size, sizeof *starts), *cnt = graph_calloc((size_t)m->size, sizeof *cnt);
     if (!s || !starts || !cnt) st = LF_ERR_NOMEM, snprintf(why, sizeof why, "out of memory");
     else if (!shape || ndim < 1 || ndim > LF_MAX_DIMS)
         st = !shape ? LF_ERR_NULL : LF_ERR_SHAPE,
@@ -165,16 +167,16 @@ lf_buffer *lf_mpi_buffer_new_sharded(lf_ctx *ctx, lf_dtype t, int ndim, const in
     h = fnv(h, &axis, sizeof axis);
     if (shape && ndim >= 0 && ndim <= LF_MAX_DIMS) h = fnv(h, shape, (size_t)ndim * sizeof *shape);
     if (cnt && st == LF_OK) h = fnv(h, cnt, (size_t)m->size * sizeof *cnt);
-    uint64_t *all = malloc((size_t)m->size * sizeof *all);
-    int stv[2] = {(int)st, all ? 0 : 1}, *stall = malloc((size_t)m->size * sizeof stv);
-    uint64_t *hall = all ? all : calloc((size_t)m->size, sizeof *hall);
-    int *sall = stall ? stall : calloc((size_t)m->size * 2, sizeof *sall);
+    uint64_t *all = graph_malloc((size_t)m->size * sizeof *all);
+    int stv[2] = {(int)st, all ? 0 : 1}, *stall = graph_malloc((size_t)m->size * sizeof stv);
+    uint64_t *hall = all ? all : graph_calloc((size_t)m->size, sizeof *hall);
+    int *sall = stall ? stall : graph_calloc((size_t)m->size * 2, sizeof *sall);
     lf_buffer *b = NULL;
     if (!hall || !sall) {
         /* out of memory before the collectives: the peers would hang; this
            is the one place a rank cannot stay collective */
         graph_error(ctx, LF_ERR_NOMEM, "lf_mpi_buffer_new_sharded: out of memory");
-        free(all), free(stall), free(s), free(starts), free(cnt);
+        graph_free(all), graph_free(stall), graph_free(s), graph_free(starts), graph_free(cnt);
         return NULL;
     }
     MPI_Allgather(&h, 1, MPI_UINT64_T, hall, 1, MPI_UINT64_T, m->comm);
@@ -222,7 +224,7 @@ lf_buffer *lf_mpi_buffer_new_sharded(lf_ctx *ctx, lf_dtype t, int ndim, const in
     } else {
         graph_error(ctx, st, "lf_mpi_buffer_new_sharded: %s", why);
     }
-    free(all), free(stall), free(s), free(starts), free(cnt);
+    graph_free(all), graph_free(stall), graph_free(s), graph_free(starts), graph_free(cnt);
     return b;
 }
 
@@ -450,12 +452,12 @@ static lf_status cross_reduce(mpi_ctx *m, const lf_node *r, const shard_buf *lay
     for (int d = 0; d < x->ndim; d++)
         if (r->u.reduce.axes & (1u << d)) count *= d == a ? lay->global : x->shape[d];
     size_t bytes = (size_t)(nout ? nout : 1) * sizeof(graph_red_acc);
-    graph_red_acc *acc = malloc(bytes);
-    graph_red_acc *all = regroupable(op, acc_t) ? malloc(bytes * (size_t)m->size) : NULL;
+    graph_red_acc *acc = graph_malloc(bytes);
+    graph_red_acc *all = regroupable(op, acc_t) ? graph_malloc(bytes * (size_t)m->size) : NULL;
     int ok = acc && (all || !regroupable(op, acc_t)), all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, m->comm); /* a status agreement */
     if (!all_ok) {
-        free(acc), free(all);
+        graph_free(acc), graph_free(all);
         return LF_ERR_NOMEM;
     }
     for (int64_t o = 0; o < nout; o++) graph_red_init(&acc[o], op, acc_t);
@@ -481,7 +483,7 @@ static lf_status cross_reduce(mpi_ctx *m, const lf_node *r, const shard_buf *lay
         MPI_Bcast(acc, (int)bytes, MPI_BYTE, m->size - 1, m->comm);
     }
     for (int64_t o = 0; o < nout; o++) graph_scalar_store(out, r->dtype, o, graph_red_finish(&acc[o], op, acc_t, count, r->dtype));
-    free(acc), free(all);
+    graph_free(acc), graph_free(all);
     return LF_OK;
 }
 
@@ -493,11 +495,11 @@ static lf_status cross_scan(mpi_ctx *m, const lf_node *s, int a, const void *xb,
     for (int d = 0; d < a; d++) outer *= x->shape[d];
     int64_t rows = outer * inner;
     size_t bytes = (size_t)(rows ? rows : 1) * sizeof(graph_scan_state);
-    graph_scan_state *st = malloc(bytes);
+    graph_scan_state *st = graph_malloc(bytes);
     int ok = st != NULL, all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, m->comm); /* a status agreement */
     if (!all_ok) {
-        free(st);
+        graph_free(st);
         return LF_ERR_NOMEM;
     }
     lf_dtype acc_t = graph_red_acc_dtype(s->u.scan.op, x->dtype);
@@ -514,7 +516,7 @@ static lf_status cross_scan(mpi_ctx *m, const lf_node *s, int a, const void *xb,
             }
         }
     if (m->rank + 1 < m->size) MPI_Send(st, (int)bytes, MPI_BYTE, m->rank + 1, 33, m->comm);
-    free(st);
+    graph_free(st);
     return LF_OK;
 }
 
@@ -524,7 +526,7 @@ static lf_status cross_scan(mpi_ctx *m, const lf_node *s, int a, const void *xb,
  * status and message; returns that status (LF_OK when none failed) and
  * records the message on ctx. */
 static lf_status agree(mpi_ctx *m, lf_status st, const char *msg) {
-    int mine = (int)st, *all = malloc((size_t)m->size * sizeof *all);
+    int mine = (int)st, *all = graph_malloc((size_t)m->size * sizeof *all);
     int first[2] = {m->size, 0};
     if (all) {
         MPI_Allgather(&mine, 1, MPI_INT, all, 1, MPI_INT, m->comm);
@@ -540,7 +542,7 @@ static lf_status agree(mpi_ctx *m, lf_status st, const char *msg) {
         first[0] = best[0];
         first[1] = best[1];
     }
-    free(all);
+    graph_free(all);
     if (first[0] >= m->size) return LF_OK;
     char buf[LF_ERRMSG_CAP];
     snprintf(buf, sizeof buf, "%s", m->rank == first[0] ? msg : "");
@@ -576,11 +578,11 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
             }
     }
     if (A.st == LF_OK) {
-        A.pl = calloc((size_t)g->nnodes, sizeof *A.pl);
-        loc = calloc((size_t)n, sizeof *loc);
-        tmp = calloc((size_t)n, sizeof *tmp);
-        which = calloc((size_t)n, sizeof *which);
-        host = calloc((size_t)n, sizeof *host);
+        A.pl = graph_calloc((size_t)g->nnodes, sizeof *A.pl);
+        loc = graph_calloc((size_t)n, sizeof *loc);
+        tmp = graph_calloc((size_t)n, sizeof *tmp);
+        which = graph_calloc((size_t)n, sizeof *which);
+        host = graph_calloc((size_t)n, sizeof *host);
         if (!A.pl || !loc || !tmp || !which || !host) A.st = LF_ERR_NOMEM, snprintf(A.msg, sizeof A.msg, "lf_mpi_eval: out of memory");
     }
     if (A.st == LF_OK) {
@@ -649,8 +651,8 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
         if (!p->cross) continue;
         const lf_node *x = o->inputs[0];
         const place *q = &A.pl[x->id];
-        void *xb = malloc(tmp[which[i]]->bytes ? tmp[which[i]]->bytes : 1);
-        host[i] = malloc(dsts[i]->bytes ? dsts[i]->bytes : 1);
+        void *xb = graph_malloc(tmp[which[i]]->bytes ? tmp[which[i]]->bytes : 1);
+        host[i] = graph_malloc(dsts[i]->bytes ? dsts[i]->bytes : 1);
         lf_status s = LF_OK;
         if (!xb || !host[i]) s = LF_ERR_NOMEM;
         else s = lf_buffer_read(tmp[which[i]], xb, tmp[which[i]]->bytes);
@@ -660,7 +662,7 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
         if (sa == LF_OK)
             sa = o->kind == NODE_REDUCE ? cross_reduce(m, o, q->lay, q->axis, xb, host[i])
                                         : cross_scan(m, o, q->axis, xb, host[i]);
-        free(xb);
+        graph_free(xb);
         if (sa != LF_OK) {
             if (sa == LF_ERR_NOMEM) graph_error(m->ctx, sa, "lf_mpi_eval: out of memory (on some rank)");
             st2 = sa;
@@ -676,11 +678,11 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
                 sc = lf_buffer_write(dsts[i], host[i], dsts[i]->bytes);
                 continue;
             }
-            void *buf = malloc(dsts[i]->bytes ? dsts[i]->bytes : 1);
+            void *buf = graph_malloc(dsts[i]->bytes ? dsts[i]->bytes : 1);
             if (!buf) sc = LF_ERR_NOMEM;
             else if ((sc = lf_buffer_read(tmp[which[i]], buf, dsts[i]->bytes)) == LF_OK)
                 sc = lf_buffer_write(dsts[i], buf, dsts[i]->bytes);
-            free(buf);
+            graph_free(buf);
         }
         /* collective as every step (a write fails only on memory the
            checks above cannot see, and then some ranks have written) */
@@ -688,7 +690,7 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
     }
     for (int k = 0; k < nloc; k++) lf_buffer_free(tmp[k]);
     if (host)
-        for (int i = 0; i < n; i++) free(host[i]);
-    free(A.pl), free(loc), free(tmp), free(which), free(host);
+        for (int i = 0; i < n; i++) graph_free(host[i]);
+    graph_free(A.pl), graph_free(loc), graph_free(tmp), graph_free(which), graph_free(host);
     return st;
 }

@@ -529,6 +529,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     int graphs = argc > 1 ? atoi(argv[1]) : 150;
+    size_t live0 = lf_debug_live_bytes();
     /* argv[2]: "cpu" (the interpreter, default), "compiled" (kernels compiled
        by the C compiler) or "reference" (the local backend of every rank and
        the one-process "CPU" side are the reference evaluator) */
@@ -551,6 +552,14 @@ int main(int argc, char **argv) {
     /* the random graphs must have reached every kind they are meant to */
     for (int k = 0; k < 5 && graphs >= 100; k++) CHECK(compared[k] >= 5, "only %d graphs of final kind %d", compared[k], k);
     CHECK(graphs < 100 || float_folds >= 3, "only %d float folds across ranks", float_folds);
+    lf_ctx_destroy_mpi(mctx);
+    lf_ctx_destroy(cpu1);
+    lf_ctx_destroy(ref1);
+    /* lazyfuse and liblazyfuse-mpi hold nothing once the contexts are gone
+       (the leak check of the sanitizer runs, where OpenMPI's own leaks keep
+       LeakSanitizer off) */
+    CHECK(lf_debug_live_bytes() == live0, "%zu bytes still held after the contexts were destroyed",
+          lf_debug_live_bytes() - live0);
     int total = 0;
     MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); /* a count of failures */
     if (rank == 0)
@@ -559,9 +568,6 @@ int main(int argc, char **argv) {
                "refused by a builder): %d failures\n",
                mode, size, graphs, compared[0], compared[1], float_folds, compared[2], compared[3], compared[4],
                refused_by_builder, total);
-    lf_ctx_destroy_mpi(mctx);
-    lf_ctx_destroy(cpu1);
-    lf_ctx_destroy(ref1);
     MPI_Finalize();
     return total != 0;
 }
