@@ -27,10 +27,13 @@
  *     in rank order, which is the order of positions: integer and bool sum
  *     and prod, min, max, argmin and argmax by an MPI_Allgather of the
  *     ranks' partials folded in rank order (exact: these folds are
- *     associative); float sum, prod and mean by a relay (rank r folds its
- *     block starting from rank r-1's running value, received with MPI_Recv;
- *     the last rank broadcasts the result), because a float sum's order
- *     cannot be regrouped. Its result is replicated: every rank gets it;
+ *     associative; for min, max and integer sum and prod the partial is the
+ *     local backend's own fused kernel on the block, for argmin and argmax a
+ *     host fold of the stored input); float sum, prod and mean (and the mean
+ *     of integers) by a relay: rank r folds its block, on the host, starting
+ *     from rank r-1's running value, received with MPI_Recv; the last rank
+ *     broadcasts the result; a float sum's order cannot be regrouped. Its
+ *     result is replicated: every rank gets it;
  *   - a scan along the sharded axis: a relay of the scan's state
  *     (graph_scan_state: running value, block total, block offset and
  *     position) from rank to rank, so LF_SCAN_BLOCK blocks fall where they
@@ -65,7 +68,11 @@
  * over the sharded axis does not speed up with more ranks (the fused work
  * before it, the input's map, does). A parallel scheme (per-rank partials
  * of the LF_SCAN_BLOCK blocks, with a halo for blocks that straddle ranks)
- * is the next step (docs/mpi.md).
+ * is the next step (docs/mpi.md). Host folds (the relays, argmin and
+ * argmax) run the reference evaluator's scalar fold, element by element:
+ * tens of ns per element, far slower than a kernel, after the fold's input
+ * was stored by the local eval. Outputs are computed into temporaries and
+ * copied (through host memory) into their buffers after the agreement.
  *
  * NOT SUPPORTED (yet): on sharded operands, views (reshape, permute,
  * slice, broadcast_to, expand_dims, pad, concat), gathers other than a

@@ -437,13 +437,25 @@ static void fold_block(const lf_node *r, const void *xb, int a, int64_t row0, gr
     }
 }
 
+/* Whether the local backend's own kernel for the reduction, run on the
+ * block, gives the rank's partial exactly (its value is the partial: min and
+ * max select, integer sums and products wrap), so that the cross reduction's
+ * input stays fused and is never stored. argmin/argmax (the value is not in
+ * the result) and float folds take the host fold of the stored input. */
+static bool partial_from_kernel(lf_reduce_op op, lf_dtype acc_t) {
+    if (op == LF_RED_MIN || op == LF_RED_MAX) return true;
+    return (op == LF_RED_SUM || op == LF_RED_PROD) && acc_t != LF_F64;
+}
+
 static bool regroupable(lf_reduce_op op, lf_dtype acc_t) {
     if (op == LF_RED_MIN || op == LF_RED_MAX || op == LF_RED_ARGMIN || op == LF_RED_ARGMAX) return true;
     return acc_t != LF_F64; /* integer sums and products wrap: associative */
 }
 
 /* Reduction r over the sharded axis: xb is the rank's block of r's input,
- * out (r->numel elements of r's dtype) gets the global result. */
+ * or, when partial_from_kernel, r's own local result (the block reduced by
+ * the local backend); out (r->numel elements of r's dtype) gets the global
+ * result. */
 static lf_status cross_reduce(mpi_ctx *m, const lf_node *r, const shard_buf *lay, int a, const void *xb, void *out) {
     const lf_node *x = r->inputs[0];
     lf_reduce_op op = r->u.reduce.op;
@@ -465,7 +477,13 @@ static lf_status cross_reduce(mpi_ctx *m, const lf_node *r, const shard_buf *lay
     if (all) {
         /* each rank folds its own rows from the identity; the partials are
            gathered and folded in rank order (the order of positions) */
-        fold_block(r, xb, a, row0, acc);
+        if (partial_from_kernel(op, acc_t))
+            for (int64_t o = 0; o < nout; o++) {
+                acc[o].v = graph_scalar_convert(graph_scalar_load(xb, r->dtype, o), r->dtype, acc_t);
+                acc[o].started = true; /* min/max: every block is non-empty (lazyfuse_mpi.h) */
+            }
+        else
+            fold_block(r, xb, a, row0, acc);
         MPI_Allgather(acc, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, m->comm);
         for (int64_t o = 0; o < nout; o++) graph_red_init(&acc[o], op, acc_t);
         for (int q = 0; q < m->size; q++)
@@ -628,7 +646,10 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
                 snprintf(A.msg, sizeof A.msg, "lf_mpi_eval: outputs %d and %d have the same buffer", j, i);
             }
         if (A.st != LF_OK) break;
-        lf_node *need = p->cross ? o->inputs[0] : o;
+        lf_node *need = o;
+        if (p->cross && !(o->kind == NODE_REDUCE &&
+                          partial_from_kernel(o->u.reduce.op, graph_red_acc_dtype(o->u.reduce.op, o->inputs[0]->dtype))))
+            need = o->inputs[0]; /* the host folds the stored input */
         int k = 0;
         while (k < nloc && loc[k] != need) k++;
         if (k == nloc) loc[nloc++] = need;
