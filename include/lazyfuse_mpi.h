@@ -59,7 +59,8 @@
  *   order open); only the ordered relay and allgathers folded in rank order.
  *
  * Cost (what is communicated per eval): elementwise, local reductions and
- * takes: nothing but one MPI_Allgather of one int (the status agreement).
+ * takes: nothing but the status agreements (two MPI_Allreduce MINLOC of two
+ * ints, and a broadcast of the message when an eval fails).
  * A reduction over the sharded axis: one partial per output element per
  * rank (allgather), or a relay of one accumulator (24 bytes) per output
  * element through every rank plus one broadcast. A scan: a relay of one

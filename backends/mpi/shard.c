@@ -167,33 +167,21 @@ lf_buffer *lf_mpi_buffer_new_sharded(lf_ctx *ctx, lf_dtype t, int ndim, const in
     h = fnv(h, &axis, sizeof axis);
     if (shape && ndim >= 0 && ndim <= LF_MAX_DIMS) h = fnv(h, shape, (size_t)ndim * sizeof *shape);
     if (cnt && st == LF_OK) h = fnv(h, cnt, (size_t)m->size * sizeof *cnt);
-    uint64_t *all = graph_malloc((size_t)m->size * sizeof *all);
-    int stv[2] = {(int)st, all ? 0 : 1}, *stall = graph_malloc((size_t)m->size * sizeof stv);
-    uint64_t *hall = all ? all : graph_calloc((size_t)m->size, sizeof *hall);
-    int *sall = stall ? stall : graph_calloc((size_t)m->size * 2, sizeof *sall);
+    /* without allocating (so that no rank can drop out of the collectives):
+       the lowest failing rank and its status, and whether every fingerprint
+       is the same (statuses and fingerprints, never array values) */
+    uint64_t hmin = 0, hmax = 0;
+    MPI_Allreduce(&h, &hmin, 1, MPI_UINT64_T, MPI_MIN, m->comm);
+    MPI_Allreduce(&h, &hmax, 1, MPI_UINT64_T, MPI_MAX, m->comm);
+    int pair[2] = {st != LF_OK ? m->rank : m->size, (int)st}, first[2];
+    MPI_Allreduce(pair, first, 1, MPI_2INT, MPI_MINLOC, m->comm);
     lf_buffer *b = NULL;
-    if (!hall || !sall) {
-        /* out of memory before the collectives: the peers would hang; this
-           is the one place a rank cannot stay collective */
-        graph_error(ctx, LF_ERR_NOMEM, "lf_mpi_buffer_new_sharded: out of memory");
-        graph_free(all), graph_free(stall), graph_free(s), graph_free(starts), graph_free(cnt);
-        return NULL;
-    }
-    MPI_Allgather(&h, 1, MPI_UINT64_T, hall, 1, MPI_UINT64_T, m->comm);
-    MPI_Allgather(stv, 2, MPI_INT, sall, 2, MPI_INT, m->comm);
-    int bad = -1;
-    for (int r = 0; r < m->size && bad < 0; r++)
-        if (sall[2 * r] != LF_OK) bad = r;
-    if (st == LF_OK && bad < 0)
-        for (int r = 1; r < m->size; r++)
-            if (hall[r] != hall[0]) {
-                st = LF_ERR_INVALID;
-                snprintf(why, sizeof why, "rank %d asked for another array (dtype, shape, axis or counts differ)", r);
-                break;
-            }
-    if (st == LF_OK && bad >= 0) {
-        st = (lf_status)sall[2 * bad];
-        snprintf(why, sizeof why, "failed on rank %d", bad);
+    if (st == LF_OK && first[0] < m->size) {
+        st = (lf_status)first[1];
+        snprintf(why, sizeof why, "failed on rank %d", first[0]);
+    } else if (st == LF_OK && hmin != hmax) {
+        st = LF_ERR_INVALID;
+        snprintf(why, sizeof why, "the ranks asked for different arrays (dtype, shape, axis or counts differ)");
     }
     if (st == LF_OK) {
         int64_t local[LF_MAX_DIMS];
@@ -224,7 +212,7 @@ lf_buffer *lf_mpi_buffer_new_sharded(lf_ctx *ctx, lf_dtype t, int ndim, const in
     } else {
         graph_error(ctx, st, "lf_mpi_buffer_new_sharded: %s", why);
     }
-    graph_free(all), graph_free(stall), graph_free(s), graph_free(starts), graph_free(cnt);
+    graph_free(s), graph_free(starts), graph_free(cnt);
     return b;
 }
 
@@ -544,23 +532,10 @@ static lf_status cross_scan(mpi_ctx *m, const lf_node *s, int a, const void *xb,
  * status and message; returns that status (LF_OK when none failed) and
  * records the message on ctx. */
 static lf_status agree(mpi_ctx *m, lf_status st, const char *msg) {
-    int mine = (int)st, *all = graph_malloc((size_t)m->size * sizeof *all);
-    int first[2] = {m->size, 0};
-    if (all) {
-        MPI_Allgather(&mine, 1, MPI_INT, all, 1, MPI_INT, m->comm);
-        for (int r = 0; r < m->size; r++)
-            if (all[r] != LF_OK) {
-                first[0] = r, first[1] = all[r];
-                break;
-            }
-    } else {
-        /* cannot gather: agree through a status-only reduction instead */
-        int pair[2] = {st != LF_OK ? m->rank : m->size, (int)st}, best[2];
-        MPI_Allreduce(pair, best, 1, MPI_2INT, MPI_MINLOC, m->comm);
-        first[0] = best[0];
-        first[1] = best[1];
-    }
-    graph_free(all);
+    /* (rank if failed else size, status) with MINLOC: the lowest failing
+       rank and its status; no allocation, so every rank always takes part */
+    int pair[2] = {st != LF_OK ? m->rank : m->size, (int)st}, first[2];
+    MPI_Allreduce(pair, first, 1, MPI_2INT, MPI_MINLOC, m->comm);
     if (first[0] >= m->size) return LF_OK;
     char buf[LF_ERRMSG_CAP];
     snprintf(buf, sizeof buf, "%s", m->rank == first[0] ? msg : "");
