@@ -34,11 +34,16 @@
  *     from rank r-1's running value, received with MPI_Recv; the last rank
  *     broadcasts the result; a float sum's order cannot be regrouped. Its
  *     result is replicated: every rank gets it;
- *   - a scan along the sharded axis: a relay of the scan's state
- *     (graph_scan_state: running value, block total, block offset and
- *     position) from rank to rank, so LF_SCAN_BLOCK blocks fall where they
- *     fall in one process, at any block boundary. The output is sharded
- *     like its input.
+ *   - a scan along the sharded axis: inclusive integer, bool, min and max
+ *     scans in parallel: the local backend's own scan of the block (fused),
+ *     an MPI_Allgather of each rank's row totals, and every element folded
+ *     with the totals of the ranks before it, in rank order (exact: these
+ *     folds are associative); float sum and prod scans and exclusive scans
+ *     by a relay of the scan's state (graph_scan_state: running value,
+ *     block total, block offset and position) from rank to rank, folded on
+ *     the host, so LF_SCAN_BLOCK blocks fall where they fall in one
+ *     process, at any block boundary. The output is sharded like its
+ *     input.
  *
  * DETERMINISM. Every result is bit-identical to the same graph built over
  * the whole arrays and evaluated by one process, at any rank count and any
@@ -63,11 +68,12 @@
  * ints, and a broadcast of the message when an eval fails).
  * A reduction over the sharded axis: one partial per output element per
  * rank (allgather), or a relay of one accumulator (24 bytes) per output
- * element through every rank plus one broadcast. A scan: a relay of one
- * state (about 90 bytes) per row. The relay is SERIAL across ranks: rank r
- * folds after rank r-1 has, so the host fold of a float reduction or scan
- * over the sharded axis does not speed up with more ranks (the fused work
- * before it, the input's map, does). A parallel scheme (per-rank partials
+ * element through every rank plus one broadcast. A scan: one accumulator
+ * per row per rank (allgather), or a relay of one state (96 bytes) per
+ * row. The relay is SERIAL across ranks: rank r folds after rank r-1 has,
+ * so the host fold of a float reduction or scan over the sharded axis does
+ * not speed up with more ranks (the fused work before it, the input's map,
+ * does). A parallel scheme (per-rank partials
  * of the LF_SCAN_BLOCK blocks, with a halo for blocks that straddle ranks)
  * is the next step (docs/mpi.md). Host folds (the relays, argmin and
  * argmax) run the reference evaluator's scalar fold, element by element:
@@ -83,7 +89,8 @@
  * reduction over the sharded axis that also reduces an axis before it, and
  * any node that uses the result of a reduction or scan over the sharded
  * axis (evaluate that result first, into a replicated or sharded buffer,
- * and feed it to a second graph). lf_mpi_eval refuses each with
+ * and feed it to a second graph; this includes lf_scan_dtype into a
+ * narrower dtype than the scan's own, which is a scan and then a cast). lf_mpi_eval refuses each with
  * LF_ERR_BACKEND and a message naming the node and the operation:
  * "mpi: node 5 (sort f32[4,3]) reads sharded data: sort is not supported
  * on sharded arrays yet". It never returns a wrong answer for them.

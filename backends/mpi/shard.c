@@ -526,6 +526,65 @@ static lf_status cross_scan(mpi_ctx *m, const lf_node *s, int a, const void *xb,
     return LF_OK;
 }
 
+/* Whether scan s along the sharded axis runs in parallel: an inclusive
+ * integer, bool, min or max scan (associative: element i of rank r is the
+ * fold of rank r's offset and the local scan's element i, exactly the
+ * sequential value), its local part the local backend's own fused kernel.
+ * Float sums and products, and exclusive scans (whose block total needs
+ * the last input element, which the fused kernel does not keep), take the
+ * relay. */
+static bool scan_in_parallel(const lf_node *s) {
+    return !s->u.scan.exclusive &&
+           partial_from_kernel(s->u.scan.op, graph_red_acc_dtype(s->u.scan.op, s->inputs[0]->dtype));
+}
+
+/* The parallel scan: loc is the local scan of the rank's block (s's dtype);
+ * each row's block total (its last element) is allgathered, the rank's
+ * offset is the totals of the ranks before it folded in rank order from the
+ * identity, and out[i] = offset (+) loc[i]. */
+static lf_status cross_scan_parallel(mpi_ctx *m, const lf_node *s, int a, const void *loc, void *out) {
+    const lf_node *x = s->inputs[0];
+    lf_reduce_op op = s->u.scan.op;
+    lf_dtype acc_t = graph_red_acc_dtype(op, x->dtype);
+    int64_t len = x->shape[a], inner = 1, outer = 1;
+    for (int d = a + 1; d < x->ndim; d++) inner *= x->shape[d];
+    for (int d = 0; d < a; d++) outer *= x->shape[d];
+    int64_t rows = outer * inner;
+    size_t bytes = (size_t)(rows ? rows : 1) * sizeof(graph_red_acc);
+    graph_red_acc *tot = graph_malloc(bytes), *all = graph_malloc(bytes * (size_t)m->size);
+    int ok = tot && all, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, m->comm); /* a status agreement */
+    if (!all_ok) {
+        graph_free(tot), graph_free(all);
+        return LF_ERR_NOMEM;
+    }
+    graph_red_acc id = {.v = graph_scan_identity(op, x->dtype), .arg = 0, .started = true};
+    for (int64_t ou = 0; ou < outer; ou++)
+        for (int64_t in = 0; in < inner; in++) {
+            graph_red_acc *t = &tot[ou * inner + in];
+            *t = id;
+            if (len > 0)
+                t->v = graph_scalar_convert(graph_scalar_load(loc, s->dtype, (ou * len + len - 1) * inner + in), s->dtype,
+                                            acc_t);
+        }
+    MPI_Allgather(tot, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, m->comm);
+    for (int64_t row = 0; row < rows; row++) { /* tot becomes the rank's offset */
+        tot[row] = id;
+        for (int q = 0; q < m->rank; q++)
+            graph_red_fold(&tot[row], op, acc_t, all[(size_t)q * (size_t)(rows ? rows : 1) + (size_t)row].v, 0);
+    }
+    for (int64_t ou = 0; ou < outer; ou++)
+        for (int64_t in = 0; in < inner; in++)
+            for (int64_t i = 0; i < len; i++) {
+                int64_t at = (ou * len + i) * inner + in;
+                graph_red_acc v = tot[ou * inner + in];
+                graph_red_fold(&v, op, acc_t, graph_scalar_convert(graph_scalar_load(loc, s->dtype, at), s->dtype, acc_t), 0);
+                graph_scalar_store(out, s->dtype, at, graph_scalar_convert(v.v, acc_t, s->dtype));
+            }
+    graph_free(tot), graph_free(all);
+    return LF_OK;
+}
+
 /* ---- lf_mpi_eval ----------------------------------------------------------- */
 
 /* The collective agreement: every rank learns the lowest failing rank's
@@ -623,7 +682,8 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
         if (A.st != LF_OK) break;
         lf_node *need = o;
         if (p->cross && !(o->kind == NODE_REDUCE &&
-                          partial_from_kernel(o->u.reduce.op, graph_red_acc_dtype(o->u.reduce.op, o->inputs[0]->dtype))))
+                          partial_from_kernel(o->u.reduce.op, graph_red_acc_dtype(o->u.reduce.op, o->inputs[0]->dtype))) &&
+            !(o->kind == NODE_SCAN && scan_in_parallel(o)))
             need = o->inputs[0]; /* the host folds the stored input */
         int k = 0;
         while (k < nloc && loc[k] != need) k++;
@@ -657,6 +717,7 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
         lf_status sa = agree(m, s, s == LF_ERR_NOMEM ? "lf_mpi_eval: out of memory" : lf_errmsg(m->ctx));
         if (sa == LF_OK)
             sa = o->kind == NODE_REDUCE ? cross_reduce(m, o, q->lay, q->axis, xb, host[i])
+                 : scan_in_parallel(o)  ? cross_scan_parallel(m, o, q->axis, xb, host[i])
                                         : cross_scan(m, o, q->axis, xb, host[i]);
         graph_free(xb);
         if (sa != LF_OK) {

@@ -369,6 +369,30 @@ static void long_scan(void) {
     lf_buffer_read(dst, got, (size_t)count * 4);
     CHECK(same_bits(LF_F32, got, want + start, count, &at), "long scan: element %" PRId64 " of the block differs", at);
     free(got), free(want);
+    /* integer and max scans of the same blocks (the parallel path: local
+       kernel scan + offsets from the ranks before), values that wrap i32 */
+    arr xi;
+    arr_make(&xi, &r, LF_I32, 1, &n, 0, counts, false);
+    lf_buffer *wi = lf_buffer_new(cpu1, LF_I32, 1, &n);
+    lf_buffer_write(wi, xi.global, (size_t)n * 4);
+    for (int k = 0; k < 3; k++) {
+        lf_reduce_op op = k == 0 ? LF_RED_SUM : k == 1 ? LF_RED_MAX : LF_RED_PROD;
+        lf_graph *hm = lf_graph_new(mctx), *h1 = lf_graph_new(cpu1);
+        lf_node *am = lf_scan_dtype(hm, op, lf_input(hm, xi.shard), 0, false, LF_I64);
+        lf_node *a1 = lf_scan_dtype(h1, op, lf_input(h1, wi), 0, false, LF_I64);
+        lf_dtype t = lf_node_dtype(am);
+        lf_buffer *di = lf_mpi_buffer_new_sharded(mctx, t, 1, &n, 0, counts);
+        CHECK(lf_mpi_eval(hm, 1, &am, &di) == LF_OK, "long int scan %d: %s", k, lf_errmsg(mctx));
+        char *wv = eval_one(cpu1, h1, a1), *gv = malloc((size_t)(count ? count : 1) * lf_dtype_size(t));
+        lf_buffer_read(di, gv, (size_t)count * lf_dtype_size(t));
+        CHECK(same_bits(t, gv, wv + (size_t)start * lf_dtype_size(t), count, &at), "long int scan %d: element %" PRId64
+              " of the block differs", k, at);
+        free(gv), free(wv);
+        lf_mpi_buffer_free(mctx, di);
+        lf_graph_free(hm), lf_graph_free(h1);
+    }
+    lf_buffer_free(wi);
+    arr_free(&xi);
     lf_mpi_buffer_free(mctx, dst);
     lf_graph_free(gm), lf_graph_free(g1);
     lf_buffer_free(whole);
