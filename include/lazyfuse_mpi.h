@@ -103,8 +103,13 @@
  * with the status and lf_errmsg of the lowest failing rank, prefixed with
  * "rank R: " (positions in an index message are within that rank's block),
  * and no rank's output buffers change. Outputs are computed into
- * temporaries and copied into the output buffers only after every rank
- * agreed that the eval succeeded. Every byte between processes goes through
+ * temporaries, copied to host memory, and copied into the output buffers
+ * only after every rank agreed that all of that succeeded (allocation
+ * failures included: checked by failing each allocation of an eval in turn
+ * on one rank). The last copy allocates nothing; on the CPU and reference
+ * backends it cannot fail (a device backend's copy could, and then ranks
+ * before the failing one would have written: not reachable today, the
+ * MPI path runs on host backends only in the tests). Every byte between processes goes through
  * MPI, on a duplicate of the communicator made by lf_ctx_new_mpi.
  *
  * Threads and MPI: call these from the thread that initialised MPI (any

@@ -727,22 +727,26 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
         }
     }
     if (st == LF_OK) st = st2; /* st2 was agreed already (every rank saw it) */
+    /* every result in host memory, then agree: the commit below allocates
+       nothing, so no rank can fail there after another has written */
+    if (st == LF_OK) {
+        lf_status sp = LF_OK;
+        for (int i = 0; i < n && sp == LF_OK; i++) {
+            if (host[i]) continue; /* a cross result, already on the host */
+            if (!(host[i] = graph_malloc(dsts[i]->bytes ? dsts[i]->bytes : 1)))
+                sp = graph_error(m->ctx, LF_ERR_NOMEM, "lf_mpi_eval: out of memory");
+            else
+                sp = lf_buffer_read(tmp[which[i]], host[i], dsts[i]->bytes);
+        }
+        st = agree(m, sp, lf_errmsg(m->ctx));
+    }
     /* commit: only now do output buffers change, on every rank */
     if (st == LF_OK) {
         lf_status sc = LF_OK;
-        for (int i = 0; i < n && sc == LF_OK; i++) {
-            if (host[i]) {
-                sc = lf_buffer_write(dsts[i], host[i], dsts[i]->bytes);
-                continue;
-            }
-            void *buf = graph_malloc(dsts[i]->bytes ? dsts[i]->bytes : 1);
-            if (!buf) sc = LF_ERR_NOMEM;
-            else if ((sc = lf_buffer_read(tmp[which[i]], buf, dsts[i]->bytes)) == LF_OK)
-                sc = lf_buffer_write(dsts[i], buf, dsts[i]->bytes);
-            graph_free(buf);
-        }
-        /* collective as every step (a write fails only on memory the
-           checks above cannot see, and then some ranks have written) */
+        for (int i = 0; i < n && sc == LF_OK; i++) sc = lf_buffer_write(dsts[i], host[i], dsts[i]->bytes);
+        /* collective as every step; a host backend's write is a copy that
+           cannot fail here (a device backend's copy could, and then some
+           ranks have written: lazyfuse_mpi.h) */
         st = agree(m, sc, lf_errmsg(m->ctx));
     }
     for (int k = 0; k < nloc; k++) lf_buffer_free(tmp[k]);

@@ -535,6 +535,63 @@ static void take_and_collective_errors(void) {
     arr_free(&idx);
 }
 
+/* Allocation failures on one rank only (lf_debug_fail_alloc is per
+ * process): the nth allocation from the eval's start fails on the last
+ * rank, for n = 1, 2, ... until an eval succeeds. Every rank must return
+ * the same status and message each time (no rank left waiting in a
+ * collective: the suite's timeout would catch a hang), failed evals change
+ * no output, and the eval that succeeds gives the right values. */
+static void collective_alloc_failures(void) {
+    rng r = {77};
+    int64_t n = 3 * size + 2, shape[2] = {n, 3};
+    arr x;
+    arr_make(&x, &r, LF_F32, 2, shape, 0, NULL, false);
+    lf_graph *g = lf_graph_new(mctx);
+    lf_node *xi = lf_input(g, x.shard);
+    lf_node *y = lf_add(g, lf_mul(g, xi, xi), lf_const(g, LF_F32, 1));
+    lf_node *outs[3] = {y, lf_reduce(g, LF_RED_SUM, y, 1, (int[]){0}, false),
+                        lf_scan(g, LF_RED_MAX, lf_cast(g, xi, LF_I64), 0, false)};
+    lf_buffer *dy = lf_mpi_buffer_new_sharded(mctx, LF_F32, 2, shape, 0, NULL);
+    lf_buffer *ds = lf_buffer_new(mctx, LF_F32, 1, (int64_t[]){3});
+    lf_buffer *dc = lf_mpi_buffer_new_sharded(mctx, LF_I64, 2, shape, 0, NULL);
+    lf_buffer *dsts[3] = {dy, ds, dc};
+    int64_t start, count;
+    lf_mpi_buffer_block(mctx, dy, NULL, &start, &count, NULL);
+    size_t by = (size_t)(count * 3) * 4, bc = (size_t)(count * 3) * 8;
+    char *sy = malloc(by + 1), *sc = malloc(bc + 1), *gy = malloc(by + 1), *gc = malloc(bc + 1);
+    memset(sy, 0x5a, by), memset(sc, 0x5a, bc);
+    float ss[3] = {-1, -2, -3}, gs[3];
+    int failed = 0, k;
+    for (k = 1; k < 400; k++) {
+        lf_buffer_write(dy, sy, by), lf_buffer_write(dc, sc, bc), lf_buffer_write(ds, ss, sizeof ss);
+        if (rank == size - 1) lf_debug_fail_alloc(k, false);
+        lf_status st = lf_mpi_eval(g, 3, outs, dsts);
+        lf_debug_fail_alloc(0, false);
+        int lo = (int)st, hi = (int)st;
+        MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD); /* statuses, not values */
+        MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        CHECK(lo == hi, "failing allocation %d: the ranks returned different statuses", k);
+        if (st == LF_OK) break;
+        failed++;
+        same_message_everywhere("failing allocation");
+        lf_buffer_read(dy, gy, by), lf_buffer_read(dc, gc, bc), lf_buffer_read(ds, gs, sizeof gs);
+        CHECK(!memcmp(gy, sy, by) && !memcmp(gc, sc, bc) && !memcmp(gs, ss, sizeof ss),
+              "failing allocation %d (%s): an output changed", k, lf_status_name(st));
+    }
+    CHECK(k < 400 && failed > 0, "allocation failures: %d failed evals, stopped at %d", failed, k);
+    if (rank == 0) printf("test_mpi: %d evals failed collectively on the last rank's allocation failures\n", failed);
+    /* the eval that succeeded is right: compare with an eval without failures */
+    lf_buffer_read(dy, gy, by), lf_buffer_read(dc, gc, bc), lf_buffer_read(ds, gs, sizeof gs);
+    CHECK(lf_mpi_eval(g, 3, outs, dsts) == LF_OK, "eval after the failures: %s", lf_errmsg(mctx));
+    lf_buffer_read(dy, sy, by), lf_buffer_read(dc, sc, bc), lf_buffer_read(ds, ss, sizeof ss);
+    CHECK(!memcmp(gy, sy, by) && !memcmp(gc, sc, bc) && !memcmp(gs, ss, sizeof ss),
+          "the eval that succeeded under failures differs from a plain one");
+    free(sy), free(sc), free(gy), free(gc);
+    lf_mpi_buffer_free(mctx, dy), lf_mpi_buffer_free(mctx, dc), lf_buffer_free(ds);
+    lf_graph_free(g);
+    arr_free(&x);
+}
+
 /* Arguments every rank must agree on; a mismatch fails on every rank. */
 static void sharded_buffer_errors(void) {
     int64_t n = 10;
@@ -573,6 +630,7 @@ int main(int argc, char **argv) {
     long_float_folds();
     take_and_collective_errors();
     sharded_buffer_errors();
+    collective_alloc_failures();
     /* the random graphs must have reached every kind they are meant to */
     for (int k = 0; k < 5 && graphs >= 100; k++) CHECK(compared[k] >= 5, "only %d graphs of final kind %d", compared[k], k);
     CHECK(graphs < 100 || float_folds >= 3, "only %d float folds across ranks", float_folds);
