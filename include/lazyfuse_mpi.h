@@ -132,7 +132,10 @@ extern "C" {
  * the reason in lf_errmsg(NULL) (then on every rank). */
 LF_API lf_ctx *lf_ctx_new_mpi(MPI_Comm comm, const lf_ctx_options *opt);
 /* Destroys a context made by lf_ctx_new_mpi (and its buffers, graphs and
- * the duplicated communicator). Not collective. NULL is a no-op. */
+ * the duplicated communicator). Not collective. NULL is a no-op. Use it,
+ * not lf_ctx_destroy, for such a context: liblazyfuse-mpi keeps what it
+ * knows of the context (communicator, blocks) under the context's address
+ * and drops it here. */
 LF_API void lf_ctx_destroy_mpi(lf_ctx *ctx);
 /* This rank and the rank count of an MPI context; -1 for another context. */
 LF_API int lf_mpi_rank(const lf_ctx *ctx);
@@ -149,7 +152,8 @@ LF_API int lf_mpi_size(const lf_ctx *ctx);
  * rank, LF_ERR_INVALID). Errors: LF_ERR_NULL, LF_ERR_AXIS, LF_ERR_SHAPE
  * (counts that do not sum to the extent, a negative count), LF_ERR_STATE
  * (not an MPI context). Free it with lf_mpi_buffer_free (or with the
- * context). */
+ * context), never with lf_buffer_free: its blocks are kept under the
+ * buffer's address until lf_mpi_buffer_free. */
 LF_API lf_buffer *lf_mpi_buffer_new_sharded(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape, int axis,
                                             const int64_t *counts);
 /* Frees a buffer of an MPI context (sharded or not); NULL is a no-op. */
