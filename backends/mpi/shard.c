@@ -3,10 +3,12 @@
  *
  * lf_mpi_eval reads like a driver: analyse (which node is sharded along
  * which axis, which crosses ranks, which is refused) -> evaluate the local
- * part with the ordinary lf_eval into temporaries -> agree on the status
- * (collective) -> combine what crosses ranks on the host, in the order of
- * positions (allgather folded in rank order, or a relay) -> agree again ->
- * copy the temporaries into the output buffers.
+ * part with the ordinary lf_eval into temporaries (for a cross node, its
+ * own kernel on the block when that gives the rank's exact partial, else
+ * its input) -> agree on the status (collective) -> combine what crosses
+ * ranks on the host, in the order of positions (allgather folded in rank
+ * order, or a relay) -> every result to host memory -> agree again ->
+ * write the output buffers (nothing allocated after the agreement).
  *
  * What must stay true:
  *  - every rank takes the same decisions: the analysis reads only what is
