@@ -1,0 +1,759 @@
+/* backends/mpi/shard.c: liblazyfuse-mpi, sharded arrays over MPI
+ * (include/lazyfuse_mpi.h states the model; docs/mpi.md the design).
+ *
+ * lf_mpi_eval reads like a driver: analyse (which node is sharded along
+ * which axis, which crosses ranks, which is refused) -> evaluate the local
+ * part with the ordinary lf_eval into temporaries (for a cross node, its
+ * own kernel on the block when that gives the rank's exact partial, else
+ * its input) -> agree on the status (collective) -> combine what crosses
+ * ranks on the host, in the order of positions (allgather folded in rank
+ * order, or a relay) -> every result to host memory -> agree again ->
+ * write the output buffers (nothing allocated after the agreement).
+ *
+ * What must stay true:
+ *  - every rank takes the same decisions: the analysis reads only what is
+ *    the same on every rank (node kinds, axes, replicated shapes, the
+ *    blocks of sharded buffers), never a block's own extent;
+ *  - no output buffer is written before every rank agreed that the eval
+ *    succeeded, and no rank waits in a data collective that another rank
+ *    skipped (each agreement comes before the communication it guards);
+ *  - cross-rank folds use the reference evaluator's graph_red_fold and
+ *    graph_scan_step in the order of positions; no MPI reduction operator
+ *    touches a value;
+ *  - the core library is not changed and knows nothing of MPI; this file
+ *    reads its internal structs (graph/graph.h) and is built with it;
+ *  - memory comes from the core's allocator (graph_malloc), so
+ *    lf_debug_live_bytes counts it and lf_debug_fail_alloc reaches it.
+ */
+#include "lazyfuse_mpi.h"
+
+#include "graph/graph.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- contexts and the blocks of their buffers ---------------------------- */
+
+typedef struct shard_buf {
+    lf_buffer *b;             /* the rank's block (an lf_buffer of ctx) */
+    int axis;                 /* sharded axis of the global array */
+    int64_t global;           /* the axis' global extent */
+    int64_t *starts, *counts; /* per rank: first row and rows held */
+    struct shard_buf *next;
+} shard_buf;
+
+typedef struct mpi_ctx {
+    lf_ctx *ctx;              /* the local context */
+    MPI_Comm comm;            /* duplicate of the user's communicator */
+    int rank, size;
+    shard_buf *bufs;          /* sharded buffers of ctx */
+    struct mpi_ctx *next;
+} mpi_ctx;
+
+static mpi_ctx *contexts; /* every live MPI context (the thread rule of MPI applies) */
+
+static mpi_ctx *find_ctx(const lf_ctx *ctx) {
+    for (mpi_ctx *m = contexts; m; m = m->next)
+        if (m->ctx == ctx) return m;
+    return NULL;
+}
+
+static shard_buf *find_buf(const mpi_ctx *m, const lf_buffer *b) {
+    for (shard_buf *s = m->bufs; s; s = s->next)
+        if (s->b == b) return s;
+    return NULL;
+}
+
+static void free_shard(shard_buf *s) {
+    graph_free(s->starts);
+    graph_free(s->counts);
+    graph_free(s);
+}
+
+lf_ctx *lf_ctx_new_mpi(MPI_Comm comm, const lf_ctx_options *opt) {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        graph_error(NULL, LF_ERR_STATE, "lf_ctx_new_mpi: MPI is not initialised (call MPI_Init first)");
+        return NULL;
+    }
+    mpi_ctx *m = graph_calloc(1, sizeof *m);
+    lf_ctx *ctx = lf_ctx_new(opt);
+    int ok = m && ctx, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, comm); /* a status, not a value */
+    if (!all_ok) {
+        if (ok) graph_error(NULL, LF_ERR_BACKEND, "lf_ctx_new_mpi: lf_ctx_new failed on another rank");
+        else if (!m) graph_error(NULL, LF_ERR_NOMEM, "lf_ctx_new_mpi: out of memory");
+        graph_free(m);
+        lf_ctx_destroy(ctx);
+        return NULL;
+    }
+    MPI_Comm_dup(comm, &m->comm);
+    MPI_Comm_rank(m->comm, &m->rank);
+    MPI_Comm_size(m->comm, &m->size);
+    m->ctx = ctx;
+    m->next = contexts;
+    contexts = m;
+    return ctx;
+}
+
+void lf_ctx_destroy_mpi(lf_ctx *ctx) {
+    if (!ctx) return;
+    for (mpi_ctx **p = &contexts; *p; p = &(*p)->next) {
+        if ((*p)->ctx != ctx) continue;
+        mpi_ctx *m = *p;
+        *p = m->next;
+        while (m->bufs) {
+            shard_buf *s = m->bufs;
+            m->bufs = s->next;
+            free_shard(s);
+        }
+        MPI_Comm_free(&m->comm);
+        graph_free(m);
+        break;
+    }
+    lf_ctx_destroy(ctx);
+}
+
+int lf_mpi_rank(const lf_ctx *ctx) {
+    const mpi_ctx *m = find_ctx(ctx);
+    return m ? m->rank : -1;
+}
+
+int lf_mpi_size(const lf_ctx *ctx) {
+    const mpi_ctx *m = find_ctx(ctx);
+    return m ? m->size : -1;
+}
+
+/* FNV-1a over bytes: the fingerprint ranks compare (a status check). */
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+
+lf_buffer *lf_mpi_buffer_new_sharded(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape, int axis,
+                                     const int64_t *counts) {
+    mpi_ctx *m = find_ctx(ctx);
+    if (!m) {
+        graph_error(ctx, ctx ? LF_ERR_STATE : LF_ERR_NULL, "lf_mpi_buffer_new_sharded: not a context of lf_ctx_new_mpi");
+        return NULL;
+    }
+    lf_status st = LF_OK;
+    char why[160] = "";
+    shard_buf *s = graph_calloc(1, sizeof *s);
+    int64_t *starts = graph_calloc((size_t)m->size, sizeof *starts), *cnt = graph_calloc((size_t)m->size, sizeof *cnt);
+    if (!s || !starts || !cnt) st = LF_ERR_NOMEM, snprintf(why, sizeof why, "out of memory");
+    else if (!shape || ndim < 1 || ndim > LF_MAX_DIMS)
+        st = !shape ? LF_ERR_NULL : LF_ERR_SHAPE,
+        snprintf(why, sizeof why, "a sharded array needs 1..%d dimensions and a shape", LF_MAX_DIMS);
+    else if (axis < -ndim || axis >= ndim)
+        st = LF_ERR_AXIS, snprintf(why, sizeof why, "axis %d out of range for %d dimensions", axis, ndim);
+    if (st == LF_OK) {
+        if (axis < 0) axis += ndim;
+        int64_t n = shape[axis], sum = 0;
+        for (int r = 0; r < m->size && st == LF_OK; r++) {
+            cnt[r] = counts ? counts[r] : n / m->size + (r < n % m->size);
+            if (cnt[r] < 0) st = LF_ERR_SHAPE, snprintf(why, sizeof why, "negative count %lld for rank %d", (long long)cnt[r], r);
+            starts[r] = sum;
+            sum += cnt[r];
+        }
+        if (st == LF_OK && sum != n)
+            st = LF_ERR_SHAPE,
+            snprintf(why, sizeof why, "counts sum to %lld, not the extent %lld of axis %d", (long long)sum, (long long)n, axis);
+    }
+    /* every rank must have asked for the same array: compare fingerprints */
+    uint64_t h = fnv(1469598103934665603ull, &t, sizeof t);
+    h = fnv(h, &ndim, sizeof ndim);
+    h = fnv(h, &axis, sizeof axis);
+    if (shape && ndim >= 0 && ndim <= LF_MAX_DIMS) h = fnv(h, shape, (size_t)ndim * sizeof *shape);
+    if (cnt && st == LF_OK) h = fnv(h, cnt, (size_t)m->size * sizeof *cnt);
+    /* without allocating (so that no rank can drop out of the collectives):
+       the lowest failing rank and its status, and whether every fingerprint
+       is the same (statuses and fingerprints, never array values) */
+    uint64_t hmin = 0, hmax = 0;
+    MPI_Allreduce(&h, &hmin, 1, MPI_UINT64_T, MPI_MIN, m->comm);
+    MPI_Allreduce(&h, &hmax, 1, MPI_UINT64_T, MPI_MAX, m->comm);
+    int pair[2] = {st != LF_OK ? m->rank : m->size, (int)st}, first[2];
+    MPI_Allreduce(pair, first, 1, MPI_2INT, MPI_MINLOC, m->comm);
+    lf_buffer *b = NULL;
+    if (st == LF_OK && first[0] < m->size) {
+        st = (lf_status)first[1];
+        snprintf(why, sizeof why, "failed on rank %d", first[0]);
+    } else if (st == LF_OK && hmin != hmax) {
+        st = LF_ERR_INVALID;
+        snprintf(why, sizeof why, "the ranks asked for different arrays (dtype, shape, axis or counts differ)");
+    }
+    if (st == LF_OK) {
+        int64_t local[LF_MAX_DIMS];
+        memcpy(local, shape, (size_t)ndim * sizeof *local);
+        local[axis] = cnt[m->rank];
+        b = lf_buffer_new(ctx, t, ndim, local);
+        /* a local failure here (NOMEM, a bad dtype) is the same on every rank
+           for a bad dtype; memory is agreed on below */
+        int ok = b != NULL, all_ok = 0;
+        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, m->comm);
+        if (!all_ok) {
+            if (b) {
+                lf_buffer_free(b);
+                b = NULL;
+                graph_error(ctx, LF_ERR_NOMEM, "lf_mpi_buffer_new_sharded: lf_buffer_new failed on another rank");
+            }
+        } else {
+            s->b = b;
+            s->axis = axis;
+            s->global = shape[axis];
+            s->starts = starts;
+            s->counts = cnt;
+            s->next = m->bufs;
+            m->bufs = s;
+            starts = cnt = NULL;
+            s = NULL;
+        }
+    } else {
+        graph_error(ctx, st, "lf_mpi_buffer_new_sharded: %s", why);
+    }
+    graph_free(s), graph_free(starts), graph_free(cnt);
+    return b;
+}
+
+void lf_mpi_buffer_free(lf_ctx *ctx, lf_buffer *b) {
+    if (!b) return;
+    mpi_ctx *m = find_ctx(ctx);
+    if (m)
+        for (shard_buf **p = &m->bufs; *p; p = &(*p)->next)
+            if ((*p)->b == b) {
+                shard_buf *s = *p;
+                *p = s->next;
+                free_shard(s);
+                break;
+            }
+    lf_buffer_free(b);
+}
+
+lf_status lf_mpi_buffer_block(const lf_ctx *ctx, const lf_buffer *b, int *axis, int64_t *start, int64_t *count,
+                              int64_t *global) {
+    const mpi_ctx *m = find_ctx(ctx);
+    if (!b) return LF_ERR_NULL;
+    if (!m || b->ctx != ctx) return LF_ERR_STATE;
+    const shard_buf *s = find_buf(m, b);
+    int64_t ext = b->ndim ? b->shape[0] : 1;
+    if (axis) *axis = s ? s->axis : -1;
+    if (start) *start = s ? s->starts[m->rank] : 0;
+    if (count) *count = s ? s->counts[m->rank] : ext;
+    if (global) *global = s ? s->global : ext;
+    return LF_OK;
+}
+
+/* ---- analysis: where each node lies -------------------------------------- */
+
+/* One needed node: replicated (axis -1) or sharded along `axis` of its own
+ * dimensions with the blocks of `lay`; `cross` marks a reduction over, or a
+ * scan along, the sharded axis; `after` a node that uses such a result. */
+typedef struct place {
+    int axis;
+    const shard_buf *lay;
+    bool cross, after, needed;
+} place;
+
+typedef struct analysis {
+    mpi_ctx *m;
+    lf_graph *g;
+    place *pl;             /* by node id */
+    lf_status st;
+    char msg[LF_ERRMSG_CAP];
+} analysis;
+
+static bool same_blocks(const shard_buf *a, const shard_buf *b, int size) {
+    return a->global == b->global && !memcmp(a->counts, b->counts, (size_t)size * sizeof *a->counts);
+}
+
+static void refuse(analysis *A, const lf_node *n, const char *fmt, ...) {
+    if (A->st != LF_OK) return;
+    char node[256], what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    A->st = LF_ERR_BACKEND;
+    snprintf(A->msg, sizeof A->msg, "mpi: %s %s", graph_node_str(n, node, sizeof node), what);
+}
+
+static const char *kind_word(const lf_node *n) {
+    switch (n->kind) {
+    case NODE_VIEW: return "a view (reshape, permute, slice, broadcast, pad, concat)";
+    case NODE_GATHER: return "a gather (other than lf_take of a replicated table by sharded indices)";
+    case NODE_SCATTER: return "a scatter or bincount";
+    case NODE_SORT: return "sort, argsort and top-k";
+    case NODE_RANDOM: return "random";
+    case NODE_IOTA: return "iota";
+    default: return "this node";
+    }
+}
+
+/* Places node n from its inputs' places (inputs first: ids are topological). */
+static void place_node(analysis *A, lf_node *n) {
+    place *p = &A->pl[n->id];
+    p->axis = -1;
+    p->lay = NULL;
+    const lf_node *sharded_in = NULL;
+    for (int k = 0; k < n->ninputs; k++) {
+        const place *q = &A->pl[n->inputs[k]->id];
+        if (q->cross || q->after) p->after = true;
+        if (q->axis >= 0 && !sharded_in) sharded_in = n->inputs[k];
+    }
+    if (p->after) {
+        refuse(A, n, "uses the result of a reduction or scan across ranks: evaluate that result first into a "
+                     "buffer and read it from a second graph");
+        return;
+    }
+    switch (n->kind) {
+    case NODE_INPUT: {
+        const shard_buf *s = find_buf(A->m, n->u.buffer);
+        if (s) p->axis = s->axis, p->lay = s;
+        return;
+    }
+    case NODE_CONST:
+    case NODE_IOTA:
+    case NODE_RANDOM:
+        return; /* replicated: the same values on every rank */
+    case NODE_MAP: {
+        /* inputs broadcast right-aligned to n's shape */
+        for (int k = 0; k < n->ninputs; k++) {
+            const lf_node *x = n->inputs[k];
+            const place *q = &A->pl[x->id];
+            if (q->axis < 0) continue;
+            int oa = q->axis + (n->ndim - x->ndim);
+            if (p->axis < 0) p->axis = oa, p->lay = q->lay;
+            else if (p->axis != oa) return refuse(A, n, "combines operands sharded along different axes");
+            else if (!same_blocks(p->lay, q->lay, A->m->size))
+                return refuse(A, n, "combines sharded operands with different blocks");
+        }
+        if (p->axis < 0) return;
+        for (int k = 0; k < n->ninputs; k++) {
+            const lf_node *x = n->inputs[k];
+            if (A->pl[x->id].axis >= 0) continue;
+            int d = p->axis - (n->ndim - x->ndim); /* x's axis under the sharded one */
+            if (d >= 0 && x->shape[d] != 1) {
+                if (x->kind == NODE_RANDOM || x->kind == NODE_IOTA)
+                    return refuse(A, n, "meets %s along the sharded axis (its values would be the block's, not the "
+                                        "global array's): not supported on sharded arrays yet",
+                                  kind_word(x));
+                return refuse(A, n, "reads replicated operand node %d along the sharded axis %d (extent %lld, not "
+                                    "1): shard that operand too",
+                              x->id, p->axis, (long long)x->shape[d]);
+            }
+        }
+        return;
+    }
+    case NODE_REDUCE: {
+        const place *q = &A->pl[n->inputs[0]->id];
+        if (q->axis < 0) return;
+        uint32_t axes = n->u.reduce.axes;
+        if (!(axes & (1u << q->axis))) { /* local: the sharded axis is kept */
+            int below = 0;
+            for (int d = 0; d < q->axis; d++) below += (axes >> d) & 1;
+            p->axis = n->u.reduce.keepdims ? q->axis : q->axis - below;
+            p->lay = q->lay;
+            return;
+        }
+        if (axes & ((1u << q->axis) - 1))
+            return refuse(A, n, "reduces an axis before the sharded axis %d as well: not supported on sharded arrays "
+                                "yet (reduce the sharded axis first)",
+                          q->axis);
+        if (graph_contraction(n, NULL))
+            return refuse(A, n, "is a contraction over the sharded axis: not supported on sharded arrays yet");
+        p->cross = true; /* replicated result */
+        return;
+    }
+    case NODE_SCAN: {
+        const place *q = &A->pl[n->inputs[0]->id];
+        if (q->axis < 0) return;
+        p->axis = q->axis, p->lay = q->lay;
+        if (n->u.scan.axis == q->axis) p->cross = true;
+        return;
+    }
+    case NODE_GATHER: {
+        const place *qx = &A->pl[n->inputs[0]->id], *qi = &A->pl[n->inputs[1]->id];
+        if (qx->axis < 0 && qi->axis < 0) return;
+        if (qx->axis < 0 && n->u.gather.take) {
+            p->axis = n->u.gather.axis + qi->axis;
+            p->lay = qi->lay;
+            return;
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    if (sharded_in) refuse(A, n, "reads sharded data: %s is not supported on sharded arrays yet", kind_word(n));
+}
+
+/* ---- cross-rank folds ------------------------------------------------------ */
+
+/* The rank's rows [0, cnt) of x (dense host block, sharded along axis a,
+ * a the first reduced axis) folded into accs[nout] (started by the caller
+ * or by the previous rank): row-major over x, so within each output the
+ * positions come in order. pos_base: the global position of the block's
+ * first row within the reduced set. */
+static void fold_block(const lf_node *r, const void *xb, int a, int64_t row0, graph_red_acc *acc) {
+    const lf_node *x = r->inputs[0];
+    lf_reduce_op op = r->u.reduce.op;
+    lf_dtype acc_t = graph_red_acc_dtype(op, x->dtype);
+    int64_t idx[LF_MAX_DIMS] = {0};
+    /* output strides (kept axes) and reduced-position strides with the
+       global extent on the sharded axis (a is the first reduced axis, so
+       its stride is the product of the later reduced extents) */
+    int64_t ost[LF_MAX_DIMS] = {0}, pst[LF_MAX_DIMS] = {0}, o = 1, ps = 1;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        if (r->u.reduce.axes & (1u << d)) {
+            pst[d] = ps;
+            ps *= x->shape[d];
+        } else {
+            ost[d] = o;
+            o *= x->shape[d];
+        }
+    }
+    for (int64_t i = 0; i < x->numel; i++) {
+        int64_t oo = 0, pp = row0 * pst[a];
+        for (int d = 0; d < x->ndim; d++) oo += idx[d] * ost[d], pp += idx[d] * pst[d];
+        lf_scalar v = graph_scalar_convert(graph_scalar_load(xb, x->dtype, i), x->dtype, acc_t);
+        graph_red_fold(&acc[oo], op, acc_t, v, pp);
+        for (int d = x->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < x->shape[d]) break;
+            idx[d] = 0;
+        }
+    }
+}
+
+/* Whether the local backend's own kernel for the reduction, run on the
+ * block, gives the rank's partial exactly (its value is the partial: min and
+ * max select, integer sums and products wrap), so that the cross reduction's
+ * input stays fused and is never stored. argmin/argmax (the value is not in
+ * the result) and float folds take the host fold of the stored input. */
+static bool partial_from_kernel(lf_reduce_op op, lf_dtype acc_t) {
+    if (op == LF_RED_MIN || op == LF_RED_MAX) return true;
+    return (op == LF_RED_SUM || op == LF_RED_PROD) && acc_t != LF_F64;
+}
+
+static bool regroupable(lf_reduce_op op, lf_dtype acc_t) {
+    if (op == LF_RED_MIN || op == LF_RED_MAX || op == LF_RED_ARGMIN || op == LF_RED_ARGMAX) return true;
+    return acc_t != LF_F64; /* integer sums and products wrap: associative */
+}
+
+/* Reduction r over the sharded axis: xb is the rank's block of r's input,
+ * or, when partial_from_kernel, r's own local result (the block reduced by
+ * the local backend); out (r->numel elements of r's dtype) gets the global
+ * result. */
+static lf_status cross_reduce(mpi_ctx *m, const lf_node *r, const shard_buf *lay, int a, const void *xb, void *out) {
+    const lf_node *x = r->inputs[0];
+    lf_reduce_op op = r->u.reduce.op;
+    lf_dtype acc_t = graph_red_acc_dtype(op, x->dtype);
+    int64_t nout = r->numel, count = 1;
+    for (int d = 0; d < x->ndim; d++)
+        if (r->u.reduce.axes & (1u << d)) count *= d == a ? lay->global : x->shape[d];
+    size_t bytes = (size_t)(nout ? nout : 1) * sizeof(graph_red_acc);
+    graph_red_acc *acc = graph_malloc(bytes);
+    graph_red_acc *all = regroupable(op, acc_t) ? graph_malloc(bytes * (size_t)m->size) : NULL;
+    int ok = acc && (all || !regroupable(op, acc_t)), all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, m->comm); /* a status agreement */
+    if (!all_ok) {
+        graph_free(acc), graph_free(all);
+        return LF_ERR_NOMEM;
+    }
+    for (int64_t o = 0; o < nout; o++) graph_red_init(&acc[o], op, acc_t);
+    int64_t row0 = lay->starts[m->rank];
+    if (all) {
+        /* each rank folds its own rows from the identity; the partials are
+           gathered and folded in rank order (the order of positions) */
+        if (partial_from_kernel(op, acc_t))
+            for (int64_t o = 0; o < nout; o++) {
+                acc[o].v = graph_scalar_convert(graph_scalar_load(xb, r->dtype, o), r->dtype, acc_t);
+                acc[o].started = true; /* min/max: every block is non-empty (lazyfuse_mpi.h) */
+            }
+        else
+            fold_block(r, xb, a, row0, acc);
+        MPI_Allgather(acc, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, m->comm);
+        for (int64_t o = 0; o < nout; o++) graph_red_init(&acc[o], op, acc_t);
+        for (int q = 0; q < m->size; q++)
+            for (int64_t o = 0; o < nout; o++) {
+                const graph_red_acc *p = &all[(size_t)q * (size_t)(nout ? nout : 1) + (size_t)o];
+                bool ext = op == LF_RED_MIN || op == LF_RED_MAX || op == LF_RED_ARGMIN || op == LF_RED_ARGMAX;
+                if (ext && !p->started) continue; /* an empty block */
+                graph_red_fold(&acc[o], op, acc_t, p->v, p->arg);
+            }
+    } else {
+        /* the relay: rank r continues rank r-1's running values */
+        if (m->rank > 0) MPI_Recv(acc, (int)bytes, MPI_BYTE, m->rank - 1, 32, m->comm, MPI_STATUS_IGNORE);
+        fold_block(r, xb, a, row0, acc);
+        if (m->rank + 1 < m->size) MPI_Send(acc, (int)bytes, MPI_BYTE, m->rank + 1, 32, m->comm);
+        MPI_Bcast(acc, (int)bytes, MPI_BYTE, m->size - 1, m->comm);
+    }
+    for (int64_t o = 0; o < nout; o++) graph_scalar_store(out, r->dtype, o, graph_red_finish(&acc[o], op, acc_t, count, r->dtype));
+    graph_free(acc), graph_free(all);
+    return LF_OK;
+}
+
+/* Scan s along the sharded axis a: a relay of one state per row. */
+static lf_status cross_scan(mpi_ctx *m, const lf_node *s, int a, const void *xb, void *out) {
+    const lf_node *x = s->inputs[0];
+    int64_t len = x->shape[a], inner = 1, outer = 1;
+    for (int d = a + 1; d < x->ndim; d++) inner *= x->shape[d];
+    for (int d = 0; d < a; d++) outer *= x->shape[d];
+    int64_t rows = outer * inner;
+    size_t bytes = (size_t)(rows ? rows : 1) * sizeof(graph_scan_state);
+    graph_scan_state *st = graph_malloc(bytes);
+    int ok = st != NULL, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, m->comm); /* a status agreement */
+    if (!all_ok) {
+        graph_free(st);
+        return LF_ERR_NOMEM;
+    }
+    lf_dtype acc_t = graph_red_acc_dtype(s->u.scan.op, x->dtype);
+    if (m->rank > 0) MPI_Recv(st, (int)bytes, MPI_BYTE, m->rank - 1, 33, m->comm, MPI_STATUS_IGNORE);
+    else
+        for (int64_t r = 0; r < rows; r++) graph_scan_start(&st[r], s->u.scan.op, x->dtype, s->u.scan.exclusive);
+    for (int64_t ou = 0; ou < outer; ou++)
+        for (int64_t in = 0; in < inner; in++) {
+            graph_scan_state *row = &st[ou * inner + in];
+            for (int64_t i = 0; i < len; i++) {
+                int64_t at = (ou * len + i) * inner + in;
+                lf_scalar v = graph_scalar_convert(graph_scalar_load(xb, x->dtype, at), x->dtype, acc_t);
+                graph_scalar_store(out, s->dtype, at, graph_scan_step(row, v, s->dtype));
+            }
+        }
+    if (m->rank + 1 < m->size) MPI_Send(st, (int)bytes, MPI_BYTE, m->rank + 1, 33, m->comm);
+    graph_free(st);
+    return LF_OK;
+}
+
+/* Whether scan s along the sharded axis runs in parallel: an inclusive
+ * integer, bool, min or max scan (associative: element i of rank r is the
+ * fold of rank r's offset and the local scan's element i, exactly the
+ * sequential value), its local part the local backend's own fused kernel.
+ * Float sums and products, and exclusive scans (whose block total needs
+ * the last input element, which the fused kernel does not keep), take the
+ * relay. */
+static bool scan_in_parallel(const lf_node *s) {
+    return !s->u.scan.exclusive &&
+           partial_from_kernel(s->u.scan.op, graph_red_acc_dtype(s->u.scan.op, s->inputs[0]->dtype));
+}
+
+/* The parallel scan: loc is the local scan of the rank's block (s's dtype);
+ * each row's block total (its last element) is allgathered, the rank's
+ * offset is the totals of the ranks before it folded in rank order from the
+ * identity, and out[i] = offset (+) loc[i]. */
+static lf_status cross_scan_parallel(mpi_ctx *m, const lf_node *s, int a, const void *loc, void *out) {
+    const lf_node *x = s->inputs[0];
+    lf_reduce_op op = s->u.scan.op;
+    lf_dtype acc_t = graph_red_acc_dtype(op, x->dtype);
+    int64_t len = x->shape[a], inner = 1, outer = 1;
+    for (int d = a + 1; d < x->ndim; d++) inner *= x->shape[d];
+    for (int d = 0; d < a; d++) outer *= x->shape[d];
+    int64_t rows = outer * inner;
+    size_t bytes = (size_t)(rows ? rows : 1) * sizeof(graph_red_acc);
+    graph_red_acc *tot = graph_malloc(bytes), *all = graph_malloc(bytes * (size_t)m->size);
+    int ok = tot && all, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, m->comm); /* a status agreement */
+    if (!all_ok) {
+        graph_free(tot), graph_free(all);
+        return LF_ERR_NOMEM;
+    }
+    graph_red_acc id = {.v = graph_scan_identity(op, x->dtype), .arg = 0, .started = true};
+    for (int64_t ou = 0; ou < outer; ou++)
+        for (int64_t in = 0; in < inner; in++) {
+            graph_red_acc *t = &tot[ou * inner + in];
+            *t = id;
+            if (len > 0)
+                t->v = graph_scalar_convert(graph_scalar_load(loc, s->dtype, (ou * len + len - 1) * inner + in), s->dtype,
+                                            acc_t);
+        }
+    MPI_Allgather(tot, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, m->comm);
+    for (int64_t row = 0; row < rows; row++) { /* tot becomes the rank's offset */
+        tot[row] = id;
+        for (int q = 0; q < m->rank; q++)
+            graph_red_fold(&tot[row], op, acc_t, all[(size_t)q * (size_t)(rows ? rows : 1) + (size_t)row].v, 0);
+    }
+    for (int64_t ou = 0; ou < outer; ou++)
+        for (int64_t in = 0; in < inner; in++)
+            for (int64_t i = 0; i < len; i++) {
+                int64_t at = (ou * len + i) * inner + in;
+                graph_red_acc v = tot[ou * inner + in];
+                graph_red_fold(&v, op, acc_t, graph_scalar_convert(graph_scalar_load(loc, s->dtype, at), s->dtype, acc_t), 0);
+                graph_scalar_store(out, s->dtype, at, graph_scalar_convert(v.v, acc_t, s->dtype));
+            }
+    graph_free(tot), graph_free(all);
+    return LF_OK;
+}
+
+/* ---- lf_mpi_eval ----------------------------------------------------------- */
+
+/* The collective agreement: every rank learns the lowest failing rank's
+ * status and message; returns that status (LF_OK when none failed) and
+ * records the message on ctx. */
+static lf_status agree(mpi_ctx *m, lf_status st, const char *msg) {
+    /* (rank if failed else size, status) with MINLOC: the lowest failing
+       rank and its status; no allocation, so every rank always takes part */
+    int pair[2] = {st != LF_OK ? m->rank : m->size, (int)st}, first[2];
+    MPI_Allreduce(pair, first, 1, MPI_2INT, MPI_MINLOC, m->comm);
+    if (first[0] >= m->size) return LF_OK;
+    char buf[LF_ERRMSG_CAP];
+    snprintf(buf, sizeof buf, "%s", m->rank == first[0] ? msg : "");
+    MPI_Bcast(buf, (int)sizeof buf, MPI_CHAR, first[0], m->comm);
+    buf[sizeof buf - 1] = 0;
+    graph_error(m->ctx, (lf_status)first[1], "rank %d: %s", first[0], buf);
+    return (lf_status)first[1];
+}
+
+lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts) {
+    if (!g) return graph_error(NULL, LF_ERR_NULL, "lf_mpi_eval: graph is NULL");
+    mpi_ctx *m = find_ctx(g->ctx);
+    if (!m) return graph_error(g->ctx, LF_ERR_STATE, "lf_mpi_eval: the graph's context is not an MPI context");
+    analysis A = {.m = m, .g = g, .st = LF_OK};
+    int nloc = 0;
+    lf_node **loc = NULL;  /* nodes the local lf_eval computes */
+    lf_buffer **tmp = NULL; /* their temporaries */
+    int *which = NULL;     /* per output: index into loc of what it needs */
+    void **host = NULL;    /* per output: host result of a cross node */
+    lf_status st = LF_OK;
+
+    if (g->status != LF_OK) {
+        A.st = g->status;
+        snprintf(A.msg, sizeof A.msg, "%s", g->errmsg);
+    } else if (n < 1 || !outs || !dsts) {
+        A.st = n < 1 ? LF_ERR_INVALID : LF_ERR_NULL;
+        snprintf(A.msg, sizeof A.msg, "lf_mpi_eval: needs 1 or more outputs and their buffers");
+    } else {
+        for (int i = 0; i < n && A.st == LF_OK; i++)
+            if (!outs[i] || !dsts[i] || !graph_owns(g, outs[i])) {
+                A.st = !outs[i] || !dsts[i] ? LF_ERR_NULL : LF_ERR_STATE;
+                snprintf(A.msg, sizeof A.msg, "lf_mpi_eval: output %d is NULL or not a node of this graph", i);
+            }
+    }
+    if (A.st == LF_OK) {
+        A.pl = graph_calloc((size_t)g->nnodes, sizeof *A.pl);
+        loc = graph_calloc((size_t)n, sizeof *loc);
+        tmp = graph_calloc((size_t)n, sizeof *tmp);
+        which = graph_calloc((size_t)n, sizeof *which);
+        host = graph_calloc((size_t)n, sizeof *host);
+        if (!A.pl || !loc || !tmp || !which || !host) A.st = LF_ERR_NOMEM, snprintf(A.msg, sizeof A.msg, "lf_mpi_eval: out of memory");
+    }
+    if (A.st == LF_OK) {
+        for (int i = 0; i < n; i++) A.pl[outs[i]->id].needed = true;
+        for (int id = g->nnodes - 1; id >= 0; id--)
+            if (A.pl[id].needed)
+                for (int k = 0; k < g->nodes[id]->ninputs; k++) A.pl[g->nodes[id]->inputs[k]->id].needed = true;
+        for (int id = 0; id < g->nnodes && A.st == LF_OK; id++)
+            if (A.pl[id].needed) place_node(&A, g->nodes[id]);
+    }
+    /* outputs: check their buffers, list what the local eval computes */
+    for (int i = 0; i < n && A.st == LF_OK; i++) {
+        lf_node *o = outs[i];
+        const place *p = &A.pl[o->id];
+        const shard_buf *d = find_buf(m, dsts[i]);
+        char node[256];
+        graph_node_str(o, node, sizeof node);
+        if (dsts[i]->ctx != m->ctx) {
+            A.st = LF_ERR_STATE;
+            snprintf(A.msg, sizeof A.msg, "lf_mpi_eval: output %d's buffer belongs to another context", i);
+        } else if (p->axis >= 0 && (!d || d->axis != p->axis || !same_blocks(d, p->lay, m->size))) {
+            A.st = LF_ERR_INVALID;
+            snprintf(A.msg, sizeof A.msg,
+                     "lf_mpi_eval: output %d, %s, is sharded along axis %d: its buffer must be a sharded buffer "
+                     "with the same blocks along that axis",
+                     i, node, p->axis);
+        } else if (p->axis < 0 && d) {
+            A.st = LF_ERR_INVALID;
+            snprintf(A.msg, sizeof A.msg, "lf_mpi_eval: output %d, %s, is replicated: its buffer must not be sharded", i,
+                     node);
+        } else if (dsts[i]->strided) {
+            A.st = LF_ERR_INVALID;
+            snprintf(A.msg, sizeof A.msg, "lf_mpi_eval: output %d's buffer is a strided wrap (not writable)", i);
+        } else if (dsts[i]->dtype != o->dtype || dsts[i]->ndim != o->ndim ||
+                   memcmp(dsts[i]->shape, o->shape, (size_t)o->ndim * sizeof *o->shape)) {
+            A.st = LF_ERR_INVALID;
+            snprintf(A.msg, sizeof A.msg, "lf_mpi_eval: output %d, %s: its buffer's dtype or (block) shape differs", i,
+                     node);
+        }
+        for (int j = 0; j < i && A.st == LF_OK; j++)
+            if (dsts[j] == dsts[i]) {
+                A.st = LF_ERR_INVALID;
+                snprintf(A.msg, sizeof A.msg, "lf_mpi_eval: outputs %d and %d have the same buffer", j, i);
+            }
+        if (A.st != LF_OK) break;
+        lf_node *need = o;
+        if (p->cross && !(o->kind == NODE_REDUCE &&
+                          partial_from_kernel(o->u.reduce.op, graph_red_acc_dtype(o->u.reduce.op, o->inputs[0]->dtype))) &&
+            !(o->kind == NODE_SCAN && scan_in_parallel(o)))
+            need = o->inputs[0]; /* the host folds the stored input */
+        int k = 0;
+        while (k < nloc && loc[k] != need) k++;
+        if (k == nloc) loc[nloc++] = need;
+        which[i] = k;
+    }
+    /* the local part: one lf_eval of everything the outputs need */
+    if (A.st == LF_OK) {
+        for (int k = 0; k < nloc && A.st == LF_OK; k++)
+            if (!(tmp[k] = lf_buffer_new_like(m->ctx, loc[k])))
+                A.st = LF_ERR_NOMEM, snprintf(A.msg, sizeof A.msg, "%s", lf_errmsg(m->ctx));
+        if (A.st == LF_OK && (A.st = lf_eval(g, nloc, loc, tmp)) != LF_OK)
+            snprintf(A.msg, sizeof A.msg, "%s", lf_errmsg(m->ctx));
+    }
+    st = agree(m, A.st, A.msg);
+    /* the cross-rank part: every rank reaches here together, or none does */
+    lf_status st2 = LF_OK;
+    for (int i = 0; i < n && st == LF_OK; i++) {
+        const lf_node *o = outs[i];
+        const place *p = &A.pl[o->id];
+        if (!p->cross) continue;
+        const lf_node *x = o->inputs[0];
+        const place *q = &A.pl[x->id];
+        void *xb = graph_malloc(tmp[which[i]]->bytes ? tmp[which[i]]->bytes : 1);
+        host[i] = graph_malloc(dsts[i]->bytes ? dsts[i]->bytes : 1);
+        lf_status s = LF_OK;
+        if (!xb || !host[i]) s = LF_ERR_NOMEM;
+        else s = lf_buffer_read(tmp[which[i]], xb, tmp[which[i]]->bytes);
+        /* agree before the relay or allgather: a rank that failed to read
+           must not leave the others waiting */
+        lf_status sa = agree(m, s, s == LF_ERR_NOMEM ? "lf_mpi_eval: out of memory" : lf_errmsg(m->ctx));
+        if (sa == LF_OK)
+            sa = o->kind == NODE_REDUCE ? cross_reduce(m, o, q->lay, q->axis, xb, host[i])
+                 : scan_in_parallel(o)  ? cross_scan_parallel(m, o, q->axis, xb, host[i])
+                                        : cross_scan(m, o, q->axis, xb, host[i]);
+        graph_free(xb);
+        if (sa != LF_OK) {
+            if (sa == LF_ERR_NOMEM) graph_error(m->ctx, sa, "lf_mpi_eval: out of memory (on some rank)");
+            st2 = sa;
+            break;
+        }
+    }
+    if (st == LF_OK) st = st2; /* st2 was agreed already (every rank saw it) */
+    /* every result in host memory, then agree: the commit below allocates
+       nothing, so no rank can fail there after another has written */
+    if (st == LF_OK) {
+        lf_status sp = LF_OK;
+        for (int i = 0; i < n && sp == LF_OK; i++) {
+            if (host[i]) continue; /* a cross result, already on the host */
+            if (!(host[i] = graph_malloc(dsts[i]->bytes ? dsts[i]->bytes : 1)))
+                sp = graph_error(m->ctx, LF_ERR_NOMEM, "lf_mpi_eval: out of memory");
+            else
+                sp = lf_buffer_read(tmp[which[i]], host[i], dsts[i]->bytes);
+        }
+        st = agree(m, sp, lf_errmsg(m->ctx));
+    }
+    /* commit: only now do output buffers change, on every rank */
+    if (st == LF_OK) {
+        lf_status sc = LF_OK;
+        for (int i = 0; i < n && sc == LF_OK; i++) sc = lf_buffer_write(dsts[i], host[i], dsts[i]->bytes);
+        /* collective as every step; a host backend's write is a copy that
+           cannot fail here (a device backend's copy could, and then some
+           ranks have written: lazyfuse_mpi.h) */
+        st = agree(m, sc, lf_errmsg(m->ctx));
+    }
+    for (int k = 0; k < nloc; k++) lf_buffer_free(tmp[k]);
+    if (host)
+        for (int i = 0; i < n; i++) graph_free(host[i]);
+    graph_free(A.pl), graph_free(loc), graph_free(tmp), graph_free(which), graph_free(host);
+    return st;
+}

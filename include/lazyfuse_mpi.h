@@ -1,0 +1,179 @@
+/* lazyfuse_mpi.h: sharded arrays over MPI (liblazyfuse-mpi, issue 32).
+ *
+ * A separate library: liblazyfuse keeps no MPI dependency; a program that
+ * shards links liblazyfuse-mpi (built when Meson finds MPI) and MPI.
+ *
+ * Model (SPMD). Every rank runs the same program and builds the same graph
+ * with the ordinary builders of lazyfuse.h, on a context made by
+ * lf_ctx_new_mpi. A SHARDED buffer is a global array cut into one block per
+ * rank along one axis (stated per buffer): rank r holds rows
+ * start_r .. start_r + count_r - 1 of that axis, and its lf_buffer has the
+ * block's shape. Any other buffer of the context is REPLICATED: every rank
+ * holds the whole array, with the same values. A graph is built over what
+ * each rank holds, so a node over sharded data has the block's extent on the
+ * sharded axis; lf_mpi_eval gives it its global meaning:
+ *
+ *   - elementwise maps (and zipwith, select, cast, const, ...) over sharded
+ *     and replicated operands: local, no communication. A replicated operand
+ *     must have extent 1 on the sharded axis (or not reach it by
+ *     broadcasting); otherwise the eval is refused (its rows would not be
+ *     the block's);
+ *   - a reduction that keeps the sharded axis, or a scan along another axis:
+ *     local (fused as lf_eval fuses it);
+ *   - lf_take of a replicated table by sharded indices: local; the output is
+ *     sharded like the indices;
+ *   - a reduction over the sharded axis (it must be the first of the reduced
+ *     axes): the rank's block is folded locally, then combined across ranks
+ *     in rank order, which is the order of positions: integer and bool sum
+ *     and prod, min, max, argmin and argmax by an MPI_Allgather of the
+ *     ranks' partials folded in rank order (exact: these folds are
+ *     associative; for min, max and integer sum and prod the partial is the
+ *     local backend's own fused kernel on the block, for argmin and argmax a
+ *     host fold of the stored input); float sum, prod and mean (and the mean
+ *     of integers) by a relay: rank r folds its block, on the host, starting
+ *     from rank r-1's running value, received with MPI_Recv; the last rank
+ *     broadcasts the result; a float sum's order cannot be regrouped. Its
+ *     result is replicated: every rank gets it;
+ *   - a scan along the sharded axis: inclusive integer, bool, min and max
+ *     scans in parallel: the local backend's own scan of the block (fused),
+ *     an MPI_Allgather of each rank's row totals, and every element folded
+ *     with the totals of the ranks before it, in rank order (exact: these
+ *     folds are associative); float sum and prod scans and exclusive scans
+ *     by a relay of the scan's state (graph_scan_state: running value,
+ *     block total, block offset and position) from rank to rank, folded on
+ *     the host, so LF_SCAN_BLOCK blocks fall where they fall in one
+ *     process, at any block boundary. The output is sharded like its
+ *     input.
+ *
+ * DETERMINISM. Every result is bit-identical to the same graph built over
+ * the whole arrays and evaluated by one process, at any rank count and any
+ * block sizes (empty blocks included), with these exact meanings:
+ *   - local results (elementwise, reductions and scans along unsharded axes,
+ *     takes) are the local backend's, element for element, so they equal a
+ *     one-process eval on the same backend;
+ *   - scans along the sharded axis, and reductions over it, follow the
+ *     reference evaluator's definition (lazyfuse.h: scans in LF_SCAN_BLOCK
+ *     blocks; reductions folded in row-major order of the reduced positions,
+ *     in double for floats). Integer, bool, min, max, argmin and argmax
+ *     reductions and every scan are the same on every backend, so these
+ *     equal a one-process eval on any backend. A FLOAT sum, prod or mean
+ *     over the sharded axis equals a one-process eval on
+ *     LF_BACKEND_REFERENCE; a one-process CPU or CUDA eval sums in its own
+ *     fixed lanes and blocks and may differ from it in the last bits.
+ *   No MPI reduction operator is used for values (MPI_Allreduce leaves the
+ *   order open); only the ordered relay and allgathers folded in rank order.
+ *
+ * Cost (what is communicated per eval): elementwise, local reductions and
+ * takes: nothing but the status agreements (two MPI_Allreduce MINLOC of two
+ * ints, and a broadcast of the message when an eval fails).
+ * A reduction over the sharded axis: one partial per output element per
+ * rank (allgather), or a relay of one accumulator (24 bytes) per output
+ * element through every rank plus one broadcast. A scan: one accumulator
+ * per row per rank (allgather), or a relay of one state (96 bytes) per
+ * row. The relay is SERIAL across ranks: rank r folds after rank r-1 has,
+ * so the host fold of a float reduction or scan over the sharded axis does
+ * not speed up with more ranks (the fused work before it, the input's map,
+ * does). A parallel scheme (per-rank partials
+ * of the LF_SCAN_BLOCK blocks, with a halo for blocks that straddle ranks)
+ * is the next step (docs/mpi.md). Host folds (the relays, argmin and
+ * argmax) run the reference evaluator's scalar fold, element by element:
+ * tens of ns per element, far slower than a kernel, after the fold's input
+ * was stored by the local eval. Outputs are computed into temporaries and
+ * copied (through host memory) into their buffers after the agreement.
+ *
+ * NOT SUPPORTED (yet): on sharded operands, views (reshape, permute,
+ * slice, broadcast_to, expand_dims, pad, concat), gathers other than a
+ * take of a replicated table, scatters and bincounts, sort, argsort, top-k,
+ * contractions over the sharded axis, random and iota meeting a sharded
+ * operand along its axis, two sharded operands with different blocks, a
+ * reduction over the sharded axis that also reduces an axis before it, and
+ * any node that uses the result of a reduction or scan over the sharded
+ * axis (evaluate that result first, into a replicated or sharded buffer,
+ * and feed it to a second graph; this includes lf_scan_dtype into a
+ * narrower dtype than the scan's own, which is a scan and then a cast). lf_mpi_eval refuses each with
+ * LF_ERR_BACKEND and a message naming the node and the operation:
+ * "mpi: node 5 (sort f32[4,3]) reads sharded data: sort is not supported
+ * on sharded arrays yet". It never returns a wrong answer for them.
+ * min, max, argmin and argmax over the sharded axis need a non-empty block
+ * on every rank: lf_reduce refuses an empty set when the graph is built.
+ *
+ * ERRORS are collective: lf_mpi_eval is called by every rank of the
+ * communicator, and when it fails on any rank (a bad index in one rank's
+ * block, an unsupported node, a bad output buffer), it fails on every rank
+ * with the status and lf_errmsg of the lowest failing rank, prefixed with
+ * "rank R: " (positions in an index message are within that rank's block),
+ * and no rank's output buffers change. Outputs are computed into
+ * temporaries, copied to host memory, and copied into the output buffers
+ * only after every rank agreed that all of that succeeded (allocation
+ * failures included: checked by failing each allocation of an eval in turn
+ * on one rank). The last copy allocates nothing; on the CPU and reference
+ * backends it cannot fail (a device backend's copy could, and then ranks
+ * before the failing one would have written: not reachable today, the
+ * MPI path runs on host backends only in the tests). Every byte between processes goes through
+ * MPI, on a duplicate of the communicator made by lf_ctx_new_mpi.
+ *
+ * Threads and MPI: call these from the thread that initialised MPI (any
+ * MPI thread level). lf_ctx_new_mpi, lf_mpi_buffer_new_sharded and
+ * lf_mpi_eval are collective; the others are local.
+ */
+#ifndef LAZYFUSE_MPI_H
+#define LAZYFUSE_MPI_H
+
+#include <mpi.h>
+
+#include "lazyfuse.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A context over comm (collective on comm; comm is duplicated). opt as
+ * lf_ctx_new's, for the local backend of each rank. NULL on failure with
+ * the reason in lf_errmsg(NULL) (then on every rank). */
+LF_API lf_ctx *lf_ctx_new_mpi(MPI_Comm comm, const lf_ctx_options *opt);
+/* Destroys a context made by lf_ctx_new_mpi (and its buffers, graphs and
+ * the duplicated communicator). Not collective. NULL is a no-op. Use it,
+ * not lf_ctx_destroy, for such a context: liblazyfuse-mpi keeps what it
+ * knows of the context (communicator, blocks) under the context's address
+ * and drops it here. */
+LF_API void lf_ctx_destroy_mpi(lf_ctx *ctx);
+/* This rank and the rank count of an MPI context; -1 for another context. */
+LF_API int lf_mpi_rank(const lf_ctx *ctx);
+LF_API int lf_mpi_size(const lf_ctx *ctx);
+
+/* A sharded buffer of global shape `shape`, cut along `axis` (negative
+ * counts from the end; ndim >= 1): counts[r] rows of that axis on rank r
+ * (counts non-negative, summing to the axis' extent, the same array on
+ * every rank), or NULL for the balanced split (the first extent % size
+ * ranks get one row more; ranks beyond the extent get empty blocks). The
+ * returned lf_buffer has the block's shape and is used with lazyfuse.h's
+ * calls (lf_input, lf_buffer_write of the block's bytes, ...). Collective:
+ * every rank passes the same arguments (checked; a mismatch fails on every
+ * rank, LF_ERR_INVALID). Errors: LF_ERR_NULL, LF_ERR_AXIS, LF_ERR_SHAPE
+ * (counts that do not sum to the extent, a negative count), LF_ERR_STATE
+ * (not an MPI context). Free it with lf_mpi_buffer_free (or with the
+ * context), never with lf_buffer_free: its blocks are kept under the
+ * buffer's address until lf_mpi_buffer_free. */
+LF_API lf_buffer *lf_mpi_buffer_new_sharded(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape, int axis,
+                                            const int64_t *counts);
+/* Frees a buffer of an MPI context (sharded or not); NULL is a no-op. */
+LF_API void lf_mpi_buffer_free(lf_ctx *ctx, lf_buffer *b);
+/* Where b lies: *axis the sharded axis (-1 for a replicated buffer), *start
+ * and *count this rank's rows of it, *global the axis' global extent (for a
+ * replicated buffer: 0, the extent of axis 0 (1 for 0-d), same). Any out
+ * pointer may be NULL. LF_ERR_STATE for a buffer of another context. */
+LF_API lf_status lf_mpi_buffer_block(const lf_ctx *ctx, const lf_buffer *b, int *axis, int64_t *start,
+                                     int64_t *count, int64_t *global);
+
+/* Evaluates n outputs of g on every rank (collective), as lf_eval does, with
+ * the meaning stated at the top of this header. A sharded output needs a
+ * sharded buffer with the output's blocks (the blocks of the sharded
+ * operands it derives from, along the axis that carries them); a replicated
+ * output (a reduction over the sharded axis, or a node of replicated
+ * operands only) needs a replicated buffer. */
+LF_API lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *dsts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LAZYFUSE_MPI_H */

@@ -1,0 +1,655 @@
+/* tests/test_mpi.c: liblazyfuse-mpi under mpirun (suite 'mpi', run at
+ * -np 1, 2, 3 and 4).
+ *
+ * Every rank makes the same global arrays from a seed, writes its block
+ * into sharded buffers, evaluates with lf_mpi_eval, and compares its block
+ * (or the replicated result) bit for bit with the same graph built over the
+ * whole arrays and evaluated by this one process alone: on the same local
+ * backend for local results, on LF_BACKEND_REFERENCE (and, for the orders
+ * every backend shares, on the CPU backend too) for reductions and scans
+ * across ranks, as lazyfuse_mpi.h promises. Random graphs of the supported
+ * kinds run with random blocks (empty ones included); fixed cases cover
+ * long scans (several LF_SCAN_BLOCK blocks), takes, and the collective
+ * error paths (a bad index in one rank's block, unsupported nodes, bad
+ * output buffers: every rank fails with the same status and message, no
+ * output changes).
+ *
+ * Not a Criterion suite: Criterion forks each test, which MPI does not
+ * allow. Exits non-zero on rank 0 when any rank found a difference.
+ */
+#include "lazyfuse_mpi.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size, failures;
+static int compared[5], float_folds, refused_by_builder; /* what the random graphs covered */
+
+#define CHECK(cond, ...)                                                     \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            failures++;                                                      \
+            fprintf(stderr, "rank %d: %s:%d: ", rank, __FILE__, __LINE__);   \
+            fprintf(stderr, __VA_ARGS__);                                    \
+            fputc('\n', stderr);                                             \
+        }                                                                    \
+    } while (0)
+
+/* ---- a private generator (splitmix64), the same on every rank ------------- */
+
+typedef struct rng {
+    uint64_t s;
+} rng;
+static uint64_t next(rng *r) {
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static int pick(rng *r, int n) { return (int)(next(r) % (uint64_t)n); }
+static double unit(rng *r) { return (double)(next(r) >> 11) / 9007199254740992.0; }
+
+/* Fills a global array with values that find differences: NaN, +-Inf,
+ * -0.0 and ordinary values for floats; small and extreme integers. */
+static void fill(rng *r, lf_dtype t, int64_t n, void *p, bool specials) {
+    for (int64_t i = 0; i < n; i++) {
+        double v = unit(r) * 8 - 4;
+        int k = pick(r, 40);
+        if (specials && k == 0) v = NAN;
+        else if (specials && k == 1) v = INFINITY;
+        else if (specials && k == 2) v = -INFINITY;
+        else if (k == 3) v = -0.0;
+        switch (t) {
+        case LF_BOOL: ((uint8_t *)p)[i] = v > 0; break;
+        case LF_I32: ((int32_t *)p)[i] = k == 4 ? INT32_MAX : k == 5 ? INT32_MIN : (int32_t)(v * 1000); break;
+        case LF_I64: ((int64_t *)p)[i] = k == 4 ? INT64_MAX : (int64_t)(v * 1e6); break;
+        case LF_F32: ((float *)p)[i] = (float)v; break;
+        default: ((double *)p)[i] = v; break;
+        }
+    }
+}
+
+/* ---- contexts --------------------------------------------------------------- */
+
+static lf_ctx *mctx;            /* the MPI context (CPU backend) */
+static lf_ctx *cpu1, *ref1;     /* one-process CPU and reference contexts */
+
+static lf_compile_mode compile_mode = LF_COMPILE_NEVER; /* argv[2] "compiled": REQUIRE */
+
+static lf_ctx *new_ctx(lf_backend be, bool mpi) {
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    o.backend = be;
+    o.threads = 1;
+    o.compile = compile_mode; /* by default the CPU schedule interpreter: no compiles, seconds */
+    return mpi ? lf_ctx_new_mpi(MPI_COMM_WORLD, &o) : lf_ctx_new(&o);
+}
+
+/* ---- one array, global and sharded --------------------------------------- */
+
+typedef struct arr {
+    lf_dtype t;
+    int ndim;
+    int64_t shape[LF_MAX_DIMS];
+    int axis;           /* sharded axis, -1 replicated */
+    void *global;       /* the whole array */
+    lf_buffer *shard;   /* mctx: the rank's block (or the whole, replicated) */
+} arr;
+
+static int64_t numel(int ndim, const int64_t *s) {
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= s[d];
+    return n;
+}
+
+/* The rank's block of a global array (rows start..start+count of axis). */
+static void block_of(const arr *a, int64_t start, int64_t count, void *out) {
+    size_t es = lf_dtype_size(a->t);
+    int64_t outer = numel(a->axis, a->shape), inner = numel(a->ndim - a->axis - 1, a->shape + a->axis + 1);
+    for (int64_t o = 0; o < outer; o++)
+        memcpy((char *)out + (size_t)(o * count * inner) * es,
+               (char *)a->global + (size_t)((o * a->shape[a->axis] + start) * inner) * es, (size_t)(count * inner) * es);
+}
+
+static void arr_make(arr *a, rng *r, lf_dtype t, int ndim, const int64_t *shape, int axis, const int64_t *counts,
+                     bool specials) {
+    a->t = t, a->ndim = ndim, a->axis = axis;
+    memcpy(a->shape, shape, (size_t)ndim * sizeof *shape);
+    int64_t n = numel(ndim, shape);
+    a->global = malloc((size_t)(n ? n : 1) * lf_dtype_size(t));
+    fill(r, t, n, a->global, specials);
+    if (axis < 0) {
+        a->shard = lf_buffer_new(mctx, t, ndim, shape);
+        lf_buffer_write(a->shard, a->global, (size_t)n * lf_dtype_size(t));
+        return;
+    }
+    a->shard = lf_mpi_buffer_new_sharded(mctx, t, ndim, shape, axis, counts);
+    if (!a->shard) {
+        CHECK(0, "lf_mpi_buffer_new_sharded: %s", lf_errmsg(mctx));
+        return;
+    }
+    int64_t start, count;
+    lf_mpi_buffer_block(mctx, a->shard, NULL, &start, &count, NULL);
+    size_t bytes = (size_t)(count * numel(ndim, shape) / (shape[axis] ? shape[axis] : 1)) * lf_dtype_size(t);
+    void *blk = malloc(bytes ? bytes : 1);
+    block_of(a, start, count, blk);
+    CHECK(lf_buffer_write(a->shard, blk, bytes) == LF_OK, "write block: %s", lf_errmsg(mctx));
+    free(blk);
+}
+
+static void arr_free(arr *a) {
+    lf_mpi_buffer_free(mctx, a->shard);
+    free(a->global);
+}
+
+/* ---- graphs built twice: over blocks (mctx) and over whole arrays -------- */
+
+/* A graph description replayed from a seed: the same on every rank and in
+ * both builds. `in` are the inputs (block or global buffers). */
+typedef struct built {
+    lf_node *out;
+    int final;     /* 0 elementwise, 1 reduce over the sharded axis, 2 reduce
+                      along another axis, 3 scan along the sharded axis, 4 scan
+                      along another axis */
+    lf_reduce_op op;
+} built;
+
+static const lf_op binops[] = {LF_OP_ADD, LF_OP_SUB, LF_OP_MUL, LF_OP_DIV, LF_OP_MIN, LF_OP_MAX, LF_OP_HYPOT};
+static const lf_op unops[] = {LF_OP_NEG, LF_OP_ABS, LF_OP_SQRT, LF_OP_EXP, LF_OP_FLOOR, LF_OP_SIN, LF_OP_TANH};
+
+static built build(lf_graph *g, uint64_t seed, int nin, lf_buffer *const *in, int ndim, bool nonempty) {
+    rng r = {seed};
+    lf_node *pool[16];
+    int np = 0;
+    for (int k = 0; k < nin; k++) pool[np++] = lf_input(g, in[k]);
+    int steps = 1 + pick(&r, 5);
+    for (int s = 0; s < steps; s++) {
+        lf_node *a = pool[pick(&r, np)], *b = pool[pick(&r, np)];
+        lf_node *v;
+        switch (pick(&r, 5)) {
+        case 0: v = lf_apply(g, unops[pick(&r, 7)], a, NULL, NULL); break;
+        case 1: v = lf_select(g, lf_lt(g, a, b), a, b); break;
+        case 2: v = lf_mul(g, a, lf_const(g, LF_F32, 0.5 + pick(&r, 3))); break;
+        default: v = lf_apply(g, binops[pick(&r, 7)], a, b, NULL); break;
+        }
+        if (np < 16) pool[np++] = v;
+        else pool[pick(&r, 16)] = v;
+    }
+    /* the result reads a sharded input (pool[0]), so it is sharded */
+    lf_node *x = lf_apply(g, binops[pick(&r, 7)], pool[np - 1], pool[0], NULL);
+    built B = {.final = pick(&r, 5)};
+    static const lf_reduce_op red[] = {LF_RED_SUM, LF_RED_PROD, LF_RED_MEAN, LF_RED_MIN,
+                                       LF_RED_MAX, LF_RED_ARGMIN, LF_RED_ARGMAX};
+    static const lf_reduce_op scn[] = {LF_RED_SUM, LF_RED_PROD, LF_RED_MIN, LF_RED_MAX};
+    B.op = B.final == 1 || B.final == 2 ? red[pick(&r, nonempty ? 7 : 3)] : scn[pick(&r, 4)];
+    if (pick(&r, 3) == 0) x = lf_cast(g, x, (lf_dtype)pick(&r, 5)); /* integer and bool folds too */
+    bool keep = pick(&r, 2);
+    int all = pick(&r, 3) == 0;
+    switch (B.final) {
+    case 0: B.out = x; break;
+    case 1: B.out = all ? lf_reduce(g, B.op, x, 0, NULL, keep) : lf_reduce(g, B.op, x, 1, (int[]){0}, keep); break;
+    case 2: B.out = ndim > 1 ? lf_reduce(g, B.op, x, 1, (int[]){ndim - 1}, keep) : x; break;
+    case 3: B.out = lf_scan(g, B.op, x, 0, pick(&r, 2)); break;
+    default: B.out = ndim > 1 ? lf_scan(g, B.op, x, ndim - 1, pick(&r, 2)) : x; break;
+    }
+    return B;
+}
+
+/* A node's shape (lazyfuse.h queries one extent at a time). */
+static const int64_t *node_shape(const lf_node *o) {
+    static int64_t s[4][LF_MAX_DIMS];
+    static int k;
+    k = (k + 1) % 4;
+    for (int d = 0; d < lf_node_ndim(o); d++) s[k][d] = lf_node_dim(o, d);
+    return s[k];
+}
+
+/* Evaluates node `o` of a one-process graph into a fresh host array. */
+static void *eval_one(lf_ctx *ctx, lf_graph *g, lf_node *o) {
+    lf_buffer *b = lf_buffer_new_like(ctx, o);
+    size_t bytes = (size_t)numel(lf_node_ndim(o), node_shape(o)) * lf_dtype_size(lf_node_dtype(o));
+    void *h = malloc(bytes ? bytes : 1);
+    lf_status st = lf_eval(g, 1, &o, &b);
+    CHECK(st == LF_OK, "one-process eval: %s", lf_errmsg(ctx));
+    if (st != LF_OK) memset(h, 0, bytes);
+    else lf_buffer_read(b, h, bytes);
+    lf_buffer_free(b);
+    return h;
+}
+
+/* Compares the rank's result (block or replicated) with a one-process
+ * result: bytes for everything, except that a NaN equals any NaN (its sign
+ * and payload are not promised, lazyfuse.h). */
+static int same_bits(lf_dtype t, const void *a, const void *b, int64_t n, int64_t *where) {
+    size_t es = lf_dtype_size(t);
+    for (int64_t i = 0; i < n; i++) {
+        const char *x = (const char *)a + (size_t)i * es, *y = (const char *)b + (size_t)i * es;
+        if (!memcmp(x, y, es)) continue;
+        if (t == LF_F32 && isnan(*(const float *)x) && isnan(*(const float *)y)) continue;
+        if (t == LF_F64 && isnan(*(const double *)x) && isnan(*(const double *)y)) continue;
+        *where = i;
+        return 0;
+    }
+    return 1;
+}
+
+/* One random graph: sharded inputs along axis 0 with random blocks, a
+ * replicated operand that broadcasts along the sharded axis, evaluated by
+ * lf_mpi_eval and compared with one process. */
+static void random_graph(uint64_t seed) {
+    rng r = {seed * 7919 + 17};
+    int ndim = 1 + pick(&r, 3);
+    int64_t shape[3];
+    shape[0] = pick(&r, 4) == 0 ? pick(&r, 4) : 1 + pick(&r, 40); /* sometimes fewer rows than ranks */
+    for (int d = 1; d < ndim; d++) shape[d] = 1 + pick(&r, 5);
+    /* blocks: balanced or random (empty blocks included) */
+    int64_t counts[64];
+    bool balanced = pick(&r, 3) == 0;
+    int64_t left = shape[0];
+    for (int q = 0; q < size; q++) {
+        counts[q] = q == size - 1 ? left : (int64_t)pick(&r, (int)left + 1);
+        left -= counts[q];
+    }
+    bool nonempty = true;
+    for (int q = 0; q < size; q++) {
+        int64_t c = balanced ? shape[0] / size + (q < shape[0] % size) : counts[q];
+        if (c == 0) nonempty = false;
+    }
+    int nin = 1 + pick(&r, 3);
+    arr a[4];
+    lf_buffer *blocks[4], *wholes1[4], *wholes2[4];
+    for (int k = 0; k < nin; k++) {
+        lf_dtype t = (lf_dtype)(pick(&r, 3) ? LF_F32 + pick(&r, 2) : pick(&r, 3));
+        arr_make(&a[k], &r, t, ndim, shape, 0, balanced ? NULL : counts, true);
+        blocks[k] = a[k].shard;
+    }
+    /* a replicated operand over the trailing axes (extent 1 on the sharded one) */
+    arr rep;
+    int64_t rshape[3] = {1, shape[1], shape[2]};
+    arr_make(&rep, &r, LF_F64, ndim, rshape, -1, NULL, false);
+    blocks[nin] = rep.shard;
+    for (int k = 0; k <= nin; k++) {
+        arr *x = k < nin ? &a[k] : &rep;
+        int64_t n = numel(x->ndim, x->shape);
+        wholes1[k] = lf_buffer_new(cpu1, x->t, x->ndim, x->shape);
+        wholes2[k] = lf_buffer_new(ref1, x->t, x->ndim, x->shape);
+        lf_buffer_write(wholes1[k], x->global, (size_t)n * lf_dtype_size(x->t));
+        lf_buffer_write(wholes2[k], x->global, (size_t)n * lf_dtype_size(x->t));
+    }
+    uint64_t gseed = next(&r);
+    lf_graph *gm = lf_graph_new(mctx), *g1 = lf_graph_new(cpu1), *g2 = lf_graph_new(ref1);
+    built Bm = build(gm, gseed, nin + 1, blocks, ndim, nonempty);
+    built B1 = build(g1, gseed, nin + 1, wholes1, ndim, nonempty);
+    built B2 = build(g2, gseed, nin + 1, wholes2, ndim, nonempty);
+    if (!Bm.out || !B1.out || !B2.out) {
+        /* a builder refused (a dtype rule): the same everywhere; nothing to compare */
+        CHECK(!Bm.out && !B1.out && !B2.out, "graph %" PRIu64 ": built on some evaluators only", seed);
+        refused_by_builder++;
+        goto done;
+    }
+    bool cross = Bm.final == 1 || Bm.final == 3;
+    lf_node *om = Bm.out;
+    /* the output: sharded like the inputs unless the sharded axis was reduced */
+    lf_buffer *dst;
+    bool sharded_out = Bm.final != 1;
+    const int64_t *os = node_shape(B1.out);
+    int ond = lf_node_ndim(B1.out);
+    if (sharded_out) dst = lf_mpi_buffer_new_sharded(mctx, lf_node_dtype(om), ond, os, 0, balanced ? NULL : counts);
+    else dst = lf_buffer_new(mctx, lf_node_dtype(om), ond, os);
+    CHECK(dst, "graph %" PRIu64 ": output buffer: %s", seed, lf_errmsg(mctx));
+    lf_status st = lf_mpi_eval(gm, 1, &om, &dst);
+    CHECK(st == LF_OK, "graph %" PRIu64 ": lf_mpi_eval: %s", seed, lf_errmsg(mctx));
+    if (st == LF_OK) {
+        void *want_ref = eval_one(ref1, g2, B2.out), *want_cpu = eval_one(cpu1, g1, B1.out);
+        arr w = {.t = lf_node_dtype(om), .ndim = ond, .axis = 0, .global = NULL};
+        memcpy(w.shape, os, (size_t)ond * sizeof *os);
+        int64_t start = 0, count = 1, n = numel(ond, os);
+        if (sharded_out) lf_mpi_buffer_block(mctx, dst, NULL, &start, &count, NULL);
+        int64_t mine = sharded_out ? (os[0] ? n / os[0] * count : 0) : n;
+        size_t es = lf_dtype_size(w.t);
+        void *got = malloc((size_t)(mine ? mine : 1) * es), *exp_cpu = malloc((size_t)(mine ? mine : 1) * es),
+             *exp_ref = malloc((size_t)(mine ? mine : 1) * es);
+        lf_buffer_read(dst, got, (size_t)mine * es);
+        if (sharded_out) {
+            w.global = want_cpu, block_of(&w, start, count, exp_cpu);
+            w.global = want_ref, block_of(&w, start, count, exp_ref);
+        } else {
+            memcpy(exp_cpu, want_cpu, (size_t)mine * es);
+            memcpy(exp_ref, want_ref, (size_t)mine * es);
+        }
+        int64_t at = -1;
+        /* local results: the local backend's (CPU interpreter); across ranks:
+           the reference's order, which every backend shares except for
+           float reductions */
+        const void *want = cross ? exp_ref : exp_cpu;
+        CHECK(same_bits(w.t, got, want, mine, &at), "graph %" PRIu64 " (final %d, op %d, %s, blocks %s): element %" PRId64
+              " differs from one process (%s)", seed, Bm.final, (int)Bm.op, lf_dtype_name(w.t), balanced ? "balanced" : "random",
+              at, cross ? "reference" : "cpu");
+        bool float_fold = Bm.final == 1 && (w.t == LF_F32 || w.t == LF_F64) &&
+                          (Bm.op == LF_RED_SUM || Bm.op == LF_RED_PROD || Bm.op == LF_RED_MEAN);
+        compared[Bm.final]++;
+        float_folds += float_fold;
+        if (cross && !float_fold)
+            CHECK(same_bits(w.t, got, exp_cpu, mine, &at), "graph %" PRIu64 ": element %" PRId64
+                  " differs from one process on the CPU", seed, at);
+        free(got), free(exp_cpu), free(exp_ref), free(want_ref), free(want_cpu);
+    }
+    lf_mpi_buffer_free(mctx, dst);
+done:
+    lf_graph_free(gm), lf_graph_free(g1), lf_graph_free(g2);
+    for (int k = 0; k <= nin; k++) lf_buffer_free(wholes1[k]), lf_buffer_free(wholes2[k]);
+    for (int k = 0; k < nin; k++) arr_free(&a[k]);
+    arr_free(&rep);
+}
+
+/* A long scan and sum: several LF_SCAN_BLOCK blocks, blocks cut anywhere. */
+static void long_scan(void) {
+    rng r = {99};
+    int64_t n = 3 * LF_SCAN_BLOCK + 123, counts[64], left = n;
+    for (int q = 0; q < size; q++) {
+        counts[q] = q == size - 1 ? left : (int64_t)pick(&r, (int)left / 2 + 1);
+        left -= counts[q];
+    }
+    arr x;
+    arr_make(&x, &r, LF_F32, 1, &n, 0, counts, false);
+    lf_buffer *whole = lf_buffer_new(cpu1, LF_F32, 1, &n);
+    lf_buffer_write(whole, x.global, (size_t)n * 4);
+    lf_graph *gm = lf_graph_new(mctx), *g1 = lf_graph_new(cpu1);
+    lf_node *sm = lf_scan(gm, LF_RED_SUM, lf_mul(gm, lf_input(gm, x.shard), lf_input(gm, x.shard)), 0, false);
+    lf_node *s1 = lf_scan(g1, LF_RED_SUM, lf_mul(g1, lf_input(g1, whole), lf_input(g1, whole)), 0, false);
+    lf_buffer *dst = lf_mpi_buffer_new_sharded(mctx, LF_F32, 1, &n, 0, counts);
+    CHECK(lf_mpi_eval(gm, 1, &sm, &dst) == LF_OK, "long scan: %s", lf_errmsg(mctx));
+    float *want = eval_one(cpu1, g1, s1); /* scans: every backend has the reference's order */
+    int64_t start, count, at = -1;
+    lf_mpi_buffer_block(mctx, dst, NULL, &start, &count, NULL);
+    float *got = malloc((size_t)(count ? count : 1) * 4);
+    lf_buffer_read(dst, got, (size_t)count * 4);
+    CHECK(same_bits(LF_F32, got, want + start, count, &at), "long scan: element %" PRId64 " of the block differs", at);
+    free(got), free(want);
+    /* integer and max scans of the same blocks (the parallel path: local
+       kernel scan + offsets from the ranks before), values that wrap i32 */
+    arr xi;
+    arr_make(&xi, &r, LF_I32, 1, &n, 0, counts, false);
+    lf_buffer *wi = lf_buffer_new(cpu1, LF_I32, 1, &n);
+    lf_buffer_write(wi, xi.global, (size_t)n * 4);
+    for (int k = 0; k < 3; k++) {
+        lf_reduce_op op = k == 0 ? LF_RED_SUM : k == 1 ? LF_RED_MAX : LF_RED_PROD;
+        lf_graph *hm = lf_graph_new(mctx), *h1 = lf_graph_new(cpu1);
+        lf_node *am = lf_scan_dtype(hm, op, lf_input(hm, xi.shard), 0, false, LF_I64);
+        lf_node *a1 = lf_scan_dtype(h1, op, lf_input(h1, wi), 0, false, LF_I64);
+        lf_dtype t = lf_node_dtype(am);
+        lf_buffer *di = lf_mpi_buffer_new_sharded(mctx, t, 1, &n, 0, counts);
+        CHECK(lf_mpi_eval(hm, 1, &am, &di) == LF_OK, "long int scan %d: %s", k, lf_errmsg(mctx));
+        char *wv = eval_one(cpu1, h1, a1), *gv = malloc((size_t)(count ? count : 1) * lf_dtype_size(t));
+        lf_buffer_read(di, gv, (size_t)count * lf_dtype_size(t));
+        CHECK(same_bits(t, gv, wv + (size_t)start * lf_dtype_size(t), count, &at), "long int scan %d: element %" PRId64
+              " of the block differs", k, at);
+        free(gv), free(wv);
+        lf_mpi_buffer_free(mctx, di);
+        lf_graph_free(hm), lf_graph_free(h1);
+    }
+    lf_buffer_free(wi);
+    arr_free(&xi);
+    lf_mpi_buffer_free(mctx, dst);
+    lf_graph_free(gm), lf_graph_free(g1);
+    lf_buffer_free(whole);
+    arr_free(&x);
+}
+
+/* Float sums and products over the sharded axis of many values of wide
+ * magnitude (where regrouping the sum would change its bits): the relay
+ * must give the reference's sequential order exactly. */
+static void long_float_folds(void) {
+    rng r = {123};
+    int64_t n = 5000, counts[64], left = n;
+    for (int q = 0; q < size; q++) {
+        counts[q] = q == size - 1 ? left : 1 + (int64_t)pick(&r, (int)left / 2);
+        left -= counts[q];
+    }
+    arr x;
+    arr_make(&x, &r, LF_F64, 1, &n, 0, counts, false);
+    for (int64_t i = 0; i < n; i++) /* wide magnitudes, both signs */
+        ((double *)x.global)[i] = (unit(&r) - 0.5) * pow(10.0, pick(&r, 17) - 8);
+    int64_t start, count;
+    lf_mpi_buffer_block(mctx, x.shard, NULL, &start, &count, NULL);
+    lf_buffer_write(x.shard, (double *)x.global + start, (size_t)count * 8);
+    lf_buffer *whole = lf_buffer_new(ref1, LF_F64, 1, &n);
+    lf_buffer_write(whole, x.global, (size_t)n * 8);
+    static const lf_reduce_op ops[] = {LF_RED_SUM, LF_RED_MEAN, LF_RED_PROD};
+    for (int k = 0; k < 3; k++) {
+        lf_graph *gm = lf_graph_new(mctx), *g1 = lf_graph_new(ref1);
+        lf_node *xm = lf_input(gm, x.shard), *x1 = lf_input(g1, whole);
+        if (ops[k] == LF_RED_PROD) /* values near 1 */
+            xm = lf_add(gm, lf_mul(gm, xm, lf_const(gm, LF_F64, 1e-9)), lf_const(gm, LF_F64, 1)),
+            x1 = lf_add(g1, lf_mul(g1, x1, lf_const(g1, LF_F64, 1e-9)), lf_const(g1, LF_F64, 1));
+        lf_node *sm = lf_reduce(gm, ops[k], xm, 0, NULL, false), *s1 = lf_reduce(g1, ops[k], x1, 0, NULL, false);
+        lf_buffer *dst = lf_buffer_new(mctx, LF_F64, 0, NULL);
+        CHECK(lf_mpi_eval(gm, 1, &sm, &dst) == LF_OK, "long %s: %s", lf_reduce_op_name(ops[k]), lf_errmsg(mctx));
+        double got, *want = eval_one(ref1, g1, s1);
+        lf_buffer_read(dst, &got, 8);
+        CHECK(!memcmp(&got, want, 8), "long %s: %.17g, one process %.17g", lf_reduce_op_name(ops[k]), got, *want);
+        free(want);
+        lf_buffer_free(dst);
+        lf_graph_free(gm), lf_graph_free(g1);
+    }
+    lf_buffer_free(whole);
+    arr_free(&x);
+}
+
+/* Messages of every rank equal: each compares its own with rank 0's. */
+static void same_message_everywhere(const char *what) {
+    char mine[512], root[512];
+    snprintf(mine, sizeof mine, "%s", lf_errmsg(mctx));
+    memcpy(root, mine, sizeof root);
+    MPI_Bcast(root, (int)sizeof root, MPI_CHAR, 0, MPI_COMM_WORLD);
+    CHECK(!strcmp(mine, root), "%s: rank 0 says \"%s\", this rank \"%s\"", what, root, mine);
+}
+
+/* lf_take of a replicated table by sharded indices: correct when the
+ * indices are good; a bad index in the last non-empty rank's block fails
+ * every rank with LF_ERR_INDEX and one message, outputs untouched. */
+static void take_and_collective_errors(void) {
+    rng r = {5};
+    int64_t V = 7, D = 3, n = 2 * size + 1;
+    int64_t tshape[2] = {V, D};
+    arr table;
+    arr_make(&table, &r, LF_F32, 2, tshape, -1, NULL, true);
+    arr idx = {.t = LF_I64, .ndim = 1, .shape = {n}, .axis = 0};
+    idx.global = malloc((size_t)n * 8);
+    for (int64_t i = 0; i < n; i++) ((int64_t *)idx.global)[i] = (int64_t)pick(&r, (int)(2 * V)) - V; /* negatives count from the end */
+    idx.shard = lf_mpi_buffer_new_sharded(mctx, LF_I64, 1, &n, 0, NULL);
+    int64_t start, count;
+    lf_mpi_buffer_block(mctx, idx.shard, NULL, &start, &count, NULL);
+    lf_buffer_write(idx.shard, (int64_t *)idx.global + start, (size_t)count * 8);
+    int64_t oshape[2] = {n, D};
+    lf_buffer *dst = lf_mpi_buffer_new_sharded(mctx, LF_F32, 2, oshape, 0, NULL);
+    lf_graph *gm = lf_graph_new(mctx);
+    lf_node *tm = lf_mul(gm, lf_take(gm, lf_input(gm, table.shard), 0, lf_input(gm, idx.shard)), lf_const(gm, LF_F32, 2));
+    CHECK(lf_mpi_eval(gm, 1, &tm, &dst) == LF_OK, "take: %s", lf_errmsg(mctx));
+    lf_buffer *tw = lf_buffer_new(cpu1, LF_F32, 2, tshape), *iw = lf_buffer_new(cpu1, LF_I64, 1, &n);
+    lf_buffer_write(tw, table.global, (size_t)(V * D) * 4);
+    lf_buffer_write(iw, idx.global, (size_t)n * 8);
+    lf_graph *g1 = lf_graph_new(cpu1);
+    lf_node *t1 = lf_mul(g1, lf_take(g1, lf_input(g1, tw), 0, lf_input(g1, iw)), lf_const(g1, LF_F32, 2));
+    float *want = eval_one(cpu1, g1, t1), *got = malloc((size_t)(count * D > 0 ? count * D : 1) * 4);
+    lf_buffer_read(dst, got, (size_t)(count * D) * 4);
+    int64_t at = -1;
+    CHECK(same_bits(LF_F32, got, want + start * D, count * D, &at), "take: element %" PRId64 " differs", at);
+
+    /* a bad index in the last rank's block only (n >= size: it is not empty) */
+    float *sentinel = malloc((size_t)(count * D > 0 ? count * D : 1) * 4);
+    for (int64_t i = 0; i < count * D; i++) sentinel[i] = -12345.0f;
+    lf_buffer_write(dst, sentinel, (size_t)(count * D) * 4);
+    if (rank == size - 1) {
+        int64_t bad = V + 3;
+        lf_buffer_write(idx.shard, (int64_t *)idx.global + start, (size_t)count * 8);
+        int64_t *blk = malloc((size_t)count * 8);
+        memcpy(blk, (int64_t *)idx.global + start, (size_t)count * 8);
+        blk[count - 1] = bad;
+        lf_buffer_write(idx.shard, blk, (size_t)count * 8);
+        free(blk);
+    }
+    lf_status st = lf_mpi_eval(gm, 1, &tm, &dst);
+    CHECK(st == LF_ERR_INDEX, "bad index: status %s, message %s", lf_status_name(st), lf_errmsg(mctx));
+    char want_prefix[32];
+    snprintf(want_prefix, sizeof want_prefix, "rank %d: ", size - 1);
+    CHECK(!strncmp(lf_errmsg(mctx), want_prefix, strlen(want_prefix)), "bad index: message \"%s\"", lf_errmsg(mctx));
+    same_message_everywhere("bad index");
+    lf_buffer_read(dst, got, (size_t)(count * D) * 4);
+    CHECK(!memcmp(got, sentinel, (size_t)(count * D) * 4), "bad index: an output changed");
+
+    /* unsupported: a sort of sharded data, and a node after a cross reduction */
+    lf_graph *gu = lf_graph_new(mctx);
+    lf_node *xs = lf_input(gu, idx.shard);
+    lf_node *so = lf_sort(gu, xs, 0, false);
+    lf_buffer *sd = lf_mpi_buffer_new_sharded(mctx, LF_I64, 1, &n, 0, NULL);
+    st = lf_mpi_eval(gu, 1, &so, &sd);
+    CHECK(st == LF_ERR_BACKEND && strstr(lf_errmsg(mctx), "sort"), "sort: %s %s", lf_status_name(st), lf_errmsg(mctx));
+    same_message_everywhere("sort");
+    lf_node *after = lf_sub(gu, xs, lf_reduce(gu, LF_RED_SUM, xs, 0, NULL, false));
+    st = lf_mpi_eval(gu, 1, &after, &sd);
+    CHECK(st == LF_ERR_BACKEND && strstr(lf_errmsg(mctx), "across ranks"), "after: %s %s", lf_status_name(st),
+          lf_errmsg(mctx));
+    /* a replicated buffer for a sharded output */
+    lf_buffer *rep = lf_buffer_new(mctx, LF_I64, 1, (int64_t[]){count});
+    lf_node *neg = lf_neg(gu, xs);
+    st = lf_mpi_eval(gu, 1, &neg, &rep);
+    CHECK(st == LF_ERR_INVALID, "replicated dst: %s %s", lf_status_name(st), lf_errmsg(mctx));
+    same_message_everywhere("replicated dst");
+    /* a view of sharded data */
+    lf_node *rev = lf_slice(gu, xs, 0, LF_NONE, LF_NONE, -1);
+    st = lf_mpi_eval(gu, 1, &rev, &sd);
+    CHECK(st == LF_ERR_BACKEND && strstr(lf_errmsg(mctx), "view"), "view: %s %s", lf_status_name(st), lf_errmsg(mctx));
+
+    lf_buffer_free(rep);
+    lf_mpi_buffer_free(mctx, sd);
+    lf_graph_free(gu);
+    free(sentinel), free(got), free(want);
+    lf_graph_free(gm), lf_graph_free(g1);
+    lf_buffer_free(tw), lf_buffer_free(iw);
+    lf_mpi_buffer_free(mctx, dst);
+    arr_free(&table);
+    arr_free(&idx);
+}
+
+/* Allocation failures on one rank only (lf_debug_fail_alloc is per
+ * process): the nth allocation from the eval's start fails on the last
+ * rank, for n = 1, 2, ... until an eval succeeds. Every rank must return
+ * the same status and message each time (no rank left waiting in a
+ * collective: the suite's timeout would catch a hang), failed evals change
+ * no output, and the eval that succeeds gives the right values. */
+static void collective_alloc_failures(void) {
+    rng r = {77};
+    int64_t n = 3 * size + 2, shape[2] = {n, 3};
+    arr x;
+    arr_make(&x, &r, LF_F32, 2, shape, 0, NULL, false);
+    lf_graph *g = lf_graph_new(mctx);
+    lf_node *xi = lf_input(g, x.shard);
+    lf_node *y = lf_add(g, lf_mul(g, xi, xi), lf_const(g, LF_F32, 1));
+    lf_node *outs[3] = {y, lf_reduce(g, LF_RED_SUM, y, 1, (int[]){0}, false),
+                        lf_scan(g, LF_RED_MAX, lf_cast(g, xi, LF_I64), 0, false)};
+    lf_buffer *dy = lf_mpi_buffer_new_sharded(mctx, LF_F32, 2, shape, 0, NULL);
+    lf_buffer *ds = lf_buffer_new(mctx, LF_F32, 1, (int64_t[]){3});
+    lf_buffer *dc = lf_mpi_buffer_new_sharded(mctx, LF_I64, 2, shape, 0, NULL);
+    lf_buffer *dsts[3] = {dy, ds, dc};
+    int64_t start, count;
+    lf_mpi_buffer_block(mctx, dy, NULL, &start, &count, NULL);
+    size_t by = (size_t)(count * 3) * 4, bc = (size_t)(count * 3) * 8;
+    char *sy = malloc(by + 1), *sc = malloc(bc + 1), *gy = malloc(by + 1), *gc = malloc(bc + 1);
+    memset(sy, 0x5a, by), memset(sc, 0x5a, bc);
+    float ss[3] = {-1, -2, -3}, gs[3];
+    int failed = 0, k;
+    for (k = 1; k < 400; k++) {
+        lf_buffer_write(dy, sy, by), lf_buffer_write(dc, sc, bc), lf_buffer_write(ds, ss, sizeof ss);
+        if (rank == size - 1) lf_debug_fail_alloc(k, false);
+        lf_status st = lf_mpi_eval(g, 3, outs, dsts);
+        lf_debug_fail_alloc(0, false);
+        int lo = (int)st, hi = (int)st;
+        MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD); /* statuses, not values */
+        MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        CHECK(lo == hi, "failing allocation %d: the ranks returned different statuses", k);
+        if (st == LF_OK) break;
+        failed++;
+        same_message_everywhere("failing allocation");
+        lf_buffer_read(dy, gy, by), lf_buffer_read(dc, gc, bc), lf_buffer_read(ds, gs, sizeof gs);
+        CHECK(!memcmp(gy, sy, by) && !memcmp(gc, sc, bc) && !memcmp(gs, ss, sizeof ss),
+              "failing allocation %d (%s): an output changed", k, lf_status_name(st));
+    }
+    CHECK(k < 400 && failed > 0, "allocation failures: %d failed evals, stopped at %d", failed, k);
+    if (rank == 0) printf("test_mpi: %d evals failed collectively on the last rank's allocation failures\n", failed);
+    /* the eval that succeeded is right: compare with an eval without failures */
+    lf_buffer_read(dy, gy, by), lf_buffer_read(dc, gc, bc), lf_buffer_read(ds, gs, sizeof gs);
+    CHECK(lf_mpi_eval(g, 3, outs, dsts) == LF_OK, "eval after the failures: %s", lf_errmsg(mctx));
+    lf_buffer_read(dy, sy, by), lf_buffer_read(dc, sc, bc), lf_buffer_read(ds, ss, sizeof ss);
+    CHECK(!memcmp(gy, sy, by) && !memcmp(gc, sc, bc) && !memcmp(gs, ss, sizeof ss),
+          "the eval that succeeded under failures differs from a plain one");
+    free(sy), free(sc), free(gy), free(gc);
+    lf_mpi_buffer_free(mctx, dy), lf_mpi_buffer_free(mctx, dc), lf_buffer_free(ds);
+    lf_graph_free(g);
+    arr_free(&x);
+}
+
+/* Arguments every rank must agree on; a mismatch fails on every rank. */
+static void sharded_buffer_errors(void) {
+    int64_t n = 10;
+    lf_buffer *b = lf_mpi_buffer_new_sharded(mctx, LF_F32, 1, &n, 0, (int64_t[]){3, 3, 3, 3});
+    CHECK(!b && lf_errmsg(mctx)[0], "counts that do not sum: made a buffer");
+    int64_t mine = rank == 0 ? 10 : 11; /* rank 0 asks for another shape */
+    b = lf_mpi_buffer_new_sharded(mctx, LF_F32, 1, &mine, 0, NULL);
+    CHECK(size == 1 ? b != NULL : !b, "a shape that differs between ranks: %s", b ? "made" : lf_errmsg(mctx));
+    lf_mpi_buffer_free(mctx, b);
+    b = lf_mpi_buffer_new_sharded(mctx, LF_F32, 1, &n, 1, NULL);
+    CHECK(!b && strstr(lf_errmsg(mctx), "axis"), "bad axis: %s", lf_errmsg(mctx));
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int graphs = argc > 1 ? atoi(argv[1]) : 150;
+    size_t live0 = lf_debug_live_bytes();
+    /* argv[2]: "cpu" (the interpreter, default), "compiled" (kernels compiled
+       by the C compiler) or "reference" (the local backend of every rank and
+       the one-process "CPU" side are the reference evaluator) */
+    const char *mode = argc > 2 ? argv[2] : "cpu";
+    lf_backend local = strcmp(mode, "reference") ? LF_BACKEND_CPU : LF_BACKEND_REFERENCE;
+    if (!strcmp(mode, "compiled")) compile_mode = LF_COMPILE_REQUIRE;
+    mctx = new_ctx(local, true);
+    cpu1 = new_ctx(local, false);
+    ref1 = new_ctx(LF_BACKEND_REFERENCE, false);
+    if (!mctx || !cpu1 || !ref1) {
+        fprintf(stderr, "rank %d: contexts: %s\n", rank, lf_errmsg(NULL));
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    CHECK(lf_mpi_rank(mctx) == rank && lf_mpi_size(mctx) == size, "rank/size");
+    for (int i = 0; i < graphs; i++) random_graph((uint64_t)i);
+    long_scan();
+    long_float_folds();
+    take_and_collective_errors();
+    sharded_buffer_errors();
+    collective_alloc_failures();
+    /* the random graphs must have reached every kind they are meant to */
+    for (int k = 0; k < 5 && graphs >= 100; k++) CHECK(compared[k] >= 5, "only %d graphs of final kind %d", compared[k], k);
+    CHECK(graphs < 100 || float_folds >= 3, "only %d float folds across ranks", float_folds);
+    lf_ctx_destroy_mpi(mctx);
+    lf_ctx_destroy(cpu1);
+    lf_ctx_destroy(ref1);
+    /* lazyfuse and liblazyfuse-mpi hold nothing once the contexts are gone
+       (the leak check of the sanitizer runs, where OpenMPI's own leaks keep
+       LeakSanitizer off) */
+    CHECK(lf_debug_live_bytes() == live0, "%zu bytes still held after the contexts were destroyed",
+          lf_debug_live_bytes() - live0);
+    int total = 0;
+    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); /* a count of failures */
+    if (rank == 0)
+        printf("test_mpi (%s): %d ranks, %d random graphs (compared: %d elementwise, %d reductions over the sharded axis "
+               "(%d float sum/prod/mean), %d along another, %d scans along the sharded axis, %d along another; %d "
+               "refused by a builder): %d failures\n",
+               mode, size, graphs, compared[0], compared[1], float_folds, compared[2], compared[3], compared[4],
+               refused_by_builder, total);
+    MPI_Finalize();
+    return total != 0;
+}
