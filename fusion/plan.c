@@ -234,6 +234,9 @@
  * round at 4,000 nodes, rownorm 1.07 M at 2,000). Instances are per kernel
  * and the first round's rules read each kernel's whole list;
  * benches/measured/20-scale.md sketches what a linear pass 1 would need.
+ * Their index maps, at least, are stored once per distinct map
+ * (plan_vertical.c, own_map; fuse_schedule.maps_stored counts them): the
+ * broadcast read of a sum is one map in every kernel above it.
  *
  * Invariants (see fusion.h for what a schedule guarantees): instance
  * records live in a scratch arena kept across rounds (reset when the records
@@ -592,6 +595,7 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     s->merge_work = p.merge_work;
     s->victim_work = p.victim_work;
     s->shared_work = p.shared_work;
+    s->maps_stored = p.maps_stored;
     s->scan_max = p.scan_max;
     s->rounds = p.rounds;
     *out = s;
