@@ -6,7 +6,9 @@
  * whenever that is exact (fusion.h, "Index maps").
  *
  * What must stay true: scratch memory is freed only as a whole arena
- * (fuse_scratch_free); a map composed here is equal (fuse_map_equal) to
+ * (fuse_scratch_free), except the end of the newest allocation while
+ * nothing points into it (scratch_trim: the step a fold saves, a map just
+ * made that fuse_map_release gives back); a map composed here is equal (fuse_map_equal) to
  * another exactly when both read the same element for every loop index.
  */
 #include "fusion/plan.h"

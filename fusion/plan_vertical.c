@@ -118,10 +118,11 @@ static inst *add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) {
 
 inst *fuse_add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) { return add_inst(p, n, k, m); }
 
-/* The stored map equal to m, which was just composed in p->iar (nothing
+/* The stored map equal to m, which was just made in p->iar (nothing
  * allocated there since): m itself, recorded, when it is the first such
- * map, else the earlier one, and m is given back. NULL stays NULL; false
- * only when out of memory (m is then NULL). */
+ * map, else the earlier one, and m is given back. NULL when m is NULL or
+ * when the table cannot grow (out of memory). Instances share these maps:
+ * nothing writes to a map once it is made. */
 static const fuse_map *own_map(planner *p, fuse_map *m) {
     if (!m) return NULL;
     uint64_t h = fuse_map_hash(0, m);
