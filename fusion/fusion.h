@@ -352,6 +352,10 @@ typedef struct fuse_schedule {
                                       evaluated plus the nodes its walks
                                       for a candidate beneath visited, all
                                       rounds (plan_vertical.c) */
+    uint64_t maps_stored;          /* index maps pass 1 stored for its
+                                      instances, all rounds: one per distinct
+                                      map (a map read in many kernels is
+                                      stored once, plan_vertical.c) */
 } fuse_schedule;
 
 /* Plans outs[0..n) of g (checked by graph_check_outputs). fusion false gives

@@ -229,7 +229,14 @@
  * and a chain of row normalisations
  * derives, in its first round, every reduction's chain beneath it
  * (quadratic instances and memory) before the rule makes the shared nodes
- * roots, one level a round.
+ * roots, one level a round; so does any graph with reductions above long
+ * inlined chains (the scale bench's mix: 0.99 M instances after the first
+ * round at 4,000 nodes, rownorm 1.07 M at 2,000). Instances are per kernel
+ * and the first round's rules read each kernel's whole list;
+ * benches/measured/20-scale.md sketches what a linear pass 1 would need.
+ * Their index maps, at least, are stored once per distinct map
+ * (plan_vertical.c, own_map; fuse_schedule.maps_stored counts them): the
+ * broadcast read of a sum is one map in every kernel above it.
  *
  * Invariants (see fusion.h for what a schedule guarantees): instance
  * records live in a scratch arena kept across rounds (reset when the records
@@ -588,6 +595,7 @@ lf_status fuse_plan(lf_graph *g, int n, lf_node *const *outs, bool fusion, fuse_
     s->merge_work = p.merge_work;
     s->victim_work = p.victim_work;
     s->shared_work = p.shared_work;
+    s->maps_stored = p.maps_stored;
     s->scan_max = p.scan_max;
     s->rounds = p.rounds;
     *out = s;

@@ -56,6 +56,9 @@ bool fuse_map_equal(const fuse_map *a, const fuse_map *b);
 fuse_map *fuse_map_identity(scratch *a, const lf_node *n);
 /* m followed by step (which unravels m's result by its own shape), folded. */
 fuse_map *fuse_map_compose(scratch *a, const fuse_map *m, const fuse_step *step);
+/* Gives map m, just made by fuse_map_compose or fuse_map_identity on a with
+ * nothing allocated from a since, back to a (m is gone). */
+void fuse_map_release(scratch *a, fuse_map *m);
 /* Mixes v into hash h (the instance table's and the parked loads' hashes). */
 uint64_t fuse_hash_mix(uint64_t h, uint64_t v);
 /* Mixes every step of map m into h. */
@@ -168,6 +171,14 @@ typedef struct planner {
     int *ninst;              /* per node: instance count (round) */
     inst **htab;             /* instances by (node, kernel, map): buckets (round) */
     size_t hcap, hcount;     /* buckets (a power of two) and instances in them */
+    const fuse_map **mtab;   /* the instances' composed maps, one record per
+                                distinct map (open addressing, in p->iar,
+                                reset with it): a map read by many kernels
+                                (a row normalisation's sum, broadcast, in
+                                every kernel above it) is stored once */
+    size_t mtcap, mtcount;   /* its slots (a power of two) and maps */
+    uint64_t maps_stored;    /* maps recorded in mtab, all rounds:
+                                fuse_schedule.maps_stored */
     inst ***klist;           /* per root: its kernel's instances by node id */
     int *kcount;             /* per root: their number */
     inst ***kleaf;           /* per root: the leaves of its list that are

@@ -6,7 +6,9 @@
  * whenever that is exact (fusion.h, "Index maps").
  *
  * What must stay true: scratch memory is freed only as a whole arena
- * (fuse_scratch_free); a map composed here is equal (fuse_map_equal) to
+ * (fuse_scratch_free), except the end of the newest allocation while
+ * nothing points into it (scratch_trim: the step a fold saves, a map just
+ * made that fuse_map_release gives back); a map composed here is equal (fuse_map_equal) to
  * another exactly when both read the same element for every loop index.
  */
 #include "fusion/plan.h"
@@ -209,6 +211,16 @@ int64_t fuse_map_apply(const fuse_map *m, const int64_t *idx) {
     return lin;
 }
 
+/* Gives back the end of the newest allocation of a, p (from
+ * fuse_scratch_alloc of had bytes), keeping its first keep bytes: when p
+ * is still the last thing allocated from the newest chunk; else nothing. */
+static void scratch_trim(scratch *a, void *p, size_t had, size_t keep) {
+    chunk *c = a->head;
+    had = (had + 15) & ~(size_t)15;
+    keep = (keep + 15) & ~(size_t)15;
+    if (c && keep < had && (char *)p + had == (char *)(c + 1) + c->h.used) c->h.used -= had - keep;
+}
+
 static fuse_map *map_new(scratch *a, int nsteps) {
     fuse_map *m = fuse_scratch_alloc(a, sizeof *m);
     fuse_step *st = fuse_scratch_alloc(a, (size_t)nsteps * sizeof *st);
@@ -218,13 +230,21 @@ static fuse_map *map_new(scratch *a, int nsteps) {
     return m;
 }
 
+void fuse_map_release(scratch *a, fuse_map *m) {
+    scratch_trim(a, m->steps, (size_t)m->nsteps * sizeof *m->steps, 0);
+    scratch_trim(a, m, sizeof *m, 0);
+}
+
 fuse_map *fuse_map_identity(scratch *a, const lf_node *n) {
     fuse_map *m = map_new(a, 1);
     if (m) m->steps[0] = fuse_identity_step(n->ndim, n->shape);
     return m;
 }
 
-/* m followed by step (which unravels m's result by its own shape), folded. */
+/* m followed by step (which unravels m's result by its own shape), folded.
+ * The steps a fold saves are given back to a (a composed map usually folds
+ * to one step, and the instances keep one map each: half their memory in a
+ * chain of row normalisations). */
 fuse_map *fuse_map_compose(scratch *a, const fuse_map *m, const fuse_step *step) {
     fuse_map *r = map_new(a, m->nsteps + 1);
     if (!r) return NULL;
@@ -236,6 +256,7 @@ fuse_map *fuse_map_compose(scratch *a, const fuse_map *m, const fuse_step *step)
         r->steps[r->nsteps - 2] = f;
         r->nsteps--;
     }
+    scratch_trim(a, r->steps, (size_t)(m->nsteps + 1) * sizeof *r->steps, (size_t)r->nsteps * sizeof *r->steps);
     if (shape_numel(r->steps[0].ndim, r->steps[0].shape) == 0) {
         r->steps[0] = fuse_make_step(r->steps[0].ndim, r->steps[0].shape, 0, NULL);
         r->nsteps = 1;

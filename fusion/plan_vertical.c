@@ -118,6 +118,41 @@ static inst *add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) {
 
 inst *fuse_add_inst(planner *p, const lf_node *n, int k, const fuse_map *m) { return add_inst(p, n, k, m); }
 
+/* The stored map equal to m, which was just made in p->iar (nothing
+ * allocated there since): m itself, recorded, when it is the first such
+ * map, else the earlier one, and m is given back. NULL when m is NULL or
+ * when the table cannot grow (out of memory). Instances share these maps:
+ * nothing writes to a map once it is made. */
+static const fuse_map *own_map(planner *p, fuse_map *m) {
+    if (!m) return NULL;
+    uint64_t h = fuse_map_hash(0, m);
+    for (size_t s = p->mtcap ? h & (p->mtcap - 1) : 0; p->mtcap && p->mtab[s]; s = (s + 1) & (p->mtcap - 1))
+        if (fuse_map_equal(p->mtab[s], m)) {
+            fuse_map_release(&p->iar, m);
+            return p->mtab[s];
+        }
+    if (p->mtcount >= p->mtcap / 2) { /* grow (the old slots stay in p->iar until it is reset) */
+        size_t cap = p->mtcap ? 2 * p->mtcap : 1024;
+        const fuse_map **t = fuse_scratch_calloc(&p->iar, cap, sizeof *t);
+        if (!t) return NULL;
+        for (size_t s = 0; s < p->mtcap; s++) {
+            const fuse_map *x = p->mtab[s];
+            if (!x) continue;
+            size_t d = fuse_map_hash(0, x) & (cap - 1);
+            while (t[d]) d = (d + 1) & (cap - 1);
+            t[d] = x;
+        }
+        p->mtab = t;
+        p->mtcap = cap;
+    }
+    size_t s = h & (p->mtcap - 1);
+    while (p->mtab[s]) s = (s + 1) & (p->mtcap - 1);
+    p->mtab[s] = m;
+    p->mtcount++;
+    p->maps_stored++;
+    return m;
+}
+
 _Static_assert(SMALL_REDUCE <= LF_MAX_ARGS, "an inlined small reduction keeps its inputs in inst.in[]");
 
 static bool op_expensive(lf_op op);
@@ -213,7 +248,7 @@ static bool small_reduce_instances(planner *p, inst *i) {
             pos[d] = 0;
         }
         fuse_step st = fuse_make_step(n->ndim, n->shape, off, strides);
-        const fuse_map *m = fuse_map_compose(&p->iar, i->map, &st);
+        const fuse_map *m = own_map(p, fuse_map_compose(&p->iar, i->map, &st));
         if (!m || !(i->in[c] = add_inst(p, x, i->kernel, m))) return false;
     }
     return true;
@@ -255,7 +290,7 @@ static bool derive_inputs(planner *p, inst *i) {
         return small_reduce_instances(p, i);
     if (n->kind == NODE_VIEW) {
         fuse_step st = fuse_view_step(n);
-        const fuse_map *m = fuse_map_compose(&p->iar, i->map, &st);
+        const fuse_map *m = own_map(p, fuse_map_compose(&p->iar, i->map, &st));
         return m && (i->in[0] = add_inst(p, n->inputs[0], i->kernel, m));
     }
     if (n->kind == NODE_MAP) {
@@ -267,7 +302,7 @@ static bool derive_inputs(planner *p, inst *i) {
                 int64_t bs[LF_MAX_DIMS];
                 graph_broadcast_strides(x->ndim, x->shape, n->ndim, n->shape, bs);
                 fuse_step st = fuse_make_step(n->ndim, n->shape, 0, bs);
-                m = fuse_map_compose(&p->iar, i->map, &st);
+                m = own_map(p, fuse_map_compose(&p->iar, i->map, &st));
             }
             if (!m || !(i->in[k] = add_inst(p, x, i->kernel, m))) return false;
         }
@@ -275,7 +310,7 @@ static bool derive_inputs(planner *p, inst *i) {
     }
     if (fuse_is_fold(n)) {
         const lf_node *x = n->inputs[0];
-        fuse_map *m = fuse_map_identity(&p->iar, x);
+        const fuse_map *m = own_map(p, fuse_map_identity(&p->iar, x));
         return m && (i->in[0] = add_inst(p, x, i->kernel, m));
     }
     return true;
@@ -391,6 +426,8 @@ static lf_status walk_all(planner *p) {
     fuse_scratch_reset(&p->iar);
     p->htab = NULL;
     p->hcap = p->hcount = 0;
+    p->mtab = NULL;
+    p->mtcap = p->mtcount = 0;
     p->ilive = p->idead = 0;
     memset(p->first, 0, (size_t)nn * sizeof *p->first);
     memset(p->ninst, 0, (size_t)nn * sizeof *p->ninst);

@@ -2073,6 +2073,35 @@ Test(fusion, checking_shared_nodes_costs_what_changes) {
     expect_linear_work("nodes the shared rule evaluated or visited", shared_work, 10);
 }
 
+/* Issue 26, item 1, what is kept of it: a chain of row normalisations
+ * (x = x / sum(x, axis 1, keepdims)) still derives, in its first round,
+ * every reduction's chain beneath it (instances quadratic in the steps:
+ * plan.c's "Cost"), but the index maps of those instances are stored once
+ * per distinct map (plan_vertical.c, own_map): the broadcast read of a
+ * sum is the same map in every kernel above it. So the maps pass 1 stores
+ * over all rounds (fuse_schedule.maps_stored, a count) stay within 4 a
+ * node at 64 and 256 steps while the instances grow with the square.
+ * Storing each composed map apart, as before, stores one per instance read
+ * through a broadcast or a fold (checked: with own_map's lookup skipped the
+ * test fails), half the planner's memory there. */
+Test(fusion, row_normalisations_store_each_map_once) {
+    static const int steps[] = {64, 256};
+    for (int z = 0; z < 2; z++) {
+        lf_ctx *ctx = fctx(1);
+        lf_graph *g = lf_graph_new(ctx);
+        lf_node *v;
+        fuse_schedule *s = plan_shape(ctx, g, 3, steps[z], &v);
+        uint64_t nodes = (uint64_t)g->nnodes;
+        cr_expect_gt(s->inst_work, 8 * nodes, "%" PRIu64 " nodes: pass 1 processed %" PRIu64
+                     " instances, not the quadratic first round this test is about", nodes, s->inst_work);
+        cr_expect_leq(s->maps_stored, 4 * nodes, "%" PRIu64 " nodes, %d rounds: %" PRIu64 " maps stored (bound %" PRIu64
+                      ", instances processed %" PRIu64 ")", nodes, s->rounds, s->maps_stored, 4 * nodes, s->inst_work);
+        fuse_schedule_free(s);
+        lf_graph_free(g);
+        lf_ctx_destroy(ctx);
+    }
+}
+
 /* Issue 26, item 1: the merges of a round resume from the lowest node whose
  * root status changed (plan_merge.c: the steps of the roots below it are
  * the last round's and are kept; those above are undone through the undo
