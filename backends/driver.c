@@ -33,6 +33,7 @@
  * AUTO should try it). This file has no other per-backend code.
  */
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/hostfn.h"
 #include "backends/host.h"
 #ifdef LF_WITH_CUDA
 #include "backends/cuda/cuda.h"
@@ -178,6 +179,7 @@ lf_ctx *lf_ctx_new(const lf_ctx_options *opt) {
         o.cache_dir = dir;
     }
     ctx->opt = o;
+    ctx->hostcc = &cpu_hostcc; /* user functions' host code (lf_fn_c) */
     if (open_backend(ctx) != LF_OK) {
         graph_free((char *)ctx->opt.cache_dir);
         graph_free(ctx);
@@ -196,6 +198,7 @@ void lf_ctx_destroy(lf_ctx *ctx) {
     }
     for (int i = 0; i < GRAPH_BACKENDS; i++) /* every backend that made state here */
         if (builtin[i] && builtin[i]->close) builtin[i]->close(ctx);
+    if (ctx->hostcc) ctx->hostcc->close(ctx); /* after the graphs that point into it */
     graph_free((char *)ctx->opt.cache_dir);
     graph_free(ctx);
 }

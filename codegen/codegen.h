@@ -251,6 +251,19 @@ void cg_printf(cg_text *t, const char *fmt, ...) __attribute__((format(printf, 2
  * guarded so that a unit of several kernels defines it once. Printed after
  * the C vector dialect's prelude and the shared helpers. */
 void cg_c_vmath_defs(cg_text *out, const fuse_kernel *kn);
+/* The definitions of the user functions (lf_fn_c) kernel kn calls, each
+ * guarded (#ifndef LF_UFN_<name>) so that a unit of several kernels defines
+ * it once, the body under "#line 1 \"<name>\"" (a compiler's message counts
+ * the user's lines) and the generated text's numbering restored after it.
+ * Printed after the prelude; the body is the dialect's (c_body or
+ * cuda_body), the head "LF_FUNC <ret> name(<type> <param>, ...)" in the
+ * dialect's value types. */
+void cg_emit_ufn_defs(cg_text *out, const fuse_kernel *kn, const cg_dialect *d);
+/* The head (without body) of u with these value type names and qualifier,
+ * and the body in braces under its #line: the pieces of the definitions
+ * above, which backends/cpu/hostfn.c also prints for the host function. */
+void cg_emit_ufn_head(cg_text *out, const graph_ufn *u, const char *const *value_type, const char *qual);
+void cg_emit_ufn_body(cg_text *out, const graph_ufn *u, const char *body);
 
 /* Names of the generated functions of a kernel (kernel prefix "lf_k"):
  *   ELEMENTWISE, INNER, OUTER: void lf_k_run(B, P, begin, end)

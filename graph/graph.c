@@ -109,6 +109,7 @@ void graph_destroy(lf_graph *g) {
         g->fns = f->next;
         graph_fn_destroy(f);
     }
+    graph_ufns_destroy(g);
     for (int i = 0; i < g->nbound; i++) {
         g->bound[i]->graphs--;
         graph_buffer_release(g->bound[i]);

@@ -837,7 +837,7 @@ static size_t const_text(const lf_fn *f, const fn_expr *e, char *s, size_t cap) 
 static bool operand_parens(const lf_fn *f, const fn_expr *e, int k) {
     const fn_expr *a = &f->exprs[e->arg[k]];
     int pa = expr_prec(a), need;
-    if (e->kind == EXPR_CAST || graph_ops[e->op].syntax == OPSYN_CALL) return false;
+    if (e->kind == EXPR_CAST || e->kind == EXPR_CALL || graph_ops[e->op].syntax == OPSYN_CALL) return false;
     switch (e->op) {
     case LF_OP_POW: need = k == 0 ? P_ATOM : P_UNARY; break;
     case LF_OP_NEG:
@@ -884,6 +884,10 @@ static void expr_lengths(const lf_fn *f, size_t *len) {
             n = strlen(lf_dtype_name(e->cast_to)) + 2 + const_text(f, &lit, tmp, sizeof tmp);
             break;
         }
+        case EXPR_CALL: /* name(a, b) */
+            nargs = e->call->nparams;
+            n = strlen(e->call->name) + 2 + 2 * (size_t)(nargs > 0 ? nargs - 1 : 0);
+            break;
         case EXPR_OP: {
             const op_info *oi = &graph_ops[e->op];
             nargs = oi->arity;
@@ -928,6 +932,14 @@ static void print_expr(const lf_fn *f, out *o, item *stack) {
             put(o, "(", 1);
             put(o, tmp, const_text(f, &lit, tmp, sizeof tmp));
             put(o, ")", 1);
+        } else if (e->kind == EXPR_CALL) {
+            put(o, e->call->name, strlen(e->call->name));
+            put(o, "(", 1);
+            stack[sp++] = (item){-1, false, ")"};
+            for (int k = e->call->nparams - 1; k >= 0; k--) {
+                stack[sp++] = (item){e->arg[k], false, NULL};
+                if (k > 0) stack[sp++] = (item){-1, false, ", "};
+            }
         } else if (e->kind == EXPR_CAST) {
             const char *s = lf_dtype_name(e->cast_to);
             put(o, s, strlen(s));

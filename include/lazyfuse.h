@@ -179,9 +179,12 @@ typedef enum lf_status {
     LF_ERR_NOMEM,       /* allocation failed */
     LF_ERR_BACKEND,     /* backend not available or failed */
     LF_ERR_STATE,       /* handle used with the wrong context or graph */
-    LF_ERR_INDEX        /* lf_eval: a gather, scatter or bincount index out of range
+    LF_ERR_INDEX,       /* lf_eval: a gather, scatter or bincount index out of range
                            (the message names the node, the first position and the
                            value) */
+    LF_ERR_COMPILE      /* (1.3) a user function's code does not compile (lf_fn_c):
+                           the message holds the compiler's, with the user's own
+                           line numbers */
 } lf_status;
 
 typedef struct lf_ctx lf_ctx;       /* context: backend, options, last error */
@@ -992,6 +995,64 @@ LF_API int lf_fn_arity(const lf_fn *f);
 LF_API int lf_fn_print(const lf_fn *f, char *buf, size_t cap);
 /* Structural equality of the result expressions (parameter names ignored). */
 LF_API bool lf_fn_equal(const lf_fn *a, const lf_fn *b);
+
+/* ---- user functions written in C (1.3) ------------------------------------
+ *
+ * lf_fn_c declares a scalar function whose body the user writes in C. The
+ * fn it returns is used like any other (lf_map, lf_zipwith, composed by
+ * fusion): kernels call it like a builtin operator, its definition is
+ * printed into each kernel's translation unit that calls it, so
+ * map(user_f, map(g, x)) is still one kernel, and its text is part of the
+ * kernel's source, hence of the kernel cache's keys (memory and disk).
+ *
+ *   lf_fn *f = lf_fn_c(g, "smooth", "f32(f32 x, f32 k)",
+ *                      "float t = x / k;\n"
+ *                      "return t / (1.0f + fabsf(t));");
+ *
+ * name: a C identifier of at most 63 bytes, not starting with "lf_", "LF_"
+ * or "_", and not used by another user function of the same graph with a
+ * different signature or text (declaring the same one again returns an
+ * equal fn).
+ * signature: "RET(T1 a, T2 b, ...)" with RET and Ti dtype names (bool, i32,
+ * i64, f32, f64; lf_dtype_name's spelling) and 0 to 3 parameters; a
+ * parameter's name is optional (unnamed ones are p0, p1, p2 in the body) and
+ * must be a C identifier. Blanks are free.
+ * c_source: the function's BODY (the statements between its braces; it must
+ * return a value), in C11 with <math.h> and <stdint.h> included; the C types
+ * of the dtypes are bool -> _Bool, i32 -> int32_t, i64 -> int64_t, f32 ->
+ * float, f64 -> double. The library writes the function's head itself
+ * (static, in the kernel's unit), so the body cannot declare other
+ * functions. An argument of another dtype is converted to the parameter's
+ * dtype with lf_cast's rules first; the result has dtype RET.
+ *
+ * Checked when declared: a bad name or signature is LF_ERR_INVALID (the
+ * message says what is wrong). The body is compiled at once, with the same
+ * compiler and flags as the CPU backend's kernels ($CC, the context's
+ * compile_timeout), into a host function that the reference evaluator and
+ * the CPU interpreter call element by element (contexts of every backend
+ * do this; a context keeps each distinct body compiled once, until it is
+ * destroyed). A body that does not compile is LF_ERR_COMPILE with the
+ * compiler's message, whose "NAME:LINE" positions count the lines of
+ * c_source from 1; a compiler that cannot run is LF_ERR_BACKEND. Either way
+ * NULL is returned and the error is sticky on the graph, as for every
+ * builder.
+ *
+ * Evaluation: every evaluator computes f(args) by calling the body; the
+ * library assumes it is a pure function of its arguments (no state, same
+ * result for the same arguments): the planner may compute it more or fewer
+ * times than the graph names it. lf_fn_print writes a call as
+ * NAME(args); lf_fn_parse knows no user function. */
+LF_API lf_fn *lf_fn_c(lf_graph *g, const char *name, const char *signature, const char *c_source);
+/* lf_fn_c with a body for each dialect: c_source for the CPU backend and
+ * the host function, cuda_source for CUDA kernels (NVRTC, CUDA C++ device
+ * code; NULL: c_source is used for both). Both get the same head: in CUDA
+ * a __device__ function with the parameters' CUDA types (bool, int,
+ * long long, float, double). cuda_source is checked when a CUDA kernel
+ * using it is compiled: an error then fails that lf_eval with NVRTC's log.
+ * The two bodies must compute the same function; the library checks the
+ * CUDA one only by compiling it. */
+LF_API lf_fn *lf_fn_c_cuda(lf_graph *g, const char *name, const char *signature, const char *c_source,
+                           const char *cuda_source);
 
 /* ---- elementwise nodes ---------------------------------------------------- */
 

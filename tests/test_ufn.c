@@ -1,0 +1,303 @@
+/* tests/test_ufn.c: user functions written in C (lf_fn_c, lf_fn_c_cuda).
+ *
+ * Each graph runs on the reference evaluator, the schedule interpreter
+ * (fused and not) and compiled CPU kernels on 1, 2 and 3 threads, and must
+ * equal, bit for bit, an oracle computed here with the same C body (only
+ * operations whose rounding cannot differ: no a*b+c that a compiler could
+ * contract). Inputs carry NaN, +-Inf, -0, odd sizes, zero-size arrays and
+ * broadcasting. The fused CPU schedule's kernel count shows that a user
+ * function fuses like a builtin (map(user, map(g, x)) is one kernel, and so
+ * is a reduction over it). Errors: bad names and signatures, NULLs, a body
+ * that does not compile (LF_ERR_COMPILE, the message at the user's line),
+ * a name declared twice, arity; the kernel cache tells two bodies apart.
+ */
+#include "testutil.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static lf_ctx *ctx_of(lf_backend be, int threads, int compile, int fusion) {
+    lf_ctx_options o;
+    lf_ctx_options_init(&o);
+    o.backend = be;
+    o.threads = threads;
+    o.compile = compile;
+    o.fusion = fusion;
+    lf_ctx *c = lf_ctx_new(&o);
+    cr_assert(c != NULL, "%s", lf_errmsg(NULL));
+    return c;
+}
+
+/* A buffer of dtype t and shape holding host data (numel elements). */
+static lf_buffer *buffer_from_host(lf_ctx *c, lf_dtype t, int ndim, const int64_t *shape, const void *data) {
+    lf_buffer *b = lf_buffer_new(c, t, ndim, shape);
+    cr_assert(b != NULL, "%s", lf_errmsg(c));
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    if (n) cr_assert_eq(lf_buffer_write(b, data, (size_t)n * lf_dtype_size(t)), LF_OK, "%s", lf_errmsg(c));
+    return b;
+}
+
+typedef struct run_kind {
+    lf_backend be;
+    int threads, compile, fusion;
+    const char *name;
+} run_kind;
+
+static const run_kind runs[] = {
+    {LF_BACKEND_REFERENCE, 1, LF_COMPILE_AUTO, 1, "reference"},
+    {LF_BACKEND_CPU, 2, LF_COMPILE_NEVER, 1, "interpreter"},
+    {LF_BACKEND_CPU, 1, LF_COMPILE_NEVER, 0, "interpreter, fusion off"},
+    {LF_BACKEND_CPU, 1, LF_COMPILE_REQUIRE, 1, "cpu, 1 thread"},
+    {LF_BACKEND_CPU, 2, LF_COMPILE_REQUIRE, 1, "cpu, 2 threads"},
+    {LF_BACKEND_CPU, 3, LF_COMPILE_REQUIRE, 1, "cpu, 3 threads"},
+};
+enum { NRUNS = sizeof runs / sizeof runs[0], RUN_COUNTED = 4 };
+
+/* Special values first, then random ones. */
+static void fill(float *x, int64_t n, double lo, double hi) {
+    static const float special[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, 1.0f, -3.5f};
+    for (int64_t i = 0; i < n; i++) x[i] = i < 7 ? special[i] : (float)tu_uniform(lo, hi);
+}
+
+static bool same_bits32(const void *a, const void *b, int64_t n, size_t size, int64_t *at) {
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp((const char *)a + i * size, (const char *)b + i * size, size)) {
+            *at = i;
+            return false;
+        }
+    return true;
+}
+
+/* ---- the body under test and its oracle --------------------------------------------- */
+
+static const char SMOOTH_SIG[] = "f32(f32 x, f32 k)";
+static const char SMOOTH_BODY[] = "float t = x / k;\n"
+                                  "return t / (1.0f + fabsf(t));";
+static float smooth(float x, float k) {
+    float t = x / k;
+    return t / (1.0f + fabsf(t));
+}
+
+/* y = smooth(x * 2.0 + 1.0, k) with k broadcast from [1] or [n]. */
+static void check_smooth(int64_t n, bool k_scalar) {
+    float *x = malloc((size_t)(n ? n : 1) * sizeof *x), *k = malloc((size_t)(n ? n : 1) * sizeof *k);
+    float *want = malloc((size_t)(n ? n : 1) * sizeof *want), *got = malloc((size_t)(n ? n : 1) * sizeof *got);
+    fill(x, n, -50, 50);
+    int64_t nk = k_scalar ? 1 : n;
+    for (int64_t i = 0; i < nk; i++) k[i] = i == 1 ? -0.0f : (float)tu_uniform(0.5, 4);
+    for (int64_t i = 0; i < n; i++) want[i] = smooth(x[i] * 2.0f + 1.0f, k[k_scalar ? 0 : i]);
+    for (int r = 0; r < NRUNS; r++) {
+        lf_ctx *c = ctx_of(runs[r].be, runs[r].threads, runs[r].compile, runs[r].fusion);
+        lf_graph *g = lf_graph_new(c);
+        lf_node *xn = lf_input(g, buffer_from_host(c, LF_F32, 1, &n, x));
+        lf_node *kn = lf_input(g, buffer_from_host(c, LF_F32, 1, &nk, k));
+        lf_fn *f = lf_fn_c(g, "smooth", SMOOTH_SIG, SMOOTH_BODY);
+        cr_assert(f != NULL, "%s: lf_fn_c: %s", runs[r].name, lf_errmsg(c));
+        lf_node *y = lf_zipwith(g, f, 2, (lf_node *[]){lf_map(g, lf_fn_parse(g, "(x) -> x * 2.0 + 1.0"), xn), kn});
+        cr_assert(y != NULL, "%s", lf_errmsg(c));
+        lf_buffer *out = lf_buffer_new(c, LF_F32, 1, &n);
+        cr_assert_eq(lf_eval(g, 1, &y, &out), LF_OK, "%s: %s", runs[r].name, lf_errmsg(c));
+        if (n) cr_assert_eq(lf_buffer_read(out, got, lf_buffer_bytes(out)), LF_OK);
+        int64_t at = 0;
+        cr_expect(same_bits32(got, want, n, sizeof *got, &at), "n=%lld on %s: element %lld is %a, want %a (x %a)",
+                  (long long)n, runs[r].name, (long long)at, (double)got[at], (double)want[at], (double)x[at]);
+        if (r == RUN_COUNTED && n) { /* one kernel: the user function fused with the map before it */
+            lf_eval_stats st;
+            lf_ctx_last_stats(c, &st);
+            cr_expect_eq(st.kernels, 1, "map(user, map(g, x)): %d kernels, want 1", st.kernels);
+        }
+        lf_ctx_destroy(c);
+    }
+    free(x), free(k), free(want), free(got);
+}
+
+Test(ufn, map_of_map_every_evaluator) {
+    check_smooth(0, true);
+    check_smooth(7, true);
+    check_smooth(1000, true);
+    check_smooth(37, false);
+}
+
+/* Mixed dtypes: an i32 and an f32 argument converted to i64 and f64, a bool
+ * result, then a select over it; unnamed parameters are p0 and p1. */
+Test(ufn, mixed_dtypes_and_bool_result) {
+    const int64_t n = 41;
+    int32_t a[41];
+    float b[41], want[41], got[41];
+    fill(b, n, -100, 100);
+    for (int i = 0; i < n; i++) a[i] = (int32_t)tu_randint(-100, 100);
+    for (int i = 0; i < n; i++) {
+        bool over = (double)(int64_t)a[i] * 0.5 > (double)b[i];
+        want[i] = over ? b[i] : -1.0f;
+    }
+    for (int r = 0; r < NRUNS; r++) {
+        lf_ctx *c = ctx_of(runs[r].be, runs[r].threads, runs[r].compile, runs[r].fusion);
+        lf_graph *g = lf_graph_new(c);
+        lf_node *an = lf_input(g, buffer_from_host(c, LF_I32, 1, &n, a));
+        lf_node *bn = lf_input(g, buffer_from_host(c, LF_F32, 1, &n, b));
+        lf_fn *f = lf_fn_c(g, "over", "bool(i64, f64)", "return (double)p0 * 0.5 > p1;");
+        cr_assert(f != NULL, "%s", lf_errmsg(c));
+        lf_node *m = lf_zipwith(g, f, 2, (lf_node *[]){an, bn});
+        cr_assert(m != NULL, "%s", lf_errmsg(c));
+        cr_expect_eq(lf_node_dtype(m), LF_BOOL);
+        lf_node *y = lf_select(g, m, bn, lf_const(g, LF_F32, -1.0));
+        lf_buffer *out = lf_buffer_new(c, LF_F32, 1, &n);
+        cr_assert_eq(lf_eval(g, 1, &y, &out), LF_OK, "%s: %s", runs[r].name, lf_errmsg(c));
+        cr_assert_eq(lf_buffer_read(out, got, lf_buffer_bytes(out)), LF_OK);
+        int64_t at = 0;
+        cr_expect(same_bits32(got, want, n, sizeof *got, &at), "%s: element %lld is %g, want %g", runs[r].name,
+                  (long long)at, (double)got[at], (double)want[at]);
+        lf_ctx_destroy(c);
+    }
+}
+
+/* A reduction reads the user function in registers: sum(cube(x)) over rows
+ * is one kernel. */
+Test(ufn, reduce_over_user_function) {
+    const int64_t shape[2] = {5, 9};
+    double x[45], want[5] = {0}, got[5];
+    for (int i = 0; i < 45; i++) x[i] = tu_uniform(-3, 3);
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 9; j++) want[i] += x[i * 9 + j] * x[i * 9 + j] * x[i * 9 + j];
+    for (int r = 0; r < NRUNS; r++) {
+        lf_ctx *c = ctx_of(runs[r].be, runs[r].threads, runs[r].compile, runs[r].fusion);
+        lf_graph *g = lf_graph_new(c);
+        lf_node *xn = lf_input(g, buffer_from_host(c, LF_F64, 2, shape, x));
+        lf_fn *f = lf_fn_c(g, "cube", "f64(f64 v)", "return v * v * v;");
+        lf_node *y = lf_reduce(g, LF_RED_SUM, lf_map(g, f, xn), 1, (int[]){1}, false);
+        cr_assert(y != NULL, "%s", lf_errmsg(c));
+        lf_buffer *out = lf_buffer_new(c, LF_F64, 1, shape);
+        cr_assert_eq(lf_eval(g, 1, &y, &out), LF_OK, "%s: %s", runs[r].name, lf_errmsg(c));
+        cr_assert_eq(lf_buffer_read(out, got, lf_buffer_bytes(out)), LF_OK);
+        for (int i = 0; i < 5; i++)
+            cr_expect(tu_close(got[i], want[i], 1e-12, 1e-12), "%s: row %d is %.17g, want %.17g", runs[r].name, i,
+                      got[i], want[i]);
+        if (r == RUN_COUNTED) {
+            lf_eval_stats st;
+            lf_ctx_last_stats(c, &st);
+            cr_expect_eq(st.kernels, 1, "sum(map(user, x)): %d kernels, want 1", st.kernels);
+        }
+        lf_ctx_destroy(c);
+    }
+}
+
+/* The printer writes a call; declaring the same function again gives an
+ * equal fn; a graph may call it inside a larger fn through composition. */
+Test(ufn, print_and_redeclare) {
+    lf_ctx *c = ctx_of(LF_BACKEND_REFERENCE, 1, 0, 1);
+    lf_graph *g = lf_graph_new(c);
+    lf_fn *a = lf_fn_c(g, "smooth", SMOOTH_SIG, SMOOTH_BODY);
+    lf_fn *b = lf_fn_c(g, "smooth", SMOOTH_SIG, SMOOTH_BODY);
+    cr_assert(a && b, "%s", lf_errmsg(c));
+    cr_expect(lf_fn_equal(a, b));
+    char buf[64];
+    lf_fn_print(a, buf, sizeof buf);
+    cr_expect_str_eq(buf, "(x, k) -> smooth(x, k)");
+    lf_fn *z = lf_fn_c(g, "zero", "i32()", "return 42;");
+    cr_assert(z != NULL, "%s", lf_errmsg(c));
+    lf_node *y = lf_zipwith(g, z, 0, NULL);
+    cr_assert(y != NULL, "%s", lf_errmsg(c));
+    lf_buffer *out = lf_buffer_new(c, LF_I32, 0, NULL);
+    cr_assert_eq(lf_eval(g, 1, &y, &out), LF_OK, "%s", lf_errmsg(c));
+    int32_t v = 0;
+    lf_buffer_read(out, &v, lf_buffer_bytes(out));
+    cr_expect_eq(v, 42);
+    lf_ctx_destroy(c);
+}
+
+/* The body is part of the kernel's key: two graphs on one context with the
+ * same name and signature but other bodies run their own code, and the same
+ * body again is a memory hit. */
+Test(ufn, body_is_in_the_kernel_key) {
+    lf_ctx *c = ctx_of(LF_BACKEND_CPU, 2, LF_COMPILE_REQUIRE, 1);
+    const int64_t n = 5;
+    float x[5] = {1, 2, 3, 4, 5}, got[5];
+    const char *bodies[3] = {"return v + 1.0f;", "return v + 2.0f;", "return v + 1.0f;"};
+    for (int t = 0; t < 3; t++) {
+        lf_graph *g = lf_graph_new(c);
+        lf_node *y = lf_map(g, lf_fn_c(g, "bump", "f32(f32 v)", bodies[t]), lf_input(g, buffer_from_host(c, LF_F32, 1, &n, x)));
+        lf_buffer *out = lf_buffer_new(c, LF_F32, 1, &n);
+        cr_assert_eq(lf_eval(g, 1, &y, &out), LF_OK, "%s", lf_errmsg(c));
+        lf_buffer_read(out, got, lf_buffer_bytes(out));
+        for (int i = 0; i < 5; i++) cr_expect_eq(got[i], x[i] + (t == 1 ? 2.0f : 1.0f), "body %d, element %d: %g", t, i, (double)got[i]);
+        lf_eval_stats st;
+        lf_ctx_last_stats(c, &st);
+        cr_expect_eq(st.kernels_memory_hits, t == 2 ? 1 : 0, "body %d: %d memory hits", t, st.kernels_memory_hits);
+        lf_buffer_free(out);
+        lf_graph_free(g);
+    }
+    lf_ctx_destroy(c);
+}
+
+/* ---- errors ------------------------------------------------------------------------------- */
+
+static void expect_refused(const char *name, const char *sig, const char *body, lf_status want, const char *msg_has) {
+    lf_ctx *c = ctx_of(LF_BACKEND_REFERENCE, 1, 0, 1);
+    lf_graph *g = lf_graph_new(c);
+    lf_fn *f = lf_fn_c(g, name, sig, body);
+    cr_expect(f == NULL, "'%s' '%s' accepted", name ? name : "(null)", sig ? sig : "(null)");
+    cr_expect_eq(lf_graph_status(g), want, "'%s' '%s': %s, want %s (%s)", name ? name : "(null)", sig ? sig : "(null)",
+                 lf_status_name(lf_graph_status(g)), lf_status_name(want), lf_errmsg(c));
+    cr_expect(strstr(lf_errmsg(c), msg_has) != NULL, "message \"%s\" lacks \"%s\"", lf_errmsg(c), msg_has);
+    lf_ctx_destroy(c);
+}
+
+Test(ufn, bad_names_and_signatures) {
+    expect_refused(NULL, "f32(f32)", "return p0;", LF_ERR_NULL, "name is NULL");
+    expect_refused("f", NULL, "return p0;", LF_ERR_NULL, "signature is NULL");
+    expect_refused("f", "f32(f32)", NULL, LF_ERR_NULL, "c_source is NULL");
+    expect_refused("2f", "f32(f32)", "return p0;", LF_ERR_INVALID, "not a C identifier");
+    expect_refused("lf_add", "f32(f32)", "return p0;", LF_ERR_INVALID, "reserved");
+    expect_refused("a b", "f32(f32)", "return p0;", LF_ERR_INVALID, "not a C identifier");
+    expect_refused("while", "f32(f32)", "return p0;", LF_ERR_INVALID, "reserved");
+    expect_refused("f", "f16(f32)", "return p0;", LF_ERR_INVALID, "'f16' is not a dtype");
+    expect_refused("f", "f32 f32", "return p0;", LF_ERR_INVALID, "expected '('");
+    expect_refused("f", "f32(f32 x, f32 x)", "return x;", LF_ERR_INVALID, "names two parameters");
+    expect_refused("f", "f32(f32 p1, f32)", "return p1;", LF_ERR_INVALID, "names two parameters");
+    expect_refused("f", "f32(f32, f32, f32, f32)", "return p0;", LF_ERR_INVALID, "more than 3 parameters");
+    expect_refused("f", "f32(f32 int)", "return 0;", LF_ERR_INVALID, "reserved");
+    expect_refused("f", "f32(f32) x", "return p0;", LF_ERR_INVALID, "unexpected text");
+    expect_refused("f", "f32(f32 f)", "return f;", LF_ERR_INVALID, "the function's name");
+}
+
+/* A body that does not compile: LF_ERR_COMPILE, the compiler's message at
+ * the user's own line ("sq:2"), the graph's error sticky, nothing crashes. */
+Test(ufn, body_that_does_not_compile) {
+    lf_ctx *c = ctx_of(LF_BACKEND_CPU, 1, LF_COMPILE_AUTO, 1);
+    lf_graph *g = lf_graph_new(c);
+    lf_fn *f = lf_fn_c(g, "sq", "f32(f32 x)", "float y = x * x;\nreturn y +* ;\n");
+    cr_assert(f == NULL);
+    cr_expect_eq(lf_graph_status(g), LF_ERR_COMPILE, "%s", lf_status_name(lf_graph_status(g)));
+    cr_expect(strstr(lf_errmsg(c), "sq:2") != NULL, "message lacks the user's line: %s", lf_errmsg(c));
+    cr_expect(strstr(lf_errmsg(c), "fn_c 'sq'") != NULL, "message lacks the call: %s", lf_errmsg(c));
+    cr_expect(lf_map(g, f, NULL) == NULL); /* sticky */
+    lf_graph_free(g);
+    /* an unknown identifier too: the line counts from the body's first */
+    g = lf_graph_new(c);
+    cr_expect(lf_fn_c(g, "sq", "f32(f32 x)", "return x;\n\n\nreturn nosuch;") == NULL);
+    cr_expect_eq(lf_graph_status(g), LF_ERR_COMPILE);
+    cr_expect(strstr(lf_errmsg(c), "sq:4") != NULL, "message lacks the user's line: %s", lf_errmsg(c));
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+}
+
+Test(ufn, name_twice_and_arity) {
+    lf_ctx *c = ctx_of(LF_BACKEND_REFERENCE, 1, 0, 1);
+    lf_graph *g = lf_graph_new(c);
+    cr_assert(lf_fn_c(g, "h", "f32(f32 x)", "return x;") != NULL, "%s", lf_errmsg(c));
+    cr_expect(lf_fn_c(g, "h", "f32(f32 x)", "return -x;") == NULL);
+    cr_expect_eq(lf_graph_status(g), LF_ERR_INVALID);
+    cr_expect(strstr(lf_errmsg(c), "another user function") != NULL, "%s", lf_errmsg(c));
+    lf_graph_free(g);
+    g = lf_graph_new(c);
+    lf_fn *two = lf_fn_c(g, "two", "f32(f32, f32)", "return p0 - p1;");
+    const int64_t n = 3;
+    lf_node *x = lf_input(g, lf_buffer_new(c, LF_F32, 1, &n));
+    cr_expect(lf_map(g, two, x) == NULL);
+    cr_expect_eq(lf_graph_status(g), LF_ERR_ARITY, "%s", lf_errmsg(c));
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+}
