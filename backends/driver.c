@@ -213,9 +213,23 @@ lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *ds
     if (!be || (be != ctx->be && be->buffer_alloc)) /* a device backend runs on its own buffers only */
         return graph_error(ctx, LF_ERR_STATE, "eval: the %s backend cannot run on this context's buffers",
                            lf_backend_name(ctx->backend));
-    lf_eval_stats stats;
+    lf_eval_stats stats, steps;
+    /* lf_extern nodes first: their inputs, callbacks and results (graph/extern.c) */
+    if ((st = graph_extern_steps(g, n, outs, be, &steps)) != LF_OK) return st;
     st = be->eval(g, n, outs, dsts, &stats);
     if (st != LF_OK) return st;
+    if (g->externs) { /* the steps' kernels count too */
+        stats.kernels += steps.kernels;
+        stats.bytes_read += steps.bytes_read;
+        stats.bytes_written += steps.bytes_written;
+        stats.temp_bytes_avoided += steps.temp_bytes_avoided;
+        stats.bytes_materialized += steps.bytes_materialized;
+        stats.plan_seconds += steps.plan_seconds;
+        stats.kernels_compiled += steps.kernels_compiled;
+        stats.kernels_disk_hits += steps.kernels_disk_hits;
+        stats.kernels_memory_hits += steps.kernels_memory_hits;
+        stats.compiler_runs += steps.compiler_runs;
+    }
     ctx->last_stats = stats;
     /* a compiled program's line (the host evaluators print their own) */
     bool compiled = stats.program_reused || stats.kernels_compiled || stats.kernels_disk_hits ||

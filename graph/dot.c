@@ -154,7 +154,10 @@ const char *graph_node_str(const lf_node *n, char *buf, size_t cap) {
     what[0] = 0;
     size_t wl = 0;
     switch (n->kind) {
-    case NODE_INPUT: append(what, sizeof what, &wl, "input"); break;
+    case NODE_INPUT:
+        if (n->ext) append(what, sizeof what, &wl, "extern %s", n->ext->name);
+        else append(what, sizeof what, &wl, "input");
+        break;
     case NODE_CONST: append(what, sizeof what, &wl, n->ndim ? "fill" : "const"); break;
     case NODE_IOTA: append(what, sizeof what, &wl, "iota"); break;
     case NODE_RANDOM: append(what, sizeof what, &wl, "random"); break;

@@ -564,6 +564,11 @@ struct lf_node {
     int ninputs;                    /* 0..LF_MAX_ARGS */
     lf_node *inputs[LF_MAX_ARGS];   /* operand nodes (lower ids) */
     bool materialize;               /* lf_node_materialize: a fusion barrier */
+    const struct graph_extern *ext; /* lf_extern: a NODE_INPUT whose buffer
+                                       (the graph's own) holds the callback's
+                                       result, written by lf_eval's extern
+                                       steps before the rest runs (extern.c);
+                                       NULL for every other node */
     bool pow_exponent;              /* NODE_CONST that some map reads directly as
                                        a float ** exponent: compiled kernels may
                                        specialise on its value class
@@ -645,6 +650,7 @@ struct lf_graph {
     lf_fn *op_fns[LF_NOPS];       /* cached one-op fns for lf_apply (lazy) */
     lf_fn *cast_fns[LF_NDTYPES];  /* cached cast fns for lf_cast (lazy) */
     graph_ufn *ufns;              /* user functions (lf_fn_c), freed with the graph */
+    struct graph_extern *externs; /* lf_extern records, freed with the graph */
     struct lf_graph *prev, *next; /* ctx->graphs list */
     int version;                  /* bumped when a planning input changes
                                      (lf_node_materialize) */
@@ -783,6 +789,33 @@ static inline bool graph_sort_key_wide(lf_dtype t) { return graph_dtypes[t].size
 /* The reference evaluation of sort node n from dense x into out (n's dtype,
  * dense): per row a stable sort by graph_sort_key, first k entries. */
 lf_status graph_eval_sort(const lf_node *n, const void *x, void *out);
+
+/* ==== extern.c: lf_extern nodes =============================================
+ *
+ * An extern node is, to every planner and evaluator, an input node (kind
+ * NODE_INPUT, no inputs) reading a buffer its graph owns. lf_eval (backends/
+ * driver.c, graph_extern_steps) first runs the extern nodes the outputs need,
+ * in id order: evaluates each one's inputs (ext->ins: producers fuse up to
+ * this boundary) into temporary buffers through the backend's eval, calls
+ * the callback on host copies, and writes its result into the node's
+ * buffer; then the outputs are evaluated as usual. */
+typedef struct graph_extern {
+    char name[64];                  /* the user's name (messages) */
+    lf_extern_fn fn;                /* the callback */
+    void *user;                     /* its first argument */
+    int nin;                        /* 0..LF_MAX_ARGS */
+    lf_node *ins[LF_MAX_ARGS];      /* its inputs (lower ids) */
+    struct graph_extern *next;      /* g->externs list */
+} graph_extern;
+
+/* Runs the extern nodes outs[0..n) need, in id order, with `eval` (the
+ * backend's) for their inputs; sums their statistics into *acc (zeroed
+ * first). LF_OK, or the first failure with its message on the context
+ * (LF_ERR_EXTERN: a callback failed); no user buffer is written. */
+lf_status graph_extern_steps(lf_graph *g, int n, lf_node *const *outs, const graph_backend *be,
+                             lf_eval_stats *acc);
+/* Frees g's extern records (graph_destroy). */
+void graph_externs_destroy(lf_graph *g);
 
 /* ==== dot.c: Graphviz DOT of the graph ===================================== */
 

@@ -182,9 +182,11 @@ typedef enum lf_status {
     LF_ERR_INDEX,       /* lf_eval: a gather, scatter or bincount index out of range
                            (the message names the node, the first position and the
                            value) */
-    LF_ERR_COMPILE      /* (1.3) a user function's code does not compile (lf_fn_c):
+    LF_ERR_COMPILE,     /* (1.3) a user function's code does not compile (lf_fn_c):
                            the message holds the compiler's, with the user's own
                            line numbers */
+    LF_ERR_EXTERN       /* (1.3) lf_eval: an lf_extern callback reported a failure
+                           (the message holds the callback's own) */
 } lf_status;
 
 typedef struct lf_ctx lf_ctx;       /* context: backend, options, last error */
@@ -1053,6 +1055,49 @@ LF_API lf_fn *lf_fn_c(lf_graph *g, const char *name, const char *signature, cons
  * CUDA one only by compiling it. */
 LF_API lf_fn *lf_fn_c_cuda(lf_graph *g, const char *name, const char *signature, const char *c_source,
                            const char *cuda_source);
+
+/* ---- extern nodes: a user routine inside the graph (1.3) ------------------
+ *
+ * lf_extern makes a node whose value a callback computes from its inputs'
+ * values: an escape hatch for routines that are no map / reduce (a user's
+ * own code, a vendor library). The planner treats it as a barrier with a
+ * step of its own: lf_eval first evaluates the extern's inputs (their
+ * producers fuse with each other up to this boundary, as if they were the
+ * eval's outputs) into temporary arrays, calls the callback, and then
+ * evaluates the rest, which reads the extern's result like an input
+ * (consumers fuse with each other from the boundary on; nothing fuses
+ * across it). The extern's inputs and result are therefore always
+ * materialized; lf_eval_stats counts the kernels of every step (kernels,
+ * bytes, compile figures), not the callback.
+ *
+ * Every backend runs it the same way: the callback gets dense row-major
+ * host arrays (a device backend copies the inputs to the host and the
+ * result back), on the thread that called lf_eval, once per lf_eval that
+ * needs it, extern nodes in creation order. It must write all of out->data
+ * (zero-filled when it is called; bool: any nonzero byte is true) and
+ * return 0, or return nonzero after writing a message into msg (msg_cap
+ * bytes, NUL-terminated; may be left empty): lf_eval then fails with
+ * LF_ERR_EXTERN, "eval: extern node N (extern NAME ...) failed: MSG", and
+ * no output buffer is changed. It must not call lazyfuse on the same
+ * context, and must not keep the pointers it is given. */
+typedef struct lf_extern_array {
+    void *data;              /* dense row-major elements (NULL when numel is 0) */
+    lf_dtype dtype;
+    int ndim;
+    const int64_t *shape;    /* ndim extents */
+    int64_t numel;           /* product of the extents */
+} lf_extern_array;
+typedef int (*lf_extern_fn)(void *user, int nin, const lf_extern_array *ins, const lf_extern_array *out,
+                            char *msg, size_t msg_cap);
+/* An extern node of dtype t and shape (ndim, shape) computed by fn(user,
+ * ...) from ins[0..nin) (0..LF_MAX_ARGS nodes of g). name (a label for
+ * messages and DOT, 1..63 printable bytes) and fn must not be NULL. Errors
+ * as every builder's: LF_ERR_NULL, LF_ERR_INVALID (name, nin), LF_ERR_SHAPE
+ * / LF_ERR_OVERFLOW (shape), LF_ERR_DTYPE, sticky on the graph. The node
+ * may be an output, an input of any node and of other extern nodes;
+ * lf_input_rebind refuses it. */
+LF_API lf_node *lf_extern(lf_graph *g, const char *name, lf_extern_fn fn, void *user, int nin,
+                          lf_node *const *ins, lf_dtype t, int ndim, const int64_t *shape);
 
 /* ---- elementwise nodes ---------------------------------------------------- */
 

@@ -301,3 +301,179 @@ Test(ufn, name_twice_and_arity) {
     lf_graph_free(g);
     lf_ctx_destroy(c);
 }
+
+/* ---- lf_extern ---------------------------------------------------------------------------- */
+
+/* out[i] = sum of in0[0..i] in reverse: out[i] = sum_{j >= i} in0[j] (f64
+ * accumulate, f32 result), plus in1[0] when a second input is given. */
+static int suffix_sum(void *user, int nin, const lf_extern_array *ins, const lf_extern_array *out, char *msg,
+                      size_t cap) {
+    int *calls = user;
+    (*calls)++;
+    if (nin < 1 || ins[0].dtype != LF_F32 || out->dtype != LF_F32 || out->numel != ins[0].numel) {
+        snprintf(msg, cap, "suffix_sum: unexpected arrays");
+        return 1;
+    }
+    const float *x = ins[0].data;
+    float *y = out->data;
+    double add = nin > 1 && ins[1].numel ? ((const double *)ins[1].data)[0] : 0.0, s = 0;
+    for (int64_t i = ins[0].numel - 1; i >= 0; i--) {
+        s += x[i];
+        y[i] = (float)(s + add);
+    }
+    return 0;
+}
+
+static int always_fails(void *user, int nin, const lf_extern_array *ins, const lf_extern_array *out, char *msg,
+                        size_t cap) {
+    (void)user, (void)nin, (void)ins;
+    if (out->numel) ((float *)out->data)[0] = 123.0f; /* written, then dropped */
+    snprintf(msg, cap, "the device is on fire");
+    return 7;
+}
+
+/* y = sqrt(suffix_sum(x * 2 + 1, [shift])) + 1: the producer is one kernel
+ * before the barrier, the consumer one after it. */
+static void check_extern(int64_t n) {
+    float *x = malloc((size_t)(n ? n : 1) * sizeof *x), *want = malloc((size_t)(n ? n : 1) * sizeof *want);
+    float *got = malloc((size_t)(n ? n : 1) * sizeof *got);
+    for (int64_t i = 0; i < n; i++) x[i] = (float)tu_uniform(0, 2);
+    double shift = 0.25, s = 0;
+    for (int64_t i = n - 1; i >= 0; i--) {
+        s += (float)((float)(x[i] * 2.0f) + 1.0f);
+        want[i] = sqrtf((float)(s + shift)) + 1.0f;
+    }
+    for (int r = 0; r < NRUNS; r++) {
+        lf_ctx *c = ctx_of(runs[r].be, runs[r].threads, runs[r].compile, runs[r].fusion);
+        lf_graph *g = lf_graph_new(c);
+        int calls = 0;
+        lf_node *xn = lf_input(g, buffer_from_host(c, LF_F32, 1, &n, x));
+        lf_node *pre = lf_map(g, lf_fn_parse(g, "(v) -> v * 2.0 + 1.0"), xn);
+        lf_node *e = lf_extern(g, "suffix_sum", suffix_sum, &calls, 2,
+                               (lf_node *[]){pre, lf_input(g, buffer_from_host(c, LF_F64, 1, (int64_t[]){1}, &shift))}, LF_F32, 1, &n);
+        lf_node *y = lf_map(g, lf_fn_parse(g, "(v) -> sqrt(v) + 1.0"), e);
+        cr_assert(y != NULL, "%s", lf_errmsg(c));
+        lf_buffer *out = lf_buffer_new(c, LF_F32, 1, &n);
+        cr_assert_eq(lf_eval(g, 1, &y, &out), LF_OK, "%s: %s", runs[r].name, lf_errmsg(c));
+        cr_expect_eq(calls, 1, "%s: %d calls", runs[r].name, calls);
+        if (n) lf_buffer_read(out, got, lf_buffer_bytes(out));
+        int64_t at = 0;
+        cr_expect(same_bits32(got, want, n, sizeof *got, &at), "n=%lld on %s: element %lld is %a, want %a",
+                  (long long)n, runs[r].name, (long long)at, (double)got[at], (double)want[at]);
+        if (r == RUN_COUNTED && n) { /* the producer's kernel, then the consumer's (inputs are read in place) */
+            lf_eval_stats st;
+            lf_ctx_last_stats(c, &st);
+            cr_expect_eq(st.kernels, 2, "producer | extern | consumer: %d kernels, want 2", st.kernels);
+        }
+        /* again: the callback runs once more, the programs are reused */
+        cr_assert_eq(lf_eval(g, 1, &y, &out), LF_OK, "%s: %s", runs[r].name, lf_errmsg(c));
+        cr_expect_eq(calls, 2);
+        lf_ctx_destroy(c);
+    }
+    free(x), free(want), free(got);
+}
+
+Test(extern, every_evaluator_and_kernel_count) {
+    check_extern(0);
+    check_extern(1);
+    check_extern(37);
+    check_extern(3000);
+}
+
+/* Producers of the extern fuse with each other up to it, consumers after
+ * it: map(map(map(x))) -> extern -> map(map(.)) is two kernels; an extern
+ * of an extern runs in order, and an extern may be an output itself. */
+Test(extern, chained_and_as_output) {
+    const int64_t n = 11;
+    float x[11], want1[11], want2[11], got[11];
+    for (int i = 0; i < n; i++) x[i] = (float)i - 5.0f;
+    double s = 0;
+    for (int i = (int)n - 1; i >= 0; i--) want1[i] = (float)(s += (float)(fabsf(x[i]) * 3.0f));
+    s = 0;
+    for (int i = (int)n - 1; i >= 0; i--) want2[i] = (float)(s += want1[i]);
+    for (int r = 0; r < NRUNS; r++) {
+        lf_ctx *c = ctx_of(runs[r].be, runs[r].threads, runs[r].compile, runs[r].fusion);
+        lf_graph *g = lf_graph_new(c);
+        int calls = 0;
+        lf_node *xn = lf_input(g, buffer_from_host(c, LF_F32, 1, &n, x));
+        lf_node *p = lf_map(g, lf_fn_parse(g, "(v) -> v * 3.0"), lf_map(g, lf_fn_parse(g, "(v) -> abs(v)"), xn));
+        lf_node *e1 = lf_extern(g, "first", suffix_sum, &calls, 1, &p, LF_F32, 1, &n);
+        lf_node *e2 = lf_extern(g, "second", suffix_sum, &calls, 1, &e1, LF_F32, 1, &n);
+        cr_assert(e2 != NULL, "%s", lf_errmsg(c));
+        lf_buffer *o1 = lf_buffer_new(c, LF_F32, 1, &n), *o2 = lf_buffer_new(c, LF_F32, 1, &n);
+        cr_assert_eq(lf_eval(g, 2, (lf_node *[]){e1, e2}, (lf_buffer *[]){o1, o2}), LF_OK, "%s: %s", runs[r].name,
+                     lf_errmsg(c));
+        cr_expect_eq(calls, 2);
+        lf_buffer_read(o1, got, sizeof got);
+        int64_t at = 0;
+        cr_expect(same_bits32(got, want1, n, sizeof *got, &at), "%s: first, element %lld", runs[r].name, (long long)at);
+        lf_buffer_read(o2, got, sizeof got);
+        cr_expect(same_bits32(got, want2, n, sizeof *got, &at), "%s: second, element %lld", runs[r].name, (long long)at);
+        if (r == RUN_COUNTED) {
+            lf_eval_stats st;
+            lf_ctx_last_stats(c, &st);
+            /* abs and *3 fused into one kernel before the first extern, one
+               kernel copying both extern results into the outputs */
+            cr_expect_eq(st.kernels, 2, "%d kernels, want 2", st.kernels);
+        }
+        lf_ctx_destroy(c);
+    }
+}
+
+/* A failing callback: LF_ERR_EXTERN with its message, the output buffer
+ * untouched; the graph stays usable. */
+Test(extern, callback_failure_leaves_outputs) {
+    for (int r = 0; r < NRUNS; r++) {
+        lf_ctx *c = ctx_of(runs[r].be, runs[r].threads, runs[r].compile, runs[r].fusion);
+        lf_graph *g = lf_graph_new(c);
+        const int64_t n = 4;
+        float x[4] = {1, 2, 3, 4}, before[4] = {-1, -2, -3, -4}, got[4];
+        lf_node *xn = lf_input(g, buffer_from_host(c, LF_F32, 1, &n, x));
+        lf_node *e = lf_extern(g, "burn", always_fails, NULL, 1, &xn, LF_F32, 1, &n);
+        lf_node *y = lf_apply(g, LF_OP_ADD, e, xn, NULL);
+        lf_buffer *out = buffer_from_host(c, LF_F32, 1, &n, before);
+        cr_expect_eq(lf_eval(g, 1, &y, &out), LF_ERR_EXTERN, "%s: %s", runs[r].name, lf_errmsg(c));
+        cr_expect(strstr(lf_errmsg(c), "the device is on fire") && strstr(lf_errmsg(c), "extern burn"), "%s", lf_errmsg(c));
+        lf_buffer_read(out, got, sizeof got);
+        cr_expect(!memcmp(got, before, sizeof got), "%s: output changed", runs[r].name);
+        /* the rest of the graph still evaluates */
+        cr_expect_eq(lf_eval(g, 1, (lf_node *[]){lf_apply(g, LF_OP_NEG, xn, NULL, NULL)}, &out), LF_OK, "%s", lf_errmsg(c));
+        lf_ctx_destroy(c);
+    }
+}
+
+Test(extern, bad_arguments) {
+    lf_ctx *c = ctx_of(LF_BACKEND_REFERENCE, 1, 0, 1);
+    const int64_t n = 3, neg = -1;
+    struct {
+        const char *name;
+        lf_extern_fn fn;
+        int nin, ndim;
+        const int64_t *shape;
+        lf_dtype t;
+        lf_status want;
+    } cases[] = {
+        {NULL, suffix_sum, 1, 1, &n, LF_F32, LF_ERR_NULL},   {"x", NULL, 1, 1, &n, LF_F32, LF_ERR_NULL},
+        {"", suffix_sum, 1, 1, &n, LF_F32, LF_ERR_INVALID},  {"x", suffix_sum, 9, 1, &n, LF_F32, LF_ERR_INVALID},
+        {"x", suffix_sum, -1, 1, &n, LF_F32, LF_ERR_INVALID}, {"x", suffix_sum, 1, 1, &neg, LF_F32, LF_ERR_SHAPE},
+        {"x", suffix_sum, 1, 9, &n, LF_F32, LF_ERR_SHAPE},   {"x", suffix_sum, 1, 1, &n, (lf_dtype)99, LF_ERR_DTYPE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lf_graph *g = lf_graph_new(c);
+        lf_node *x = lf_input(g, lf_buffer_new(c, LF_F32, 1, &n));
+        lf_node *ins[LF_MAX_ARGS + 1] = {x, x, x, x, x, x, x, x, x};
+        cr_expect(lf_extern(g, cases[i].name, cases[i].fn, NULL, cases[i].nin, ins, cases[i].t, cases[i].ndim,
+                            cases[i].shape) == NULL, "case %zu accepted", i);
+        cr_expect_eq(lf_graph_status(g), cases[i].want, "case %zu: %s (%s)", i, lf_status_name(lf_graph_status(g)),
+                     lf_errmsg(c));
+        lf_graph_free(g);
+    }
+    lf_graph *g = lf_graph_new(c);
+    lf_node *x = lf_input(g, lf_buffer_new(c, LF_F32, 1, &n));
+    lf_node *e = lf_extern(g, "x", suffix_sum, NULL, 1, &x, LF_F32, 1, &n);
+    cr_expect_eq(lf_input_rebind(g, e, lf_buffer_new(c, LF_F32, 1, &n)), LF_ERR_INVALID, "%s", lf_errmsg(c));
+    lf_graph *other = lf_graph_new(c);
+    cr_expect(lf_extern(other, "x", suffix_sum, NULL, 1, &x, LF_F32, 1, &n) == NULL);
+    cr_expect_eq(lf_graph_status(other), LF_ERR_STATE, "%s", lf_errmsg(c));
+    lf_ctx_destroy(c);
+}
