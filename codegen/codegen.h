@@ -127,6 +127,9 @@ typedef struct cg_access {
                                       x's base, always CG_INNER_STRIDED); -1 */
 } cg_access;
 
+/* The most distinct library functions (lf_fn_from_library) one kernel
+ * calls; a kernel calling more prints an #error (it does not compile). */
+enum { CG_MAX_UFN = 16 };
 typedef struct cg_layout {
     const fuse_kernel *kernel;     /* the kernel laid out */
     cg_strategy strategy;
@@ -152,6 +155,11 @@ typedef struct cg_layout {
     int param_full_block;          /* P index of full_block */
     int param_scalar;              /* P index of the kernel's scalars (values of
                                       kernel->scalars, cg_fill_scalars) */
+    int param_ufn;                 /* P index of the addresses of the library
+                                      functions the kernel calls (ufn[], one
+                                      each; lf_fn_from_library) */
+    int nufn;                      /* 0..CG_MAX_UFN */
+    const graph_ufn *ufn[CG_MAX_UFN];
     int err_buf;                   /* kernels with gather loads: the buffer (its
                                       buf_slot is -1) of the int32 index-error
                                       flag, which the kernel sets to 1 when an
@@ -209,6 +217,9 @@ void cg_fill_scalars(const cg_layout *lay, int64_t *P);
 /* The access of fn f's load j (loads come first in access[]). */
 const cg_access *cg_load_access(const cg_layout *lay, int f, int j);
 
+/* P index of library function u's address in lay, or -1 (none left). */
+int cg_ufn_param(const cg_layout *lay, const graph_ufn *u);
+
 /* ==== dialect ============================================================ */
 
 typedef struct cg_dialect {
@@ -257,8 +268,10 @@ void cg_c_vmath_defs(cg_text *out, const fuse_kernel *kn);
  * the user's lines) and the generated text's numbering restored after it.
  * Printed after the prelude; the body is the dialect's (c_body or
  * cuda_body), the head "LF_FUNC <ret> name(<type> <param>, ...)" in the
- * dialect's value types. */
-void cg_emit_ufn_defs(cg_text *out, const fuse_kernel *kn, const cg_dialect *d);
+ * dialect's value types. A library function (lf_fn_from_library) has no
+ * definition: the C kernels call it through its address in P (param_ufn);
+ * for CUDA an #error says that it cannot be called there. */
+void cg_emit_ufn_defs(cg_text *out, const cg_layout *lay, const cg_dialect *d);
 /* The head (without body) of u with these value type names and qualifier,
  * and the body in braces under its #line: the pieces of the definitions
  * above, which backends/cpu/hostfn.c also prints for the host function. */

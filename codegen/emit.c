@@ -664,7 +664,17 @@ static void emit_fn(cg_emitter *e, int f, const char *jv, acc_form form, const c
                 cg_fmt(a, sizeof a, "%sv%d", prefix, x->arg[k]);
                 convert(args[k], sizeof args[k], a, et[x->arg[k]], u->params[k]);
             }
-            cg_fmt(v, sizeof v, "%s%s(%s%s%s%s%s)%s", u->ret == LF_BOOL ? "(" : "", u->name, args[0],
+            expr_buf callee; /* a library function: through its address, a kernel parameter */
+            int at = u->fp ? cg_ufn_param(e->lay, u) : -1;
+            if (!u->fp) {
+                cg_fmt(callee, sizeof callee, "%s", u->name);
+            } else {
+                char types[200] = "";
+                for (int k = 0; k < u->nparams; k++)
+                    snprintf(types + strlen(types), sizeof types - strlen(types), "%s%s", k ? ", " : "", cg_vtype(e, u->params[k]));
+                cg_fmt(callee, sizeof callee, "((%s (*)(%s))(intptr_t)P[%d])", cg_vtype(e, u->ret), u->nparams ? types : "void", at);
+            }
+            cg_fmt(v, sizeof v, "%s%s(%s%s%s%s%s)%s", u->ret == LF_BOOL ? "(" : "", callee, args[0],
                    u->nparams > 1 ? ", " : "", args[1], u->nparams > 2 ? ", " : "", args[2],
                    u->ret == LF_BOOL ? " != 0)" : "");
             cg_fmt(notebuf, sizeof notebuf, " /* user function */");
@@ -1277,13 +1287,21 @@ void cg_emit_ufn_body(cg_text *out, const graph_ufn *u, const char *body) {
     cg_printf(out, " {\n#line 1 \"%s\"\n%s\n}\n", u->name, body);
 }
 
-void cg_emit_ufn_defs(cg_text *out, const fuse_kernel *kn, const cg_dialect *d) {
+void cg_emit_ufn_defs(cg_text *out, const cg_layout *lay, const cg_dialect *d) {
+    const fuse_kernel *kn = lay->kernel;
     int nfns = kn->npasses + 2;
     for (int f = 0; f < nfns; f++) {
         const lf_fn *fn = f < kn->npasses ? kn->passes[f].fn : f == kn->npasses ? kn->epi : kn->row;
         for (int i = 0; fn && i < fn->nexprs; i++) {
             const graph_ufn *u = fn->exprs[i].call;
             if (fn->exprs[i].kind != EXPR_CALL) continue;
+            if (u->fp) { /* a library function: called through P (C only) */
+                if (d->cuda)
+                    cg_printf(out, "#error \"user function %s is host code from a shared library: CUDA kernels cannot call it\"\n", u->name);
+                else if (cg_ufn_param(lay, u) < 0)
+                    cg_printf(out, "#error \"more than %d library functions in one kernel\"\n", CG_MAX_UFN);
+                continue;
+            }
             /* guarded: a unit of several kernels defines it once (lf_fn_c keeps
                names unique in a graph) */
             cg_printf(out, "#ifndef LF_UFN_%s\n#define LF_UFN_%s\n", u->name, u->name);

@@ -357,7 +357,10 @@ typedef struct graph_ufn {
     graph_ufn_entry entry;                /* the host function (hostfn: compiled
                                              by ctx->hostcc, lives as long as
                                              the context) */
-    void *fp;                             /* entry's first argument */
+    void *fp;                             /* a library function's address
+                                             (lf_fn_from_library), else NULL;
+                                             entry's first argument */
+    void *lib;                            /* its dlopen handle (closed with the ufn) */
     struct graph_ufn *next;               /* g->ufns list */
 } graph_ufn;
 
@@ -367,7 +370,7 @@ typedef struct graph_ufn {
  * function: no body); cuda_body NULL: c_body. NULL with the error recorded
  * on the graph. */
 lf_fn *graph_ufn_declare(lf_graph *g, const char *what, const char *name, const char *signature,
-                         const char *c_body, const char *cuda_body, void *fp);
+                         const char *c_body, const char *cuda_body, void *fp, void *lib);
 /* Frees g's user functions (graph_destroy, after its fns). */
 void graph_ufns_destroy(lf_graph *g);
 

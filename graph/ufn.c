@@ -17,6 +17,7 @@
 #include "graph/graph.h"
 
 #include <ctype.h>
+#include <dlfcn.h>
 #include <string.h>
 
 /* The dtypes a signature may name (those with one plain C value type). */
@@ -131,6 +132,7 @@ static lf_fn *call_fn(lf_graph *g, const graph_ufn *u) {
 
 static void ufn_free(graph_ufn *u) {
     if (!u) return;
+    if (u->lib) dlclose(u->lib);
     graph_free(u->c_body);
     graph_free(u->cuda_body);
     graph_free(u);
@@ -144,8 +146,9 @@ void graph_ufns_destroy(lf_graph *g) {
     }
 }
 
-lf_fn *graph_ufn_declare(lf_graph *g, const char *what, const char *name, const char *signature,
-                         const char *c_body, const char *cuda_body, void *fp) {
+/* graph_ufn_declare; *took says whether the new ufn took lib. */
+static lf_fn *declare(lf_graph *g, const char *what, const char *name, const char *signature, const char *c_body,
+                      const char *cuda_body, void *fp, void *lib, bool *took) {
     if (!graph_check_args(g, what, 0, NULL)) return NULL;
     if (!name || !signature || (!fp && !c_body)) {
         graph_fail(g, LF_ERR_NULL, "%s: %s is NULL", what, !name ? "name" : !signature ? "signature" : "c_source");
@@ -207,6 +210,8 @@ lf_fn *graph_ufn_declare(lf_graph *g, const char *what, const char *name, const 
         graph_fail(g, st, "%s", msg);
         return NULL;
     }
+    u->lib = lib;
+    *took = lib != NULL;
     u->next = g->ufns;
     g->ufns = u;
     return call_fn(g, u);
@@ -215,11 +220,46 @@ nomem:
     return NULL;
 }
 
+lf_fn *graph_ufn_declare(lf_graph *g, const char *what, const char *name, const char *signature,
+                         const char *c_body, const char *cuda_body, void *fp, void *lib) {
+    bool took = false;
+    lf_fn *f = declare(g, what, name, signature, c_body, cuda_body, fp, lib, &took);
+    if (lib && !took) dlclose(lib);
+    return f;
+}
+
 lf_fn *lf_fn_c(lf_graph *g, const char *name, const char *signature, const char *c_source) {
-    return graph_ufn_declare(g, "fn_c", name, signature, c_source, NULL, NULL);
+    return graph_ufn_declare(g, "fn_c", name, signature, c_source, NULL, NULL, NULL);
 }
 
 lf_fn *lf_fn_c_cuda(lf_graph *g, const char *name, const char *signature, const char *c_source,
                     const char *cuda_source) {
-    return graph_ufn_declare(g, "fn_c_cuda", name, signature, c_source, cuda_source, NULL);
+    return graph_ufn_declare(g, "fn_c_cuda", name, signature, c_source, cuda_source, NULL, NULL);
+}
+
+lf_fn *lf_fn_from_library(lf_graph *g, const char *name, const char *signature, const char *path,
+                          const char *symbol) {
+    if (!graph_check_args(g, "fn_from_library", 0, NULL)) return NULL;
+    if (!path || !symbol) {
+        graph_fail(g, LF_ERR_NULL, "fn_from_library: %s is NULL", !path ? "path" : "symbol");
+        return NULL;
+    }
+    dlerror();
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *why = dlerror();
+        graph_fail(g, LF_ERR_INVALID, "fn_from_library: cannot load '%.200s': %s", path, why ? why : "unknown reason");
+        return NULL;
+    }
+    dlerror();
+    void *fp = dlsym(lib, symbol);
+    const char *why = dlerror();
+    if (!fp || why) {
+        graph_fail(g, LF_ERR_INVALID, "fn_from_library: '%.200s' has no function '%.100s'%s%s", path, symbol,
+                   why ? ": " : "", why ? why : "");
+        dlclose(lib);
+        return NULL;
+    }
+    /* the handle's reference goes to the new ufn, or is dropped */
+    return graph_ufn_declare(g, "fn_from_library", name, signature, NULL, NULL, fp, lib);
 }

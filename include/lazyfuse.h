@@ -1055,6 +1055,23 @@ LF_API lf_fn *lf_fn_c(lf_graph *g, const char *name, const char *signature, cons
  * CUDA one only by compiling it. */
 LF_API lf_fn *lf_fn_c_cuda(lf_graph *g, const char *name, const char *signature, const char *c_source,
                            const char *cuda_source);
+/* A user function whose code is precompiled: the function `symbol` of the
+ * shared object at `path` (dlopen(path, RTLD_NOW | RTLD_LOCAL), so a path
+ * without '/' is searched as dlopen does), with the C prototype that
+ * signature gives (lf_fn_c's rules; the C types: bool -> int, i32 ->
+ * int32_t, i64 -> int64_t, f32 -> float, f64 -> double). The library stays
+ * loaded while the graph lives. CPU kernels call it through its address,
+ * a run-time kernel parameter (the kernel's text, hence its cache key,
+ * holds no address), so it is never inlined; the reference evaluator and
+ * the interpreter call it through a small compiled trampoline (lf_fn_c's
+ * host compile). The CUDA backend cannot call host code: a CUDA kernel
+ * that would is refused when compiled (lf_eval fails with LF_ERR_BACKEND).
+ * Errors: LF_ERR_NULL, LF_ERR_INVALID for a library that does not load or
+ * lacks the symbol (dlerror's text in the message), a bad name or
+ * signature; the trampoline's compile as lf_fn_c's. The library cannot
+ * check that the prototype is right: a wrong one is undefined behaviour. */
+LF_API lf_fn *lf_fn_from_library(lf_graph *g, const char *name, const char *signature, const char *path,
+                                 const char *symbol);
 
 /* ---- extern nodes: a user routine inside the graph (1.3) ------------------
  *

@@ -477,3 +477,85 @@ Test(extern, bad_arguments) {
     cr_expect_eq(lf_graph_status(other), LF_ERR_STATE, "%s", lf_errmsg(c));
     lf_ctx_destroy(c);
 }
+
+/* ---- lf_fn_from_library ------------------------------------------------------------------- */
+
+/* The oracle: the same code as tests/ufn_lib.c. */
+static float lib_diff3(float a, float b) { return (a - b) / 3.0f; }
+
+/* z = lib_diff3(x + 1, y) and t = lib_tri(i) and lib_is_neg(x) on every
+ * evaluator: a library function fuses (called through a kernel parameter)
+ * and a graph may call several. */
+Test(library, every_evaluator) {
+    const int64_t n = 29;
+    float x[29], y[29], want[29], got[29];
+    int64_t iv[29], tri[29], gti[29];
+    uint8_t neg[29], gneg[29];
+    fill(x, n, -10, 10);
+    fill(y, n, -10, 10);
+    for (int i = 0; i < n; i++) {
+        iv[i] = tu_randint(-1000, 1000);
+        tri[i] = iv[i] * (iv[i] + 1) / 2;
+        want[i] = lib_diff3(x[i] + 1.0f, y[i]);
+        neg[i] = (double)x[i] < 0;
+    }
+    for (int r = 0; r < NRUNS; r++) {
+        lf_ctx *c = ctx_of(runs[r].be, runs[r].threads, runs[r].compile, runs[r].fusion);
+        lf_graph *g = lf_graph_new(c);
+        lf_fn *d3 = lf_fn_from_library(g, "diff3", "f32(f32, f32)", LF_TEST_UFN_LIB, "lib_diff3");
+        lf_fn *tr = lf_fn_from_library(g, "tri", "i64(i64)", LF_TEST_UFN_LIB, "lib_tri");
+        lf_fn *ng = lf_fn_from_library(g, "is_neg", "bool(f64)", LF_TEST_UFN_LIB, "lib_is_neg");
+        cr_assert(d3 && tr && ng, "%s: %s", runs[r].name, lf_errmsg(c));
+        lf_node *xn = lf_input(g, buffer_from_host(c, LF_F32, 1, &n, x));
+        lf_node *yn = lf_input(g, buffer_from_host(c, LF_F32, 1, &n, y));
+        lf_node *in = lf_input(g, buffer_from_host(c, LF_I64, 1, &n, iv));
+        lf_node *z = lf_zipwith(g, d3, 2, (lf_node *[]){lf_map(g, lf_fn_parse(g, "(v) -> v + 1.0"), xn), yn});
+        lf_node *t = lf_map(g, tr, in), *s = lf_map(g, ng, xn);
+        cr_assert(z && t && s, "%s", lf_errmsg(c));
+        lf_buffer *oz = lf_buffer_new(c, LF_F32, 1, &n), *ot = lf_buffer_new(c, LF_I64, 1, &n),
+                  *os = lf_buffer_new(c, LF_BOOL, 1, &n);
+        cr_assert_eq(lf_eval(g, 3, (lf_node *[]){z, t, s}, (lf_buffer *[]){oz, ot, os}), LF_OK, "%s: %s", runs[r].name,
+                     lf_errmsg(c));
+        lf_buffer_read(oz, got, sizeof got);
+        lf_buffer_read(ot, gti, sizeof gti);
+        lf_buffer_read(os, gneg, sizeof gneg);
+        int64_t at = 0;
+        cr_expect(same_bits32(got, want, n, sizeof *got, &at), "%s: diff3 element %lld is %a, want %a", runs[r].name,
+                  (long long)at, (double)got[at], (double)want[at]);
+        cr_expect(!memcmp(gti, tri, sizeof tri), "%s: tri differs", runs[r].name);
+        cr_expect(!memcmp(gneg, neg, sizeof neg), "%s: is_neg differs", runs[r].name);
+        if (r == RUN_COUNTED) {
+            lf_eval_stats st;
+            lf_ctx_last_stats(c, &st);
+            cr_expect_leq(st.kernels, 2, "%d kernels", st.kernels);
+            lf_eval_stats one;
+            lf_eval(g, 1, &z, &oz);
+            lf_ctx_last_stats(c, &one);
+            cr_expect_eq(one.kernels, 1, "diff3(map(x), y): %d kernels, want 1", one.kernels);
+        }
+        lf_ctx_destroy(c);
+    }
+}
+
+Test(library, errors) {
+    lf_ctx *c = ctx_of(LF_BACKEND_CPU, 1, LF_COMPILE_AUTO, 1);
+    lf_graph *g = lf_graph_new(c);
+    cr_expect(lf_fn_from_library(g, "f", "f32(f32)", "/nonexistent/libnothing.so", "x") == NULL);
+    cr_expect_eq(lf_graph_status(g), LF_ERR_INVALID);
+    cr_expect(strstr(lf_errmsg(c), "cannot load '/nonexistent/libnothing.so'") != NULL, "%s", lf_errmsg(c));
+    lf_graph_free(g);
+    g = lf_graph_new(c);
+    cr_expect(lf_fn_from_library(g, "f", "f32(f32)", LF_TEST_UFN_LIB, "lib_nosuch") == NULL);
+    cr_expect_eq(lf_graph_status(g), LF_ERR_INVALID);
+    cr_expect(strstr(lf_errmsg(c), "no function 'lib_nosuch'") != NULL, "%s", lf_errmsg(c));
+    lf_graph_free(g);
+    g = lf_graph_new(c);
+    cr_expect(lf_fn_from_library(g, "f", "f32(f32)", NULL, "lib_tri") == NULL);
+    cr_expect_eq(lf_graph_status(g), LF_ERR_NULL);
+    lf_graph_free(g);
+    g = lf_graph_new(c);
+    cr_expect(lf_fn_from_library(g, "f", "f32[f32]", LF_TEST_UFN_LIB, "lib_diff3") == NULL);
+    cr_expect_eq(lf_graph_status(g), LF_ERR_INVALID, "%s", lf_errmsg(c));
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+}
