@@ -880,3 +880,52 @@ Test(cuda_codegen, emulated_pad_and_concat, .timeout = 600) {
     rmdir(dir);
     lf_ctx_destroy(ctx);
 }
+
+/* User functions (lf_fn_c, lf_fn_c_cuda): kernels calling them compile with
+ * NVRTC (the body as a __device__ function, fused with builtin maps and a
+ * reduction); an error in the CUDA body comes back in NVRTC's log at the
+ * body's own line; a library function (host code) is refused by name. */
+Test(cuda_codegen, user_functions_compile_with_nvrtc) {
+    if (!enabled()) cr_skip_test("LF_TEST_NVRTC=1 runs it (meson test cuda-codegen)");
+    char why[256];
+    cr_assert(cuda_nvrtc_available(why, sizeof why), "NVRTC is required for this test: %s", why);
+    lf_ctx *ctx = ref_ctx();
+    lf_graph *g = lf_graph_new(ctx);
+    const int64_t shape[2] = {64, 33};
+    lf_node *x = lf_input(g, lf_buffer_new(ctx, LF_F32, 2, shape));
+    lf_node *i = lf_input(g, lf_buffer_new(ctx, LF_I32, 2, shape));
+    lf_fn *smooth = lf_fn_c(g, "smooth", "f32(f32 x, f32 k)", "float t = x / k;\nreturn t / (1.0f + fabsf(t));");
+    lf_fn *pick = lf_fn_c_cuda(g, "pick", "f64(bool b, i64 n, f64 v)", "return b ? (double)n : v;",
+                               "return b ? __ll2double_rn(n) : v;");
+    cr_assert(smooth && pick, "%s", lf_errmsg(ctx));
+    lf_node *a = lf_zipwith(g, smooth, 2, (lf_node *[]){lf_map(g, lf_fn_parse(g, "(v) -> v * 2.0"), x), x});
+    lf_node *b = lf_zipwith(g, pick, 3, (lf_node *[]){lf_map(g, lf_fn_parse(g, "(v) -> v > 0"), a), i, a});
+    lf_node *outs[2] = {a, lf_reduce(g, LF_RED_SUM, b, 1, (int[]){1}, false)};
+    cr_assert(outs[1] != NULL, "%s", lf_errmsg(ctx));
+    nvrtc_run run = {.what = "user functions"};
+    compile_plans(&run, g, 2, outs);
+    cr_expect_gt(run.compiled, 0);
+    lf_graph_free(g);
+
+    /* a CUDA body with an error: NVRTC's log names the body's line */
+    g = lf_graph_new(ctx);
+    x = lf_input(g, lf_buffer_new(ctx, LF_F32, 2, shape));
+    lf_fn *bad = lf_fn_c_cuda(g, "bad", "f32(f32 v)", "return v;", "float w = v;\nreturn w +* ;");
+    cr_assert(bad != NULL, "%s", lf_errmsg(ctx));
+    lf_node *y = lf_map(g, bad, x);
+    fuse_schedule *s = NULL;
+    cr_assert_eq(fuse_plan(g, 1, &y, true, &s), LF_OK);
+    cg_layout *lay = cg_layout_new(s, 0);
+    cg_text t = {0};
+    cg_emit_kernel(s, lay, cg_dialect_cuda(), &t);
+    char *log = NULL, err[512] = "";
+    size_t bytes = 0;
+    cr_expect_neq(cuda_nvrtc_compile_for_arch(t.s, 90, &log, &bytes, err, sizeof err), LF_OK);
+    cr_expect(log && strstr(log, "bad(2)"), "NVRTC's log lacks the body's line 2: %s", log ? log : err);
+    graph_free(log);
+    cg_text_free(&t);
+    graph_free(lay);
+    fuse_schedule_free(s);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
