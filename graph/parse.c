@@ -428,6 +428,7 @@ typedef struct frame {
     int nargs;          /* F_CALL: arguments read (saturates at INT_MAX) */
     int line, col;      /* F_CALL: position of the name */
     const char *name;   /* F_CALL: the name, in the source */
+    const graph_ufn *ufn; /* F_CALL: a user function of the graph (lf_fn_c), else NULL */
 } frame;
 
 typedef struct fstack {
@@ -516,7 +517,10 @@ static token call_name(const frame *f) {
 static bool open_call(parser *p, frame *f) {
     token name = p->tok;
     lf_op op = find_op(&name, OPSYN_CALL);
-    if (op == LF_NOPS && cast_dtype(&name) == LF_NDTYPES) {
+    if (op == LF_NOPS && cast_dtype(&name) == LF_NDTYPES && param_index(p, &name) < 0)
+        for (const graph_ufn *u = p->g->ufns; u && !f->ufn; u = u->next) /* a user function by name */
+            if (strlen(u->name) == name.len && !memcmp(u->name, name.s, name.len)) f->ufn = u;
+    if (op == LF_NOPS && cast_dtype(&name) == LF_NDTYPES && !f->ufn) {
         if (param_index(p, &name) >= 0 || reserved(&name))
             fail_at(p, &name, "'" TOKFMT "' is not a function", TOKARG(&name));
         else
@@ -534,10 +538,16 @@ static bool open_call(parser *p, frame *f) {
 static int close_call(parser *p, const frame *f) {
     if (!expect(p, ")")) return -1;
     token name = call_name(f);
-    int arity = f->op != LF_NOPS ? graph_ops[f->op].arity : 1;
+    int arity = f->ufn ? f->ufn->nparams : f->op != LF_NOPS ? graph_ops[f->op].arity : 1;
     if (f->nargs != arity)
         return fail_at(p, &name, "'" TOKFMT "' takes %d argument%s, got %d", TOKARG(&name), arity,
                        arity == 1 ? "" : "s", f->nargs);
+    if (f->ufn) {
+        fn_expr e = graph_fn_blank_expr(EXPR_CALL);
+        e.call = f->ufn;
+        for (int k = 0; k < arity; k++) e.arg[k] = f->arg[k];
+        return add(p, &e);
+    }
     if (f->op != LF_NOPS) return mk_op(p, f->op, f->arg[0], f->arg[1], f->arg[2]);
     fn_expr e = graph_fn_blank_expr(EXPR_CAST);
     e.cast_to = cast_dtype(&name);

@@ -1043,7 +1043,10 @@ LF_API bool lf_fn_equal(const lf_fn *a, const lf_fn *b);
  * library assumes it is a pure function of its arguments (no state, same
  * result for the same arguments): the planner may compute it more or fewer
  * times than the graph names it. lf_fn_print writes a call as
- * NAME(args); lf_fn_parse knows no user function. */
+ * NAME(args), and lf_fn_parse on the same graph reads NAME(args) as a call
+ * of the user function declared there by that name (builtin function and
+ * cast names come first; a parameter of that name is not callable), so
+ * "(x) -> smooth(x * 2.0, 3.0) + 1" composes it with builtins in one fn. */
 LF_API lf_fn *lf_fn_c(lf_graph *g, const char *name, const char *signature, const char *c_source);
 /* lf_fn_c with a body for each dialect: c_source for the CPU backend and
  * the host function, cuda_source for CUDA kernels (NVRTC, CUDA C++ device

@@ -208,6 +208,44 @@ Test(ufn, print_and_redeclare) {
     lf_ctx_destroy(c);
 }
 
+/* lf_fn_parse calls a user function of the graph by name, and reads back
+ * what lf_fn_print writes; the parsed fn runs the same on every evaluator. */
+Test(ufn, parser_calls_by_name) {
+    const int64_t n = 9;
+    float x[9], want[9], got[9];
+    fill(x, n, -5, 5);
+    for (int i = 0; i < n; i++) want[i] = smooth(x[i] * 2.0f, 3.0f) + 1.0f;
+    for (int r = 0; r < NRUNS; r++) {
+        lf_ctx *c = ctx_of(runs[r].be, runs[r].threads, runs[r].compile, runs[r].fusion);
+        lf_graph *g = lf_graph_new(c);
+        cr_assert(lf_fn_c(g, "smooth", SMOOTH_SIG, SMOOTH_BODY) != NULL, "%s", lf_errmsg(c));
+        lf_fn *f = lf_fn_parse(g, "(v) -> smooth(v * 2.0, 3.0) + 1");
+        cr_assert(f != NULL, "%s", lf_errmsg(c));
+        char text[128];
+        lf_fn_print(f, text, sizeof text);
+        lf_fn *again = lf_fn_parse(g, text);
+        cr_expect(again && lf_fn_equal(f, again), "'%s' does not read back", text);
+        lf_node *y = lf_map(g, f, lf_input(g, buffer_from_host(c, LF_F32, 1, &n, x)));
+        lf_buffer *out = lf_buffer_new(c, LF_F32, 1, &n);
+        cr_assert_eq(lf_eval(g, 1, &y, &out), LF_OK, "%s: %s", runs[r].name, lf_errmsg(c));
+        lf_buffer_read(out, got, sizeof got);
+        int64_t at = 0;
+        cr_expect(same_bits32(got, want, n, sizeof *got, &at), "%s: element %lld is %a, want %a", runs[r].name,
+                  (long long)at, (double)got[at], (double)want[at]);
+        lf_ctx_destroy(c);
+    }
+    lf_ctx *c = ctx_of(LF_BACKEND_REFERENCE, 1, 0, 1);
+    lf_graph *g = lf_graph_new(c);
+    cr_expect(lf_fn_parse(g, "(v) -> smooth(v, 1.0)") == NULL); /* not declared on this graph */
+    cr_expect(strstr(lf_errmsg(c), "unknown function 'smooth'") != NULL, "%s", lf_errmsg(c));
+    lf_graph_free(g);
+    g = lf_graph_new(c);
+    lf_fn_c(g, "smooth", SMOOTH_SIG, SMOOTH_BODY);
+    cr_expect(lf_fn_parse(g, "(v) -> smooth(v)") == NULL);
+    cr_expect(strstr(lf_errmsg(c), "'smooth' takes 2 arguments, got 1") != NULL, "%s", lf_errmsg(c));
+    lf_ctx_destroy(c);
+}
+
 /* The body is part of the kernel's key: two graphs on one context with the
  * same name and signature but other bodies run their own code, and the same
  * body again is a memory hit. */
