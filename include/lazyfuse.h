@@ -1021,8 +1021,8 @@ LF_API bool lf_fn_equal(const lf_fn *a, const lf_fn *b);
  * must be a C identifier. Blanks are free.
  * c_source: the function's BODY (the statements between its braces; it must
  * return a value), in C11 with <math.h> and <stdint.h> included; the C types
- * of the dtypes are bool -> _Bool, i32 -> int32_t, i64 -> int64_t, f32 ->
- * float, f64 -> double. The library writes the function's head itself
+ * of the dtypes are bool -> int (0 or 1; a nonzero result is true), i32 ->
+ * int32_t, i64 -> int64_t, f32 -> float, f64 -> double. The library writes the function's head itself
  * (static, in the kernel's unit), so the body cannot declare other
  * functions. An argument of another dtype is converted to the parameter's
  * dtype with lf_cast's rules first; the result has dtype RET.
@@ -1051,8 +1051,8 @@ LF_API lf_fn *lf_fn_c(lf_graph *g, const char *name, const char *signature, cons
 /* lf_fn_c with a body for each dialect: c_source for the CPU backend and
  * the host function, cuda_source for CUDA kernels (NVRTC, CUDA C++ device
  * code; NULL: c_source is used for both). Both get the same head: in CUDA
- * a __device__ function with the parameters' CUDA types (bool, int,
- * long long, float, double). cuda_source is checked when a CUDA kernel
+ * a __device__ function with the same types (int for bool, int32_t,
+ * int64_t, float, double). cuda_source is checked when a CUDA kernel
  * using it is compiled: an error then fails that lf_eval with NVRTC's log.
  * The two bodies must compute the same function; the library checks the
  * CUDA one only by compiling it. */
