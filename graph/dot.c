@@ -54,7 +54,7 @@ const char *graph_dot_node_label(const lf_node *n, char *buf, size_t cap) {
     buf[0] = 0;
     append(buf, cap, &len, "#%d ", n->id);
     switch (n->kind) {
-    case NODE_INPUT: append(buf, cap, &len, "input"); break;
+    case NODE_INPUT: append(buf, cap, &len, n->ext ? "extern" : "input"); break; /* (its name may need escaping) */
     case NODE_CONST:
         if (graph_dtype_is_float(n->dtype)) append(buf, cap, &len, "const %g", n->u.value.f);
         else append(buf, cap, &len, "const %lld", (long long)n->u.value.i);
