@@ -597,3 +597,59 @@ Test(library, errors) {
     lf_graph_free(g);
     lf_ctx_destroy(c);
 }
+
+/* ---- allocation failures ---------------------------------------------------------------- */
+
+/* lf_fn_c (its host function already compiled on this context), a map over
+ * it, an extern and an eval, on ctx; the status of the first failure. */
+static lf_status build_ufn_extern(lf_ctx *c) {
+    const int64_t n = 40;
+    float x[40];
+    for (int i = 0; i < n; i++) x[i] = (float)i;
+    lf_graph *g = lf_graph_new(c);
+    if (!g) return LF_ERR_NOMEM;
+    int calls = 0;
+    lf_buffer *xb = lf_buffer_new(c, LF_F32, 1, &n), *out = NULL;
+    if (!xb || lf_buffer_write(xb, x, sizeof x) != LF_OK) {
+        if (xb) lf_buffer_free(xb);
+        lf_graph_free(g);
+        return LF_ERR_NOMEM;
+    }
+    lf_node *y = lf_map(g, lf_fn_c(g, "smooth1", "f32(f32 v)", "return v / (1.0f + fabsf(v));"), lf_input(g, xb));
+    lf_node *e = lf_extern(g, "suffix", suffix_sum, &calls, 1, &y, LF_F32, 1, &n);
+    lf_node *z = lf_map(g, lf_fn_parse(g, "(v) -> smooth1(v) * 2"), e);
+    lf_status st = lf_graph_status(g);
+    if (st == LF_OK && !(out = lf_buffer_new(c, LF_F32, 1, &n))) st = LF_ERR_NOMEM;
+    if (st == LF_OK) st = lf_eval(g, 1, &z, &out);
+    if (out) lf_buffer_free(out);
+    if (xb) lf_buffer_free(xb);
+    lf_graph_free(g);
+    return st;
+}
+
+/* Each allocation in turn fails once: every run ends in LF_OK or
+ * LF_ERR_NOMEM and leaks nothing (the sweep ends after 25 runs in a row
+ * pass, as test_memory's does). */
+Test(ufn, every_allocation_failure_is_clean) {
+    for (int r = 0; r < 2; r++) {
+        lf_ctx *c = ctx_of(r ? LF_BACKEND_CPU : LF_BACKEND_REFERENCE, 2, LF_COMPILE_NEVER, 1);
+        cr_assert_eq(build_ufn_extern(c), LF_OK, "%s", lf_errmsg(c)); /* compiles the host function once */
+        size_t base = lf_debug_live_bytes();
+        int failures = 0, ok_in_a_row = 0;
+        int64_t k;
+        for (k = 1; k < 5000 && ok_in_a_row < 25; k++) {
+            lf_debug_fail_alloc(k, false);
+            lf_status st = build_ufn_extern(c);
+            lf_debug_fail_alloc(0, false);
+            cr_assert(st == LF_OK || st == LF_ERR_NOMEM, "allocation %lld failed: %s (%s)", (long long)k, lf_status_name(st),
+                      lf_errmsg(c));
+            cr_assert_eq(lf_debug_live_bytes(), base, "allocation %lld failed: leaked %zu bytes", (long long)k,
+                         lf_debug_live_bytes() - base);
+            if (st == LF_OK) ok_in_a_row++;
+            else failures++, ok_in_a_row = 0;
+        }
+        cr_expect_eq(ok_in_a_row, 25, "the sweep did not finish");
+        cr_expect_gt(failures, 20, "only %d allocations were swept", failures);
+        lf_ctx_destroy(c);
+    }
+}
