@@ -929,3 +929,32 @@ Test(cuda_codegen, user_functions_compile_with_nvrtc) {
     lf_graph_free(g);
     lf_ctx_destroy(ctx);
 }
+
+/* A user function's CUDA kernels on the emulator: smooth(x * 2, k) fused
+ * with a map and with a row sum (several blocks), against the reference
+ * evaluator (which calls the host copy of the same body). */
+Test(cuda_codegen, emulated_user_functions, .timeout = 600) {
+    if (!enabled()) cr_skip_test("LF_TEST_NVRTC=1 runs it (meson test cuda-codegen)");
+    char dir[] = "/tmp/lf-emu-XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL);
+    lf_ctx *ctx = ref_ctx();
+    int id = 0, launches = 0, vec_launches = 0, kernels = 0;
+    emu_sorts es = {.threads = 32};
+    lf_graph *g = lf_graph_new(ctx);
+    const int64_t shape[2] = {37, 3001};
+    lf_node *x = lf_input(g, random_buffer(ctx, 2, shape));
+    lf_node *k = lf_input(g, random_buffer(ctx, 1, (int64_t[]){3001}));
+    lf_fn *smooth = lf_fn_c(g, "smooth", "f32(f32 x, f32 k)", "float t = x / k;\nreturn t / (1.0f + fabsf(t));");
+    cr_assert(smooth != NULL, "%s", lf_errmsg(ctx));
+    lf_node *a = lf_zipwith(g, smooth, 2, (lf_node *[]){lf_map(g, lf_fn_parse(g, "(v) -> v * 2.0"), x), k});
+    lf_node *outs[2] = {a, lf_reduce(g, LF_RED_SUM, lf_map(g, lf_fn_parse(g, "(v) -> smooth(v, 3.0) + 1"), x), 1,
+                                     (int[]){1}, false)};
+    cr_assert(outs[0] && outs[1], "%s", lf_errmsg(ctx));
+    emu_check(ctx, g, 2, outs, "user functions", dir, &id, false, &kernels, &launches, &vec_launches, &es);
+    cr_expect_gt(launches, 0);
+    tu_note("cuda_codegen: user functions: %d kernels, %d emulated launches\n", kernels, launches);
+    lf_graph_free(g);
+    if (es.h) dlclose(es.h);
+    rmdir(dir);
+    lf_ctx_destroy(ctx);
+}
