@@ -37,6 +37,7 @@
  * AUTO should try it). This file has no other per-backend code.
  */
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/hostfn.h"
 #include "backends/host.h"
 #include "backends/program.h"
 #ifdef LF_WITH_CUDA
@@ -183,6 +184,7 @@ lf_ctx *lf_ctx_new(const lf_ctx_options *opt) {
         o.cache_dir = dir;
     }
     ctx->opt = o;
+    ctx->hostcc = &cpu_hostcc; /* user functions' host code (lf_fn_c) */
     if (open_backend(ctx) != LF_OK) {
         graph_free((char *)ctx->opt.cache_dir);
         graph_free(ctx);
@@ -201,6 +203,7 @@ void lf_ctx_destroy(lf_ctx *ctx) {
     }
     for (int i = 0; i < GRAPH_BACKENDS; i++) /* every backend that made state here */
         if (builtin[i] && builtin[i]->close) builtin[i]->close(ctx);
+    if (ctx->hostcc) ctx->hostcc->close(ctx); /* after the graphs that point into it */
     graph_free((char *)ctx->opt.cache_dir);
     graph_free(ctx);
 }
@@ -241,8 +244,22 @@ lf_status lf_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const *ds
     if (!be || (be != ctx->be && be->buffer_alloc)) /* a device backend runs on its own buffers only */
         return graph_error(ctx, LF_ERR_STATE, "eval: the %s backend cannot run on this context's buffers",
                            lf_backend_name(ctx->backend));
-    lf_eval_stats stats;
+    lf_eval_stats stats, steps;
+    /* lf_extern nodes first: their inputs, callbacks and results (graph/extern.c) */
+    if ((st = graph_extern_steps(g, n, outs, be, backend_eval, &steps)) != LF_OK) return st;
     if ((st = backend_eval(be, g, n, outs, dsts, &stats)) != LF_OK) return st;
+    if (g->externs) { /* the steps' kernels count too */
+        stats.kernels += steps.kernels;
+        stats.bytes_read += steps.bytes_read;
+        stats.bytes_written += steps.bytes_written;
+        stats.temp_bytes_avoided += steps.temp_bytes_avoided;
+        stats.bytes_materialized += steps.bytes_materialized;
+        stats.plan_seconds += steps.plan_seconds;
+        stats.kernels_compiled += steps.kernels_compiled;
+        stats.kernels_disk_hits += steps.kernels_disk_hits;
+        stats.kernels_memory_hits += steps.kernels_memory_hits;
+        stats.compiler_runs += steps.compiler_runs;
+    }
     ctx->last_stats = stats;
     /* a compiled program's line (the host evaluators print their own) */
     bool compiled = stats.program_reused || stats.kernels_compiled || stats.kernels_disk_hits ||

@@ -127,6 +127,9 @@ typedef struct cg_access {
                                       x's base, always CG_INNER_STRIDED); -1 */
 } cg_access;
 
+/* The most distinct library functions (lf_fn_from_library) one kernel
+ * calls; a kernel calling more prints an #error (it does not compile). */
+enum { CG_MAX_UFN = 16 };
 typedef struct cg_layout {
     const fuse_kernel *kernel;     /* the kernel laid out */
     cg_strategy strategy;
@@ -152,6 +155,11 @@ typedef struct cg_layout {
     int param_full_block;          /* P index of full_block */
     int param_scalar;              /* P index of the kernel's scalars (values of
                                       kernel->scalars, cg_fill_scalars) */
+    int param_ufn;                 /* P index of the addresses of the library
+                                      functions the kernel calls (ufn[], one
+                                      each; lf_fn_from_library) */
+    int nufn;                      /* 0..CG_MAX_UFN */
+    const graph_ufn *ufn[CG_MAX_UFN];
     int err_buf;                   /* kernels with gather loads: the buffer (its
                                       buf_slot is -1) of the int32 index-error
                                       flag, which the kernel sets to 1 when an
@@ -209,6 +217,9 @@ void cg_fill_scalars(const cg_layout *lay, int64_t *P);
 /* The access of fn f's load j (loads come first in access[]). */
 const cg_access *cg_load_access(const cg_layout *lay, int f, int j);
 
+/* P index of library function u's address in lay, or -1 (none left). */
+int cg_ufn_param(const cg_layout *lay, const graph_ufn *u);
+
 /* ==== dialect ============================================================ */
 
 struct cg_emitter;
@@ -229,6 +240,11 @@ typedef struct cg_dialect {
                                       "[[maybe_unused]] " (CUDA: a value only an
                                       unused output needs would warn) */
     bool vector_math;              /* math calls go to a vector library */
+    bool host_code;                /* kernels run on the host: user functions'
+                                      C bodies, and library functions called
+                                      through a pointer (lf_fn_from_library);
+                                      else their CUDA bodies, and a library
+                                      function is an #error */
     bool shift_loads;              /* loads of one buffer at constant offsets
                                       from an earlier load read through its
                                       pointer (emit.c's shift_base: C keeps a
@@ -269,6 +285,21 @@ void cg_printf(cg_text *t, const char *fmt, ...) __attribute__((format(printf, 2
  * guarded so that a unit of several kernels defines it once. Printed after
  * the C vector dialect's prelude and the shared helpers. */
 void cg_c_vmath_defs(cg_text *out, const fuse_kernel *kn);
+/* The definitions of the user functions (lf_fn_c) kernel kn calls, each
+ * guarded (#ifndef LF_UFN_<name>) so that a unit of several kernels defines
+ * it once, the body under "#line 1 \"<name>\"" (a compiler's message counts
+ * the user's lines) and the generated text's numbering restored after it.
+ * Printed after the prelude; the body is the dialect's (c_body or
+ * cuda_body), the head "LF_FUNC <ret> name(<type> <param>, ...)" in the
+ * dialect's value types. A library function (lf_fn_from_library) has no
+ * definition: the C kernels call it through its address in P (param_ufn);
+ * for CUDA an #error says that it cannot be called there. */
+void cg_emit_ufn_defs(cg_text *out, const cg_layout *lay, const cg_dialect *d);
+/* The head (without body) of u with these value type names and qualifier,
+ * and the body in braces under its #line: the pieces of the definitions
+ * above, which backends/cpu/hostfn.c also prints for the host function. */
+void cg_emit_ufn_head(cg_text *out, const graph_ufn *u, const char *const *value_type, const char *qual);
+void cg_emit_ufn_body(cg_text *out, const graph_ufn *u, const char *body);
 
 /* Each dialect's skeletons and hooks (emit_c.c, emit_cuda.c), which the
  * dialects' tables (dialect_c.c, dialect_cuda.c) point to. */

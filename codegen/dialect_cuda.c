@@ -50,6 +50,7 @@ static const cg_dialect cuda_dialect = {
     .restrict_kw = "__restrict__",
     .value_attr = "[[maybe_unused]] ",
     .vector_math = false,
+    .host_code = false,
     .shift_loads = false,
     .kernel_head = cg_cuda_kernel_head,
     .skeleton = cg_cuda_skeletons,

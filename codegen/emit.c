@@ -656,6 +656,31 @@ static void emit_fn(cg_emitter *e, int f, const char *jv, acc_form form, const c
             convert(v, sizeof v, a, et[x->arg[0]], x->cast_to);
             break;
         }
+        case EXPR_CALL: { /* a user function (cg_emit_ufn_defs prints it) */
+            const graph_ufn *u = x->call;
+            char args[GRAPH_UFN_MAX_PARAMS][sizeof(expr_buf)] = {"", "", ""};
+            for (int k = 0; k < u->nparams; k++) {
+                expr_buf a;
+                cg_fmt(a, sizeof a, "%sv%d", prefix, x->arg[k]);
+                convert(args[k], sizeof args[k], a, et[x->arg[k]], u->params[k]);
+            }
+            expr_buf callee; /* a library function: through its address, a kernel parameter */
+            int at = u->fp ? cg_ufn_param(e->lay, u) : -1;
+            if (!u->fp) {
+                cg_fmt(callee, sizeof callee, "%s", u->name);
+            } else {
+                char types[200] = "";
+                for (int k = 0; k < u->nparams; k++)
+                    snprintf(types + strlen(types), sizeof types - strlen(types), "%s%s", k ? ", " : "", cg_vtype(e, u->params[k]));
+                cg_fmt(callee, sizeof callee, "((%s (*)(%s))(intptr_t)P[%d])", cg_vtype(e, u->ret), u->nparams ? types : "void", at);
+            }
+            cg_fmt(v, sizeof v, "%s%s(%s%s%s%s%s)%s", u->ret == LF_BOOL ? "(" : "", callee, args[0],
+                   u->nparams > 1 ? ", " : "", args[1], u->nparams > 2 ? ", " : "", args[2],
+                   u->ret == LF_BOOL ? " != 0)" : "");
+            cg_fmt(notebuf, sizeof notebuf, " /* user function */");
+            note = notebuf;
+            break;
+        }
         case EXPR_OP: {
             const op_info *oi = &graph_ops[x->op];
             int pos;
@@ -1227,4 +1252,49 @@ int cg_pass_reductions(const fuse_kernel *kn, int q) {
     int nq = 0;
     for (int j = 0; j < kn->nreds; j++) nq += kn->reds[j].pass == q;
     return nq;
+}
+
+/* ---- user functions ------------------------------------------------------------------------ */
+
+/* Newlines in the text so far: the line the next one starts on is this + 1. */
+static long text_lines(const cg_text *t) {
+    long n = 0;
+    for (size_t i = 0; i < t->len; i++) n += t->s[i] == '\n';
+    return n;
+}
+
+void cg_emit_ufn_head(cg_text *out, const graph_ufn *u, const char *const *value_type, const char *qual) {
+    cg_printf(out, "%s%s %s(", qual, value_type[u->ret], u->name);
+    for (int k = 0; k < u->nparams; k++) cg_printf(out, "%s%s %s", k ? ", " : "", value_type[u->params[k]], u->pnames[k]);
+    cg_printf(out, "%s)", u->nparams ? "" : "void");
+}
+
+void cg_emit_ufn_body(cg_text *out, const graph_ufn *u, const char *body) {
+    cg_printf(out, " {\n#line 1 \"%s\"\n%s\n}\n", u->name, body);
+}
+
+void cg_emit_ufn_defs(cg_text *out, const cg_layout *lay, const cg_dialect *d) {
+    const fuse_kernel *kn = lay->kernel;
+    int nfns = kn->npasses + 2;
+    for (int f = 0; f < nfns; f++) {
+        const lf_fn *fn = f < kn->npasses ? kn->passes[f].fn : f == kn->npasses ? kn->epi : kn->row;
+        for (int i = 0; fn && i < fn->nexprs; i++) {
+            const graph_ufn *u = fn->exprs[i].call;
+            if (fn->exprs[i].kind != EXPR_CALL) continue;
+            if (u->fp) { /* a library function: called through P (C only) */
+                if (!d->host_code)
+                    cg_printf(out, "#error \"user function %s is host code from a shared library: CUDA kernels cannot call it\"\n", u->name);
+                else if (cg_ufn_param(lay, u) < 0)
+                    cg_printf(out, "#error \"more than %d library functions in one kernel\"\n", CG_MAX_UFN);
+                continue;
+            }
+            /* guarded: a unit of several kernels defines it once (lf_fn_c keeps
+               names unique in a graph) */
+            cg_printf(out, "#ifndef LF_UFN_%s\n#define LF_UFN_%s\n", u->name, u->name);
+            cg_emit_ufn_head(out, u, d->value_type, "LF_FUNC ");
+            cg_emit_ufn_body(out, u, d->host_code ? u->c_body : u->cuda_body);
+            /* back to the generated text's own numbering (its messages) */
+            cg_printf(out, "#line %ld \"lazyfuse-kernel\"\n#endif\n", text_lines(out) + 2);
+        }
+    }
 }

@@ -79,7 +79,7 @@ static void load_deps(const lf_fn *f, uint64_t *dep) {
         const fn_expr *x = &f->exprs[i];
         dep[i] = x->kind == EXPR_PARAM ? (uint64_t)1 << x->param : 0;
         for (int k = 0; k < 3; k++)
-            if ((x->kind == EXPR_OP || x->kind == EXPR_CAST) && x->arg[k] >= 0) dep[i] |= dep[x->arg[k]];
+            if ((x->kind == EXPR_OP || x->kind == EXPR_CAST || x->kind == EXPR_CALL) && x->arg[k] >= 0) dep[i] |= dep[x->arg[k]];
     }
 }
 

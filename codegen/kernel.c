@@ -24,6 +24,7 @@ void cg_emit_kernel(const fuse_schedule *s, const cg_layout *lay, const cg_diale
     const fuse_kernel *kn = lay->kernel;
     cg_printf(out, "%s%s", d->prelude, cg_prelude_helpers);
     if (d->kernel_defs) d->kernel_defs(out, kn); /* after the part every kernel shares */
+    cg_emit_ufn_defs(out, lay, d); /* user functions (lf_fn_c) */
     cg_printf(out, "/* kernel: %s over %d loop axes", strategy_name(lay->strategy), lay->ndim);
     cg_printf(out, "; graph nodes:");
     for (int i = 0; i < kn->nnodes; i++) cg_printf(out, " n%d", kn->nodes[i]);

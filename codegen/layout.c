@@ -308,6 +308,16 @@ static void layout_kernel(const fuse_schedule *s, int k, cg_layout *lay) {
     lay->param_full_block = p++;
     lay->param_scalar = p;
     p += kn->nscalars;
+    lay->param_ufn = p; /* library functions' addresses, by first call */
+    for (int f = 0; f < kn->npasses + 2; f++) {
+        const lf_fn *fn = f < kn->npasses ? kn->passes[f].fn : f == kn->npasses ? kn->epi : kn->row;
+        for (int i = 0; fn && i < fn->nexprs; i++) {
+            const graph_ufn *u = fn->exprs[i].call;
+            if (fn->exprs[i].kind != EXPR_CALL || !u->fp || cg_ufn_param(lay, u) >= 0 || lay->nufn == CG_MAX_UFN) continue;
+            lay->ufn[lay->nufn++] = u;
+        }
+    }
+    p += lay->nufn;
     for (int a = 0; a < lay->naccess; a++) {
         cg_access *ac = &lay->access[a];
         int64_t in = lay->access[a].strides[lay->ndim - 1];
@@ -374,6 +384,7 @@ void cg_fill_params(const cg_layout *lay, int64_t *P) {
     P[lay->param_full_block] = lay->full_block;
     if (lay->param_stream >= 0) P[lay->param_stream] = 0;
     cg_fill_scalars(lay, P);
+    for (int j = 0; j < lay->nufn; j++) P[lay->param_ufn + j] = (int64_t)(intptr_t)lay->ufn[j]->fp;
     for (int a = 0; a < lay->naccess; a++) {
         const cg_access *ac = &lay->access[a];
         P[ac->param_offset] = ac->offset;
@@ -467,4 +478,10 @@ cg_layout *cg_layout_new(const fuse_schedule *s, int k) {
     if (lay) memcpy(lay, full, bytes);
     graph_free(full);
     return lay;
+}
+
+int cg_ufn_param(const cg_layout *lay, const graph_ufn *u) {
+    for (int j = 0; j < lay->nufn; j++)
+        if (lay->ufn[j] == u) return lay->param_ufn + j;
+    return -1;
 }

@@ -479,7 +479,7 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
         if (p->needed[id] && g->nodes[id]->kind == NODE_MAP) {
             const lf_fn *f = g->nodes[id]->u.map.fn;
             int c = 0;
-            for (int e = 0; e < f->nexprs; e++) c += f->exprs[e].kind == EXPR_OP || f->exprs[e].kind == EXPR_CAST;
+            for (int e = 0; e < f->nexprs; e++) c += f->exprs[e].kind == EXPR_OP || f->exprs[e].kind == EXPR_CAST || f->exprs[e].kind == EXPR_CALL;
             p->fnops[id] = c ? c : 1;
         }
     p->kind = fuse_scratch_calloc(K, (size_t)nn, sizeof *p->kind);

@@ -34,6 +34,7 @@ static bool expr_weak(const lf_fn *f, int i, const bool *weak) {
     case EXPR_CONST: return true;
     case EXPR_PARAM:
     case EXPR_SCALAR:
+    case EXPR_CALL:
     case EXPR_CAST: return false;
     case EXPR_OP: break;
     }

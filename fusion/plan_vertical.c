@@ -188,7 +188,8 @@ static bool cheap_input(const planner *p, const lf_node *x, int64_t small, const
         }
         const lf_fn *f = n->u.map.fn;
         for (int e = 0; e < f->nexprs; e++) {
-            if (f->exprs[e].kind == EXPR_OP && op_expensive(f->exprs[e].op)) return false;
+            if ((f->exprs[e].kind == EXPR_OP && op_expensive(f->exprs[e].op)) || f->exprs[e].kind == EXPR_CALL)
+                return false; /* a user function's cost is unknown: taken as expensive */
             ops += f->exprs[e].kind == EXPR_OP || f->exprs[e].kind == EXPR_CAST;
         }
         if (ops > CHEAP_OPS || top + n->ninputs > 64) return false;
@@ -636,6 +637,9 @@ static void map_cost(planner *p, int id, int *ops_out, bool *tr_out) {
             tr |= op_expensive(f->exprs[e].op);
         } else if (f->exprs[e].kind == EXPR_CAST) {
             ops++;
+        } else if (f->exprs[e].kind == EXPR_CALL) { /* unknown cost: as a transcendental */
+            ops++;
+            tr = true;
         }
     }
     for (int k = 0; k < n->ninputs; k++) {

@@ -33,7 +33,7 @@ static bool param_deps(const lf_fn *f, uint32_t *dep, int n) {
         dep[i] = 0;
         if (x->kind == EXPR_PARAM) dep[i] = x->param < 32 ? 1u << x->param : 0;
         for (int k = 0; k < 3; k++)
-            if ((x->kind == EXPR_OP || x->kind == EXPR_CAST) && x->arg[k] >= 0) dep[i] |= dep[x->arg[k]];
+            if ((x->kind == EXPR_OP || x->kind == EXPR_CAST || x->kind == EXPR_CALL) && x->arg[k] >= 0) dep[i] |= dep[x->arg[k]];
     }
     return true;
 }

@@ -54,7 +54,7 @@ const char *graph_dot_node_label(const lf_node *n, char *buf, size_t cap) {
     buf[0] = 0;
     append(buf, cap, &len, "#%d ", n->id);
     switch (n->kind) {
-    case NODE_INPUT: append(buf, cap, &len, "input"); break;
+    case NODE_INPUT: append(buf, cap, &len, n->ext ? "extern" : "input"); break; /* (its name may need escaping) */
     case NODE_CONST:
         if (graph_dtype_is_float(n->dtype)) append(buf, cap, &len, "const %g", n->u.value.f);
         else append(buf, cap, &len, "const %lld", (long long)n->u.value.i);
@@ -154,7 +154,10 @@ const char *graph_node_str(const lf_node *n, char *buf, size_t cap) {
     what[0] = 0;
     size_t wl = 0;
     switch (n->kind) {
-    case NODE_INPUT: append(what, sizeof what, &wl, "input"); break;
+    case NODE_INPUT:
+        if (n->ext) append(what, sizeof what, &wl, "extern %s", n->ext->name);
+        else append(what, sizeof what, &wl, "input");
+        break;
     case NODE_CONST: append(what, sizeof what, &wl, n->ndim ? "fill" : "const"); break;
     case NODE_IOTA: append(what, sizeof what, &wl, "iota"); break;
     case NODE_RANDOM: append(what, sizeof what, &wl, "random"); break;

@@ -49,6 +49,10 @@ static uint64_t expr_hash(const fn_expr *e) {
     case EXPR_CONST: return mix(mix(h, (uint64_t)e->is_int | (uint64_t)e->beyond << 1), (uint64_t)e->value.i);
     case EXPR_CAST: return mix(mix(h, (uint64_t)e->cast_to), (uint64_t)e->arg[0]);
     case EXPR_SCALAR: return mix(h, (uint64_t)(uintptr_t)e->node);
+    case EXPR_CALL:
+        h = mix(h, (uint64_t)(uintptr_t)e->call);
+        for (int k = 0; k < 3; k++) h = mix(h, (uint64_t)(int64_t)e->arg[k]);
+        return h;
     case EXPR_OP:
         h = mix(h, (uint64_t)e->op);
         for (int k = 0; k < 3; k++) h = mix(h, (uint64_t)(int64_t)e->arg[k]);
@@ -66,6 +70,8 @@ static bool expr_same(const fn_expr *a, const fn_expr *b) {
                a->big_hi == b->big_hi && a->big_lo == b->big_lo;
     case EXPR_CAST: return a->cast_to == b->cast_to && a->arg[0] == b->arg[0];
     case EXPR_SCALAR: return a->node == b->node;
+    case EXPR_CALL:
+        return a->call == b->call && a->arg[0] == b->arg[0] && a->arg[1] == b->arg[1] && a->arg[2] == b->arg[2];
     case EXPR_OP:
         return a->op == b->op && a->arg[0] == b->arg[0] && a->arg[1] == b->arg[1] &&
                a->arg[2] == b->arg[2];
@@ -375,6 +381,10 @@ lf_dtype graph_fn_types_checked(const lf_fn *f, const lf_dtype *params, lf_dtype
             etype[i] = ctype[i] = e->cast_to;
             *wi = false;
             break;
+        case EXPR_CALL: /* each argument converted to its parameter's dtype */
+            etype[i] = ctype[i] = e->call->ret;
+            *wi = false;
+            break;
         case EXPR_OP: {
             const op_info *oi = &graph_ops[e->op];
             lf_dtype t[3], tj[3];
@@ -536,6 +546,15 @@ lf_scalar graph_fn_eval(const lf_fn *f, const lf_dtype *params, const lf_dtype *
         case EXPR_CAST:
             vals[i] = graph_scalar_convert(vals[e->arg[0]], ctype[i], e->cast_to);
             break;
+        case EXPR_CALL: {
+            const graph_ufn *u = e->call;
+            lf_scalar x[GRAPH_UFN_MAX_PARAMS] = {{0}, {0}, {0}};
+            for (int k = 0; k < u->nparams; k++)
+                x[k] = graph_scalar_convert(vals[e->arg[k]], etype[e->arg[k]], u->params[k]);
+            vals[i].i = 0;
+            u->entry(u->fp, x, &vals[i]);
+            break;
+        }
         case EXPR_OP: {
             const op_info *oi = &graph_ops[e->op];
             lf_scalar x[3] = {{0}, {0}, {0}};

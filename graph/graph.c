@@ -109,6 +109,8 @@ void graph_destroy(lf_graph *g) {
         g->fns = f->next;
         graph_fn_destroy(f);
     }
+    graph_ufns_destroy(g);
+    graph_externs_destroy(g);
     for (int i = 0; i < g->nbound; i++) {
         g->bound[i]->graphs--;
         graph_buffer_release(g->bound[i]);
@@ -276,7 +278,7 @@ lf_status lf_scalar_set(lf_graph *g, lf_node *c, double value) {
  * strided buffer the slice view lf_input made over it (a view with the
  * buffer's own shape, offset and strides); NULL for anything else. */
 static lf_node *rebind_target(lf_node *n) {
-    if (n->kind == NODE_INPUT) return n;
+    if (n->kind == NODE_INPUT) return n->ext ? NULL : n; /* an extern's buffer is the graph's */
     if (n->kind != NODE_VIEW || n->u.view.op != VIEW_SLICE || n->inputs[0]->kind != NODE_INPUT) return NULL;
     const lf_buffer *b = n->inputs[0]->u.buffer;
     if (!b->strided || n->ndim != b->ndim || n->u.view.offset != b->offset) return NULL;

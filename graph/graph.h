@@ -94,6 +94,8 @@ void graph_broadcast_strides(int nin, const int64_t *in, int nout, const int64_t
 
 /* ==== ctx.c: contexts and buffers ========================================= */
 
+typedef struct graph_host_cc graph_host_cc; /* the host compiler (fn.c section) */
+
 struct lf_ctx {
     lf_ctx_options opt;          /* options as given, resolved (cache_dir owned) */
     lf_backend backend;          /* resolved backend, never AUTO: the table entry
@@ -106,6 +108,9 @@ struct lf_ctx {
     struct lf_buffer *buffers;   /* live buffers (doubly linked) */
     struct lf_graph *graphs;     /* live graphs (doubly linked) */
     lf_eval_stats last_stats;    /* of the last lf_eval (backends/driver.c) */
+    const graph_host_cc *hostcc; /* compiles user functions for the host
+                                    (set by lf_ctx_new; NULL: none) */
+    void *hostfns;               /* hostcc's compiled functions (its own) */
     void *state[GRAPH_BACKENDS]; /* per backend id: its state in this
                                     context (pool and kernel cache, device and
                                     stream...), or NULL; freed by its close
@@ -323,7 +328,66 @@ lf_scalar graph_scan_step(graph_scan_state *s, lf_scalar x, lf_dtype out);
  * the value of a constant node (lf_const, lf_fill) read when the fn runs, so
  * that a new value (lf_scalar_set) needs no new fn and no new kernel. It is
  * strong, of the node's dtype (as the cast of a literal to it would be). */
-typedef enum expr_kind { EXPR_PARAM, EXPR_CONST, EXPR_OP, EXPR_CAST, EXPR_SCALAR } expr_kind;
+/* EXPR_CALL: a call of a user function (graph_ufn, lf_fn_c) on arg[0..
+ * call->nparams), each converted to the parameter's dtype; its value has
+ * dtype call->ret. */
+typedef enum expr_kind { EXPR_PARAM, EXPR_CONST, EXPR_OP, EXPR_CAST, EXPR_SCALAR, EXPR_CALL } expr_kind;
+
+/* The most parameters of a user function: an EXPR_CALL's operands are an
+ * expression's arg[3]. */
+enum { GRAPH_UFN_MAX_PARAMS = 3 };
+
+/* The host form of a user function: entry(fp, args, ret) converts args[k]
+ * (one lf_scalar per parameter, in the parameter's dtype) to the C types,
+ * calls the function and stores its result in *ret (in the result dtype).
+ * fp is the function's address for a library function, unused otherwise. */
+typedef void (*graph_ufn_entry)(void *fp, const void *args, void *ret);
+
+/* A user function (ufn.c): owned by its graph (g->ufns), never changed
+ * after lf_fn_c returned it. */
+typedef struct graph_ufn {
+    char name[64];                        /* C identifier, the name kernels call */
+    int nparams;                          /* 0..GRAPH_UFN_MAX_PARAMS */
+    lf_dtype ret;                         /* result dtype */
+    lf_dtype params[GRAPH_UFN_MAX_PARAMS]; /* parameter dtypes */
+    char pnames[GRAPH_UFN_MAX_PARAMS][64]; /* parameter names in the bodies */
+    char *c_body;                         /* the C body (graph_malloc'd) */
+    char *cuda_body;                      /* the CUDA body (graph_malloc'd;
+                                             c_body's copy when none given) */
+    graph_ufn_entry entry;                /* the host function (hostfn: compiled
+                                             by ctx->hostcc, lives as long as
+                                             the context) */
+    void *fp;                             /* a library function's address
+                                             (lf_fn_from_library), else NULL;
+                                             entry's first argument */
+    void *lib;                            /* its dlopen handle (closed with the ufn) */
+    struct graph_ufn *next;               /* g->ufns list */
+} graph_ufn;
+
+/* Declares a user function (ufn.c): checks name and signature, compiles
+ * the host function (ctx->hostcc) unless the same one exists, and returns
+ * the fn name(params). c_body may be NULL when fp is set (a library
+ * function: no body); cuda_body NULL: c_body. NULL with the error recorded
+ * on the graph. */
+lf_fn *graph_ufn_declare(lf_graph *g, const char *what, const char *name, const char *signature,
+                         const char *c_body, const char *cuda_body, void *fp, void *lib);
+/* Frees g's user functions (graph_destroy, after its fns). */
+void graph_ufns_destroy(lf_graph *g);
+
+/* The host compiler as graph/ sees it (graph/ includes no backend):
+ * backends/driver.c points every new context's ctx->hostcc at the CPU
+ * backend's (backends/cpu/hostfn.c). */
+struct graph_host_cc {
+    /* Sets u->entry: compiles u's host function (its C body, or for a
+     * library function (u->fp set) a trampoline calling u->fp) once per
+     * context and distinct text. Records "<what>: ..." on the context and
+     * returns LF_ERR_COMPILE (the compiler rejects the body; its message
+     * follows), LF_ERR_BACKEND (no compiler can run) or LF_ERR_NOMEM. */
+    lf_status (*compile)(lf_ctx *ctx, const char *what, graph_ufn *u);
+    /* Frees what compile kept for ctx (called by lf_ctx_destroy after the
+     * graphs). */
+    void (*close)(lf_ctx *ctx);
+};
 
 typedef struct fn_expr {
     expr_kind kind;    /* what this expression is */
@@ -344,6 +408,7 @@ typedef struct fn_expr {
     lf_scalar value;   /* EXPR_CONST: the literal */
     const lf_node *node; /* EXPR_SCALAR: the constant node (its u.value is read
                             at evaluation; hash-consing compares this only) */
+    const graph_ufn *call; /* EXPR_CALL: the function called */
 } fn_expr;
 
 /* Bytes of a parsed fn's source kept for messages (graph_node_str). */
@@ -502,6 +567,11 @@ struct lf_node {
     int ninputs;                    /* 0..LF_MAX_ARGS */
     lf_node *inputs[LF_MAX_ARGS];   /* operand nodes (lower ids) */
     bool materialize;               /* lf_node_materialize: a fusion barrier */
+    const struct graph_extern *ext; /* lf_extern: a NODE_INPUT whose buffer
+                                       (the graph's own) holds the callback's
+                                       result, written by lf_eval's extern
+                                       steps before the rest runs (extern.c);
+                                       NULL for every other node */
     bool pow_exponent;              /* NODE_CONST that some map reads directly as
                                        a float ** exponent: compiled kernels may
                                        specialise on its value class
@@ -582,6 +652,8 @@ struct lf_graph {
     lf_fn *fns;                   /* fns of this graph (list) */
     lf_fn *op_fns[LF_NOPS];       /* cached one-op fns for lf_apply (lazy) */
     lf_fn *cast_fns[LF_NDTYPES];  /* cached cast fns for lf_cast (lazy) */
+    graph_ufn *ufns;              /* user functions (lf_fn_c), freed with the graph */
+    struct graph_extern *externs; /* lf_extern records, freed with the graph */
     struct lf_graph *prev, *next; /* ctx->graphs list */
     int version;                  /* bumped when a planning input changes
                                      (lf_node_materialize) */
@@ -720,6 +792,36 @@ static inline bool graph_sort_key_wide(lf_dtype t) { return graph_dtypes[t].size
 /* The reference evaluation of sort node n from dense x into out (n's dtype,
  * dense): per row a stable sort by graph_sort_key, first k entries. */
 lf_status graph_eval_sort(const lf_node *n, const void *x, void *out);
+
+/* ==== extern.c: lf_extern nodes =============================================
+ *
+ * An extern node is, to every planner and evaluator, an input node (kind
+ * NODE_INPUT, no inputs) reading a buffer its graph owns. lf_eval (backends/
+ * driver.c, graph_extern_steps) first runs the extern nodes the outputs need,
+ * in id order: evaluates each one's inputs (ext->ins: producers fuse up to
+ * this boundary) into temporary buffers through eval (the driver's
+ * backend_eval on backend be), calls
+ * the callback on host copies, and writes its result into the node's
+ * buffer; then the outputs are evaluated as usual. */
+typedef struct graph_extern {
+    char name[64];                  /* the user's name (messages) */
+    lf_extern_fn fn;                /* the callback */
+    void *user;                     /* its first argument */
+    int nin;                        /* 0..LF_MAX_ARGS */
+    lf_node *ins[LF_MAX_ARGS];      /* its inputs (lower ids) */
+    struct graph_extern *next;      /* g->externs list */
+} graph_extern;
+
+/* Runs the extern nodes outs[0..n) need, in id order, with `eval` (the
+ * backend's) for their inputs; sums their statistics into *acc (zeroed
+ * first). LF_OK, or the first failure with its message on the context
+ * (LF_ERR_EXTERN: a callback failed); no user buffer is written. */
+typedef lf_status graph_eval_fn(const graph_backend *be, lf_graph *g, int n, lf_node *const *outs,
+                                lf_buffer *const *dsts, lf_eval_stats *stats);
+lf_status graph_extern_steps(lf_graph *g, int n, lf_node *const *outs, const graph_backend *be, graph_eval_fn *eval,
+                             lf_eval_stats *acc);
+/* Frees g's extern records (graph_destroy). */
+void graph_externs_destroy(lf_graph *g);
 
 /* ==== dot.c: Graphviz DOT of the graph ===================================== */
 

@@ -428,6 +428,7 @@ typedef struct frame {
     int nargs;          /* F_CALL: arguments read (saturates at INT_MAX) */
     int line, col;      /* F_CALL: position of the name */
     const char *name;   /* F_CALL: the name, in the source */
+    const graph_ufn *ufn; /* F_CALL: a user function of the graph (lf_fn_c), else NULL */
 } frame;
 
 typedef struct fstack {
@@ -516,7 +517,10 @@ static token call_name(const frame *f) {
 static bool open_call(parser *p, frame *f) {
     token name = p->tok;
     lf_op op = find_op(&name, OPSYN_CALL);
-    if (op == LF_NOPS && cast_dtype(&name) == LF_NDTYPES) {
+    if (op == LF_NOPS && cast_dtype(&name) == LF_NDTYPES && param_index(p, &name) < 0)
+        for (const graph_ufn *u = p->g->ufns; u && !f->ufn; u = u->next) /* a user function by name */
+            if (strlen(u->name) == name.len && !memcmp(u->name, name.s, name.len)) f->ufn = u;
+    if (op == LF_NOPS && cast_dtype(&name) == LF_NDTYPES && !f->ufn) {
         if (param_index(p, &name) >= 0 || reserved(&name))
             fail_at(p, &name, "'" TOKFMT "' is not a function", TOKARG(&name));
         else
@@ -534,10 +538,16 @@ static bool open_call(parser *p, frame *f) {
 static int close_call(parser *p, const frame *f) {
     if (!expect(p, ")")) return -1;
     token name = call_name(f);
-    int arity = f->op != LF_NOPS ? graph_ops[f->op].arity : 1;
+    int arity = f->ufn ? f->ufn->nparams : f->op != LF_NOPS ? graph_ops[f->op].arity : 1;
     if (f->nargs != arity)
         return fail_at(p, &name, "'" TOKFMT "' takes %d argument%s, got %d", TOKARG(&name), arity,
                        arity == 1 ? "" : "s", f->nargs);
+    if (f->ufn) {
+        fn_expr e = graph_fn_blank_expr(EXPR_CALL);
+        e.call = f->ufn;
+        for (int k = 0; k < arity; k++) e.arg[k] = f->arg[k];
+        return add(p, &e);
+    }
     if (f->op != LF_NOPS) return mk_op(p, f->op, f->arg[0], f->arg[1], f->arg[2]);
     fn_expr e = graph_fn_blank_expr(EXPR_CAST);
     e.cast_to = cast_dtype(&name);
@@ -837,7 +847,7 @@ static size_t const_text(const lf_fn *f, const fn_expr *e, char *s, size_t cap) 
 static bool operand_parens(const lf_fn *f, const fn_expr *e, int k) {
     const fn_expr *a = &f->exprs[e->arg[k]];
     int pa = expr_prec(a), need;
-    if (e->kind == EXPR_CAST || graph_ops[e->op].syntax == OPSYN_CALL) return false;
+    if (e->kind == EXPR_CAST || e->kind == EXPR_CALL || graph_ops[e->op].syntax == OPSYN_CALL) return false;
     switch (e->op) {
     case LF_OP_POW: need = k == 0 ? P_ATOM : P_UNARY; break;
     case LF_OP_NEG:
@@ -884,6 +894,10 @@ static void expr_lengths(const lf_fn *f, size_t *len) {
             n = strlen(lf_dtype_name(e->cast_to)) + 2 + const_text(f, &lit, tmp, sizeof tmp);
             break;
         }
+        case EXPR_CALL: /* name(a, b) */
+            nargs = e->call->nparams;
+            n = strlen(e->call->name) + 2 + 2 * (size_t)(nargs > 0 ? nargs - 1 : 0);
+            break;
         case EXPR_OP: {
             const op_info *oi = &graph_ops[e->op];
             nargs = oi->arity;
@@ -928,6 +942,14 @@ static void print_expr(const lf_fn *f, out *o, item *stack) {
             put(o, "(", 1);
             put(o, tmp, const_text(f, &lit, tmp, sizeof tmp));
             put(o, ")", 1);
+        } else if (e->kind == EXPR_CALL) {
+            put(o, e->call->name, strlen(e->call->name));
+            put(o, "(", 1);
+            stack[sp++] = (item){-1, false, ")"};
+            for (int k = e->call->nparams - 1; k >= 0; k--) {
+                stack[sp++] = (item){e->arg[k], false, NULL};
+                if (k > 0) stack[sp++] = (item){-1, false, ", "};
+            }
         } else if (e->kind == EXPR_CAST) {
             const char *s = lf_dtype_name(e->cast_to);
             put(o, s, strlen(s));

@@ -208,7 +208,7 @@ const char *lf_status_name(lf_status s) {
     static const char *const names[] = {
         "LF_OK", "LF_ERR_NULL", "LF_ERR_INVALID", "LF_ERR_SHAPE", "LF_ERR_AXIS",
         "LF_ERR_RANGE", "LF_ERR_DTYPE", "LF_ERR_OVERFLOW", "LF_ERR_ARITY", "LF_ERR_PARSE",
-        "LF_ERR_NOMEM", "LF_ERR_BACKEND", "LF_ERR_STATE", "LF_ERR_INDEX",
+        "LF_ERR_NOMEM", "LF_ERR_BACKEND", "LF_ERR_STATE", "LF_ERR_INDEX", "LF_ERR_COMPILE", "LF_ERR_EXTERN",
     };
     if ((unsigned)s < sizeof names / sizeof names[0]) return names[s];
     return "LF_ERR_UNKNOWN";

@@ -179,9 +179,14 @@ typedef enum lf_status {
     LF_ERR_NOMEM,       /* allocation failed */
     LF_ERR_BACKEND,     /* backend not available or failed */
     LF_ERR_STATE,       /* handle used with the wrong context or graph */
-    LF_ERR_INDEX        /* lf_eval: a gather, scatter or bincount index out of range
+    LF_ERR_INDEX,       /* lf_eval: a gather, scatter or bincount index out of range
                            (the message names the node, the first position and the
                            value) */
+    LF_ERR_COMPILE,     /* (1.3) a user function's code does not compile (lf_fn_c):
+                           the message holds the compiler's, with the user's own
+                           line numbers */
+    LF_ERR_EXTERN       /* (1.3) lf_eval: an lf_extern callback reported a failure
+                           (the message holds the callback's own) */
 } lf_status;
 
 typedef struct lf_ctx lf_ctx;       /* context: backend, options, last error */
@@ -992,6 +997,127 @@ LF_API int lf_fn_arity(const lf_fn *f);
 LF_API int lf_fn_print(const lf_fn *f, char *buf, size_t cap);
 /* Structural equality of the result expressions (parameter names ignored). */
 LF_API bool lf_fn_equal(const lf_fn *a, const lf_fn *b);
+
+/* ---- user functions written in C (1.3) ------------------------------------
+ *
+ * lf_fn_c declares a scalar function whose body the user writes in C. The
+ * fn it returns is used like any other (lf_map, lf_zipwith, composed by
+ * fusion): kernels call it like a builtin operator, its definition is
+ * printed into each kernel's translation unit that calls it, so
+ * map(user_f, map(g, x)) is still one kernel, and its text is part of the
+ * kernel's source, hence of the kernel cache's keys (memory and disk).
+ *
+ *   lf_fn *f = lf_fn_c(g, "smooth", "f32(f32 x, f32 k)",
+ *                      "float t = x / k;\n"
+ *                      "return t / (1.0f + fabsf(t));");
+ *
+ * name: a C identifier of at most 63 bytes, not starting with "lf_", "LF_"
+ * or "_", and not used by another user function of the same graph with a
+ * different signature or text (declaring the same one again returns an
+ * equal fn).
+ * signature: "RET(T1 a, T2 b, ...)" with RET and Ti dtype names (bool, i32,
+ * i64, f32, f64; lf_dtype_name's spelling) and 0 to 3 parameters; a
+ * parameter's name is optional (unnamed ones are p0, p1, p2 in the body) and
+ * must be a C identifier. Blanks are free.
+ * c_source: the function's BODY (the statements between its braces; it must
+ * return a value), in C11 with <math.h> and <stdint.h> included; the C types
+ * of the dtypes are bool -> int (0 or 1; a nonzero result is true), i32 ->
+ * int32_t, i64 -> int64_t, f32 -> float, f64 -> double. The library writes the function's head itself
+ * (static, in the kernel's unit), so the body cannot declare other
+ * functions. An argument of another dtype is converted to the parameter's
+ * dtype with lf_cast's rules first; the result has dtype RET.
+ *
+ * Checked when declared: a bad name or signature is LF_ERR_INVALID (the
+ * message says what is wrong). The body is compiled at once, with the same
+ * compiler and flags as the CPU backend's kernels ($CC, the context's
+ * compile_timeout), into a host function that the reference evaluator and
+ * the CPU interpreter call element by element (contexts of every backend
+ * do this; a context keeps each distinct body compiled once, until it is
+ * destroyed). A body that does not compile is LF_ERR_COMPILE with the
+ * compiler's message, whose "NAME:LINE" positions count the lines of
+ * c_source from 1; a compiler that cannot run is LF_ERR_BACKEND. Either way
+ * NULL is returned and the error is sticky on the graph, as for every
+ * builder.
+ *
+ * Evaluation: every evaluator computes f(args) by calling the body; the
+ * library assumes it is a pure function of its arguments (no state, same
+ * result for the same arguments): the planner may compute it more or fewer
+ * times than the graph names it. lf_fn_print writes a call as
+ * NAME(args), and lf_fn_parse on the same graph reads NAME(args) as a call
+ * of the user function declared there by that name (builtin function and
+ * cast names come first; a parameter of that name is not callable), so
+ * "(x) -> smooth(x * 2.0, 3.0) + 1" composes it with builtins in one fn. */
+LF_API lf_fn *lf_fn_c(lf_graph *g, const char *name, const char *signature, const char *c_source);
+/* lf_fn_c with a body for each dialect: c_source for the CPU backend and
+ * the host function, cuda_source for CUDA kernels (NVRTC, CUDA C++ device
+ * code; NULL: c_source is used for both). Both get the same head: in CUDA
+ * a __device__ function with the same types (int for bool, int32_t,
+ * int64_t, float, double). cuda_source is checked when a CUDA kernel
+ * using it is compiled: an error then fails that lf_eval with NVRTC's log.
+ * The two bodies must compute the same function; the library checks the
+ * CUDA one only by compiling it. */
+LF_API lf_fn *lf_fn_c_cuda(lf_graph *g, const char *name, const char *signature, const char *c_source,
+                           const char *cuda_source);
+/* A user function whose code is precompiled: the function `symbol` of the
+ * shared object at `path` (dlopen(path, RTLD_NOW | RTLD_LOCAL), so a path
+ * without '/' is searched as dlopen does), with the C prototype that
+ * signature gives (lf_fn_c's rules; the C types: bool -> int, i32 ->
+ * int32_t, i64 -> int64_t, f32 -> float, f64 -> double). The library stays
+ * loaded while the graph lives. CPU kernels call it through its address,
+ * a run-time kernel parameter (the kernel's text, hence its cache key,
+ * holds no address), so it is never inlined; the reference evaluator and
+ * the interpreter call it through a small compiled trampoline (lf_fn_c's
+ * host compile). The CUDA backend cannot call host code: a CUDA kernel
+ * that would is refused when compiled (lf_eval fails with LF_ERR_BACKEND).
+ * Errors: LF_ERR_NULL, LF_ERR_INVALID for a library that does not load or
+ * lacks the symbol (dlerror's text in the message), a bad name or
+ * signature; the trampoline's compile as lf_fn_c's. The library cannot
+ * check that the prototype is right: a wrong one is undefined behaviour. */
+LF_API lf_fn *lf_fn_from_library(lf_graph *g, const char *name, const char *signature, const char *path,
+                                 const char *symbol);
+
+/* ---- extern nodes: a user routine inside the graph (1.3) ------------------
+ *
+ * lf_extern makes a node whose value a callback computes from its inputs'
+ * values: an escape hatch for routines that are no map / reduce (a user's
+ * own code, a vendor library). The planner treats it as a barrier with a
+ * step of its own: lf_eval first evaluates the extern's inputs (their
+ * producers fuse with each other up to this boundary, as if they were the
+ * eval's outputs) into temporary arrays, calls the callback, and then
+ * evaluates the rest, which reads the extern's result like an input
+ * (consumers fuse with each other from the boundary on; nothing fuses
+ * across it). The extern's inputs and result are therefore always
+ * materialized; lf_eval_stats counts the kernels of every step (kernels,
+ * bytes, compile figures), not the callback.
+ *
+ * Every backend runs it the same way: the callback gets dense row-major
+ * host arrays (a device backend copies the inputs to the host and the
+ * result back), on the thread that called lf_eval, once per lf_eval that
+ * needs it, extern nodes in creation order. It must write all of out->data
+ * (zero-filled when it is called; bool: any nonzero byte is true) and
+ * return 0, or return nonzero after writing a message into msg (msg_cap
+ * bytes, NUL-terminated; may be left empty): lf_eval then fails with
+ * LF_ERR_EXTERN, "eval: extern node N (extern NAME ...) failed: MSG", and
+ * no output buffer is changed. It must not call lazyfuse on the same
+ * context, and must not keep the pointers it is given. */
+typedef struct lf_extern_array {
+    void *data;              /* dense row-major elements (NULL when numel is 0) */
+    lf_dtype dtype;
+    int ndim;
+    const int64_t *shape;    /* ndim extents */
+    int64_t numel;           /* product of the extents */
+} lf_extern_array;
+typedef int (*lf_extern_fn)(void *user, int nin, const lf_extern_array *ins, const lf_extern_array *out,
+                            char *msg, size_t msg_cap);
+/* An extern node of dtype t and shape (ndim, shape) computed by fn(user,
+ * ...) from ins[0..nin) (0..LF_MAX_ARGS nodes of g). name (a label for
+ * messages and DOT, 1..63 printable bytes) and fn must not be NULL. Errors
+ * as every builder's: LF_ERR_NULL, LF_ERR_INVALID (name, nin), LF_ERR_SHAPE
+ * / LF_ERR_OVERFLOW (shape), LF_ERR_DTYPE, sticky on the graph. The node
+ * may be an output, an input of any node and of other extern nodes;
+ * lf_input_rebind refuses it. */
+LF_API lf_node *lf_extern(lf_graph *g, const char *name, lf_extern_fn fn, void *user, int nin,
+                          lf_node *const *ins, lf_dtype t, int ndim, const int64_t *shape);
 
 /* ---- elementwise nodes ---------------------------------------------------- */
 

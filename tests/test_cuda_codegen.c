@@ -881,3 +881,81 @@ Test(cuda_codegen, emulated_pad_and_concat, .timeout = 600) {
     rmdir(dir);
     lf_ctx_destroy(ctx);
 }
+
+/* User functions (lf_fn_c, lf_fn_c_cuda): kernels calling them compile with
+ * NVRTC (the body as a __device__ function, fused with builtin maps and a
+ * reduction); an error in the CUDA body comes back in NVRTC's log at the
+ * body's own line; a library function (host code) is refused by name. */
+Test(cuda_codegen, user_functions_compile_with_nvrtc) {
+    if (!enabled()) cr_skip_test("LF_TEST_NVRTC=1 runs it (meson test cuda-codegen)");
+    char why[256];
+    cr_assert(cuda_nvrtc_available(why, sizeof why), "NVRTC is required for this test: %s", why);
+    lf_ctx *ctx = ref_ctx();
+    lf_graph *g = lf_graph_new(ctx);
+    const int64_t shape[2] = {64, 33};
+    lf_node *x = lf_input(g, lf_buffer_new(ctx, LF_F32, 2, shape));
+    lf_node *i = lf_input(g, lf_buffer_new(ctx, LF_I32, 2, shape));
+    lf_fn *smooth = lf_fn_c(g, "smooth", "f32(f32 x, f32 k)", "float t = x / k;\nreturn t / (1.0f + fabsf(t));");
+    lf_fn *pick = lf_fn_c_cuda(g, "pick", "f64(bool b, i64 n, f64 v)", "return b ? (double)n : v;",
+                               "return b ? __ll2double_rn(n) : v;");
+    cr_assert(smooth && pick, "%s", lf_errmsg(ctx));
+    lf_node *a = lf_zipwith(g, smooth, 2, (lf_node *[]){lf_map(g, lf_fn_parse(g, "(v) -> v * 2.0"), x), x});
+    lf_node *b = lf_zipwith(g, pick, 3, (lf_node *[]){lf_map(g, lf_fn_parse(g, "(v) -> v > 0"), a), i, a});
+    lf_node *outs[2] = {a, lf_reduce(g, LF_RED_SUM, b, 1, (int[]){1}, false)};
+    cr_assert(outs[1] != NULL, "%s", lf_errmsg(ctx));
+    nvrtc_run run = {.what = "user functions"};
+    compile_plans(&run, g, 2, outs);
+    cr_expect_gt(run.compiled, 0);
+    lf_graph_free(g);
+
+    /* a CUDA body with an error: NVRTC's log names the body's line */
+    g = lf_graph_new(ctx);
+    x = lf_input(g, lf_buffer_new(ctx, LF_F32, 2, shape));
+    lf_fn *bad = lf_fn_c_cuda(g, "bad", "f32(f32 v)", "return v;", "float w = v;\nreturn w +* ;");
+    cr_assert(bad != NULL, "%s", lf_errmsg(ctx));
+    lf_node *y = lf_map(g, bad, x);
+    fuse_schedule *s = NULL;
+    cr_assert_eq(fuse_plan(g, 1, &y, true, &s), LF_OK);
+    cg_layout *lay = cg_layout_new(s, 0);
+    cg_text t = {0};
+    cg_emit_kernel(s, lay, cg_dialect_cuda(), &t);
+    char *log = NULL, err[512] = "";
+    size_t bytes = 0;
+    cr_expect_neq(cuda_nvrtc_compile_for_arch(t.s, 90, &log, &bytes, err, sizeof err), LF_OK);
+    cr_expect(log && strstr(log, "bad(2)"), "NVRTC's log lacks the body's line 2: %s", log ? log : err);
+    graph_free(log);
+    cg_text_free(&t);
+    graph_free(lay);
+    fuse_schedule_free(s);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+/* A user function's CUDA kernels on the emulator: smooth(x * 2, k) fused
+ * with a map and with a row sum (several blocks), against the reference
+ * evaluator (which calls the host copy of the same body). */
+Test(cuda_codegen, emulated_user_functions, .timeout = 600) {
+    if (!enabled()) cr_skip_test("LF_TEST_NVRTC=1 runs it (meson test cuda-codegen)");
+    char dir[] = "/tmp/lf-emu-XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL);
+    lf_ctx *ctx = ref_ctx();
+    int id = 0, launches = 0, vec_launches = 0, kernels = 0;
+    emu_sorts es = {.threads = 32};
+    lf_graph *g = lf_graph_new(ctx);
+    const int64_t shape[2] = {37, 3001};
+    lf_node *x = lf_input(g, random_buffer(ctx, 2, shape));
+    lf_node *k = lf_input(g, random_buffer(ctx, 1, (int64_t[]){3001}));
+    lf_fn *smooth = lf_fn_c(g, "smooth", "f32(f32 x, f32 k)", "float t = x / k;\nreturn t / (1.0f + fabsf(t));");
+    cr_assert(smooth != NULL, "%s", lf_errmsg(ctx));
+    lf_node *a = lf_zipwith(g, smooth, 2, (lf_node *[]){lf_map(g, lf_fn_parse(g, "(v) -> v * 2.0"), x), k});
+    lf_node *outs[2] = {a, lf_reduce(g, LF_RED_SUM, lf_map(g, lf_fn_parse(g, "(v) -> smooth(v, 3.0) + 1"), x), 1,
+                                     (int[]){1}, false)};
+    cr_assert(outs[0] && outs[1], "%s", lf_errmsg(ctx));
+    emu_check(ctx, g, 2, outs, "user functions", dir, &id, false, &kernels, &launches, &vec_launches, &es);
+    cr_expect_gt(launches, 0);
+    tu_note("cuda_codegen: user functions: %d kernels, %d emulated launches\n", kernels, launches);
+    lf_graph_free(g);
+    if (es.h) dlclose(es.h);
+    rmdir(dir);
+    lf_ctx_destroy(ctx);
+}

@@ -297,8 +297,8 @@ Test(errors, status_and_enum_names) {
     static const char *const names[] = {
         "LF_OK", "LF_ERR_NULL", "LF_ERR_INVALID", "LF_ERR_SHAPE", "LF_ERR_AXIS",
         "LF_ERR_RANGE", "LF_ERR_DTYPE", "LF_ERR_OVERFLOW", "LF_ERR_ARITY", "LF_ERR_PARSE",
-        "LF_ERR_NOMEM", "LF_ERR_BACKEND", "LF_ERR_STATE", "LF_ERR_INDEX"};
-    for (int s = 0; s <= LF_ERR_INDEX; s++) cr_expect_str_eq(lf_status_name((lf_status)s), names[s]);
+        "LF_ERR_NOMEM", "LF_ERR_BACKEND", "LF_ERR_STATE", "LF_ERR_INDEX", "LF_ERR_COMPILE", "LF_ERR_EXTERN"};
+    for (int s = 0; s <= LF_ERR_EXTERN; s++) cr_expect_str_eq(lf_status_name((lf_status)s), names[s]);
     cr_expect(lf_status_name((lf_status)99) != NULL);
     cr_expect(lf_status_name((lf_status)-1) != NULL);
     cr_expect_str_eq(lf_dtype_name((lf_dtype)99), "?");

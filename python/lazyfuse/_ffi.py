@@ -30,7 +30,7 @@ CDEF = r"""
 typedef enum lf_status {
     LF_OK = 0, LF_ERR_NULL, LF_ERR_INVALID, LF_ERR_SHAPE, LF_ERR_AXIS, LF_ERR_RANGE,
     LF_ERR_DTYPE, LF_ERR_OVERFLOW, LF_ERR_ARITY, LF_ERR_PARSE, LF_ERR_NOMEM,
-    LF_ERR_BACKEND, LF_ERR_STATE, LF_ERR_INDEX
+    LF_ERR_BACKEND, LF_ERR_STATE, LF_ERR_INDEX, LF_ERR_COMPILE, LF_ERR_EXTERN
 } lf_status;
 typedef enum lf_dtype { LF_BOOL = 0, LF_I32, LF_I64, LF_F32, LF_F64 } lf_dtype;
 typedef enum lf_backend {
@@ -253,6 +253,8 @@ STATUS_CLASSES = {
     "LF_ERR_BACKEND": LazyfuseRuntimeError,
     "LF_ERR_STATE": LazyfuseRuntimeError,
     "LF_ERR_INDEX": LazyfuseIndexError,
+    "LF_ERR_COMPILE": LazyfuseRuntimeError,
+    "LF_ERR_EXTERN": LazyfuseRuntimeError,
 }
 
 
