@@ -815,7 +815,7 @@ def test_finfo_and_iinfo_give_python_numbers():
     """The Array API's finfo / iinfo: Python ints and floats (NumPy's finfo of
     float32 gives float32 scalars), of a dtype or an array; other kinds and
     dtypes lazyfuse lacks are TypeError."""
-    for dt in (lf.float32, lf.float64):
+    for dt in (lf.float16, lf.float32, lf.float64):
         for arg in (dt, lf.asarray(np.ones(2, dt)), lf.asarray(np.ones(2, dt)).dtype):
             fi = lf.finfo(arg)
             want = np.finfo(dt)
@@ -824,11 +824,11 @@ def test_finfo_and_iinfo_give_python_numbers():
                 got = getattr(fi, name)
                 assert type(got) is float and got == float(getattr(want, name)), (dt, name)
             assert fi.dtype == np.dtype(dt)
-    for dt in (lf.int32, lf.int64):
+    for dt in (lf.int8, lf.int16, lf.int32, lf.int64, lf.uint8, lf.uint16, lf.uint32, lf.uint64):
         ii = lf.iinfo(lf.asarray(np.ones(2, dt)))
         assert (type(ii.bits), type(ii.max), type(ii.min)) == (int, int, int)
         assert (ii.bits, ii.max, ii.min) == (np.iinfo(dt).bits, int(np.iinfo(dt).max), int(np.iinfo(dt).min))
-    for bad, fn in ((lf.int32, lf.finfo), (lf.float64, lf.iinfo), (np.float16, lf.finfo), (np.int8, lf.iinfo)):
+    for bad, fn in ((lf.int32, lf.finfo), (lf.float64, lf.iinfo), (np.complex64, lf.finfo), (np.float16, lf.iinfo)):
         with pytest.raises(TypeError):
             fn(bad)
 
