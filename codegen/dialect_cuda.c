@@ -19,6 +19,9 @@
 #define PRELUDE_CUDA                                                                        \
     "/* lazyfuse generated kernel (CUDA dialect, NVRTC). */\n"                              \
     "typedef unsigned char uint8_t;\n"                                                      \
+    "typedef signed char int8_t;\n"                                                        \
+    "typedef short int16_t;\n"                                                              \
+    "typedef unsigned short uint16_t;\n"                                                    \
     "typedef int int32_t;\n"                                                                \
     "typedef unsigned int uint32_t;\n"                                                      \
     "typedef long long int64_t;\n"                                                          \

@@ -142,10 +142,27 @@ static const char *int_type(lf_dtype t, bool unsigned_twin) {
     };
     if (!unsigned_twin) return c_type[t];
     switch (lf_dtype_size(t)) {
-    case 2: return "uint16_t";
+    case 1:
+    case 2: return "uint32_t"; /* not uint8_t / uint16_t: those promote to int, whose * may overflow */
     case 4: return "uint32_t";
     default: return "uint64_t";
     }
+}
+
+/* Whether t is stored as 16 bits and computed in float (f16, bf16): loads
+ * go through lf_ld_<name>, stores through lf_st_<name>, and each result is
+ * rounded with lf_rnd_<name> (the prelude's helpers). */
+static bool is_half(lf_dtype t) { return t == LF_F16 || t == LF_BF16; }
+
+static bool is_unsigned(lf_dtype t) { return (unsigned)t < LF_NDTYPES && graph_dtypes[t].kind == DTYPE_UINT; }
+
+/* Wraps out (a load of a buffer element) in the conversion of half dtype t
+ * from its stored bits; other dtypes load as they are. */
+static void load_bits(lf_dtype t, char *out, size_t cap) {
+    if (!is_half(t)) return;
+    expr_buf raw;
+    cg_fmt(raw, sizeof raw, "%s", out);
+    cg_fmt(out, cap, "lf_ld_%s(%s)", lf_dtype_name(t), raw);
 }
 
 /* Float dtype t's C value type (graph/dtypes.def's c_value: "float"), the
@@ -164,7 +181,11 @@ static void convert(char *out, size_t cap, const char *x, lf_dtype from, lf_dtyp
     }
     bool ff = graph_dtype_is_float(from);
     switch (graph_dtypes[to].kind) {
-    case DTYPE_FLOAT: cg_fmt(out, cap, "(%s)(%s)", c_value_type[to], x); return;
+    case DTYPE_FLOAT:
+        if (!is_half(to)) cg_fmt(out, cap, "(%s)(%s)", c_value_type[to], x);
+        else if (from == LF_F32 || is_half(from)) cg_fmt(out, cap, "lf_rnd_%s((float)(%s))", lf_dtype_name(to), x);
+        else cg_fmt(out, cap, "lf_d2%s((double)(%s))", lf_dtype_name(to), x); /* f64, integers: one rounding from double */
+        return;
     case DTYPE_BOOL: cg_fmt(out, cap, "((%s) != 0)", x); return;
     default: /* an integer: saturating from a float (lf_f2i32), wrapping from an integer */
         if (ff) cg_fmt(out, cap, "lf_f2%s((double)(%s))", lf_dtype_name(to), x);
@@ -177,6 +198,15 @@ static void convert(char *out, size_t cap, const char *x, lf_dtype from, lf_dtyp
 /* The C expression of op applied in compute dtype ct to operands x[]. */
 static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][sizeof(expr_buf)]) {
     const op_info *oi = &graph_ops[op];
+    if (is_half(ct)) { /* f16, bf16: f32's operator, its result rounded (graph/scalar.c) */
+        expr_buf f;
+        op_expr(f, sizeof f, op, LF_F32, x);
+        bool rounds = oi->typing != OPTY_CMP && oi->typing != OPTY_LOGIC && oi->typing != OPTY_PRED &&
+                      oi->typing != OPTY_SELECT;
+        if (rounds) cg_fmt(out, cap, "lf_rnd_%s(%s)", lf_dtype_name(ct), f);
+        else cg_fmt(out, cap, "%s", f);
+        return;
+    }
     switch (oi->typing) {
     case OPTY_CMP: cg_fmt(out, cap, "((%s) %s (%s))", x[0], oi->text, x[1]); return;
     case OPTY_LOGIC:
@@ -230,6 +260,15 @@ static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][size
         return;
     }
     const char *T = int_type(ct, false), *U = int_type(ct, true);
+    if (is_unsigned(ct)) switch (op) { /* graph/scalar.c's uint_op */
+        case LF_OP_MOD:
+        case LF_OP_FMOD: cg_fmt(out, cap, "(%s)lf_umod(%s, %s)", T, x[0], x[1]); return;
+        case LF_OP_FLOORDIV: cg_fmt(out, cap, "(%s)lf_udiv(%s, %s)", T, x[0], x[1]); return;
+        case LF_OP_POW: cg_fmt(out, cap, "(%s)lf_upow(%s, %s)", T, x[0], x[1]); return;
+        case LF_OP_ABS: cg_fmt(out, cap, "(%s)", x[0]); return;
+        case LF_OP_SIGN: cg_fmt(out, cap, "(%s)((%s) != 0)", T, x[0]); return;
+        default: break;
+        }
     switch (op) {
     case LF_OP_ADD: cg_fmt(out, cap, "(%s)((%s)(%s) + (%s)(%s))", T, U, x[0], U, x[1]); return;
     case LF_OP_SUB: cg_fmt(out, cap, "(%s)((%s)(%s) - (%s)(%s))", T, U, x[0], U, x[1]); return;
@@ -346,6 +385,7 @@ static void load_value(const cg_emitter *e, const cg_access *a, const char *jv, 
     expr_buf idx;
     if (e->vec && a->buf >= 0 && a->inner == CG_INNER_CONTIGUOUS) {
         cg_fmt(out, cap, "w%d.x[l]", access_id(e, a));
+        load_bits(a->dtype, out, cap);
         return;
     }
     access_index(e, a, jv, idx, sizeof idx);
@@ -356,16 +396,19 @@ static void load_value(const cg_emitter *e, const cg_access *a, const char *jv, 
         indexed_base(e, a, jv, a->load->gstride, base, step, sizeof base);
         if (jv && ia->inner == CG_INNER_INVARIANT) { /* checked and wrapped once (cg_hoist_invariants) */
             int id = access_id(e, a);
-            cg_fmt(out, cap, "(hg%d ? b%d[%s + hw%d] : (%s)0)", id, a->buf, base, id, cg_vtype(e, a->dtype));
+            cg_fmt(out, cap, "(hg%d ? b%d[%s + hw%d] : (%s)0)", id, a->buf, base, id, e->d->type[a->dtype]);
+            load_bits(a->dtype, out, cap);
             return;
         }
         load_value(e, ia, jv, iv, sizeof iv);
         cg_fmt(out, cap, "(lf_gok((int64_t)(%s), P[%d], b%d) ? b%d[%s + (lf_idx)lf_gwrap((int64_t)(%s), P[%d])%s] : (%s)0)",
-               iv, pg, e->lay->err_buf, a->buf, base, iv, pg, step, cg_vtype(e, a->dtype));
+               iv, pg, e->lay->err_buf, a->buf, base, iv, pg, step, e->d->type[a->dtype]);
+        load_bits(a->dtype, out, cap);
         return;
     }
     if (a->buf >= 0) {
         cg_fmt(out, cap, "b%d[%s]", a->buf, idx);
+        load_bits(a->dtype, out, cap);
         return;
     }
     expr_buf raw;
@@ -759,7 +802,11 @@ static void emit_stores(cg_emitter *e, int reg, const char *jv, const char *pref
             continue;
         }
         if (a->dtype == LF_BOOL) cg_fmt(val, sizeof val, "(uint8_t)((%s) != 0)", x);
-        else convert(val, sizeof val, x, from, a->dtype);
+        else if (is_half(a->dtype)) { /* the value rounded, then its bits */
+            expr_buf r;
+            convert(r, sizeof r, x, from, a->dtype);
+            cg_fmt(val, sizeof val, "lf_st_%s(%s)", lf_dtype_name(a->dtype), r);
+        } else convert(val, sizeof val, x, from, a->dtype);
         if (e->vec) cg_line(e, "w%d.x[l] = %s; /* -> n%d */", i, val, e->s->slots[so->slot].node->id);
         else if (e->stream && cg_access_streams(lay, a))
             cg_line(e, "lf_w%d[%s - jt] = %s; /* -> n%d, through lf_w%d */", i, jv, val, e->s->slots[so->slot].node->id,

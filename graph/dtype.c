@@ -14,9 +14,11 @@
  *     so the float (or complex) with the most digits takes any integer.
  *   promote(a, b): the dtype of lowest rank that both convert to safely.
  *
- * For the five dtypes this gives the header's rules (bool with X is X, i32
- * with i64 is i64, an integer with f32 is f64, ...); test_eval's
- * dtype_promote_table holds the whole 5 x 5 table.
+ * This gives the header's rules (bool with X is X, u8 with i8 is i16, u64
+ * with i64 is f64, i8 with f16 is f16, f16 with bf16 is f32, ...);
+ * test_eval's dtype_promote_table holds the whole table, and
+ * tests/dtype_promote_numpy.py checks it against NumPy 2 (and ml_dtypes'
+ * bfloat16 where it has an answer).
  *
  * Must stay true: graph_dtypes[t] describes dtype t (checked below at
  * compile time against the enum), and every lookup guards t first.
@@ -100,7 +102,8 @@ lf_dtype lf_dtype_promote(lf_dtype a, lf_dtype b) {
 int64_t graph_dtype_int_max(lf_dtype t) {
     const graph_dtype_info *d = &graph_dtypes[t];
     if (d->kind == DTYPE_BOOL) return 1;
-    assert(d->kind == DTYPE_SINT && d->digits <= 63); /* a u64's maximum is no int64_t */
+    assert(d->kind == DTYPE_SINT || d->kind == DTYPE_UINT);
+    if (d->digits >= 64) return -1; /* u64: all bits set, its lf_scalar form */
     return (int64_t)((UINT64_C(1) << d->digits) - 1);
 }
 

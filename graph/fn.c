@@ -334,8 +334,12 @@ static lf_dtype join(int n, const lf_dtype *t, const bool *w, bool *weak) {
     return p;
 }
 
-/* Whether integer v is outside i32's range (a weak literal that i32 cannot hold). */
-static bool outside_i32(int64_t v) { return v < INT32_MIN || v > INT32_MAX; }
+/* Whether integer v is outside the range of integer dtype t narrower than
+ * i64 (a weak literal that t cannot hold; u64 holds no negative value). */
+static bool outside_int(int64_t v, lf_dtype t) {
+    if (t == LF_U64) return v < 0;
+    return v < graph_dtype_int_min(t) || v > graph_dtype_int_max(t);
+}
 
 lf_dtype graph_fn_types(const lf_fn *f, const lf_dtype *params, lf_dtype *etype, lf_dtype *ctype) {
     return graph_fn_types_checked(f, params, etype, ctype, NULL);
@@ -370,7 +374,7 @@ lf_dtype graph_fn_types_checked(const lf_fn *f, const lf_dtype *params, lf_dtype
             etype[i] = e->cast_to;
             ctype[i] = etype[e->arg[0]];
             *wi = false;
-            if (bad && bad->expr < 0 && (e->cast_to == LF_I32 || e->cast_to == LF_I64) &&
+            if (bad && bad->expr < 0 && graph_dtype_is_int(e->cast_to) &&
                 f->exprs[e->arg[0]].kind == EXPR_CONST && f->exprs[e->arg[0]].beyond) {
                 bad->expr = i; /* i64(2**70): NumPy raises OverflowError */
                 bad->lit = e->arg[0];
@@ -411,20 +415,23 @@ lf_dtype graph_fn_types_checked(const lf_fn *f, const lf_dtype *params, lf_dtype
             case OPTY_LOGIC: ct = et = LF_BOOL; rweak = false; break;
             case OPTY_PRED: ct = t[0]; et = LF_BOOL; rweak = false; break;
             }
-            /* A weak integer that i32 cannot hold, meeting an i32 operand
-               (NEP 50): a comparison compares exactly (in i64); anything
-               else is refused (bad), never wrapped. */
-            if (ct == LF_I32)
+            /* A weak integer that an integer dtype narrower than i64 (or
+               u64) cannot hold, meeting an operand of it (NEP 50): a
+               comparison compares exactly (in i64; f64 against u64);
+               anything else is refused (bad), never wrapped. */
+            if (graph_dtype_is_int(ct) && ct != LF_I64) {
+                lf_dtype narrow = ct;
                 for (int k = first; k < oi->arity; k++) {
                     const struct wk *a = &wk[e->arg[k]];
-                    if (!a->weak || t[k] != LF_I64 || !outside_i32(a->v.i)) continue;
-                    if (oi->typing == OPTY_CMP) ct = LF_I64;
+                    if (!a->weak || t[k] != LF_I64 || !outside_int(a->v.i, narrow)) continue;
+                    if (oi->typing == OPTY_CMP) ct = narrow == LF_U64 ? LF_F64 : LF_I64;
                     else if (bad && bad->expr < 0) {
                         bad->expr = i;
                         bad->value = a->v.i;
-                        bad->dtype = LF_I32;
+                        bad->dtype = narrow;
                     }
                 }
+            }
             /* A literal beyond int64 (NEP 50 again): a float operator reads
                its double; a comparison with integers compares exactly (f64
                with the literal as +-inf: graph_fn_exact_compares); any other

@@ -450,6 +450,11 @@ lf_node *graph_new_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx, int n
  * on the axis, x's dtype or i64 positions. */
 lf_node *graph_new_sort(lf_graph *g, const char *what, lf_node *x, int axis, int64_t k, bool descending,
                         bool indices) {
+    if (x->dtype > LF_F64) { /* sort keys of the dtypes appended later are not written yet */
+        graph_fail(g, LF_ERR_DTYPE, "%s: dtype %s is not supported (bool, i32, i64, f32, f64)", what,
+                   lf_dtype_name(x->dtype));
+        return NULL;
+    }
     int64_t shape[LF_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[axis] = k;
@@ -1046,12 +1051,21 @@ lf_node *lf_cast(lf_graph *g, lf_node *x, lf_dtype t) {
 static lf_dtype reduce_dtype(lf_reduce_op op, lf_dtype in) {
     switch (op) {
     case LF_RED_SUM:
-    case LF_RED_PROD: return graph_dtype_is_float(in) ? in : LF_I64;
+    case LF_RED_PROD: /* NumPy: signed (and bool) to i64, unsigned to u64 */
+        return graph_dtype_is_float(in) ? in : graph_dtypes[in].kind == DTYPE_UINT ? LF_U64 : LF_I64;
     case LF_RED_MEAN: return graph_dtype_is_float(in) ? in : LF_F64;
     case LF_RED_ARGMIN:
     case LF_RED_ARGMAX: return LF_I64;
     default: return in;
     }
+}
+
+bool graph_red_dtype_ok(lf_graph *g, const char *what, lf_reduce_op op, lf_dtype t) {
+    if (t != LF_U64 || op == LF_RED_SUM || op == LF_RED_PROD || op == LF_RED_MEAN) return true;
+    /* the kernels' integer accumulators compare as int64_t */
+    graph_fail(g, LF_ERR_DTYPE, "%s %s: dtype u64 is not supported (sum, prod and mean are)", what,
+               graph_reds[op].text);
+    return false;
 }
 
 lf_node *lf_reduce(lf_graph *g, lf_reduce_op op, lf_node *x, int naxes, const int *axes,
@@ -1062,6 +1076,7 @@ lf_node *lf_reduce(lf_graph *g, lf_reduce_op op, lf_node *x, int naxes, const in
         return NULL;
     }
     const char *name = graph_reds[op].text;
+    if (!graph_red_dtype_ok(g, "reduce", op, x->dtype)) return NULL;
     uint32_t mask = 0;
     if (!axes && naxes > 0) { /* a forgotten array would reduce everything */
         graph_fail(g, LF_ERR_NULL, "reduce %s: %d axes but the axes array is NULL (0 and NULL reduce all axes)",
@@ -1133,6 +1148,7 @@ lf_node *lf_scan(lf_graph *g, lf_reduce_op op, lf_node *x, int axis, bool exclus
         graph_fail(g, LF_ERR_INVALID, "scan: op %s is not supported (sum, prod, min, max)", graph_reds[op].text);
         return NULL;
     }
+    if (!graph_red_dtype_ok(g, "scan", op, x->dtype)) return NULL;
     int a = axis < 0 ? axis + x->ndim : axis;
     if (a < 0 || a >= x->ndim) {
         graph_fail(g, LF_ERR_AXIS, "scan %s: axis %d out of range for %d dimensions", graph_reds[op].text, axis,

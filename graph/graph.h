@@ -179,8 +179,10 @@ bool graph_buffers_overlap(const lf_buffer *a, const lf_buffer *b);
 
 /* ==== scalar.c: scalar values and operator semantics ======================= */
 
-/* One element value. Floating dtypes use f (an f32 value is a double holding
- * a float exactly); bool, i32 and i64 use i (bool is 0 or 1). */
+/* One element value. Floating dtypes use f (an f32, f16 or bf16 value is a
+ * double holding it exactly); bool and integers use i (bool is 0 or 1; an
+ * unsigned integer holds its value, a u64 its bits: values from 2^63 on
+ * read as negative int64_t, so unsigned code compares them as uint64_t). */
 typedef union lf_scalar {
     double f;
     int64_t i;
@@ -211,12 +213,18 @@ extern const red_info graph_reds[LF_NREDS];
 
 /* ==== dtype.c: the dtype table (graph/dtypes.def) ========================== */
 
+/* Whether reduction op takes dtype t (u64 min, max, argmin, argmax do not
+ * yet); fails g with LF_ERR_DTYPE if not. In graph/graph.c. */
+struct lf_graph;
+bool graph_red_dtype_ok(struct lf_graph *g, const char *what, lf_reduce_op op, lf_dtype t);
+
 typedef enum dtype_kind { DTYPE_BOOL, DTYPE_SINT, DTYPE_UINT, DTYPE_FLOAT, DTYPE_COMPLEX } dtype_kind;
 
 /* How a value becomes an unsigned sort key (graph_sort_key). */
 typedef enum sort_key_kind {
     SORT_KEY_BOOL,   /* 0 or 1 */
     SORT_KEY_SIGNED, /* two's complement, the key's sign bit flipped */
+    SORT_KEY_UNSIGNED, /* the bits */
     SORT_KEY_FLOAT   /* IEEE bits, sign folded, -0.0 and NaNs canonical */
 } sort_key_kind;
 

@@ -14,7 +14,13 @@
  *  - float -> integer casts truncate, saturate, and send NaN to 0;
  *  - f32 results are rounded to float after every operation (+ - * / and
  *    sqrt are computed in double and rounded once, which is exact rounding;
- *    other functions call the float version of libm);
+ *    other functions call the float version of libm); f16 and bf16 compute
+ *    as f32 and round that result to nearest even in their format (from
+ *    float, the kernels' rounding; a conversion from f64 or an integer
+ *    rounds once from double);
+ *  - integers wrap at their own width (i8 at 8 bits, u8 modulo 256);
+ *    unsigned % // min max compare >> are unsigned (a u64 is held as its
+ *    bits in lf_scalar.i);
  *  - NaN and Inf propagate as IEEE 754 and C's libm say; min/max are NumPy's
  *    minimum/maximum (a NaN operand, the first if both, is returned; of equal
  *    values, +0 and -0, the second); sign(+-0) is +0;
@@ -46,30 +52,94 @@ const char *lf_reduce_op_name(lf_reduce_op op) {
 
 /* ---- conversions ------------------------------------------------------------ */
 
-/* Narrows a wrapped 64-bit result to bool or signed integer dtype t: two's
- * complement at t's width (digits + 1 bits: i32 wraps at 32 bits). */
+static bool is_unsigned(lf_dtype t) { return graph_dtypes[t].kind == DTYPE_UINT; }
+
+/* Narrows a wrapped 64-bit result to bool or integer dtype t: two's
+ * complement at t's width (digits + 1 bits: i32 wraps at 32 bits), or
+ * modulo 2^digits for an unsigned t (u8: 200 + 100 is 44). */
 static int64_t wrap(lf_dtype t, uint64_t v) {
     if (graph_dtypes[t].kind == DTYPE_BOOL) return v != 0;
-    int width = graph_dtypes[t].digits + 1;
+    bool u = is_unsigned(t);
+    int width = graph_dtypes[t].digits + (u ? 0 : 1);
     if (width >= 64) return (int64_t)v;
     uint64_t mask = (UINT64_C(1) << width) - 1;
     v &= mask;
-    if (v >> (width - 1)) v |= ~mask; /* negative: sign-extend */
+    if (!u && v >> (width - 1)) v |= ~mask; /* negative: sign-extend */
     return (int64_t)v;
 }
 
-/* Float x to signed integer dtype t: truncated, saturated at t's extremes
- * (beyond +-2^digits), NaN to 0. */
+/* Rounds x to nearest even in a binary float format of `digits`
+ * significand digits whose normal numbers start at 2^(emin - 1) and whose
+ * finite values stay below 2^maxexp (beyond: +-inf). NaN, inf and zeros
+ * pass through. nearbyint rounds half to even in the default mode. */
+static double round_to_format(double x, int digits, int emin, int maxexp) {
+    if (x == 0 || isnan(x) || isinf(x)) return x;
+    int e;
+    (void)frexp(x, &e); /* |x| = m 2^e, m in [0.5, 1) */
+    int q = (e > emin ? e : emin) - digits;
+    double r = ldexp(nearbyint(ldexp(x, -q)), q);
+    if (fabs(r) >= ldexp(1.0, maxexp)) return copysign(INFINITY, x);
+    return r;
+}
+
+/* The value of double x in float dtype t, rounded to nearest even (x is
+ * computed exactly or rounded once to f32 first, so rounding from double
+ * here is the rounding from float that the kernels do). */
+static double round_float(lf_dtype t, double x) {
+    switch (t) {
+    case LF_F64: return x;
+    case LF_F32: return (double)(float)x;
+    case LF_F16: return round_to_format(x, 11, -13, 16);
+    default: return round_to_format(x, 8, -125, 128); /* bf16 */
+    }
+}
+
+/* f16 and bf16 bits of float x, rounded to nearest even; NaN becomes the
+ * quiet NaN of its sign (as the kernels' lf_st_f16 / lf_st_bf16 do). x is
+ * already a value of the dtype unless it is NaN. */
+static uint16_t half_bits(lf_dtype t, double v) {
+    float f = (float)round_float(t, v);
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)(x >> 16 & 0x8000);
+    if (isnan(f)) return sign | (t == LF_F16 ? 0x7e00 : 0x7fc0);
+    if (t == LF_BF16) return (uint16_t)(x >> 16); /* exact: f is a bf16 value */
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return sign | 0x7c00;
+    if (ax < 0x38800000u) /* below 2^-14: a subnormal, k 2^-24 */
+        return sign | (uint16_t)ldexp(fabs((double)f), 24);
+    return sign | (uint16_t)(((ax >> 23) - 112) << 10 | (ax >> 13 & 0x3ff));
+}
+
+static double half_value(lf_dtype t, uint16_t h) {
+    if (t == LF_BF16) {
+        uint32_t x = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &x, 4);
+        return f;
+    }
+    int e = h >> 10 & 0x1f, m = h & 0x3ff;
+    double v = e == 0x1f ? (m ? NAN : INFINITY) : e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
+    return (h & 0x8000) ? -v : v;
+}
+
+/* Float x to integer dtype t: truncated, saturated at t's extremes
+ * (beyond +-2^digits, or 0 and 2^digits for unsigned t), NaN to 0. */
 static int64_t saturate(double x, lf_dtype t) {
     if (isnan(x)) return 0;
     double limit = ldexp(1.0, graph_dtypes[t].digits); /* 2^31 for i32: exact */
+    if (is_unsigned(t)) {
+        if (x >= limit) return graph_dtype_int_max(t);
+        if (x <= 0) return 0;
+        return (int64_t)(uint64_t)x;
+    }
     if (x >= limit) return graph_dtype_int_max(t);
     if (x <= -limit) return graph_dtype_int_min(t);
     return (int64_t)x;
 }
 
 int graph_pow_exponent_class(lf_scalar v, lf_dtype t) {
-    double y = graph_dtype_is_float(t) ? v.f : t == LF_BOOL ? (double)(v.i != 0) : (double)v.i;
+    double y = graph_dtype_is_float(t) ? v.f : t == LF_BOOL ? (double)(v.i != 0) : is_unsigned(t) ? (double)(uint64_t)v.i : (double)v.i;
     static const double special[] = {0.5, 2, 1, 0, -1};
     for (int k = 0; k < (int)(sizeof special / sizeof special[0]); k++)
         if (y == special[k]) return k + 1; /* -0 == 0 */
@@ -80,19 +150,16 @@ lf_scalar graph_scalar_convert(lf_scalar v, lf_dtype from, lf_dtype to) {
     lf_scalar r;
     if (graph_dtype_is_float(from)) {
         double x = v.f;
-        switch (to) {
-        case LF_F64: r.f = x; break;
-        case LF_F32: r.f = (double)(float)x; break;
-        case LF_BOOL: r.i = x != 0; break;
-        default: r.i = saturate(x, to); break;
-        }
+        if (graph_dtype_is_float(to)) r.f = round_float(to, x);
+        else if (to == LF_BOOL) r.i = x != 0;
+        else r.i = saturate(x, to);
     } else {
         int64_t x = v.i;
-        switch (to) {
-        case LF_F64: r.f = (double)x; break;
-        case LF_F32: r.f = (double)(float)x; break;
-        default: r.i = wrap(to, (uint64_t)x); break;
-        }
+        bool u = is_unsigned(from);
+        if (to == LF_F32) r.f = u ? (double)(float)(uint64_t)x : (double)(float)x; /* one rounding */
+        else if (graph_dtype_is_float(to)) /* f64; f16 and bf16 by way of f64 */
+            r.f = round_float(to, u ? (double)(uint64_t)x : (double)x);
+        else r.i = wrap(to, (uint64_t)x);
     }
     return r;
 }
@@ -203,8 +270,9 @@ static double float_fn2(lf_op op, bool f32, double a, double b) {
 
 /* ---- integer operators ------------------------------------------------------------- */
 
-static int64_t int_pow(int64_t base, int64_t e, lf_dtype t) {
-    if (e < 0) {
+static int64_t int_pow(int64_t base, int64_t e_, lf_dtype t) {
+    uint64_t e = (uint64_t)e_;
+    if (e_ < 0 && !is_unsigned(t)) {
         if (base == 1) return 1;
         if (base == -1) return (e & 1) ? -1 : 1;
         return 0;
@@ -234,19 +302,38 @@ static int64_t int_floordiv(int64_t a, int64_t b, lf_dtype t) {
     return q;
 }
 
-/* Shifts in a width of 32 (i32) or 64 bits; a count outside [0, width)
- * gives 0, or -1 for >> of a negative value (NumPy). >> is arithmetic,
- * written without shifting a negative number. */
+/* Shifts in t's width (8 to 64 bits); a count outside [0, width) gives 0,
+ * or -1 for >> of a negative value (NumPy). >> is arithmetic for signed t,
+ * written without shifting a negative number, and logical for unsigned t. */
 static int64_t int_shift(lf_op op, lf_dtype t, int64_t a, int64_t b) {
     uint64_t w = 8 * lf_dtype_size(t);
     bool in_range = (uint64_t)b < w; /* a negative count is huge here */
     if (op == LF_OP_LSHIFT) return in_range ? wrap(t, (uint64_t)a << b) : 0;
+    if (is_unsigned(t)) return in_range ? (int64_t)((uint64_t)a >> b) : 0;
     if (!in_range) return a < 0 ? -1 : 0;
     return a < 0 ? ~(~a >> b) : a >> b;
 }
 
+/* Unsigned operators whose meaning differs from the signed ones' (the
+ * others wrap the same bits); false when op is not one of them. */
+static bool uint_op(lf_op op, lf_dtype t, uint64_t a, uint64_t b, int64_t *r) {
+    switch (op) {
+    case LF_OP_MOD:
+    case LF_OP_FMOD: *r = b == 0 ? 0 : (int64_t)(a % b); return true;
+    case LF_OP_FLOORDIV: *r = b == 0 ? 0 : (int64_t)(a / b); return true;
+    case LF_OP_MIN: *r = (int64_t)(b < a ? b : a); return true;
+    case LF_OP_MAX: *r = (int64_t)(b > a ? b : a); return true;
+    case LF_OP_ABS: *r = (int64_t)a; return true;
+    case LF_OP_SIGN: *r = a != 0; return true;
+    case LF_OP_BITNOT: *r = wrap(t, ~a); return true;
+    default: return false;
+    }
+}
+
 static int64_t int_op(lf_op op, lf_dtype t, int64_t a, int64_t b) {
     uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+    int64_t ur;
+    if (is_unsigned(t) && uint_op(op, t, ua, ub, &ur)) return ur;
     switch (op) {
     case LF_OP_ADD: return wrap(t, ua + ub);
     case LF_OP_SUB: return wrap(t, ua - ub);
@@ -274,7 +361,18 @@ static int64_t int_op(lf_op op, lf_dtype t, int64_t a, int64_t b) {
     }
 }
 
-static bool compare(lf_op op, bool fl, lf_scalar a, lf_scalar b) {
+static bool compare(lf_op op, bool fl, bool u, lf_scalar a, lf_scalar b) {
+    if (u) { /* unsigned: a u64's bits compare as uint64_t */
+        uint64_t x = (uint64_t)a.i, y = (uint64_t)b.i;
+        switch (op) {
+        case LF_OP_LT: return x < y;
+        case LF_OP_LE: return x <= y;
+        case LF_OP_GT: return x > y;
+        case LF_OP_GE: return x >= y;
+        case LF_OP_EQ: return x == y;
+        default: return x != y;
+        }
+    }
     if (fl) {
         switch (op) {
         case LF_OP_LT: return a.f < b.f;
@@ -297,9 +395,9 @@ static bool compare(lf_op op, bool fl, lf_scalar a, lf_scalar b) {
 
 lf_scalar graph_scalar_apply(lf_op op, lf_dtype ct, lf_scalar a, lf_scalar b, lf_scalar c) {
     lf_scalar r;
-    bool fl = graph_dtype_is_float(ct), f32 = ct == LF_F32;
+    bool fl = graph_dtype_is_float(ct), f32 = fl && ct != LF_F64; /* f16, bf16 compute in f32 */
     switch (graph_ops[op].typing) {
-    case OPTY_CMP: r.i = compare(op, fl, a, b); return r;
+    case OPTY_CMP: r.i = compare(op, fl, is_unsigned(ct), a, b); return r;
     case OPTY_LOGIC:
         r.i = op == LF_OP_AND ? (a.i && b.i) : op == LF_OP_OR ? (a.i || b.i) : !a.i;
         return r;
@@ -314,7 +412,7 @@ lf_scalar graph_scalar_apply(lf_op op, lf_dtype ct, lf_scalar a, lf_scalar b, lf
         if (op == LF_OP_FMA) x = f32 ? fmaf((float)a.f, (float)b.f, (float)c.f) : fma(a.f, b.f, c.f);
         else if (graph_ops[op].arity == 1) x = float_fn1(op, f32, a.f);
         else x = float_fn2(op, f32, a.f, b.f);
-        r.f = f32 ? (double)(float)x : x;
+        r.f = f32 ? round_float(ct, (double)(float)x) : x; /* f16, bf16: f32's result, rounded */
         return r;
     }
     if (ct == LF_BOOL) { /* only SAME and BITS ops reach here with bool */
@@ -337,8 +435,16 @@ lf_scalar graph_scalar_load(const void *base, lf_dtype t, int64_t i) {
     lf_scalar v;
     switch (t) {
     case LF_BOOL: v.i = ((const uint8_t *)base)[i]; break;
+    case LF_I8: v.i = ((const int8_t *)base)[i]; break;
+    case LF_U8: v.i = ((const uint8_t *)base)[i]; break;
+    case LF_I16: v.i = ((const int16_t *)base)[i]; break;
+    case LF_U16: v.i = ((const uint16_t *)base)[i]; break;
     case LF_I32: v.i = ((const int32_t *)base)[i]; break;
+    case LF_U32: v.i = ((const uint32_t *)base)[i]; break;
     case LF_I64: v.i = ((const int64_t *)base)[i]; break;
+    case LF_U64: v.i = (int64_t)((const uint64_t *)base)[i]; break;
+    case LF_F16:
+    case LF_BF16: v.f = half_value(t, ((const uint16_t *)base)[i]); break;
     case LF_F32: v.f = ((const float *)base)[i]; break;
     default: v.f = ((const double *)base)[i]; break;
     }
@@ -348,8 +454,16 @@ lf_scalar graph_scalar_load(const void *base, lf_dtype t, int64_t i) {
 void graph_scalar_store(void *base, lf_dtype t, int64_t i, lf_scalar v) {
     switch (t) {
     case LF_BOOL: ((uint8_t *)base)[i] = v.i != 0; break;
+    case LF_I8: ((int8_t *)base)[i] = (int8_t)v.i; break;
+    case LF_U8: ((uint8_t *)base)[i] = (uint8_t)v.i; break;
+    case LF_I16: ((int16_t *)base)[i] = (int16_t)v.i; break;
+    case LF_U16: ((uint16_t *)base)[i] = (uint16_t)v.i; break;
     case LF_I32: ((int32_t *)base)[i] = (int32_t)v.i; break;
+    case LF_U32: ((uint32_t *)base)[i] = (uint32_t)v.i; break;
     case LF_I64: ((int64_t *)base)[i] = v.i; break;
+    case LF_U64: ((uint64_t *)base)[i] = (uint64_t)v.i; break;
+    case LF_F16:
+    case LF_BF16: ((uint16_t *)base)[i] = half_bits(t, v.f); break;
     case LF_F32: ((float *)base)[i] = (float)v.f; break;
     default: ((double *)base)[i] = v.f; break;
     }
@@ -358,7 +472,8 @@ void graph_scalar_store(void *base, lf_dtype t, int64_t i, lf_scalar v) {
 /* ---- reductions -------------------------------------------------------------------- */
 
 lf_dtype graph_red_acc_dtype(lf_reduce_op op, lf_dtype in) {
-    return graph_dtype_is_float(in) || op == LF_RED_MEAN ? LF_F64 : LF_I64;
+    if (graph_dtype_is_float(in) || op == LF_RED_MEAN) return LF_F64;
+    return is_unsigned(in) ? LF_U64 : LF_I64; /* the same wrapping bits; u64 compares unsigned */
 }
 
 void graph_red_init(graph_red_acc *a, lf_reduce_op op, lf_dtype acc_t) {
@@ -386,6 +501,8 @@ void graph_red_fold(graph_red_acc *a, lf_reduce_op op, lf_dtype acc_t, lf_scalar
     bool better;
     if (!a->started) better = true;
     else if (fl) better = !isnan(a->v.f) && (isnan(x.f) || (want_min ? x.f < a->v.f : x.f > a->v.f));
+    else if (acc_t == LF_U64)
+        better = want_min ? (uint64_t)x.i < (uint64_t)a->v.i : (uint64_t)x.i > (uint64_t)a->v.i;
     else better = want_min ? x.i < a->v.i : x.i > a->v.i;
     if (better) {
         a->v = x;

@@ -36,6 +36,11 @@ lf_node *lf_scatter(lf_graph *g, lf_scatter_op op, lf_node *dst, int axis, lf_no
                    lf_dtype_name(idx->dtype));
         return NULL;
     }
+    if (dst->dtype > LF_F64) { /* the dtypes appended later: scatter's combine is not written for them yet */
+        graph_fail(g, LF_ERR_DTYPE, "scatter: dtype %s is not supported (bool, i32, i64, f32, f64)",
+                   lf_dtype_name(dst->dtype));
+        return NULL;
+    }
     if (dst->dtype == LF_BOOL && (op == LF_SCATTER_ADD || op == LF_SCATTER_PROD)) {
         graph_fail(g, LF_ERR_DTYPE, "scatter: %s into a bool array", op == LF_SCATTER_ADD ? "add" : "prod");
         return NULL;

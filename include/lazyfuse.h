@@ -42,11 +42,25 @@
  * Threads: one context and everything made from it belongs to one thread at a
  * time. Different contexts may be used concurrently.
  *
- * Dtype rules (NumPy's, for these five dtypes), in order bool < i32 < i64 <
- * f32 < f64:
- *   promote(a, b): the same dtype if equal; bool with X gives X; i32 with i64
- *     gives i64; f32 with f64 gives f64; an integer with f32 gives f64 (no
- *     integer is rounded silently); an integer with f64 gives f64.
+ * Dtype rules (NumPy 2's): bool, the integers i8 u8 i16 u16 i32 u32 i64 u64,
+ * the floats f16 bf16 f32 f64.
+ *   promote(a, b): the dtype of least width that holds every value of both
+ *     exactly: the same dtype if equal; bool with X gives X; u8 with i8 gives
+ *     i16, u32 with i32 gives i64, u64 with any signed integer gives f64; an
+ *     integer with a float gives that float when the float holds the
+ *     integer's every value (i8, u8 with f16 or bf16; i16, u16 with f16 give
+ *     f32; i32, u32 with f32 give f64), and f64 with any integer. f16 with
+ *     bf16 gives f32. bfloat16 is ml_dtypes' (JAX's): i8, u8 and bool with
+ *     bf16 give bf16; where ml_dtypes has no common dtype (i16 or f16 with
+ *     bf16) the rule above gives f32.
+ *   Small integers (i8 u8 i16 u16, and u32, i32) wrap at their own width
+ *     after every operation, as NumPy does (u8 200 + 100 is 44); unsigned
+ *     integers wrap modulo 2^width, and their comparisons, min/max, //, %
+ *     and >> (logical) are unsigned. f16 and bf16 compute each operation in
+ *     float32 (as f32 does: libm's float functions) and round its result to
+ *     nearest even in the dtype, so every evaluator, fused or not, gives the
+ *     same bits (XLA rounds so at each op); a cast to f16 or bf16 rounds the
+ *     same way, NaN stays NaN, overflow gives inf.
  *   Literals in expression strings and lf_fn_const are weak (as NumPy 2 and
  *     JAX scalars): an integer literal takes the other operand's dtype (bool
  *     becomes i64); a float literal takes the other operand's dtype when that
@@ -109,8 +123,9 @@
  *     saturate at the dtype's range; NaN casts to 0. Casts between integer
  *     dtypes wrap (two's complement: i64 -> i32 keeps the low 32 bits).
  *     Casts to bool give value != 0 (NaN is true).
- *   Reductions: sum and prod of bool, i32 and i64 give i64; of f32 and f64
- *     keep the dtype. mean of integers gives f64. min and max keep the dtype.
+ *   Reductions: sum and prod of bool and signed integers give i64, of
+ *     unsigned integers u64; of floats keep the dtype (f16 and bf16 too,
+ *     accumulated in double and rounded once). mean of integers gives f64. min and max keep the dtype.
  *     argmin and argmax give i64. Float reductions (and mean of integers)
  *     accumulate in double, integer sum and prod in int64 (wrapping), and
  *     round once at the end, except contractions (below).
@@ -216,6 +231,14 @@ typedef enum lf_dtype {
     LF_I64,
     LF_F32,
     LF_F64,
+    LF_I8,   /* appended in this order (ABI): small integers wrap at their width */
+    LF_U8,
+    LF_I16,
+    LF_U16,
+    LF_U32,
+    LF_U64,
+    LF_F16,  /* IEEE binary16, stored as its 16 bits */
+    LF_BF16, /* bfloat16 (the high half of a float32), stored as its 16 bits */
     LF_NDTYPES
 } lf_dtype;
 

@@ -36,20 +36,24 @@ void dc_cone_init(dc_cone *c, const lf_node *out, bool lanes) {
     cr_assert(c->in != NULL);
     c->exempt = c->reduction = false;
     c->exempt_op = -1;
-    bool f32 = false;
+    double eps = 0x1p-53; /* the coarsest float format in the cone: its epsilon */
+#define DC_EPS(t) ((t) == LF_BF16 ? 0x1p-8 : (t) == LF_F16 ? 0x1p-11 : (t) == LF_F32 ? 0x1p-24 : 0x1p-53)
+#define DC_SEE(t) (eps = DC_EPS(t) > eps ? DC_EPS(t) : eps)
     c->in[out->id] = true;
     for (int id = out->id; id >= 0; id--) { /* ids are topological: inputs have lower ids */
         if (!c->in[id]) continue;
         const lf_node *n = g->nodes[id];
         for (int k = 0; k < n->ninputs; k++) c->in[n->inputs[k]->id] = true;
-        f32 |= n->dtype == LF_F32;
+        DC_SEE(n->dtype);
         if (n->kind == NODE_MAP) {
             const lf_fn *f = n->u.map.fn;
-            for (int k = 0; k < n->ninputs; k++) /* the types the fn computes in */
-                f32 |= (n->u.map.etype && n->u.map.etype[k] == LF_F32) || (n->u.map.ctype && n->u.map.ctype[k] == LF_F32);
+            for (int k = 0; k < n->ninputs; k++) { /* the types the fn computes in */
+                if (n->u.map.etype) DC_SEE(n->u.map.etype[k]);
+                if (n->u.map.ctype) DC_SEE(n->u.map.ctype[k]);
+            }
             for (int e = 0; e < f->nexprs; e++) {
                 const fn_expr *x = &f->exprs[e];
-                f32 |= (x->kind == EXPR_CAST || x->kind == EXPR_SCALAR) && x->cast_to == LF_F32;
+                if (x->kind == EXPR_CAST || x->kind == EXPR_SCALAR) DC_SEE(x->cast_to);
                 if (lanes && x->kind == EXPR_OP && exempt_op(x->op)) {
                     c->exempt = true;
                     c->exempt_op = (int)x->op;
@@ -61,7 +65,9 @@ void dc_cone_init(dc_cone *c, const lf_node *out, bool lanes) {
             c->reduction = true;
         if (lanes && n->kind == NODE_REDUCE && n->u.reduce.op == LF_RED_MEAN) c->reduction = true; /* integer means too */
     }
-    c->eps = f32 ? 0x1p-24 : 0x1p-53;
+    c->eps = eps;
+#undef DC_SEE
+#undef DC_EPS
 }
 
 void dc_cone_free(dc_cone *c) {
@@ -103,20 +109,13 @@ bool dc_element_ok(const dc_cone *c, lf_dtype t, const void *got, const void *wa
     if (!memcmp(a, b, es)) return true;
     if (!graph_dtype_is_float(t)) return false; /* bool and integers: the bytes */
     double x, y;
-    if (t == LF_F32) {
-        float fx, fy;
-        memcpy(&fx, a, 4);
-        memcpy(&fy, b, 4);
-        x = fx;
-        y = fy;
-    } else {
-        memcpy(&x, a, 8);
-        memcpy(&y, b, 8);
-    }
+    x = graph_scalar_load(a, t, 0).f; /* every float dtype, f16 and bf16 too */
+    y = graph_scalar_load(b, t, 0).f;
     if (isnan(x) || isnan(y)) return isnan(x) && isnan(y) && dc_nan_same(t, a, b);
     if (dc_cone_exact(c)) return false; /* bit for bit (-0.0 is not +0.0) */
     if (isinf(x) || isinf(y)) return false;
-    double sub = t == LF_F32 ? FLT_TRUE_MIN : DBL_TRUE_MIN; /* subnormal results: an ulp is absolute */
+    double sub = t == LF_F64 ? DBL_TRUE_MIN : t == LF_F32 ? FLT_TRUE_MIN : t == LF_F16 ? 0x1p-24 : 0x1p-133;
+    /* subnormal results: an ulp is absolute */
     return fabs(x - y) <= rel * fabs(y) + DC_K * sub;
 }
 
@@ -137,6 +136,19 @@ void dc_format(char *buf, int cap, lf_dtype t, const void *p, int64_t j) {
         uint32_t u;
         memcpy(&u, (const float *)p + j, 4);
         snprintf(buf, (size_t)cap, "%.9g (0x%08" PRIx32 ")", (double)((const float *)p)[j], u);
+        break;
+    }
+    case LF_I8:
+    case LF_U8:
+    case LF_I16:
+    case LF_U16:
+    case LF_U32: snprintf(buf, (size_t)cap, "%" PRId64, graph_scalar_load(p, t, j).i); break;
+    case LF_U64: snprintf(buf, (size_t)cap, "%" PRIu64, ((const uint64_t *)p)[j]); break;
+    case LF_F16:
+    case LF_BF16: {
+        uint16_t u;
+        memcpy(&u, (const uint16_t *)p + j, 2);
+        snprintf(buf, (size_t)cap, "%.5g (0x%04x)", graph_scalar_load(p, t, j).f, (unsigned)u);
         break;
     }
     default: {

@@ -20,7 +20,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* x, or x cast to i64 when x is u64 and op orders values (lazyfuse refuses
+ * u64 min, max, argmin and argmax: graph_red_dtype_ok). */
+static lf_node *orderable(lf_graph *g, lf_reduce_op op, lf_node *x) {
+    bool orders = op == LF_RED_MIN || op == LF_RED_MAX || op == LF_RED_ARGMIN || op == LF_RED_ARGMAX;
+    return x && orders && lf_node_dtype(x) == LF_U64 ? lf_cast(g, x, LF_I64) : x;
+}
+
+/* x, or x cast to one of the first five dtypes (bool i32 i64 f32 f64) when
+ * its dtype is one appended later: sort and scatter take only those. */
+static lf_node *first_five(lf_graph *g, lf_node *x) {
+    lf_dtype t = lf_node_dtype(x);
+    if (t <= LF_F64) return x;
+    return lf_cast(g, x, graph_dtype_is_float(t) ? LF_F32 : LF_I64);
+}
+
 lf_node *row_reduce(lf_graph *g, lf_reduce_op op, lf_node *x, int na, const int *axes, bool keep) {
+    x = orderable(g, op, x);
     lf_node *r = lf_reduce(g, op, x, na, axes, keep);
     if (keep) return r;
     int64_t sh[LF_MAX_DIMS];
@@ -78,8 +94,12 @@ static lf_node *new_input(gen *G) {
             vals[i] = SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)];
         else if (graph_dtype_is_float(t))
             vals[i] = (double)rint_(&G->r, -400, 400) / 64.0;
+        else if (t != LF_BOOL && chance(&G->r, 20)) /* an integer's extremes: wraparound */
+            vals[i] = chance(&G->r, 50) ? (double)graph_dtype_int_min(t) + rint_(&G->r, 0, 2)
+                      : t == LF_U64 ? 18446744073709549568.0 /* 2^64 - 2^11: u64's top range */
+                                    : (double)graph_dtype_int_max(t) - rint_(&G->r, 0, 2);
         else
-            vals[i] = rint_(&G->r, -6, 6);
+            vals[i] = rint_(&G->r, graph_dtypes[t].kind == DTYPE_UINT ? 0 : -6, 6);
     }
     lf_buffer *b = tu_buf(G->ctx, t, ndim, shape, vals);
     lf_node *x = lf_input(G->g, b);
@@ -95,7 +115,7 @@ static lf_node *partner(gen *G, lf_node *x) {
         int64_t sh[LF_MAX_DIMS];
         if (graph_broadcast_shapes(x->ndim, x->shape, y->ndim, y->shape, &nd, sh)) return y;
     }
-    if (chance(&G->r, 50)) return lf_const(G->g, (lf_dtype)rint_(&G->r, 0, 4), SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)]);
+    if (chance(&G->r, 50)) return lf_const(G->g, (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1), SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)]);
     if (x->ndim >= 1 && chance(&G->r, 50)) /* reduce x over its last axis, keepdims */
         return lf_reduce(G->g, LF_RED_SUM, x, 1, (int[]){x->ndim - 1}, true);
     return x;
@@ -175,7 +195,7 @@ static lf_node *gen_elementwise(gen *G) {
         if (!graph_broadcast_shapes(y->ndim, y->shape, z->ndim, z->shape, &nd, sh)) z = y;
         return lf_select(g, lf_gt(g, x, lf_const(g, LF_F64, 0.25)), y, z);
     }
-    case 4: return lf_cast(g, x, (lf_dtype)rint_(&G->r, 0, 4));
+    case 4: return lf_cast(g, x, (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1));
     default: { /* parsed fn with weak literals */
         const char *src = FNS[rint_(&G->r, 0, (int)(sizeof FNS / sizeof *FNS) - 1)];
         lf_fn *f = lf_fn_parse(g, src);
@@ -247,13 +267,13 @@ static lf_node *gen_reduce(gen *G) {
     bool needs = op == LF_RED_MIN || op == LF_RED_MAX || op == LF_RED_ARGMIN || op == LF_RED_ARGMAX;
     if (needs && cnt == 0 && outn != 0) op = LF_RED_SUM; /* empty sets fail by design */
     bool keep = chance(&G->r, 40);
-    lf_node *r = lf_reduce(G->g, op, x, all ? 0 : na, all ? NULL : axes, keep);
+    lf_node *r = lf_reduce(G->g, op, orderable(G->g, op, x), all ? 0 : na, all ? NULL : axes, keep);
     if (r && chance(&G->r, 25)) { /* a sibling over the same axes (horizontal) */
         lf_node *y = chance(&G->r, 50) ? x : lf_abs(G->g, x);
         op = (lf_reduce_op)rint_(&G->r, 0, LF_NREDS - 1);
         needs = op == LF_RED_MIN || op == LF_RED_MAX || op == LF_RED_ARGMIN || op == LF_RED_ARGMAX;
         if (needs && cnt == 0 && outn != 0) op = LF_RED_MEAN;
-        push(G, lf_reduce(G->g, op, y, all ? 0 : na, all ? NULL : axes, chance(&G->r, 40)));
+        push(G, lf_reduce(G->g, op, orderable(G->g, op, y), all ? 0 : na, all ? NULL : axes, chance(&G->r, 40)));
     }
     return r;
 }
@@ -338,8 +358,10 @@ static lf_node *gen_scan(gen *G) {
     int axis = rint_(&G->r, -x->ndim, x->ndim - 1);
     lf_reduce_op op = ops[rint_(&G->r, 0, 3)];
     bool excl = chance(&G->r, 50);
-    lf_node *s = chance(&G->r, 25) ? lf_scan_dtype(g, op, x, axis, excl, (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1))
-                                   : lf_scan(g, op, x, axis, excl);
+    lf_dtype st = (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1);
+    if (st == LF_U64 && (op == LF_RED_MIN || op == LF_RED_MAX)) st = LF_I64; /* refused for u64 */
+    x = orderable(g, op, x);
+    lf_node *s = chance(&G->r, 25) ? lf_scan_dtype(g, op, x, axis, excl, st) : lf_scan(g, op, x, axis, excl);
     switch (rint_(&G->r, 0, 3)) {
     case 0: return lf_add(g, s, lf_cast(g, x, lf_node_dtype(s)));
     case 1: push(G, s); return lf_slice(g, s, (axis + x->ndim) % x->ndim, LF_NONE, LF_NONE, -1);
@@ -366,6 +388,7 @@ static lf_node *gen_sort(gen *G) {
     lf_node *x = pick(G);
     for (int t = 0; t < 6 && x->ndim == 0; t++) x = pick(G);
     if (x->ndim == 0) return gen_elementwise(G);
+    x = first_five(g, x);
     int axis = rint_(&G->r, -x->ndim, x->ndim - 1);
     int64_t ext = x->shape[(axis + x->ndim) % x->ndim];
     bool desc = chance(&G->r, 50);
@@ -433,6 +456,7 @@ static lf_node *gen_scatter(gen *G) {
     lf_node *d = pick(G);
     for (int t = 0; t < 6 && d->ndim == 0; t++) d = pick(G);
     if (d->ndim == 0) d = lf_reshape(g, d, 1, (int64_t[]){1});
+    d = first_five(g, d);
     int axis = rint_(&G->r, 0, d->ndim - 1);
     int64_t e = d->shape[axis], ishape[LF_MAX_DIMS], sshape[LF_MAX_DIMS];
     int indim = d->ndim;
@@ -629,15 +653,17 @@ int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs) {
     lf_graph *g = G->g;
     int ninputs = rint_(&G->r, 1, 3);
     for (int i = 0; i < ninputs; i++) push(G, new_input(G));
-    if (chance(&G->r, 20)) push(G, lf_iota(g, (lf_dtype)rint_(&G->r, 1, 4), rint_(&G->r, 1, 4)));
+    if (chance(&G->r, 20)) push(G, lf_iota(g, (lf_dtype)rint_(&G->r, 1, LF_NDTYPES - 1), rint_(&G->r, 1, 4)));
     if (chance(&G->r, 25)) { /* a random node over the first input's shape */
         const lf_node *s0 = G->pool[0];
         lf_random_dist dist = (lf_random_dist)rint_(&G->r, 0, 2);
-        lf_dtype t = (lf_dtype)(dist == LF_RANDOM_BITS ? rint_(&G->r, 1, 2) : rint_(&G->r, 3, 4));
+        static const lf_dtype ints[] = {LF_I32, LF_I64, LF_I8, LF_U8, LF_I16, LF_U16, LF_U32, LF_U64};
+        static const lf_dtype floats[] = {LF_F32, LF_F64, LF_F16, LF_BF16};
+        lf_dtype t = dist == LF_RANDOM_BITS ? ints[rint_(&G->r, 0, 7)] : floats[rint_(&G->r, 0, 3)];
         push(G, lf_random(g, t, dist, s0->ndim, s0->shape, rnext(&G->r)));
     }
     if (chance(&G->r, 20))
-        push(G, lf_fill(g, (lf_dtype)rint_(&G->r, 0, 4), SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)], 1,
+        push(G, lf_fill(g, (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1), SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)], 1,
                         (int64_t[]){rint_(&G->r, 1, 4)}));
     int nops = rint_(&G->r, 3, 24);
     for (int i = 0; i < nops; i++) {

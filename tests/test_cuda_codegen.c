@@ -834,6 +834,60 @@ Test(cuda_codegen, emulated_numpy_edges, .timeout = 600) {
     lf_ctx_destroy(ctx);
 }
 
+/* The dtypes appended after the first five on the emulator, exactly as the
+ * reference: small integers wrapping after every operation (u8 200 + 100),
+ * unsigned // % >> and comparisons, i8 shifts past the width, u64 at its
+ * top; f16 and bf16 rounding each float32 result, with NaN, inf, -0,
+ * overflow (f16 65520), subnormals, casts from f64 and integers, broadcast
+ * [n,1] x [1,n] and a zero-size output, in 32- and 64-bit entries. */
+Test(cuda_codegen, emulated_new_dtypes, .timeout = 600) {
+    if (!enabled()) cr_skip_test("LF_TEST_NVRTC=1 runs it (meson test cuda-codegen)");
+    char dir[] = "/tmp/lf-emu-XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL);
+    lf_ctx *ctx = ref_ctx();
+    int id = 0, launches = 0, vec_launches = 0, kernels = 0;
+    emu_sorts es = {.threads = 32};
+    static const double iv[] = {0, 1, 2, 7, 100, 127, 200, 255, -1, -128, 65535, 4294967295.0, 18446744073709549568.0};
+    static const double fv[] = {0.0, -0.0, 1.0, -1.0, 1.0 + 0x1p-11, 1.0 + 0x1p-8, 65504, 65520, 0x1p-24, 0x1p-25,
+                                3 * 0x1p-26, 1e-8, 3.4e38, 0.1, -2.7, 1e5, NAN, INFINITY, -INFINITY, 1e300};
+    int64_t ni = sizeof iv / sizeof iv[0], nf = sizeof fv / sizeof fv[0];
+    static const lf_dtype ints[] = {LF_I8, LF_U8, LF_I16, LF_U16, LF_U32, LF_U64};
+    static const char *const ifns[] = {"(a, b) -> (a + b) * 3 - (a >> 1)", "(a, b) -> a // (b + 1) + a % (b | 1)",
+                                       "(a, b) -> where(a < b, a << 5, ~b) + min(a, b) - max(a, b)"};
+    for (int force64 = 0; force64 < 2; force64++) {
+        for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
+            lf_graph *g = lf_graph_new(ctx);
+            lf_node *a = lf_input(g, tu_buf(ctx, ints[k], 2, (int64_t[]){ni, 1}, iv));
+            lf_node *b = lf_input(g, tu_buf(ctx, ints[k], 2, (int64_t[]){1, ni}, iv));
+            lf_node *o[3];
+            for (int f = 0; f < 3; f++) o[f] = lf_zipwith(g, lf_fn_parse(g, ifns[f]), 2, (lf_node *[]){a, b});
+            cr_assert(o[0] && o[1] && o[2], "%s", lf_errmsg(ctx));
+            char what[64];
+            snprintf(what, sizeof what, "%s grid", lf_dtype_name(ints[k]));
+            emu_check(ctx, g, 3, o, what, dir, &id, force64, &kernels, &launches, &vec_launches, &es);
+            lf_graph_free(g);
+        }
+        for (int h = 0; h < 2; h++) {
+            lf_dtype t = h ? LF_BF16 : LF_F16;
+            lf_graph *g = lf_graph_new(ctx);
+            lf_node *x = lf_input(g, tu_buf(ctx, LF_F64, 2, (int64_t[]){nf, 1}, fv));
+            lf_node *a = lf_cast(g, x, t); /* one rounding from double */
+            lf_node *b = lf_cast(g, lf_input(g, tu_buf(ctx, LF_F64, 2, (int64_t[]){1, nf}, fv)), t);
+            lf_node *u = lf_input(g, tu_buf(ctx, LF_U16, 1, &ni, iv));
+            lf_node *o[3] = {lf_zipwith(g, lf_fn_parse(g, "(a, b) -> (a * b + a) / 3 - sqrt(b)"), 2, (lf_node *[]){a, b}),
+                             lf_add(g, lf_cast(g, u, t), lf_cast(g, lf_cast(g, x, LF_F32), t)),
+                             lf_add(g, lf_cast(g, lf_slice(g, u, 0, 0, 0, 1), t), lf_const(g, t, 1))}; /* zero-size */
+            cr_assert(o[0] && o[1] && o[2], "%s", lf_errmsg(ctx));
+            emu_check(ctx, g, 3, o, lf_dtype_name(t), dir, &id, force64, &kernels, &launches, &vec_launches, &es);
+            lf_graph_free(g);
+        }
+    }
+    cr_expect_gt(launches, 0);
+    if (es.h) dlclose(es.h);
+    rmdir(dir);
+    lf_ctx_destroy(ctx);
+}
+
 /* lf_pad and lf_concat on the emulator at sizes with several blocks: a
  * reflect border wider than the extent, a padded 5-tap convolution (one
  * kernel), an edge pad feeding a row reduction, and a concatenation of

@@ -72,19 +72,19 @@ Test(dlpack, import_errors_leave_the_tensor_the_callers) {
     deleted = 0;
     cr_expect_null(lf_buffer_from_dlpack(ctx, NULL));
     cr_expect_str_eq(lf_errmsg(ctx), "buffer_from_dlpack: tensor is NULL");
-    DLManagedTensor t = tensor(mem, kDLUInt, 8, 1, &n, NULL);
+    DLManagedTensor t = tensor(mem, kDLUInt, 128, 1, &n, NULL);
     cr_expect_null(lf_buffer_from_dlpack(NULL, &t));
     cr_expect_str_eq(lf_errmsg(NULL), "buffer_from_dlpack: ctx is NULL");
     cr_expect_null(lf_buffer_from_dlpack(ctx, &t));
     cr_expect_str_eq(lf_errmsg(ctx),
-                     "buffer_from_dlpack: dtype code 1 (uint), 8 bits, 1 lane is none of lazyfuse's (bool, i32, "
-                     "i64, f32, f64)");
+                     "buffer_from_dlpack: dtype code 1 (uint), 128 bits, 1 lane is none of lazyfuse's (bool, i32, "
+                     "i64, f32, f64, i8, u8, i16, u16, u32, u64, f16, bf16)");
     t = tensor(mem, kDLFloat, 32, 1, &n, NULL);
     t.dl_tensor.dtype.lanes = 4;
     cr_expect_null(lf_buffer_from_dlpack(ctx, &t));
     cr_expect_str_eq(lf_errmsg(ctx),
                      "buffer_from_dlpack: dtype code 2 (float), 32 bits, 4 lanes is none of lazyfuse's (bool, "
-                     "i32, i64, f32, f64)");
+                     "i32, i64, f32, f64, i8, u8, i16, u16, u32, u64, f16, bf16)");
     t = tensor(mem, kDLInt, 64, 1, &n, NULL);
     t.dl_tensor.device.device_type = kDLCUDA;
     cr_expect_null(lf_buffer_from_dlpack(ctx, &t));

@@ -1,5 +1,6 @@
 /* tests/testutil.c: see testutil.h. */
 #include "testutil.h"
+#include "graph/graph.h" /* graph_scalar_* (buffers of any dtype from doubles) */
 
 #include "backend_arg.h"
 
@@ -266,15 +267,8 @@ lf_buffer *tu_buf(lf_ctx *ctx, lf_dtype t, int ndim, const int64_t *shape, const
     unsigned char *host = malloc(bytes ? bytes : 1);
     cr_assert(host != NULL);
     for (int64_t i = 0; i < n; i++) {
-        double v = vals[i];
-        switch (t) {
-        case LF_BOOL: host[i] = v != 0; break;
-        case LF_I32: ((int32_t *)host)[i] = (int32_t)v; break;
-        case LF_I64: ((int64_t *)host)[i] = (int64_t)v; break;
-        case LF_F32: ((float *)host)[i] = (float)v; break;
-        case LF_F64: ((double *)host)[i] = v; break;
-        default: cr_assert_fail("bad dtype");
-        }
+        /* graph/scalar.c's cast from f64 (integers: truncated; f16, bf16: rounded) */
+        graph_scalar_store(host, t, i, graph_scalar_convert((lf_scalar){.f = vals[i]}, LF_F64, t));
     }
     cr_assert_eq(lf_buffer_write(b, host, bytes), LF_OK, "write: %s", lf_errmsg(ctx));
     free(host);
@@ -288,14 +282,7 @@ void tu_read(const lf_buffer *b, double *out) {
     cr_assert(host != NULL);
     cr_assert_eq(lf_buffer_read(b, host, bytes), LF_OK);
     for (int64_t i = 0; i < n; i++) {
-        switch (lf_buffer_dtype(b)) {
-        case LF_BOOL: out[i] = host[i]; break;
-        case LF_I32: out[i] = ((int32_t *)host)[i]; break;
-        case LF_I64: out[i] = (double)((int64_t *)host)[i]; break;
-        case LF_F32: out[i] = ((float *)host)[i]; break;
-        case LF_F64: out[i] = ((double *)host)[i]; break;
-        default: cr_assert_fail("bad dtype");
-        }
+        out[i] = graph_scalar_convert(graph_scalar_load(host, lf_buffer_dtype(b), i), lf_buffer_dtype(b), LF_F64).f;
     }
     free(host);
 }

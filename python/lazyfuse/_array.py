@@ -63,7 +63,7 @@ import weakref
 from ._buffer import Buffer
 from ._context import Context, default_context
 from ._ffi import (LazyfuseIndexError, LazyfuseTypeError, LazyfuseValueError, check_graph,
-                   dtype_name, ffi, lf_dtype_of, lib)
+                   dtype_name, ffi, lf_dtype_of, lib, LF_FROM_NUMPY)
 
 ffi.cdef(r"""
 lf_node *lf_fill(lf_graph *g, lf_dtype t, double value, int ndim, const int64_t *shape);
@@ -104,11 +104,18 @@ for _name, _text in _OP_TEXT.items():
     if ffi.string(lib.lf_op_name(OP[_name])).decode() != _text:
         raise ImportError(f"lazyfuse: the library's op table differs from the package's ({_name})")
 RED = {"sum": 0, "prod": 1, "min": 2, "max": 3, "mean": 4, "argmin": 5, "argmax": 6}
-LF_BOOL, LF_I32, LF_I64, LF_F32, LF_F64 = range(5)
+LF_BOOL, LF_I32, LF_I64, LF_F32, LF_F64, LF_I8, LF_U8, LF_I16, LF_U16, LF_U32, LF_U64, LF_F16, LF_BF16 = range(13)
+_FLOATS = (LF_F32, LF_F64, LF_F16, LF_BF16)
+_SIGNED = (LF_I32, LF_I64, LF_I8, LF_I16)
+_UNSIGNED = (LF_U8, LF_U16, LF_U32, LF_U64)
 LF_NONE = -(2 ** 63)
-_ITEMSIZE = {LF_BOOL: 1, LF_I32: 4, LF_I64: 8, LF_F32: 4, LF_F64: 8}
+_ITEMSIZE = {LF_BOOL: 1, LF_I32: 4, LF_I64: 8, LF_F32: 4, LF_F64: 8, LF_I8: 1, LF_U8: 1, LF_I16: 2, LF_U16: 2,
+             LF_U32: 4, LF_U64: 8, LF_F16: 2, LF_BF16: 2}
 _C_SCALAR = {LF_BOOL: "uint8_t[1]", LF_I32: "int32_t[1]", LF_I64: "int64_t[1]", LF_F32: "float[1]",
-             LF_F64: "double[1]"}  # lf_dtype -> a C cell for one element of it
+             LF_F64: "double[1]", LF_I8: "int8_t[1]", LF_U8: "uint8_t[1]", LF_I16: "int16_t[1]",
+             LF_U16: "uint16_t[1]", LF_U32: "uint32_t[1]", LF_U64: "uint64_t[1]",
+             LF_F16: "uint16_t[1]", LF_BF16: "uint16_t[1]"}  # lf_dtype -> a C cell for one element of it
+# (f16 and bf16 cells hold the bits: _cell_value turns them into a float)
 MAX_DIMS = 8
 # the cells' C types, made once, and cffi's backend call behind ffi.new (one
 # Python frame less for float() and int() of an array)
@@ -121,7 +128,14 @@ int32 = np.dtype("int32")
 int64 = np.dtype("int64")
 float32 = np.dtype("float32")
 float64 = np.dtype("float64")
-_DTYPES = (bool, int32, int64, float32, float64)
+int8 = np.dtype("int8")
+int16 = np.dtype("int16")
+uint8 = np.dtype("uint8")
+uint16 = np.dtype("uint16")
+uint32 = np.dtype("uint32")
+uint64 = np.dtype("uint64")
+float16 = np.dtype("float16")
+_DTYPES = (bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, float32, float64)
 e, pi, inf, nan, newaxis = math.e, math.pi, math.inf, math.nan, None
 
 _counter_lock = threading.Lock()
@@ -155,25 +169,26 @@ def _np(lf):
 
 
 def _is_float(lf):
-    return lf in (LF_F32, LF_F64)
+    return lf in _FLOATS
 
 
 def _is_int(lf):
-    return lf in (LF_I32, LF_I64)
+    return lf in _SIGNED or lf in _UNSIGNED
+
+
+def _cell_value(lf, v):
+    """An element read into a _C_SCALAR cell, as a Python number (f16 and
+    bf16 cells hold the bits)."""
+    if lf == LF_F16:
+        return float(np.frombuffer(int(v).to_bytes(2, "little"), dtype=np.float16)[0])
+    if lf == LF_BF16:
+        return float(np.frombuffer((int(v) << 16).to_bytes(4, "little"), dtype=np.float32)[0])
+    return v
 
 
 def _promote(a, b):
-    if a == b:
-        return a
-    if a == LF_BOOL:
-        return b
-    if b == LF_BOOL:
-        return a
-    if _is_int(a) and _is_int(b):
-        return LF_I64
-    if _is_float(a) and _is_float(b):
-        return LF_F64
-    return LF_F64  # an integer with a float: no integer is rounded silently
+    """The library's promotion (NumPy 2's, graph/dtype.c)."""
+    return lib.lf_dtype_promote(a, b)
 
 
 def _broadcast_shapes(*shapes):
@@ -403,11 +418,11 @@ class Array:
         # one element: lf_buffer_read into a C scalar (no DLPack export, no NumPy array)
         cell = _newp(_C_SCALAR_TYPES[self._dtype], None)
         if self._buf is None and _run_cached(self._ctx, [self], cell):
-            return kind(cell[0])  # computed and read under one hold of the context
+            return kind(_cell_value(self._dtype, cell[0]))  # computed and read under one hold of the context
         buf = self._buffer()
         with self._ctx.calling():
             self._ctx.check(lib.lf_buffer_read(buf.handle, cell, ffi.sizeof(cell)), "read")
-        return kind(cell[0])
+        return kind(_cell_value(self._dtype, cell[0]))
 
     def __float__(self):
         return self._scalar(float)
@@ -1015,14 +1030,19 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     if isinstance(obj, Buffer):
         a = Array._from_buffer(obj)
         return astype(a, dtype) if dtype is not None else a
+    if getattr(getattr(obj, "dtype", None), "name", None) == "bfloat16":
+        # NumPy does not export ml_dtypes' bfloat16 through DLPack: through
+        # float32, which holds every bfloat16 value exactly (a copy)
+        a = asarray(np.asarray(obj).astype(np.float32), device=ctx)
+        return astype(a, obj.dtype if dtype is None else dtype)
     if copy or not hasattr(obj, "__dlpack__"):
         if isinstance(obj, (builtins.bool, np.bool_)) or (hasattr(obj, "dtype") and np.asarray(obj).dtype == np.bool_):
             arr = np.array(obj, dtype=dtype or "bool", copy=True)
         elif dtype is None:
             arr = np.array(obj, copy=True)
-            if arr.dtype.kind == "f" and arr.dtype != np.float32:
+            if arr.dtype.kind == "f" and arr.dtype.name not in LF_FROM_NUMPY:
                 arr = arr.astype(np.float64)
-            elif arr.dtype.kind in "iu" and arr.dtype not in (np.int32, np.int64):
+            elif arr.dtype.kind in "iu" and arr.dtype.name not in LF_FROM_NUMPY:
                 arr = arr.astype(np.int64)
         else:
             arr = np.array(obj, dtype=np.dtype(dtype), copy=True)
@@ -1968,7 +1988,7 @@ def isdtype(dtype, kind):
         return builtins.any(isdtype(dtype, k) for k in kind)
     lf = _lf(dtype)
     if isinstance(kind, str):
-        return {"bool": lf == LF_BOOL, "signed integer": _is_int(lf), "unsigned integer": False,
+        return {"bool": lf == LF_BOOL, "signed integer": lf in _SIGNED, "unsigned integer": lf in _UNSIGNED,
                 "integral": _is_int(lf), "real floating": _is_float(lf), "complex floating": False,
                 "numeric": lf != LF_BOOL}[kind]
     return lf == _lf(kind)
@@ -2032,7 +2052,8 @@ __all__ = sorted(
      "astype", "sum", "prod", "min", "max", "mean", "var", "std", "argmin", "argmax", "any", "all",
      "cumulative_sum", "take", "take_along_axis", "sort", "argsort", "topk", "bincount", "scatter",
      "random", "matmul", "vecdot", "compute", "clear_programs", "result_type", "can_cast", "isdtype", "finfo", "iinfo",
-     "__array_namespace_info__", "__array_api_version__", "bool", "int32", "int64", "float32",
+     "__array_namespace_info__", "__array_api_version__", "bool", "int8", "int16", "int32", "int64", "uint8",
+     "uint16", "uint32", "uint64", "float16", "float32",
      "float64", "e", "pi", "inf", "nan", "newaxis", "add", "subtract", "multiply", "divide",
      "floor_divide", "remainder", "pow", "less", "less_equal", "greater", "greater_equal", "equal",
      "not_equal", "minimum", "maximum", "atan2", "hypot", "bitwise_and", "bitwise_or", "bitwise_xor",

@@ -32,7 +32,8 @@ typedef enum lf_status {
     LF_ERR_DTYPE, LF_ERR_OVERFLOW, LF_ERR_ARITY, LF_ERR_PARSE, LF_ERR_NOMEM,
     LF_ERR_BACKEND, LF_ERR_STATE, LF_ERR_INDEX, LF_ERR_COMPILE, LF_ERR_EXTERN
 } lf_status;
-typedef enum lf_dtype { LF_BOOL = 0, LF_I32, LF_I64, LF_F32, LF_F64 } lf_dtype;
+typedef enum lf_dtype { LF_BOOL = 0, LF_I32, LF_I64, LF_F32, LF_F64, LF_I8, LF_U8, LF_I16, LF_U16, LF_U32,
+                        LF_U64, LF_F16, LF_BF16 } lf_dtype;
 typedef enum lf_backend {
     LF_BACKEND_AUTO = 0, LF_BACKEND_CPU, LF_BACKEND_CUDA, LF_BACKEND_REFERENCE
 } lf_backend;
@@ -303,6 +304,14 @@ DTYPES = [
     (2, "int64", 0, 64),
     (3, "float32", 2, 32),
     (4, "float64", 2, 64),
+    (5, "int8", 0, 8),
+    (6, "uint8", 1, 8),
+    (7, "int16", 0, 16),
+    (8, "uint16", 1, 16),
+    (9, "uint32", 1, 32),
+    (10, "uint64", 1, 64),
+    (11, "float16", 2, 16),
+    (12, "bfloat16", 4, 16),  # NumPy's name for it once ml_dtypes is imported
 ]
 LF_FROM_NUMPY = {name: lf for lf, name, _, _ in DTYPES}
 NUMPY_FROM_LF = {lf: name for lf, name, _, _ in DTYPES}
@@ -325,7 +334,8 @@ def lf_dtype_of(np_dtype):
     lf = LF_FROM_NUMPY.get(dt.name)
     if lf is None or not dt.isnative:
         raise LazyfuseTypeError(
-            f"lazyfuse has no dtype for {dt} (it has bool, int32, int64, float32, float64)")
+            f"lazyfuse has no dtype for {dt} (it has bool, int8, int16, int32, int64, uint8, uint16, uint32, "
+            "uint64, float16, bfloat16 (with ml_dtypes), float32, float64)")
     try:
         _lf_dtype_memo[np_dtype] = lf
     except TypeError:

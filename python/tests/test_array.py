@@ -548,8 +548,13 @@ def test_explain_and_to_dot():
 
 def test_namespace_info():
     info = lf.__array_namespace_info__()
-    assert set(info.dtypes()) == {"bool", "int32", "int64", "float32", "float64"}
+    assert set(info.dtypes()) == {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                                  "uint64", "float16", "float32", "float64"}
+    assert set(info.dtypes(kind="unsigned integer")) == {"uint8", "uint16", "uint32", "uint64"}
     assert lf.result_type(lf.int32, lf.float32) == lf.float64
+    # NumPy 2's promotion of the later dtypes, from the library's table
+    for a, b in [(lf.uint8, lf.int8), (lf.uint64, lf.int64), (lf.int8, lf.float16), (lf.int16, lf.float16)]:
+        assert lf.result_type(a, b) == np.promote_types(a, b), (a, b)
     assert lf.can_cast(lf.int32, lf.int64) and not lf.can_cast(lf.float64, lf.int32)
     assert lf.isdtype(lf.float32, "real floating") and not lf.isdtype(lf.int32, "real floating")
 
@@ -810,7 +815,7 @@ def test_finfo_and_iinfo_give_python_numbers():
     """The Array API's finfo / iinfo: Python ints and floats (NumPy's finfo of
     float32 gives float32 scalars), of a dtype or an array; other kinds and
     dtypes lazyfuse lacks are TypeError."""
-    for dt in (lf.float32, lf.float64):
+    for dt in (lf.float16, lf.float32, lf.float64):
         for arg in (dt, lf.asarray(np.ones(2, dt)), lf.asarray(np.ones(2, dt)).dtype):
             fi = lf.finfo(arg)
             want = np.finfo(dt)
@@ -819,11 +824,11 @@ def test_finfo_and_iinfo_give_python_numbers():
                 got = getattr(fi, name)
                 assert type(got) is float and got == float(getattr(want, name)), (dt, name)
             assert fi.dtype == np.dtype(dt)
-    for dt in (lf.int32, lf.int64):
+    for dt in (lf.int8, lf.int16, lf.int32, lf.int64, lf.uint8, lf.uint16, lf.uint32, lf.uint64):
         ii = lf.iinfo(lf.asarray(np.ones(2, dt)))
         assert (type(ii.bits), type(ii.max), type(ii.min)) == (int, int, int)
         assert (ii.bits, ii.max, ii.min) == (np.iinfo(dt).bits, int(np.iinfo(dt).max), int(np.iinfo(dt).min))
-    for bad, fn in ((lf.int32, lf.finfo), (lf.float64, lf.iinfo), (np.float16, lf.finfo), (np.int8, lf.iinfo)):
+    for bad, fn in ((lf.int32, lf.finfo), (lf.float64, lf.iinfo), (np.complex64, lf.finfo), (np.float16, lf.iinfo)):
         with pytest.raises(TypeError):
             fn(bad)
 
@@ -891,3 +896,23 @@ def test_sum_and_prod_with_dtype_give_that_dtype():
                 want = getattr(np, fn)(src.astype(dtype), dtype=dtype, **kw)
             assert got.dtype == np.dtype(dtype), (fn, src.dtype, dtype, kw)
             close(got, np.asarray(want))
+
+
+def test_small_integer_and_half_dtypes():
+    """The dtypes appended to lf_dtype: NumPy arrays of them come in as they
+    are and compute as NumPy does (u8 wraps after every operation; f16
+    rounds each operation's float32 result); bfloat16 (ml_dtypes) through
+    float32, which holds it exactly."""
+    u = np.array([200, 100, 255, 0], dtype=np.uint8)
+    got = np.asarray(lf.asarray(u) * 2 + u)
+    assert got.dtype == np.uint8 and (got == (u * np.uint8(2) + u)).all()
+    h = np.array([0.1, 65504, -0.0, np.inf, 1e-7], dtype=np.float16)
+    got = np.asarray(lf.asarray(h) * lf.asarray(h) + lf.asarray(h))
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, h * h + h)  # NumPy's float16 loops also round each operation
+    assert lf.asarray(np.array([-128], dtype=np.int8)).dtype == np.int8
+    ml = pytest.importorskip("ml_dtypes")
+    b = np.array([1.5, 256.0, -3.0], dtype=ml.bfloat16)
+    x = lf.asarray(b)
+    assert x.dtype == np.dtype(ml.bfloat16)
+    assert float(x[0] + x[1]) == float(b[0] + b[1])  # 257.5 rounds to 258 in bfloat16

@@ -99,10 +99,20 @@ def test_import_strided_view(ctx):
     np.testing.assert_array_equal(b.to_numpy_copy(), x[:, ::2])
 
 
-@pytest.mark.parametrize("dtype", ["uint8", "int16", "uint64", "float16", "complex128"])
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
 def test_unsupported_dtype_names_it(ctx, dtype):
     with pytest.raises(TypeError, match=np.dtype(dtype).name):
         lazyfuse.Buffer.from_dlpack(ctx, np.zeros(3, dtype))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "uint32", "uint64", "float16"])
+def test_later_dtypes_import_by_dlpack(ctx, dtype):
+    """The dtypes appended after the first five come in through DLPack by
+    their codes, values and dtype kept."""
+    a = np.arange(3).astype(dtype)
+    b = lazyfuse.Buffer.from_dlpack(ctx, a)
+    np.testing.assert_array_equal(np.from_dlpack(b), a)
+    assert np.from_dlpack(b).dtype == a.dtype
 
 
 def test_unsupported_dtype_from_dlpack_code(ctx):
@@ -116,8 +126,6 @@ def test_unsupported_dtype_from_dlpack_code(ctx):
 
         def __dlpack_device__(self):
             return self.a.__dlpack_device__()
-    with pytest.raises(TypeError, match="uint16"):
-        lazyfuse.Buffer.from_dlpack(ctx, Bare(np.zeros(3, np.uint16)))
     with pytest.raises(TypeError, match="complex"):
         lazyfuse.Buffer.from_dlpack(ctx, Bare(np.zeros(3, np.complex64)))
 
@@ -125,8 +133,8 @@ def test_unsupported_dtype_from_dlpack_code(ctx):
 def test_buffer_new_errors(ctx):
     with pytest.raises(ValueError):
         lazyfuse.Buffer.new(ctx, "float32", (-1, 2))
-    with pytest.raises(TypeError, match="uint32"):
-        lazyfuse.Buffer.new(ctx, "uint32", (3,))
+    with pytest.raises(TypeError, match="complex64"):
+        lazyfuse.Buffer.new(ctx, "complex64", (3,))
     with pytest.raises((ValueError, OverflowError)):
         lazyfuse.Buffer.new(ctx, "float64", (1 << 40, 1 << 40))
 
