@@ -223,8 +223,9 @@ static void expect_same_bits(const char *what, lf_dtype t, const void *a, const 
 static lf_eval_stats check_vs_reference(const char *what, lf_graph *g, int n, lf_node *const *outs,
                                         const double *rtol) {
     lf_ctx *c = g->ctx;
-    lf_buffer *got[32], *want[32];
-    cr_assert(n <= 32);
+    enum { MAXOUTS = 64 }; /* ops_alone: every operator, and a cast to every dtype */
+    lf_buffer *got[MAXOUTS], *want[MAXOUTS];
+    cr_assert(n <= MAXOUTS);
     for (int i = 0; i < n; i++) {
         cr_assert_not_null(outs[i], "%s: output %d is NULL: %s", what, i, lf_graph_errmsg(g));
         got[i] = lf_buffer_new_like(c, outs[i]);
@@ -802,7 +803,7 @@ static lf_node *float_input(lf_graph *g, lf_dtype t, int ndim, const int64_t *sh
  * lone op is the loop GCC vectorizes, and that is the code path to check. */
 static void ops_alone(const char *what, lf_dtype t, const void *vals, int nv, const lf_op *bin, int nbin,
                       const lf_op *un, int nun) {
-    enum { REP = 6, MAXOPS = 32 };
+    enum { REP = 6, MAXOPS = 64 };
     size_t es = lf_dtype_size(t);
     int64_t np = (int64_t)nv * nv * REP, nu = (int64_t)nv * 16 * REP;
     int64_t cap = (np > nu ? np : nu) + MAXOPS;
