@@ -960,6 +960,7 @@ Test(cuda_codegen, user_functions_compile_with_nvrtc) {
     nvrtc_run run = {.what = "user functions"};
     compile_plans(&run, g, 2, outs);
     cr_expect_gt(run.compiled, 0);
+    free(run.seen.h);
     lf_graph_free(g);
 
     /* a CUDA body with an error: NVRTC's log names the body's line */
