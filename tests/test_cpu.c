@@ -176,7 +176,16 @@ static double elem(lf_dtype t, const void *p, int64_t i) {
     case LF_I32: return ((const int32_t *)p)[i];
     case LF_I64: return (double)((const int64_t *)p)[i];
     case LF_F32: return ((const float *)p)[i];
-    default: return ((const double *)p)[i];
+    case LF_F64: return ((const double *)p)[i];
+    case LF_I8: return ((const int8_t *)p)[i];
+    case LF_U8: return ((const uint8_t *)p)[i];
+    case LF_I16: return ((const int16_t *)p)[i];
+    case LF_U16: return ((const uint16_t *)p)[i];
+    case LF_U32: return ((const uint32_t *)p)[i];
+    case LF_U64: return (double)((const uint64_t *)p)[i];
+    case LF_F16:
+    case LF_BF16: return ((const uint16_t *)p)[i]; /* the bits: compared as bytes, shown in messages */
+    default: return NAN;
     }
 }
 
