@@ -11,19 +11,13 @@
  * Not a test and not installed; the figures depend on the machine's load.
  */
 #include "lazyfuse.h"
+#include "timed_eval.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum { REPS = 7 };
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -43,9 +37,9 @@ static double copy_seconds(size_t bytes) {
     memset(b, 2, bytes);
     double t[REPS];
     for (int r = 0; r < REPS; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         memcpy(b, a, bytes);
-        t[r] = now() - t0;
+        t[r] = bench_now() - t0;
     }
     free(a);
     free(b);
@@ -82,11 +76,7 @@ static double case_seconds(lf_ctx *ctx, const char *which, lf_dtype t, int64_t n
     }
     double s[REPS];
     if (lf_eval(g, 1, &y, &out) != LF_OK) fprintf(stderr, "%s %s: %s\n", which, lf_dtype_name(t), lf_errmsg(ctx));
-    for (int r = 0; r < REPS; r++) {
-        double t0 = now();
-        lf_eval(g, 1, &y, &out);
-        s[r] = now() - t0;
-    }
+    for (int r = 0; r < REPS; r++) s[r] = bench_timed_eval(ctx, g, 1, &y, &out);
     lf_graph_free(g);
     for (int k = 0; k < 3; k++) lf_buffer_free(in[k]);
     lf_buffer_free(out);
