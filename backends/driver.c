@@ -224,8 +224,8 @@ static lf_status backend_eval(const graph_backend *be, lf_graph *g, int n, lf_no
     lf_status st = be->ready(ctx, &state, &on_host);
     if (st != LF_OK) return st;
     if (on_host) return host_eval(g, n, outs, dsts, stats, false);
-    char keep[LF_ERRMSG_CAP];
-    memcpy(keep, ctx->errmsg, sizeof keep);
+    char keep[LF_ERRMSG_CAP]; /* the message to put back if fall_back handles a failure */
+    if (be->fall_back) memcpy(keep, ctx->errmsg, sizeof keep);
     st = program_eval(g, be->parts, state, n, outs, dsts, stats);
     if (st != LF_OK && be->fall_back && be->fall_back(ctx, state)) {
         memcpy(ctx->errmsg, keep, sizeof keep); /* the failure was the backend's, and is handled */
