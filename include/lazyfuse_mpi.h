@@ -22,6 +22,26 @@
  *     local (fused as lf_eval fuses it);
  *   - lf_take of a replicated table by sharded indices: local; the output is
  *     sharded like the indices;
+ *   - sort, argsort, top-k along an unsharded axis: local (each row lies in
+ *     the block);
+ *   - lf_take along axis 0 of a table SHARDED along axis 0 (and lf_gather of
+ *     a 1-d sharded array), by sharded or replicated indices that may name
+ *     any row: the indices are checked against the global extent on every
+ *     rank (a bad one fails the eval collectively, below), each rank sends
+ *     the row numbers it needs to the ranks that hold them (MPI_Alltoall of
+ *     the counts, MPI_Alltoallv of 8-byte row numbers) and the holders send
+ *     the rows back (MPI_Alltoallv). The output has the indices' place:
+ *     sharded like them, or replicated;
+ *   - lf_topk / lf_argtopk along the sharded axis: each rank selects its
+ *     block's k best per row on the host (stored input, global positions),
+ *     an MPI_Allgather collects every rank's k candidates, and every rank
+ *     keeps the k best in lf_sort's stable order (value, then global
+ *     position: ties, -0.0 and +0.0, NaNs go to the lower global position,
+ *     as in one process). Its result is replicated (a replicated output
+ *     buffer). The graph is built over blocks, so lf_topk's builder checks
+ *     k against the rank's block: k must be at most the smallest block (an
+ *     empty block allows only k = 0), and every rank must build the same k
+ *     (checked; else LF_ERR_INVALID on every rank);
  *   - a reduction over the sharded axis (it must be the first of the reduced
  *     axes): the rank's block is folded locally, then combined across ranks
  *     in rank order, which is the order of positions: integer and bool sum
@@ -50,7 +70,9 @@
  * block sizes (empty blocks included), with these exact meanings:
  *   - local results (elementwise, reductions and scans along unsharded axes,
  *     takes) are the local backend's, element for element, so they equal a
- *     one-process eval on the same backend;
+ *     one-process eval on the same backend; a take across ranks and a top-k
+ *     along the sharded axis move or select values without arithmetic, so
+ *     they equal a one-process eval on any backend;
  *   - scans along the sharded axis, and reductions over it, follow the
  *     reference evaluator's definition (lazyfuse.h: scans in LF_SCAN_BLOCK
  *     blocks; reductions folded in row-major order of the reduced positions,
@@ -70,7 +92,12 @@
  * rank (allgather), or a relay of one accumulator (24 bytes) per output
  * element through every rank plus one broadcast. A scan: one accumulator
  * per row per rank (allgather), or a relay of one state (96 bytes) per
- * row. The relay is SERIAL across ranks: rank r folds after rank r-1 has,
+ * row. A take across ranks: an MPI_Alltoall of one int per rank pair, 8
+ * bytes per index to its holder and the row (the table's row bytes) back:
+ * (8 + row bytes) per index whose row another rank holds. A top-k along the
+ * sharded axis: an allgather of k candidates (16 bytes each: value and
+ * position) per row per rank, and the candidates' host selection (the
+ * block's rows sorted on the host: O(n log n) per block). The relay is SERIAL across ranks: rank r folds after rank r-1 has,
  * so the host fold of a float reduction or scan over the sharded axis does
  * not speed up with more ranks (the fused work before it, the input's map,
  * does). A parallel scheme (per-rank partials
@@ -82,18 +109,21 @@
  * copied (through host memory) into their buffers after the agreement.
  *
  * NOT SUPPORTED (yet): on sharded operands, views (reshape, permute,
- * slice, broadcast_to, expand_dims, pad, concat), gathers other than a
- * take of a replicated table, scatters and bincounts, sort, argsort, top-k,
- * contractions over the sharded axis, random and iota meeting a sharded
+ * slice, broadcast_to, expand_dims, pad, concat), gathers other than the
+ * two takes above (take_along_axis of a sharded n-d array, a take along
+ * another axis of a sharded table), scatters and bincounts, sort and
+ * argsort along the sharded axis (a sharded output: refused; top-k into a
+ * replicated output is supported), contractions over the sharded axis, random and iota meeting a sharded
  * operand along its axis, two sharded operands with different blocks, a
  * reduction over the sharded axis that also reduces an axis before it, and
  * any node that uses the result of a reduction or scan over the sharded
- * axis (evaluate that result first, into a replicated or sharded buffer,
+ * axis, of a take across ranks or of a top-k along it (evaluate that result first, into a replicated or sharded buffer,
  * and feed it to a second graph; this includes lf_scan_dtype into a
  * narrower dtype than the scan's own, which is a scan and then a cast). lf_mpi_eval refuses each with
  * LF_ERR_BACKEND and a message naming the node and the operation:
- * "mpi: node 5 (sort f32[4,3]) reads sharded data: sort is not supported
- * on sharded arrays yet". It never returns a wrong answer for them.
+ * "mpi: node 5 (slice f32[4,3]) reads sharded data: a view (reshape, ...)
+ * is not supported on sharded arrays yet". It never returns a wrong answer
+ * for them.
  * min, max, argmin and argmax over the sharded axis need a non-empty block
  * on every rank: lf_reduce refuses an empty set when the graph is built.
  *
@@ -101,7 +131,11 @@
  * communicator, and when it fails on any rank (a bad index in one rank's
  * block, an unsupported node, a bad output buffer), it fails on every rank
  * with the status and lf_errmsg of the lowest failing rank, prefixed with
- * "rank R: " (positions in an index message are within that rank's block),
+ * "rank R: " (positions in a local take's index message are within that
+ * rank's block; a take across ranks names the global position of the bad
+ * index in the index array: "rank 1: node 2 (take f32[9,2,2]): index 45 out
+ * of range for axis 0 of size 38 at position [14,1]", the node shown with
+ * the rank's block shape),
  * and no rank's output buffers change. Outputs are computed into
  * temporaries, copied to host memory, and copied into the output buffers
  * only after every rank agreed that all of that succeeded (allocation

@@ -7,7 +7,9 @@
  * own kernel on the block when that gives the rank's exact partial, else
  * its input) -> agree on the status (collective) -> combine what crosses
  * ranks on the host, in the order of positions (allgather folded in rank
- * order, or a relay) -> every result to host memory -> agree again ->
+ * order, or a relay; a top-k's candidates allgathered and selected; a
+ * take's rows fetched from their holders by MPI_Alltoallv) -> every
+ * result to host memory -> agree again ->
  * write the output buffers (nothing allocated after the agreement).
  *
  * What must stay true:
@@ -283,7 +285,9 @@ static void refuse(analysis *A, const lf_node *n, const char *fmt, ...) {
 static const char *kind_word(const lf_node *n) {
     switch (n->kind) {
     case NODE_VIEW: return "a view (reshape, permute, slice, broadcast, pad, concat)";
-    case NODE_GATHER: return "a gather (other than lf_take of a replicated table by sharded indices)";
+    case NODE_GATHER:
+        return "a gather (other than lf_take of a replicated table, and lf_take along axis 0 of a table sharded along "
+               "axis 0)";
     case NODE_SCATTER: return "a scatter or bincount";
     case NODE_SORT: return "sort, argsort and top-k";
     case NODE_RANDOM: return "random";
@@ -304,7 +308,7 @@ static void place_node(analysis *A, lf_node *n) {
         if (q->axis >= 0 && !sharded_in) sharded_in = n->inputs[k];
     }
     if (p->after) {
-        refuse(A, n, "uses the result of a reduction or scan across ranks: evaluate that result first into a "
+        refuse(A, n, "uses the result of a reduction, scan, take or top-k across ranks: evaluate that result first into a "
                      "buffer and read it from a second graph");
         return;
     }
@@ -382,7 +386,27 @@ static void place_node(analysis *A, lf_node *n) {
             p->lay = qi->lay;
             return;
         }
+        /* a table sharded along axis 0, read along that axis by lf_take (or
+           lf_gather of a 1-d table): the rows travel (cross_take); the output
+           has the index's place (sharded like it, or replicated) */
+        if (qx->axis == 0 && n->u.gather.axis == 0 && (n->u.gather.take || n->inputs[0]->ndim == 1)) {
+            if (qi->axis >= 0) p->axis = qi->axis, p->lay = qi->lay;
+            p->cross = true;
+            return;
+        }
         break;
+    }
+    case NODE_SORT: {
+        const place *q = &A->pl[n->inputs[0]->id];
+        if (q->axis < 0) return;
+        if (n->u.sort.axis != q->axis) { /* rows along another axis lie in the block: local */
+            p->axis = q->axis, p->lay = q->lay;
+            return;
+        }
+        /* along the sharded axis: a top-k (replicated result: cross_topk);
+           a sort (sharded result) is told apart by its output buffer */
+        p->cross = true;
+        return;
     }
     default:
         break;
@@ -587,6 +611,196 @@ static lf_status cross_scan_parallel(mpi_ctx *m, const lf_node *s, int a, const 
     return LF_OK;
 }
 
+/* ---- top-k along the sharded axis ------------------------------------------ */
+
+/* lazyfuse.h's total order of one dtype's values: NumPy's (NaN last, every
+ * NaN equal, -0.0 == +0.0), unsigned integers as unsigned. <0, 0, >0. */
+static int order_cmp(lf_dtype t, lf_scalar a, lf_scalar b) {
+    if (graph_dtype_is_float(t)) {
+        bool na = a.f != a.f, nb = b.f != b.f;
+        if (na || nb) return na - nb;
+        return (a.f > b.f) - (a.f < b.f);
+    }
+    if (t == LF_U64) return ((uint64_t)a.i > (uint64_t)b.i) - ((uint64_t)a.i < (uint64_t)b.i);
+    return (a.i > b.i) - (a.i < b.i);
+}
+
+/* One candidate: its value and its global position along the axis. */
+typedef struct cand {
+    lf_scalar v;
+    int64_t pos;
+} cand;
+
+static lf_dtype cand_t;   /* qsort's context (the MPI thread rule applies) */
+static bool cand_desc;
+
+/* The stable order of lf_sort: by value (reversed for descending), ties by
+ * position; strict, since positions differ. */
+static int cand_cmp(const void *pa, const void *pb) {
+    const cand *a = pa, *b = pb;
+    int c = order_cmp(cand_t, a->v, b->v);
+    if (cand_desc) c = -c;
+    if (c) return c;
+    return (a->pos > b->pos) - (a->pos < b->pos);
+}
+
+/* Top-k node s (values or positions) along the sharded axis a: xb is the
+ * rank's block of s's input (stored by the local eval). Each rank selects
+ * its block's k best per row on the host (positions made global), an
+ * MPI_Allgather collects every rank's k candidates per row, and every rank
+ * keeps the k best of the size * k in lf_sort's stable order. Exact: the k
+ * best of the whole row are among the union of each block's k best, and the
+ * order (value, then global position) is strict, so every rank picks the
+ * same entries, with the one-process tie rule. k is at most the smallest
+ * block (the builder checks it on each rank). out: s's replicated result. */
+static lf_status cross_topk(mpi_ctx *m, const lf_node *s, const shard_buf *lay, int a, const void *xb, void *out) {
+    const lf_node *x = s->inputs[0];
+    int64_t len = x->shape[a], inner = 1, outer = 1, k = s->u.sort.k;
+    for (int d = a + 1; d < x->ndim; d++) inner *= x->shape[d];
+    for (int d = 0; d < a; d++) outer *= x->shape[d];
+    /* every rank must have built the same k (a status check, not a value) */
+    int64_t kk[2] = {-k, k};
+    MPI_Allreduce(MPI_IN_PLACE, kk, 2, MPI_INT64_T, MPI_MAX, m->comm);
+    if (-kk[0] != kk[1]) {
+        graph_error(m->ctx, LF_ERR_INVALID, "lf_mpi_eval: top-k along the sharded axis: the ranks built different k (%lld .. %lld)",
+                    (long long)-kk[0], (long long)kk[1]);
+        return LF_ERR_INVALID;
+    }
+    int64_t rows = outer * inner, per = rows * k; /* candidates of one rank */
+    size_t bytes = (size_t)(per ? per : 1) * sizeof(cand);
+    cand *mine = graph_malloc(bytes), *all = graph_malloc(bytes * (size_t)m->size);
+    cand *row = graph_malloc((size_t)(len > k * m->size ? len : k * m->size) * sizeof(cand) + sizeof(cand));
+    int ok = mine && all && row && (size_t)per * sizeof(cand) <= (size_t)INT32_MAX, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, m->comm); /* a status agreement */
+    if (!all_ok) {
+        graph_free(mine), graph_free(all), graph_free(row);
+        return LF_ERR_NOMEM;
+    }
+    cand_t = x->dtype, cand_desc = s->u.sort.descending;
+    int64_t row0 = lay->starts[m->rank];
+    for (int64_t ou = 0; ou < outer; ou++)
+        for (int64_t in = 0; in < inner; in++) {
+            for (int64_t i = 0; i < len; i++)
+                row[i] = (cand){graph_scalar_load(xb, x->dtype, (ou * len + i) * inner + in), row0 + i};
+            qsort(row, (size_t)len, sizeof *row, cand_cmp);
+            memcpy(&mine[(ou * inner + in) * k], row, (size_t)k * sizeof *row);
+        }
+    MPI_Allgather(mine, (int)(per * (int64_t)sizeof(cand)), MPI_BYTE, all, (int)(per * (int64_t)sizeof(cand)), MPI_BYTE,
+                  m->comm);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int q = 0; q < m->size; q++) memcpy(&row[q * k], &all[(size_t)q * (size_t)per + (size_t)(r * k)], (size_t)k * sizeof *row);
+        qsort(row, (size_t)(k * m->size), sizeof *row, cand_cmp);
+        int64_t ou = r / (inner ? inner : 1), in = r % (inner ? inner : 1);
+        for (int64_t j = 0; j < k; j++) {
+            int64_t at = (ou * k + j) * inner + in;
+            if (s->u.sort.indices) graph_scalar_store(out, LF_I64, at, (lf_scalar){.i = row[j].pos});
+            else graph_scalar_store(out, s->dtype, at, row[j].v);
+        }
+    }
+    graph_free(mine), graph_free(all), graph_free(row);
+    return LF_OK;
+}
+
+/* ---- lf_take of a table sharded along the take axis ------------------------- */
+
+static lf_status agree(mpi_ctx *m, lf_status st, const char *msg);
+
+/* The rank holding global row g of lay (a non-empty block). */
+static int owner_of(const shard_buf *lay, int size, int64_t g) {
+    int lo = 0, hi = size - 1; /* the last rank whose start <= g */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (lay->starts[mid] <= g) lo = mid;
+        else hi = mid - 1;
+    }
+    while (lo > 0 && lay->counts[lo] == 0) lo--; /* empty blocks share the start */
+    return lo;
+}
+
+/* Take node t along axis 0 of a table sharded along axis 0 (lay): xb is the
+ * rank's block of the table, ib the rank's indices (its block, or all of
+ * them when replicated; istart: the global position of the block's first
+ * row along idx's sharded axis ia, -1 replicated). The indices are checked
+ * first (collectively: the lowest failing rank's first bad index fails
+ * every rank, LF_ERR_INDEX), then each rank sends the rows it needs to
+ * their owners (MPI_Alltoall of counts, MPI_Alltoallv of 8-byte row
+ * numbers) and the owners send the rows back (MPI_Alltoallv of the row
+ * slabs). out: the rank's part of t (rows in idx order). */
+static lf_status cross_take(mpi_ctx *m, const lf_node *t, const shard_buf *lay, int ia, int64_t istart, const void *xb,
+                            const void *ib, void *out) {
+    const lf_node *x = t->inputs[0], *idx = t->inputs[1];
+    int P = m->size;
+    int64_t nidx = idx->numel, slab = 1;
+    for (int d = 1; d < x->ndim; d++) slab *= x->shape[d];
+    size_t es = lf_dtype_size(x->dtype), sb = (size_t)slab * es;
+    /* 1. the indices, wrapped against the global extent; the first bad one */
+    int64_t *want = graph_malloc((size_t)(nidx ? nidx : 1) * sizeof *want);
+    int *cnt = graph_malloc(5 * (size_t)P * sizeof *cnt);
+    lf_status st = want && cnt ? LF_OK : LF_ERR_NOMEM;
+    char msg[LF_ERRMSG_CAP] = "lf_mpi_eval: out of memory";
+    int64_t pos[LF_MAX_DIMS] = {0};
+    for (int64_t i = 0; i < nidx && st == LF_OK; i++) {
+        int64_t v = graph_scalar_load(ib, idx->dtype, i).i;
+        if ((want[i] = graph_gather_wrap(v, lay->global)) < 0) {
+            char ps[160], ns[GRAPH_NODE_STR_CAP];
+            int64_t gp[LF_MAX_DIMS];
+            memcpy(gp, pos, sizeof gp);
+            if (ia >= 0) gp[ia] += istart; /* the position in the global index array */
+            st = LF_ERR_INDEX;
+            snprintf(msg, sizeof msg, "%s: index %lld out of range for axis 0 of size %lld at position %s",
+                     graph_node_str(t, ns, sizeof ns), (long long)v, (long long)lay->global,
+                     graph_shape_str(ps, sizeof ps, idx->ndim, gp));
+        }
+        for (int d = idx->ndim - 1; d >= 0; d--) {
+            if (++pos[d] < idx->shape[d]) break;
+            pos[d] = 0;
+        }
+    }
+    /* 2. who asks whom for how many rows */
+    int *sc = cnt, *rc = cnt + P, *sd = cnt + 2 * P, *rd = cnt + 3 * P, *cur = cnt + 4 * P;
+    int64_t *req = NULL, *got = NULL;
+    int *slot = NULL;
+    char *rows = NULL, *back = NULL;
+    int64_t nrecv = 0;
+    if (st == LF_OK) {
+        memset(sc, 0, (size_t)P * sizeof *sc);
+        for (int64_t i = 0; i < nidx; i++) sc[owner_of(lay, P, want[i])]++;
+        if (nidx > INT32_MAX || (double)nidx * (double)sb > INT32_MAX) {
+            st = LF_ERR_INVALID;
+            snprintf(msg, sizeof msg, "lf_mpi_eval: a take across ranks of more than 2^31 bytes (MPI counts are int)");
+        }
+    }
+    if ((st = agree(m, st, msg)) != LF_OK) goto out;
+    MPI_Alltoall(sc, 1, MPI_INT, rc, 1, MPI_INT, m->comm);
+    sd[0] = rd[0] = 0;
+    for (int q = 1; q < P; q++) sd[q] = sd[q - 1] + sc[q - 1], rd[q] = rd[q - 1] + rc[q - 1];
+    nrecv = rd[P - 1] + rc[P - 1];
+    req = graph_malloc((size_t)(nidx ? nidx : 1) * sizeof *req);
+    slot = graph_malloc((size_t)(nidx ? nidx : 1) * sizeof *slot);
+    got = graph_malloc((size_t)(nrecv ? nrecv : 1) * sizeof *got);
+    rows = graph_malloc((size_t)(nrecv ? nrecv : 1) * sb + 1);
+    back = graph_malloc((size_t)(nidx ? nidx : 1) * sb + 1);
+    st = req && slot && got && rows && back && (double)nrecv * (double)sb <= INT32_MAX ? LF_OK : LF_ERR_NOMEM;
+    if ((st = agree(m, st, "lf_mpi_eval: out of memory (a take across ranks)")) != LF_OK) goto out;
+    /* 3. requests: local row numbers, grouped by owner in idx order */
+    memcpy(cur, sd, (size_t)P * sizeof *cur);
+    for (int64_t i = 0; i < nidx; i++) {
+        int q = owner_of(lay, P, want[i]);
+        slot[i] = cur[q];
+        req[cur[q]++] = want[i] - lay->starts[q];
+    }
+    MPI_Alltoallv(req, sc, sd, MPI_INT64_T, got, rc, rd, MPI_INT64_T, m->comm);
+    /* 4. the owners answer with the rows */
+    for (int64_t r = 0; r < nrecv; r++) memcpy(rows + (size_t)r * sb, (const char *)xb + (size_t)got[r] * sb, sb);
+    for (int q = 0; q < P; q++) sc[q] *= (int)sb, sd[q] *= (int)sb, rc[q] *= (int)sb, rd[q] *= (int)sb;
+    MPI_Alltoallv(rows, rc, rd, MPI_BYTE, back, sc, sd, MPI_BYTE, m->comm);
+    for (int64_t i = 0; i < nidx; i++) memcpy((char *)out + (size_t)i * sb, back + (size_t)slot[i] * sb, sb);
+out:
+    graph_free(want), graph_free(cnt), graph_free(req), graph_free(slot), graph_free(got), graph_free(rows),
+        graph_free(back);
+    return st;
+}
+
 /* ---- lf_mpi_eval ----------------------------------------------------------- */
 
 /* The collective agreement: every rank learns the lowest failing rank's
@@ -615,6 +829,7 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
     lf_node **loc = NULL;  /* nodes the local lf_eval computes */
     lf_buffer **tmp = NULL; /* their temporaries */
     int *which = NULL;     /* per output: index into loc of what it needs */
+    int *which2 = NULL;    /* per output: a take's indices (index into loc) */
     void **host = NULL;    /* per output: host result of a cross node */
     lf_status st = LF_OK;
 
@@ -633,11 +848,12 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
     }
     if (A.st == LF_OK) {
         A.pl = graph_calloc((size_t)g->nnodes, sizeof *A.pl);
-        loc = graph_calloc((size_t)n, sizeof *loc);
-        tmp = graph_calloc((size_t)n, sizeof *tmp);
+        loc = graph_calloc(2 * (size_t)n, sizeof *loc);
+        tmp = graph_calloc(2 * (size_t)n, sizeof *tmp);
+        which2 = graph_calloc((size_t)n, sizeof *which2);
         which = graph_calloc((size_t)n, sizeof *which);
         host = graph_calloc((size_t)n, sizeof *host);
-        if (!A.pl || !loc || !tmp || !which || !host) A.st = LF_ERR_NOMEM, snprintf(A.msg, sizeof A.msg, "lf_mpi_eval: out of memory");
+        if (!A.pl || !loc || !tmp || !which || !which2 || !host) A.st = LF_ERR_NOMEM, snprintf(A.msg, sizeof A.msg, "lf_mpi_eval: out of memory");
     }
     if (A.st == LF_OK) {
         for (int i = 0; i < n; i++) A.pl[outs[i]->id].needed = true;
@@ -663,6 +879,12 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
                      "lf_mpi_eval: output %d, %s, is sharded along axis %d: its buffer must be a sharded buffer "
                      "with the same blocks along that axis",
                      i, node, p->axis);
+        } else if (p->cross && o->kind == NODE_SORT && d) {
+            A.st = LF_ERR_BACKEND;
+            snprintf(A.msg, sizeof A.msg,
+                     "mpi: %s: a sort or argsort along the sharded axis (a sharded output) is not supported on sharded "
+                     "arrays yet; top-k is (lf_topk / lf_argtopk into a replicated buffer)",
+                     node);
         } else if (p->axis < 0 && d) {
             A.st = LF_ERR_INVALID;
             snprintf(A.msg, sizeof A.msg, "lf_mpi_eval: output %d, %s, is replicated: its buffer must not be sharded", i,
@@ -691,6 +913,11 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
         while (k < nloc && loc[k] != need) k++;
         if (k == nloc) loc[nloc++] = need;
         which[i] = k;
+        if (p->cross && o->kind == NODE_GATHER) { /* a take across ranks: its indices too */
+            for (k = 0; k < nloc && loc[k] != o->inputs[1];) k++;
+            if (k == nloc) loc[nloc++] = o->inputs[1];
+            which2[i] = k;
+        }
     }
     /* the local part: one lf_eval of everything the outputs need */
     if (A.st == LF_OK) {
@@ -709,19 +936,27 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
         if (!p->cross) continue;
         const lf_node *x = o->inputs[0];
         const place *q = &A.pl[x->id];
+        bool take = o->kind == NODE_GATHER;
+        lf_buffer *ibuf = take ? tmp[which2[i]] : NULL;
         void *xb = graph_malloc(tmp[which[i]]->bytes ? tmp[which[i]]->bytes : 1);
+        void *ib = take ? graph_malloc(ibuf->bytes ? ibuf->bytes : 1) : NULL;
         host[i] = graph_malloc(dsts[i]->bytes ? dsts[i]->bytes : 1);
         lf_status s = LF_OK;
-        if (!xb || !host[i]) s = LF_ERR_NOMEM;
+        if (!xb || !host[i] || (take && !ib)) s = LF_ERR_NOMEM;
         else s = lf_buffer_read(tmp[which[i]], xb, tmp[which[i]]->bytes);
+        if (s == LF_OK && take) s = lf_buffer_read(ibuf, ib, ibuf->bytes);
         /* agree before the relay or allgather: a rank that failed to read
            must not leave the others waiting */
         lf_status sa = agree(m, s, s == LF_ERR_NOMEM ? "lf_mpi_eval: out of memory" : lf_errmsg(m->ctx));
-        if (sa == LF_OK)
+        if (sa == LF_OK && take) {
+            const place *qi = &A.pl[o->inputs[1]->id];
+            sa = cross_take(m, o, q->lay, qi->axis, qi->axis >= 0 ? qi->lay->starts[m->rank] : -1, xb, ib, host[i]);
+        } else if (sa == LF_OK)
             sa = o->kind == NODE_REDUCE ? cross_reduce(m, o, q->lay, q->axis, xb, host[i])
+                 : o->kind == NODE_SORT ? cross_topk(m, o, q->lay, q->axis, xb, host[i])
                  : scan_in_parallel(o)  ? cross_scan_parallel(m, o, q->axis, xb, host[i])
                                         : cross_scan(m, o, q->axis, xb, host[i]);
-        graph_free(xb);
+        graph_free(xb), graph_free(ib);
         if (sa != LF_OK) {
             if (sa == LF_ERR_NOMEM) graph_error(m->ctx, sa, "lf_mpi_eval: out of memory (on some rank)");
             st2 = sa;
@@ -754,6 +989,6 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
     for (int k = 0; k < nloc; k++) lf_buffer_free(tmp[k]);
     if (host)
         for (int i = 0; i < n; i++) graph_free(host[i]);
-    graph_free(A.pl), graph_free(loc), graph_free(tmp), graph_free(which), graph_free(host);
+    graph_free(A.pl), graph_free(loc), graph_free(tmp), graph_free(which), graph_free(which2), graph_free(host);
     return st;
 }

@@ -9,7 +9,9 @@
  * every backend shares, on the CPU backend too) for reductions and scans
  * across ranks, as lazyfuse_mpi.h promises. Random graphs of the supported
  * kinds run with random blocks (empty ones included); fixed cases cover
- * long scans (several LF_SCAN_BLOCK blocks), takes, and the collective
+ * long scans (several LF_SCAN_BLOCK blocks), takes (of a replicated table,
+ * and of a sharded table by indices that cross blocks), top-k along the
+ * sharded axis (ties across blocks), and the collective
  * error paths (a bad index in one rank's block, unsupported nodes, bad
  * output buffers: every rank fails with the same status and message, no
  * output changes).
@@ -535,6 +537,215 @@ static void take_and_collective_errors(void) {
     arr_free(&idx);
 }
 
+/* Random blocks of n rows over the ranks, each at least `least` rows (the
+ * same on every rank: r is replayed identically). */
+static void random_counts(rng *r, int64_t n, int64_t least, int64_t *counts) {
+    int64_t left = n - least * size;
+    for (int q = 0; q < size; q++) {
+        int64_t c = q == size - 1 ? left : (int64_t)pick(r, (int)left + 1);
+        counts[q] = least + c;
+        left -= c;
+    }
+}
+
+/* Values with many ties across blocks: a few integers, or floats from
+ * {-0.0, +0.0, 1, -1, NaN, +-inf}. */
+static void fill_ties(rng *r, lf_dtype t, int64_t n, void *p) {
+    static const double fv[] = {-0.0, 0.0, 1, -1, NAN, INFINITY, -INFINITY, 2.5};
+    for (int64_t i = 0; i < n; i++) {
+        int k = pick(r, 8);
+        switch (t) {
+        case LF_I32: ((int32_t *)p)[i] = k - 4; break;
+        case LF_I64: ((int64_t *)p)[i] = k % 2 ? INT64_MIN + k : INT64_MAX - k; break;
+        case LF_F64: ((double *)p)[i] = fv[k]; break;
+        default: ((float *)p)[i] = (float)fv[k]; break;
+        }
+    }
+}
+
+/* lf_topk and lf_argtopk along the sharded axis (replicated results): the
+ * same values and global positions as one process, ties (equal values, -0.0
+ * and +0.0, NaNs) resolved by the lower global position across blocks;
+ * rows of a 2-d array batched; a sort along the other axis stays local;
+ * different k on different ranks fails collectively. */
+static void topk_sharded(void) {
+    rng r = {4242};
+    static const lf_dtype dts[] = {LF_F32, LF_I32, LF_F64, LF_I64};
+    for (int c = 0; c < 8; c++) {
+        lf_dtype t = dts[c % 4];
+        int ndim = 1 + c / 4;
+        int64_t least = c == 3 ? 0 : (c == 2 ? 2 : 1) + pick(&r, 3); /* c == 3: empty blocks allowed, k = 0 */
+        int64_t n = least * size + pick(&r, 30), shape[2] = {n, 3}, counts[64];
+        random_counts(&r, n, least, counts);
+        int64_t k = least == 0 ? 0 : 1 + pick(&r, (int)least);
+        arr x = {.t = t, .ndim = ndim, .shape = {n, 3}, .axis = 0};
+        int64_t ne = numel(ndim, shape);
+        x.global = malloc((size_t)(ne ? ne : 1) * lf_dtype_size(t));
+        fill_ties(&r, t, ne, x.global);
+        x.shard = lf_mpi_buffer_new_sharded(mctx, t, ndim, shape, 0, counts);
+        int64_t start, count;
+        lf_mpi_buffer_block(mctx, x.shard, NULL, &start, &count, NULL);
+        size_t bb = (size_t)(count * ne / (n ? n : 1)) * lf_dtype_size(t);
+        void *blk = malloc(bb ? bb : 1);
+        block_of(&x, start, count, blk);
+        lf_buffer_write(x.shard, blk, bb);
+        free(blk);
+        lf_buffer *whole = lf_buffer_new(cpu1, t, ndim, shape);
+        lf_buffer_write(whole, x.global, (size_t)ne * lf_dtype_size(t));
+        bool largest = c % 2 == 0;
+        lf_graph *gm = lf_graph_new(mctx), *g1 = lf_graph_new(cpu1);
+        lf_node *xm = lf_input(gm, x.shard), *x1 = lf_input(g1, whole);
+        lf_node *om[3] = {lf_topk(gm, xm, k, 0, largest), lf_argtopk(gm, xm, k, 0, largest),
+                          ndim > 1 ? lf_sort(gm, xm, 1, largest) : lf_neg(gm, xm)};
+        lf_node *o1[3] = {lf_topk(g1, x1, k, 0, largest), lf_argtopk(g1, x1, k, 0, largest),
+                          ndim > 1 ? lf_sort(g1, x1, 1, largest) : lf_neg(g1, x1)};
+        int64_t kshape[2] = {k, 3};
+        lf_buffer *dm[3] = {lf_buffer_new(mctx, t, ndim, kshape), lf_buffer_new(mctx, LF_I64, ndim, kshape),
+                            lf_mpi_buffer_new_sharded(mctx, lf_node_dtype(om[2]), ndim, shape, 0, counts)};
+        lf_status st = lf_mpi_eval(gm, 3, om, dm);
+        CHECK(st == LF_OK, "topk %d: %s", c, lf_errmsg(mctx));
+        for (int j = 0; j < 3 && st == LF_OK; j++) {
+            lf_dtype ot = lf_node_dtype(o1[j]);
+            size_t es = lf_dtype_size(ot);
+            int64_t all = numel(ndim, node_shape(o1[j])), mine = j < 2 ? all : count * all / (n ? n : 1);
+            char *want = eval_one(cpu1, g1, o1[j]), *got = malloc((size_t)(mine ? mine : 1) * es);
+            lf_buffer_read(dm[j], got, (size_t)mine * es);
+            int64_t at = -1, off = j < 2 ? 0 : start * all / (n ? n : 1);
+            CHECK(same_bits(ot, got, want + (size_t)off * es, mine, &at),
+                  "topk case %d (%s, n %lld, k %lld, %s) output %d: element %" PRId64 " differs from one process", c,
+                  lf_dtype_name(t), (long long)n, (long long)k, largest ? "largest" : "smallest", j, at);
+            free(want), free(got);
+        }
+        /* -0.0 and +0.0 tie: the bits must be the one-process entry's, not
+           any equal value's (same_bits compares bytes) */
+        if (c == 2 && size > 1 && k >= 1) {
+            /* different k on different ranks: every rank fails the same way */
+            lf_graph *gk = lf_graph_new(mctx);
+            int64_t kr = rank == 0 ? 1 : (least >= 2 ? 2 : 1);
+            if (least >= 2) {
+                lf_node *tk = lf_topk(gk, lf_input(gk, x.shard), kr, 0, true);
+                lf_buffer *dk = lf_buffer_new(mctx, t, ndim, (int64_t[]){kr, 3});
+                st = lf_mpi_eval(gk, 1, &tk, &dk);
+                CHECK(st == LF_ERR_INVALID && strstr(lf_errmsg(mctx), "different k"), "topk of different k: %s %s",
+                      lf_status_name(st), lf_errmsg(mctx));
+                same_message_everywhere("topk of different k");
+                lf_buffer_free(dk);
+            }
+            lf_graph_free(gk);
+        }
+        for (int j = 0; j < 3; j++) lf_mpi_buffer_free(mctx, dm[j]);
+        lf_graph_free(gm), lf_graph_free(g1);
+        lf_buffer_free(whole);
+        arr_free(&x);
+    }
+}
+
+/* lf_take along axis 0 of a table sharded along axis 0, by indices that
+ * cross blocks (sharded with other blocks, or replicated; i32 and i64;
+ * negatives count from the end), and lf_gather of a 1-d sharded array: the
+ * rows travel by MPI_Alltoallv and every rank's block equals one process's.
+ * A bad index on one rank fails every rank with LF_ERR_INDEX, one message
+ * naming the index's global position, and no output changes. */
+static void take_sharded_table(void) {
+    rng r = {31337};
+    for (int c = 0; c < 6; c++) {
+        int64_t V = pick(&r, 3) == 0 ? size - 1 + pick(&r, 2) : 5 + pick(&r, 40), D = 1 + pick(&r, 4);
+        if (V < 1) V = 1;
+        int64_t tc[64], ic[64];
+        random_counts(&r, V, 0, tc); /* empty table blocks too */
+        int64_t tshape[2] = {V, D};
+        arr table = {.t = c % 2 ? LF_F64 : LF_F32, .ndim = c == 5 ? 1 : 2, .shape = {V, D}, .axis = 0};
+        table.global = malloc((size_t)(V * D) * 8);
+        fill(&r, table.t, V * D, table.global, true);
+        table.shard = lf_mpi_buffer_new_sharded(mctx, table.t, table.ndim, tshape, 0, tc);
+        int64_t ts, tn;
+        lf_mpi_buffer_block(mctx, table.shard, NULL, &ts, &tn, NULL);
+        size_t tes = lf_dtype_size(table.t), row = (size_t)(table.ndim == 2 ? D : 1) * tes;
+        void *tb = malloc(tn * row + 1);
+        block_of(&table, ts, tn, tb);
+        lf_buffer_write(table.shard, tb, (size_t)tn * row);
+        free(tb);
+        /* indices: [N, 2] sharded along 0 (c even) or replicated [N, 2] */
+        bool rep = c % 3 == 1;
+        lf_dtype it = c % 2 ? LF_I32 : LF_I64;
+        int64_t N = pick(&r, 4) == 0 ? pick(&r, 3) : 1 + pick(&r, 20), ishape[2] = {N, 2};
+        random_counts(&r, N, 0, ic);
+        arr idx = {.t = it, .ndim = 2, .shape = {N, 2}, .axis = rep ? -1 : 0};
+        idx.global = malloc((size_t)(N * 2 + 1) * 8);
+        for (int64_t i = 0; i < N * 2; i++) {
+            int64_t v = (int64_t)pick(&r, (int)(2 * V)) - V;
+            if (it == LF_I32) ((int32_t *)idx.global)[i] = (int32_t)v;
+            else ((int64_t *)idx.global)[i] = v;
+        }
+        int64_t is = 0, in = N;
+        if (rep) {
+            idx.shard = lf_buffer_new(mctx, it, 2, ishape);
+            lf_buffer_write(idx.shard, idx.global, (size_t)(N * 2) * lf_dtype_size(it));
+        } else {
+            idx.shard = lf_mpi_buffer_new_sharded(mctx, it, 2, ishape, 0, ic);
+            lf_mpi_buffer_block(mctx, idx.shard, NULL, &is, &in, NULL);
+            lf_buffer_write(idx.shard, (char *)idx.global + (size_t)(is * 2) * lf_dtype_size(it), (size_t)(in * 2) * lf_dtype_size(it));
+        }
+        lf_buffer *tw = lf_buffer_new(cpu1, table.t, table.ndim, tshape), *iw = lf_buffer_new(cpu1, it, 2, ishape);
+        lf_buffer_write(tw, table.global, (size_t)(V * (table.ndim == 2 ? D : 1)) * tes);
+        lf_buffer_write(iw, idx.global, (size_t)(N * 2) * lf_dtype_size(it));
+        lf_graph *gm = lf_graph_new(mctx), *g1 = lf_graph_new(cpu1);
+        lf_node *om = table.ndim == 1 ? lf_gather(gm, lf_input(gm, table.shard), 0, lf_input(gm, idx.shard))
+                                      : lf_take(gm, lf_input(gm, table.shard), 0, lf_input(gm, idx.shard));
+        lf_node *o1 = table.ndim == 1 ? lf_gather(g1, lf_input(g1, tw), 0, lf_input(g1, iw))
+                                      : lf_take(g1, lf_input(g1, tw), 0, lf_input(g1, iw));
+        int64_t oshape[3] = {N, 2, D}, per = table.ndim == 2 ? 2 * D : 2;
+        lf_buffer *dst = rep ? lf_buffer_new(mctx, table.t, table.ndim + 1, oshape)
+                             : lf_mpi_buffer_new_sharded(mctx, table.t, table.ndim + 1, oshape, 0, ic);
+        lf_status st = lf_mpi_eval(gm, 1, &om, &dst);
+        CHECK(st == LF_OK, "take %d: %s", c, lf_errmsg(mctx));
+        char *want = eval_one(cpu1, g1, o1), *got = malloc((size_t)(in * per) * tes + 1);
+        lf_buffer_read(dst, got, (size_t)(in * per) * tes);
+        int64_t at = -1;
+        CHECK(same_bits(table.t, got, want + (size_t)(is * per) * tes, in * per, &at),
+              "take %d (V %lld, N %lld, %s): element %" PRId64 " differs from one process", c, (long long)V,
+              (long long)N, rep ? "replicated indices" : "sharded indices", at);
+        /* a bad index on the last rank that holds indices (or, replicated, on
+           every rank): LF_ERR_INDEX everywhere, one message, outputs kept */
+        int holder = size - 1;
+        while (!rep && holder > 0 && ic[holder] == 0) holder--;
+        if (N > 0) {
+            memset(got, 0x7b, (size_t)(in * per) * tes);
+            lf_buffer_write(dst, got, (size_t)(in * per) * tes);
+            int64_t hstart = 0; /* the holder's first row */
+            for (int q = 0; q < holder; q++) hstart += ic[q];
+            int64_t bad_at = rep ? N - 1 : hstart + ic[holder] - 1; /* global row of the bad index */
+            if (rep || rank == holder) {
+                size_t ies = lf_dtype_size(it);
+                char *ib = malloc((size_t)(in * 2) * ies + 1);
+                memcpy(ib, (char *)idx.global + (size_t)(is * 2) * ies, (size_t)(in * 2) * ies);
+                int64_t j = (bad_at - is) * 2 + 1;
+                if (it == LF_I32) ((int32_t *)ib)[j] = (int32_t)(V + 7);
+                else ((int64_t *)ib)[j] = V + 7;
+                lf_buffer_write(idx.shard, ib, (size_t)(in * 2) * ies);
+                free(ib);
+            }
+            st = lf_mpi_eval(gm, 1, &om, &dst);
+            char want_msg[160];
+            snprintf(want_msg, sizeof want_msg, "index %lld out of range for axis 0 of size %lld at position [%lld,1]",
+                     (long long)(V + 7), (long long)V, (long long)bad_at);
+            CHECK(st == LF_ERR_INDEX && strstr(lf_errmsg(mctx), want_msg), "take %d, bad index: %s \"%s\" (want \"%s\")",
+                  c, lf_status_name(st), lf_errmsg(mctx), want_msg);
+            same_message_everywhere("take, bad index");
+            char *now = malloc((size_t)(in * per) * tes + 1);
+            lf_buffer_read(dst, now, (size_t)(in * per) * tes);
+            CHECK(!memcmp(now, got, (size_t)(in * per) * tes), "take %d, bad index: an output changed", c);
+            free(now);
+        }
+        free(want), free(got);
+        rep ? lf_buffer_free(dst) : lf_mpi_buffer_free(mctx, dst);
+        lf_graph_free(gm), lf_graph_free(g1);
+        lf_buffer_free(tw), lf_buffer_free(iw);
+        if (rep) lf_buffer_free(idx.shard), idx.shard = NULL;
+        arr_free(&table), arr_free(&idx);
+    }
+}
+
 /* Allocation failures on one rank only (lf_debug_fail_alloc is per
  * process): the nth allocation from the eval's start fails on the last
  * rank, for n = 1, 2, ... until an eval succeeds. Every rank must return
@@ -549,12 +760,23 @@ static void collective_alloc_failures(void) {
     lf_graph *g = lf_graph_new(mctx);
     lf_node *xi = lf_input(g, x.shard);
     lf_node *y = lf_add(g, lf_mul(g, xi, xi), lf_const(g, LF_F32, 1));
-    lf_node *outs[3] = {y, lf_reduce(g, LF_RED_SUM, y, 1, (int[]){0}, false),
-                        lf_scan(g, LF_RED_MAX, lf_cast(g, xi, LF_I64), 0, false)};
+    /* a top-k and a take across ranks too (their Alltoallv and allgather
+       paths allocate after the first agreement) */
+    int64_t iv[5] = {n - 1, 0, -1, 2, n / 2};
+    lf_buffer *ib = lf_buffer_new(mctx, LF_I64, 1, (int64_t[]){5});
+    lf_buffer_write(ib, iv, sizeof iv);
+    lf_node *outs[5] = {y, lf_reduce(g, LF_RED_SUM, y, 1, (int[]){0}, false),
+                        lf_scan(g, LF_RED_MAX, lf_cast(g, xi, LF_I64), 0, false), lf_argtopk(g, y, 2, 0, true),
+                        lf_take(g, xi, 0, lf_input(g, ib))};
     lf_buffer *dy = lf_mpi_buffer_new_sharded(mctx, LF_F32, 2, shape, 0, NULL);
     lf_buffer *ds = lf_buffer_new(mctx, LF_F32, 1, (int64_t[]){3});
     lf_buffer *dc = lf_mpi_buffer_new_sharded(mctx, LF_I64, 2, shape, 0, NULL);
-    lf_buffer *dsts[3] = {dy, ds, dc};
+    lf_buffer *dk = lf_buffer_new(mctx, LF_I64, 2, (int64_t[]){2, 3});
+    lf_buffer *dt = lf_buffer_new(mctx, LF_F32, 2, (int64_t[]){5, 3});
+    lf_buffer *dsts[5] = {dy, ds, dc, dk, dt};
+    int64_t sk[6] = {-7, -7, -7, -7, -7, -7}, gk[6];
+    float st5[15], gt5[15];
+    for (int i = 0; i < 15; i++) st5[i] = -9;
     int64_t start, count;
     lf_mpi_buffer_block(mctx, dy, NULL, &start, &count, NULL);
     size_t by = (size_t)(count * 3) * 4, bc = (size_t)(count * 3) * 8;
@@ -564,8 +786,9 @@ static void collective_alloc_failures(void) {
     int failed = 0, k;
     for (k = 1; k < 400; k++) {
         lf_buffer_write(dy, sy, by), lf_buffer_write(dc, sc, bc), lf_buffer_write(ds, ss, sizeof ss);
+        lf_buffer_write(dk, sk, sizeof sk), lf_buffer_write(dt, st5, sizeof st5);
         if (rank == size - 1) lf_debug_fail_alloc(k, false);
-        lf_status st = lf_mpi_eval(g, 3, outs, dsts);
+        lf_status st = lf_mpi_eval(g, 5, outs, dsts);
         lf_debug_fail_alloc(0, false);
         int lo = (int)st, hi = (int)st;
         MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD); /* statuses, not values */
@@ -575,17 +798,23 @@ static void collective_alloc_failures(void) {
         failed++;
         same_message_everywhere("failing allocation");
         lf_buffer_read(dy, gy, by), lf_buffer_read(dc, gc, bc), lf_buffer_read(ds, gs, sizeof gs);
-        CHECK(!memcmp(gy, sy, by) && !memcmp(gc, sc, bc) && !memcmp(gs, ss, sizeof ss),
+        lf_buffer_read(dk, gk, sizeof gk), lf_buffer_read(dt, gt5, sizeof gt5);
+        CHECK(!memcmp(gy, sy, by) && !memcmp(gc, sc, bc) && !memcmp(gs, ss, sizeof ss) && !memcmp(gk, sk, sizeof sk) &&
+                  !memcmp(gt5, st5, sizeof st5),
               "failing allocation %d (%s): an output changed", k, lf_status_name(st));
     }
     CHECK(k < 400 && failed > 0, "allocation failures: %d failed evals, stopped at %d", failed, k);
     if (rank == 0) printf("test_mpi: %d evals failed collectively on the last rank's allocation failures\n", failed);
     /* the eval that succeeded is right: compare with an eval without failures */
     lf_buffer_read(dy, gy, by), lf_buffer_read(dc, gc, bc), lf_buffer_read(ds, gs, sizeof gs);
-    CHECK(lf_mpi_eval(g, 3, outs, dsts) == LF_OK, "eval after the failures: %s", lf_errmsg(mctx));
+    lf_buffer_read(dk, gk, sizeof gk), lf_buffer_read(dt, gt5, sizeof gt5);
+    CHECK(lf_mpi_eval(g, 5, outs, dsts) == LF_OK, "eval after the failures: %s", lf_errmsg(mctx));
     lf_buffer_read(dy, sy, by), lf_buffer_read(dc, sc, bc), lf_buffer_read(ds, ss, sizeof ss);
-    CHECK(!memcmp(gy, sy, by) && !memcmp(gc, sc, bc) && !memcmp(gs, ss, sizeof ss),
+    lf_buffer_read(dk, sk, sizeof sk), lf_buffer_read(dt, st5, sizeof st5);
+    CHECK(!memcmp(gy, sy, by) && !memcmp(gc, sc, bc) && !memcmp(gs, ss, sizeof ss) && !memcmp(gk, sk, sizeof sk) &&
+              !memcmp(gt5, st5, sizeof st5),
           "the eval that succeeded under failures differs from a plain one");
+    lf_buffer_free(dk), lf_buffer_free(dt), lf_buffer_free(ib);
     free(sy), free(sc), free(gy), free(gc);
     lf_mpi_buffer_free(mctx, dy), lf_mpi_buffer_free(mctx, dc), lf_buffer_free(ds);
     lf_graph_free(g);
@@ -629,6 +858,8 @@ int main(int argc, char **argv) {
     long_scan();
     long_float_folds();
     take_and_collective_errors();
+    topk_sharded();
+    take_sharded_table();
     sharded_buffer_errors();
     collective_alloc_failures();
     /* the random graphs must have reached every kind they are meant to */
