@@ -42,6 +42,20 @@
  *     k against the rank's block: k must be at most the smallest block (an
  *     empty block allows only k = 0), and every rank must build the same k
  *     (checked; else LF_ERR_INVALID on every rank);
+ *   - lf_sort / lf_argsort along the sharded axis, into a SHARDED buffer
+ *     with the input's blocks (which tells them from a top-k: lf_topk with
+ *     k equal to the block into a sharded buffer is refused): a sample sort.
+ *     Each rank sorts its block's elements on the host by the strict key
+ *     (row of the batched axes, value in lf_sort's order, global position),
+ *     P - 1 regular samples per rank are allgathered and every rank picks
+ *     the same P - 1 splitters; each sorted run is cut at the splitters and
+ *     sent to the bucket's rank (MPI_Alltoall of counts, MPI_Alltoallv of
+ *     24-byte keys); each rank sorts what it got (a contiguous range of the
+ *     global order, placed by an allgather of bucket sizes) and sends every
+ *     element to the rank whose block holds its sorted position (a second
+ *     MPI_Alltoallv of 16-byte (offset, value) records). argsort gives
+ *     global positions. Rank r's block of the output is rows start_r ..
+ *     of the one-process sort;
  *   - a reduction over the sharded axis (it must be the first of the reduced
  *     axes): the rank's block is folded locally, then combined across ranks
  *     in rank order, which is the order of positions: integer and bool sum
@@ -97,7 +111,12 @@
  * (8 + row bytes) per index whose row another rank holds. A top-k along the
  * sharded axis: an allgather of k candidates (16 bytes each: value and
  * position) per row per rank, and the candidates' host selection (the
- * block's rows sorted on the host: O(n log n) per block). The relay is SERIAL across ranks: rank r folds after rank r-1 has,
+ * block's rows sorted on the host: O(n log n) per block). A sort along the
+ * sharded axis: (P - 1) samples of 24 bytes per rank allgathered, then
+ * every element moves twice, 24 bytes to its bucket and 16 bytes to its
+ * place (about 40 bytes per element, less what stays on its rank), plus two
+ * MPI_Alltoall of counts and an allgather of P sizes; two host sorts of
+ * about n / P keys per rank. The relay is SERIAL across ranks: rank r folds after rank r-1 has,
  * so the host fold of a float reduction or scan over the sharded axis does
  * not speed up with more ranks (the fused work before it, the input's map,
  * does). A parallel scheme (per-rank partials
@@ -112,12 +131,11 @@
  * slice, broadcast_to, expand_dims, pad, concat), gathers other than the
  * two takes above (take_along_axis of a sharded n-d array, a take along
  * another axis of a sharded table), scatters and bincounts, sort and
- * argsort along the sharded axis (a sharded output: refused; top-k into a
- * replicated output is supported), contractions over the sharded axis, random and iota meeting a sharded
+ * contractions over the sharded axis, random and iota meeting a sharded
  * operand along its axis, two sharded operands with different blocks, a
  * reduction over the sharded axis that also reduces an axis before it, and
  * any node that uses the result of a reduction or scan over the sharded
- * axis, of a take across ranks or of a top-k along it (evaluate that result first, into a replicated or sharded buffer,
+ * axis, of a take across ranks, of a top-k or a sort along it (evaluate that result first, into a replicated or sharded buffer,
  * and feed it to a second graph; this includes lf_scan_dtype into a
  * narrower dtype than the scan's own, which is a scan and then a cast). lf_mpi_eval refuses each with
  * LF_ERR_BACKEND and a message naming the node and the operation:

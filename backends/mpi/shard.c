@@ -801,6 +801,142 @@ out:
     return st;
 }
 
+/* ---- sort and argsort along the sharded axis: a sample sort ------------------ */
+
+/* One element in the sort: its row (the batched axes, row-major), value and
+ * global position along the axis. Ordered by row, then lf_sort's order. */
+typedef struct skey {
+    int64_t row;
+    lf_scalar v;
+    int64_t pos;
+} skey;
+
+static int skey_cmp(const void *pa, const void *pb) {
+    const skey *a = pa, *b = pb;
+    if (a->row != b->row) return (a->row > b->row) - (a->row < b->row);
+    cand ca = {a->v, a->pos}, cb = {b->v, b->pos};
+    return cand_cmp(&ca, &cb);
+}
+
+/* An element's place in the output: its offset in the receiving rank's
+ * block, and its value (or global position, for argsort). */
+typedef struct sput {
+    int64_t at;
+    lf_scalar v;
+} sput;
+
+/* Sort or argsort node s along the sharded axis a (output sharded with the
+ * input's blocks lay): xb is the rank's block of s's input. A sample sort:
+ * (1) each rank sorts its block's elements on the host by the strict key
+ * (row, value in lf_sort's order, global position); (2) P - 1 regular
+ * samples per rank are allgathered and every rank picks the same P - 1
+ * splitters from the sorted samples; (3) each rank's sorted run is cut at
+ * the splitters and sent to the bucket's rank (MPI_Alltoall of counts,
+ * MPI_Alltoallv of 24-byte keys); (4) each rank sorts what it received: a
+ * contiguous range of the global order, whose offset an allgather of the
+ * bucket sizes gives; the element at global rank G lies in row G / len at
+ * position G % len of the sorted axis; (5) a second MPI_Alltoallv sends
+ * each (offset, value) to the rank whose block holds that position. Exact:
+ * the key is strict, so every rank agrees on the order, which is lf_sort's
+ * stable order (ties by global position). */
+static lf_status cross_sort(mpi_ctx *m, const lf_node *s, const shard_buf *lay, int a, const void *xb, void *out) {
+    const lf_node *x = s->inputs[0];
+    int P = m->size;
+    int64_t len = x->shape[a], inner = 1, outer = 1, glen = lay->global;
+    for (int d = a + 1; d < x->ndim; d++) inner *= x->shape[d];
+    for (int d = 0; d < a; d++) outer *= x->shape[d];
+    int64_t nloc = x->numel, row0 = lay->starts[m->rank];
+    skey *loc = graph_malloc((size_t)(nloc ? nloc : 1) * sizeof *loc);
+    skey *samp = graph_malloc((size_t)P * (size_t)P * sizeof *samp); /* P - 1 per rank, + validity */
+    int *cnt = graph_malloc(5 * (size_t)P * sizeof *cnt);
+    int64_t *sizes = graph_malloc((size_t)P * sizeof *sizes);
+    lf_status st = loc && samp && cnt && sizes ? LF_OK : LF_ERR_NOMEM;
+    if (st == LF_OK && (double)nloc * sizeof(skey) > INT32_MAX) st = LF_ERR_INVALID;
+    skey *recv = NULL;
+    sput *puts = NULL, *got = NULL;
+    int *sc = cnt, *rc = cnt + P, *sd = cnt + 2 * P, *rd = cnt + 3 * P, *cur = cnt + 4 * P;
+    int64_t nrecv = 0;
+    st = agree(m, st, st == LF_ERR_INVALID ? "lf_mpi_eval: a sort across ranks of more than 2^31 bytes per rank (MPI counts are int)"
+                                           : "lf_mpi_eval: out of memory (a sort across ranks)");
+    if (st != LF_OK) goto out;
+    /* 1. the block's keys, sorted */
+    cand_t = x->dtype, cand_desc = s->u.sort.descending;
+    for (int64_t ou = 0; ou < outer; ou++)
+        for (int64_t i = 0; i < len; i++)
+            for (int64_t in = 0; in < inner; in++) {
+                int64_t at = (ou * len + i) * inner + in;
+                loc[at] = (skey){ou * inner + in, graph_scalar_load(xb, x->dtype, at), row0 + i};
+            }
+    qsort(loc, (size_t)nloc, sizeof *loc, skey_cmp);
+    /* 2. regular samples (row -1 marks none: an empty block), splitters */
+    skey mine[64], *ms = P <= 64 ? mine : samp + (size_t)(P - 1) * (size_t)P; /* spare room past the gathered */
+    for (int j = 0; j < P - 1; j++)
+        ms[j] = nloc ? loc[(int64_t)(j + 1) * nloc / P] : (skey){-1, {.i = 0}, 0};
+    if (P > 1)
+        MPI_Allgather(ms, (int)((P - 1) * sizeof(skey)), MPI_BYTE, samp, (int)((P - 1) * sizeof(skey)), MPI_BYTE,
+                      m->comm);
+    int nv = 0;
+    for (int j = 0; j < P * (P - 1); j++)
+        if (samp[j].row >= 0) samp[nv++] = samp[j];
+    qsort(samp, (size_t)nv, sizeof *samp, skey_cmp);
+    /* splitter b (0 .. P-2) is samp[(b + 1) * nv / P]; bucket b takes keys
+       <= splitter b (and > splitter b - 1) */
+    /* 3. cut the sorted run at the splitters */
+    memset(sc, 0, (size_t)P * sizeof *sc);
+    {
+        int b = 0;
+        for (int64_t e = 0; e < nloc; e++) {
+            while (b < P - 1 && nv > 0 && skey_cmp(&loc[e], &samp[(int64_t)(b + 1) * nv / P]) > 0) b++;
+            if (nv == 0) b = 0;
+            sc[b]++;
+        }
+    }
+    MPI_Alltoall(sc, 1, MPI_INT, rc, 1, MPI_INT, m->comm);
+    sd[0] = rd[0] = 0;
+    for (int q = 1; q < P; q++) sd[q] = sd[q - 1] + sc[q - 1], rd[q] = rd[q - 1] + rc[q - 1];
+    nrecv = (int64_t)rd[P - 1] + rc[P - 1];
+    recv = graph_malloc((size_t)(nrecv ? nrecv : 1) * sizeof *recv);
+    puts = graph_malloc((size_t)(nrecv ? nrecv : 1) * sizeof *puts);
+    got = graph_malloc((size_t)(nloc ? nloc : 1) * sizeof *got);
+    st = recv && puts && got ? LF_OK : LF_ERR_NOMEM;
+    if (st == LF_OK && (double)nrecv * sizeof(skey) > INT32_MAX) st = LF_ERR_INVALID;
+    st = agree(m, st, st == LF_ERR_INVALID ? "lf_mpi_eval: a sort across ranks whose bucket exceeds 2^31 bytes (MPI counts are int)"
+                                           : "lf_mpi_eval: out of memory (a sort across ranks)");
+    if (st != LF_OK) goto out;
+    for (int q = 0; q < P; q++) sc[q] *= (int)sizeof(skey), sd[q] *= (int)sizeof(skey), rc[q] *= (int)sizeof(skey),
+                                rd[q] *= (int)sizeof(skey);
+    MPI_Alltoallv(loc, sc, sd, MPI_BYTE, recv, rc, rd, MPI_BYTE, m->comm);
+    /* 4. this rank's range of the global order */
+    qsort(recv, (size_t)nrecv, sizeof *recv, skey_cmp);
+    MPI_Allgather(&nrecv, 1, MPI_INT64_T, sizes, 1, MPI_INT64_T, m->comm);
+    int64_t g0 = 0;
+    for (int q = 0; q < m->rank; q++) g0 += sizes[q];
+    /* 5. each element to the rank holding its sorted position */
+    memset(sc, 0, (size_t)P * sizeof *sc);
+    for (int64_t j = 0; j < nrecv; j++) sc[owner_of(lay, P, (g0 + j) % glen)]++;
+    sd[0] = 0;
+    for (int q = 1; q < P; q++) sd[q] = sd[q - 1] + sc[q - 1];
+    memcpy(cur, sd, (size_t)P * sizeof *cur);
+    for (int64_t j = 0; j < nrecv; j++) {
+        int64_t G = g0 + j, row = G / glen, p = G % glen;
+        int q = owner_of(lay, P, p);
+        int64_t ou = row / inner, in = row % inner;
+        puts[cur[q]++] = (sput){(ou * lay->counts[q] + (p - lay->starts[q])) * inner + in,
+                                s->u.sort.indices ? (lf_scalar){.i = recv[j].pos} : recv[j].v};
+    }
+    MPI_Alltoall(sc, 1, MPI_INT, rc, 1, MPI_INT, m->comm);
+    rd[0] = 0;
+    for (int q = 1; q < P; q++) rd[q] = rd[q - 1] + rc[q - 1];
+    for (int q = 0; q < P; q++) sc[q] *= (int)sizeof(sput), sd[q] *= (int)sizeof(sput), rc[q] *= (int)sizeof(sput),
+                                rd[q] *= (int)sizeof(sput);
+    MPI_Alltoallv(puts, sc, sd, MPI_BYTE, got, rc, rd, MPI_BYTE, m->comm);
+    for (int64_t j = 0; j < nloc; j++) graph_scalar_store(out, s->dtype, got[j].at, got[j].v);
+out:
+    graph_free(loc), graph_free(samp), graph_free(cnt), graph_free(sizes), graph_free(recv), graph_free(puts),
+        graph_free(got);
+    return st;
+}
+
 /* ---- lf_mpi_eval ----------------------------------------------------------- */
 
 /* The collective agreement: every rank learns the lowest failing rank's
@@ -880,11 +1016,21 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
                      "with the same blocks along that axis",
                      i, node, p->axis);
         } else if (p->cross && o->kind == NODE_SORT && d) {
-            A.st = LF_ERR_BACKEND;
-            snprintf(A.msg, sizeof A.msg,
-                     "mpi: %s: a sort or argsort along the sharded axis (a sharded output) is not supported on sharded "
-                     "arrays yet; top-k is (lf_topk / lf_argtopk into a replicated buffer)",
-                     node);
+            /* a sharded output: lf_sort / lf_argsort of the whole axis */
+            const place *q = &A.pl[o->inputs[0]->id];
+            if (d->axis != q->axis || !same_blocks(d, q->lay, m->size)) {
+                A.st = LF_ERR_INVALID;
+                snprintf(A.msg, sizeof A.msg,
+                         "lf_mpi_eval: output %d, %s, a sort along the sharded axis %d: its buffer must be sharded "
+                         "along that axis with its input's blocks",
+                         i, node, q->axis);
+            } else if (o->u.sort.k != o->inputs[0]->shape[q->axis]) {
+                A.st = LF_ERR_INVALID;
+                snprintf(A.msg, sizeof A.msg,
+                         "lf_mpi_eval: output %d, %s: a top-k along the sharded axis needs a replicated buffer (a "
+                         "sharded buffer is for lf_sort / lf_argsort of the whole axis)",
+                         i, node);
+            }
         } else if (p->axis < 0 && d) {
             A.st = LF_ERR_INVALID;
             snprintf(A.msg, sizeof A.msg, "lf_mpi_eval: output %d, %s, is replicated: its buffer must not be sharded", i,
@@ -953,6 +1099,7 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
             sa = cross_take(m, o, q->lay, qi->axis, qi->axis >= 0 ? qi->lay->starts[m->rank] : -1, xb, ib, host[i]);
         } else if (sa == LF_OK)
             sa = o->kind == NODE_REDUCE ? cross_reduce(m, o, q->lay, q->axis, xb, host[i])
+                 : o->kind == NODE_SORT && find_buf(m, dsts[i]) ? cross_sort(m, o, q->lay, q->axis, xb, host[i])
                  : o->kind == NODE_SORT ? cross_topk(m, o, q->lay, q->axis, xb, host[i])
                  : scan_in_parallel(o)  ? cross_scan_parallel(m, o, q->axis, xb, host[i])
                                         : cross_scan(m, o, q->axis, xb, host[i]);

@@ -10,8 +10,8 @@
  * across ranks, as lazyfuse_mpi.h promises. Random graphs of the supported
  * kinds run with random blocks (empty ones included); fixed cases cover
  * long scans (several LF_SCAN_BLOCK blocks), takes (of a replicated table,
- * and of a sharded table by indices that cross blocks), top-k along the
- * sharded axis (ties across blocks), and the collective
+ * and of a sharded table by indices that cross blocks), top-k, sort and
+ * argsort along the sharded axis (ties across blocks), and the collective
  * error paths (a bad index in one rank's block, unsupported nodes, bad
  * output buffers: every rank fails with the same status and message, no
  * output changes).
@@ -503,14 +503,23 @@ static void take_and_collective_errors(void) {
     lf_buffer_read(dst, got, (size_t)(count * D) * 4);
     CHECK(!memcmp(got, sentinel, (size_t)(count * D) * 4), "bad index: an output changed");
 
-    /* unsupported: a sort of sharded data, and a node after a cross reduction */
+    /* unsupported: a bincount of sharded data, and a node after a cross reduction */
     lf_graph *gu = lf_graph_new(mctx);
     lf_node *xs = lf_input(gu, idx.shard);
-    lf_node *so = lf_sort(gu, xs, 0, false);
+    lf_node *so = lf_bincount(gu, xs, NULL, 4);
     lf_buffer *sd = lf_mpi_buffer_new_sharded(mctx, LF_I64, 1, &n, 0, NULL);
-    st = lf_mpi_eval(gu, 1, &so, &sd);
-    CHECK(st == LF_ERR_BACKEND && strstr(lf_errmsg(mctx), "sort"), "sort: %s %s", lf_status_name(st), lf_errmsg(mctx));
-    same_message_everywhere("sort");
+    lf_buffer *bd = lf_buffer_new(mctx, LF_I64, 1, (int64_t[]){4});
+    st = lf_mpi_eval(gu, 1, &so, &bd);
+    CHECK(st == LF_ERR_BACKEND && strstr(lf_errmsg(mctx), "bincount"), "bincount: %s %s", lf_status_name(st),
+          lf_errmsg(mctx));
+    same_message_everywhere("bincount");
+    lf_buffer_free(bd);
+    /* a top-k (k < the block) into a sharded buffer: refused, not a sort */
+    lf_node *tk = lf_topk(gu, xs, 1, 0, true); /* every block has 2 or 3 rows (n = 2 size + 1) */
+    st = lf_mpi_eval(gu, 1, &tk, &sd);
+    CHECK(st == LF_ERR_INVALID && strstr(lf_errmsg(mctx), "replicated buffer"), "top-k into a sharded buffer: %s %s",
+          lf_status_name(st), lf_errmsg(mctx));
+    same_message_everywhere("top-k into a sharded buffer");
     lf_node *after = lf_sub(gu, xs, lf_reduce(gu, LF_RED_SUM, xs, 0, NULL, false));
     st = lf_mpi_eval(gu, 1, &after, &sd);
     CHECK(st == LF_ERR_BACKEND && strstr(lf_errmsg(mctx), "across ranks"), "after: %s %s", lf_status_name(st),
@@ -634,6 +643,69 @@ static void topk_sharded(void) {
             lf_graph_free(gk);
         }
         for (int j = 0; j < 3; j++) lf_mpi_buffer_free(mctx, dm[j]);
+        lf_graph_free(gm), lf_graph_free(g1);
+        lf_buffer_free(whole);
+        arr_free(&x);
+    }
+}
+
+/* lf_sort and lf_argsort along the sharded axis (sharded outputs with the
+ * input's blocks): the sample sort gives every rank its block of the
+ * one-process sort, ties (equal values, -0.0 and +0.0, NaNs) in global
+ * position order, rows of a 2-d array batched, uneven and empty blocks. */
+static void sort_sharded(void) {
+    rng r = {777};
+    static const lf_dtype dts[] = {LF_F32, LF_I32, LF_F64, LF_I64, LF_BOOL};
+    for (int c = 0; c < 10; c++) {
+        lf_dtype t = dts[c % 5];
+        int ndim = 1 + (c / 5), axis = 0;
+        int64_t n = c == 4 ? pick(&r, 3) : pick(&r, 4) == 0 ? pick(&r, 6) : 10 + pick(&r, 300);
+        int64_t shape[2] = {n, 1 + pick(&r, 3)}, counts[64];
+        random_counts(&r, n, 0, counts);
+        arr x = {.t = t, .ndim = ndim, .shape = {shape[0], shape[1]}, .axis = axis};
+        int64_t ne = numel(ndim, shape);
+        x.global = malloc((size_t)(ne ? ne : 1) * 8);
+        if (t == LF_BOOL) fill(&r, t, ne, x.global, false);
+        else if (c % 3) fill_ties(&r, t, ne, x.global);
+        else fill(&r, t, ne, x.global, true);
+        x.shard = lf_mpi_buffer_new_sharded(mctx, t, ndim, shape, axis, counts);
+        int64_t start, count;
+        lf_mpi_buffer_block(mctx, x.shard, NULL, &start, &count, NULL);
+        int64_t per = n ? ne / n : 0;
+        size_t es = lf_dtype_size(t);
+        void *blk = malloc((size_t)(count * per) * es + 1);
+        block_of(&x, start, count, blk);
+        lf_buffer_write(x.shard, blk, (size_t)(count * per) * es);
+        free(blk);
+        lf_buffer *whole = lf_buffer_new(cpu1, t, ndim, shape);
+        lf_buffer_write(whole, x.global, (size_t)ne * es);
+        bool desc = c % 2;
+        lf_graph *gm = lf_graph_new(mctx), *g1 = lf_graph_new(cpu1);
+        lf_node *xm = lf_input(gm, x.shard), *x1 = lf_input(g1, whole);
+        lf_node *om[2] = {t == LF_BOOL ? lf_sort(gm, xm, axis, desc) : lf_sort(gm, lf_neg(gm, xm), axis, desc),
+                          lf_argsort(gm, xm, axis, desc)};
+        lf_node *o1[2] = {t == LF_BOOL ? lf_sort(g1, x1, axis, desc) : lf_sort(g1, lf_neg(g1, x1), axis, desc),
+                          lf_argsort(g1, x1, axis, desc)};
+        lf_buffer *dm[2] = {lf_mpi_buffer_new_sharded(mctx, lf_node_dtype(om[0]), ndim, shape, axis, counts),
+                            lf_mpi_buffer_new_sharded(mctx, LF_I64, ndim, shape, axis, counts)};
+        lf_status st = lf_mpi_eval(gm, 2, om, dm);
+        CHECK(st == LF_OK, "sort %d: %s", c, lf_errmsg(mctx));
+        for (int j = 0; j < 2 && st == LF_OK; j++) {
+            lf_dtype ot = lf_node_dtype(o1[j]);
+            size_t oes = lf_dtype_size(ot);
+            char *want = eval_one(cpu1, g1, o1[j]), *got = malloc((size_t)(count * per) * oes + 1);
+            lf_buffer_read(dm[j], got, (size_t)(count * per) * oes);
+            arr w = {.t = ot, .ndim = ndim, .shape = {shape[0], shape[1]}, .axis = axis, .global = want};
+            char *exp = malloc((size_t)(count * per) * oes + 1);
+            block_of(&w, start, count, exp);
+            int64_t at = -1;
+            CHECK(same_bits(ot, got, exp, count * per, &at),
+                  "sort case %d (%s, shape [%lld,%lld] ndim %d, %s) output %d: element %" PRId64
+                  " of the block differs from one process", c, lf_dtype_name(t), (long long)shape[0],
+                  (long long)shape[1], ndim, desc ? "descending" : "ascending", j, at);
+            free(want), free(got), free(exp);
+        }
+        for (int j = 0; j < 2; j++) lf_mpi_buffer_free(mctx, dm[j]);
         lf_graph_free(gm), lf_graph_free(g1);
         lf_buffer_free(whole);
         arr_free(&x);
@@ -765,15 +837,16 @@ static void collective_alloc_failures(void) {
     int64_t iv[5] = {n - 1, 0, -1, 2, n / 2};
     lf_buffer *ib = lf_buffer_new(mctx, LF_I64, 1, (int64_t[]){5});
     lf_buffer_write(ib, iv, sizeof iv);
-    lf_node *outs[5] = {y, lf_reduce(g, LF_RED_SUM, y, 1, (int[]){0}, false),
+    lf_node *outs[6] = {y, lf_reduce(g, LF_RED_SUM, y, 1, (int[]){0}, false),
                         lf_scan(g, LF_RED_MAX, lf_cast(g, xi, LF_I64), 0, false), lf_argtopk(g, y, 2, 0, true),
-                        lf_take(g, xi, 0, lf_input(g, ib))};
+                        lf_take(g, xi, 0, lf_input(g, ib)), lf_argsort(g, y, 0, true)};
     lf_buffer *dy = lf_mpi_buffer_new_sharded(mctx, LF_F32, 2, shape, 0, NULL);
     lf_buffer *ds = lf_buffer_new(mctx, LF_F32, 1, (int64_t[]){3});
     lf_buffer *dc = lf_mpi_buffer_new_sharded(mctx, LF_I64, 2, shape, 0, NULL);
     lf_buffer *dk = lf_buffer_new(mctx, LF_I64, 2, (int64_t[]){2, 3});
     lf_buffer *dt = lf_buffer_new(mctx, LF_F32, 2, (int64_t[]){5, 3});
-    lf_buffer *dsts[5] = {dy, ds, dc, dk, dt};
+    lf_buffer *da = lf_mpi_buffer_new_sharded(mctx, LF_I64, 2, shape, 0, NULL);
+    lf_buffer *dsts[6] = {dy, ds, dc, dk, dt, da};
     int64_t sk[6] = {-7, -7, -7, -7, -7, -7}, gk[6];
     float st5[15], gt5[15];
     for (int i = 0; i < 15; i++) st5[i] = -9;
@@ -788,7 +861,8 @@ static void collective_alloc_failures(void) {
         lf_buffer_write(dy, sy, by), lf_buffer_write(dc, sc, bc), lf_buffer_write(ds, ss, sizeof ss);
         lf_buffer_write(dk, sk, sizeof sk), lf_buffer_write(dt, st5, sizeof st5);
         if (rank == size - 1) lf_debug_fail_alloc(k, false);
-        lf_status st = lf_mpi_eval(g, 5, outs, dsts);
+        lf_buffer_write(da, sc, bc);
+        lf_status st = lf_mpi_eval(g, 6, outs, dsts);
         lf_debug_fail_alloc(0, false);
         int lo = (int)st, hi = (int)st;
         MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD); /* statuses, not values */
@@ -799,8 +873,11 @@ static void collective_alloc_failures(void) {
         same_message_everywhere("failing allocation");
         lf_buffer_read(dy, gy, by), lf_buffer_read(dc, gc, bc), lf_buffer_read(ds, gs, sizeof gs);
         lf_buffer_read(dk, gk, sizeof gk), lf_buffer_read(dt, gt5, sizeof gt5);
+        bool a_kept = true;
+        lf_buffer_read(da, gc, bc), a_kept = !memcmp(gc, sc, bc);
+        lf_buffer_read(dc, gc, bc);
         CHECK(!memcmp(gy, sy, by) && !memcmp(gc, sc, bc) && !memcmp(gs, ss, sizeof ss) && !memcmp(gk, sk, sizeof sk) &&
-                  !memcmp(gt5, st5, sizeof st5),
+                  !memcmp(gt5, st5, sizeof st5) && a_kept,
               "failing allocation %d (%s): an output changed", k, lf_status_name(st));
     }
     CHECK(k < 400 && failed > 0, "allocation failures: %d failed evals, stopped at %d", failed, k);
@@ -808,7 +885,13 @@ static void collective_alloc_failures(void) {
     /* the eval that succeeded is right: compare with an eval without failures */
     lf_buffer_read(dy, gy, by), lf_buffer_read(dc, gc, bc), lf_buffer_read(ds, gs, sizeof gs);
     lf_buffer_read(dk, gk, sizeof gk), lf_buffer_read(dt, gt5, sizeof gt5);
-    CHECK(lf_mpi_eval(g, 5, outs, dsts) == LF_OK, "eval after the failures: %s", lf_errmsg(mctx));
+    char *ga = malloc(bc + 1), *sa = malloc(bc + 1);
+    lf_buffer_read(da, ga, bc);
+    CHECK(lf_mpi_eval(g, 6, outs, dsts) == LF_OK, "eval after the failures: %s", lf_errmsg(mctx));
+    lf_buffer_read(da, sa, bc);
+    CHECK(!memcmp(ga, sa, bc), "the argsort that succeeded under failures differs from a plain one");
+    free(ga), free(sa);
+    lf_mpi_buffer_free(mctx, da);
     lf_buffer_read(dy, sy, by), lf_buffer_read(dc, sc, bc), lf_buffer_read(ds, ss, sizeof ss);
     lf_buffer_read(dk, sk, sizeof sk), lf_buffer_read(dt, st5, sizeof st5);
     CHECK(!memcmp(gy, sy, by) && !memcmp(gc, sc, bc) && !memcmp(gs, ss, sizeof ss) && !memcmp(gk, sk, sizeof sk) &&
@@ -817,6 +900,66 @@ static void collective_alloc_failures(void) {
     lf_buffer_free(dk), lf_buffer_free(dt), lf_buffer_free(ib);
     free(sy), free(sc), free(gy), free(gc);
     lf_mpi_buffer_free(mctx, dy), lf_mpi_buffer_free(mctx, dc), lf_buffer_free(ds);
+    lf_graph_free(g);
+    arr_free(&x);
+}
+
+/* The same for the exchanges of this part (top-k candidates, a take's
+ * Alltoallv, the sample sort), each output alone in its own eval so that
+ * its allocations are reached: failing the kth allocation on the last rank,
+ * k = 1, 2, ..., past the first success (an allocation whose failure is
+ * absorbed, a cache, may come before the last one) until 40 evals in a row
+ * succeed; every failure collective with outputs unchanged, every success
+ * equal to a plain eval. */
+static void collective_alloc_failures_exchanges(void) {
+    rng r = {78};
+    int64_t n = 3 * size + 2, shape[2] = {n, 3};
+    arr x;
+    arr_make(&x, &r, LF_F32, 2, shape, 0, NULL, false);
+    int64_t iv[5] = {n - 1, 0, -1, 2, n / 2};
+    lf_buffer *ib = lf_buffer_new(mctx, LF_I64, 1, (int64_t[]){5});
+    lf_buffer_write(ib, iv, sizeof iv);
+    lf_graph *g = lf_graph_new(mctx);
+    lf_node *xi = lf_input(g, x.shard);
+    lf_node *outs[3] = {lf_argtopk(g, xi, 2, 0, true), lf_take(g, xi, 0, lf_input(g, ib)), lf_argsort(g, xi, 0, false)};
+    int64_t start, count;
+    lf_mpi_buffer_block(mctx, x.shard, NULL, &start, &count, NULL);
+    lf_buffer *dsts[3] = {lf_buffer_new(mctx, LF_I64, 2, (int64_t[]){2, 3}), lf_buffer_new(mctx, LF_F32, 2, (int64_t[]){5, 3}),
+                          lf_mpi_buffer_new_sharded(mctx, LF_I64, 2, shape, 0, NULL)};
+    size_t bytes[3] = {48, 60, (size_t)(count * 3) * 8};
+    int total = 0;
+    for (int o = 0; o < 3; o++) {
+        char *want = malloc(bytes[o] + 1), *sent = malloc(bytes[o] + 1), *got = malloc(bytes[o] + 1);
+        CHECK(lf_mpi_eval(g, 1, &outs[o], &dsts[o]) == LF_OK, "exchange %d: %s", o, lf_errmsg(mctx));
+        lf_buffer_read(dsts[o], want, bytes[o]);
+        memset(sent, 0x6c, bytes[o]);
+        int failed = 0, row = 0, k;
+        for (k = 1; k < 300 && row < 40; k++) {
+            lf_buffer_write(dsts[o], sent, bytes[o]);
+            if (rank == size - 1) lf_debug_fail_alloc(k, false);
+            lf_status st = lf_mpi_eval(g, 1, &outs[o], &dsts[o]);
+            lf_debug_fail_alloc(0, false);
+            int lo = (int)st, hi = (int)st;
+            MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD); /* statuses, not values */
+            MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            CHECK(lo == hi, "exchange %d, failing allocation %d: the ranks returned different statuses", o, k);
+            lf_buffer_read(dsts[o], got, bytes[o]);
+            if (st == LF_OK) {
+                row++;
+                CHECK(!memcmp(got, want, bytes[o]), "exchange %d, failing allocation %d: succeeded with other values", o, k);
+                continue;
+            }
+            row = 0, failed++;
+            same_message_everywhere("exchange, failing allocation");
+            CHECK(!memcmp(got, sent, bytes[o]), "exchange %d, failing allocation %d (%s): an output changed", o, k,
+                  lf_status_name(st));
+        }
+        CHECK(row >= 40 && failed > 0, "exchange %d: %d failed evals, stopped at %d", o, failed, k);
+        total += failed;
+        free(want), free(sent), free(got);
+    }
+    if (rank == 0) printf("test_mpi: %d evals of top-k, take and sort failed collectively on allocation failures\n", total);
+    lf_buffer_free(dsts[0]), lf_buffer_free(dsts[1]), lf_mpi_buffer_free(mctx, dsts[2]), lf_buffer_free(ib);
     lf_graph_free(g);
     arr_free(&x);
 }
@@ -859,9 +1002,11 @@ int main(int argc, char **argv) {
     long_float_folds();
     take_and_collective_errors();
     topk_sharded();
+    sort_sharded();
     take_sharded_table();
     sharded_buffer_errors();
     collective_alloc_failures();
+    collective_alloc_failures_exchanges();
     /* the random graphs must have reached every kind they are meant to */
     for (int k = 0; k < 5 && graphs >= 100; k++) CHECK(compared[k] >= 5, "only %d graphs of final kind %d", compared[k], k);
     CHECK(graphs < 100 || float_folds >= 3, "only %d float folds across ranks", float_folds);
