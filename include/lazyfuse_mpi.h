@@ -110,8 +110,8 @@
  * bytes per index to its holder and the row (the table's row bytes) back:
  * (8 + row bytes) per index whose row another rank holds. A top-k along the
  * sharded axis: an allgather of k candidates (16 bytes each: value and
- * position) per row per rank, and the candidates' host selection (the
- * block's rows sorted on the host: O(n log n) per block). A sort along the
+ * position) per row per rank, and the candidates' host selection (a heap
+ * of the k best over the block's stored rows: O(n log k) per block). A sort along the
  * sharded axis: (P - 1) samples of 24 bytes per rank allgathered, then
  * every element moves twice, 24 bytes to its bucket and 16 bytes to its
  * place (about 40 bytes per element, less what stays on its rank), plus two

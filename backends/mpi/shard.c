@@ -647,7 +647,8 @@ static int cand_cmp(const void *pa, const void *pb) {
 /* Top-k node s (values or positions) along the sharded axis a: xb is the
  * rank's block of s's input (stored by the local eval). Each rank selects
  * its block's k best per row on the host (positions made global), an
- * MPI_Allgather collects every rank's k candidates per row, and every rank
+ * MPI_Allgather collects every rank's k candidates per row (a heap of the
+ * k best kept while reading the row: O(len log k)), and every rank
  * keeps the k best of the size * k in lf_sort's stable order. Exact: the k
  * best of the whole row are among the union of each block's k best, and the
  * order (value, then global position) is strict, so every rank picks the
@@ -669,7 +670,7 @@ static lf_status cross_topk(mpi_ctx *m, const lf_node *s, const shard_buf *lay, 
     int64_t rows = outer * inner, per = rows * k; /* candidates of one rank */
     size_t bytes = (size_t)(per ? per : 1) * sizeof(cand);
     cand *mine = graph_malloc(bytes), *all = graph_malloc(bytes * (size_t)m->size);
-    cand *row = graph_malloc((size_t)(len > k * m->size ? len : k * m->size) * sizeof(cand) + sizeof(cand));
+    cand *row = graph_malloc((size_t)(k * m->size) * sizeof(cand) + sizeof(cand));
     int ok = mine && all && row && (size_t)per * sizeof(cand) <= (size_t)INT32_MAX, all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, m->comm); /* a status agreement */
     if (!all_ok) {
@@ -680,10 +681,27 @@ static lf_status cross_topk(mpi_ctx *m, const lf_node *s, const shard_buf *lay, 
     int64_t row0 = lay->starts[m->rank];
     for (int64_t ou = 0; ou < outer; ou++)
         for (int64_t in = 0; in < inner; in++) {
-            for (int64_t i = 0; i < len; i++)
-                row[i] = (cand){graph_scalar_load(xb, x->dtype, (ou * len + i) * inner + in), row0 + i};
-            qsort(row, (size_t)len, sizeof *row, cand_cmp);
-            memcpy(&mine[(ou * inner + in) * k], row, (size_t)k * sizeof *row);
+            /* the block's k best: a heap whose root is the worst kept */
+            cand *h = &mine[(ou * inner + in) * k];
+            int64_t kept = 0;
+            for (int64_t i = 0; i < len && k > 0; i++) {
+                cand c = {graph_scalar_load(xb, x->dtype, (ou * len + i) * inner + in), row0 + i};
+                int64_t at;
+                if (kept < k) { /* sift up */
+                    for (at = kept++; at > 0 && cand_cmp(&h[(at - 1) / 2], &c) < 0; at = (at - 1) / 2) h[at] = h[(at - 1) / 2];
+                } else if (cand_cmp(&c, &h[0]) < 0) { /* better than the worst kept: sift down */
+                    for (at = 0;;) {
+                        int64_t ch = 2 * at + 1;
+                        if (ch >= k) break;
+                        if (ch + 1 < k && cand_cmp(&h[ch], &h[ch + 1]) < 0) ch++;
+                        if (cand_cmp(&h[ch], &c) < 0) break;
+                        h[at] = h[ch], at = ch;
+                    }
+                } else
+                    continue;
+                h[at] = c;
+            }
+            qsort(h, (size_t)k, sizeof *h, cand_cmp);
         }
     MPI_Allgather(mine, (int)(per * (int64_t)sizeof(cand)), MPI_BYTE, all, (int)(per * (int64_t)sizeof(cand)), MPI_BYTE,
                   m->comm);

@@ -583,8 +583,9 @@ static void topk_sharded(void) {
     for (int c = 0; c < 8; c++) {
         lf_dtype t = dts[c % 4];
         int ndim = 1 + c / 4;
-        int64_t least = c == 3 ? 0 : (c == 2 ? 2 : 1) + pick(&r, 3); /* c == 3: empty blocks allowed, k = 0 */
-        int64_t n = least * size + pick(&r, 30), shape[2] = {n, 3}, counts[64];
+        /* c == 3: empty blocks allowed, k = 0; c >= 6: long blocks, k up to 30 (the heap's every path) */
+        int64_t least = c == 3 ? 0 : c >= 6 ? 10 + pick(&r, 20) : (c == 2 ? 2 : 1) + pick(&r, 3);
+        int64_t n = least * size + pick(&r, c >= 6 ? 200 : 30), shape[2] = {n, 3}, counts[64];
         random_counts(&r, n, least, counts);
         int64_t k = least == 0 ? 0 : 1 + pick(&r, (int)least);
         arr x = {.t = t, .ndim = ndim, .shape = {n, 3}, .axis = 0};
