@@ -99,9 +99,11 @@
  *   No MPI reduction operator is used for values (MPI_Allreduce leaves the
  *   order open); only the ordered relay and allgathers folded in rank order.
  *
- * Cost (what is communicated per eval): elementwise, local reductions and
- * takes: nothing but the status agreements (two MPI_Allreduce MINLOC of two
- * ints, and a broadcast of the message when an eval fails).
+ * Cost (what is communicated per eval; docs/mpi.md has the table and a
+ * model for N machines): elementwise, local reductions, local sorts and
+ * takes of a replicated table: nothing but the status agreements (three
+ * MPI_Allreduce MINLOC of two ints, one more per output computed across
+ * ranks, and a broadcast of the message when an eval fails).
  * A reduction over the sharded axis: one partial per output element per
  * rank (allgather), or a relay of one accumulator (24 bytes) per output
  * element through every rank plus one broadcast. A scan: one accumulator
