@@ -205,7 +205,8 @@
  * try kernels is unchanged; a kernel's roots are chained for building it;
  * the traffic statistics are computed once here (counted in plan_seconds).
  * The rounds remain (the multiple-consumer rule adds one level of shared
- * nodes a round, the load cap one root a round: a stencil pyramid of depth
+ * nodes a round, the load cap one root a round in each kernel past it whose
+ * list no earlier such kernel shares: a stencil pyramid of depth
  * D takes about D/3, an accumulation over N inputs N/7), and each round is
  * kept to what it changes where that was done (issue 26, item 1):
  * pass 1 re-derives only the kernels holding a node whose root status
