@@ -40,7 +40,21 @@
  *     hypot, erf, ...; fma is not). The decision is iterated bottom-up: each
  *     round makes roots only of the expensive shared nodes with no other
  *     such node beneath them, since materializing a node makes the nodes
- *     above it cheaper. Inside one kernel, a node used at one index map is
+ *     above it cheaper. Wide sharing: an expensive node that more than
+ *     SHARE_CUT (16) kernels inline (more roots than a merged kernel
+ *     usually holds, so the node is a candidate of the rule already) is
+ *     made a root when a fresh instance walk reaches it (top down, so every kernel
+ *     inlining it is known and none has inlined what is beneath it yet)
+ *     instead of waiting for the candidates beneath it: a chain of row
+ *     normalisations (x = x / sum(x, axis 1, keepdims), repeated) would
+ *     otherwise inline, in every reduction's kernel, the whole chain
+ *     beneath it (quadratic instances and memory) and settle it one level
+ *     a round. Nodes it makes roots cut the chain into bands of about
+ *     SHARE_CUT reductions, in which the rule above then runs as before
+ *     (issue 26, item 1; benches/measured/20-scale.md gives the plans it
+ *     changes: fewer or as many kernels and bytes in the scale bench's
+ *     row normalisations, about the same in its mixes). Graphs where
+ *     fewer than 17 kernels inline any one node are planned as before. Inside one kernel, a node used at one index map is
  *     computed once per fn (hash-consing) and recomputed in each pass that
  *     uses it, however expensive: storing it would be the full-size
  *     temporary a row kernel exists to avoid. When such a node has a
@@ -93,7 +107,13 @@
  *     of its inlined node that gathers the most loads while fitting, and
  *     the plan is redone. (Merges never pass the caps: a root that would is
  *     not merged.) So a 9-, 25- or 49-tap stencil over one input (slices of
- *     x combined) is one kernel; nine different inputs are two.
+ *     x combined) is one kernel; nine different inputs are two. The first
+ *     kernel past a cap (in node order) gives its node each round; a later
+ *     one gives its own in the same round when nothing it inlines is
+ *     inlined by an earlier kernel past a cap (its list, and so its victim,
+ *     is then the one it has once the earlier kernels are settled; a chain
+ *     of row normalisations is split in each band of the wide-sharing rule
+ *     at once instead of one kernel a round).
  *   Size cap. A kernel has at most FUSE_MAX_OPS (500) operations: the ops
     and casts of the fns of its inlined map nodes, each counted once per
     instance (distinct node and index map), which is what the emitter prints
@@ -168,10 +188,13 @@
  *     not ops: a run-time scalar of the kernels that use them) is a root: one
  *     kernel per op with full temporaries (the unfused baseline).
  *
- * A planning round finds the instances, forms the kernels (merges), then
- * applies the multiple-consumer rule and splitting (the load limit, one
- * root a round; else the size cap, every split point of every kernel at
- * once); a round that adds a root is redone, so the last round's merges hold for the final roots.
+ * A planning round finds the instances (a fresh walk that makes roots by
+ * wide sharing ends the round there: the costs above them change), forms
+ * the kernels (merges), then applies the multiple-consumer rule and
+ * splitting (the load limit, one root a round per independent kernel past
+ * it; else the size cap, every split point of every kernel at once); a
+ * round that adds a root is redone, so the last round's merges hold for
+ * the final roots.
  *
  * Cost. Planning is linear in the instances and kernels it makes (times
  * the rounds): instances are found in a hash table keyed by (node, kernel,
@@ -182,7 +205,8 @@
  * try kernels is unchanged; a kernel's roots are chained for building it;
  * the traffic statistics are computed once here (counted in plan_seconds).
  * The rounds remain (the multiple-consumer rule adds one level of shared
- * nodes a round, the load cap one root a round: a stencil pyramid of depth
+ * nodes a round, the load cap one root a round in each kernel past it whose
+ * list no earlier such kernel shares: a stencil pyramid of depth
  * D takes about D/3, an accumulation over N inputs N/7), and each round is
  * kept to what it changes where that was done (issue 26, item 1):
  * pass 1 re-derives only the kernels holding a node whose root status
@@ -224,19 +248,19 @@
  * to join starts at the lowest host of the root's whole leaf summary and
  * reaches it along the open list or the needed roots, whichever is
  * shorter (plan_merge.c, lowest_host and skip_to).
- * What stays quadratic (issue 26, item 1, open): each re-derived list is
- * copied whole (O(its length) a round: 10% of diamond:30000 under perf);
- * and a chain of row normalisations
- * derives, in its first round, every reduction's chain beneath it
- * (quadratic instances and memory) before the rule makes the shared nodes
- * roots, one level a round; so does any graph with reductions above long
- * inlined chains (the scale bench's mix: 0.99 M instances after the first
- * round at 4,000 nodes, rownorm 1.07 M at 2,000). Instances are per kernel
- * and the first round's rules read each kernel's whole list;
- * benches/measured/20-scale.md sketches what a linear pass 1 would need.
- * Their index maps, at least, are stored once per distinct map
- * (plan_vertical.c, own_map; fuse_schedule.maps_stored counts them): the
- * broadcast read of a sum is one map in every kernel above it.
+ * A chain of row normalisations, or any graph with many reductions
+ * above one long inlined chain, would derive in its first round every
+ * reduction's chain beneath it (quadratic instances: 1.07 M at 2,000
+ * nodes) and then settle it one shared level and one load-cap victim a
+ * round; the wide-sharing rule cuts such chains into bands when the walk
+ * reaches them (so a kernel inlines at most about SHARE_CUT reductions'
+ * worth of chain), and the load cap takes a victim in every independent
+ * kernel a round, so those bands settle together. What stays: each
+ * re-derived list is copied whole (O(its length) a round: 10% of
+ * diamond:30000 under perf). The instances' index maps are stored once
+ * per distinct map (plan_vertical.c, own_map; fuse_schedule.maps_stored
+ * counts them): the broadcast read of a sum is one map in every kernel
+ * above it.
  *
  * Invariants (see fusion.h for what a schedule guarantees): instance
  * records live in a scratch arena kept across rounds (reset when the records
@@ -507,6 +531,10 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
         p->rounds++;
         if (p->fusion && !fuse_compute_costs(p)) return fuse_nomem(p);
         if ((st = fuse_find_instances(p)) != LF_OK) return st;
+        if (p->wcut) { /* roots made by the walk: the costs above them first */
+            p->wcut = false;
+            continue;
+        }
         if ((st = fuse_plan_merges(p)) != LF_OK) return st;
         if (p->fusion && fuse_gather_roots(p)) continue;
         if (p->fusion && fuse_contract_roots(p)) continue;
@@ -515,9 +543,9 @@ static lf_status plan(planner *p, fuse_schedule *s, int n, lf_node *const *outs)
             if (added < 0) return fuse_nomem(p);
             if (added) continue;
         }
-        int victim = fuse_find_victim(p);
-        if (victim >= 0) {
-            fuse_make_root(p, victim);
+        int victims = fuse_find_victims(p);
+        if (victims < 0) return fuse_nomem(p);
+        if (victims) {
             continue;
         }
         if (!fuse_split_big(p)) break;

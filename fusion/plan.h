@@ -22,6 +22,9 @@
 #include "fusion/fusion.h"
 
 enum { CHEAP_OPS = 8, COST_CAP = 1 << 20 };
+/* A fresh instance walk makes an expensive inlined map a root at once when
+ * more than SHARE_CUT kernels inline it (plan.c, "Wide sharing"). */
+enum { SHARE_CUT = 16 };
 
 /* ---- plan_maps.c: scratch arena and index maps ---- */
 
@@ -108,7 +111,7 @@ typedef struct iuse {
     struct iuse *next;
 } iuse;
 
-/* An entry of a kernel's victim candidates (fuse_find_victim): an inlined
+/* An entry of a kernel's victim candidates (fuse_find_victims): an inlined
  * instance that fitted with nload loads when it was pushed; valid while it
  * still does with the same count. */
 typedef struct vcand {
@@ -151,6 +154,8 @@ typedef struct planner {
                                 all rounds: fuse_schedule.inst_work */
     int64_t *kops64;         /* per root: kops uncapped (kept across rounds) */
     bool ivalid;             /* instances of an earlier round are kept */
+    bool wcut;               /* the last fresh walk made roots (wide sharing):
+                                the round is redone with the costs above them */
     bool *needed;            /* reachable from an output */
     bool *root;              /* kernel root */
     int *output;             /* first output index of the node, -1 */
@@ -254,7 +259,7 @@ typedef struct planner {
     int scur;                /* p->nrchg after the last call */
     uint64_t shared_work;    /* fuse_schedule.shared_work */
     bool *kfits;             /* per root: its loads were found within the
-                                caps (fuse_find_victim) and its list has not
+                                caps (fuse_find_victims) and its list has not
                                 changed since (find_instances clears it) */
     int *merged_into;        /* root -> the root of the kernel it joined, -1 */
     int *host;               /* per root: root id of the kernel computing it */
@@ -420,11 +425,15 @@ void fuse_kernel_changed(planner *p, int k);
 /* Forms the kernels of this round: every needed root, in node order, joins
  * an earlier kernel or starts its own (see the rules at the top). */
 lf_status fuse_plan_merges(planner *p);
-/* A node to make a root because its kernel has too many loads, or -1 when
- * all kernels fit: the inlined map node (or small reduction) whose subtree gathers the most loads
- * (counted as a tree, so an upper bound) while still fitting in one kernel. */
-int fuse_find_victim(planner *p);
-/* A leaf instance's load count, buffers and slot key for fuse_find_victim. */
+/* Makes roots because kernels have too many loads; returns how many (0
+ * when all kernels fit, -1: out of memory). The victim of a kernel past a
+ * cap is the inlined map node (or small reduction) whose subtree gathers
+ * the most loads (counted as a tree, so an upper bound) while still fitting
+ * in one kernel: the first such kernel's (in node order) always, a later
+ * one's in the same round when nothing it inlines is inlined by an earlier
+ * kernel past a cap (plan.c, "Splitting"). */
+int fuse_find_victims(planner *p);
+/* A leaf instance's load count, buffers and slot key for fuse_find_victims. */
 void fuse_victim_leaf(const planner *p, inst *i);
 /* A non-leaf instance's counts from its inputs' (capped, see inst.nload),
  * and i offered to its kernel's candidates if it is one; whether the counts
@@ -494,7 +503,7 @@ void fuse_scatter_kernel(planner *p, int k, fuse_kernel *kn);
  * cheap input (at most CHEAP_OPS operations, none transcendental, once its
  * small expensive parts are roots) are inlined into their consumers as an
  * unrolled fold when not a root (plan.c's rule "Small reductions"); the
- * load-cap split may make one a root again (fuse_find_victim). */
+ * load-cap split may make one a root again (fuse_find_victims). */
 enum { SMALL_REDUCE = 8 };
 /* Whether n is such a reduction; when it is, makes roots of the small
  * expensive maps its input reads (planning's first step: n not a root,

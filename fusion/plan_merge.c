@@ -27,7 +27,7 @@ static uint64_t buffer_hash(const pload *l) {
     return h ^ (h >> 29);
 }
 
-/* nkey of an instance whose loads read more than one buffer (fuse_find_victim). */
+/* nkey of an instance whose loads read more than one buffer (fuse_find_victims). */
 static const char key_mixed;
 #define KEY_MIXED ((const void *)&key_mixed)
 
@@ -917,8 +917,19 @@ bool fuse_victim_counts(planner *p, inst *i) {
     return changed;
 }
 
-int fuse_find_victim(planner *p) {
+/* Marks the nodes kernel k inlines. */
+static void claim_list(planner *p, int k, bool *claim) {
+    for (int j = 0; j < p->kcount[k]; j++) {
+        const inst *i = p->klist[k][j];
+        p->victim_work++;
+        if (!i->leaf) claim[i->node->id] = true;
+    }
+}
+
+int fuse_find_victims(planner *p) {
     pload ls[GRAPH_MAX_PARAMS + 1];
+    int made = 0, first = -1; /* the first kernel past a cap */
+    bool *claim = NULL; /* the inlined nodes of the kernels past a cap so far */
     for (int k = fuse_next_root(p, 0); k < p->nn; k = fuse_next_root(p, k + 1)) { /* the needed roots */
         if (!p->kcount[k] || p->merged_into[k] >= 0 || p->kfits[k]) continue;
         int nb, nl = fuse_count_loads(p, k, ls, &nb);
@@ -929,19 +940,44 @@ int fuse_find_victim(planner *p) {
         /* the largest inlined subtree that fits in a kernel of its own: the
            counts are kept with the list (plan_vertical.c), the candidates in
            a heap */
+        int v = -1;
         inst *best = victim_best(p, k);
-        if (best) return best->node->id;
-        inst *gather = NULL;
-        for (int j = 0; j < p->kcount[k]; j++) {
-            inst *i = p->klist[k][j];
-            const lf_node *n = i->node;
-            p->victim_work++;
-            if (i->leaf && n->kind == NODE_GATHER && !p->root[n->id] && (!gather || n->id > gather->node->id))
-                gather = i;
+        if (best) v = best->node->id;
+        else {
+            inst *gather = NULL;
+            for (int j = 0; j < p->kcount[k]; j++) {
+                inst *i = p->klist[k][j];
+                const lf_node *n = i->node;
+                p->victim_work++;
+                if (i->leaf && n->kind == NODE_GATHER && !p->root[n->id] && (!gather || n->id > gather->node->id))
+                    gather = i;
+            }
+            if (gather) v = gather->node->id;
         }
-        if (gather) return gather->node->id;
+        if (v < 0) continue;
+        /* a later kernel's victim is taken in the same round only when
+           nothing it inlines is inlined by an earlier kernel past a cap
+           (their lists are marked once a second such kernel comes) */
+        if (first < 0) {
+            first = k;
+        } else {
+            if (!claim) {
+                if (!(claim = fuse_scratch_calloc(&p->tmp, (size_t)p->nn, sizeof *claim))) return -1;
+                claim_list(p, first, claim);
+            }
+            bool clash = false;
+            for (int j = 0; j < p->kcount[k] && !clash; j++) {
+                const inst *i = p->klist[k][j];
+                p->victim_work++;
+                clash = !i->leaf && claim[i->node->id];
+            }
+            claim_list(p, k, claim);
+            if (clash) continue;
+        }
+        fuse_make_root(p, v);
+        made++;
     }
-    return -1;
+    return made;
 }
 
 /* Splits the kernels with more than FUSE_MAX_OPS operations: walking a

@@ -411,6 +411,22 @@ static int list_fold(const planner *p, int k, inst *const *l, int from, int to) 
     return -1;
 }
 
+/* Wide sharing (plan.c): whether inlined map id is expensive and more than
+ * SHARE_CUT kernels inline it, when the walk reaches it (every instance of
+ * it is made then, none derived). kseen[k] == id + 1 marks kernel k as
+ * counted. */
+static bool wide(const planner *p, int id, int *kseen) {
+    if (p->root[id] || p->kind[id] != NODE_MAP || p->ninst[id] <= SHARE_CUT || !(p->trans[id] || p->ops[id] > CHEAP_OPS))
+        return false;
+    int nk = 0;
+    for (const inst *i = p->first[id]; i; i = i->next_node)
+        if (kseen[i->kernel] != id + 1) {
+            kseen[i->kernel] = id + 1;
+            if (++nk > SHARE_CUT) return true;
+        }
+    return false;
+}
+
 /* A fresh walk: every instance of every kernel, and the lists. */
 static lf_status walk_all(planner *p) {
     int nn = p->nn;
@@ -434,10 +450,16 @@ static lf_status walk_all(planner *p) {
     memset(p->ninst, 0, (size_t)nn * sizeof *p->ninst);
     for (int id = 0; id < nn; id++) p->mdirty[id] = true;
     p->sfull = true; /* the shared rule evaluates every node again */
+    int *kseen = p->fusion ? fuse_scratch_calloc(&p->tmp, (size_t)nn, sizeof *kseen) : NULL;
+    if (p->fusion && !kseen) return fuse_nomem(p);
     for (int id = nn - 1; id >= 0; id--) {
         p->cur_node = id;
         if (!p->needed[id]) continue;
         const lf_node *n = p->g->nodes[id];
+        if (p->fusion && wide(p, id, kseen)) { /* all its instances are known: none derived yet */
+            fuse_make_root(p, id);
+            p->wcut = true;
+        }
         if (p->root[id]) {
             fuse_map *m = fuse_map_identity(&p->iar, n);
             if (!m || !add_inst(p, n, id, m)) return fuse_nomem(p);

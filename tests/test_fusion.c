@@ -1941,8 +1941,16 @@ static fuse_schedule *plan_shape(lf_ctx *ctx, lf_graph *g, int shape, int steps,
     lf_fn *f = lf_fn_parse(g, "(v) -> v * 0.75"), *gf = lf_fn_parse(g, "(v) -> v * 0.25 + 0.001");
     lf_fn *dv = lf_fn_parse(g, "(a, b) -> a / b"), *ch = lf_fn_parse(g, "(v) -> v * 0.999 + 0.001");
     lf_node *x = lf_input(g, ramp(ctx, LF_F32, 2, sh)), *v = x, *first = NULL;
+    uint64_t seed = 26;
     for (int i = 0; i < steps; i++) {
-        switch (shape) {
+        int step = shape;
+        if (shape == 5) { /* a fixed mix of steps 0..3 and plain maps (splitmix64), as the scale bench's mix */
+            uint64_t z = (seed += 0x9e3779b97f4a7c15u);
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+            step = (int)((z ^ (z >> 31)) % 5);
+        }
+        switch (step) {
         case 0: v = lf_zipwith(g, add, 2, (lf_node *[]){v, lf_input(g, ramp(ctx, LF_F32, 2, sh))}); break;
         case 1: {
             lf_node *xs[8] = {v};
@@ -2074,13 +2082,15 @@ Test(fusion, checking_shared_nodes_costs_what_changes) {
 }
 
 /* Issue 26, item 1, what is kept of it: a chain of row normalisations
- * (x = x / sum(x, axis 1, keepdims)) still derives, in its first round,
- * every reduction's chain beneath it (instances quadratic in the steps:
- * plan.c's "Cost"), but the index maps of those instances are stored once
- * per distinct map (plan_vertical.c, own_map): the broadcast read of a
- * sum is the same map in every kernel above it. So the maps pass 1 stores
- * over all rounds (fuse_schedule.maps_stored, a count) stay within 4 a
- * node at 64 and 256 steps while the instances grow with the square.
+ * (x = x / sum(x, axis 1, keepdims)) derives, in its first round, in
+ * every reduction's kernel, the chain beneath it down to the nearest root
+ * (the whole chain before the wide-sharing rule, a band of about SHARE_CUT
+ * reductions since: row_normalisation_chains_plan_in_linear_work), and the
+ * index maps of those instances are stored once per distinct map
+ * (plan_vertical.c, own_map): the broadcast read of a sum is the same map
+ * in every kernel above it. So the maps pass 1 stores over all rounds
+ * (fuse_schedule.maps_stored, a count) stay within 4 a node at 64 and 256
+ * steps while pass 1 processes several instances a node.
  * Storing each composed map apart, as before, stores one per instance read
  * through a broadcast or a fold (checked: with own_map's lookup skipped the
  * test fails), half the planner's memory there. */
@@ -2093,13 +2103,47 @@ Test(fusion, row_normalisations_store_each_map_once) {
         fuse_schedule *s = plan_shape(ctx, g, 3, steps[z], &v);
         uint64_t nodes = (uint64_t)g->nnodes;
         cr_expect_gt(s->inst_work, 8 * nodes, "%" PRIu64 " nodes: pass 1 processed %" PRIu64
-                     " instances, not the quadratic first round this test is about", nodes, s->inst_work);
+                     " instances, too few for the maps to matter", nodes, s->inst_work);
         cr_expect_leq(s->maps_stored, 4 * nodes, "%" PRIu64 " nodes, %d rounds: %" PRIu64 " maps stored (bound %" PRIu64
                       ", instances processed %" PRIu64 ")", nodes, s->rounds, s->maps_stored, 4 * nodes, s->inst_work);
         fuse_schedule_free(s);
         lf_graph_free(g);
         lf_ctx_destroy(ctx);
     }
+}
+
+/* Issue 26, item 1: a chain of row normalisations (x = x / sum(x, axis 1,
+ * keepdims), repeated), and a mix of it with accumulations, 8-input
+ * zipwiths, diamonds and plain maps (the scale bench's mix), plan in work
+ * linear in the graph: the wide-sharing rule (plan.c) cuts the chain into
+ * bands when the first walk reaches it, instead of every reduction's kernel
+ * inlining the whole chain beneath it (quadratic instances: rownorm at
+ * 1,000 steps processed some 800 instances a node before), and the load cap
+ * takes a victim in every independent kernel a round, so the bands settle
+ * together (one victim a round made the merges redo every root above it:
+ * about 36 merge steps a node at 1,000 steps, growing with the chain).
+ * Bounds (counts, not times): 50 instances and 10 merge steps a node, at
+ * two sizes each; the plan's values are checked at the smaller (by the
+ * schedule interpreter: no compiles). */
+Test(fusion, row_normalisation_chains_plan_in_linear_work) {
+    static const int shapes[] = {3, 5}, steps[][2] = {{500, 2000}, {600, 2400}};
+    static const char *names[] = {"rownorm", "mix"};
+    for (int z = 0; z < 2; z++)
+        for (int w = 0; w < 2; w++) {
+            lf_ctx *ctx = fctx_compile(LF_COMPILE_NEVER); /* the values by the interpreter: no compiles */
+            lf_graph *g = lf_graph_new(ctx);
+            lf_node *v;
+            fuse_schedule *s = plan_shape(ctx, g, shapes[z], steps[z][w], &v);
+            uint64_t nodes = (uint64_t)g->nnodes;
+            cr_expect_leq(s->inst_work, 80 * nodes, "%s, %" PRIu64 " nodes, %d rounds: pass 1 processed %" PRIu64
+                          " instances (bound %" PRIu64 ")", names[z], nodes, s->rounds, s->inst_work, 80 * nodes);
+            cr_expect_leq(s->merge_work, 15 * nodes, "%s, %" PRIu64 " nodes, %d rounds: the merges processed %" PRIu64
+                          " roots (bound %" PRIu64 ")", names[z], nodes, s->rounds, s->merge_work, 15 * nodes);
+            fuse_schedule_free(s);
+            if (w == 0) eval_checked(ctx, g, 1, &v);
+            lf_graph_free(g);
+            lf_ctx_destroy(ctx);
+        }
 }
 
 /* Issue 26, item 1: the merges of a round resume from the lowest node whose
