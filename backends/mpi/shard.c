@@ -7,7 +7,8 @@
  * own kernel on the block when that gives the rank's exact partial, else
  * its input) -> agree on the status (collective) -> combine what crosses
  * ranks on the host, in the order of positions (allgather folded in rank
- * order, or a relay; a top-k's candidates allgathered and selected; a
+ * order, or a relay (a contraction's accumulators too); a top-k's
+ * candidates allgathered and selected; a
  * take's rows fetched from their holders by MPI_Alltoallv) -> every
  * result to host memory -> agree again ->
  * write the output buffers (nothing allocated after the agreement).
@@ -19,8 +20,9 @@
  *  - no output buffer is written before every rank agreed that the eval
  *    succeeded, and no rank waits in a data collective that another rank
  *    skipped (each agreement comes before the communication it guards);
- *  - cross-rank folds use the reference evaluator's graph_red_fold and
- *    graph_scan_step in the order of positions; no MPI reduction operator
+ *  - cross-rank folds use the reference evaluator's graph_red_fold,
+ *    graph_scan_step and graph_contract_fold in the order of positions; no
+ *    MPI reduction operator
  *    touches a value;
  *  - the core library is not changed and knows nothing of MPI; this file
  *    reads its internal structs (graph/graph.h) and is built with it;
