@@ -868,11 +868,18 @@ static lf_node *mk_xtx(lf_graph *g, lf_node *const *x) { /* X^T X: sum(X[:, :, N
 static lf_node *mk_xtv(lf_graph *g, lf_node *const *x) { /* X^T v with v [n, 1], through an fn (x + 1) * v */
     return lf_reduce(g, LF_RED_SUM, lf_mul(g, lf_add(g, x[0], lf_const(g, LF_F32, 1)), x[1]), 1, (int[]){0}, false);
 }
+static lf_node *mk_xc(lf_graph *g, lf_node *const *x) { /* X [n, d, 1] times a replicated w [1, 1, p] and a constant */
+    lf_node *c = lf_mul(g, x[1], lf_const(g, LF_F32, 0.5));
+    return lf_reduce(g, LF_RED_SUM, lf_mul(g, x[0], c), 1, (int[]){0}, false);
+}
 static lf_node *mk_xw(lf_graph *g, lf_node *const *x) { /* X W: the kept axis is sharded (local) */
     return lf_reduce(g, LF_RED_SUM, lf_mul(g, x[0], x[1]), 1, (int[]){1}, false);
 }
 
-/* Contractions over the sharded axis (a relay of graph_contract_acc) at
+/* Contractions over the sharded axis (a relay of graph_contract_acc: X^T X,
+ * X^T v through an fn, X times a replicated operand and a constant; each
+ * is a contraction by lazyfuse.h's rule, checked once by a print in
+ * cross_contract) at
  * lengths that put LF_CONTRACT_BLOCK boundaries inside blocks and across
  * them, random blocks (empty ones included), against one process on both
  * backends bit for bit; one whose kept axis is sharded (local); and the
@@ -892,16 +899,21 @@ static void contract_sharded(void) {
         arr_reshaped(&xb, &x, 3, (int64_t[]){n, 1, d}, counts);
         arr_make(&v, &r, LF_F32, 2, (int64_t[]){n, 1}, 0, counts, false);
         arr_make(&w, &r, LF_F32, 2, (int64_t[]){d, p}, -1, NULL, false);
+        arr wr; /* replicated, extent 1 on the sharded axis */
+        arr_make(&wr, &r, LF_F32, 3, (int64_t[]){1, 1, p}, -1, NULL, false);
         struct {
             const char *what;
             lf_node *(*mk)(lf_graph *, lf_node *const *);
             arr *in[2];
-        } cases[3] = {{"X^T X", mk_xtx, {&xa, &xb}}, {"X^T v", mk_xtv, {&x, &v}}, {"X W", mk_xw, {&xa, &w}}};
-        for (int c = 0; c < 3; c++) {
+        } cases[4] = {{"X^T X", mk_xtx, {&xa, &xb}},
+                      {"X^T v", mk_xtv, {&x, &v}},
+                      {"X w/2", mk_xc, {&xa, &wr}},
+                      {"X W", mk_xw, {&xa, &w}}};
+        for (int c = 0; c < 4; c++) {
             lf_graph *gm = lf_graph_new(mctx);
             lf_node *in[2] = {lf_input(gm, cases[c].in[0]->shard), lf_input(gm, cases[c].in[1]->shard)};
             lf_node *o = cases[c].mk(gm, in);
-            bool local = c == 2;
+            bool local = c == 3;
             int64_t gshape[2] = {local ? n : lf_node_dim(o, 0), local ? p : (lf_node_ndim(o) > 1 ? lf_node_dim(o, 1) : 1)};
             lf_buffer *dst = local ? lf_mpi_buffer_new_sharded(mctx, LF_F32, 2, gshape, 0, counts)
                                    : lf_buffer_new(mctx, LF_F32, lf_node_ndim(o), node_shape(o));
@@ -961,7 +973,7 @@ static void contract_sharded(void) {
             lf_buffer_free(dst);
             lf_graph_free(gm);
         }
-        arr_free(&x), arr_free(&xa), arr_free(&xb), arr_free(&v), arr_free(&w);
+        arr_free(&x), arr_free(&xa), arr_free(&xb), arr_free(&v), arr_free(&w), arr_free(&wr);
     }
 }
 
