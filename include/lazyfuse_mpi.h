@@ -68,6 +68,21 @@
  *     from rank r-1's running value, received with MPI_Recv; the last rank
  *     broadcasts the result; a float sum's order cannot be regrouped. Its
  *     result is replicated: every rank gets it;
+ *   - a contraction (lazyfuse.h, "Contractions": a float32 sum over one
+ *     axis of a product x * y) over the sharded axis, e.g. X^T X or X^T v
+ *     with the samples of X and v sharded along axis 0: a relay of the
+ *     contraction's accumulator (a float partial of the current
+ *     LF_CONTRACT_BLOCK block, its count, and the double of the blocks
+ *     before: 16 bytes per output element): rank r receives rank r-1's,
+ *     folds its block of the product (the map's inputs stored by the local
+ *     eval, the map's fn evaluated on the host) with fmaf, passes them on;
+ *     the last rank broadcasts. The blocks of the fmaf chain count from the
+ *     start of the whole axis, wherever the rank boundaries fall, so the
+ *     result is lazyfuse.h's contraction value, which every backend
+ *     computes. Its result is replicated. A contraction whose contracted
+ *     axis is not the sharded one (its kept axis is sharded) is local. The
+ *     operands reach the product without views (see NOT SUPPORTED): X^T X is
+ *     written over two sharded buffers X [n, d, 1] and X [n, 1, d];
  *   - a scan along the sharded axis: inclusive integer, bool, min and max
  *     scans in parallel: the local backend's own scan of the block (fused),
  *     an MPI_Allgather of each rank's row totals, and every element folded
@@ -95,7 +110,9 @@
  *     equal a one-process eval on any backend. A FLOAT sum, prod or mean
  *     over the sharded axis equals a one-process eval on
  *     LF_BACKEND_REFERENCE; a one-process CPU or CUDA eval sums in its own
- *     fixed lanes and blocks and may differ from it in the last bits.
+ *     fixed lanes and blocks and may differ from it in the last bits. A
+ *     contraction over the sharded axis has one value on every backend
+ *     (lazyfuse.h), so it equals a one-process eval on any backend.
  *   No MPI reduction operator is used for values (MPI_Allreduce leaves the
  *   order open); only the ordered relay and allgathers folded in rank order.
  *
@@ -108,7 +125,10 @@
  * rank (allgather), or a relay of one accumulator (24 bytes) per output
  * element through every rank plus one broadcast. A scan: one accumulator
  * per row per rank (allgather), or a relay of one state (96 bytes) per
- * row. A take across ranks: an MPI_Alltoall of one int per rank pair, 8
+ * row. A contraction over the sharded axis: a relay of 16 bytes per output
+ * element through every rank plus one broadcast (serial, like the float
+ * relays; its host fold evaluates the product's fn per element of the
+ * block). A take across ranks: an MPI_Alltoall of one int per rank pair, 8
  * bytes per index to its holder and the row (the table's row bytes) back:
  * (8 + row bytes) per index whose row another rank holds. A top-k along the
  * sharded axis: an allgather of k candidates (16 bytes each: value and
@@ -132,12 +152,12 @@
  * NOT SUPPORTED (yet): on sharded operands, views (reshape, permute,
  * slice, broadcast_to, expand_dims, pad, concat), gathers other than the
  * two takes above (take_along_axis of a sharded n-d array, a take along
- * another axis of a sharded table), scatters and bincounts, sort and
- * contractions over the sharded axis, random and iota meeting a sharded
+ * another axis of a sharded table), scatters and bincounts, random and iota meeting a sharded
  * operand along its axis, two sharded operands with different blocks, a
  * reduction over the sharded axis that also reduces an axis before it, and
- * any node that uses the result of a reduction or scan over the sharded
- * axis, of a take across ranks, of a top-k or a sort along it (evaluate that result first, into a replicated or sharded buffer,
+ * any node that uses the result of a reduction (a contraction included) or
+ * scan over the sharded axis, of a take across ranks, of a top-k or a sort
+ * along it (evaluate that result first, into a replicated or sharded buffer,
  * and feed it to a second graph; this includes lf_scan_dtype into a
  * narrower dtype than the scan's own, which is a scan and then a cast). lf_mpi_eval refuses each with
  * LF_ERR_BACKEND and a message naming the node and the operation:

@@ -7,7 +7,8 @@
  * own kernel on the block when that gives the rank's exact partial, else
  * its input) -> agree on the status (collective) -> combine what crosses
  * ranks on the host, in the order of positions (allgather folded in rank
- * order, or a relay; a top-k's candidates allgathered and selected; a
+ * order, or a relay (a contraction's accumulators too); a top-k's
+ * candidates allgathered and selected; a
  * take's rows fetched from their holders by MPI_Alltoallv) -> every
  * result to host memory -> agree again ->
  * write the output buffers (nothing allocated after the agreement).
@@ -19,8 +20,9 @@
  *  - no output buffer is written before every rank agreed that the eval
  *    succeeded, and no rank waits in a data collective that another rank
  *    skipped (each agreement comes before the communication it guards);
- *  - cross-rank folds use the reference evaluator's graph_red_fold and
- *    graph_scan_step in the order of positions; no MPI reduction operator
+ *  - cross-rank folds use the reference evaluator's graph_red_fold,
+ *    graph_scan_step and graph_contract_fold in the order of positions; no
+ *    MPI reduction operator
  *    touches a value;
  *  - the core library is not changed and knows nothing of MPI; this file
  *    reads its internal structs (graph/graph.h) and is built with it;
@@ -366,9 +368,7 @@ static void place_node(analysis *A, lf_node *n) {
             return refuse(A, n, "reduces an axis before the sharded axis %d as well: not supported on sharded arrays "
                                 "yet (reduce the sharded axis first)",
                           q->axis);
-        if (graph_contraction(n, NULL))
-            return refuse(A, n, "is a contraction over the sharded axis: not supported on sharded arrays yet");
-        p->cross = true; /* replicated result */
+        p->cross = true; /* replicated result (a contraction too: cross_contract) */
         return;
     }
     case NODE_SCAN: {
@@ -516,6 +516,66 @@ static lf_status cross_reduce(mpi_ctx *m, const lf_node *r, const shard_buf *lay
     }
     for (int64_t o = 0; o < nout; o++) graph_scalar_store(out, r->dtype, o, graph_red_finish(&acc[o], op, acc_t, count, r->dtype));
     graph_free(acc), graph_free(all);
+    return LF_OK;
+}
+
+/* Contraction r (graph/contract.c) whose contracted axis is the sharded
+ * one: a relay of graph_contract_acc (16 bytes per output element). Rank r
+ * receives rank r-1's accumulators, walks its block of the map's space in
+ * row-major order (so within each output the contracted positions come in
+ * ascending order, as in graph/eval_ref.c's eval_contraction), evaluates
+ * the map's fn on the host and folds x, y by graph_contract_fold, and passes
+ * them on; the last rank broadcasts. The LF_CONTRACT_BLOCK blocks of the
+ * fmaf chain count positions from the start of the whole axis (the
+ * accumulator carries the count of its current block), so they fall where
+ * they fall in one process, at any block boundary: the result is
+ * lazyfuse.h's contraction value exactly, which every backend computes.
+ * mins: the rank's stored values of the map's inputs. */
+static lf_status cross_contract(mpi_ctx *m, const lf_node *r, const graph_contract *c, void *const *mins,
+                                void *out) {
+    const lf_node *mp = c->map;
+    const lf_fn *f = mp->u.map.fn;
+    int64_t nout = r->numel;
+    size_t bytes = (size_t)(nout ? nout : 1) * sizeof(graph_contract_acc);
+    graph_contract_acc *acc = graph_malloc(bytes);
+    lf_scalar *scratch = graph_malloc((size_t)(f->nexprs > 0 ? f->nexprs : 1) * sizeof *scratch);
+    int ok = acc && scratch, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, m->comm); /* a status agreement */
+    if (!all_ok) {
+        graph_free(acc), graph_free(scratch);
+        return LF_ERR_NOMEM;
+    }
+    if (m->rank > 0) MPI_Recv(acc, (int)bytes, MPI_BYTE, m->rank - 1, 34, m->comm, MPI_STATUS_IGNORE);
+    else
+        for (int64_t o = 0; o < nout; o++) graph_contract_init(&acc[o]);
+    int64_t st[LF_MAX_ARGS][LF_MAX_DIMS], ost[LF_MAX_DIMS] = {0}, idx[LF_MAX_DIMS] = {0}, os = 1;
+    lf_dtype params[LF_MAX_ARGS];
+    for (int k = 0; k < mp->ninputs; k++) {
+        params[k] = mp->inputs[k]->dtype;
+        graph_broadcast_strides(mp->inputs[k]->ndim, mp->inputs[k]->shape, mp->ndim, mp->shape, st[k]);
+    }
+    for (int d = mp->ndim - 1; d >= 0; d--)
+        if (d != c->axis) ost[d] = os, os *= mp->shape[d];
+    lf_scalar args[LF_MAX_ARGS];
+    for (int64_t i = 0; i < mp->numel; i++) {
+        int64_t oo = 0;
+        for (int d = 0; d < mp->ndim; d++) oo += idx[d] * ost[d];
+        for (int k = 0; k < mp->ninputs; k++) {
+            int64_t at = 0;
+            for (int d = 0; d < mp->ndim; d++) at += idx[d] * st[k][d];
+            args[k] = graph_scalar_load(mins[k], params[k], at);
+        }
+        graph_fn_eval(f, params, mp->u.map.etype, mp->u.map.ctype, args, scratch);
+        graph_contract_fold(&acc[oo], (float)scratch[c->x].f, (float)scratch[c->y].f);
+        for (int d = mp->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < mp->shape[d]) break;
+            idx[d] = 0;
+        }
+    }
+    if (m->rank + 1 < m->size) MPI_Send(acc, (int)bytes, MPI_BYTE, m->rank + 1, 34, m->comm);
+    MPI_Bcast(acc, (int)bytes, MPI_BYTE, m->size - 1, m->comm);
+    for (int64_t o = 0; o < nout; o++) ((float *)out)[o] = graph_contract_finish(&acc[o]);
+    graph_free(acc), graph_free(scratch);
     return LF_OK;
 }
 
@@ -985,6 +1045,7 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
     int *which = NULL;     /* per output: index into loc of what it needs */
     int *which2 = NULL;    /* per output: a take's indices (index into loc) */
     void **host = NULL;    /* per output: host result of a cross node */
+    int (*wmap)[LF_MAX_ARGS] = NULL; /* per output: a contraction's map inputs (indices into loc) */
     lf_status st = LF_OK;
 
     if (g->status != LF_OK) {
@@ -1002,12 +1063,13 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
     }
     if (A.st == LF_OK) {
         A.pl = graph_calloc((size_t)g->nnodes, sizeof *A.pl);
-        loc = graph_calloc(2 * (size_t)n, sizeof *loc);
-        tmp = graph_calloc(2 * (size_t)n, sizeof *tmp);
+        loc = graph_calloc((2 + LF_MAX_ARGS) * (size_t)n, sizeof *loc);
+        tmp = graph_calloc((2 + LF_MAX_ARGS) * (size_t)n, sizeof *tmp);
+        wmap = graph_calloc((size_t)n, sizeof *wmap);
         which2 = graph_calloc((size_t)n, sizeof *which2);
         which = graph_calloc((size_t)n, sizeof *which);
         host = graph_calloc((size_t)n, sizeof *host);
-        if (!A.pl || !loc || !tmp || !which || !which2 || !host) A.st = LF_ERR_NOMEM, snprintf(A.msg, sizeof A.msg, "lf_mpi_eval: out of memory");
+        if (!A.pl || !loc || !tmp || !which || !which2 || !host || !wmap) A.st = LF_ERR_NOMEM, snprintf(A.msg, sizeof A.msg, "lf_mpi_eval: out of memory");
     }
     if (A.st == LF_OK) {
         for (int i = 0; i < n; i++) A.pl[outs[i]->id].needed = true;
@@ -1068,6 +1130,18 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
                 snprintf(A.msg, sizeof A.msg, "lf_mpi_eval: outputs %d and %d have the same buffer", j, i);
             }
         if (A.st != LF_OK) break;
+        graph_contract con;
+        if (p->cross && o->kind == NODE_REDUCE && graph_contraction(o, &con)) {
+            /* a contraction across ranks: the host walks its map's inputs */
+            for (int a = 0; a < con.map->ninputs; a++) {
+                int k = 0;
+                while (k < nloc && loc[k] != con.map->inputs[a]) k++;
+                if (k == nloc) loc[nloc++] = con.map->inputs[a];
+                wmap[i][a] = k;
+            }
+            which[i] = wmap[i][0];
+            continue;
+        }
         lf_node *need = o;
         if (p->cross && !(o->kind == NODE_REDUCE &&
                           partial_from_kernel(o->u.reduce.op, graph_red_acc_dtype(o->u.reduce.op, o->inputs[0]->dtype))) &&
@@ -1100,6 +1174,27 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
         if (!p->cross) continue;
         const lf_node *x = o->inputs[0];
         const place *q = &A.pl[x->id];
+        graph_contract con;
+        if (o->kind == NODE_REDUCE && graph_contraction(o, &con)) {
+            void *mins[LF_MAX_ARGS] = {0};
+            lf_status s = LF_OK;
+            host[i] = graph_malloc(dsts[i]->bytes ? dsts[i]->bytes : 1);
+            if (!host[i]) s = LF_ERR_NOMEM;
+            for (int a = 0; a < con.map->ninputs && s == LF_OK; a++) {
+                lf_buffer *b = tmp[wmap[i][a]];
+                if (!(mins[a] = graph_malloc(b->bytes ? b->bytes : 1))) s = LF_ERR_NOMEM;
+                else s = lf_buffer_read(b, mins[a], b->bytes);
+            }
+            lf_status sa = agree(m, s, s == LF_ERR_NOMEM ? "lf_mpi_eval: out of memory" : lf_errmsg(m->ctx));
+            if (sa == LF_OK) sa = cross_contract(m, o, &con, mins, host[i]);
+            for (int a = 0; a < con.map->ninputs; a++) graph_free(mins[a]);
+            if (sa != LF_OK) {
+                if (sa == LF_ERR_NOMEM) graph_error(m->ctx, sa, "lf_mpi_eval: out of memory (on some rank)");
+                st2 = sa;
+                break;
+            }
+            continue;
+        }
         bool take = o->kind == NODE_GATHER;
         lf_buffer *ibuf = take ? tmp[which2[i]] : NULL;
         void *xb = graph_malloc(tmp[which[i]]->bytes ? tmp[which[i]]->bytes : 1);
@@ -1154,6 +1249,6 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
     for (int k = 0; k < nloc; k++) lf_buffer_free(tmp[k]);
     if (host)
         for (int i = 0; i < n; i++) graph_free(host[i]);
-    graph_free(A.pl), graph_free(loc), graph_free(tmp), graph_free(which), graph_free(which2), graph_free(host);
+    graph_free(A.pl), graph_free(loc), graph_free(tmp), graph_free(which), graph_free(which2), graph_free(host), graph_free(wmap);
     return st;
 }

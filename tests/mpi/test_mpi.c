@@ -825,6 +825,158 @@ static void take_sharded_table(void) {
  * the same status and message each time (no rank left waiting in a
  * collective: the suite's timeout would catch a hang), failed evals change
  * no output, and the eval that succeeds gives the right values. */
+/* The same global values as src under another shape (the same axis-0
+ * blocks: counts), e.g. X [n, d, 1] and X [n, 1, d] for X^T X. */
+static void arr_reshaped(arr *a, const arr *src, int ndim, const int64_t *shape, const int64_t *counts) {
+    rng unused = {0};
+    arr_make(a, &unused, src->t, ndim, shape, 0, counts, false);
+    size_t bytes = (size_t)numel(ndim, shape) * lf_dtype_size(src->t);
+    memcpy(a->global, src->global, bytes);
+    int64_t start, count;
+    lf_mpi_buffer_block(mctx, a->shard, NULL, &start, &count, NULL);
+    size_t row = bytes / (size_t)(shape[0] ? shape[0] : 1);
+    lf_buffer_write(a->shard, (char *)a->global + (size_t)start * row, (size_t)count * row);
+}
+
+/* The one-process graph's result of a contraction, on the CPU and the
+ * reference backend: lazyfuse.h defines one value for both. */
+static void check_both(const char *what, lf_node *(*mk)(lf_graph *, lf_node *const *), int nin, arr *const *in,
+                       const float *got, int64_t nout) {
+    lf_ctx *ctxs[2] = {cpu1, ref1};
+    for (int c = 0; c < 2; c++) {
+        lf_graph *g1 = lf_graph_new(ctxs[c]);
+        lf_buffer *wb[4];
+        lf_node *x1[4];
+        for (int k = 0; k < nin; k++) {
+            wb[k] = lf_buffer_new(ctxs[c], in[k]->t, in[k]->ndim, in[k]->shape);
+            lf_buffer_write(wb[k], in[k]->global, (size_t)numel(in[k]->ndim, in[k]->shape) * lf_dtype_size(in[k]->t));
+            x1[k] = lf_input(g1, wb[k]);
+        }
+        float *want = eval_one(ctxs[c], g1, mk(g1, x1));
+        int64_t where;
+        CHECK(same_bits(LF_F32, got, want, nout, &where), "%s: element %lld: %.9g, one process (%s) %.9g", what,
+              (long long)where, got[where], c ? "reference" : "cpu", want[where]);
+        free(want);
+        for (int k = 0; k < nin; k++) lf_buffer_free(wb[k]);
+        lf_graph_free(g1);
+    }
+}
+
+static lf_node *mk_xtx(lf_graph *g, lf_node *const *x) { /* X^T X: sum(X[:, :, None] * X[:, None, :], 0) */
+    return lf_reduce(g, LF_RED_SUM, lf_mul(g, x[0], x[1]), 1, (int[]){0}, false);
+}
+static lf_node *mk_xtv(lf_graph *g, lf_node *const *x) { /* X^T v with v [n, 1], through an fn (x + 1) * v */
+    return lf_reduce(g, LF_RED_SUM, lf_mul(g, lf_add(g, x[0], lf_const(g, LF_F32, 1)), x[1]), 1, (int[]){0}, false);
+}
+static lf_node *mk_xc(lf_graph *g, lf_node *const *x) { /* X [n, d, 1] times a replicated w [1, 1, p] and a constant */
+    lf_node *c = lf_mul(g, x[1], lf_const(g, LF_F32, 0.5));
+    return lf_reduce(g, LF_RED_SUM, lf_mul(g, x[0], c), 1, (int[]){0}, false);
+}
+static lf_node *mk_xw(lf_graph *g, lf_node *const *x) { /* X W: the kept axis is sharded (local) */
+    return lf_reduce(g, LF_RED_SUM, lf_mul(g, x[0], x[1]), 1, (int[]){1}, false);
+}
+
+/* Contractions over the sharded axis (a relay of graph_contract_acc: X^T X,
+ * X^T v through an fn, X times a replicated operand and a constant; each
+ * is a contraction by lazyfuse.h's rule, checked once by a print in
+ * cross_contract) at
+ * lengths that put LF_CONTRACT_BLOCK boundaries inside blocks and across
+ * them, random blocks (empty ones included), against one process on both
+ * backends bit for bit; one whose kept axis is sharded (local); and the
+ * collective failure of each allocation of such an eval on the last rank.
+ * In compiled mode only n = 257 (the others would be ~40 more compiles). */
+static void contract_sharded(void) {
+    rng r = {4242};
+    static const int64_t lens[] = {0, 1, 7, 255, 256, 257, 700};
+    int64_t d = 3, p = 4, counts[64];
+    /* compiled mode: one length (each shape is a C compile of its own) */
+    for (int li = compile_mode == LF_COMPILE_REQUIRE ? 5 : 0; li < (int)(sizeof lens / sizeof *lens); li++) {
+        int64_t n = lens[li];
+        random_counts(&r, n, 0, counts);
+        arr x, xa, xb, v, w;
+        arr_make(&x, &r, LF_F32, 2, (int64_t[]){n, d}, 0, counts, false);
+        arr_reshaped(&xa, &x, 3, (int64_t[]){n, d, 1}, counts);
+        arr_reshaped(&xb, &x, 3, (int64_t[]){n, 1, d}, counts);
+        arr_make(&v, &r, LF_F32, 2, (int64_t[]){n, 1}, 0, counts, false);
+        arr_make(&w, &r, LF_F32, 2, (int64_t[]){d, p}, -1, NULL, false);
+        arr wr; /* replicated, extent 1 on the sharded axis */
+        arr_make(&wr, &r, LF_F32, 3, (int64_t[]){1, 1, p}, -1, NULL, false);
+        struct {
+            const char *what;
+            lf_node *(*mk)(lf_graph *, lf_node *const *);
+            arr *in[2];
+        } cases[4] = {{"X^T X", mk_xtx, {&xa, &xb}},
+                      {"X^T v", mk_xtv, {&x, &v}},
+                      {"X w/2", mk_xc, {&xa, &wr}},
+                      {"X W", mk_xw, {&xa, &w}}};
+        for (int c = 0; c < 4; c++) {
+            lf_graph *gm = lf_graph_new(mctx);
+            lf_node *in[2] = {lf_input(gm, cases[c].in[0]->shard), lf_input(gm, cases[c].in[1]->shard)};
+            lf_node *o = cases[c].mk(gm, in);
+            bool local = c == 3;
+            int64_t gshape[2] = {local ? n : lf_node_dim(o, 0), local ? p : (lf_node_ndim(o) > 1 ? lf_node_dim(o, 1) : 1)};
+            lf_buffer *dst = local ? lf_mpi_buffer_new_sharded(mctx, LF_F32, 2, gshape, 0, counts)
+                                   : lf_buffer_new(mctx, LF_F32, lf_node_ndim(o), node_shape(o));
+            lf_status st = lf_mpi_eval(gm, 1, &o, &dst);
+            CHECK(st == LF_OK, "%s n=%lld: %s", cases[c].what, (long long)n, lf_errmsg(mctx));
+            int64_t start = 0, count = 0, ne = local ? 0 : lf_node_ndim(o) > 1 ? gshape[0] * gshape[1] : gshape[0];
+            if (local) lf_mpi_buffer_block(mctx, dst, NULL, &start, &count, NULL), ne = count * p;
+            float *got = malloc((size_t)(ne ? ne : 1) * 4);
+            lf_buffer_read(dst, got, (size_t)ne * 4);
+            if (st == LF_OK && !local) {
+                char what[64];
+                snprintf(what, sizeof what, "%s n=%lld", cases[c].what, (long long)n);
+                check_both(what, cases[c].mk, 2, cases[c].in, got, ne);
+            } else if (st == LF_OK) { /* the block of the local backend's one-process result */
+                lf_graph *g1 = lf_graph_new(cpu1);
+                lf_buffer *b0 = lf_buffer_new(cpu1, LF_F32, 3, xa.shape), *b1 = lf_buffer_new(cpu1, LF_F32, 2, w.shape);
+                lf_buffer_write(b0, xa.global, (size_t)(n * d) * 4), lf_buffer_write(b1, w.global, (size_t)(d * p) * 4);
+                lf_node *i1[2] = {lf_input(g1, b0), lf_input(g1, b1)};
+                float *want = eval_one(cpu1, g1, mk_xw(g1, i1));
+                int64_t where;
+                CHECK(same_bits(LF_F32, got, want + start * p, ne, &where), "X W n=%lld: element %lld differs",
+                      (long long)n, (long long)where);
+                free(want);
+                lf_buffer_free(b0), lf_buffer_free(b1);
+                lf_graph_free(g1);
+            }
+            free(got);
+            lf_mpi_buffer_free(mctx, dst);
+            lf_graph_free(gm);
+        }
+        /* allocation failures on the last rank: every rank fails alike, the
+           output keeps its bytes */
+        if (n == 257) {
+            lf_graph *gm = lf_graph_new(mctx);
+            lf_node *in[2] = {lf_input(gm, xa.shard), lf_input(gm, xb.shard)};
+            lf_node *o = mk_xtx(gm, in);
+            lf_buffer *dst = lf_buffer_new(mctx, LF_F32, 2, (int64_t[]){d, d});
+            float keep[9], now[9];
+            for (int i = 0; i < 9; i++) keep[i] = (float)-i;
+            int k, failed = 0;
+            for (k = 1; k < 200; k++) {
+                lf_buffer_write(dst, keep, sizeof keep);
+                if (rank == size - 1) lf_debug_fail_alloc(k, false);
+                lf_status st = lf_mpi_eval(gm, 1, &o, &dst);
+                lf_debug_fail_alloc(0, false);
+                int lo = (int)st, hi = (int)st;
+                MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+                MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+                CHECK(lo == hi, "contraction, allocation %d failed on the last rank: statuses %d..%d", k, lo, hi);
+                if (st == LF_OK) break;
+                failed++;
+                same_message_everywhere("contraction, failed allocation");
+                lf_buffer_read(dst, now, sizeof now);
+                CHECK(!memcmp(now, keep, sizeof now), "contraction, allocation %d: output changed", k);
+            }
+            CHECK(k < 200 && failed >= 3, "contraction: %d allocation failures before success at %d", failed, k);
+            lf_buffer_free(dst);
+            lf_graph_free(gm);
+        }
+        arr_free(&x), arr_free(&xa), arr_free(&xb), arr_free(&v), arr_free(&w), arr_free(&wr);
+    }
+}
+
 static void collective_alloc_failures(void) {
     rng r = {77};
     int64_t n = 3 * size + 2, shape[2] = {n, 3};
@@ -1011,6 +1163,7 @@ int main(int argc, char **argv) {
         sort_sharded();
         take_sharded_table();
     }
+    contract_sharded();
     sharded_buffer_errors();
     collective_alloc_failures();
     collective_alloc_failures_exchanges();
