@@ -535,6 +535,10 @@ int graph_fn_bad_operand(const lf_fn *f, const lf_dtype *etype, int *operand) {
                 return i;
             }
         }
+        if (graph_dtype_is_float(etype[i])) { /* integer operands whose common dtype is a float: u64 with a signed one */
+            *operand = oi->arity;
+            return i;
+        }
     }
     return -1;
 }

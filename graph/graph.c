@@ -958,13 +958,16 @@ static lf_node *make_map(lf_graph *g, const char *what, lf_fn *f, int n, lf_node
     }
     if (bad >= 0) { /* a float operand of & | ^ ~ << >> */
         const fn_expr *e = &f->exprs[bad];
-        const char *name = lf_dtype_name(etype[e->arg[bad_k]]);
-        if (graph_ops[e->op].arity == 1)
+        if (bad_k == graph_ops[e->op].arity) /* integer operands, no common integer dtype (NumPy 2 refuses too) */
+            graph_fail(g, LF_ERR_DTYPE, "%s: %s: operands %s and %s have no common integer dtype (they promote to %s); "
+                       "cast one of them", what, graph_ops[e->op].text, lf_dtype_name(etype[e->arg[0]]),
+                       lf_dtype_name(etype[e->arg[1]]), lf_dtype_name(etype[bad]));
+        else if (graph_ops[e->op].arity == 1)
             graph_fail(g, LF_ERR_DTYPE, "%s: %s: operand must be an integer or bool, got %s", what,
-                       graph_ops[e->op].text, name);
+                       graph_ops[e->op].text, lf_dtype_name(etype[e->arg[bad_k]]));
         else /* ^ on floats in a fn is most likely a power written the way other languages do */
             graph_fail(g, LF_ERR_DTYPE, "%s: %s: operands must be integers or bool, got %s%s", what,
-                       graph_ops[e->op].text, name,
+                       graph_ops[e->op].text, lf_dtype_name(etype[e->arg[bad_k]]),
                        e->op == LF_OP_BITXOR && (!strcmp(what, "map") || !strcmp(what, "zipwith"))
                            ? " (use ** for powers; ^ is bitwise xor)"
                            : "");

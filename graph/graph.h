@@ -486,8 +486,10 @@ lf_dtype graph_fn_types_checked(const lf_fn *f, const lf_dtype *params, lf_dtype
 lf_fn *graph_fn_exact_compares(lf_fn *f, const lf_dtype *etype);
 /* The first expression of f typed by etype (from graph_fn_types) whose
  * operator refuses one of its operands' dtypes (a float operand of a BITS or
- * SHIFT operator: & | ^ ~ << >>), with that operand's index in *operand; -1
- * when every operand is accepted. Checked where a map node is built, so
+ * SHIFT operator: & | ^ ~ << >>), with that operand's index in *operand, or
+ * the operator's arity in *operand when no operand is a float but their
+ * common dtype is (u64 with a signed integer promotes to f64); -1 when
+ * every operand is accepted. Checked where a map node is built, so
  * nothing after the graph (fusion, evaluators, codegen) meets such an
  * expression. */
 int graph_fn_bad_operand(const lf_fn *f, const lf_dtype *etype, int *operand);

@@ -103,7 +103,9 @@
  *     integers or bool, got f32"); they give the promoted dtype, bitwise on
  *     integers and logical on bool (bool ^ bool is "differs"); ^ on floats in
  *     a map or zipwith fn adds "(use ** for powers; ^ is bitwise xor)". ~ is
- *     bitwise not on integers and logical not on bool.
+ *     bitwise not on integers and logical not on bool. Integer operands
+ *     whose promoted dtype is a float (u64 with a signed integer: f64) are
+ *     refused the same way, for & | ^ << >> alike, as NumPy 2 refuses them.
  *   << >> take integer or bool operands only (bool is taken as i32) and give
  *     the promoted dtype; >> is arithmetic (sign-filling). A count outside
  *     [0, width) (width 32 for i32, 64 for i64; negative counts included)

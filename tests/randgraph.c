@@ -180,7 +180,9 @@ static lf_node *gen_elementwise(gen *G) {
                                     LF_OP_POW, LF_OP_HYPOT, LF_OP_ATAN2, LF_OP_FMOD};
         lf_node *y = partner(G, x);
         if (chance(&G->r, 50)) { lf_node *t = x; x = y; y = t; }
-        if (intlike(x) && intlike(y) && chance(&G->r, 40)) {
+        /* u64 with a signed integer promotes to f64: refused by & | ^ << >> */
+        if (intlike(x) && intlike(y) &&
+            !graph_dtype_is_float(lf_dtype_promote(lf_node_dtype(x), lf_node_dtype(y))) && chance(&G->r, 40)) {
             static const lf_op iop[] = {LF_OP_FLOORDIV, LF_OP_BITAND, LF_OP_BITOR,
                                         LF_OP_BITXOR,   LF_OP_LSHIFT, LF_OP_RSHIFT};
             return lf_apply(g, iop[rint_(&G->r, 0, 5)], x, y, NULL);

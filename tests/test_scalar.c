@@ -389,6 +389,9 @@ Test(scalar, integer_operator_typing) {
         {"(a, b) -> ~a", LF_F64, LF_I32, LF_F64, 0},
         {"(a, b) -> a << 1.0", LF_I32, LF_I32, LF_F64, 1},
         {"(a, b) -> i32(a) >> b", LF_F32, LF_I32, LF_I32, -1},
+        {"(a, b) -> a >> b", LF_U64, LF_I64, LF_F64, 2},  /* no common integer dtype: the pair */
+        {"(a, b) -> a & b", LF_I8, LF_U64, LF_F64, 2},
+        {"(a, b) -> a << b", LF_U64, LF_U32, LF_U64, -1},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         lf_fn *f = lf_fn_parse(g, c[i].src);
@@ -402,6 +405,13 @@ Test(scalar, integer_operator_typing) {
                      lf_dtype_name(c[i].a), lf_dtype_name(c[i].b), bad >= 0 ? k : -1);
         if (bad >= 0) cr_expect_eq(bad, f->result);
     }
+    lf_graph_free(g);
+    /* through the builders: u64 >> i64 has no integer dtype (NumPy 2 raises) */
+    g = lf_graph_new(ctx);
+    cr_assert_null(lf_apply(g, LF_OP_RSHIFT, lf_const(g, LF_U64, 8), lf_const(g, LF_I64, 1), NULL));
+    cr_expect_eq(lf_graph_status(g), LF_ERR_DTYPE);
+    cr_expect(strstr(lf_graph_errmsg(g), "u64 and i64 have no common integer dtype") != NULL, "%s",
+              lf_graph_errmsg(g));
     lf_graph_free(g);
     lf_ctx_destroy(ctx);
 }
