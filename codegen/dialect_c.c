@@ -17,7 +17,9 @@
  * libmvec variant (cg_c_vmath_defs: an element's result never depends on
  * its position in the array); libmvec's accuracy (a few ulp, stated in
  * lazyfuse.h and tested) is then the only difference from the reference
- * evaluator outside reductions.
+ * evaluator outside reductions. The normal random numbers are the one
+ * helper a C kernel declares and does not define: cg_c_random_object holds
+ * them, compiled once per disk cache by the CPU backend (graph/random.h).
  */
 #include "codegen/codegen.h"
 #include "graph/random.h"
@@ -73,7 +75,24 @@
     "#define LF_ENTRY __attribute__((visibility(\"default\")))\n"                             \
     "#define LF_INLINE static inline __attribute__((always_inline))\n"                         \
     "#define LF_FUNC static\n"                                                                  \
+    "#define LF_RANDOM_NORMAL_EXTERN __attribute__((simd(\"notinbranch\"), const, nothrow, leaf))\n" \
     PRELUDE_STREAM
+
+/* The object every C kernel that calls lf_random_normal is linked with
+ * (PRELUDE_C declares it; the CPU backend compiles this once per disk cache
+ * with the kernels' flags and -c): graph/random.h's code, the normal itself
+ * defined with its vector variants (GCC's simd clones, one per x86 ISA),
+ * hidden in the kernel's shared object like the rest of it. */
+const char cg_c_random_object[] =
+    "/* lazyfuse: lf_random_normal for C kernels (graph/random.h) */\n"
+    "#include <stdint.h>\n"
+    "#include <math.h>\n"
+    "#define LF_INLINE static inline __attribute__((always_inline))\n"
+    STRINGIZE(GRAPH_RANDOM_BITS_CODE) "\n"
+    STRINGIZE(GRAPH_RANDOM_NORMAL_OF_CODE) "\n"
+    "#undef LF_INLINE\n"
+    "#define LF_INLINE __attribute__((simd(\"notinbranch\")))\n"
+    STRINGIZE(GRAPH_RANDOM_NORMAL_CODE) "\n";
 
 /* The helpers both dialects include after their own header (which defines
  * the integer types, NAN, INFINITY, LF_INLINE and LF_FUNC). */
@@ -312,7 +331,14 @@ const char cg_prelude_helpers[] =
     "    return a.f;\n"
     "}\n"
     "/* random nodes: Philox4x32-10 of (seed, flat index), graph/random.h */\n"
-    STRINGIZE(GRAPH_RANDOM_CODE) "\n"
+    STRINGIZE(GRAPH_RANDOM_BITS_CODE) "\n"
+    "#ifdef LF_RANDOM_NORMAL_EXTERN\n"
+    "/* compiled once per cache, linked in (cg_c_random_object) */\n"
+    "LF_RANDOM_NORMAL_EXTERN double lf_random_normal(int64_t i, uint64_t seed);\n"
+    "#else\n"
+    STRINGIZE(GRAPH_RANDOM_NORMAL_OF_CODE) "\n"
+    STRINGIZE(GRAPH_RANDOM_NORMAL_CODE) "\n"
+    "#endif\n"
     "/* gather loads: whether index v is in range for extent n (NumPy's negative\n"
     "   indices count from the end), raising the kernel's error flag if not; the\n"
     "   wrapped index */\n"

@@ -3019,6 +3019,44 @@ Test(cpu, cold_shared_kernel_is_a_memory_hit) {
     expect_no_leak();
 }
 
+/* Issue 30, cold start: the normal random numbers' code (graph/random.h) is
+ * compiled once per disk cache into an object every kernel that draws them
+ * links (cg_c_random_object), not into each such kernel: a context's first
+ * random-normal kernel takes two compiler runs (the object, the kernel), a
+ * second, different one in the same context one, and a kernel in a second
+ * context on the same cache folder one (the object from disk). Every result
+ * is the reference's, bit for bit. */
+static lf_eval_stats eval_normal(lf_ctx *c, const float *x, int variant) {
+    lf_graph *g = lf_graph_new(c);
+    int64_t n = CHAIN_N;
+    lf_node *z = lf_random(g, variant == 1 ? LF_F64 : LF_F32, LF_RANDOM_NORMAL, 1, &n, 1234 + (uint64_t)variant);
+    lf_node *y = lf_add(g, in_node(g, LF_F32, 1, &n, x), lf_mul(g, lf_const(g, LF_F32, 0.5), z));
+    if (variant == 2) y = lf_map(g, lf_fn_parse(g, "(v) -> v * v"), y);
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+    lf_eval_stats st = check_vs_reference("normal", g, 1, &y, (const double[]){0});
+    lf_graph_free(g);
+    return st;
+}
+
+Test(cpu, cold_random_normal_object_compiled_once) {
+    float *x = rand_f32(CHAIN_N, -2, 2);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    lf_eval_stats st = eval_normal(c, x, 0);
+    cr_expect(st.kernels_compiled == 1 && st.compiler_runs == 2, "first: compiled %d in %d runs, want 1 in 2",
+              st.kernels_compiled, st.compiler_runs);
+    st = eval_normal(c, x, 1);
+    cr_expect(st.kernels_compiled == 1 && st.compiler_runs == 1, "second: compiled %d in %d runs, want 1 in 1",
+              st.kernels_compiled, st.compiler_runs);
+    lf_ctx_destroy(c);
+    c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL); /* same folder: the object from disk */
+    st = eval_normal(c, x, 2);
+    cr_expect(st.kernels_compiled == 1 && st.compiler_runs == 1, "new context: compiled %d in %d runs, want 1 in 1",
+              st.kernels_compiled, st.compiler_runs);
+    lf_ctx_destroy(c);
+    free(x);
+    expect_no_leak();
+}
+
 /* A compiler wrapper that fails any unit holding CHAIN's kernel 1. */
 static const char FAILING_CC[] = "#!/bin/sh\n"
                                  "for a do case \"$a\" in *.c) if grep -q '0x1.34ap+10' \"$a\"; then\n"
