@@ -743,6 +743,43 @@ static void row_keep_edge(lf_dtype t) {
 Test(cpu, row_keep_same_bits_as_recomputing_f32, .timeout = 300) { row_keep_edge(LF_F32); }
 Test(cpu, row_keep_same_bits_as_recomputing_f64, .timeout = 300) { row_keep_edge(LF_F64); }
 
+/* Issue 30, softmax_rows and layer_norm against a hand-written C loop: the
+ * class of row reduce-then-map kernels. (a) A row max of f32 keeps its lane
+ * accumulators in float (exact: a max only picks), not double, half the
+ * vector work. (b) The 8-lane (AVX2) variant of a vector math function is
+ * libmvec's 8-lane variant itself: GCC 12 vectorizes with 256-bit vectors on
+ * AVX-512 CPUs too, and a 16-lane canonical variant made each 8-lane call
+ * compute 16 exps. Results still match the reference within libmvec's
+ * accuracy, NaN and -inf rows included. */
+Test(cpu, softmax_row_max_in_float_and_exp_at_loop_width) {
+    enum { R = 5, L = 300 };
+    float *v = rand_f32(R * L, -20, 20);
+    v[7] = NAN;
+    for (int64_t j = 0; j < L; j++) v[2 * L + j] = -INFINITY;
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    lf_graph *g = lf_graph_new(c);
+    lf_node *x = in_node(g, LF_F32, 2, (int64_t[]){R, L}, v);
+    lf_node *m = lf_reduce(g, LF_RED_MAX, x, 1, AX(1), true);
+    lf_node *e = lf_exp(g, lf_sub(g, x, m));
+    lf_node *y = lf_div(g, e, lf_reduce(g, LF_RED_SUM, e, 1, AX(1), true));
+    lf_node *mn = lf_reduce(g, LF_RED_MIN, x, 1, AX(1), false);
+    setenv("LF_DEBUG", "source", 1);
+    tu_capture_stderr_start();
+    check_vs_reference("softmax", g, 2, (lf_node *[]){y, mn}, (const double[]){1e-5, 0});
+    char *src = tu_capture_stderr_end();
+    unsetenv("LF_DEBUG");
+    cr_expect(strstr(src, "float acc"), "no float accumulator for the row max / min:\n%s", src);
+    cr_expect(strstr(src, "const float x = "), "the max folds a double:\n%s", src);
+    if (strstr(src, "LF_SIMD float lf_expf(float)"))
+        cr_expect(strstr(src, "_ZGVdN8v_lf_expf\");\nLF_VWRAP lf_f8 lf_d_expf(lf_f8 x) { return _ZGVdN8v_expf(x); }"),
+                  "the 8-lane expf is not libmvec's 8-lane one:\n%s", src);
+    free(src);
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+    free(v);
+    expect_no_leak();
+}
+
 /* (d) reductions over axis 0 of [5, s] and of [s, 3]. */
 static void gen_columns(int64_t s, void **h) {
     h[0] = rand_f32(5 * s, -1, 1);
