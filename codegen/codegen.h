@@ -268,6 +268,14 @@ extern const char cg_prelude_helpers[];
 /* The C dialect; vector_math says whether libmvec is used (declared simd). */
 const cg_dialect *cg_dialect_c(bool vector_math);
 
+/* The C source of lf_random_normal, which C kernels only declare (the C
+ * dialect's prelude defines LF_RANDOM_NORMAL_EXTERN; the CUDA dialect's
+ * kernels keep the definition): compiled with -c and the kernels' flags
+ * once per disk cache, and linked into every C kernel whose text calls it
+ * (CG_C_RANDOM_NORMAL_CALL after the prelude). */
+extern const char cg_c_random_object[];
+#define CG_C_RANDOM_NORMAL_CALL "lf_random_normal("
+
 /* ==== emit.c, kernel.c: source text ===================================== */
 
 /* A growing string (graph_malloc'd). */

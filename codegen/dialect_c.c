@@ -17,7 +17,9 @@
  * libmvec variant (cg_c_vmath_defs: an element's result never depends on
  * its position in the array); libmvec's accuracy (a few ulp, stated in
  * lazyfuse.h and tested) is then the only difference from the reference
- * evaluator outside reductions.
+ * evaluator outside reductions. The normal random numbers are the one
+ * helper a C kernel declares and does not define: cg_c_random_object holds
+ * them, compiled once per disk cache by the CPU backend (graph/random.h).
  */
 #include "codegen/codegen.h"
 #include "graph/random.h"
@@ -73,7 +75,24 @@
     "#define LF_ENTRY __attribute__((visibility(\"default\")))\n"                             \
     "#define LF_INLINE static inline __attribute__((always_inline))\n"                         \
     "#define LF_FUNC static\n"                                                                  \
+    "#define LF_RANDOM_NORMAL_EXTERN __attribute__((simd(\"notinbranch\"), const, nothrow, leaf))\n" \
     PRELUDE_STREAM
+
+/* The object every C kernel that calls lf_random_normal is linked with
+ * (PRELUDE_C declares it; the CPU backend compiles this once per disk cache
+ * with the kernels' flags and -c): graph/random.h's code, the normal itself
+ * defined with its vector variants (GCC's simd clones, one per x86 ISA),
+ * hidden in the kernel's shared object like the rest of it. */
+const char cg_c_random_object[] =
+    "/* lazyfuse: lf_random_normal for C kernels (graph/random.h) */\n"
+    "#include <stdint.h>\n"
+    "#include <math.h>\n"
+    "#define LF_INLINE static inline __attribute__((always_inline))\n"
+    STRINGIZE(GRAPH_RANDOM_BITS_CODE) "\n"
+    STRINGIZE(GRAPH_RANDOM_NORMAL_OF_CODE) "\n"
+    "#undef LF_INLINE\n"
+    "#define LF_INLINE __attribute__((simd(\"notinbranch\")))\n"
+    STRINGIZE(GRAPH_RANDOM_NORMAL_CODE) "\n";
 
 /* The helpers both dialects include after their own header (which defines
  * the integer types, NAN, INFINITY, LF_INLINE and LF_FUNC). */
@@ -312,7 +331,14 @@ const char cg_prelude_helpers[] =
     "    return a.f;\n"
     "}\n"
     "/* random nodes: Philox4x32-10 of (seed, flat index), graph/random.h */\n"
-    STRINGIZE(GRAPH_RANDOM_CODE) "\n"
+    STRINGIZE(GRAPH_RANDOM_BITS_CODE) "\n"
+    "#ifdef LF_RANDOM_NORMAL_EXTERN\n"
+    "/* compiled once per cache, linked in (cg_c_random_object) */\n"
+    "LF_RANDOM_NORMAL_EXTERN double lf_random_normal(int64_t i, uint64_t seed);\n"
+    "#else\n"
+    STRINGIZE(GRAPH_RANDOM_NORMAL_OF_CODE) "\n"
+    STRINGIZE(GRAPH_RANDOM_NORMAL_CODE) "\n"
+    "#endif\n"
     "/* gather loads: whether index v is in range for extent n (NumPy's negative\n"
     "   indices count from the end), raising the kernel's error flag if not; the\n"
     "   wrapped index */\n"
@@ -463,9 +489,15 @@ enum { VM_NFNS = (int)(sizeof vm_fns / sizeof vm_fns[0]) };
  * after <math.h>): declared simd here, and defined per kernel for the
  * functions it uses (cg_c_vmath_defs), every variant GCC may call (SSE,
  * AVX, AVX2 and AVX-512 widths, and the scalar one) going through ONE
- * libmvec variant, the widest the compile flags allow (AVX-512 under
- * __AVX512F__, else AVX2), narrower vectors padded by repeating the last
- * lane. Same input, same bits, at any position, thread count and chunking.
+ * libmvec variant, the AVX2 one wherever AVX2 is there, narrower vectors
+ * padded by repeating the last lane, an AVX-512 vector split in two halves.
+ * Same input, same bits, at any position, thread count and chunking. Not
+ * the AVX-512 variant on AVX-512 CPUs: GCC 12's -march=native tunes them
+ * (skylake-avx512, cascadelake, icelake, sapphirerapids) to
+ * prefer-vector-width=256, so a kernel's main loop calls the 8-lane (AVX2)
+ * variant, which through a 16-lane canonical one computed every function
+ * twice over (half the lanes padding): softmax_rows spent 2.2x the hand-
+ * written loop's time in expf under perf (benches/measured/61-cpu-kernels.md).
  * (With every element on the vector path, glibc 2.36's vector pow showed
  * pow(-0, -1) = +inf; lf_pow_* sets +-0 ** negative y itself.) */
 #define VMATH_HEAD                                                                              \
@@ -516,7 +548,8 @@ static void vm_head(cg_text *o, const char *ty, const char *fname, int arity) {
 }
 
 /* One variant of lf_<name> for vector type lf_<T><L> (isa letter, L lanes)
- * through the canonical libmvec variant (cisa, CL lanes, CL >= L). */
+ * through the canonical libmvec variant (cisa, CL lanes): padded when L < CL,
+ * two calls on the halves when L = 2 CL. */
 static void vm_variant(cg_text *o, const char *name, bool f32, int arity, char isa, int L, char cisa, int CL) {
     const char *T = f32 ? "f" : "d", *vs = arity == 2 ? "vv" : "v";
     char ty[16], fname[64];
@@ -527,6 +560,25 @@ static void vm_variant(cg_text *o, const char *name, bool f32, int arity, char i
     vm_head(o, ty, fname, arity);
     if (L == CL) {
         cg_printf(o, " { return _ZGV%cN%d%s_%s(x%s); }\n", cisa, CL, vs, name, arity == 2 ? ", y" : "");
+        return;
+    }
+    if (L == 2 * CL) { /* two calls, on the low and the high half */
+        cg_printf(o, " {\n");
+        for (int h = 0; h < 2; h++) {
+            cg_printf(o, "    lf_%s%d x%d = {", T, CL, h);
+            for (int i = 0; i < CL; i++) cg_printf(o, "%sx[%d]", i ? ", " : "", h * CL + i);
+            cg_printf(o, "};\n");
+            if (arity == 2) {
+                cg_printf(o, "    lf_%s%d y%d = {", T, CL, h);
+                for (int i = 0; i < CL; i++) cg_printf(o, "%sy[%d]", i ? ", " : "", h * CL + i);
+                cg_printf(o, "};\n");
+            }
+            cg_printf(o, "    lf_%s%d r%d = _ZGV%cN%d%s_%s(x%d%s);\n", T, CL, h, cisa, CL, vs, name, h,
+                      arity == 2 ? (h ? ", y1" : ", y0") : "");
+        }
+        cg_printf(o, "    return (lf_%s%d){", T, L);
+        for (int i = 0; i < L; i++) cg_printf(o, "%sr%d[%d]", i ? ", " : "", i / CL, i % CL);
+        cg_printf(o, "};\n}\n");
         return;
     }
     cg_printf(o, " {\n    lf_%s%d r = _ZGV%cN%d%s_%s(", T, CL, cisa, CL, vs, name);
@@ -559,8 +611,8 @@ static void vm_scalar(cg_text *o, const char *name, bool f32, int arity, char ci
 }
 
 /* Every variant of lf_<name> (name with its f suffix) through the libmvec
- * variant of cisa with CL lanes; the AVX-512 (e) variant only when that is
- * cisa (GCC calls it only under __AVX512F__). */
+ * variant of cisa with CL lanes; the AVX-512 (e) variant only under
+ * __AVX512F__ (GCC calls it only there). */
 static void vm_isa(cg_text *o, const char *name, bool f32, int arity, char cisa, int CL) {
     const char *T = f32 ? "f" : "d", *vs = arity == 2 ? "vv" : "v";
     int w = f32 ? 4 : 2; /* lanes of a 16-byte vector */
@@ -571,7 +623,9 @@ static void vm_isa(cg_text *o, const char *name, bool f32, int arity, char cisa,
     vm_variant(o, name, f32, arity, 'b', w, cisa, CL);
     vm_variant(o, name, f32, arity, 'c', 2 * w, cisa, CL);
     vm_variant(o, name, f32, arity, 'd', 2 * w, cisa, CL);
-    if (cisa == 'e') vm_variant(o, name, f32, arity, 'e', 4 * w, cisa, CL);
+    cg_printf(o, "#if defined(__AVX512F__)\n");
+    vm_variant(o, name, f32, arity, 'e', 4 * w, cisa, CL);
+    cg_printf(o, "#endif\n");
 }
 
 /* Without AVX2 (an x86-64 CPU before Haswell, or a virtual one that hides
@@ -605,9 +659,7 @@ static void vm_scalar_only(cg_text *o, const char *name, bool f32, int arity) {
 static void vm_defs(cg_text *o, int i, bool f32) {
     char name[32];
     snprintf(name, sizeof name, "%s%s", vm_fns[i].name, f32 ? "f" : "");
-    cg_printf(o, "#ifndef LF_VM_%s\n#define LF_VM_%s\n#if defined(__AVX512F__)\n", name, name);
-    vm_isa(o, name, f32, vm_fns[i].arity, 'e', f32 ? 16 : 8);
-    cg_printf(o, "#elif defined(__AVX2__)\n");
+    cg_printf(o, "#ifndef LF_VM_%s\n#define LF_VM_%s\n#if defined(__AVX2__)\n", name, name);
     vm_isa(o, name, f32, vm_fns[i].arity, 'd', f32 ? 8 : 4);
     cg_printf(o, "#else\n");
     vm_scalar_only(o, name, f32, vm_fns[i].arity);

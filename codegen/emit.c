@@ -1005,6 +1005,15 @@ void cg_emit_body(cg_emitter *e, int reg, const char *jv, acc_form form, const c
 /* ---- reductions ------------------------------------------------------------------------------- */
 
 bool cg_red_float(const fuse_red *r) { return graph_dtype_is_float(r->in) || r->op == LF_RED_MEAN; }
+
+/* min/max of f32 kept in float (see emit.h) */
+static bool red_f32_extreme(const fuse_red *r) {
+    return (r->op == LF_RED_MIN || r->op == LF_RED_MAX) && r->in == LF_F32;
+}
+
+const char *cg_acc_type(const fuse_red *r) {
+    return red_f32_extreme(r) ? "float" : cg_red_float(r) ? "double" : "int64_t";
+}
 bool cg_red_arg(const fuse_red *r) { return r->op == LF_RED_ARGMIN || r->op == LF_RED_ARGMAX; }
 static bool red_min(const fuse_red *r) { return r->op == LF_RED_MIN || r->op == LF_RED_ARGMIN; }
 
@@ -1040,13 +1049,13 @@ static bool emit_add_or_mul(cg_emitter *e, const fuse_red *r, const char *a, con
  * at position pos. */
 static void emit_fold(cg_emitter *e, const fuse_red *r, const char *a, const char *g, const char *x,
                       const char *pos) {
-    bool fl = cg_red_float(r);
+    bool fl = cg_red_float(r), f32 = red_f32_extreme(r);
     expr_buf v;
-    convert(v, sizeof v, x, r->in, fl ? LF_F64 : LF_I64);
+    convert(v, sizeof v, x, r->in, f32 ? LF_F32 : fl ? LF_F64 : LF_I64);
     const char *cmp = red_min(r) ? "<" : ">";
     if (emit_add_or_mul(e, r, a, v)) return;
     cg_open_block(e, "{");
-    cg_line(e, "const %s x = %s;", fl ? "double" : "int64_t", v);
+    cg_line(e, "const %s x = %s;", f32 ? "float" : fl ? "double" : "int64_t", v);
     if (fl) cg_line(e, "const int better = (%s == %s) & ((x != x) | (x %s %s));", a, a, cmp, a);
     else cg_line(e, "const int better = x %s %s;", cmp, a);
     cg_line(e, "%s = better ? x : %s;", a, a);
@@ -1155,7 +1164,7 @@ void cg_declare_accs(cg_emitter *e, int q, const char *n, const char *count) {
     for (int j = 0; j < kn->nreds; j++) {
         const fuse_red *r = &kn->reds[j];
         if (r->pass != q) continue;
-        cg_line(e, "%s acc%d[%s]; /* n%d %s */", cg_red_float(r) ? "double" : "int64_t", j, n, r->node->id,
+        cg_line(e, "%s acc%d[%s]; /* n%d %s */", cg_acc_type(r), j, n, r->node->id,
              graph_reds[r->op].text);
         if (cg_red_arg(r)) cg_line(e, "int64_t arg%d[%s];", j, n);
         int cx, cy;

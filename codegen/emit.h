@@ -135,6 +135,11 @@ bool cg_emit_contract_rows(cg_emitter *e);
 
 /* ---- reductions ---- */
 bool cg_red_float(const fuse_red *r);  /* accumulates in double */
+/* The C type of r's lane accumulators: double for float reductions but
+ * min/max (no arg) of f32, which are exact in float and kept there (half
+ * the vector work of a row max: the class of softmax-like kernels);
+ * int64_t for the others. */
+const char *cg_acc_type(const fuse_red *r);
 bool cg_red_arg(const fuse_red *r);    /* argmin / argmax */
 const char *cg_red_init(const fuse_red *r);
 /* Combines accumulator b/bg into a/g. */

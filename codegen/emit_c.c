@@ -403,7 +403,7 @@ static void emit_full(cg_emitter *e) {
             if (r->pass != q) continue;
             bool fl = cg_red_float(r);
             cg_open_block(e, "{ /* n%d %s */", r->node->id, graph_reds[r->op].text);
-            cg_line(e, "%s acc%d[1] = {%s};", fl ? "double" : "int64_t", j, cg_red_init(r));
+            cg_line(e, "%s acc%d[1] = {%s};", cg_acc_type(r), j, cg_red_init(r));
             cg_line(e, "int64_t arg%d[1] = {-1};", j);
             cg_open_block(e, "for (int64_t b = 0; b < nblocks; b++) {");
             char a[32], g[32], b[64], bg[64];

@@ -23,6 +23,16 @@
  * macro of the prelude other than LF_INLINE (which the stringizing must not
  * expand: nothing that includes this header before stringizing defines it).
  * Constants like 1.0 / 120 are folded or divided, both correctly rounded.
+ *
+ * The code comes in three parts, GRAPH_RANDOM_CODE being all three in order:
+ * GRAPH_RANDOM_BITS_CODE (Philox, bits, uniform), GRAPH_RANDOM_NORMAL_OF_CODE
+ * and GRAPH_RANDOM_NORMAL_CODE (lf_random_normal alone). The C dialect's
+ * kernels only declare lf_random_normal (as a `simd` function) and the CPU
+ * backend links them with one object compiled once per disk cache from the
+ * three parts (cg_c_random_object, codegen/dialect_c.c), where LF_INLINE is
+ * redefined before the last part so that it defines the exported vector
+ * variants: the normal's straight-line body, inlined, made each kernel that
+ * draws normal numbers cost about three times a plain kernel to compile.
  */
 #ifndef LF_GRAPH_RANDOM_H
 #define LF_GRAPH_RANDOM_H
@@ -43,7 +53,9 @@
  * data-dependent choices are integer arithmetic or products with a 0.0/1.0
  * flag. Every value is the same, bit for bit, as that of the loop-and-branch
  * text this replaced (tests/test_eval.c keeps that text as its reference). */
-#define GRAPH_RANDOM_CODE                                                                           \
+#define GRAPH_RANDOM_CODE GRAPH_RANDOM_BITS_CODE GRAPH_RANDOM_NORMAL_OF_CODE GRAPH_RANDOM_NORMAL_CODE
+
+#define GRAPH_RANDOM_BITS_CODE                                                                      \
     LF_INLINE void lf_philox_round(uint64_t *c, uint64_t k0, uint64_t k1) {                         \
         uint64_t p0 = (uint64_t)0xD2511F53u * c[0], p1 = (uint64_t)0xCD9E8D57u * c[2];              \
         uint64_t n0 = (p1 >> 32) ^ c[1] ^ k0, n2 = (p0 >> 32) ^ c[3] ^ k1;                          \
@@ -87,7 +99,9 @@
         lf_random_block(i, seed, x);                                                                \
         if (!wide) return (double)(x[0] >> 8) * (1.0 / 16777216.0);                                 \
         return (double)(((uint64_t)x[1] << 32 | x[0]) >> 11) * (1.0 / 9007199254740992.0);          \
-    }                                                                                               \
+    }
+
+#define GRAPH_RANDOM_NORMAL_OF_CODE                                                                 \
     LF_INLINE double lf_random_normal_of(const uint32_t *x) {                                       \
         /* u1 = j * 2^-53, j odd in [1, 2^53), exact in double: u1 = m 2^e,  */                     \
         /* m in [sqrt(2)/2, sqrt(2)], read off the bits (binary64: 52 bits of */                    \
@@ -152,7 +166,9 @@
         double c = sn * w + cs * (1.0 - w);                                                         \
         double sg = 1.0 - 2.0 * (double)(int64_t)((q ^ (q >> 1)) & 1);                              \
         return rad * (sg * c);                                                                      \
-    }                                                                                               \
+    }
+
+#define GRAPH_RANDOM_NORMAL_CODE                                                                    \
     LF_INLINE double lf_random_normal(int64_t i, uint64_t seed) {                                   \
         uint32_t x[4];                                                                              \
         lf_random_block(i, seed, x);                                                                \

@@ -743,6 +743,43 @@ static void row_keep_edge(lf_dtype t) {
 Test(cpu, row_keep_same_bits_as_recomputing_f32, .timeout = 300) { row_keep_edge(LF_F32); }
 Test(cpu, row_keep_same_bits_as_recomputing_f64, .timeout = 300) { row_keep_edge(LF_F64); }
 
+/* Issue 30, softmax_rows and layer_norm against a hand-written C loop: the
+ * class of row reduce-then-map kernels. (a) A row max of f32 keeps its lane
+ * accumulators in float (exact: a max only picks), not double, half the
+ * vector work. (b) The 8-lane (AVX2) variant of a vector math function is
+ * libmvec's 8-lane variant itself: GCC 12 vectorizes with 256-bit vectors on
+ * AVX-512 CPUs too, and a 16-lane canonical variant made each 8-lane call
+ * compute 16 exps. Results still match the reference within libmvec's
+ * accuracy, NaN and -inf rows included. */
+Test(cpu, softmax_row_max_in_float_and_exp_at_loop_width) {
+    enum { R = 5, L = 300 };
+    float *v = rand_f32(R * L, -20, 20);
+    v[7] = NAN;
+    for (int64_t j = 0; j < L; j++) v[2 * L + j] = -INFINITY;
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    lf_graph *g = lf_graph_new(c);
+    lf_node *x = in_node(g, LF_F32, 2, (int64_t[]){R, L}, v);
+    lf_node *m = lf_reduce(g, LF_RED_MAX, x, 1, AX(1), true);
+    lf_node *e = lf_exp(g, lf_sub(g, x, m));
+    lf_node *y = lf_div(g, e, lf_reduce(g, LF_RED_SUM, e, 1, AX(1), true));
+    lf_node *mn = lf_reduce(g, LF_RED_MIN, x, 1, AX(1), false);
+    setenv("LF_DEBUG", "source", 1);
+    tu_capture_stderr_start();
+    check_vs_reference("softmax", g, 2, (lf_node *[]){y, mn}, (const double[]){1e-5, 0});
+    char *src = tu_capture_stderr_end();
+    unsetenv("LF_DEBUG");
+    cr_expect(strstr(src, "float acc"), "no float accumulator for the row max / min:\n%s", src);
+    cr_expect(strstr(src, "const float x = "), "the max folds a double:\n%s", src);
+    if (strstr(src, "LF_SIMD float lf_expf(float)"))
+        cr_expect(strstr(src, "_ZGVdN8v_lf_expf\");\nLF_VWRAP lf_f8 lf_d_expf(lf_f8 x) { return _ZGVdN8v_expf(x); }"),
+                  "the 8-lane expf is not libmvec's 8-lane one:\n%s", src);
+    free(src);
+    lf_graph_free(g);
+    lf_ctx_destroy(c);
+    free(v);
+    expect_no_leak();
+}
+
 /* (d) reductions over axis 0 of [5, s] and of [s, 3]. */
 static void gen_columns(int64_t s, void **h) {
     h[0] = rand_f32(5 * s, -1, 1);
@@ -3015,6 +3052,44 @@ Test(cpu, cold_shared_kernel_is_a_memory_hit) {
     lf_graph_free(g);
     lf_ctx_destroy(c);
     setenv("LF_CACHE_DIR", cache_dir, 1);
+    free(x);
+    expect_no_leak();
+}
+
+/* Issue 30, cold start: the normal random numbers' code (graph/random.h) is
+ * compiled once per disk cache into an object every kernel that draws them
+ * links (cg_c_random_object), not into each such kernel: a context's first
+ * random-normal kernel takes two compiler runs (the object, the kernel), a
+ * second, different one in the same context one, and a kernel in a second
+ * context on the same cache folder one (the object from disk). Every result
+ * is the reference's, bit for bit. */
+static lf_eval_stats eval_normal(lf_ctx *c, const float *x, int variant) {
+    lf_graph *g = lf_graph_new(c);
+    int64_t n = CHAIN_N;
+    lf_node *z = lf_random(g, variant == 1 ? LF_F64 : LF_F32, LF_RANDOM_NORMAL, 1, &n, 1234 + (uint64_t)variant);
+    lf_node *y = lf_add(g, in_node(g, LF_F32, 1, &n, x), lf_mul(g, lf_const(g, LF_F32, 0.5), z));
+    if (variant == 2) y = lf_map(g, lf_fn_parse(g, "(v) -> v * v"), y);
+    cr_assert_eq(lf_graph_status(g), LF_OK, "%s", lf_graph_errmsg(g));
+    lf_eval_stats st = check_vs_reference("normal", g, 1, &y, (const double[]){0});
+    lf_graph_free(g);
+    return st;
+}
+
+Test(cpu, cold_random_normal_object_compiled_once) {
+    float *x = rand_f32(CHAIN_N, -2, 2);
+    lf_ctx *c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL);
+    lf_eval_stats st = eval_normal(c, x, 0);
+    cr_expect(st.kernels_compiled == 1 && st.compiler_runs == 2, "first: compiled %d in %d runs, want 1 in 2",
+              st.kernels_compiled, st.compiler_runs);
+    st = eval_normal(c, x, 1);
+    cr_expect(st.kernels_compiled == 1 && st.compiler_runs == 1, "second: compiled %d in %d runs, want 1 in 1",
+              st.kernels_compiled, st.compiler_runs);
+    lf_ctx_destroy(c);
+    c = cpu_ctx(2, LF_COMPILE_REQUIRE, NULL); /* same folder: the object from disk */
+    st = eval_normal(c, x, 2);
+    cr_expect(st.kernels_compiled == 1 && st.compiler_runs == 1, "new context: compiled %d in %d runs, want 1 in 1",
+              st.kernels_compiled, st.compiler_runs);
+    lf_ctx_destroy(c);
     free(x);
     expect_no_leak();
 }

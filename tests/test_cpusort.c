@@ -24,9 +24,11 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-enum dist { D_RANDOM, D_THREE, D_EQUAL, D_HIGH, D_DESC, D_SMALL, D_ASC_TIES, D_DESC_TIES, D_ALMOST };
+enum dist { D_RANDOM, D_THREE, D_EQUAL, D_HIGH, D_DESC, D_SMALL, D_ASC_TIES, D_DESC_TIES, D_ALMOST, D_FEW,
+            D_FEW_MISS };
 static const char *dist_name[] = {"random", "three", "equal", "high", "desc", "small", "ascending with ties",
-                                  "descending with ties", "ascending but the last"};
+                                  "descending with ties", "ascending but the last", "few (30 values)",
+                                  "few and a rare one"};
 
 /* Output modes: which of keys_out / idx_out are asked for. */
 enum { M_KEYS = 1, M_IDX = 2, M_BOTH = 3 };
@@ -43,6 +45,10 @@ static uint64_t key_of(enum dist d, bool wide, int64_t i, int64_t n) {
     case D_ASC_TIES: v = (uint64_t)(i / 3) << (wide ? 40 : 8); break;
     case D_DESC_TIES: v = (uint64_t)((n - i) / 3) << (wide ? 40 : 8); break;
     case D_ALMOST: v = i + 1 < n ? (uint64_t)i + 10 : 0; break; /* in order up to its last key */
+    case D_FEW: v = (r % 30) * 0x9E3779B97F4A7C15ull >> (wide ? 0 : 32); break; /* 30 keys over the range */
+    case D_FEW_MISS: /* 20 keys, and every 1021st key one of 4 others (the sample of 1024 sees at most one) */
+        v = i % 1021 == 5 ? 0xC0FFEE00u + r % 4 : (r % 20) * 0x9E3779B97F4A7C15ull >> (wide ? 8 : 36);
+        break;
     default: v = r % 1000; break;
     }
     return wide ? v : (uint32_t)v;
@@ -153,12 +159,15 @@ static void check_one_path(const dataset *s, int64_t k, int mode, int threads, c
     free(iout);
 }
 
-/* check_one_path with the check for ordered rows on, and again off. */
+/* check_one_path with the checks for ordered rows and for few distinct
+ * keys on, and again off. */
 static void check_one(const dataset *s, int64_t k, int mode, int threads, const char *what) {
     check_one_path(s, k, mode, threads, what);
     cpu_sort_check_order = false;
+    cpu_sort_check_few = false;
     check_one_path(s, k, mode, threads, what);
     cpu_sort_check_order = true;
+    cpu_sort_check_few = true;
 }
 
 /* Every mode on 1, 2 and 3 threads. */
@@ -244,6 +253,21 @@ Test(cpusort, long_row) {
     enum dist de[] = {D_EQUAL};
     int64_t ke[] = {n, 3};
     sweep_light(2, n, ke, 2, de, 1);
+}
+
+/* Long rows of few distinct keys (the counting path): 3 and 30 keys, k = n
+ * and k < n (above the top-k path's k), keys the sample misses (then the
+ * radix path), every output mode, 1-3 threads, rows of different lengths. */
+Test(cpusort, long_row_few_distinct) {
+    int64_t n = 1 << 17, kk[] = {n, n - 7, 1000};
+    enum dist ds[] = {D_THREE, D_FEW, D_FEW_MISS};
+    for (int v = 0; v < 2; v++) { /* with and without the AVX-512 count */
+        cpu_sort_few_avx512 = v == 0;
+        sweep_light(1, n, kk, 3, ds, 3);
+        int64_t n2 = 70001, k2[] = {n2};
+        sweep_light(2, n2, k2, 1, ds, 3);
+    }
+    cpu_sort_few_avx512 = true;
 }
 
 Test(cpusort, long_row_odd_size) {

@@ -810,13 +810,18 @@ static char **env_with_tmpdir(const char *dir) {
 
 int cc_compile(const char *source, const char *const *flags, const char *const *libs, double timeout_s,
                void **so, size_t *len, char **log) {
+    return cc_compile_with(source, NULL, 0, flags, libs, timeout_s, so, len, log);
+}
+
+int cc_compile_with(const char *source, const void *obj, size_t obj_len, const char *const *flags,
+                    const char *const *libs, double timeout_s, void **so, size_t *len, char **log) {
     const char *cmd = cc_command();
     double limit = limit_of(timeout_s);
     *so = NULL;
     *len = 0;
     if (log) *log = NULL;
     pthread_once(&first_use_once, first_use);
-    char *msg = NULL, *dir = NULL, *cpath = NULL, *sopath = NULL, *logpath = NULL;
+    char *msg = NULL, *dir = NULL, *cpath = NULL, *sopath = NULL, *logpath = NULL, *opath = NULL;
     char **argv = NULL, **envp = NULL;
     int logfd = -1, rc = -1;
     bool made_dir = false;
@@ -844,12 +849,27 @@ int cc_compile(const char *source, const char *const *flags, const char *const *
         rc = CC_NO_TMP;
         goto done;
     }
+    if (obj) { /* the extra object, linked after k.c */
+        if (!(opath = graph_strdupf("%s/p.o", dir))) goto done;
+        int ofd = open(opath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (ofd < 0 || fileio_write_all(ofd, obj, obj_len) != 0) {
+            msg = tmp_fail(errno, "write", opath);
+            rc = CC_NO_TMP;
+            if (ofd >= 0) close(ofd);
+            goto done;
+        }
+        if (close(ofd) != 0) {
+            msg = tmp_fail(errno, "write", opath);
+            rc = CC_NO_TMP;
+            goto done;
+        }
+    }
     if ((logfd = open(logpath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0) {
         msg = tmp_fail(errno, "create", logpath);
         rc = CC_NO_TMP;
         goto done;
     }
-    argv = build_argv(cmd, flags, (const char *const[]){"-o", sopath, cpath}, 3, libs);
+    argv = build_argv(cmd, flags, (const char *const[]){"-o", sopath, cpath, opath}, opath ? 4 : 3, libs);
     if (!argv || !(envp = env_with_tmpdir(dir))) goto done;
     int status;
     bool late;
@@ -898,6 +918,7 @@ done:
     graph_free(envp);
     graph_free(argv);
     graph_free(logpath);
+    graph_free(opath);
     graph_free(sopath);
     graph_free(cpath);
     graph_free(dir);

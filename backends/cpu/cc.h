@@ -85,6 +85,13 @@ int cc_probe(double timeout_s, char **version, char **why);
 int cc_compile(const char *source, const char *const *flags, const char *const *libs, double timeout_s,
                void **so, size_t *len, char **log);
 
+/* cc_compile with an object to link in: when obj is not NULL, its obj_len
+ * bytes are written to <tmp>/p.o and that path follows k.c on the command
+ * line (the CPU backend's lf_random_normal object, cpu.c). A failed write
+ * of it is CC_NO_TMP, like k.c's. */
+int cc_compile_with(const char *source, const void *obj, size_t obj_len, const char *const *flags,
+                    const char *const *libs, double timeout_s, void **so, size_t *len, char **log);
+
 /* Loads a shared object held in memory (memfd + dlopen of /proc/self/fd/N
  * with RTLD_NOW | RTLD_LOCAL; a temp file unlinked after dlopen when memfd or
  * /proc is unavailable). Each call yields a distinct object even while an

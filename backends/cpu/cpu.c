@@ -30,6 +30,9 @@
  * object under each kernel's key). A kernel's functions are named
  * lf_<its disk key>_run etc. in every object (never lf_k_, which only its
  * source says), so an object is bound by the names its key gives.
+ * A unit whose kernels call lf_random_normal is linked with one more object,
+ * cg_c_random_object compiled once per disk cache (or context) and kept in
+ * memory (random_object); the disk key of every kernel hashes its source.
  * A graph's programs (one per output set, graph.h's program cache) cache the
  * lookups themselves: re-evaluating outputs of an unchanged graph evaluated
  * lately goes straight to the kernels (a cpu_program starts with the
@@ -124,6 +127,8 @@ typedef struct cpu_state {
     const char *flags[32];          /* cc_flags with it */
     kcache kernels;                 /* in-memory kernel cache (kentry) */
     cpu_sort_cache *sort_cache;     /* sorts' kept work memory (made on first use) */
+    void *robj;                     /* cg_c_random_object compiled (random_object), NULL not yet */
+    size_t robj_len;                /* its bytes */
 } cpu_state;
 
 /* Loads an object held in memory: a reference for the caller, or NULL with
@@ -163,6 +168,7 @@ static void state_free(void *p) {
     graph_free(cs->cc_problem);
     graph_free(cs->no_tmp);
     graph_free(cs->cpu_id);
+    graph_free(cs->robj);
     graph_free(cs->cache_dir);
     graph_free(cs);
 }
@@ -332,6 +338,7 @@ static void disk_key(const cpu_state *cs, const char *text, char key[72]) {
     if (cc) sha256_update(&c, cc, strlen(cc) + 1);
     if (cs->cc_version) sha256_update(&c, cs->cc_version, strlen(cs->cc_version) + 1);
     if (cs->cpu_id) sha256_update(&c, cs->cpu_id, strlen(cs->cpu_id) + 1);
+    sha256_update(&c, cg_c_random_object, strlen(cg_c_random_object) + 1); /* a kernel may link it */
     sha256_update(&c, text, strlen(text));
     sha256_final(&c, d);
     sha256_hex(d, hex);
@@ -484,6 +491,34 @@ static lf_status compile_failed(lf_ctx *ctx, const miss *m, const char *log) {
                : graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory compiling kernel %d (computing %s)", m->pm->k, ns);
 }
 
+/* The object of cg_c_random_object (lf_random_normal and its vector
+ * variants), which every kernel that calls lf_random_normal is linked with:
+ * compiled once per disk cache (stored under random_key) or, without one,
+ * once per context, kept in memory (cs->robj). Compiling the normal's body
+ * into every such kernel cost about three times a plain kernel's compile
+ * (the body, vectorized, again in the vector epilogue and the scalar loop:
+ * benches/measured/41-cold-start.md). Returns 0, or the compile's rc with
+ * *log (cc_compile_with's message, the caller's to free). */
+static int random_object(lf_ctx *ctx, cpu_state *cs, lf_eval_stats *st, char **log) {
+    *log = NULL;
+    if (cs->robj) return 0;
+    char key[72];
+    disk_key(cs, "lazyfuse random object\n", key);
+    bool hit = false;
+    if (cs->cache_dir && kcache_disk_get(ctx, cs->cache_dir, key, &cs->robj, &cs->robj_len, &hit) == LF_OK && hit)
+        return 0;
+    const char *flags[34];
+    int n = 0;
+    while (cs->flags[n]) flags[n] = cs->flags[n], n++;
+    flags[n++] = "-c"; /* an object; -shared then does nothing */
+    flags[n] = NULL;
+    int rc = cc_compile(cg_c_random_object, flags, NULL, ctx->opt.compile_timeout, &cs->robj, &cs->robj_len, log);
+    st->compiler_runs++;
+    if (rc != 0) return rc;
+    if (cs->cache_dir) kcache_disk_put(cs->cache_dir, key, cs->robj, cs->robj_len);
+    return 0;
+}
+
 /* Compiles and loads the misses of m[0..nm) that are not done (see the top
  * of this section). On failure the caller drops every miss. */
 static lf_status misses_build(lf_ctx *ctx, cpu_state *cs, miss *m, int nm, lf_eval_stats *st) {
@@ -531,6 +566,19 @@ static lf_status misses_build(lf_ctx *ctx, cpu_state *cs, miss *m, int nm, lf_ev
             prefixes[i] = mi->prefix;
         }
         if (!(c->text = cpu_unit_source(prelude_len, c->count, srcs, prefixes))) goto nomem;
+        for (int i = 0; i < c->count && !c->obj; i++)
+            if (strstr(srcs[i] + prelude_len, CG_C_RANDOM_NORMAL_CALL)) {
+                char *log = NULL;
+                int rc = random_object(ctx, cs, st, &log);
+                if (rc != 0) { /* the random object is the kernel's: its compile failed */
+                    status = compile_failed(ctx, left[c->first + i], log);
+                    if (rc == CC_NO_TMP && log) cs->no_tmp = log;
+                    else graph_free(log);
+                    goto done;
+                }
+                c->obj = cs->robj;
+                c->obj_len = cs->robj_len;
+            }
     }
     cpu_units_compile(cs->pool, units, nunits, cs->flags, libs, ctx->opt.compile_timeout);
     st->compiler_runs += nunits;
@@ -573,7 +621,8 @@ static lf_status misses_build(lf_ctx *ctx, cpu_state *cs, miss *m, int nm, lf_ev
                 status = compile_failed(ctx, mi, NULL);
                 break;
             }
-            one.rc = cc_compile(one.text, cs->flags, libs, ctx->opt.compile_timeout, &one.so, &one.len, &one.log);
+            one.rc = cc_compile_with(one.text, c->obj, c->obj_len, cs->flags, libs, ctx->opt.compile_timeout, &one.so,
+                                     &one.len, &one.log);
             st->compiler_runs++;
             status = one.rc ? compile_failed(ctx, mi, one.log) : miss_bind(ctx, cs, mi, one.so, one.len, &r);
             if (one.rc == CC_NO_TMP && one.log) {

@@ -1,7 +1,7 @@
 /* backends/cpu/sort.c: stable ascending sort of rows of unsigned keys (see
  * sort.h), the runtime behind the CPU backend's sort, argsort and top-k.
  *
- * Five paths, chosen per call and per row:
+ * Six paths, chosen per call and per row:
  *  - tiny rows (n <= CPU_SORT_TINY): insertion sort of (key, pos) pairs;
  *  - rows already in order (non-decreasing, or non-increasing: its runs of
  *    equal keys last first), found by a check that stops at an unordered
@@ -16,6 +16,11 @@
  *    positions are wanted): one histogram pass counts every digit at once,
  *    passes whose digit is the same for every key are skipped, the last pass
  *    scatters straight into keys_out / idx_out when k == n;
+ *  - a long row of few distinct keys (at most 32 in a sample of 1024, 64 in
+ *    all; not where the top-k path takes it): counted per chunk against the
+ *    sample's keys (16 keys at a time with AVX-512), the keys written out
+ *    as runs and the positions scattered in (key, chunk) order: two passes
+ *    (one for keys alone); a key the sample missed sends it to the radix path;
  *  - a long row (fewer rows than threads, n >= cpu_sort_long_min): the same
  *    radix sort split into nchunks contiguous chunks of our own (independent
  *    of the pool's chunking): per-chunk histograms, offsets laid out in
@@ -41,6 +46,8 @@ int64_t cpu_sort_pos32_max = UINT32_MAX;
 int64_t cpu_sort_long_min = 65536;
 int64_t cpu_sort_msd_target = 16384;
 bool cpu_sort_check_order = true;
+bool cpu_sort_check_few = true;
+bool cpu_sort_few_avx512 = true;
 
 #define AI static inline __attribute__((always_inline))
 #define HOT __attribute__((optimize("O3")))
@@ -1195,6 +1202,194 @@ static bool ordered_long_row(cpu_pool *pool, const cpu_sort_rows_args *a, int64_
     return true;
 }
 
+/* ---- long rows of few distinct keys ------------------------------------------
+ * A row that holds at most FEW_MAX distinct keys (a category, a rounded or
+ * quantized column) is counted rather than sorted: a sample of FEW_SAMPLE
+ * evenly spaced keys gives the candidates (more than FEW_MAX / 2 distinct
+ * among them: not this path), kept in ascending order and found through a
+ * small open-addressing table; each chunk counts its keys per candidate
+ * (one read of the row), the counts laid out in (candidate, chunk) order
+ * give each chunk's first slot per candidate, so that the keys are the
+ * candidates' runs written out and the positions one more read of the row,
+ * each position stored at its candidate's next slot: the stable order, as
+ * the radix sort gives it. A key the sample missed stops its chunk's count;
+ * the row then takes the radix path, nothing written. Two passes over the
+ * row (one for keys alone) instead of the radix sort's histogram and three
+ * scatters: NumPy 2's np.sort (x86-simd-sort) is fast on such rows. */
+enum { FEW_MAX = 64, FEW_SLOTS = 256, FEW_SAMPLE = 1024, FEW_CHUNKS = 64 };
+
+typedef struct few_job {
+    const cpu_sort_rows_args *a;
+    const void *keys;
+    void *kout;
+    int64_t *iout;
+    int64_t row, chunk, nchunks, k;
+    int nd;                              /* candidates */
+    uint64_t cand[FEW_MAX];              /* ascending */
+    uint64_t tkey[FEW_SLOTS];            /* table: key, */
+    int16_t tidx[FEW_SLOTS];             /* its candidate, -1 empty */
+    int64_t cnt[FEW_CHUNKS][FEW_MAX];    /* per chunk: counts, then first slots */
+    int64_t start[FEW_MAX + 1];          /* each candidate's first slot in the order */
+    bool missed[FEW_CHUNKS];             /* a chunk met a key not among the candidates */
+} few_job;
+
+static unsigned few_hash(uint64_t key) {
+    return (unsigned)(((key ^ (key >> 32)) * 0x9E3779B97F4A7C15ull) >> 56); /* FEW_SLOTS = 256 */
+}
+
+/* The candidate of key, or -1 when it is none. */
+AI int few_find(const few_job *j, uint64_t key) {
+    for (unsigned s = few_hash(key);; s = (s + 1) & (FEW_SLOTS - 1)) {
+        int d = j->tidx[s];
+        if (d < 0 || j->tkey[s] == key) return d;
+    }
+}
+
+AI bool few_count_k(few_job *j, int64_t b, int64_t e, int64_t *cnt, bool w) {
+    for (int64_t i = b; i < e; i++) {
+        int d = few_find(j, ldk(j->keys, i, w));
+        if (d < 0) return false;
+        cnt[d]++;
+    }
+    return true;
+}
+
+AI void few_pos_k(const few_job *j, int64_t b, int64_t e, int64_t *slot, int64_t *iout, int64_t k, bool w) {
+    for (int64_t i = b; i < e; i++) {
+        int64_t o = slot[few_find(j, ldk(j->keys, i, w))]++;
+        if (o < k) iout[o] = i;
+    }
+}
+
+#ifdef TOPK_AVX512
+/* few_count_k for uint32 keys with AVX-512: 16 keys compared with every
+ * candidate at once, each candidate's count the popcount of its mask, a
+ * block whose masks do not cover all 16 lanes holds a key that is none (no
+ * table look-up: about 5 instructions a key for 16 candidates, against a
+ * dependent hash probe and a counter in memory per key). */
+__attribute__((target("avx512f,popcnt"))) static bool few_count_u32_avx512(const few_job *j, int64_t b, int64_t e,
+                                                                          int64_t *cnt) {
+    const uint32_t *keys = (const uint32_t *)j->keys;
+    __m512i cv[FEW_MAX / 2];
+    int nd = j->nd;
+    for (int d = 0; d < nd; d++) cv[d] = _mm512_set1_epi32((int)(uint32_t)j->cand[d]);
+    int64_t i = b;
+    for (; i + 16 <= e; i += 16) {
+        __m512i x = _mm512_loadu_si512((const void *)(keys + i));
+        unsigned any = 0;
+        for (int d = 0; d < nd; d++) {
+            unsigned m = _mm512_cmpeq_epi32_mask(x, cv[d]);
+            cnt[d] += _mm_popcnt_u32(m);
+            any |= m;
+        }
+        if (any != 0xFFFF) return false;
+    }
+    for (; i < e; i++) {
+        int d = few_find(j, keys[i]);
+        if (d < 0) return false;
+        cnt[d]++;
+    }
+    return true;
+}
+#endif
+
+static void few_count(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    few_job *j = arg;
+    for (int64_t c = begin; c < end; c++) {
+        int64_t b = c * j->chunk, e = b + j->chunk < j->a->n ? b + j->chunk : j->a->n;
+        memset(j->cnt[c], 0, sizeof j->cnt[c]);
+#ifdef TOPK_AVX512
+        if (!j->a->wide && cpu_sort_few_avx512 && __builtin_cpu_supports("avx512f")) {
+            j->missed[c] = !few_count_u32_avx512(j, b, e, j->cnt[c]);
+            continue;
+        }
+#endif
+        j->missed[c] = !(j->a->wide ? few_count_k(j, b, e, j->cnt[c], true) : few_count_k(j, b, e, j->cnt[c], false));
+    }
+}
+
+static void few_out(void *arg, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    few_job *j = arg;
+    bool w = j->a->wide;
+    for (int64_t c = begin; c < end; c++) {
+        if (j->iout) { /* positions: chunk c of the row */
+            int64_t b = c * j->chunk, e = b + j->chunk < j->a->n ? b + j->chunk : j->a->n;
+            if (w) few_pos_k(j, b, e, j->cnt[c], j->iout, j->k, true);
+            else few_pos_k(j, b, e, j->cnt[c], j->iout, j->k, false);
+        }
+        if (j->kout) { /* keys: slots [b, e) of the order, the candidates' runs */
+            int64_t b = c * j->chunk, e = b + j->chunk < j->k ? b + j->chunk : j->k;
+            if (b >= e) continue;
+            int d = 0;
+            while (j->start[d + 1] <= b) d++;
+            for (int64_t i = b; i < e; d++) {
+                int64_t stop = j->start[d + 1] < e ? j->start[d + 1] : e;
+                if (w)
+                    for (; i < stop; i++) ((uint64_t *)j->kout)[i] = j->cand[d];
+                else
+                    for (uint32_t v = (uint32_t)j->cand[d]; i < stop; i++) ((uint32_t *)j->kout)[i] = v;
+            }
+            if (j->a->post) j->a->post(j->a->post_arg, j->row, b, e);
+        }
+    }
+}
+
+/* Row r's first k entries when it holds few distinct keys (see above);
+ * false (nothing written) otherwise. */
+static bool few_long_row(cpu_pool *pool, const cpu_sort_rows_args *a, int64_t r, int threads) {
+    int64_t n = a->n, k = a->k;
+    if (!cpu_sort_check_few || n < 4 * FEW_SAMPLE || topk_fits(n, k)) return false; /* top-k: one pass */
+    size_t ks = a->wide ? 8 : 4;
+    few_job *j = graph_malloc(sizeof *j);
+    if (!j) return false; /* the other paths say whether memory is short */
+    *j = (few_job){.a = a, .row = r, .k = k, .keys = (const char *)a->keys + (size_t)(r * n) * ks,
+                   .kout = a->keys_out ? (char *)a->keys_out + (size_t)(r * k) * ks : NULL,
+                   .iout = a->idx_out ? a->idx_out + r * k : NULL};
+    bool ok = false;
+    /* the candidates: the sample's distinct keys, ascending */
+    for (int64_t s = 0; s < FEW_SAMPLE; s++) {
+        uint64_t v = ldk(j->keys, s * (n / FEW_SAMPLE), a->wide);
+        int at = 0;
+        while (at < j->nd && j->cand[at] < v) at++;
+        if (at < j->nd && j->cand[at] == v) continue;
+        if (j->nd == FEW_MAX / 2) goto done;
+        memmove(&j->cand[at + 1], &j->cand[at], (size_t)(j->nd - at) * sizeof j->cand[0]);
+        j->cand[at] = v;
+        j->nd++;
+    }
+    memset(j->tidx, -1, sizeof j->tidx);
+    for (int d = 0; d < j->nd; d++) {
+        unsigned s = few_hash(j->cand[d]);
+        while (j->tidx[s] >= 0) s = (s + 1) & (FEW_SLOTS - 1);
+        j->tkey[s] = j->cand[d];
+        j->tidx[s] = (int16_t)d;
+    }
+    int64_t nch = 4 * (int64_t)threads < FEW_CHUNKS ? 4 * (int64_t)threads : FEW_CHUNKS;
+    j->chunk = (n + nch - 1) / nch;
+    j->nchunks = (n + j->chunk - 1) / j->chunk;
+    cpu_pool_run(pool, few_count, j, j->nchunks, 1, 2);
+    for (int64_t c = 0; c < j->nchunks; c++)
+        if (j->missed[c]) goto done;
+    int64_t at = 0; /* (candidate, chunk) order: each chunk's first slot */
+    for (int d = 0; d < j->nd; d++) {
+        j->start[d] = at;
+        for (int64_t c = 0; c < j->nchunks; c++) {
+            int64_t m = j->cnt[c][d];
+            j->cnt[c][d] = at;
+            at += m;
+        }
+    }
+    j->start[j->nd] = at; /* n */
+    /* keys: slots in chunks of the same size (k of them) */
+    cpu_pool_run(pool, few_out, j, j->nchunks, 1, 2);
+    ok = true;
+done:
+    graph_free(j);
+    return ok;
+}
+
 static bool add_size(size_t *total, size_t b) {
     if (*total > SIZE_MAX - b) return false;
     *total += b;
@@ -1203,7 +1398,8 @@ static bool add_size(size_t *total, size_t b) {
 
 static bool sort_long(cpu_pool *pool, const cpu_sort_rows_args *a, int threads) {
     int64_t first = 0; /* rows already in order need no scratch */
-    while (first < a->nrows && ordered_long_row(pool, a, first, threads)) first++;
+    while (first < a->nrows && (ordered_long_row(pool, a, first, threads) || few_long_row(pool, a, first, threads)))
+        first++;
     if (first == a->nrows) return true;
     int64_t n = a->n, k = a->k;
     bool w = a->wide, pos = a->idx_out != NULL, pos64 = n > cpu_sort_pos32_max;
@@ -1277,7 +1473,7 @@ static bool sort_long(cpu_pool *pool, const cpu_sort_rows_args *a, int threads) 
     }
 
     for (int64_t r = first; r < a->nrows; r++) {
-        if (r > first && ordered_long_row(pool, a, r, threads)) continue;
+        if (r > first && (ordered_long_row(pool, a, r, threads) || few_long_row(pool, a, r, threads))) continue;
         void *keys = (char *)a->keys + (size_t)(r * n) * ks;
         void *kout = a->keys_out ? (char *)a->keys_out + (size_t)(r * k) * ks : NULL;
         int64_t *iout = a->idx_out ? a->idx_out + r * k : NULL;

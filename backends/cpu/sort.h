@@ -23,7 +23,9 @@
  * 8192 keys bounded first by their 16 lane minima and then collected in a
  * second pass over the row in cache; else one pass keeping the k best,
  * falling back to the radix sort on inputs where it would do too many
- * insertions); otherwise an LSD radix sort (8- or 11-bit digits, constant
+ * insertions); a long row (split across the pool) of few distinct keys
+ * counted, not sorted (its keys written as runs, its positions scattered
+ * in (key, chunk) order); otherwise an LSD radix sort (8- or 11-bit digits, constant
  * digits skipped, positions as uint32). Rows run in parallel on the pool,
  * each on one thread. Fewer rows than threads with long rows are split
  * across the pool: an MSD scatter on the top 16 bits into cache-sized
@@ -105,5 +107,13 @@ extern int64_t cpu_sort_msd_target;
 /* Rows already in order are copied out (default true; false sends them down
  * the other paths, so that tests cover those paths on ordered inputs too). */
 extern bool cpu_sort_check_order;
+/* Long rows of few distinct keys (at most 32 in a sample of 1024, 64 in
+ * all) are counted, not sorted (default true; false sends them down the
+ * radix paths). */
+extern bool cpu_sort_check_few;
+/* Their counting pass compares 16 uint32 keys with every candidate at once
+ * where the CPU has AVX-512 (default true; false: the table look-up per key,
+ * so that tests cover both). */
+extern bool cpu_sort_few_avx512;
 
 #endif

@@ -59,7 +59,7 @@ static void compile_range(void *arg, int64_t begin, int64_t end, int worker) {
     units_job *j = arg;
     for (int64_t u = begin; u < end; u++) {
         cpu_unit *c = &j->units[u];
-        c->rc = cc_compile(c->text, j->flags, j->libs, j->timeout_s, &c->so, &c->len, &c->log);
+        c->rc = cc_compile_with(c->text, c->obj, c->obj_len, j->flags, j->libs, j->timeout_s, &c->so, &c->len, &c->log);
     }
 }
 

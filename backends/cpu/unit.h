@@ -33,6 +33,8 @@ typedef struct cpu_unit {
     size_t len;                     /* its bytes */
     char *log;                      /* cc_compile's message when rc is -1 (NULL: out of memory) */
     int rc;                         /* cc_compile's result: 0 compiled, -1 failed */
+    const void *obj;                /* an object to link in (cc_compile_with), NULL none */
+    size_t obj_len;                 /* its bytes */
 } cpu_unit;
 
 /* The source of a unit of n kernels: srcs[i] is kernel i's whole source,
@@ -41,7 +43,7 @@ typedef struct cpu_unit {
  * text after the prelude. graph_malloc'd; NULL when out of memory. */
 char *cpu_unit_source(size_t prelude_len, int n, const char *const *srcs, const char *const *prefixes);
 
-/* Compiles units[0..n) (each unit's text) with cc_compile(flags, libs,
+/* Compiles units[0..n) (each unit's text and object) with cc_compile_with(flags, libs,
  * timeout_s), filling so, len, log and rc: one unit per pool thread, all at
  * once when the pool has as many threads (the calling thread compiles
  * unit 0). */
