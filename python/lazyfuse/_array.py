@@ -96,9 +96,10 @@ _OP_NAMES = ["ADD", "SUB", "MUL", "DIV", "MOD", "POW", "LT", "LE", "GT", "GE", "
              "SQRT", "RSQRT", "CBRT", "EXP", "EXP2", "EXPM1", "LOG", "LOG2", "LOG10", "LOG1P", "SIN",
              "COS", "TAN", "ASIN", "ACOS", "ATAN", "ATAN2", "SINH", "COSH", "TANH", "SIGMOID", "ERF",
              "HYPOT", "FMA", "ISNAN", "ISINF", "WHERE", "FLOORDIV", "BITAND", "BITOR", "BITXOR",
-             "BITNOT", "LSHIFT", "RSHIFT", "ASINH", "ACOSH", "ATANH", "FMOD"]
+             "BITNOT", "LSHIFT", "RSHIFT", "ASINH", "ACOSH", "ATANH", "FMOD", "SIGNBIT"]
 _OP_TEXT = {"ADD": "+", "SUB": "-", "MUL": "*", "DIV": "/", "LT": "<", "EQ": "==", "NEG": "-",
-            "EXP": "exp", "WHERE": "where", "FLOORDIV": "//", "BITNOT": "~", "FMOD": "fmod"}
+            "EXP": "exp", "WHERE": "where", "FLOORDIV": "//", "BITNOT": "~", "FMOD": "fmod",
+            "SIGNBIT": "signbit"}
 OP = {name: i for i, name in enumerate(_OP_NAMES)}
 for _name, _text in _OP_TEXT.items():
     if ffi.string(lib.lf_op_name(OP[_name])).decode() != _text:
@@ -976,13 +977,7 @@ def isfinite(x, /):
     return logical_not(logical_or(isnan(x), isinf(x)))
 
 
-def signbit(x, /):
-    """True where the sign bit is set (-0.0 and -NaN included)."""
-    if not _is_float(x._dtype):
-        return less(x, 0)
-    # copysign(1, x) < 0: 1/x is -inf for -0.0; NaN's sign is not visible to
-    # arithmetic, so NaN counts as positive here.
-    return logical_or(less(x, 0), logical_and(equal(x, 0), less(divide(1.0, x), 0)))
+signbit = _unary("SIGNBIT", "signbit")  # the sign bit itself: -0.0 and -NaN too (lf_signbit)
 
 
 def logaddexp(x1, x2, /):
