@@ -214,7 +214,11 @@ static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][size
         else cg_fmt(out, cap, "((%s) %s (%s))", x[0], op == LF_OP_AND ? "&&" : "||", x[1]);
         return;
     case OPTY_PRED:
-        if (!graph_dtype_is_float(ct)) cg_fmt(out, cap, "0");
+        if (op == LF_OP_SIGNBIT && graph_dtype_is_float(ct)) /* copysign reads a NaN's sign bit too */
+            cg_fmt(out, cap, ct == LF_F32 ? "(copysignf(1.0f, %s) < 0.0f)" : "(copysign(1.0, %s) < 0.0)", x[0]);
+        else if (op == LF_OP_SIGNBIT && graph_dtype_is_int(ct) && !is_unsigned(ct))
+            cg_fmt(out, cap, "((%s) < 0)", x[0]);
+        else if (!graph_dtype_is_float(ct)) cg_fmt(out, cap, "0");
         else if (op == LF_OP_ISNAN) cg_fmt(out, cap, "((%s) != (%s))", x[0], x[0]);
         else cg_fmt(out, cap, "lf_isinf_%s(%s)", lf_dtype_name(ct), x[0]);
         return;

@@ -402,7 +402,10 @@ lf_scalar graph_scalar_apply(lf_op op, lf_dtype ct, lf_scalar a, lf_scalar b, lf
         r.i = op == LF_OP_AND ? (a.i && b.i) : op == LF_OP_OR ? (a.i || b.i) : !a.i;
         return r;
     case OPTY_PRED:
-        r.i = fl && (op == LF_OP_ISNAN ? isnan(a.f) : isinf(a.f));
+        if (op == LF_OP_SIGNBIT) /* the sign bit itself: -0.0 and -NaN too */
+            r.i = fl ? signbit(a.f) != 0 : !is_unsigned(ct) && ct != LF_BOOL && a.i < 0;
+        else
+            r.i = fl && (op == LF_OP_ISNAN ? isnan(a.f) : isinf(a.f));
         return r;
     case OPTY_SELECT: return a.i ? b : c;
     default: break;

@@ -119,7 +119,9 @@
  *     and -0.0) the second operand is (min(0.0, -0.0) is -0.0, max(-0.0,
  *     0.0) is 0.0). sign gives -1, 0 or 1 (+0.0 for +-0.0, NaN for NaN).
  *     round is half to even.
- *   Comparisons, and/or/not, isnan, isinf give bool.
+ *   Comparisons, and/or/not, isnan, isinf, signbit give bool. signbit reads
+ *     the sign bit itself (NumPy's): true for -0.0 and for a NaN whose sign
+ *     bit is set; for integers x < 0; false for bool and unsigned.
  *   where(c, a, b) gives promote(a, b); c is a truth value (nonzero is true).
  *   Casts from a float to an integer dtype truncate toward zero and
  *     saturate at the dtype's range; NaN casts to 0. Casts between integer
@@ -1182,6 +1184,7 @@ LF_UNARY_(tan, TAN) LF_UNARY_(asin, ASIN) LF_UNARY_(acos, ACOS) LF_UNARY_(atan, 
 LF_UNARY_(sinh, SINH) LF_UNARY_(cosh, COSH) LF_UNARY_(tanh, TANH)
 LF_UNARY_(asinh, ASINH) LF_UNARY_(acosh, ACOSH) LF_UNARY_(atanh, ATANH) LF_BINARY_(fmod, FMOD)
 LF_UNARY_(sigmoid, SIGMOID) LF_UNARY_(erf, ERF) LF_UNARY_(isnan, ISNAN) LF_UNARY_(isinf, ISINF)
+LF_UNARY_(signbit, SIGNBIT)
 #undef LF_UNARY_
 #undef LF_BINARY_
 static inline lf_node *lf_fma(lf_graph *g, lf_node *a, lf_node *b, lf_node *c) {

@@ -986,6 +986,68 @@ Test(cuda_codegen, user_functions_compile_with_nvrtc) {
     lf_ctx_destroy(ctx);
 }
 
+/* signbit in the CUDA dialect: the sign bit itself (copysign), -0.0 and
+ * -NaN included, on f32, f64, f16 (computed in float), bf16 and integers;
+ * NVRTC compiles the kernels, the emulator's results match the reference's
+ * bit for bit (a comparison-made signbit fails on -NaN). */
+static lf_graph *signbit_graph(lf_ctx *ctx, lf_node **outs) {
+    static const double v[] = {NAN, -NAN, -0.0, 0.0, -1.5, 2.0, INFINITY, -INFINITY};
+    int64_t n = 8;
+    lf_graph *g = lf_graph_new(ctx);
+    lf_node *x = lf_input(g, tu_buf(ctx, LF_F64, 1, &n, v));
+    lf_node *x32 = lf_input(g, tu_buf(ctx, LF_F32, 1, &n, v));
+    lf_node *xi = lf_input(g, tu_buf(ctx, LF_I64, 1, &n, (double[]){0, -1, 5, -7, 1, 2, 3, -9}));
+    lf_node *xu = lf_input(g, tu_buf(ctx, LF_U8, 1, &n, (double[]){0, 1, 200, 255, 1, 2, 3, 9}));
+    outs[0] = lf_signbit(g, x);
+    outs[1] = lf_map(g, lf_fn_parse(g, "(a) -> signbit(-a) or signbit(a * 2.0)"), x32);
+    outs[2] = lf_signbit(g, lf_cast(g, x, LF_F16));
+    outs[3] = lf_signbit(g, lf_cast(g, x32, LF_BF16));
+    outs[4] = lf_signbit(g, xi);
+    outs[5] = lf_signbit(g, xu);
+    for (int i = 0; i < 6; i++) cr_assert(outs[i] != NULL, "%s", lf_errmsg(ctx));
+    return g;
+}
+
+Test(cuda_codegen, signbit_compiles_with_nvrtc) {
+    if (!enabled()) cr_skip_test("LF_TEST_NVRTC=1 runs it (meson test cuda-codegen)");
+    char why[256];
+    cr_assert(cuda_nvrtc_available(why, sizeof why), "NVRTC is required for this test: %s", why);
+    lf_ctx *ctx = ref_ctx();
+    lf_node *outs[6];
+    lf_graph *g = signbit_graph(ctx, outs);
+    nvrtc_run run = {.what = "signbit"};
+    compile_plans(&run, g, 6, outs);
+    cr_expect_gt(run.compiled, 0);
+    free(run.seen.h);
+    lf_graph_free(g);
+    lf_ctx_destroy(ctx);
+}
+
+Test(cuda_codegen, emulated_signbit, .timeout = 600) {
+    if (!enabled()) cr_skip_test("LF_TEST_NVRTC=1 runs it (meson test cuda-codegen)");
+    char dir[] = "/tmp/lf-emu-XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL);
+    lf_ctx *ctx = ref_ctx();
+    int id = 0, launches = 0, vec_launches = 0, kernels = 0;
+    emu_sorts es = {.threads = 32};
+    lf_node *outs[6];
+    lf_graph *g = signbit_graph(ctx, outs);
+    for (int i = 0; i < 6; i += 3) /* emu_check takes up to 3 outputs */
+        emu_check(ctx, g, 3, outs + i, "signbit", dir, &id, false, &kernels, &launches, &vec_launches, &es);
+    /* the reference itself reads the bit: -NaN and -0.0 are negative */
+    lf_buffer *b = tu_eval1(ctx, g, outs[0]);
+    unsigned char got[8];
+    cr_assert_eq(lf_buffer_read(b, got, sizeof got), LF_OK);
+    cr_expect(!got[0] && got[1] && got[2] && !got[3], "signbit(NaN, -NaN, -0, 0) = %d %d %d %d", got[0], got[1],
+              got[2], got[3]);
+    lf_buffer_free(b);
+    lf_graph_free(g);
+    cr_expect_gt(launches, 0);
+    if (es.h) dlclose(es.h);
+    rmdir(dir);
+    lf_ctx_destroy(ctx);
+}
+
 /* A user function's CUDA kernels on the emulator: smooth(x * 2, k) fused
  * with a map and with a row sum (several blocks), against the reference
  * evaluator (which calls the host copy of the same body). */

@@ -224,6 +224,31 @@ Test(dtypes, half_arithmetic_rounds_each_operation) {
     }
 }
 
+/* signbit reads the stored sign bit: f16 / bf16 -0.0 and -NaN included;
+   signed integers x < 0; unsigned never (200 is not negative in u8). */
+Test(dtypes, signbit_of_every_new_dtype) {
+    static const lf_dtype ts[] = {LF_I8, LF_U8, LF_I16, LF_U16, LF_U32, LF_U64, LF_F16, LF_BF16};
+    double fv[] = {0, -0.0, NAN, -NAN, -INFINITY, -2, 3}, iv[] = {0, -1, 5, -100, 100, 7, -7}, uv[] = {0, 1, 200, 7, 9, 100, 3};
+    for (int k = 0; k < 8; k++) {
+        lf_dtype t = ts[k];
+        bool fl = graph_dtype_is_float(t), un = graph_dtypes[t].kind == DTYPE_UINT;
+        const double *v = fl ? fv : un ? uv : iv;
+        lf_node *x = in1(t, 7, v);
+        lf_node *ys[2] = {lf_signbit(g, x), map1("(x) -> signbit(x * 1)", x)};
+        for (int j = 0; j < 2; j++) {
+            cr_assert(ys[j] != NULL, "%s: %s", lf_dtype_name(t), lf_errmsg(ctx));
+            cr_assert_eq(lf_node_dtype(ys[j]), LF_BOOL);
+            lf_scalar *got = eval_scalars(ys[j]);
+            for (int i = 0; i < 7; i++) {
+                bool want = fl ? signbit(v[i]) != 0 : !un && v[i] < 0;
+                cr_expect_eq(got[i].i != 0, want, "%s signbit(%g) [%d] = %lld", lf_dtype_name(t), v[i], j,
+                             (long long)got[i].i);
+            }
+            free(got);
+        }
+    }
+}
+
 Test(dtypes, half_zero_size_broadcast_and_reductions) {
     lf_node *z = in1(LF_F16, 0, NULL);
     lf_buffer *bz = tu_eval1(ctx, g, lf_add(g, z, lf_const(g, LF_F16, 1)));

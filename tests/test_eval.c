@@ -325,6 +325,7 @@ static val ref_apply(lf_op op, const val *x) {
         switch (op) {
         case LF_OP_ISNAN: return vi(LF_BOOL, is_float(x[0].t) && isnan(x[0].f));
         case LF_OP_ISINF: return vi(LF_BOOL, is_float(x[0].t) && isinf(x[0].f));
+        case LF_OP_SIGNBIT: return vi(LF_BOOL, is_float(x[0].t) ? signbit(x[0].f) != 0 : x[0].t != LF_BOOL && x[0].i < 0);
         default: cr_assert_fail("no predicate reference for %s", opinfo[op].text);
         }
         break;
@@ -1262,6 +1263,23 @@ Test(eval, isnan_isinf) {
     }
     chk("isnan i32", lf_isnan(g, in1(LF_I32, 2, (double[]){0, 1})), LF_BOOL, 2, (double[]){0, 0});
     chk("isinf i64", lf_isinf(g, in1(LF_I64, 2, (double[]){0, 1})), LF_BOOL, 2, (double[]){0, 0});
+}
+
+/* signbit reads the sign bit (NumPy's np.signbit): -0.0 and -NaN too, which
+   no comparison can see; integers x < 0, bool never. */
+Test(eval, signbit_reads_the_bit) {
+    double x[] = {0, -0.0, NAN, -NAN, INFINITY, -INFINITY, -3, 2, -1e-300};
+    for (int t = LF_F32; t <= LF_F64; t++) {
+        lf_node *d = in1((lf_dtype)t, 9, x);
+        double want[] = {0, 1, 0, 1, 0, 1, 1, 0, 1};
+        chk("signbit", lf_signbit(g, d), LF_BOOL, 9, want);
+        chk("parsed signbit", map("(x) -> signbit(x)", d), LF_BOOL, 9, want);
+        chk("signbit of a fused -x", map("(x) -> signbit(-x)", d), LF_BOOL, 9,
+            (double[]){1, 0, 1, 0, 1, 0, 0, 1, 0});
+    }
+    chk("signbit i32", lf_signbit(g, in1(LF_I32, 3, (double[]){-1, 0, 5})), LF_BOOL, 3, (double[]){1, 0, 0});
+    chk("signbit i64", lf_signbit(g, in1(LF_I64, 2, (double[]){-7, 7})), LF_BOOL, 2, (double[]){1, 0});
+    chk("signbit bool", lf_signbit(g, in1(LF_BOOL, 2, (double[]){1, 0})), LF_BOOL, 2, (double[]){0, 0});
 }
 
 Test(eval, comparisons_in_promoted_dtype) {

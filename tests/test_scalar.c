@@ -96,6 +96,11 @@ Test(scalar, float_corner_cases) {
     double third = graph_scalar_apply(LF_OP_DIV, LF_F32, F(1), F(3), F(0)).f;
     cr_assert_eq(third, (double)(1.0f / 3.0f));
     cr_assert_eq(graph_scalar_apply(LF_OP_ISNAN, LF_I32, I(5), F(0), F(0)).i, 0);
+    cr_assert_eq(graph_scalar_apply(LF_OP_SIGNBIT, LF_F64, F(-NAN), F(0), F(0)).i, 1);
+    cr_assert_eq(graph_scalar_apply(LF_OP_SIGNBIT, LF_F64, F(NAN), F(0), F(0)).i, 0);
+    cr_assert_eq(graph_scalar_apply(LF_OP_SIGNBIT, LF_F32, F(-0.0), F(0), F(0)).i, 1);
+    cr_assert_eq(graph_scalar_apply(LF_OP_SIGNBIT, LF_I32, I(-5), F(0), F(0)).i, 1);
+    cr_assert_eq(graph_scalar_apply(LF_OP_SIGNBIT, LF_U64, I(-5), F(0), F(0)).i, 0); /* 2^64 - 5 */
     cr_assert_eq(graph_scalar_apply(LF_OP_NE, LF_F64, F(NAN), F(NAN), F(0)).i, 1);
     cr_assert_eq(graph_scalar_apply(LF_OP_EQ, LF_F64, F(NAN), F(NAN), F(0)).i, 0);
 }

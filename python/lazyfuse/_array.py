@@ -96,9 +96,10 @@ _OP_NAMES = ["ADD", "SUB", "MUL", "DIV", "MOD", "POW", "LT", "LE", "GT", "GE", "
              "SQRT", "RSQRT", "CBRT", "EXP", "EXP2", "EXPM1", "LOG", "LOG2", "LOG10", "LOG1P", "SIN",
              "COS", "TAN", "ASIN", "ACOS", "ATAN", "ATAN2", "SINH", "COSH", "TANH", "SIGMOID", "ERF",
              "HYPOT", "FMA", "ISNAN", "ISINF", "WHERE", "FLOORDIV", "BITAND", "BITOR", "BITXOR",
-             "BITNOT", "LSHIFT", "RSHIFT", "ASINH", "ACOSH", "ATANH", "FMOD"]
+             "BITNOT", "LSHIFT", "RSHIFT", "ASINH", "ACOSH", "ATANH", "FMOD", "SIGNBIT"]
 _OP_TEXT = {"ADD": "+", "SUB": "-", "MUL": "*", "DIV": "/", "LT": "<", "EQ": "==", "NEG": "-",
-            "EXP": "exp", "WHERE": "where", "FLOORDIV": "//", "BITNOT": "~", "FMOD": "fmod"}
+            "EXP": "exp", "WHERE": "where", "FLOORDIV": "//", "BITNOT": "~", "FMOD": "fmod",
+            "SIGNBIT": "signbit"}
 OP = {name: i for i, name in enumerate(_OP_NAMES)}
 for _name, _text in _OP_TEXT.items():
     if ffi.string(lib.lf_op_name(OP[_name])).decode() != _text:
@@ -411,17 +412,16 @@ class Array:
             ((2, 0) if self._ctx.backend == "cuda" else (1, 0))
 
     def _scalar(self, kind):
-        if self._shape != () and self.size != 1:
-            raise TypeError(f"{kind.__name__}() needs a 0-d array, got shape {self._shape}")
-        if self.size != 1:
-            raise TypeError(f"{kind.__name__}() needs a 0-d array")
+        if self._shape != ():
+            if self.size != 1:
+                raise TypeError(f"{kind.__name__}() needs a 0-d array, got shape {self._shape}")
         # one element: lf_buffer_read into a C scalar (no DLPack export, no NumPy array)
         cell = _newp(_C_SCALAR_TYPES[self._dtype], None)
         if self._buf is None and _run_cached(self._ctx, [self], cell):
             return kind(_cell_value(self._dtype, cell[0]))  # computed and read under one hold of the context
         buf = self._buffer()
         with self._ctx.calling():
-            self._ctx.check(lib.lf_buffer_read(buf.handle, cell, ffi.sizeof(cell)), "read")
+            self._ctx.check(lib.lf_buffer_read(buf.handle, cell, _ITEMSIZE[self._dtype]), "read")
         return kind(_cell_value(self._dtype, cell[0]))
 
     def __float__(self):
@@ -976,13 +976,7 @@ def isfinite(x, /):
     return logical_not(logical_or(isnan(x), isinf(x)))
 
 
-def signbit(x, /):
-    """True where the sign bit is set (-0.0 and -NaN included)."""
-    if not _is_float(x._dtype):
-        return less(x, 0)
-    # copysign(1, x) < 0: 1/x is -inf for -0.0; NaN's sign is not visible to
-    # arithmetic, so NaN counts as positive here.
-    return logical_or(less(x, 0), logical_and(equal(x, 0), less(divide(1.0, x), 0)))
+signbit = _unary("SIGNBIT", "signbit")  # the sign bit itself: -0.0 and -NaN too (lf_signbit)
 
 
 def logaddexp(x1, x2, /):
@@ -1794,13 +1788,17 @@ def _run_cached(ctx, lst, cell=None):
     when the DAG cannot be cached (then nothing was done). cell: a C scalar
     that gets the first result's single element (float() of a lazy array),
     read under the same hold of the context."""
-    cache = _cache_of(ctx)
+    try:
+        cache = ctx._array_programs
+    except AttributeError:
+        cache = _cache_of(ctx)
     prog = tkey = None
     if len(lst) == 1:  # a single tree seen before: no walk of the DAG
         tkey, inputs, scalars = _tree_key(lst[0])
         if tkey is not None:
             prog = cache.get(tkey)
-    if prog is None:
+    hit = prog is not None
+    if not hit:
         try:
             key, inputs_s, scalars_s, items, outs = _structure(lst)
         except (_NotCacheable, RecursionError):
@@ -1809,21 +1807,27 @@ def _run_cached(ctx, lst, cell=None):
                 [b is c for b, c in zip(inputs_s, inputs)])):
             tkey = None  # the DAG's inputs are not its tree's leaves (a part was computed since)
         inputs, scalars = inputs_s, scalars_s
-    else:
-        key = tkey
     with ctx.calling():
-        prog = cache.get(key)
-        if prog is None:
-            prog = _build_program(ctx, items, outs)
-            cache[key] = prog
-            if tkey is not None:
+        if hit:  # found by its tree: one lookup (another thread may have evicted it since: put back)
+            if tkey in cache:
+                cache.move_to_end(tkey)
+            else:
                 cache[tkey] = prog
-            while len(cache) > PROGRAM_CACHE_SIZE:
-                cache.popitem(last=False)
         else:
-            if tkey is not None and tkey not in cache:
-                cache[tkey] = prog
-            cache.move_to_end(key)
+            prog = cache.get(key)
+            if prog is None:
+                prog = _build_program(ctx, items, outs)
+                cache[key] = prog
+                if tkey is not None:
+                    cache[tkey] = prog
+                while len(cache) > PROGRAM_CACHE_SIZE:
+                    cache.popitem(last=False)
+                hit = None  # just built: bound to these inputs and scalars
+            else:
+                if tkey is not None and tkey not in cache:
+                    cache[tkey] = prog
+                cache.move_to_end(key)
+        if hit is not None:
             g = prog.graph
             bound = prog.bound
             for i, buf in enumerate(inputs):
@@ -1864,7 +1868,9 @@ def _run_cached(ctx, lst, cell=None):
             _evals[0] += 1
         ctx.check(st, "compute")
         if cell is not None:
-            ctx.check(lib.lf_buffer_read(bufs[0].handle, cell, ffi.sizeof(cell)), "read")
+            st = lib.lf_buffer_read(bufs[0].handle, cell, _ITEMSIZE[prog.out_types[0][0]])
+            if st:
+                ctx.check(st, "read")
     for i, (a, b) in enumerate(zip(lst, bufs)):
         a._buf = b
         r = a._recipe

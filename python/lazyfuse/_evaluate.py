@@ -376,14 +376,9 @@ class _Translator:
             if name == "isfinite":
                 return _E(f"(not (isnan({a.text}) or isinf({a.text})))", "bool")
             return _E(f"{name}({a.text})", "bool")
-        if name == "signbit":
-            # lazyfuse cannot read a NaN's sign bit: signbit(NaN) is False here
-            # whatever its sign (NumPy reads the bit)
+        if name == "signbit":  # lf_signbit reads the bit: -0.0 and -NaN too, as NumPy
             arity(1)
-            a = args[0]
-            if a.kind in ("bool", "int", "long"):
-                return _E(f"({a.text} < {_literal(0, a.kind)})", "bool")
-            return _E(f"({a.text} < 0 or ({a.text} == 0 and 1 / {a.text} < 0))", "bool")
+            return _E(f"signbit({args[0].text})", "bool")
         if name == "where":
             arity(3)
             c, a, b = args
