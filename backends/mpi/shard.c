@@ -405,6 +405,7 @@ static void place_node(analysis *A, lf_node *n) {
            axis: a relay of the running result (cross_scatter) */
         const lf_node *dst = n->inputs[0], *ix = n->inputs[1], *vv = n->inputs[2];
         const place *qd = &A->pl[dst->id], *qi = &A->pl[ix->id], *qv = &A->pl[vv->id];
+        if (qd->axis < 0 && qi->axis < 0 && qv->axis < 0) return; /* replicated operands: local */
         if (qd->axis >= 0)
             return refuse(A, n, "scatters into a sharded array: a scatter or bincount needs a replicated destination "
                                 "on sharded arrays");

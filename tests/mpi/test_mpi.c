@@ -840,6 +840,19 @@ static lf_node *mk_scatter(lf_graph *g, int kind, lf_node *ix, lf_node *vv, int6
 
 static void scatter_sharded(void) {
     rng r = {91};
+    { /* replicated operands only: local, as on one process */
+        int64_t iv[5] = {3, 0, 3, 1, 3}, cnt[4], four = 4, five = 5;
+        lf_buffer *ib = lf_buffer_new(mctx, LF_I64, 1, &five), *cb = lf_buffer_new(mctx, LF_I64, 1, &four);
+        lf_buffer_write(ib, iv, sizeof iv);
+        lf_graph *g = lf_graph_new(mctx);
+        lf_node *bc = lf_bincount(g, lf_input(g, ib), NULL, 4);
+        lf_status st = lf_mpi_eval(g, 1, &bc, &cb);
+        lf_buffer_read(cb, cnt, sizeof cnt);
+        CHECK(st == LF_OK && cnt[0] == 1 && cnt[1] == 1 && cnt[2] == 0 && cnt[3] == 3, "replicated bincount: %s",
+              lf_errmsg(mctx));
+        lf_graph_free(g);
+        lf_buffer_free(ib), lf_buffer_free(cb);
+    }
     const int64_t ns[] = {0, 1, 7, 300, 70001};
     for (int ni = 0; ni < 5; ni++)
         for (int kind = 0; kind < SC_KINDS; kind++) {
