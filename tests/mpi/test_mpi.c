@@ -838,6 +838,7 @@ static lf_node *mk_scatter(lf_graph *g, int kind, lf_node *ix, lf_node *vv, int6
     }
 }
 
+static int compared_scatters;
 static void scatter_sharded(void) {
     rng r = {91};
     { /* replicated operands only: local, as on one process */
@@ -962,13 +963,18 @@ static void scatter_sharded(void) {
                 }
                 CHECK(failed > 0 && ok_run >= 20, "scatter allocation failures: %d failed, %d successes at the end",
                       failed, ok_run);
+                if (rank == 0)
+                    printf("test_mpi: scatter kind %d, n %" PRId64 ": %d evals failed collectively on allocation "
+                           "failures\n", kind, n, failed);
                 free(sent), free(now);
             }
             free(got);
             lf_buffer_free(dst);
             lf_graph_free(gm);
             arr_free(&ix), arr_free(&vv);
+            compared_scatters++;
         }
+    if (rank == 0) printf("test_mpi: %d scatters and bincounts across ranks compared with one process\n", compared_scatters);
 }
 
 /* Allocation failures on one rank only (lf_debug_fail_alloc is per
