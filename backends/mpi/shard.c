@@ -917,7 +917,10 @@ out:
  * block ends (blocks count from the first global position, wherever the
  * rank boundaries fall), passes it on; the last rank flushes the last block
  * and broadcasts the result. So every op (SET too) gives the one-process
- * value exactly, which every backend computes. out: dn elements of s's dtype. */
+ * value exactly, which every backend computes. Integer ops other than SET
+ * combine exactly in any grouping: those run in parallel instead (each
+ * rank's partial from the identity, MPI_Allgather, the partials combined
+ * into dst in rank order). out: dn elements of s's dtype. */
 static lf_status cross_scatter(mpi_ctx *m, const lf_node *s, int64_t row0, const void *db, const void *ib,
                                const void *vb, void *out) {
     graph_scatter_geom gm;
@@ -927,11 +930,16 @@ static lf_status cross_scatter(mpi_ctx *m, const lf_node *s, int64_t row0, const
     int64_t dn = s->numel;
     bool small = dn <= LF_SCATTER_SMALL && op != LF_SCATTER_SET;
     int64_t block = small ? LF_SCATTER_BLOCK : INT64_MAX;
+    /* integer ops other than SET combine exactly in any grouping (wrapping
+       add and prod, min, max): each rank's partial from the identity, an
+       allgather, the partials combined into dst in rank order */
+    bool exact = op != LF_SCATTER_SET && t != LF_F32 && t != LF_F64;
     size_t nst = 2 * (size_t)dn + 1; /* result, partial, count in the block */
     lf_scalar *state = graph_malloc(nst * sizeof *state);
-    lf_status st = state ? LF_OK : LF_ERR_NOMEM;
+    lf_scalar *all = exact ? graph_malloc((size_t)(dn ? dn : 1) * (size_t)m->size * sizeof *all) : NULL;
+    lf_status st = state && (all || !exact) ? LF_OK : LF_ERR_NOMEM;
     char msg[LF_ERRMSG_CAP] = "lf_mpi_eval: out of memory (a scatter across ranks)";
-    if (st == LF_OK && (double)nst * sizeof *state > INT32_MAX) {
+    if (st == LF_OK && (double)nst * sizeof *state * (exact ? m->size : 1) > INT32_MAX) {
         st = LF_ERR_INVALID;
         snprintf(msg, sizeof msg, "lf_mpi_eval: a scatter across ranks into more than 2^31 bytes of state (MPI counts are int)");
     }
@@ -963,12 +971,33 @@ static lf_status cross_scatter(mpi_ctx *m, const lf_node *s, int64_t row0, const
         }
     }
     if ((st = agree(m, st, msg)) != LF_OK) {
-        graph_free(state);
+        graph_free(state), graph_free(all);
         return st;
     }
-    /* 2. the relay */
     lf_scalar *res = state, *part = state + dn, id = graph_scatter_identity(op, t);
     int64_t k;
+    if (exact) { /* 2a. in parallel: partials allgathered, combined in rank order */
+        for (int64_t j = 0; j < dn; j++) res[j] = graph_scalar_load(db, t, j), part[j] = id;
+        memset(pos, 0, sizeof pos);
+        for (int64_t i = 0; i < gm.numel; i++) {
+            int64_t ie = 0, ve = 0;
+            for (int d = 0; d < gm.ndim; d++) ie += pos[d] * gm.idx_strides[d], ve += pos[d] * gm.val_strides[d];
+            int64_t te = graph_gather_wrap(graph_scalar_load(ib, it, ie).i, gm.dst_extent);
+            part[te] = graph_scatter_combine(op, t, part[te], graph_scalar_convert(graph_scalar_load(vb, vt, ve), vt, t));
+            for (int d = gm.ndim - 1; d >= 0; d--) {
+                if (++pos[d] < gm.shape[d]) break;
+                pos[d] = 0;
+            }
+        }
+        int pb = (int)((size_t)dn * sizeof *part);
+        MPI_Allgather(part, pb, MPI_BYTE, all, pb, MPI_BYTE, m->comm);
+        for (int q = 0; q < m->size; q++)
+            for (int64_t j = 0; j < dn; j++) res[j] = graph_scatter_combine(op, t, res[j], all[(size_t)q * (size_t)dn + (size_t)j]);
+        for (int64_t j = 0; j < dn; j++) graph_scalar_store(out, t, j, res[j]);
+        graph_free(state), graph_free(all);
+        return LF_OK;
+    }
+    /* 2b. the relay */
     if (m->rank > 0) {
         MPI_Recv(state, (int)(nst * sizeof *state), MPI_BYTE, m->rank - 1, 33, m->comm, MPI_STATUS_IGNORE);
         k = state[2 * dn].i;

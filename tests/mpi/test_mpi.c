@@ -818,15 +818,15 @@ static void take_sharded_table(void) {
     }
 }
 
-/* Scatter-add, bincount (counts and weights), SET and MAX into a replicated
- * 1-d dst, positions sharded along axis 0 with random blocks (empty ones
+/* Scatter-add, bincount (counts and weights), SET, MAX and an i32 MIN (the
+ * integer ops: partials allgathered) into a replicated 1-d dst, positions sharded along axis 0 with random blocks (empty ones
  * included), against one-process CPU and reference evals: bit for bit (the
  * relay keeps lazyfuse.h's LF_SCATTER_BLOCK order; n = 70001 puts a block
  * boundary inside some rank's block). Then a bad index on the last rank: the
  * same LF_ERR_INDEX on every rank naming the global position (one process's
  * message), outputs untouched; and each allocation of such an eval failed
  * in turn on the last rank. */
-enum { SC_ADD, SC_BINCOUNT, SC_BINCOUNT_W, SC_SET, SC_MAX, SC_ADD_LARGE, SC_ADD_2D, SC_KINDS };
+enum { SC_ADD, SC_BINCOUNT, SC_BINCOUNT_W, SC_SET, SC_MAX, SC_ADD_LARGE, SC_ADD_2D, SC_IMIN, SC_KINDS };
 static lf_node *mk_scatter(lf_graph *g, int kind, lf_node *ix, lf_node *vv, int64_t nbins) {
     int64_t nb = nbins;
     switch (kind) {
@@ -834,6 +834,7 @@ static lf_node *mk_scatter(lf_graph *g, int kind, lf_node *ix, lf_node *vv, int6
     case SC_BINCOUNT_W: return lf_bincount(g, ix, vv, nbins);
     case SC_SET: return lf_scatter(g, LF_SCATTER_SET, lf_fill(g, LF_F32, 0.5, 1, &nb), 0, ix, vv);
     case SC_MAX: return lf_scatter(g, LF_SCATTER_MAX, lf_fill(g, LF_F32, -1, 1, &nb), 0, ix, vv);
+    case SC_IMIN: return lf_scatter(g, LF_SCATTER_MIN, lf_fill(g, LF_I32, 5, 1, &nb), 0, ix, vv);
     default: return lf_scatter(g, LF_SCATTER_ADD, lf_fill(g, LF_F32, 0.25, 1, &nb), 0, ix, vv);
     }
 }
@@ -863,7 +864,7 @@ static void scatter_sharded(void) {
             int64_t ishape[2] = {n, 3};
             int ndim = kind == SC_ADD_2D ? 2 : 1;
             arr ix, vv;
-            lf_dtype vt = kind == SC_BINCOUNT_W ? LF_F64 : LF_F32;
+            lf_dtype vt = kind == SC_BINCOUNT_W ? LF_F64 : kind == SC_IMIN ? LF_I32 : LF_F32;
             arr_make(&vv, &r, vt, ndim, ishape, 0, counts, false);
             arr_make(&ix, &r, LF_I64, ndim, ishape, 0, counts, false);
             bool nonneg = kind == SC_BINCOUNT || kind == SC_BINCOUNT_W;
@@ -936,7 +937,7 @@ static void scatter_sharded(void) {
                 lf_graph_free(g1);
                 lf_buffer_free(iw), lf_buffer_free(vw);
             }
-            if (n == 300 && (kind == SC_ADD || kind == SC_BINCOUNT)) {
+            if (n == 300 && (kind == SC_ADD || kind == SC_BINCOUNT)) { /* the relay and the allgather */
                 /* each allocation of the eval failed in turn on the last rank */
                 int failed = 0, ok_run = 0, k;
                 void *sent = malloc(ob), *now = malloc(ob);
