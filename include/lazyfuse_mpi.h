@@ -97,9 +97,11 @@
  *     the reference's combine, flushing the partial into the result where a
  *     block of global positions ends (blocks count from the first global
  *     position, wherever the rank boundaries fall), passes it on; the last
- *     rank flushes and broadcasts. Its result is replicated. Integer
- *     counts could be combined in any order (they wrap); they take the
- *     relay too, for now;
+ *     rank flushes and broadcasts. Integer ops other than SET (counts,
+ *     integer weights, min, max, prod) combine exactly in any grouping
+ *     (they wrap or select), so they run in parallel instead: each rank's
+ *     partial from the identity, an MPI_Allgather, the partials combined
+ *     into dst in rank order. Its result is replicated;
  *   - a scan along the sharded axis: inclusive integer, bool, min and max
  *     scans in parallel: the local backend's own scan of the block (fused),
  *     an MPI_Allgather of each rank's row totals, and every element folded
@@ -162,8 +164,9 @@
  * MPI_Alltoall of counts and an allgather of P sizes; two host sorts of
  * about n / P keys per rank. A scatter or bincount of sharded positions: a
  * relay of (2 m + 1) * 8 bytes (m: dst elements) through every rank plus a
- * broadcast of 8 m bytes; its host fold is serial across ranks, one scalar
- * combine per position, and every rank walks its stored idx and values. The relay is SERIAL across ranks: rank r folds after rank r-1 has,
+ * broadcast of 8 m bytes, its host fold serial across ranks (floats and
+ * SET), or an allgather of 8 m bytes per rank (integer ops, in parallel);
+ * one scalar host combine per position on the stored idx and values. The relay is SERIAL across ranks: rank r folds after rank r-1 has,
  * so the host fold of a float reduction or scan over the sharded axis does
  * not speed up with more ranks (the fused work before it, the input's map,
  * does). A parallel scheme (per-rank partials
