@@ -83,6 +83,25 @@
  *     axis is not the sharded one (its kept axis is sharded) is local. The
  *     operands reach the product without views (see NOT SUPPORTED): X^T X is
  *     written over two sharded buffers X [n, d, 1] and X [n, 1, d];
+ *   - lf_scatter (every op) and lf_bincount into a REPLICATED 1-d dst
+ *     whose indices are sharded along axis 0 (at least the values' rank, so
+ *     that their axis 0 is the positions' axis 0) and whose values are
+ *     sharded with the same blocks or replicated without extent on that
+ *     axis (a constant weight, bincount's counts): a histogram of sharded
+ *     samples. The indices are checked on every rank first (a bad one fails
+ *     the eval collectively, below, naming its global position); then a
+ *     relay of lazyfuse.h's scatter state in position order: the running
+ *     result, the current LF_SCATTER_BLOCK block's partial and the count of
+ *     positions in that block (2 dst elements + 1 scalars of 8 bytes): rank
+ *     r receives rank r-1's, folds its block's positions on the host with
+ *     the reference's combine, flushing the partial into the result where a
+ *     block of global positions ends (blocks count from the first global
+ *     position, wherever the rank boundaries fall), passes it on; the last
+ *     rank flushes and broadcasts. Integer ops other than SET (counts,
+ *     integer weights, min, max, prod) combine exactly in any grouping
+ *     (they wrap or select), so they run in parallel instead: each rank's
+ *     partial from the identity, an MPI_Allgather, the partials combined
+ *     into dst in rank order. Its result is replicated;
  *   - a scan along the sharded axis: inclusive integer, bool, min and max
  *     scans in parallel: the local backend's own scan of the block (fused),
  *     an MPI_Allgather of each rank's row totals, and every element folded
@@ -112,7 +131,12 @@
  *     LF_BACKEND_REFERENCE; a one-process CPU or CUDA eval sums in its own
  *     fixed lanes and blocks and may differ from it in the last bits. A
  *     contraction over the sharded axis has one value on every backend
- *     (lazyfuse.h), so it equals a one-process eval on any backend.
+ *     (lazyfuse.h), so it equals a one-process eval on any backend. A
+ *     scatter or bincount of sharded positions (every op, float add
+ *     included) follows lazyfuse.h's scatter order exactly (position order
+ *     within LF_SCATTER_BLOCK blocks of global positions, partials added in
+ *     block order), which every backend computes, so it equals a
+ *     one-process eval on any backend.
  *   No MPI reduction operator is used for values (MPI_Allreduce leaves the
  *   order open); only the ordered relay and allgathers folded in rank order.
  *
@@ -138,7 +162,11 @@
  * every element moves twice, 24 bytes to its bucket and 16 bytes to its
  * place (about 40 bytes per element, less what stays on its rank), plus two
  * MPI_Alltoall of counts and an allgather of P sizes; two host sorts of
- * about n / P keys per rank. The relay is SERIAL across ranks: rank r folds after rank r-1 has,
+ * about n / P keys per rank. A scatter or bincount of sharded positions: a
+ * relay of (2 m + 1) * 8 bytes (m: dst elements) through every rank plus a
+ * broadcast of 8 m bytes, its host fold serial across ranks (floats and
+ * SET), or an allgather of 8 m bytes per rank (integer ops, in parallel);
+ * one scalar host combine per position on the stored idx and values. The relay is SERIAL across ranks: rank r folds after rank r-1 has,
  * so the host fold of a float reduction or scan over the sharded axis does
  * not speed up with more ranks (the fused work before it, the input's map,
  * does). A parallel scheme (per-rank partials
@@ -152,11 +180,13 @@
  * NOT SUPPORTED (yet): on sharded operands, views (reshape, permute,
  * slice, broadcast_to, expand_dims, pad, concat), gathers other than the
  * two takes above (take_along_axis of a sharded n-d array, a take along
- * another axis of a sharded table), scatters and bincounts, random and iota meeting a sharded
+ * another axis of a sharded table), scatters and bincounts other than the
+ * one above (into a sharded or n-d dst, or with indices sharded along
+ * another axis), random and iota meeting a sharded
  * operand along its axis, two sharded operands with different blocks, a
  * reduction over the sharded axis that also reduces an axis before it, and
  * any node that uses the result of a reduction (a contraction included) or
- * scan over the sharded axis, of a take across ranks, of a top-k or a sort
+ * scan over the sharded axis, of a take or a scatter across ranks, of a top-k or a sort
  * along it (evaluate that result first, into a replicated or sharded buffer,
  * and feed it to a second graph; this includes lf_scan_dtype into a
  * narrower dtype than the scan's own, which is a scan and then a cast). lf_mpi_eval refuses each with
@@ -175,7 +205,10 @@
  * rank's block; a take across ranks names the global position of the bad
  * index in the index array: "rank 1: node 2 (take f32[9,2,2]): index 45 out
  * of range for axis 0 of size 38 at position [14,1]", the node shown with
- * the rank's block shape),
+ * the rank's block shape; a scatter or bincount across
+ * ranks gives one process's message exactly after "rank R: ", e.g. "node 3
+ * (scatter add f32[13]): index 15 out of range for axis 0 of size 13 at
+ * position [299]", the position in the global positions),
  * and no rank's output buffers change. Outputs are computed into
  * temporaries, copied to host memory, and copied into the output buffers
  * only after every rank agreed that all of that succeeded (allocation

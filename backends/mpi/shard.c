@@ -7,7 +7,8 @@
  * own kernel on the block when that gives the rank's exact partial, else
  * its input) -> agree on the status (collective) -> combine what crosses
  * ranks on the host, in the order of positions (allgather folded in rank
- * order, or a relay (a contraction's accumulators too); a top-k's
+ * order, or a relay (a contraction's accumulators, a scatter's or
+ * bincount's running result and block partial too); a top-k's
  * candidates allgathered and selected; a
  * take's rows fetched from their holders by MPI_Alltoallv) -> every
  * result to host memory -> agree again ->
@@ -21,7 +22,8 @@
  *    succeeded, and no rank waits in a data collective that another rank
  *    skipped (each agreement comes before the communication it guards);
  *  - cross-rank folds use the reference evaluator's graph_red_fold,
- *    graph_scan_step and graph_contract_fold in the order of positions; no
+ *    graph_scan_step, graph_contract_fold and graph_scatter_combine in the
+ *    order of positions; no
  *    MPI reduction operator
  *    touches a value;
  *  - the core library is not changed and knows nothing of MPI; this file
@@ -395,6 +397,28 @@ static void place_node(analysis *A, lf_node *n) {
             return;
         }
         break;
+    }
+    case NODE_SCATTER: {
+        /* a replicated 1-d dst, indices sharded along axis 0 spanning the
+           positions' rank (so their axis 0 is the positions' axis 0), values
+           sharded with the same blocks or replicated without extent on that
+           axis: a relay of the running result (cross_scatter) */
+        const lf_node *dst = n->inputs[0], *ix = n->inputs[1], *vv = n->inputs[2];
+        const place *qd = &A->pl[dst->id], *qi = &A->pl[ix->id], *qv = &A->pl[vv->id];
+        if (qd->axis < 0 && qi->axis < 0 && qv->axis < 0) return; /* replicated operands: local */
+        if (qd->axis >= 0)
+            return refuse(A, n, "scatters into a sharded array: a scatter or bincount needs a replicated destination "
+                                "on sharded arrays");
+        if (dst->ndim != 1 || qi->axis != 0 || ix->ndim < vv->ndim)
+            return refuse(A, n, "reads sharded data: a scatter or bincount is supported on sharded arrays only into a "
+                                "replicated 1-d destination with its indices sharded along axis 0 (and at least the "
+                                "values' rank)");
+        if (qv->axis >= 0 ? qv->axis != 0 || vv->ndim != ix->ndim || !same_blocks(qv->lay, qi->lay, A->m->size)
+                          : vv->ndim == ix->ndim && vv->shape[0] != 1)
+            return refuse(A, n, "reads values that are not sharded like its indices along axis 0 (nor replicated with "
+                                "extent 1 there): not supported on sharded arrays");
+        p->cross = true; /* replicated result */
+        return;
     }
     case NODE_SORT: {
         const place *q = &A->pl[n->inputs[0]->id];
@@ -879,6 +903,139 @@ out:
     return st;
 }
 
+/* ---- scatter and bincount of sharded positions into a replicated dst -------- */
+
+/* Scatter node s (lazyfuse.h's order): positions S sharded along axis 0
+ * (this rank: rows row0 .. of S, its idx and values blocks dense in ib, vb),
+ * dst replicated (db). The indices are checked first (collectively: the
+ * lowest failing rank's first bad position, the lowest global one, fails
+ * every rank with LF_ERR_INDEX naming its global position). Then a relay of
+ * the one-process state in position order: the running result, the current
+ * LF_SCATTER_BLOCK block's partial and the count of positions in that block
+ * (2 dn + 1 scalars): rank r receives rank r-1's state, folds its positions
+ * as graph_eval_scatter does, flushing the partial into the result where a
+ * block ends (blocks count from the first global position, wherever the
+ * rank boundaries fall), passes it on; the last rank flushes the last block
+ * and broadcasts the result. So every op (SET too) gives the one-process
+ * value exactly, which every backend computes. Integer ops other than SET
+ * combine exactly in any grouping: those run in parallel instead (each
+ * rank's partial from the identity, MPI_Allgather, the partials combined
+ * into dst in rank order). out: dn elements of s's dtype. */
+static lf_status cross_scatter(mpi_ctx *m, const lf_node *s, int64_t row0, const void *db, const void *ib,
+                               const void *vb, void *out) {
+    graph_scatter_geom gm;
+    graph_scatter_geom_of(s, &gm);
+    lf_scatter_op op = s->u.scatter.op;
+    lf_dtype t = s->dtype, it = s->inputs[1]->dtype, vt = s->inputs[2]->dtype;
+    int64_t dn = s->numel;
+    bool small = dn <= LF_SCATTER_SMALL && op != LF_SCATTER_SET;
+    int64_t block = small ? LF_SCATTER_BLOCK : INT64_MAX;
+    /* integer ops other than SET combine exactly in any grouping (wrapping
+       add and prod, min, max): each rank's partial from the identity, an
+       allgather, the partials combined into dst in rank order */
+    bool exact = op != LF_SCATTER_SET && t != LF_F32 && t != LF_F64;
+    size_t nst = 2 * (size_t)dn + 1; /* result, partial, count in the block */
+    lf_scalar *state = graph_malloc(nst * sizeof *state);
+    lf_scalar *all = exact ? graph_malloc((size_t)(dn ? dn : 1) * (size_t)m->size * sizeof *all) : NULL;
+    lf_status st = state && (all || !exact) ? LF_OK : LF_ERR_NOMEM;
+    char msg[LF_ERRMSG_CAP] = "lf_mpi_eval: out of memory (a scatter across ranks)";
+    if (st == LF_OK && (double)nst * sizeof *state * (exact ? m->size : 1) > INT32_MAX) {
+        st = LF_ERR_INVALID;
+        snprintf(msg, sizeof msg, "lf_mpi_eval: a scatter across ranks into more than 2^31 bytes of state (MPI counts are int)");
+    }
+    /* 1. the indices: the first bad one of this rank's block, its global position */
+    int64_t pos[LF_MAX_DIMS] = {0};
+    for (int64_t i = 0; i < gm.numel && st == LF_OK; i++) {
+        int64_t e = 0;
+        for (int d = 0; d < gm.ndim; d++) e += pos[d] * gm.idx_strides[d];
+        int64_t v = graph_scalar_load(ib, it, e).i;
+        bool neg = v < 0 && s->u.scatter.nonneg;
+        if (neg || graph_gather_wrap(v, gm.dst_extent) < 0) {
+            char ps[160], ns[GRAPH_NODE_STR_CAP];
+            int64_t gp[LF_MAX_DIMS];
+            memcpy(gp, pos, sizeof gp);
+            gp[0] += row0; /* the position in the global positions S */
+            graph_shape_str(ps, sizeof ps, gm.ndim, gp);
+            graph_node_str(s, ns, sizeof ns);
+            st = LF_ERR_INDEX;
+            if (neg)
+                snprintf(msg, sizeof msg, "%s: negative value %lld at position %s (bincount counts values 0 .. %lld)",
+                         ns, (long long)v, ps, (long long)gm.dst_extent - 1);
+            else
+                snprintf(msg, sizeof msg, "%s: index %lld out of range for axis %d of size %lld at position %s", ns,
+                         (long long)v, s->u.scatter.axis, (long long)gm.dst_extent, ps);
+        }
+        for (int d = gm.ndim - 1; d >= 0; d--) {
+            if (++pos[d] < gm.shape[d]) break;
+            pos[d] = 0;
+        }
+    }
+    if ((st = agree(m, st, msg)) != LF_OK) {
+        graph_free(state), graph_free(all);
+        return st;
+    }
+    lf_scalar *res = state, *part = state + dn, id = graph_scatter_identity(op, t);
+    int64_t k;
+    if (exact) { /* 2a. in parallel: partials allgathered, combined in rank order */
+        for (int64_t j = 0; j < dn; j++) res[j] = graph_scalar_load(db, t, j), part[j] = id;
+        memset(pos, 0, sizeof pos);
+        for (int64_t i = 0; i < gm.numel; i++) {
+            int64_t ie = 0, ve = 0;
+            for (int d = 0; d < gm.ndim; d++) ie += pos[d] * gm.idx_strides[d], ve += pos[d] * gm.val_strides[d];
+            int64_t te = graph_gather_wrap(graph_scalar_load(ib, it, ie).i, gm.dst_extent);
+            part[te] = graph_scatter_combine(op, t, part[te], graph_scalar_convert(graph_scalar_load(vb, vt, ve), vt, t));
+            for (int d = gm.ndim - 1; d >= 0; d--) {
+                if (++pos[d] < gm.shape[d]) break;
+                pos[d] = 0;
+            }
+        }
+        int pb = (int)((size_t)dn * sizeof *part);
+        MPI_Allgather(part, pb, MPI_BYTE, all, pb, MPI_BYTE, m->comm);
+        for (int q = 0; q < m->size; q++)
+            for (int64_t j = 0; j < dn; j++) res[j] = graph_scatter_combine(op, t, res[j], all[(size_t)q * (size_t)dn + (size_t)j]);
+        for (int64_t j = 0; j < dn; j++) graph_scalar_store(out, t, j, res[j]);
+        graph_free(state), graph_free(all);
+        return LF_OK;
+    }
+    /* 2b. the relay */
+    if (m->rank > 0) {
+        MPI_Recv(state, (int)(nst * sizeof *state), MPI_BYTE, m->rank - 1, 33, m->comm, MPI_STATUS_IGNORE);
+        k = state[2 * dn].i;
+    } else {
+        for (int64_t j = 0; j < dn; j++) res[j] = graph_scalar_load(db, t, j), part[j] = id;
+        k = 0;
+    }
+    memset(pos, 0, sizeof pos);
+    for (int64_t i = 0; i < gm.numel; i++) {
+        int64_t ie = 0, ve = 0;
+        for (int d = 0; d < gm.ndim; d++) ie += pos[d] * gm.idx_strides[d], ve += pos[d] * gm.val_strides[d];
+        int64_t te = graph_gather_wrap(graph_scalar_load(ib, it, ie).i, gm.dst_extent);
+        lf_scalar v = graph_scalar_convert(graph_scalar_load(vb, vt, ve), vt, t);
+        if (op == LF_SCATTER_SET) res[te] = v;
+        else {
+            if (k == block) { /* the previous block ended: flush it */
+                for (int64_t j = 0; j < dn; j++) res[j] = graph_scatter_combine(op, t, res[j], part[j]), part[j] = id;
+                k = 0;
+            }
+            part[te] = graph_scatter_combine(op, t, part[te], v);
+            k++;
+        }
+        for (int d = gm.ndim - 1; d >= 0; d--) {
+            if (++pos[d] < gm.shape[d]) break;
+            pos[d] = 0;
+        }
+    }
+    state[2 * dn].i = k;
+    if (m->rank + 1 < m->size)
+        MPI_Send(state, (int)(nst * sizeof *state), MPI_BYTE, m->rank + 1, 33, m->comm);
+    else if (op != LF_SCATTER_SET && k > 0)
+        for (int64_t j = 0; j < dn; j++) res[j] = graph_scatter_combine(op, t, res[j], part[j]);
+    MPI_Bcast(res, (int)((size_t)dn * sizeof *res), MPI_BYTE, m->size - 1, m->comm);
+    for (int64_t j = 0; j < dn; j++) graph_scalar_store(out, t, j, res[j]);
+    graph_free(state);
+    return LF_OK;
+}
+
 /* ---- sort and argsort along the sharded axis: a sample sort ------------------ */
 
 /* One element in the sort: its row (the batched axes, row-major), value and
@@ -1131,6 +1288,17 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
             }
         if (A.st != LF_OK) break;
         graph_contract con;
+        if (p->cross && o->kind == NODE_SCATTER) {
+            /* a scatter across ranks: the host reads dst, idx and values */
+            for (int a = 0; a < 3; a++) {
+                int k = 0;
+                while (k < nloc && loc[k] != o->inputs[a]) k++;
+                if (k == nloc) loc[nloc++] = o->inputs[a];
+                wmap[i][a] = k;
+            }
+            which[i] = wmap[i][0];
+            continue;
+        }
         if (p->cross && o->kind == NODE_REDUCE && graph_contraction(o, &con)) {
             /* a contraction across ranks: the host walks its map's inputs */
             for (int a = 0; a < con.map->ninputs; a++) {
@@ -1175,19 +1343,24 @@ lf_status lf_mpi_eval(lf_graph *g, int n, lf_node *const *outs, lf_buffer *const
         const lf_node *x = o->inputs[0];
         const place *q = &A.pl[x->id];
         graph_contract con;
-        if (o->kind == NODE_REDUCE && graph_contraction(o, &con)) {
+        bool scat = o->kind == NODE_SCATTER;
+        if (scat || (o->kind == NODE_REDUCE && graph_contraction(o, &con))) {
+            int nm = scat ? 3 : con.map->ninputs;
             void *mins[LF_MAX_ARGS] = {0};
             lf_status s = LF_OK;
             host[i] = graph_malloc(dsts[i]->bytes ? dsts[i]->bytes : 1);
             if (!host[i]) s = LF_ERR_NOMEM;
-            for (int a = 0; a < con.map->ninputs && s == LF_OK; a++) {
+            for (int a = 0; a < nm && s == LF_OK; a++) {
                 lf_buffer *b = tmp[wmap[i][a]];
                 if (!(mins[a] = graph_malloc(b->bytes ? b->bytes : 1))) s = LF_ERR_NOMEM;
                 else s = lf_buffer_read(b, mins[a], b->bytes);
             }
             lf_status sa = agree(m, s, s == LF_ERR_NOMEM ? "lf_mpi_eval: out of memory" : lf_errmsg(m->ctx));
-            if (sa == LF_OK) sa = cross_contract(m, o, &con, mins, host[i]);
-            for (int a = 0; a < con.map->ninputs; a++) graph_free(mins[a]);
+            if (sa == LF_OK && scat)
+                sa = cross_scatter(m, o, A.pl[o->inputs[1]->id].lay->starts[m->rank], mins[0], mins[1], mins[2], host[i]);
+            else if (sa == LF_OK)
+                sa = cross_contract(m, o, &con, mins, host[i]);
+            for (int a = 0; a < nm; a++) graph_free(mins[a]);
             if (sa != LF_OK) {
                 if (sa == LF_ERR_NOMEM) graph_error(m->ctx, sa, "lf_mpi_eval: out of memory (on some rank)");
                 st2 = sa;

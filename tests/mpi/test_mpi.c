@@ -503,17 +503,16 @@ static void take_and_collective_errors(void) {
     lf_buffer_read(dst, got, (size_t)(count * D) * 4);
     CHECK(!memcmp(got, sentinel, (size_t)(count * D) * 4), "bad index: an output changed");
 
-    /* unsupported: a bincount of sharded data, and a node after a cross reduction */
+    /* unsupported: a scatter into a sharded dst, and a node after a cross reduction */
     lf_graph *gu = lf_graph_new(mctx);
     lf_node *xs = lf_input(gu, idx.shard);
-    lf_node *so = lf_bincount(gu, xs, NULL, 4);
+    int64_t one = 1;
+    lf_node *so = lf_scatter(gu, LF_SCATTER_ADD, xs, 0, lf_fill(gu, LF_I64, 0, 1, &one), lf_const(gu, LF_I64, 1));
     lf_buffer *sd = lf_mpi_buffer_new_sharded(mctx, LF_I64, 1, &n, 0, NULL);
-    lf_buffer *bd = lf_buffer_new(mctx, LF_I64, 1, (int64_t[]){4});
-    st = lf_mpi_eval(gu, 1, &so, &bd);
-    CHECK(st == LF_ERR_BACKEND && strstr(lf_errmsg(mctx), "bincount"), "bincount: %s %s", lf_status_name(st),
-          lf_errmsg(mctx));
-    same_message_everywhere("bincount");
-    lf_buffer_free(bd);
+    st = lf_mpi_eval(gu, 1, &so, &sd);
+    CHECK(st == LF_ERR_BACKEND && strstr(lf_errmsg(mctx), "sharded array"), "scatter into sharded: %s %s",
+          lf_status_name(st), lf_errmsg(mctx));
+    same_message_everywhere("scatter into a sharded array");
     /* a top-k (k < the block) into a sharded buffer: refused, not a sort */
     lf_node *tk = lf_topk(gu, xs, 1, 0, true); /* every block has 2 or 3 rows (n = 2 size + 1) */
     st = lf_mpi_eval(gu, 1, &tk, &sd);
@@ -817,6 +816,166 @@ static void take_sharded_table(void) {
         if (rep) lf_buffer_free(idx.shard), idx.shard = NULL;
         arr_free(&table), arr_free(&idx);
     }
+}
+
+/* Scatter-add, bincount (counts and weights), SET, MAX and an i32 MIN (the
+ * integer ops: partials allgathered) into a replicated 1-d dst, positions sharded along axis 0 with random blocks (empty ones
+ * included), against one-process CPU and reference evals: bit for bit (the
+ * relay keeps lazyfuse.h's LF_SCATTER_BLOCK order; n = 70001 puts a block
+ * boundary inside some rank's block). Then a bad index on the last rank: the
+ * same LF_ERR_INDEX on every rank naming the global position (one process's
+ * message), outputs untouched; and each allocation of such an eval failed
+ * in turn on the last rank. */
+enum { SC_ADD, SC_BINCOUNT, SC_BINCOUNT_W, SC_SET, SC_MAX, SC_ADD_LARGE, SC_ADD_2D, SC_IMIN, SC_KINDS };
+static lf_node *mk_scatter(lf_graph *g, int kind, lf_node *ix, lf_node *vv, int64_t nbins) {
+    int64_t nb = nbins;
+    switch (kind) {
+    case SC_BINCOUNT: return lf_bincount(g, ix, NULL, nbins);
+    case SC_BINCOUNT_W: return lf_bincount(g, ix, vv, nbins);
+    case SC_SET: return lf_scatter(g, LF_SCATTER_SET, lf_fill(g, LF_F32, 0.5, 1, &nb), 0, ix, vv);
+    case SC_MAX: return lf_scatter(g, LF_SCATTER_MAX, lf_fill(g, LF_F32, -1, 1, &nb), 0, ix, vv);
+    case SC_IMIN: return lf_scatter(g, LF_SCATTER_MIN, lf_fill(g, LF_I32, 5, 1, &nb), 0, ix, vv);
+    default: return lf_scatter(g, LF_SCATTER_ADD, lf_fill(g, LF_F32, 0.25, 1, &nb), 0, ix, vv);
+    }
+}
+
+static int compared_scatters;
+static void scatter_sharded(void) {
+    rng r = {91};
+    { /* replicated operands only: local, as on one process */
+        int64_t iv[5] = {3, 0, 3, 1, 3}, cnt[4], four = 4, five = 5;
+        lf_buffer *ib = lf_buffer_new(mctx, LF_I64, 1, &five), *cb = lf_buffer_new(mctx, LF_I64, 1, &four);
+        lf_buffer_write(ib, iv, sizeof iv);
+        lf_graph *g = lf_graph_new(mctx);
+        lf_node *bc = lf_bincount(g, lf_input(g, ib), NULL, 4);
+        lf_status st = lf_mpi_eval(g, 1, &bc, &cb);
+        lf_buffer_read(cb, cnt, sizeof cnt);
+        CHECK(st == LF_OK && cnt[0] == 1 && cnt[1] == 1 && cnt[2] == 0 && cnt[3] == 3, "replicated bincount: %s",
+              lf_errmsg(mctx));
+        lf_graph_free(g);
+        lf_buffer_free(ib), lf_buffer_free(cb);
+    }
+    const int64_t ns[] = {0, 1, 7, 300, 70001};
+    for (int ni = 0; ni < 5; ni++)
+        for (int kind = 0; kind < SC_KINDS; kind++) {
+            if (ns[ni] == 70001 && kind != SC_ADD && kind != SC_BINCOUNT_W) continue; /* the block boundary: floats */
+            int64_t n = ns[ni], nbins = kind == SC_ADD_LARGE ? 5000 : 13, counts[64];
+            random_counts(&r, n, 0, counts);
+            int64_t ishape[2] = {n, 3};
+            int ndim = kind == SC_ADD_2D ? 2 : 1;
+            arr ix, vv;
+            lf_dtype vt = kind == SC_BINCOUNT_W ? LF_F64 : kind == SC_IMIN ? LF_I32 : LF_F32;
+            arr_make(&vv, &r, vt, ndim, ishape, 0, counts, false);
+            arr_make(&ix, &r, LF_I64, ndim, ishape, 0, counts, false);
+            bool nonneg = kind == SC_BINCOUNT || kind == SC_BINCOUNT_W;
+            for (int64_t i = 0; i < numel(ndim, ishape); i++)
+                ((int64_t *)ix.global)[i] = nonneg ? pick(&r, (int)nbins) : pick(&r, (int)(2 * nbins)) - nbins;
+            int64_t start, count;
+            lf_mpi_buffer_block(mctx, ix.shard, NULL, &start, &count, NULL);
+            int64_t inner = ndim == 2 ? 3 : 1;
+            lf_buffer_write(ix.shard, (int64_t *)ix.global + start * inner, (size_t)(count * inner) * 8);
+            lf_graph *gm = lf_graph_new(mctx);
+            lf_node *om = mk_scatter(gm, kind, lf_input(gm, ix.shard), lf_input(gm, vv.shard), nbins);
+            lf_dtype ot = lf_node_dtype(om);
+            size_t ob = (size_t)nbins * lf_dtype_size(ot);
+            lf_buffer *dst = lf_buffer_new(mctx, ot, 1, &nbins);
+            lf_status st = lf_mpi_eval(gm, 1, &om, &dst);
+            CHECK(st == LF_OK, "scatter kind %d n %" PRId64 ": %s", kind, n, lf_errmsg(mctx));
+            void *got = malloc(ob);
+            lf_buffer_read(dst, got, ob);
+            for (int c = 0; c < 2; c++) {
+                lf_ctx *c1 = c ? ref1 : cpu1;
+                lf_buffer *iw = lf_buffer_new(c1, LF_I64, ndim, ishape), *vw = lf_buffer_new(c1, vt, ndim, ishape);
+                lf_buffer_write(iw, ix.global, (size_t)numel(ndim, ishape) * 8);
+                lf_buffer_write(vw, vv.global, (size_t)numel(ndim, ishape) * lf_dtype_size(vt));
+                lf_graph *g1 = lf_graph_new(c1);
+                lf_node *o1 = mk_scatter(g1, kind, lf_input(g1, iw), lf_input(g1, vw), nbins);
+                void *want = eval_one(c1, g1, o1);
+                int64_t at = -1;
+                CHECK(same_bits(ot, got, want, nbins, &at), "scatter kind %d n %" PRId64 " (%s): element %" PRId64 " differs",
+                      kind, n, c ? "reference" : "cpu", at);
+                if (c == 1 && n >= 7 && kind == SC_ADD) {
+                    /* a bad index at the last global position (the last rank
+                       holding rows): one process's message on every rank */
+                    int64_t bad = nbins + 2, keep = ((int64_t *)ix.global)[n - 1];
+                    ((int64_t *)ix.global)[n - 1] = bad;
+                    lf_buffer_write(iw, ix.global, (size_t)n * 8);
+                    lf_buffer *b1 = lf_buffer_new(c1, ot, 1, &nbins);
+                    CHECK(lf_eval(g1, 1, &o1, &b1) == LF_ERR_INDEX, "one-process bad index");
+                    char msg1[512];
+                    snprintf(msg1, sizeof msg1, "%s", lf_errmsg(c1));
+                    lf_buffer_free(b1);
+                    lf_buffer_write(ix.shard, (int64_t *)ix.global + start, (size_t)count * 8);
+                    float sentinel[13], after[13];
+                    for (int j = 0; j < 13; j++) sentinel[j] = -7.0f;
+                    lf_buffer_write(dst, sentinel, sizeof sentinel);
+                    st = lf_mpi_eval(gm, 1, &om, &dst);
+                    CHECK(st == LF_ERR_INDEX && strstr(lf_errmsg(mctx), msg1) && strstr(lf_errmsg(mctx), "position [")
+                          , "scatter bad index: %s \"%s\", one process \"%s\"", lf_status_name(st),
+                          lf_errmsg(mctx), msg1);
+                    same_message_everywhere("scatter bad index");
+                    lf_buffer_read(dst, after, sizeof after);
+                    CHECK(!memcmp(after, sentinel, sizeof after), "scatter bad index: the output changed");
+                    /* a negative value in a bincount of the same indices */
+                    lf_node *bc = lf_bincount(gm, lf_input(gm, ix.shard), NULL, nbins + 3);
+                    for (int64_t i = 0; i < n - 1; i++) /* the indices wrapped: no negative one before */
+                        if (((int64_t *)ix.global)[i] < 0) ((int64_t *)ix.global)[i] += nbins;
+                    ((int64_t *)ix.global)[n - 1] = -2;
+                    lf_buffer_write(ix.shard, (int64_t *)ix.global + start, (size_t)count * 8);
+                    lf_buffer *bd = lf_buffer_new(mctx, LF_I64, 1, (int64_t[]){nbins + 3});
+                    st = lf_mpi_eval(gm, 1, &bc, &bd);
+                    char want_pos[64];
+                    snprintf(want_pos, sizeof want_pos, "negative value -2 at position [%" PRId64 "]", n - 1);
+                    CHECK(st == LF_ERR_INDEX && strstr(lf_errmsg(mctx), want_pos), "bincount negative: %s %s",
+                          lf_status_name(st), lf_errmsg(mctx));
+                    same_message_everywhere("bincount negative");
+                    lf_buffer_free(bd);
+                    ((int64_t *)ix.global)[n - 1] = keep;
+                    lf_buffer_write(ix.shard, (int64_t *)ix.global + start, (size_t)count * 8);
+                }
+                free(want);
+                lf_graph_free(g1);
+                lf_buffer_free(iw), lf_buffer_free(vw);
+            }
+            if (n == 300 && (kind == SC_ADD || kind == SC_BINCOUNT)) { /* the relay and the allgather */
+                /* each allocation of the eval failed in turn on the last rank */
+                int failed = 0, ok_run = 0, k;
+                void *sent = malloc(ob), *now = malloc(ob);
+                memset(sent, 0x5a, ob);
+                for (k = 1; k < 400 && ok_run < 20; k++) {
+                    lf_buffer_write(dst, sent, ob);
+                    if (rank == size - 1) lf_debug_fail_alloc(k, false);
+                    st = lf_mpi_eval(gm, 1, &om, &dst);
+                    lf_debug_fail_alloc(0, false);
+                    int lo = (int)st, hi = (int)st;
+                    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+                    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+                    CHECK(lo == hi, "scatter, failing allocation %d: the ranks returned different statuses", k);
+                    lf_buffer_read(dst, now, ob);
+                    if (st == LF_OK) {
+                        ok_run++;
+                        CHECK(!memcmp(now, got, ob), "scatter, failing allocation %d: a success differs", k);
+                        continue;
+                    }
+                    ok_run = 0, failed++;
+                    same_message_everywhere("scatter, failing allocation");
+                    CHECK(!memcmp(now, sent, ob), "scatter, failing allocation %d (%s): the output changed", k,
+                          lf_status_name(st));
+                }
+                CHECK(failed > 0 && ok_run >= 20, "scatter allocation failures: %d failed, %d successes at the end",
+                      failed, ok_run);
+                if (rank == 0)
+                    printf("test_mpi: scatter kind %d, n %" PRId64 ": %d evals failed collectively on allocation "
+                           "failures\n", kind, n, failed);
+                free(sent), free(now);
+            }
+            free(got);
+            lf_buffer_free(dst);
+            lf_graph_free(gm);
+            arr_free(&ix), arr_free(&vv);
+            compared_scatters++;
+        }
+    if (rank == 0) printf("test_mpi: %d scatters and bincounts across ranks compared with one process\n", compared_scatters);
 }
 
 /* Allocation failures on one rank only (lf_debug_fail_alloc is per
@@ -1164,6 +1323,7 @@ int main(int argc, char **argv) {
         take_sharded_table();
     }
     contract_sharded();
+    if (compile_mode != LF_COMPILE_REQUIRE) scatter_sharded();
     sharded_buffer_errors();
     collective_alloc_failures();
     collective_alloc_failures_exchanges();
