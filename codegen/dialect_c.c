@@ -20,6 +20,7 @@
  * evaluator outside reductions.
  */
 #include "codegen/codegen.h"
+#include "graph/complex.h"
 #include "graph/random.h"
 
 #include <pthread.h>
@@ -73,6 +74,8 @@
     "#define LF_ENTRY __attribute__((visibility(\"default\")))\n"                             \
     "#define LF_INLINE static inline __attribute__((always_inline))\n"                         \
     "#define LF_FUNC static\n"                                                                  \
+    "/* libm for graph/complex.h, before any renaming */\n"                                 \
+    STRINGIZE(GRAPH_COMPLEX_LIBM) "\n"                                                          \
     PRELUDE_STREAM
 
 /* The helpers both dialects include after their own header (which defines
@@ -313,6 +316,8 @@ const char cg_prelude_helpers[] =
     "}\n"
     "/* random nodes: Philox4x32-10 of (seed, flat index), graph/random.h */\n"
     STRINGIZE(GRAPH_RANDOM_CODE) "\n"
+    "/* complex c64, c128: graph/complex.h's types and formulas */\n"
+    STRINGIZE(GRAPH_COMPLEX_CODE) "\n"
     "/* gather loads: whether index v is in range for extent n (NumPy's negative\n"
     "   indices count from the end), raising the kernel's error flag if not; the\n"
     "   wrapped index */\n"
