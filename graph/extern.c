@@ -85,6 +85,7 @@ void graph_externs_destroy(lf_graph *g) {
     while (g->externs) {
         graph_extern *e = g->externs;
         g->externs = e->next;
+        if (e->free_user) e->free_user(e->user);
         graph_free(e);
     }
 }

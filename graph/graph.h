@@ -832,6 +832,8 @@ typedef struct graph_extern {
     void *user;                     /* its first argument */
     int nin;                        /* 0..LF_MAX_ARGS */
     lf_node *ins[LF_MAX_ARGS];      /* its inputs (lower ids) */
+    void (*free_user)(void *user);  /* frees user with the graph (the library's
+                                       own extern nodes: lf_fft), or NULL */
     struct graph_extern *next;      /* g->externs list */
 } graph_extern;
 

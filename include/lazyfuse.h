@@ -1175,6 +1175,29 @@ typedef int (*lf_extern_fn)(void *user, int nin, const lf_extern_array *ins, con
 LF_API lf_node *lf_extern(lf_graph *g, const char *name, lf_extern_fn fn, void *user, int nin,
                           lf_node *const *ins, lf_dtype t, int ndim, const int64_t *shape);
 
+/* ---- Fourier transforms (1.4, issue 31) ------------------------------------
+ *
+ * lf_fft(x, axis) is NumPy's numpy.fft.fft(x, axis=axis) and lf_ifft its
+ * numpy.fft.ifft: the discrete Fourier transform of every 1-D line of x
+ * along axis (batched over the other axes), forward y[k] = sum_j x[j]
+ * exp(-2 pi i j k / n), inverse with exp(+2 pi i j k / n) and divided by n
+ * (NumPy's default "backward" normalization), n = x's extent on axis (no
+ * padding or cropping). The result has x's shape and dtype c64 when x is
+ * c64, f32, f16 or bf16 (NumPy 2 computes float32 in single precision),
+ * c128 otherwise; x is cast to it first. An FFT node is an extern node
+ * (lf_extern, above) the library makes: a barrier, x's producers fuse up to
+ * it and its consumers from it (fft(a) * fft(b) is one kernel between the
+ * transforms), and every backend runs it the same way, with FFTW on host
+ * arrays (multi-threaded with the context's thread count; FFTW_ESTIMATE
+ * plans, made once per node and kept with the graph), the reference
+ * evaluator included. Results are FFTW's, not bit-identical to other FFT
+ * libraries (NumPy's pocketfft differs in the last bits). Errors:
+ * LF_ERR_AXIS (axis out of range, or a 0-d x), LF_ERR_SHAPE (zero points
+ * along axis), LF_ERR_BACKEND (this build has no FFTW), sticky on the
+ * graph. The CUDA backend copies through the host (no cuFFT yet). */
+LF_API lf_node *lf_fft(lf_graph *g, lf_node *x, int axis);
+LF_API lf_node *lf_ifft(lf_graph *g, lf_node *x, int axis);
+
 /* ---- elementwise nodes ---------------------------------------------------- */
 
 /* map(f, x): f must take one parameter. */
