@@ -154,6 +154,7 @@ static lf_node *make_fft(lf_graph *g, const char *what, lf_node *x, int axis, bo
         return NULL;
     }
     ((graph_extern *)n->ext)->free_user = fft_free;
+    ((graph_extern *)n->ext)->direct = true; /* fft_run fails only before it writes */
     return n;
 #endif
 }

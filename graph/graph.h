@@ -834,6 +834,10 @@ typedef struct graph_extern {
     lf_node *ins[LF_MAX_ARGS];      /* its inputs (lower ids) */
     void (*free_user)(void *user);  /* frees user with the graph (the library's
                                        own extern nodes: lf_fft), or NULL */
+    bool direct;                    /* the library's own callback writes every
+                                       element and fails only before writing:
+                                       on a host backend it writes the node's
+                                       buffer itself (no zero-filled copy) */
     struct graph_extern *next;      /* g->externs list */
 } graph_extern;
 
