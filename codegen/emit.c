@@ -287,7 +287,10 @@ static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][size
         case LF_OP_REAL:
         case LF_OP_CONJ: cg_fmt(out, cap, "(%s)", x[0]); return;
         case LF_OP_IMAG: cg_fmt(out, cap, "(%s)0", c_value_type[ct]); return;
-        case LF_OP_ANGLE: cg_fmt(out, cap, "atan2%s(%s, %s)", sx, f ? "0.0f" : "0.0", x[0]); return;
+        case LF_OP_ANGLE: /* atan2(+0, x) without a libm call (graph/scalar.c's real_part_op) */
+            cg_fmt(out, cap, "((%s) != (%s) ? (%s) : signbit(%s) ? %s : %s)", x[0], x[0], x[0], x[0],
+                   f ? "0x1.921fb6p+1f" : "0x1.921fb54442d18p+1", f ? "0.0f" : "0.0");
+            return;
         case LF_OP_SIGN: cg_fmt(out, cap, "lf_sign_%s(%s)", tag, x[0]); return;
         case LF_OP_ROUND: cg_fmt(out, cap, "nearbyint%s(%s)", sx, x[0]); return;
         case LF_OP_RSQRT: cg_fmt(out, cap, "(%s / sqrt%s(%s))", one, sx, x[0]); return;

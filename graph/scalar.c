@@ -525,11 +525,14 @@ static lf_scalar complex_apply(lf_op op, lf_dtype ct, lf_scalar a, lf_scalar b) 
     return r;
 }
 
-/* real, imag, angle of a real (float) operand x: x, 0, atan2(0, x). */
+/* real, imag, angle of a real (float) operand x: x, 0, atan2(+0, x)
+ * (NaN for NaN, pi rounded to the dtype for x < 0 and -0, else +0),
+ * written without libm as the kernels write it. */
 static double real_part_op(lf_op op, bool f32, double x) {
     if (op == LF_OP_REAL) return x;
     if (op == LF_OP_IMAG) return 0.0;
-    return f32 ? atan2f(0.0f, (float)x) : atan2(0.0, x);
+    if (isnan(x)) return x;
+    return signbit(x) ? (f32 ? (double)0x1.921fb6p+1f : 0x1.921fb54442d18p+1) : 0.0;
 }
 
 lf_scalar graph_scalar_apply(lf_op op, lf_dtype ct, lf_scalar a, lf_scalar b, lf_scalar c) {
