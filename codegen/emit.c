@@ -1310,7 +1310,8 @@ void cg_declare_buffers(cg_emitter *e) {
        constant y unvectorized. */
     const fuse_kernel *kn = lay->kernel;
     for (int j = 0; j < kn->nscalars; j++) {
-        if (graph_dtype_is_float(kn->scalars[j]->dtype))
+        lf_dtype st = kn->scalars[j]->dtype; /* a complex constant's value is its real part, a double */
+        if (graph_dtype_is_float(st) || graph_dtype_is_complex(st))
             cg_line(e, "%sconst double lf_sc%d = lf_bits_f64(P[%d]); /* n%d */", e->d->value_attr, j,
                     lay->param_scalar + j, kn->scalars[j]->id);
         else
