@@ -62,6 +62,14 @@ void program_release(program *p) {
 lf_status program_emit(lf_ctx *ctx, const fuse_schedule *s, const cg_layout *lay, const cg_dialect *d, int k,
                        const char *what, cg_text *src) {
     memset(src, 0, sizeof *src);
+    const fuse_kernel *kn = lay->kernel;
+    for (int j = 0; j < kn->nreds; j++) /* issue 31: complex sums are not written in the skeletons yet */
+        if (graph_dtype_is_complex(kn->reds[j].in))
+            return graph_error(ctx, LF_ERR_DTYPE,
+                               "eval: %s %d reduces complex values (node %d, %s of %s), which compiled kernels do "
+                               "not do yet; the reference evaluator and the schedule interpreter (LF_COMPILE=never) do",
+                               what, k, kn->reds[j].node->id, graph_reds[kn->reds[j].op].text,
+                               lf_dtype_name(kn->reds[j].in));
     cg_emit_kernel(s, lay, d, src);
     if (src->nomem) {
         cg_text_free(src);

@@ -22,6 +22,7 @@
  * them, compiled once per disk cache by the CPU backend (graph/random.h).
  */
 #include "codegen/codegen.h"
+#include "graph/complex.h"
 #include "graph/random.h"
 
 #include <pthread.h>
@@ -76,6 +77,8 @@
     "#define LF_INLINE static inline __attribute__((always_inline))\n"                         \
     "#define LF_FUNC static\n"                                                                  \
     "#define LF_RANDOM_NORMAL_EXTERN __attribute__((simd(\"notinbranch\"), const, nothrow, leaf))\n" \
+    "/* libm for graph/complex.h, before any renaming */\n"                                 \
+    STRINGIZE(GRAPH_COMPLEX_LIBM) "\n"                                                          \
     PRELUDE_STREAM
 
 /* The object every C kernel that calls lf_random_normal is linked with
@@ -339,6 +342,8 @@ const char cg_prelude_helpers[] =
     STRINGIZE(GRAPH_RANDOM_NORMAL_OF_CODE) "\n"
     STRINGIZE(GRAPH_RANDOM_NORMAL_CODE) "\n"
     "#endif\n"
+    "/* complex c64, c128: graph/complex.h's types and formulas */\n"
+    STRINGIZE(GRAPH_COMPLEX_CODE) "\n"
     "/* gather loads: whether index v is in range for extent n (NumPy's negative\n"
     "   indices count from the end), raising the kernel's error flag if not; the\n"
     "   wrapped index */\n"

@@ -15,6 +15,10 @@
  * outside reductions; their documented accuracy is stated in lazyfuse.h.
  */
 #include "codegen/codegen.h"
+#include "graph/complex.h"
+
+#define CUDA_STRINGIZE_(...) #__VA_ARGS__
+#define CUDA_STRINGIZE(...) CUDA_STRINGIZE_(__VA_ARGS__)
 
 #define PRELUDE_CUDA                                                                        \
     "/* lazyfuse generated kernel (CUDA dialect, NVRTC). */\n"                              \
@@ -35,6 +39,8 @@
     "#define INFINITY __int_as_float(0x7f800000)\n"                                         \
     "#define LF_INLINE __device__ __forceinline__\n"                                     \
     "#define LF_FUNC __device__ inline\n"                                                           \
+    "/* CUDA's math functions for graph/complex.h */\n"                                   \
+    CUDA_STRINGIZE(GRAPH_COMPLEX_LIBM) "\n"                                                     \
     "template <typename T> struct alignas(4 * sizeof(T)) lf_v4 { T x[4]; };\n"
 
 static const cg_dialect cuda_dialect = {

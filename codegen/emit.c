@@ -179,6 +179,29 @@ static void convert(char *out, size_t cap, const char *x, lf_dtype from, lf_dtyp
         cg_fmt(out, cap, "%s", x);
         return;
     }
+    if (graph_dtype_is_complex(to)) { /* (x, 0), or the parts converted (graph_scalar_convert) */
+        lf_dtype p = graph_dtype_part(to);
+        expr_buf re, im;
+        if (graph_dtype_is_complex(from)) {
+            cg_fmt(out, cap, "lf_mk_%s((%s)(%s).re, (%s)(%s).im)", lf_dtype_name(to), c_value_type[p], x,
+                   c_value_type[p], x);
+            return;
+        }
+        convert(re, sizeof re, x, from, p);
+        cg_fmt(im, sizeof im, "%s", p == LF_F32 ? "0.0f" : "0.0");
+        cg_fmt(out, cap, "lf_mk_%s(%s, %s)", lf_dtype_name(to), re, im);
+        return;
+    }
+    if (graph_dtype_is_complex(from)) { /* the real part; bool: either part nonzero */
+        if (to == LF_BOOL) {
+            cg_fmt(out, cap, "((%s).re != 0 || (%s).im != 0)", x, x);
+            return;
+        }
+        expr_buf re;
+        cg_fmt(re, sizeof re, "(%s).re", x);
+        convert(out, cap, re, graph_dtype_part(from), to);
+        return;
+    }
     bool ff = graph_dtype_is_float(from);
     switch (graph_dtypes[to].kind) {
     case DTYPE_FLOAT:
@@ -198,6 +221,31 @@ static void convert(char *out, size_t cap, const char *x, lf_dtype from, lf_dtyp
 /* The C expression of op applied in compute dtype ct to operands x[]. */
 static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][sizeof(expr_buf)]) {
     const op_info *oi = &graph_ops[op];
+    if (graph_dtype_is_complex(ct) && op != LF_OP_WHERE) { /* graph/complex.h's functions (the prelude's) */
+        const char *tag = lf_dtype_name(ct), *fname = NULL;
+        switch (op) {
+        case LF_OP_ADD: fname = "add"; break;
+        case LF_OP_SUB: fname = "sub"; break;
+        case LF_OP_MUL: fname = "mul"; break;
+        case LF_OP_DIV: fname = "div"; break;
+        case LF_OP_POW: fname = "pow"; break;
+        case LF_OP_EQ: fname = "eq"; break;
+        case LF_OP_NE: fname = "ne"; break;
+        case LF_OP_NEG: fname = "neg"; break;
+        case LF_OP_CONJ: fname = "conj"; break;
+        case LF_OP_ABS: fname = "abs"; break;
+        case LF_OP_ANGLE: fname = "arg"; break;
+        case LF_OP_SQRT: fname = "sqrt"; break;
+        case LF_OP_EXP: fname = "exp"; break;
+        case LF_OP_LOG: fname = "log"; break;
+        case LF_OP_REAL: cg_fmt(out, cap, "(%s).re", x[0]); return;
+        case LF_OP_IMAG: cg_fmt(out, cap, "(%s).im", x[0]); return;
+        default: cg_fmt(out, cap, "\n#error lazyfuse: %s of complex\n", oi->text); return; /* refused when built */
+        }
+        if (oi->arity == 2) cg_fmt(out, cap, "lf_%s_%s(%s, %s)", fname, tag, x[0], x[1]);
+        else cg_fmt(out, cap, "lf_%s_%s(%s)", fname, tag, x[0]);
+        return;
+    }
     if (is_half(ct)) { /* f16, bf16: f32's operator, its result rounded (graph/scalar.c) */
         expr_buf f;
         op_expr(f, sizeof f, op, LF_F32, x);
@@ -240,6 +288,13 @@ static void op_expr(char *out, size_t cap, lf_op op, lf_dtype ct, char x[3][size
         case LF_OP_MIN: cg_fmt(out, cap, "lf_fmin_%s(%s, %s)", tag, x[0], x[1]); return;
         case LF_OP_MAX: cg_fmt(out, cap, "lf_fmax_%s(%s, %s)", tag, x[0], x[1]); return;
         case LF_OP_NEG: cg_fmt(out, cap, "(-(%s))", x[0]); return;
+        case LF_OP_REAL:
+        case LF_OP_CONJ: cg_fmt(out, cap, "(%s)", x[0]); return;
+        case LF_OP_IMAG: cg_fmt(out, cap, "(%s)0", c_value_type[ct]); return;
+        case LF_OP_ANGLE: /* atan2(+0, x) without a libm call (graph/scalar.c's real_part_op) */
+            cg_fmt(out, cap, "((%s) != (%s) ? (%s) : signbit(%s) ? %s : %s)", x[0], x[0], x[0], x[0],
+                   f ? "0x1.921fb6p+1f" : "0x1.921fb54442d18p+1", f ? "0.0f" : "0.0");
+            return;
         case LF_OP_SIGN: cg_fmt(out, cap, "lf_sign_%s(%s)", tag, x[0]); return;
         case LF_OP_ROUND: cg_fmt(out, cap, "nearbyint%s(%s)", sx, x[0]); return;
         case LF_OP_RSQRT: cg_fmt(out, cap, "(%s / sqrt%s(%s))", one, sx, x[0]); return;
@@ -529,6 +584,13 @@ static void acc_value(const cg_emitter *e, int r, acc_form form, const char *jv,
  * source is the same for every value (cg_fill_scalars). */
 static void scalar_value(const cg_emitter *e, int j, lf_dtype t, char *out, size_t cap) {
     int at = e->lay->param_scalar + j;
+    if (graph_dtype_is_complex(t)) { /* the constant's value is real (lf_const): (value, 0) */
+        expr_buf d;
+        if (e->scalars_local) cg_fmt(d, sizeof d, "lf_sc%d", j);
+        else cg_fmt(d, sizeof d, "lf_bits_f64(P[%d])", at);
+        convert(out, cap, d, LF_F64, t);
+        return;
+    }
     if (e->scalars_local) cg_fmt(out, cap, "(%s)lf_sc%d", cg_vtype(e, t), j);
     else if (graph_dtype_is_float(t)) cg_fmt(out, cap, "(%s)lf_bits_f64(P[%d])", cg_vtype(e, t), at);
     else cg_fmt(out, cap, "(%s)P[%d]", cg_vtype(e, t), at);
@@ -1261,7 +1323,8 @@ void cg_declare_buffers(cg_emitter *e) {
        constant y unvectorized. */
     const fuse_kernel *kn = lay->kernel;
     for (int j = 0; j < kn->nscalars; j++) {
-        if (graph_dtype_is_float(kn->scalars[j]->dtype))
+        lf_dtype st = kn->scalars[j]->dtype; /* a complex constant's value is its real part, a double */
+        if (graph_dtype_is_float(st) || graph_dtype_is_complex(st))
             cg_line(e, "%sconst double lf_sc%d = lf_bits_f64(P[%d]); /* n%d */", e->d->value_attr, j,
                     lay->param_scalar + j, kn->scalars[j]->id);
         else

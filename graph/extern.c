@@ -12,7 +12,10 @@
  * What must stay true: no user buffer is written by these steps (only the
  * graph's own extern buffers and temporaries), so a failed callback leaves
  * the eval's outputs untouched; the callback's output array is fresh,
- * zero-filled memory, copied into the node's buffer only on success.
+ * zero-filled memory, copied into the node's buffer only on success; the
+ * library's own callbacks (graph_extern.direct: lf_fft, which writes every
+ * element and fails only before writing) write the node's buffer in place
+ * on a host backend.
  */
 #include "graph/graph.h"
 
@@ -85,6 +88,7 @@ void graph_externs_destroy(lf_graph *g) {
     while (g->externs) {
         graph_extern *e = g->externs;
         g->externs = e->next;
+        if (e->free_user) e->free_user(e->user);
         graph_free(e);
     }
 }
@@ -148,7 +152,9 @@ static lf_status run_extern(lf_graph *g, lf_node *x, const graph_backend *be, gr
         }
     }
     lf_buffer *xb = x->u.buffer;
-    if (st == LF_OK && xb->bytes && !(out = graph_calloc(1, xb->bytes)))
+    bool direct = e->direct && !dev; /* lf_fft: into the node's own buffer, no copy */
+    if (st == LF_OK && xb->bytes && direct) out = xb->data;
+    else if (st == LF_OK && xb->bytes && !(out = graph_calloc(1, xb->bytes)))
         st = graph_error(ctx, LF_ERR_NOMEM, "eval: out of memory for %s's result", graph_node_str(x, ns, sizeof ns));
     if (st == LF_OK) {
         lf_extern_array o = {.data = out, .dtype = xb->dtype, .ndim = xb->ndim, .shape = xb->shape, .numel = xb->numel};
@@ -159,13 +165,13 @@ static lf_status run_extern(lf_graph *g, lf_node *x, const graph_backend *be, gr
                              msg[0] ? msg : "(the callback gave no message)");
         }
     }
-    if (st == LF_OK && xb->bytes) {
+    if (st == LF_OK && xb->bytes && !direct) {
         if (xb->dtype == LF_BOOL)
             for (size_t i = 0; i < xb->bytes; i++) ((unsigned char *)out)[i] = ((unsigned char *)out)[i] != 0;
         if (dev) st = ctx->be->buffer_write(xb, out, "eval");
         else memcpy(xb->data, out, xb->bytes);
     }
-    graph_free(out);
+    if (!direct) graph_free(out);
     for (int k = 0; k < e->nin; k++) {
         graph_free(host[k]);
         if (tmp[k]) lf_buffer_free(tmp[k]);

@@ -330,7 +330,7 @@ static lf_dtype join(int n, const lf_dtype *t, const bool *w, bool *weak) {
         for (int k = 0; k < n; k++)
             if (w[k]) p = LF_I64; /* bool meets an integer literal */
     }
-    if (weak_float && !graph_dtype_is_float(p)) p = LF_F64;
+    if (weak_float && !graph_dtype_is_float(p) && !graph_dtype_is_complex(p)) p = LF_F64;
     return p;
 }
 
@@ -407,8 +407,16 @@ lf_dtype graph_fn_types_checked(const lf_fn *f, const lf_dtype *params, lf_dtype
             case OPTY_ARITH:
             case OPTY_SHIFT: ct = et = (j == LF_BOOL ? LF_I32 : j); break;
             case OPTY_DIV:
-            case OPTY_FLOAT: ct = et = graph_dtype_is_float(j) ? j : LF_F64; break;
+            case OPTY_FLOAT:
+                ct = et = graph_dtype_is_float(j) || graph_dtype_is_complex(j) ? j : LF_F64;
+                break;
+            case OPTY_PART: /* the component float of a complex */
+                ct = graph_dtype_is_float(j) || graph_dtype_is_complex(j) ? j : LF_F64;
+                et = graph_dtype_part(ct);
+                break;
             case OPTY_SAME:
+                if (e->op == LF_OP_ABS) et = graph_dtype_part(j); /* abs of a complex is real */
+                break;
             case OPTY_BITS: /* a float here is refused by graph_fn_bad_operand */
             case OPTY_SELECT: break;
             case OPTY_CMP: et = LF_BOOL; rweak = false; break;
@@ -452,7 +460,7 @@ lf_dtype graph_fn_types_checked(const lf_fn *f, const lf_dtype *params, lf_dtype
             ctype[i] = ct;
             *wi = rweak;
             if (rweak) { /* its value, as graph_fn_eval computes it */
-                lf_scalar x[3] = {{0}, {0}, {0}};
+                lf_scalar x[3] = {0};
                 for (int k = 0; k < oi->arity; k++)
                     x[k] = graph_scalar_convert(wk[e->arg[k]].v, t[k], oi->typing == OPTY_SELECT && k == 0 ? LF_BOOL : ct);
                 wk[i].v = graph_scalar_apply(e->op, ct, x[0], x[1], x[2]);
@@ -526,6 +534,12 @@ int graph_fn_bad_operand(const lf_fn *f, const lf_dtype *etype, int *operand) {
         const fn_expr *e = &f->exprs[i];
         if (e->kind != EXPR_OP) continue;
         const op_info *oi = &graph_ops[e->op];
+        if (!graph_op_complex_ok(e->op)) /* an operator complex values do not take */
+            for (int k = 0; k < oi->arity; k++)
+                if (graph_dtype_is_complex(etype[e->arg[k]])) {
+                    *operand = k;
+                    return i;
+                }
         if (oi->typing != OPTY_BITS && oi->typing != OPTY_SHIFT) continue;
         for (int k = 0; k < oi->arity; k++) {
             const fn_expr *a = &f->exprs[e->arg[k]];
@@ -559,7 +573,7 @@ lf_scalar graph_fn_eval(const lf_fn *f, const lf_dtype *params, const lf_dtype *
             break;
         case EXPR_CALL: {
             const graph_ufn *u = e->call;
-            lf_scalar x[GRAPH_UFN_MAX_PARAMS] = {{0}, {0}, {0}};
+            lf_scalar x[GRAPH_UFN_MAX_PARAMS] = {0};
             for (int k = 0; k < u->nparams; k++)
                 x[k] = graph_scalar_convert(vals[e->arg[k]], etype[e->arg[k]], u->params[k]);
             vals[i].i = 0;
@@ -568,7 +582,7 @@ lf_scalar graph_fn_eval(const lf_fn *f, const lf_dtype *params, const lf_dtype *
         }
         case EXPR_OP: {
             const op_info *oi = &graph_ops[e->op];
-            lf_scalar x[3] = {{0}, {0}, {0}};
+            lf_scalar x[3] = {0};
             for (int k = 0; k < oi->arity; k++) {
                 int a = e->arg[k];
                 lf_dtype to = ctype[i];

@@ -29,6 +29,10 @@ lf_node *lf_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx) {
         return NULL;
     }
     if (axis < 0) axis += x->ndim;
+    if (graph_dtype_is_complex(x->dtype)) { /* the kernels' out-of-range zero is not written for them */
+        graph_fail(g, LF_ERR_DTYPE, "gather: dtype %s is not supported", lf_dtype_name(x->dtype));
+        return NULL;
+    }
     if (!graph_dtype_is_int(idx->dtype)) {
         graph_fail(g, LF_ERR_DTYPE, "gather: index dtype %s is not an integer dtype (i32 or i64)",
                    lf_dtype_name(idx->dtype));
@@ -75,6 +79,10 @@ lf_node *lf_take(lf_graph *g, lf_node *x, int axis, lf_node *idx) {
         return NULL;
     }
     if (axis < 0) axis += x->ndim;
+    if (graph_dtype_is_complex(x->dtype)) {
+        graph_fail(g, LF_ERR_DTYPE, "take: dtype %s is not supported", lf_dtype_name(x->dtype));
+        return NULL;
+    }
     if (!graph_dtype_is_int(idx->dtype)) {
         graph_fail(g, LF_ERR_DTYPE, "take: index dtype %s is not an integer dtype (i32 or i64)",
                    lf_dtype_name(idx->dtype));

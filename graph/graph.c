@@ -367,8 +367,8 @@ lf_status lf_input_rebind(lf_graph *g, lf_node *input, lf_buffer *b) {
 
 lf_node *lf_arange(lf_graph *g, lf_dtype t, double start, double stop, double step) {
     if (!graph_check_args(g, "arange", 0, NULL) || !check_dtype(g, "arange", t)) return NULL;
-    if (t == LF_BOOL) {
-        graph_fail(g, LF_ERR_DTYPE, "arange: dtype bool is not allowed");
+    if (t == LF_BOOL || graph_dtype_is_complex(t)) {
+        graph_fail(g, LF_ERR_DTYPE, "arange: dtype %s is not allowed", lf_dtype_name(t));
         return NULL;
     }
     if (!isfinite(start) || !isfinite(stop) || !isfinite(step)) {
@@ -395,8 +395,8 @@ lf_node *lf_arange(lf_graph *g, lf_dtype t, double start, double stop, double st
 
 lf_node *lf_iota(lf_graph *g, lf_dtype t, int64_t len) {
     if (!graph_check_args(g, "iota", 0, NULL) || !check_dtype(g, "iota", t)) return NULL;
-    if (t == LF_BOOL) {
-        graph_fail(g, LF_ERR_DTYPE, "iota: dtype bool is not allowed");
+    if (t == LF_BOOL || graph_dtype_is_complex(t)) {
+        graph_fail(g, LF_ERR_DTYPE, "iota: dtype %s is not allowed", lf_dtype_name(t));
         return NULL;
     }
     if (len < 0) {
@@ -450,6 +450,11 @@ lf_node *graph_new_gather(lf_graph *g, lf_node *x, int axis, lf_node *idx, int n
  * on the axis, x's dtype or i64 positions. */
 lf_node *graph_new_sort(lf_graph *g, const char *what, lf_node *x, int axis, int64_t k, bool descending,
                         bool indices) {
+    if (graph_dtype_is_complex(x->dtype)) {
+        graph_fail(g, LF_ERR_DTYPE, "%s: dtype %s has no order (complex numbers are not sorted)", what,
+                   lf_dtype_name(x->dtype));
+        return NULL;
+    }
     if (x->dtype > LF_F64) { /* sort keys of the dtypes appended later are not written yet */
         graph_fail(g, LF_ERR_DTYPE, "%s: dtype %s is not supported (bool, i32, i64, f32, f64)", what,
                    lf_dtype_name(x->dtype));
@@ -956,9 +961,13 @@ static lf_node *make_map(lf_graph *g, const char *what, lf_fn *f, int n, lf_node
         ctype = graph_malloc((size_t)f->nexprs * sizeof *ctype);
         rt = (etype && ctype) ? graph_fn_types(f, params, etype, ctype) : LF_NDTYPES;
     }
-    if (bad >= 0) { /* a float operand of & | ^ ~ << >> */
+    if (bad >= 0) { /* a float operand of & | ^ ~ << >>, or a complex one of an operator without it */
         const fn_expr *e = &f->exprs[bad];
-        if (bad_k == graph_ops[e->op].arity) /* integer operands, no common integer dtype (NumPy 2 refuses too) */
+        const lf_op bop = e->op;
+        if (bad_k < graph_ops[bop].arity && graph_dtype_is_complex(etype[e->arg[bad_k]]))
+            graph_fail(g, LF_ERR_DTYPE, "%s: %s: not defined for complex operands (%s)%s", what, graph_ops[bop].text,
+                       lf_dtype_name(etype[e->arg[bad_k]]), graph_ops[bop].typing == OPTY_CMP ? ": complex numbers have no order; == and != compare" : "");
+        else if (bad_k == graph_ops[e->op].arity) /* integer operands, no common integer dtype (NumPy 2 refuses too) */
             graph_fail(g, LF_ERR_DTYPE, "%s: %s: operands %s and %s have no common integer dtype (they promote to %s); "
                        "cast one of them", what, graph_ops[e->op].text, lf_dtype_name(etype[e->arg[0]]),
                        lf_dtype_name(etype[e->arg[1]]), lf_dtype_name(etype[bad]));
@@ -1055,8 +1064,10 @@ static lf_dtype reduce_dtype(lf_reduce_op op, lf_dtype in) {
     switch (op) {
     case LF_RED_SUM:
     case LF_RED_PROD: /* NumPy: signed (and bool) to i64, unsigned to u64 */
-        return graph_dtype_is_float(in) ? in : graph_dtypes[in].kind == DTYPE_UINT ? LF_U64 : LF_I64;
-    case LF_RED_MEAN: return graph_dtype_is_float(in) ? in : LF_F64;
+        return graph_dtype_is_float(in) || graph_dtype_is_complex(in) ? in
+               : graph_dtypes[in].kind == DTYPE_UINT                 ? LF_U64
+                                                                     : LF_I64;
+    case LF_RED_MEAN: return graph_dtype_is_float(in) || graph_dtype_is_complex(in) ? in : LF_F64;
     case LF_RED_ARGMIN:
     case LF_RED_ARGMAX: return LF_I64;
     default: return in;
@@ -1064,6 +1075,11 @@ static lf_dtype reduce_dtype(lf_reduce_op op, lf_dtype in) {
 }
 
 bool graph_red_dtype_ok(lf_graph *g, const char *what, lf_reduce_op op, lf_dtype t) {
+    if (graph_dtype_is_complex(t) && op != LF_RED_SUM && op != LF_RED_PROD && op != LF_RED_MEAN) {
+        graph_fail(g, LF_ERR_DTYPE, "%s %s: complex numbers have no order (%s: sum, prod and mean only)", what,
+                   graph_reds[op].text, lf_dtype_name(t));
+        return false;
+    }
     if (t != LF_U64 || op == LF_RED_SUM || op == LF_RED_PROD || op == LF_RED_MEAN) return true;
     /* the kernels' integer accumulators compare as int64_t */
     graph_fail(g, LF_ERR_DTYPE, "%s %s: dtype u64 is not supported (sum, prod and mean are)", what,
@@ -1149,6 +1165,10 @@ lf_node *lf_scan(lf_graph *g, lf_reduce_op op, lf_node *x, int axis, bool exclus
     }
     if (op != LF_RED_SUM && op != LF_RED_PROD && op != LF_RED_MIN && op != LF_RED_MAX) {
         graph_fail(g, LF_ERR_INVALID, "scan: op %s is not supported (sum, prod, min, max)", graph_reds[op].text);
+        return NULL;
+    }
+    if (graph_dtype_is_complex(x->dtype)) {
+        graph_fail(g, LF_ERR_DTYPE, "scan %s: dtype %s is not supported", graph_reds[op].text, lf_dtype_name(x->dtype));
         return NULL;
     }
     if (!graph_red_dtype_ok(g, "scan", op, x->dtype)) return NULL;

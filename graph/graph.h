@@ -182,16 +182,21 @@ bool graph_buffers_overlap(const lf_buffer *a, const lf_buffer *b);
 /* One element value. Floating dtypes use f (an f32, f16 or bf16 value is a
  * double holding it exactly); bool and integers use i (bool is 0 or 1; an
  * unsigned integer holds its value, a u64 its bits: values from 2^63 on
- * read as negative int64_t, so unsigned code compares them as uint64_t). */
-typedef union lf_scalar {
-    double f;
-    int64_t i;
+ * read as negative int64_t, so unsigned code compares them as uint64_t).
+ * Complex dtypes use f (real part) and im (imaginary part; a c64's parts
+ * are f32 values); im is 0 for every other dtype's value. */
+typedef struct lf_scalar {
+    union {
+        double f;
+        int64_t i;
+    };
+    double im; /* complex: the imaginary part */
 } lf_scalar;
 
 typedef enum op_syntax { OPSYN_INFIX, OPSYN_PREFIX, OPSYN_CALL } op_syntax;
 typedef enum op_typing {
     OPTY_ARITH, OPTY_DIV, OPTY_FLOAT, OPTY_SAME, OPTY_CMP, OPTY_LOGIC, OPTY_PRED, OPTY_SELECT,
-    OPTY_BITS, OPTY_SHIFT
+    OPTY_BITS, OPTY_SHIFT, OPTY_PART
 } op_typing;
 
 typedef struct op_info {
@@ -225,7 +230,8 @@ typedef enum sort_key_kind {
     SORT_KEY_BOOL,   /* 0 or 1 */
     SORT_KEY_SIGNED, /* two's complement, the key's sign bit flipped */
     SORT_KEY_UNSIGNED, /* the bits */
-    SORT_KEY_FLOAT   /* IEEE bits, sign folded, -0.0 and NaNs canonical */
+    SORT_KEY_FLOAT,  /* IEEE bits, sign folded, -0.0 and NaNs canonical */
+    SORT_KEY_NONE    /* no order (complex): never sorted */
 } sort_key_kind;
 
 /* DLPack's DLDataTypeCode values (stable across DLPack versions; kDLBool is
@@ -252,6 +258,15 @@ extern const graph_dtype_info graph_dtypes[LF_NDTYPES];
 static inline bool graph_dtype_is_float(lf_dtype t) {
     return (unsigned)t < LF_NDTYPES && graph_dtypes[t].kind == DTYPE_FLOAT;
 }
+static inline bool graph_dtype_is_complex(lf_dtype t) {
+    return (unsigned)t < LF_NDTYPES && graph_dtypes[t].kind == DTYPE_COMPLEX;
+}
+/* The component float of complex t (c64: f32, c128: f64); t otherwise. */
+static inline lf_dtype graph_dtype_part(lf_dtype t) {
+    return t == LF_C64 ? LF_F32 : t == LF_C128 ? LF_F64 : t;
+}
+/* Whether op accepts complex operands (lazyfuse.h, "Complex"). */
+bool graph_op_complex_ok(lf_op op);
 static inline bool graph_dtype_is_int(lf_dtype t) {
     return (unsigned)t < LF_NDTYPES && (graph_dtypes[t].kind == DTYPE_SINT || graph_dtypes[t].kind == DTYPE_UINT);
 }
@@ -819,6 +834,12 @@ typedef struct graph_extern {
     void *user;                     /* its first argument */
     int nin;                        /* 0..LF_MAX_ARGS */
     lf_node *ins[LF_MAX_ARGS];      /* its inputs (lower ids) */
+    void (*free_user)(void *user);  /* frees user with the graph (the library's
+                                       own extern nodes: lf_fft), or NULL */
+    bool direct;                    /* the library's own callback writes every
+                                       element and fails only before writing:
+                                       on a host backend it writes the node's
+                                       buffer itself (no zero-filled copy) */
     struct graph_extern *next;      /* g->externs list */
 } graph_extern;
 

@@ -24,11 +24,16 @@
  *  - NaN and Inf propagate as IEEE 754 and C's libm say; min/max are NumPy's
  *    minimum/maximum (a NaN operand, the first if both, is returned; of equal
  *    values, +0 and -0, the second); sign(+-0) is +0;
+ *  - complex values (c64, c128) follow graph/complex.h's formulas, compiled
+ *    here from the same text the kernels print; a c64's parts are f32
+ *    values held in double, converted to float around each operator;
+ *    sum, prod and mean of complex accumulate in c128;
  *  - reductions (graph_red_*) accumulate floats, and means of integers, in
  *    double and integer sums and products in wrapping int64, keep the first
  *    extreme (the first NaN) for min/max/argmin/argmax, and round once.
  */
 #include "graph/graph.h"
+#include "graph/complex.h"
 #include "graph/random.h"
 
 #include <math.h>
@@ -52,7 +57,7 @@ const char *lf_reduce_op_name(lf_reduce_op op) {
 
 /* ---- conversions ------------------------------------------------------------ */
 
-static bool is_unsigned(lf_dtype t) { return graph_dtypes[t].kind == DTYPE_UINT; }
+static bool is_unsigned(lf_dtype t) { return (unsigned)t < LF_NDTYPES && graph_dtypes[t].kind == DTYPE_UINT; }
 
 /* Narrows a wrapped 64-bit result to bool or integer dtype t: two's
  * complement at t's width (digits + 1 bits: i32 wraps at 32 bits), or
@@ -139,6 +144,7 @@ static int64_t saturate(double x, lf_dtype t) {
 }
 
 int graph_pow_exponent_class(lf_scalar v, lf_dtype t) {
+    if (graph_dtype_is_complex(t)) return 0; /* complex ** is always lf_pow_<c> */
     double y = graph_dtype_is_float(t) ? v.f : t == LF_BOOL ? (double)(v.i != 0) : is_unsigned(t) ? (double)(uint64_t)v.i : (double)v.i;
     static const double special[] = {0.5, 2, 1, 0, -1};
     for (int k = 0; k < (int)(sizeof special / sizeof special[0]); k++)
@@ -147,7 +153,26 @@ int graph_pow_exponent_class(lf_scalar v, lf_dtype t) {
 }
 
 lf_scalar graph_scalar_convert(lf_scalar v, lf_dtype from, lf_dtype to) {
-    lf_scalar r;
+    lf_scalar r = {{0}, 0};
+    if (graph_dtype_is_complex(to)) { /* (x, 0) of a real x; parts rounded */
+        lf_dtype p = graph_dtype_part(to);
+        if (graph_dtype_is_complex(from)) {
+            r.f = round_float(p, v.f);
+            r.im = round_float(p, v.im);
+            return r;
+        }
+        r = graph_scalar_convert(v, from, p);
+        r.im = 0;
+        return r;
+    }
+    if (graph_dtype_is_complex(from)) { /* the real part (NumPy); bool: either part */
+        if (to == LF_BOOL) {
+            r.i = v.f != 0 || v.im != 0;
+            return r;
+        }
+        lf_scalar re = {{.f = v.f}, 0};
+        return graph_scalar_convert(re, graph_dtype_part(from), to);
+    }
     if (graph_dtype_is_float(from)) {
         double x = v.f;
         if (graph_dtype_is_float(to)) r.f = round_float(to, x);
@@ -356,7 +381,8 @@ static int64_t int_op(lf_op op, lf_dtype t, int64_t a, int64_t b) {
     case LF_OP_FLOOR:
     case LF_OP_CEIL:
     case LF_OP_ROUND:
-    case LF_OP_TRUNC: return a;
+    case LF_OP_TRUNC:
+    case LF_OP_CONJ: return a;
     default: return 0;
     }
 }
@@ -393,8 +419,125 @@ static bool compare(lf_op op, bool fl, bool u, lf_scalar a, lf_scalar b) {
     }
 }
 
+/* ---- complex operators ---------------------------------------------------------------- */
+
+/* graph/complex.h's functions, the same text the kernels' prelude prints. */
+#define LF_INLINE static inline
+GRAPH_COMPLEX_LIBM
+GRAPH_COMPLEX_CODE
+#undef LF_INLINE
+
+bool graph_op_complex_ok(lf_op op) {
+    switch (op) {
+    case LF_OP_ADD:
+    case LF_OP_SUB:
+    case LF_OP_MUL:
+    case LF_OP_DIV:
+    case LF_OP_POW:
+    case LF_OP_NEG:
+    case LF_OP_EQ:
+    case LF_OP_NE:
+    case LF_OP_ABS:
+    case LF_OP_SQRT:
+    case LF_OP_EXP:
+    case LF_OP_LOG:
+    case LF_OP_WHERE:
+    case LF_OP_REAL:
+    case LF_OP_IMAG:
+    case LF_OP_ANGLE:
+    case LF_OP_CONJ: return true;
+    default: return false;
+    }
+}
+
+/* op in c128 on a and b; *part (for abs, angle, real, imag, ==, !=) gets a
+ * real result and the function returns 1, else 0 with the complex in *z. */
+static int c128_op(lf_op op, lf_c128 a, lf_c128 b, lf_c128 *z, double *part) {
+    switch (op) {
+    case LF_OP_ADD: *z = lf_add_c128(a, b); return 0;
+    case LF_OP_SUB: *z = lf_sub_c128(a, b); return 0;
+    case LF_OP_MUL: *z = lf_mul_c128(a, b); return 0;
+    case LF_OP_DIV: *z = lf_div_c128(a, b); return 0;
+    case LF_OP_POW: *z = lf_pow_c128(a, b); return 0;
+    case LF_OP_NEG: *z = lf_neg_c128(a); return 0;
+    case LF_OP_CONJ: *z = lf_conj_c128(a); return 0;
+    case LF_OP_SQRT: *z = lf_sqrt_c128(a); return 0;
+    case LF_OP_EXP: *z = lf_exp_c128(a); return 0;
+    case LF_OP_LOG: *z = lf_log_c128(a); return 0;
+    case LF_OP_EQ: *part = lf_eq_c128(a, b); return 1;
+    case LF_OP_NE: *part = lf_ne_c128(a, b); return 1;
+    case LF_OP_ABS: *part = lf_abs_c128(a); return 1;
+    case LF_OP_ANGLE: *part = lf_arg_c128(a); return 1;
+    case LF_OP_REAL: *part = a.re; return 1;
+    case LF_OP_IMAG: *part = a.im; return 1;
+    default: *part = NAN; return 1; /* refused when nodes are built */
+    }
+}
+
+static int c64_op(lf_op op, lf_c64 a, lf_c64 b, lf_c64 *z, float *part) {
+    switch (op) {
+    case LF_OP_ADD: *z = lf_add_c64(a, b); return 0;
+    case LF_OP_SUB: *z = lf_sub_c64(a, b); return 0;
+    case LF_OP_MUL: *z = lf_mul_c64(a, b); return 0;
+    case LF_OP_DIV: *z = lf_div_c64(a, b); return 0;
+    case LF_OP_POW: *z = lf_pow_c64(a, b); return 0;
+    case LF_OP_NEG: *z = lf_neg_c64(a); return 0;
+    case LF_OP_CONJ: *z = lf_conj_c64(a); return 0;
+    case LF_OP_SQRT: *z = lf_sqrt_c64(a); return 0;
+    case LF_OP_EXP: *z = lf_exp_c64(a); return 0;
+    case LF_OP_LOG: *z = lf_log_c64(a); return 0;
+    case LF_OP_EQ: *part = (float)lf_eq_c64(a, b); return 1;
+    case LF_OP_NE: *part = (float)lf_ne_c64(a, b); return 1;
+    case LF_OP_ABS: *part = lf_abs_c64(a); return 1;
+    case LF_OP_ANGLE: *part = lf_arg_c64(a); return 1;
+    case LF_OP_REAL: *part = a.re; return 1;
+    case LF_OP_IMAG: *part = a.im; return 1;
+    default: *part = NAN; return 1;
+    }
+}
+
+/* A complex operator (compute dtype ct complex): a complex result, a real
+ * one in the component float, or a bool (== !=). */
+static lf_scalar complex_apply(lf_op op, lf_dtype ct, lf_scalar a, lf_scalar b) {
+    lf_scalar r = {{0}, 0};
+    bool cmp = op == LF_OP_EQ || op == LF_OP_NE;
+    if (ct == LF_C64) {
+        lf_c64 z, x = lf_mk_c64((float)a.f, (float)a.im), y = lf_mk_c64((float)b.f, (float)b.im);
+        float p;
+        if (c64_op(op, x, y, &z, &p)) {
+            if (cmp) r.i = p != 0;
+            else r.f = p;
+        } else {
+            r.f = z.re;
+            r.im = z.im;
+        }
+        return r;
+    }
+    lf_c128 z, x = lf_mk_c128(a.f, a.im), y = lf_mk_c128(b.f, b.im);
+    double p;
+    if (c128_op(op, x, y, &z, &p)) {
+        if (cmp) r.i = p != 0;
+        else r.f = p;
+    } else {
+        r.f = z.re;
+        r.im = z.im;
+    }
+    return r;
+}
+
+/* real, imag, angle of a real (float) operand x: x, 0, atan2(+0, x)
+ * (NaN for NaN, pi rounded to the dtype for x < 0 and -0, else +0),
+ * written without libm as the kernels write it. */
+static double real_part_op(lf_op op, bool f32, double x) {
+    if (op == LF_OP_REAL) return x;
+    if (op == LF_OP_IMAG) return 0.0;
+    if (isnan(x)) return x;
+    return signbit(x) ? (f32 ? (double)0x1.921fb6p+1f : 0x1.921fb54442d18p+1) : 0.0;
+}
+
 lf_scalar graph_scalar_apply(lf_op op, lf_dtype ct, lf_scalar a, lf_scalar b, lf_scalar c) {
-    lf_scalar r;
+    lf_scalar r = {{0}, 0};
+    if (graph_dtype_is_complex(ct) && op != LF_OP_WHERE) return complex_apply(op, ct, a, b);
     bool fl = graph_dtype_is_float(ct), f32 = fl && ct != LF_F64; /* f16, bf16 compute in f32 */
     switch (graph_ops[op].typing) {
     case OPTY_CMP: r.i = compare(op, fl, is_unsigned(ct), a, b); return r;
@@ -412,7 +555,9 @@ lf_scalar graph_scalar_apply(lf_op op, lf_dtype ct, lf_scalar a, lf_scalar b, lf
     }
     if (fl) {
         double x;
-        if (op == LF_OP_FMA) x = f32 ? fmaf((float)a.f, (float)b.f, (float)c.f) : fma(a.f, b.f, c.f);
+        if (op == LF_OP_CONJ) x = a.f;
+        else if (graph_ops[op].typing == OPTY_PART) x = real_part_op(op, f32, a.f);
+        else if (op == LF_OP_FMA) x = f32 ? fmaf((float)a.f, (float)b.f, (float)c.f) : fma(a.f, b.f, c.f);
         else if (graph_ops[op].arity == 1) x = float_fn1(op, f32, a.f);
         else x = float_fn2(op, f32, a.f, b.f);
         r.f = f32 ? round_float(ct, (double)(float)x) : x; /* f16, bf16: f32's result, rounded */
@@ -426,7 +571,7 @@ lf_scalar graph_scalar_apply(lf_op op, lf_dtype ct, lf_scalar a, lf_scalar b, lf
         case LF_OP_BITOR: r.i = a.i || b.i; break;
         case LF_OP_BITXOR: r.i = !a.i != !b.i; break;
         case LF_OP_BITNOT: r.i = !a.i; break;
-        default: r.i = a.i; break; /* abs, sign, rounding */
+        default: r.i = a.i; break; /* abs, sign, rounding, conj */
         }
         return r;
     }
@@ -435,8 +580,16 @@ lf_scalar graph_scalar_apply(lf_op op, lf_dtype ct, lf_scalar a, lf_scalar b, lf
 }
 
 lf_scalar graph_scalar_load(const void *base, lf_dtype t, int64_t i) {
-    lf_scalar v;
+    lf_scalar v = {{0}, 0};
     switch (t) {
+    case LF_C64:
+        v.f = ((const float *)base)[2 * i];
+        v.im = ((const float *)base)[2 * i + 1];
+        break;
+    case LF_C128:
+        v.f = ((const double *)base)[2 * i];
+        v.im = ((const double *)base)[2 * i + 1];
+        break;
     case LF_BOOL: v.i = ((const uint8_t *)base)[i]; break;
     case LF_I8: v.i = ((const int8_t *)base)[i]; break;
     case LF_U8: v.i = ((const uint8_t *)base)[i]; break;
@@ -456,6 +609,14 @@ lf_scalar graph_scalar_load(const void *base, lf_dtype t, int64_t i) {
 
 void graph_scalar_store(void *base, lf_dtype t, int64_t i, lf_scalar v) {
     switch (t) {
+    case LF_C64:
+        ((float *)base)[2 * i] = (float)v.f;
+        ((float *)base)[2 * i + 1] = (float)v.im;
+        break;
+    case LF_C128:
+        ((double *)base)[2 * i] = v.f;
+        ((double *)base)[2 * i + 1] = v.im;
+        break;
     case LF_BOOL: ((uint8_t *)base)[i] = v.i != 0; break;
     case LF_I8: ((int8_t *)base)[i] = (int8_t)v.i; break;
     case LF_U8: ((uint8_t *)base)[i] = (uint8_t)v.i; break;
@@ -475,6 +636,7 @@ void graph_scalar_store(void *base, lf_dtype t, int64_t i, lf_scalar v) {
 /* ---- reductions -------------------------------------------------------------------- */
 
 lf_dtype graph_red_acc_dtype(lf_reduce_op op, lf_dtype in) {
+    if (graph_dtype_is_complex(in)) return LF_C128; /* sum, prod, mean */
     if (graph_dtype_is_float(in) || op == LF_RED_MEAN) return LF_F64;
     return is_unsigned(in) ? LF_U64 : LF_I64; /* the same wrapping bits; u64 compares unsigned */
 }
@@ -482,12 +644,20 @@ lf_dtype graph_red_acc_dtype(lf_reduce_op op, lf_dtype in) {
 void graph_red_init(graph_red_acc *a, lf_reduce_op op, lf_dtype acc_t) {
     a->arg = 0;
     a->started = false;
-    if (acc_t == LF_F64) a->v.f = op == LF_RED_PROD ? 1.0 : 0.0;
+    a->v.im = 0;
+    if (acc_t == LF_F64 || acc_t == LF_C128) a->v.f = op == LF_RED_PROD ? 1.0 : 0.0;
     else a->v.i = op == LF_RED_PROD ? 1 : 0;
 }
 
 void graph_red_fold(graph_red_acc *a, lf_reduce_op op, lf_dtype acc_t, lf_scalar x, int64_t pos) {
     bool fl = acc_t == LF_F64;
+    if (acc_t == LF_C128) { /* sum, prod, mean: lf_add_c128 / lf_mul_c128 */
+        lf_c128 v = lf_mk_c128(a->v.f, a->v.im), y = lf_mk_c128(x.f, x.im);
+        v = op == LF_RED_PROD ? lf_mul_c128(v, y) : lf_add_c128(v, y);
+        a->v.f = v.re;
+        a->v.im = v.im;
+        return;
+    }
     switch (op) {
     case LF_RED_SUM:
     case LF_RED_MEAN:
@@ -521,7 +691,10 @@ lf_scalar graph_red_finish(const graph_red_acc *a, lf_reduce_op op, lf_dtype acc
         r.i = a->arg;
         return r;
     }
-    if (op == LF_RED_MEAN) r.f = r.f / (double)count; /* 0/0 is NaN for empty sets */
+    if (op == LF_RED_MEAN) { /* 0/0 is NaN for empty sets */
+        r.f = r.f / (double)count;
+        if (acc_t == LF_C128) r.im = r.im / (double)count;
+    }
     return graph_scalar_convert(r, acc_t, out);
 }
 

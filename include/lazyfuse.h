@@ -43,7 +43,7 @@
  * time. Different contexts may be used concurrently.
  *
  * Dtype rules (NumPy 2's): bool, the integers i8 u8 i16 u16 i32 u32 i64 u64,
- * the floats f16 bf16 f32 f64.
+ * the floats f16 bf16 f32 f64, the complex c64 c128.
  *   promote(a, b): the dtype of least width that holds every value of both
  *     exactly: the same dtype if equal; bool with X gives X; u8 with i8 gives
  *     i16, u32 with i32 gives i64, u64 with any signed integer gives f64; an
@@ -52,7 +52,38 @@
  *     f32; i32, u32 with f32 give f64), and f64 with any integer. f16 with
  *     bf16 gives f32. bfloat16 is ml_dtypes' (JAX's): i8, u8 and bool with
  *     bf16 give bf16; where ml_dtypes has no common dtype (i16 or f16 with
- *     bf16) the rule above gives f32.
+ *     bf16) the rule above gives f32. A complex with a real dtype gives the
+ *     complex whose components hold that dtype: c64 with f16, bf16, f32,
+ *     i8, u8, i16, u16 or bool gives c64; with f64, i32, u32, i64 or u64
+ *     c128 (NumPy 2: complex64 + float64 is complex128).
+ *   Complex (c64, c128; issue 31): a value is a pair (re, im) of its
+ *     component float (f32, f64). Allowed: + - * / unary -, **, == and !=
+ *     (both parts equal), abs (the component float: hypot(re, im)), real,
+ *     imag, angle (the component float: atan2(im, re)), conj, sqrt, exp,
+ *     log, where, casts, and the reductions sum, prod and mean. Every other
+ *     operator with a complex operand (< <= > >= min max, rounding, % //,
+ *     bit operators, other float functions, isnan, isinf) is refused with
+ *     LF_ERR_DTYPE when the node is built, as are min/max/argmin/argmax and
+ *     scans of complex, sort, top-k, scatter and gather of complex data,
+ *     and complex iota, arange and random. The formulas are fixed, written
+ *     once (graph/complex.h) and run by every evaluator, so results are
+ *     bit-identical across the reference, the interpreter and compiled C:
+ *     each step rounds in the component float, without contraction
+ *       (a+bi)(c+di) = (ac - bd) + (ad + bc)i           (no rescaling:
+ *         inf/NaN follow these four products, not C Annex G)
+ *       (a+bi)/(c+di) = Smith's algorithm: if |c| >= |d|: r = d/c,
+ *         t = c + d r, ((a + b r)/t) + ((b - a r)/t)i; else r = c/d,
+ *         t = c r + d, ((a r + b)/t) + ((b r - a)/t)i
+ *       exp(a+bi) = exp(a) cos(b) + exp(a) sin(b) i
+ *       log(z) = log(abs(z)) + angle(z) i;  abs(z) = hypot(a, b)
+ *       sqrt(z): 0 -> (0, b); else t = sqrt((|a| + abs(z)) / 2), for
+ *         a >= 0: (t, b / (2t)), else (|b| / (2t), copysign(t, b))
+ *       z ** w: 0 ** w is 1 for w = 0, else 0; else exp(w log(z))
+ *     c64's functions call libm's float versions (hypotf, atan2f, expf,
+ *     cosf, sinf, logf, sqrtf). A cast from complex to a real dtype takes
+ *     the real part (NumPy, which warns); to bool, re != 0 or im != 0; a
+ *     real to complex is (x, 0). Sums and products accumulate in c128 and
+ *     round once, as floats accumulate in f64.
  *   Small integers (i8 u8 i16 u16, and u32, i32) wrap at their own width
  *     after every operation, as NumPy does (u8 200 + 100 is 44); unsigned
  *     integers wrap modulo 2^width, and their comparisons, min/max, //, %
@@ -243,6 +274,8 @@ typedef enum lf_dtype {
     LF_U64,
     LF_F16,  /* IEEE binary16, stored as its 16 bits */
     LF_BF16, /* bfloat16 (the high half of a float32), stored as its 16 bits */
+    LF_C64,  /* (1.4) complex64: two f32 (real, imaginary), 8 bytes, C99's layout */
+    LF_C128, /* (1.4) complex128: two f64 (real, imaginary), 16 bytes */
     LF_NDTYPES
 } lf_dtype;
 
@@ -1145,6 +1178,29 @@ typedef int (*lf_extern_fn)(void *user, int nin, const lf_extern_array *ins, con
  * lf_input_rebind refuses it. */
 LF_API lf_node *lf_extern(lf_graph *g, const char *name, lf_extern_fn fn, void *user, int nin,
                           lf_node *const *ins, lf_dtype t, int ndim, const int64_t *shape);
+
+/* ---- Fourier transforms (1.4, issue 31) ------------------------------------
+ *
+ * lf_fft(x, axis) is NumPy's numpy.fft.fft(x, axis=axis) and lf_ifft its
+ * numpy.fft.ifft: the discrete Fourier transform of every 1-D line of x
+ * along axis (batched over the other axes), forward y[k] = sum_j x[j]
+ * exp(-2 pi i j k / n), inverse with exp(+2 pi i j k / n) and divided by n
+ * (NumPy's default "backward" normalization), n = x's extent on axis (no
+ * padding or cropping). The result has x's shape and dtype c64 when x is
+ * c64, f32, f16 or bf16 (NumPy 2 computes float32 in single precision),
+ * c128 otherwise; x is cast to it first. An FFT node is an extern node
+ * (lf_extern, above) the library makes: a barrier, x's producers fuse up to
+ * it and its consumers from it (fft(a) * fft(b) is one kernel between the
+ * transforms), and every backend runs it the same way, with FFTW on host
+ * arrays (multi-threaded with the context's thread count; FFTW_ESTIMATE
+ * plans, made once per node and kept with the graph), the reference
+ * evaluator included. Results are FFTW's, not bit-identical to other FFT
+ * libraries (NumPy's pocketfft differs in the last bits). Errors:
+ * LF_ERR_AXIS (axis out of range, or a 0-d x), LF_ERR_SHAPE (zero points
+ * along axis), LF_ERR_BACKEND (this build has no FFTW), sticky on the
+ * graph. The CUDA backend copies through the host (no cuFFT yet). */
+LF_API lf_node *lf_fft(lf_graph *g, lf_node *x, int axis);
+LF_API lf_node *lf_ifft(lf_graph *g, lf_node *x, int axis);
 
 /* ---- elementwise nodes ---------------------------------------------------- */
 

@@ -41,7 +41,7 @@ export DEBIAN_FRONTEND=noninteractive
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-PACKAGES=(meson ninja-build pkg-config gcc g++ libcriterion-dev libdlpack-dev python3-numpy graphviz valgrind
+PACKAGES=(meson ninja-build pkg-config gcc g++ libcriterion-dev libdlpack-dev libfftw3-dev python3-numpy graphviz valgrind
           shellcheck abigail-tools python3-venv python3-cffi libopenmpi-dev openmpi-bin)
 
 # The Python package (pyproject.toml: meson-python) goes into a virtual

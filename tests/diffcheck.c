@@ -107,6 +107,10 @@ bool dc_element_ok(const dc_cone *c, lf_dtype t, const void *got, const void *wa
     size_t es = lf_dtype_size(t);
     const unsigned char *a = (const unsigned char *)got + (size_t)j * es, *b = (const unsigned char *)want + (size_t)j * es;
     if (!memcmp(a, b, es)) return true;
+    if (graph_dtype_is_complex(t)) { /* each part as its component float */
+        lf_dtype p = graph_dtype_part(t);
+        return dc_element_ok(c, p, a, b, 0, rel) && dc_element_ok(c, p, a + es / 2, b + es / 2, 0, rel);
+    }
     if (!graph_dtype_is_float(t)) return false; /* bool and integers: the bytes */
     double x, y;
     x = graph_scalar_load(a, t, 0).f; /* every float dtype, f16 and bf16 too */
@@ -149,6 +153,12 @@ void dc_format(char *buf, int cap, lf_dtype t, const void *p, int64_t j) {
         uint16_t u;
         memcpy(&u, (const uint16_t *)p + j, 2);
         snprintf(buf, (size_t)cap, "%.5g (0x%04x)", graph_scalar_load(p, t, j).f, (unsigned)u);
+        break;
+    }
+    case LF_C64:
+    case LF_C128: {
+        lf_scalar v = graph_scalar_load(p, t, j);
+        snprintf(buf, (size_t)cap, "(%a, %a)", v.f, v.im);
         break;
     }
     default: {

@@ -6,7 +6,10 @@
  * buffer), some hold contractions (gen_contract: matmul, transposed,
  * matrix-vector and batched, K past LF_CONTRACT_BLOCK in a twentieth); shapes
  * stay small (a few hundred elements) so thousands of graphs run in seconds
- * on the reference evaluator.
+ * on the reference evaluator. Complex dtypes (c64, c128) are drawn like
+ * the others: a complex input, constant, fill or cast goes at once through
+ * one of COMPLEX_FNS (operators complex values take) to a real node, so the
+ * complex arithmetic fuses into kernels whose other operators are real.
  */
 #include "randgraph.h"
 #include "testutil.h"
@@ -33,6 +36,31 @@ static lf_node *first_five(lf_graph *g, lf_node *x) {
     lf_dtype t = lf_node_dtype(x);
     if (t <= LF_F64) return x;
     return lf_cast(g, x, graph_dtype_is_float(t) ? LF_F32 : LF_I64);
+}
+
+/* The real dtypes (bool .. bf16): complex ones come after them in the enum. */
+enum { REAL_NDTYPES = LF_BF16 + 1 };
+
+/* A complex x (c64, c128) mapped through one of the operators complex
+ * values take, to a real node the rest of the generator can use with any
+ * operator; a real x as it is. The complex map fuses with its consumers. */
+static const char *const COMPLEX_FNS[] = {
+    "(a) -> real(a * a + 1)",
+    "(a) -> imag(conj(a) * 2 - sqrt(a))",
+    "(a) -> abs(a / (a + 0.5))",
+    "(a) -> angle(a - 0.25)",
+    "(a) -> real(exp(a * 0.125)) + imag(log(a))",
+    "(a) -> imag(sqrt(a) * (a - 1))",
+    "(a) -> real(a ** 2) - abs(a)",
+    "(a) -> f64(a == conj(a)) + f64(a != 0)",
+    "(a) -> real(where(imag(a) > 0, a, -a) * c128(a))",
+    "(a) -> f32(a + 1) - imag(a)",
+};
+
+static lf_node *decomplex(lf_graph *g, uint64_t pick_, lf_node *x) {
+    if (!x || !graph_dtype_is_complex(lf_node_dtype(x))) return x;
+    lf_fn *f = lf_fn_parse(g, COMPLEX_FNS[pick_ % (sizeof COMPLEX_FNS / sizeof *COMPLEX_FNS)]);
+    return f ? lf_map(g, f, x) : NULL;
 }
 
 lf_node *row_reduce(lf_graph *g, lf_reduce_op op, lf_node *x, int na, const int *axes, bool keep) {
@@ -90,9 +118,9 @@ static lf_node *new_input(gen *G) {
     for (int d = 0; d < ndim; d++) n *= shape[d];
     double vals[125];
     for (int64_t i = 0; i < n; i++) {
-        if (graph_dtype_is_float(t) && chance(&G->r, 25))
+        if ((graph_dtype_is_float(t) || graph_dtype_is_complex(t)) && chance(&G->r, 25))
             vals[i] = SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)];
-        else if (graph_dtype_is_float(t))
+        else if (graph_dtype_is_float(t) || graph_dtype_is_complex(t))
             vals[i] = (double)rint_(&G->r, -400, 400) / 64.0;
         else if (t != LF_BOOL && chance(&G->r, 20)) /* an integer's extremes: wraparound */
             vals[i] = chance(&G->r, 50) ? (double)graph_dtype_int_min(t) + rint_(&G->r, 0, 2)
@@ -101,10 +129,23 @@ static lf_node *new_input(gen *G) {
         else
             vals[i] = rint_(&G->r, graph_dtypes[t].kind == DTYPE_UINT ? 0 : -6, 6);
     }
-    lf_buffer *b = tu_buf(G->ctx, t, ndim, shape, vals);
+    lf_buffer *b;
+    if (graph_dtype_is_complex(t)) { /* vals as real parts, imaginary parts of their own */
+        b = lf_buffer_new(G->ctx, t, ndim, shape);
+        cr_assert(b != NULL, "lf_buffer_new: %s", lf_errmsg(G->ctx));
+        unsigned char raw[125 * 16];
+        for (int64_t i = 0; i < n; i++) {
+            lf_scalar v = {{.f = vals[i]}, chance(&G->r, 20) ? SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)]
+                                                             : (double)rint_(&G->r, -400, 400) / 64.0};
+            graph_scalar_store(raw, t, i, graph_scalar_convert(v, LF_C128, t));
+        }
+        cr_assert_eq(lf_buffer_write(b, raw, (size_t)n * lf_dtype_size(t)), LF_OK);
+    } else {
+        b = tu_buf(G->ctx, t, ndim, shape, vals);
+    }
     lf_node *x = lf_input(G->g, b);
     lf_buffer_free(b); /* the graph keeps it alive */
-    return x;
+    return decomplex(G->g, rnext(&G->r), x);
 }
 
 /* Some node whose shape broadcasts with x (possibly a view of x or a constant). */
@@ -115,7 +156,9 @@ static lf_node *partner(gen *G, lf_node *x) {
         int64_t sh[LF_MAX_DIMS];
         if (graph_broadcast_shapes(x->ndim, x->shape, y->ndim, y->shape, &nd, sh)) return y;
     }
-    if (chance(&G->r, 50)) return lf_const(G->g, (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1), SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)]);
+    if (chance(&G->r, 50))
+        return decomplex(G->g, rnext(&G->r),
+                         lf_const(G->g, (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1), SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)]));
     if (x->ndim >= 1 && chance(&G->r, 50)) /* reduce x over its last axis, keepdims */
         return lf_reduce(G->g, LF_RED_SUM, x, 1, (int[]){x->ndim - 1}, true);
     return x;
@@ -197,7 +240,7 @@ static lf_node *gen_elementwise(gen *G) {
         if (!graph_broadcast_shapes(y->ndim, y->shape, z->ndim, z->shape, &nd, sh)) z = y;
         return lf_select(g, lf_gt(g, x, lf_const(g, LF_F64, 0.25)), y, z);
     }
-    case 4: return lf_cast(g, x, (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1));
+    case 4: return decomplex(g, rnext(&G->r), lf_cast(g, x, (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1)));
     default: { /* parsed fn with weak literals */
         const char *src = FNS[rint_(&G->r, 0, (int)(sizeof FNS / sizeof *FNS) - 1)];
         lf_fn *f = lf_fn_parse(g, src);
@@ -360,7 +403,7 @@ static lf_node *gen_scan(gen *G) {
     int axis = rint_(&G->r, -x->ndim, x->ndim - 1);
     lf_reduce_op op = ops[rint_(&G->r, 0, 3)];
     bool excl = chance(&G->r, 50);
-    lf_dtype st = (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1);
+    lf_dtype st = (lf_dtype)rint_(&G->r, 0, REAL_NDTYPES - 1); /* complex scans are refused */
     if (st == LF_U64 && (op == LF_RED_MIN || op == LF_RED_MAX)) st = LF_I64; /* refused for u64 */
     x = orderable(g, op, x);
     lf_node *s = chance(&G->r, 25) ? lf_scan_dtype(g, op, x, axis, excl, st) : lf_scan(g, op, x, axis, excl);
@@ -561,7 +604,7 @@ static lf_node *gen_pad_concat(gen *G) {
             int64_t lo = rint_(&G->r, 0, (int)e), hi = rint_(&G->r, (int)lo, (int)e);
             lf_node *p = lf_slice(g, x, a, lo, hi, 1);
             switch (rint_(&G->r, 0, 4)) {
-            case 0: p = lf_cast(g, p, (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1)); break;
+            case 0: p = decomplex(g, rnext(&G->r), lf_cast(g, p, (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1))); break;
             case 1: p = lf_apply(g, LF_OP_NEG, lf_cast(g, p, LF_F32), NULL, NULL); break;
             case 2: p = lf_slice(g, x, a, LF_NONE, LF_NONE, -1); break;
             default: break;
@@ -655,7 +698,7 @@ int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs) {
     lf_graph *g = G->g;
     int ninputs = rint_(&G->r, 1, 3);
     for (int i = 0; i < ninputs; i++) push(G, new_input(G));
-    if (chance(&G->r, 20)) push(G, lf_iota(g, (lf_dtype)rint_(&G->r, 1, LF_NDTYPES - 1), rint_(&G->r, 1, 4)));
+    if (chance(&G->r, 20)) push(G, lf_iota(g, (lf_dtype)rint_(&G->r, 1, REAL_NDTYPES - 1), rint_(&G->r, 1, 4)));
     if (chance(&G->r, 25)) { /* a random node over the first input's shape */
         const lf_node *s0 = G->pool[0];
         lf_random_dist dist = (lf_random_dist)rint_(&G->r, 0, 2);
@@ -665,8 +708,9 @@ int gen_graph(gen *G, lf_ctx *ctx, uint64_t seed, int index, lf_node **outs) {
         push(G, lf_random(g, t, dist, s0->ndim, s0->shape, rnext(&G->r)));
     }
     if (chance(&G->r, 20))
-        push(G, lf_fill(g, (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1), SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)], 1,
-                        (int64_t[]){rint_(&G->r, 1, 4)}));
+        push(G, decomplex(g, rnext(&G->r),
+                          lf_fill(g, (lf_dtype)rint_(&G->r, 0, LF_NDTYPES - 1), SPECIAL[rint_(&G->r, 0, NSPECIAL - 1)],
+                                  1, (int64_t[]){rint_(&G->r, 1, 4)})));
     int nops = rint_(&G->r, 3, 24);
     for (int i = 0; i < nops; i++) {
         int k = rint_(&G->r, 0, 12);

@@ -881,6 +881,20 @@ Test(cuda_codegen, emulated_new_dtypes, .timeout = 600) {
             emu_check(ctx, g, 3, o, lf_dtype_name(t), dir, &id, force64, &kernels, &launches, &vec_launches, &es);
             lf_graph_free(g);
         }
+        for (int c = 0; c < 2; c++) { /* complex (issue 31): graph/complex.h in the CUDA prelude */
+            lf_dtype t = c ? LF_C128 : LF_C64;
+            lf_graph *g = lf_graph_new(ctx);
+            lf_node *a = lf_cast(g, lf_input(g, tu_buf(ctx, LF_F64, 2, (int64_t[]){nf, 1}, fv)), t);
+            lf_node *b = lf_cast(g, lf_input(g, tu_buf(ctx, LF_F64, 2, (int64_t[]){1, nf}, fv)), t);
+            static const char *const cfns[] = {"(a, b) -> sqrt(a - 2.5) * b / (a + 1) - conj(sqrt(b)) ** 2",
+                                               "(a, b) -> abs(exp(a * 0.01) - b) + angle(log(a - b))",
+                                               "(a, b) -> f64(a == b) + real(where(imag(sqrt(a - b)) > 0, a, -b))"};
+            lf_node *o[3];
+            for (int f = 0; f < 3; f++) o[f] = lf_zipwith(g, lf_fn_parse(g, cfns[f]), 2, (lf_node *[]){a, b});
+            cr_assert(o[0] && o[1] && o[2], "%s", lf_errmsg(ctx));
+            emu_check(ctx, g, 3, o, lf_dtype_name(t), dir, &id, force64, &kernels, &launches, &vec_launches, &es);
+            lf_graph_free(g);
+        }
     }
     cr_expect_gt(launches, 0);
     if (es.h) dlclose(es.h);

@@ -78,13 +78,13 @@ Test(dlpack, import_errors_leave_the_tensor_the_callers) {
     cr_expect_null(lf_buffer_from_dlpack(ctx, &t));
     cr_expect_str_eq(lf_errmsg(ctx),
                      "buffer_from_dlpack: dtype code 1 (uint), 128 bits, 1 lane is none of lazyfuse's (bool, i32, "
-                     "i64, f32, f64, i8, u8, i16, u16, u32, u64, f16, bf16)");
+                     "i64, f32, f64, i8, u8, i16, u16, u32, u64, f16, bf16, c64, c128)");
     t = tensor(mem, kDLFloat, 32, 1, &n, NULL);
     t.dl_tensor.dtype.lanes = 4;
     cr_expect_null(lf_buffer_from_dlpack(ctx, &t));
     cr_expect_str_eq(lf_errmsg(ctx),
                      "buffer_from_dlpack: dtype code 2 (float), 32 bits, 4 lanes is none of lazyfuse's (bool, "
-                     "i32, i64, f32, f64, i8, u8, i16, u16, u32, u64, f16, bf16)");
+                     "i32, i64, f32, f64, i8, u8, i16, u16, u32, u64, f16, bf16, c64, c128)");
     t = tensor(mem, kDLInt, 64, 1, &n, NULL);
     t.dl_tensor.device.device_type = kDLCUDA;
     cr_expect_null(lf_buffer_from_dlpack(ctx, &t));

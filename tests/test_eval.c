@@ -85,7 +85,7 @@ static val conv(val v, lf_dtype to) {
     return r;
 }
 
-enum { TY_ARITH, TY_DIV, TY_FLOAT, TY_SAME, TY_CMP, TY_LOGIC, TY_PRED, TY_SELECT, TY_BITS, TY_SHIFT };
+enum { TY_ARITH, TY_DIV, TY_FLOAT, TY_SAME, TY_CMP, TY_LOGIC, TY_PRED, TY_SELECT, TY_BITS, TY_SHIFT, TY_PART };
 
 static const struct {
     const char *text;
@@ -191,6 +191,9 @@ static double ref_float(lf_op op, lf_dtype t, double a, double b, double c) {
     case LF_OP_ERF: return s ? erff(fa) : erf(a);
     case LF_OP_HYPOT: return s ? hypotf(fa, fb) : hypot(a, b);
     case LF_OP_FMA: return s ? fmaf(fa, fb, fc) : fma(a, b, c);
+    case LF_OP_REAL: case LF_OP_CONJ: return a; /* of a real value (complex: test_complex.c) */
+    case LF_OP_IMAG: return 0.0;
+    case LF_OP_ANGLE: return s ? atan2f(0.0f, fa) : atan2(0.0, a);
     default: cr_assert_fail("no float reference for op %s", opinfo[op].text);
     }
     return 0;
@@ -264,7 +267,7 @@ static int64_t ref_int(lf_op op, lf_dtype t, int64_t a, int64_t b) {
     case LF_OP_MAX: return a > b ? a : b;
     case LF_OP_ABS: return a < 0 ? wrap(t, 0 - ua) : a;
     case LF_OP_SIGN: return (a > 0) - (a < 0);
-    case LF_OP_FLOOR: case LF_OP_CEIL: case LF_OP_ROUND: case LF_OP_TRUNC: return a;
+    case LF_OP_FLOOR: case LF_OP_CEIL: case LF_OP_ROUND: case LF_OP_TRUNC: case LF_OP_CONJ: return a;
     default: cr_assert_fail("no integer reference for op %s", opinfo[op].text);
     }
     return 0;
@@ -278,10 +281,10 @@ static val ref_apply(lf_op op, const val *x) {
     lf_dtype p = x[0].t;
     for (int k = 1; k < ar; k++) p = promo(p, x[k].t);
     switch (ty) {
-    case TY_ARITH: case TY_DIV: case TY_FLOAT: case TY_SAME: case TY_BITS: case TY_SHIFT: {
+    case TY_ARITH: case TY_DIV: case TY_FLOAT: case TY_SAME: case TY_BITS: case TY_SHIFT: case TY_PART: {
         lf_dtype ct = p;
         if ((ty == TY_ARITH || ty == TY_SHIFT) && ct == LF_BOOL) ct = LF_I32;
-        if ((ty == TY_DIV || ty == TY_FLOAT) && !is_float(ct)) ct = LF_F64;
+        if ((ty == TY_DIV || ty == TY_FLOAT || ty == TY_PART) && !is_float(ct)) ct = LF_F64;
         val c[3] = {vi(ct, 0), vi(ct, 0), vi(ct, 0)};
         for (int k = 0; k < ar; k++) c[k] = conv(x[k], ct);
         if (is_float(ct)) return vf(ct, ref_float(op, ct, c[0].f, c[1].f, c[2].f));

@@ -439,7 +439,9 @@ Test(scalar, dtype_table_rows_are_consistent) {
     cr_expect_eq(graph_dtype_from_dlpack(GRAPH_DL_BFLOAT, 16), LF_BF16);
     cr_expect_eq(graph_dtype_from_dlpack(GRAPH_DL_UINT, 8), LF_U8);
     cr_expect_eq(graph_dtype_from_dlpack(GRAPH_DL_FLOAT, 8), LF_NDTYPES);
-    cr_expect_eq(graph_dtype_from_dlpack(GRAPH_DL_COMPLEX, 64), LF_NDTYPES); /* no complex yet */
+    cr_expect_eq(graph_dtype_from_dlpack(GRAPH_DL_COMPLEX, 64), LF_C64);
+    cr_expect_eq(graph_dtype_from_dlpack(GRAPH_DL_COMPLEX, 128), LF_C128);
+    cr_expect_eq(graph_dtype_from_dlpack(GRAPH_DL_COMPLEX, 32), LF_NDTYPES);
     cr_expect_eq(graph_dtype_int_min(LF_I8), INT8_MIN);
     cr_expect_eq(graph_dtype_int_max(LF_I8), INT8_MAX);
     cr_expect_eq(graph_dtype_int_max(LF_U16), UINT16_MAX);
@@ -466,7 +468,10 @@ Test(scalar, dtype_promotion_is_a_join) {
         for (int b = 0; b < LF_NDTYPES; b++) {
             lf_dtype ab = lf_dtype_promote((lf_dtype)a, (lf_dtype)b);
             cr_expect_eq(ab, lf_dtype_promote((lf_dtype)b, (lf_dtype)a), "%d %d", a, b);
-            if (graph_dtype_is_float((lf_dtype)a) || graph_dtype_is_float((lf_dtype)b))
+            if (graph_dtype_is_complex((lf_dtype)a) || graph_dtype_is_complex((lf_dtype)b))
+                cr_expect(graph_dtype_is_complex(ab), "promote(%s, %s) = %s", lf_dtype_name((lf_dtype)a),
+                          lf_dtype_name((lf_dtype)b), lf_dtype_name(ab));
+            else if (graph_dtype_is_float((lf_dtype)a) || graph_dtype_is_float((lf_dtype)b))
                 cr_expect(graph_dtype_is_float(ab), "promote(%s, %s) = %s", lf_dtype_name((lf_dtype)a),
                           lf_dtype_name((lf_dtype)b), lf_dtype_name(ab));
             else if (graph_dtype_is_int((lf_dtype)a) && graph_dtype_is_int((lf_dtype)b) &&

@@ -42,7 +42,8 @@ static void host_unit(cg_text *t, const graph_ufn *u) {
         cg_emit_ufn_head(t, u, d->value_type, "static ");
         cg_emit_ufn_body(t, u, u->c_body);
     }
-    cg_printf(t, "typedef union { double f; int64_t i; } lf_hv;\n"
+    /* lf_hv is graph.h's lf_scalar: a value, then a complex's imaginary part */
+    cg_printf(t, "typedef struct { union { double f; int64_t i; }; double im; } lf_hv;\n"
                  "__attribute__((visibility(\"default\"))) void lf_ufn_entry(void *fp, const void *args, void *ret) {\n"
                  "    const lf_hv *a = args;\n    lf_hv *r = ret;\n    (void)a;\n");
     if (u->fp) { /* a library function: called through its address */
