@@ -2,13 +2,14 @@
 
 Run by meson test (suite 'python') as: python3 dtype_promote_numpy.py
 LIBLAZYFUSE.so. For every pair of lazyfuse dtypes NumPy has (bool, the
-signed and unsigned integers, f16, f32, f64), lf_dtype_promote must give
+signed and unsigned integers, f16, f32, f64, c64, c128), lf_dtype_promote must give
 np.promote_types' answer (the same in NumPy 1.24 and 2: NEP 50 changed the
 typing of Python scalars, not promote_types). bfloat16 is checked against
 ml_dtypes (JAX's bfloat16 for NumPy) where it is importable: where
 ml_dtypes has a common dtype lazyfuse must agree; where it has none (i16,
 u16, f16 with bf16) lazyfuse's join gives f32, and i32, u32, i64, u64 with
-bf16 give f64 (as those integers with f32 do). Any disagreement exits
+bf16 give f64 (as those integers with f32 do), c64 and c128 with bf16 stay
+c64 and c128. Any disagreement exits
 non-zero; NumPy missing fails (it must not skip silently).
 """
 import ctypes
@@ -18,7 +19,8 @@ import numpy as np
 
 NAMES = {"bool": np.bool_, "i8": np.int8, "u8": np.uint8, "i16": np.int16, "u16": np.uint16,
          "i32": np.int32, "u32": np.uint32, "i64": np.int64, "u64": np.uint64,
-         "f16": np.float16, "f32": np.float32, "f64": np.float64}
+         "f16": np.float16, "f32": np.float32, "f64": np.float64,
+         "c64": np.complex64, "c128": np.complex128}
 
 
 def main():
@@ -50,7 +52,8 @@ def main():
                     want = "f32" if {a, b} & {"i16", "u16", "f16"} else "f64"
             elif "bf16" in (a, b):
                 other = b if a == "bf16" else a
-                want = ("bf16" if other in ("bool", "i8", "u8", "bf16") else
+                want = (other if other in ("c64", "c128") else  # bf16 fits in c64's f32 parts
+                        "bf16" if other in ("bool", "i8", "u8", "bf16") else
                         "f32" if other in ("i16", "u16", "f16", "f32") else "f64")
             else:
                 print(f"{a}, {b}: no NumPy dtype to check against")
