@@ -450,78 +450,54 @@ bool graph_op_complex_ok(lf_op op) {
     }
 }
 
-/* op in c128 on a and b; *part (for abs, angle, real, imag, ==, !=) gets a
- * real result and the function returns 1, else 0 with the complex in *z. */
-static int c128_op(lf_op op, lf_c128 a, lf_c128 b, lf_c128 *z, double *part) {
-    switch (op) {
-    case LF_OP_ADD: *z = lf_add_c128(a, b); return 0;
-    case LF_OP_SUB: *z = lf_sub_c128(a, b); return 0;
-    case LF_OP_MUL: *z = lf_mul_c128(a, b); return 0;
-    case LF_OP_DIV: *z = lf_div_c128(a, b); return 0;
-    case LF_OP_POW: *z = lf_pow_c128(a, b); return 0;
-    case LF_OP_NEG: *z = lf_neg_c128(a); return 0;
-    case LF_OP_CONJ: *z = lf_conj_c128(a); return 0;
-    case LF_OP_SQRT: *z = lf_sqrt_c128(a); return 0;
-    case LF_OP_EXP: *z = lf_exp_c128(a); return 0;
-    case LF_OP_LOG: *z = lf_log_c128(a); return 0;
-    case LF_OP_EQ: *part = lf_eq_c128(a, b); return 1;
-    case LF_OP_NE: *part = lf_ne_c128(a, b); return 1;
-    case LF_OP_ABS: *part = lf_abs_c128(a); return 1;
-    case LF_OP_ANGLE: *part = lf_arg_c128(a); return 1;
-    case LF_OP_REAL: *part = a.re; return 1;
-    case LF_OP_IMAG: *part = a.im; return 1;
-    default: *part = NAN; return 1; /* refused when nodes are built */
+/* op in lf_<C> (c64 or c128, R its component float) on a and b: the
+ * function returns 0 with the complex result in *z, or 1 with a real one in
+ * *part (abs, angle, real, imag; ==, != as 0 or 1). One text for both types. */
+#define COMPLEX_OP(C, R)                                                                     \
+    static int C##_op(lf_op op, lf_##C a, lf_##C b, lf_##C *z, R *part) {                     \
+        switch (op) {                                                                        \
+        case LF_OP_ADD: *z = lf_add_##C(a, b); return 0;                                     \
+        case LF_OP_SUB: *z = lf_sub_##C(a, b); return 0;                                     \
+        case LF_OP_MUL: *z = lf_mul_##C(a, b); return 0;                                     \
+        case LF_OP_DIV: *z = lf_div_##C(a, b); return 0;                                     \
+        case LF_OP_POW: *z = lf_pow_##C(a, b); return 0;                                     \
+        case LF_OP_NEG: *z = lf_neg_##C(a); return 0;                                        \
+        case LF_OP_CONJ: *z = lf_conj_##C(a); return 0;                                      \
+        case LF_OP_SQRT: *z = lf_sqrt_##C(a); return 0;                                      \
+        case LF_OP_EXP: *z = lf_exp_##C(a); return 0;                                        \
+        case LF_OP_LOG: *z = lf_log_##C(a); return 0;                                        \
+        case LF_OP_EQ: *part = (R)lf_eq_##C(a, b); return 1;                                 \
+        case LF_OP_NE: *part = (R)lf_ne_##C(a, b); return 1;                                 \
+        case LF_OP_ABS: *part = lf_abs_##C(a); return 1;                                     \
+        case LF_OP_ANGLE: *part = lf_arg_##C(a); return 1;                                   \
+        case LF_OP_REAL: *part = a.re; return 1;                                             \
+        case LF_OP_IMAG: *part = a.im; return 1;                                             \
+        default: *part = NAN; return 1; /* refused when nodes are built */                   \
+        }                                                                                    \
     }
-}
-
-static int c64_op(lf_op op, lf_c64 a, lf_c64 b, lf_c64 *z, float *part) {
-    switch (op) {
-    case LF_OP_ADD: *z = lf_add_c64(a, b); return 0;
-    case LF_OP_SUB: *z = lf_sub_c64(a, b); return 0;
-    case LF_OP_MUL: *z = lf_mul_c64(a, b); return 0;
-    case LF_OP_DIV: *z = lf_div_c64(a, b); return 0;
-    case LF_OP_POW: *z = lf_pow_c64(a, b); return 0;
-    case LF_OP_NEG: *z = lf_neg_c64(a); return 0;
-    case LF_OP_CONJ: *z = lf_conj_c64(a); return 0;
-    case LF_OP_SQRT: *z = lf_sqrt_c64(a); return 0;
-    case LF_OP_EXP: *z = lf_exp_c64(a); return 0;
-    case LF_OP_LOG: *z = lf_log_c64(a); return 0;
-    case LF_OP_EQ: *part = (float)lf_eq_c64(a, b); return 1;
-    case LF_OP_NE: *part = (float)lf_ne_c64(a, b); return 1;
-    case LF_OP_ABS: *part = lf_abs_c64(a); return 1;
-    case LF_OP_ANGLE: *part = lf_arg_c64(a); return 1;
-    case LF_OP_REAL: *part = a.re; return 1;
-    case LF_OP_IMAG: *part = a.im; return 1;
-    default: *part = NAN; return 1;
-    }
-}
+COMPLEX_OP(c64, float)
+COMPLEX_OP(c128, double)
+#undef COMPLEX_OP
 
 /* A complex operator (compute dtype ct complex): a complex result, a real
  * one in the component float, or a bool (== !=). */
 static lf_scalar complex_apply(lf_op op, lf_dtype ct, lf_scalar a, lf_scalar b) {
-    lf_scalar r = {{0}, 0};
-    bool cmp = op == LF_OP_EQ || op == LF_OP_NE;
+    bool cmp = op == LF_OP_EQ || op == LF_OP_NE, real;
+    double re, im, p = 0;
     if (ct == LF_C64) {
-        lf_c64 z, x = lf_mk_c64((float)a.f, (float)a.im), y = lf_mk_c64((float)b.f, (float)b.im);
-        float p;
-        if (c64_op(op, x, y, &z, &p)) {
-            if (cmp) r.i = p != 0;
-            else r.f = p;
-        } else {
-            r.f = z.re;
-            r.im = z.im;
-        }
-        return r;
-    }
-    lf_c128 z, x = lf_mk_c128(a.f, a.im), y = lf_mk_c128(b.f, b.im);
-    double p;
-    if (c128_op(op, x, y, &z, &p)) {
-        if (cmp) r.i = p != 0;
-        else r.f = p;
+        lf_c64 z = {0, 0};
+        float pf = 0;
+        real = c64_op(op, lf_mk_c64((float)a.f, (float)a.im), lf_mk_c64((float)b.f, (float)b.im), &z, &pf);
+        re = z.re, im = z.im, p = pf;
     } else {
-        r.f = z.re;
-        r.im = z.im;
+        lf_c128 z = {0, 0};
+        real = c128_op(op, lf_mk_c128(a.f, a.im), lf_mk_c128(b.f, b.im), &z, &p);
+        re = z.re, im = z.im;
     }
+    lf_scalar r = {{0}, 0};
+    if (!real) r.f = re, r.im = im;
+    else if (cmp) r.i = p != 0;
+    else r.f = p;
     return r;
 }
 
